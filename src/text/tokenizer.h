@@ -1,0 +1,30 @@
+/* tokenizer.h — internal constructors of slm_tokenizer (public API in statelm.h) and the chat
+ * template renderer. A tokenizer is built from GGUF metadata (tokenizer.ggml.*) or from a Hugging
+ * Face tokenizer.json (+ tokenizer_config.json for added-token flags and the chat template).
+ * Byte-level BPE (gpt2-style, pre-tokenizer splits with PCRE2 UTF+UCP) and SentencePiece-style
+ * BPE with byte fallback. The tokenizer is immutable after construction and thread-safe. */
+#ifndef SLM_TEXT_TOKENIZER_H
+#define SLM_TEXT_TOKENIZER_H
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "format/gguf.h"
+#include "format/hfconfig.h"
+
+/* Builds the tokenizer described by g's tokenizer.ggml.* keys. SLM_ERR_NOT_FOUND (no message) when
+ * the file carries no tokenizer; SLM_ERR_FORMAT/UNSUPPORTED with a message naming the key
+ * otherwise. */
+slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokenizer **out, slm_err *e);
+/* Builds it from c->tokenizer_json_path (and c->tok_config). SLM_ERR_NOT_FOUND when the folder has
+ * no tokenizer.json. */
+slm_status tok_from_hf(const hf_config *c, const slm_allocator *a, slm_tokenizer **out, slm_err *e);
+void tok_destroy(slm_tokenizer *t);
+
+/* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3", "lfm2",
+ * "llama3". chat_detect picks one from a stored Jinja template string (NULL if none fits). */
+const char *chat_detect(const char *stored_template);
+/* Renders messages with the named template. *out is allocated with a (caller frees with al_free). */
+slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                       bool add_generation_prompt, const slm_allocator *a, char **out, slm_err *e);
+
+#endif

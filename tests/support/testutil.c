@@ -1,0 +1,66 @@
+/* testutil.c — see testutil.h. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *tu_data_path(const char *rel) {
+    static char bufs[8][4096];
+    static int slot;
+    const char *root = getenv("SLM_TEST_DATA_DIR");
+    if (!root) root = SLM_TEST_DATA_DIR;
+    char *b = bufs[slot++ & 7];
+    snprintf(b, 4096, "%s/%s", root, rel);
+    return b;
+}
+
+uint8_t *tu_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    if (!buf) { fclose(f); return NULL; }
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    buf[got] = 0;
+    if (size) *size = got;
+    return buf;
+}
+
+char *tu_write_temp(const void *data, size_t size, const char *suffix) {
+    char tmpl[256];
+    snprintf(tmpl, sizeof tmpl, "/tmp/slmtest_XXXXXX%s", suffix ? suffix : "");
+    int fd = mkstemps(tmpl, suffix ? (int)strlen(suffix) : 0);
+    if (fd < 0) return NULL;
+    if (size && write(fd, data, size) != (ssize_t)size) { close(fd); return NULL; }
+    close(fd);
+    return strdup(tmpl);
+}
+
+char *tu_temp_dir(void) {
+    char tmpl[] = "/tmp/slmtestdir_XXXXXX";
+    if (!mkdtemp(tmpl)) return NULL;
+    return strdup(tmpl);
+}
+
+bool tu_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+double tu_max_rel_err(const float *a, const float *b, size_t n) {
+    double maxd = 0, maxb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > maxd || isnan(d)) maxd = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > maxb) maxb = fabs((double)b[i]);
+    }
+    return maxb > 0 ? maxd / maxb : maxd;
+}

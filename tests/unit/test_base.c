@@ -1,0 +1,107 @@
+/* test_base.c — base/: status table, half/bf16 conversions, UTF-8, bounded reader, allocator. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/half.h"
+#include "base/reader.h"
+#include "base/utf8.h"
+
+static void status_names(void **unused) {
+    (void)unused;
+    assert_string_equal(slm_status_name(SLM_OK), "SLM_OK");
+    assert_string_equal(slm_status_name(SLM_ERR_FORMAT), "SLM_ERR_FORMAT");
+    assert_string_equal(slm_status_name((slm_status)-999), "SLM_UNKNOWN_STATUS");
+    assert_string_equal(slm_status_str(SLM_ERR_NOMEM), "out of memory");
+}
+
+static void err_keeps_innermost(void **unused) {
+    (void)unused;
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(err_set(&e, SLM_ERR_FORMAT, "inner %d", 1), SLM_ERR_FORMAT);
+    err_set(&e, SLM_ERR_IO, "outer");
+    assert_string_equal(e.msg, "inner 1");
+    err_prefix(&e, "file.gguf: ");
+    assert_string_equal(e.msg, "file.gguf: inner 1");
+}
+
+/* f16 round trip over every finite half value; known encodings from IEEE 754. */
+static void half_conversions(void **unused) {
+    (void)unused;
+    assert_true(f16_to_f32(0x3C00) == 1.0f);
+    assert_true(f16_to_f32(0xC000) == -2.0f);
+    assert_true(f16_to_f32(0x7BFF) == 65504.0f);
+    assert_true(f16_to_f32(0x0001) == ldexpf(1.0f, -24));
+    assert_true(isinf(f16_to_f32(0x7C00)));
+    assert_true(isnan(f16_to_f32(0x7E00)));
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7C00) == 0x7C00) continue;
+        assert_int_equal(f32_to_f16(f16_to_f32((uint16_t)h)), h);
+    }
+    /* Round to nearest even at the midpoint between 1 and 1+2^-10. */
+    assert_int_equal(f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3C00);
+    assert_int_equal(f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3C02);
+    assert_int_equal(f32_to_f16(1e6f), 0x7C00);
+    assert_true(bf16_to_f32(0x3F80) == 1.0f);
+    assert_int_equal(f32_to_bf16(1.0f), 0x3F80);
+    assert_int_equal(f32_to_bf16(f32_from_bits(0x3F808000u)), 0x3F80); /* tie to even */
+    assert_int_equal(f32_to_bf16(f32_from_bits(0x3F818000u)), 0x3F82);
+}
+
+static void utf8_rules(void **unused) {
+    (void)unused;
+    const uint8_t ok[] = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+    assert_true(utf8_valid(ok, sizeof ok - 1));
+    const uint8_t overlong[] = {0xC0, 0xAF};
+    assert_false(utf8_valid(overlong, 2));
+    const uint8_t surrogate[] = {0xED, 0xA0, 0x80};
+    assert_false(utf8_valid(surrogate, 3));
+    const uint8_t too_big[] = {0xF4, 0x90, 0x80, 0x80};
+    assert_false(utf8_valid(too_big, 4));
+    uint32_t cp;
+    assert_int_equal(utf8_decode(ok + 6, 4, &cp), 4);
+    assert_int_equal(cp, 0x1F600);
+    /* complete prefix: a 4-byte emoji cut after 2 bytes */
+    assert_int_equal(utf8_complete_prefix(ok, 8), 6);
+    assert_int_equal(utf8_complete_prefix(ok, 10), 10);
+    uint8_t buf[4];
+    assert_int_equal(utf8_encode(0x20AC, buf), 3);
+    assert_memory_equal(buf, "\xE2\x82\xAC", 3);
+}
+
+static void reader_bounds(void **unused) {
+    (void)unused;
+    const uint8_t data[] = {1, 0, 0, 0, 2, 0};
+    slm_err e;
+    err_clear(&e);
+    rd r;
+    rd_init(&r, data, sizeof data, &e);
+    uint32_t v;
+    assert_int_equal(rd_u32(&r, "first", &v), SLM_OK);
+    assert_int_equal(v, 1);
+    assert_int_equal(rd_u32(&r, "second", &v), SLM_ERR_FORMAT);
+    assert_int_equal(r.pos, 4);
+    assert_non_null(strstr(e.msg, "second"));
+    assert_non_null(strstr(e.msg, "offset 4"));
+}
+
+static void alloc_overflow(void **unused) {
+    (void)unused;
+    assert_null(al_array(&al_default, SIZE_MAX / 2, 4));
+    assert_null(al_calloc(&al_default, SIZE_MAX, SIZE_MAX));
+    char *s = al_strndup(&al_default, "abcdef", 3);
+    assert_string_equal(s, "abc");
+    al_free(&al_default, s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_names), cmocka_unit_test(err_keeps_innermost), cmocka_unit_test(half_conversions),
+        cmocka_unit_test(utf8_rules),   cmocka_unit_test(reader_bounds),       cmocka_unit_test(alloc_overflow),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
