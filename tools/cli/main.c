@@ -1,15 +1,32 @@
-/* main.c — the statelm command: dispatches subcommands (info, run, chat, ...). Uses only the
- * public API (statelm.h). */
+/* main.c — the statelm command: dispatches subcommands. Uses only the public API (statelm.h). */
 #include <stdio.h>
 #include <string.h>
 
-#include "statelm.h"
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fputs("usage: statelm COMMAND [options]\n"
+          "commands:\n"
+          "  info -m MODEL [--json] [-c N_CTX] [--kv-f32]   describe a GGUF file or Hugging Face folder\n"
+          "  run  -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]   generate text\n"
+          "  chat -m MODEL [options]                        interactive multi-turn chat\n"
+          "run 'statelm COMMAND --help' for the options of a command\n",
+          f);
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: statelm COMMAND [options]\n");
+        usage(stderr);
         return 2;
     }
-    fprintf(stderr, "statelm: unknown command '%s' (%s)\n", argv[1], slm_status_name(SLM_ERR_INVALID_ARG));
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 1, argv + 1);
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    cli_fail("unknown command '%s' (try 'statelm --help')", cmd);
     return 2;
 }

@@ -1,0 +1,48 @@
+/* backend.h — the interface between the executor (runtime/) and a backend that runs Program nodes
+ * (cpu/, later cuda/). A backend knows graph ops and dtypes, nothing of architectures or tokens.
+ * The executor binds every operand to a concrete view before calling exec. */
+#ifndef SLM_BACKEND_BACKEND_H
+#define SLM_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "graph/graph.h"
+
+/* A concrete, contiguous operand. */
+typedef struct be_view {
+    uint32_t dtype;   /* slm_dtype */
+    int32_t n_dims;
+    int64_t ne[4];    /* concrete sizes, ggml order */
+    void *data;
+} be_view;
+
+/* Per-call bindings of the symbolic values. */
+typedef struct be_call {
+    int64_t n;        /* tokens of this call */
+    int64_t pos;      /* position of the first token */
+} be_call;
+
+typedef struct backend backend;
+typedef struct backend_vtable {
+    const char *name;
+    /* Bytes of per-thread scratch the node needs (the executor sizes scratch before a call). */
+    size_t (*scratch_bytes)(backend *be, const g_node *nd, const be_view *out, const be_view *in);
+    /* Runs one node. out[i] / in[i] follow nd->out / nd->in. STATE_WRITE gets the state's storage as
+     * out[0] (allocated shape, state dtype). Returns SLM_OK or an error with a message. */
+    slm_status (*exec)(backend *be, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
+                       slm_err *e);
+    /* Makes sure per-thread scratch holds at least bytes. */
+    slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
+    void (*destroy)(backend *be);
+} backend_vtable;
+
+struct backend {
+    const backend_vtable *vt;
+};
+
+/* The CPU backend with n_threads workers (>= 1). */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
+
+#endif

@@ -1,0 +1,29 @@
+/* memplan.h — activation memory planning for one function call over n tokens: every activation
+ * (and the token input) gets an offset in one arena; buffers whose lifetimes do not overlap share
+ * bytes. Lifetime of a tensor runs from its producing node to its last consumer, where consumers of
+ * views (RESHAPE) count as consumers of the viewed tensor. The logits output lives to the end. */
+#ifndef SLM_COMPILE_MEMPLAN_H
+#define SLM_COMPILE_MEMPLAN_H
+
+#include <stddef.h>
+
+#include "graph/graph.h"
+
+#define MEMPLAN_NONE ((size_t)-1)
+#define MEMPLAN_ALIGN 64
+
+typedef struct memplan {
+    int32_t fn;
+    int64_t n;              /* token count the plan was made for */
+    size_t arena_bytes;
+    size_t *offset;         /* (program n_tensors): arena offset, or MEMPLAN_NONE */
+    int32_t n_offsets;
+} memplan;
+
+/* Plans fn for n tokens. Frees/overwrites any previous contents of mp. */
+slm_status memplan_build(const g_program *p, int32_t fn, int64_t n, memplan *mp, slm_err *e);
+void memplan_free(const g_program *p, memplan *mp);
+/* Bytes of tensor t for n tokens (activations are f32, the token input i32). */
+size_t memplan_tensor_bytes(const g_tensor *t, int64_t n);
+
+#endif

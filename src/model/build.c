@@ -1,0 +1,255 @@
+/* build.c — the program builders: model math of llama, qwen3, lfm2 and qwen35 written as a
+ * Program (graph/graph.h) with functions "prefill" (n tokens) and "decode" (1 token) sharing the
+ * states of model/states.c. Every weight's shape is checked against the hyper-parameters before
+ * use. Builders contain model math only: no kernels, no memory management.
+ * Specs: spec/llama.md §2–3, spec/lfm2.md §3–4, spec/qwen35.md §2–4. */
+#include "model/build.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/dtype.h"
+
+typedef struct bctx {
+    const slm_model *m;
+    const mdl_hparams *hp;
+    g_program *p;
+    g_builder b;
+    slm_err *e;
+    int32_t (*layer_states)[2]; /* (n_layer) program state ids per layer: [kv_k|conv|ssm_conv, kv_v|ssm_state] */
+} bctx;
+
+/* Adds the weight `fmt` (formatted with the current layer) after checking its shape; n_dims and
+ * ne0/ne1 are the expected ggml dims (ne1 = 0 for 1-D). */
+static int32_t weight(bctx *c, int64_t ne0, int64_t ne1, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int32_t weight(bctx *c, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    if (c->b.status) return -1;
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    const mdl_tensor *t = mdl_find_tensor(c->m, name);
+    if (!t) {
+        c->b.status = err_set(c->e, SLM_ERR_FORMAT, "missing tensor %s", name);
+        return -1;
+    }
+    int32_t want_dims = ne1 ? 2 : 1;
+    if (t->n_dims != want_dims || t->ne[0] != ne0 || (ne1 && t->ne[1] != ne1)) {
+        c->b.status = err_set(c->e, SLM_ERR_SHAPE, "tensor %s has shape [%lld, %lld], expected [%lld, %lld]", name,
+                              (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 0), (long long)ne0,
+                              (long long)ne1);
+        return -1;
+    }
+    const dtype_traits *tr = dtype_traits_of(t->type);
+    if (!tr || !tr->can_dequant) {
+        c->b.status = err_set(c->e, SLM_ERR_UNSUPPORTED, "tensor %s has type %s, which statelm cannot compute with", name,
+                              slm_dtype_name((slm_dtype)t->type));
+        return -1;
+    }
+    int64_t ne[4] = {t->ne[0], ne1 ? t->ne[1] : 1, 1, 1};
+    int32_t id = graph_add_weight(c->p, name, t->type, want_dims, ne, t->data, t->size_bytes, c->e);
+    if (id < 0) c->b.status = SLM_ERR_NOMEM;
+    return id;
+}
+
+static bool has_tensor(bctx *c, const char *name) { return mdl_find_tensor(c->m, name) != NULL; }
+
+static int32_t reshape3(bctx *c, int32_t x, int64_t a, int64_t h) {
+    g_affine ne[4] = {g_const(a), g_const(h), gb_n(&c->b), g_const(1)};
+    return gb_reshape(&c->b, x, 3, ne);
+}
+
+static int32_t reshape2(bctx *c, int32_t x, int64_t a) {
+    g_affine ne[4] = {g_const(a), gb_n(&c->b), g_const(1), g_const(1)};
+    return gb_reshape(&c->b, x, 2, ne);
+}
+
+static float norm_offset(const bctx *c) { return c->hp->norm_plus_one ? 1.0f : 0.0f; }
+
+static int32_t norm(bctx *c, int32_t x, int32_t w) { return gb_rmsnorm(&c->b, x, w, c->hp->rms_eps, norm_offset(c)); }
+
+/* SwiGLU FFN: down(silu(gate x) * up x). pre_norm names the norm weight suffix. */
+static int32_t ffn(bctx *c, int32_t x, int il, const char *pre_norm) {
+    const mdl_hparams *hp = c->hp;
+    int32_t h = norm(c, x, weight(c, hp->n_embd, 0, "blk.%d.%s", il, pre_norm));
+    int32_t g = gb_matmul(&c->b, weight(c, hp->n_embd, hp->n_ff, "blk.%d.ffn_gate.weight", il), h);
+    int32_t u = gb_matmul(&c->b, weight(c, hp->n_embd, hp->n_ff, "blk.%d.ffn_up.weight", il), h);
+    int32_t y = gb_matmul(&c->b, weight(c, hp->n_ff, hp->n_embd, "blk.%d.ffn_down.weight", il), gb_swiglu(&c->b, g, u));
+    gb_name(&c->b, y, "ffn_out");
+    return gb_add(&c->b, x, y);
+}
+
+/* Softmax attention with a KV cache (all four families); h is the normalised input (d, n).
+ * qwen35 adds the per-head output gate carried in attn_q (spec/qwen35.md §3). */
+static int32_t attention(bctx *c, int32_t h, int il) {
+    const mdl_hparams *hp = c->hp;
+    g_builder *b = &c->b;
+    int64_t hd = hp->head_dim, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv, d = hp->n_embd;
+    int32_t gate = -1, q;
+    if (hp->attn_output_gate) {
+        int32_t qg = reshape3(c, gb_matmul(b, weight(c, d, 2 * hd * H, "blk.%d.attn_q.weight", il), h), 2 * hd, H);
+        q = gb_slice(b, qg, 0, g_const(0), g_const(hd));
+        gate = gb_slice(b, qg, 0, g_const(hd), g_const(hd));
+    } else {
+        q = reshape3(c, gb_matmul(b, weight(c, d, hd * H, "blk.%d.attn_q.weight", il), h), hd, H);
+    }
+    int32_t k = reshape3(c, gb_matmul(b, weight(c, d, hd * Hkv, "blk.%d.attn_k.weight", il), h), hd, Hkv);
+    int32_t v = gb_matmul(b, weight(c, d, hdv * Hkv, "blk.%d.attn_v.weight", il), h);
+    if (hp->qk_norm) {
+        q = norm(c, q, weight(c, hd, 0, "blk.%d.attn_q_norm.weight", il));
+        k = norm(c, k, weight(c, hd, 0, "blk.%d.attn_k_norm.weight", il));
+    }
+    g_rope_style style = hp->rope_style == MDL_ROPE_NORM ? G_ROPE_NORM : G_ROPE_NEOX;
+    q = gb_rope(b, q, hp->n_rot, style, hp->rope_base, 1.0f);
+    k = gb_rope(b, k, hp->n_rot, style, hp->rope_base, 1.0f);
+    gb_name(b, q, "q");
+    gb_name(b, k, "k");
+    gb_name(b, v, "v");
+    g_affine at_pos[4] = {g_const(0), g_pos_plus(0), g_const(0), g_const(0)};
+    int32_t s_k = c->layer_states[il][0], s_v = c->layer_states[il][1];
+    gb_state_write(b, s_k, reshape2(c, k, hd * Hkv), at_pos);
+    gb_state_write(b, s_v, v, at_pos);
+    int32_t a = gb_attention(b, q, gb_state_read(b, s_k), gb_state_read(b, s_v), (int32_t)Hkv, 1.0f / sqrtf((float)hd));
+    if (gate >= 0) a = gb_mul(b, a, gb_unary(b, G_OP_SIGMOID, gate));
+    int32_t o = gb_matmul(b, weight(c, hdv * H, d, "blk.%d.attn_output.weight", il), reshape2(c, a, hdv * H));
+    gb_name(b, o, "attn_out");
+    return o;
+}
+
+/* LFM2 gated short convolution (spec/lfm2.md §4.2–4.3). */
+static int32_t short_conv(bctx *c, int32_t h, int il) {
+    const mdl_hparams *hp = c->hp;
+    g_builder *b = &c->b;
+    int64_t d = hp->n_embd, K = hp->conv_kernel;
+    int32_t bcx = gb_matmul(b, weight(c, d, 3 * d, "blk.%d.shortconv.in_proj.weight", il), h); /* (3d, n) */
+    int32_t B = gb_slice(b, bcx, 0, g_const(0), g_const(d));
+    int32_t C = gb_slice(b, bcx, 0, g_const(d), g_const(d));
+    int32_t X = gb_slice(b, bcx, 0, g_const(2 * d), g_const(d));
+    int32_t u = gb_mul(b, B, X);                                       /* (d, n) */
+    int32_t s = c->layer_states[il][0];
+    int32_t xc = gb_concat(b, gb_state_read(b, s), u, 1);              /* (d, n + K - 1) */
+    g_affine origin[4] = {g_const(0), g_const(0), g_const(0), g_const(0)};
+    gb_state_write(b, s, gb_slice(b, xc, 1, gb_n(b), g_const(K - 1)), origin);
+    int32_t v = gb_conv1d(b, xc, weight(c, K, d, "blk.%d.shortconv.conv.weight", il)); /* (d, n) */
+    int32_t o = gb_matmul(b, weight(c, d, d, "blk.%d.shortconv.out_proj.weight", il), gb_mul(b, C, v));
+    gb_name(b, o, "conv_out");
+    return o;
+}
+
+/* Qwen3.5 gated DeltaNet (spec/qwen35.md §4). */
+static int32_t gated_deltanet(bctx *c, int32_t h, int il) {
+    const mdl_hparams *hp = c->hp;
+    g_builder *b = &c->b;
+    int64_t d = hp->n_embd, Hk = hp->ssm_n_k_heads, Hv = hp->ssm_n_v_heads, dk = hp->ssm_head_k_dim,
+            dv = hp->ssm_head_v_dim, K = hp->ssm_conv_kernel;
+    int64_t key_dim = Hk * dk, value_dim = Hv * dv, conv_dim = 2 * key_dim + value_dim;
+    int32_t mix = gb_matmul(b, weight(c, d, conv_dim, "blk.%d.attn_qkv.weight", il), h);   /* (conv_dim, n) */
+    int32_t z = gb_matmul(b, weight(c, d, value_dim, "blk.%d.attn_gate.weight", il), h);   /* (Hv*dv, n) */
+    int32_t beta_logit = gb_matmul(b, weight(c, d, Hv, "blk.%d.ssm_beta.weight", il), h);  /* (Hv, n) */
+    int32_t alpha = gb_matmul(b, weight(c, d, Hv, "blk.%d.ssm_alpha.weight", il), h);      /* (Hv, n) */
+    int32_t s_conv = c->layer_states[il][0], s_rec = c->layer_states[il][1];
+    int32_t xc = gb_concat(b, gb_state_read(b, s_conv), mix, 1);                            /* (conv_dim, n+K-1) */
+    g_affine origin[4] = {g_const(0), g_const(0), g_const(0), g_const(0)};
+    gb_state_write(b, s_conv, gb_slice(b, xc, 1, gb_n(b), g_const(K - 1)), origin);
+    int32_t cv = gb_unary(b, G_OP_SILU, gb_conv1d(b, xc, weight(c, K, conv_dim, "blk.%d.ssm_conv1d.weight", il)));
+    int32_t q = reshape3(c, gb_slice(b, cv, 0, g_const(0), g_const(key_dim)), dk, Hk);
+    int32_t k = reshape3(c, gb_slice(b, cv, 0, g_const(key_dim), g_const(key_dim)), dk, Hk);
+    int32_t v = reshape3(c, gb_slice(b, cv, 0, g_const(2 * key_dim), g_const(value_dim)), dv, Hv);
+    q = gb_scale(b, gb_l2norm(b, q, 1e-6f), 1.0f / sqrtf((float)dk));
+    k = gb_l2norm(b, k, 1e-6f);
+    int32_t beta = gb_unary(b, G_OP_SIGMOID, beta_logit);
+    /* decay rate a = -exp(A_log): stored as such in GGUF (ssm_a), as A_log in HF folders */
+    int32_t a = weight(c, Hv, 0, "blk.%d.ssm_a", il);
+    if (hp->ssm_a_is_log) a = gb_scale(b, gb_unary(b, G_OP_EXP, a), -1.0f);
+    int32_t dt = gb_unary(b, G_OP_SOFTPLUS, gb_add(b, alpha, weight(c, Hv, 0, "blk.%d.ssm_dt.bias", il)));
+    int32_t g = gb_mul(b, dt, a);                                                            /* (Hv, n), <= 0 */
+    int32_t s_new = -1;
+    int32_t o = gb_deltanet(b, q, k, v, g, beta, gb_state_read(b, s_rec), hp->ssm_v_heads_tiled, &s_new);
+    gb_state_write(b, s_rec, s_new, origin);
+    int32_t y = gb_gated_rmsnorm(b, o, reshape3(c, z, dv, Hv), weight(c, dv, 0, "blk.%d.ssm_norm.weight", il), hp->rms_eps);
+    int32_t out = gb_matmul(b, weight(c, value_dim, d, "blk.%d.ssm_out.weight", il), reshape2(c, y, value_dim));
+    gb_name(b, out, "deltanet_out");
+    return out;
+}
+
+static void build_function(bctx *c) {
+    const mdl_hparams *hp = c->hp;
+    g_builder *b = &c->b;
+    int64_t d = hp->n_embd;
+    b->layer = -1;
+    int32_t x = gb_embed(b, weight(c, d, hp->n_vocab, "token_embd.weight"), gb_tokens(b));
+    const char *ffn_norm = hp->attn_output_gate ? "post_attention_norm.weight" : "ffn_norm.weight";
+    for (int il = 0; il < hp->n_layer && !b->status; il++) {
+        b->layer = il;
+        int32_t h = norm(c, x, weight(c, d, 0, "blk.%d.attn_norm.weight", il));
+        int32_t mix;
+        switch (hp->layer_kind[il]) {
+        case SLM_LAYER_CONV: mix = short_conv(c, h, il); break;
+        case SLM_LAYER_LINEAR_ATTENTION: mix = gated_deltanet(c, h, il); break;
+        default: mix = attention(c, h, il); break;
+        }
+        x = gb_add(b, x, mix);
+        x = ffn(c, x, il, ffn_norm);
+        gb_name(b, x, "out");
+    }
+    b->layer = -1;
+    int32_t last = gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, 1): logits of the last token only */
+    const char *final_norm = has_tensor(c, "output_norm.weight") ? "output_norm.weight" : "token_embd_norm.weight";
+    int32_t hn = norm(c, last, weight(c, d, 0, "%s", final_norm));
+    int32_t head = hp->tied_embeddings ? weight(c, d, hp->n_vocab, "token_embd.weight")
+                                       : weight(c, d, hp->n_vocab, "output.weight");
+    int32_t logits = gb_matmul(b, head, hn);
+    gb_name(b, logits, "logits");
+    gb_set_logits(b, logits);
+}
+
+slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, g_program **out, slm_err *e) {
+    *out = NULL;
+    g_program *p = NULL;
+    bctx c;
+    memset(&c, 0, sizeof c);
+    slm_status st = graph_create(&m->alloc, &p);
+    if (st) return err_set(e, st, "out of memory");
+    c.layer_states = al_calloc(&m->alloc, (size_t)m->hp.n_layer, sizeof *c.layer_states);
+    if (!c.layer_states) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < mdl_n_states(m); i++) {
+        mdl_state_spec s;
+        mdl_state_spec_at(m, n_ctx, kv_dtype, i, &s);
+        int32_t id = graph_add_state(p, s.name, s.role, s.layer, s.dtype, s.n_dims, s.ne, s.pos_axis, e);
+        if (id < 0) {
+            st = SLM_ERR_NOMEM;
+            goto fail;
+        }
+        int slot = (s.role == SLM_STATE_KV_VALUE || s.role == SLM_STATE_RECURRENT) ? 1 : 0;
+        c.layer_states[s.layer][slot] = id;
+    }
+    c.m = m;
+    c.hp = &m->hp;
+    c.p = p;
+    c.e = e;
+    static const struct {
+        const char *name;
+        bool symbolic;
+    } fns[2] = {{"prefill", true}, {"decode", false}};
+    for (int f = 0; f < 2; f++) {
+        int32_t fn;
+        if ((st = graph_add_function(p, fns[f].name, fns[f].symbolic, 1, &fn, e))) goto fail;
+        gb_init(&c.b, p, fn, e);
+        build_function(&c);
+        if ((st = c.b.status)) goto fail;
+    }
+    if ((st = graph_verify(p, e))) goto fail;
+    al_free(&m->alloc, c.layer_states);
+    *out = p;
+    return SLM_OK;
+fail:
+    al_free(&m->alloc, c.layer_states);
+    graph_destroy(p);
+    return st;
+}

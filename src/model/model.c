@@ -1,0 +1,382 @@
+/* model.c — slm_model_load and the model accessors of the public API. Detects the format (GGUF
+ * magic or a folder with config.json), opens it through format/, builds the canonical tensor
+ * directory (HF names mapped to GGUF names), reads hyper-parameters through the architecture
+ * table, and attaches the tokenizer and chat template. A failure at any step releases everything
+ * and leaves *out NULL. */
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/dtype.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+SLM_API slm_model_params slm_model_params_default(void) {
+    slm_model_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    return p;
+}
+
+const mdl_tensor *mdl_find_tensor(const slm_model *m, const char *name) {
+    for (int32_t i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+const mdl_tensor *mdl_find_tensorf(const slm_model *m, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return mdl_find_tensor(m, name);
+}
+
+static slm_status add_tensor(slm_model *m, const char *canonical, const char *file_name, uint32_t type, uint32_t n_dims,
+                             const int64_t ne[4], uint64_t size_bytes, const uint8_t *data, slm_err *e) {
+    mdl_tensor *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->name = al_strdup(&m->alloc, canonical);
+    if (!t->name) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    t->file_name = file_name;
+    t->type = type;
+    t->n_dims = (int32_t)(n_dims ? n_dims : 1);
+    for (int d = 0; d < 4; d++) t->ne[d] = ne[d];
+    /* HF depthwise conv weights are (C, 1, K): ggml order (K, 1, C); squeeze to (K, C) as GGUF. */
+    if (t->n_dims == 3 && t->ne[1] == 1) {
+        t->ne[1] = t->ne[2];
+        t->ne[2] = 1;
+        t->n_dims = 2;
+    }
+    t->size_bytes = size_bytes;
+    t->data = data;
+    m->n_tensors++;
+    m->weight_bytes += size_bytes;
+    if (mdl_find_tensor(m, canonical) != t) return err_set(e, SLM_ERR_FORMAT, "tensor %s appears twice", canonical);
+    return SLM_OK;
+}
+
+static slm_status load_gguf(slm_model *m, slm_err *e) {
+    slm_status st = gguf_open(&m->gguf, m->path, &m->alloc, e);
+    if (st) return st;
+    gguf_str arch;
+    st = gguf_get_str(&m->gguf, "general.architecture", &arch, e);
+    if (st == SLM_ERR_NOT_FOUND) return err_set(e, SLM_ERR_FORMAT, "missing metadata key general.architecture");
+    if (st) return st;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", arch.len < 63 ? (int)arch.len : 63, arch.ptr);
+    m->arch = arch_find(name);
+    if (!m->arch)
+        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", name, arch_supported_list());
+    gguf_str gname;
+    if (gguf_get_str(&m->gguf, "general.name", &gname, e) == SLM_OK)
+        m->name = al_strndup(&m->alloc, gname.ptr, (size_t)gname.len);
+    err_clear(e);
+    if (m->gguf.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
+    m->tensors = al_calloc(&m->alloc, (size_t)m->gguf.n_tensors, sizeof(mdl_tensor));
+    if (!m->tensors && m->gguf.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf.tensors[i];
+        if ((st = add_tensor(m, t->name, t->name, t->type, t->n_dims, t->ne, t->size_bytes, t->data, e))) return st;
+    }
+    if ((st = m->arch->hparams_gguf(m, e))) return st;
+    st = tok_from_gguf(&m->gguf, &m->alloc, &m->tok, e);
+    if (st == SLM_ERR_NOT_FOUND) {
+        err_clear(e);
+        st = SLM_OK;
+    }
+    if (st) {
+        err_prefix(e, "tokenizer: ");
+        return st;
+    }
+    gguf_str tmpl;
+    if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl, e) == SLM_OK) {
+        m->chat_template = al_strndup(&m->alloc, tmpl.ptr, (size_t)tmpl.len);
+        if (!m->chat_template) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    }
+    err_clear(e);
+    return SLM_OK;
+}
+
+static slm_status load_hf_chat_template(slm_model *m, slm_err *e) {
+    const cJSON *ct = m->hf.tok_config ? cJSON_GetObjectItemCaseSensitive(m->hf.tok_config, "chat_template") : NULL;
+    const char *text = NULL;
+    if (cJSON_IsString(ct)) {
+        text = ct->valuestring;
+    } else if (cJSON_IsArray(ct)) {
+        const cJSON *item;
+        cJSON_ArrayForEach(item, ct) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(item, "name");
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(item, "template");
+            if (cJSON_IsString(n) && cJSON_IsString(t) && strcmp(n->valuestring, "default") == 0) text = t->valuestring;
+        }
+    }
+    if (text) {
+        m->chat_template = al_strdup(&m->alloc, text);
+        return m->chat_template ? SLM_OK : err_set(e, SLM_ERR_NOMEM, "out of memory");
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", m->path);
+    char *buf = NULL;
+    slm_status st = file_read_all(path, HF_MAX_JSON_BYTES, &buf, NULL, e);
+    if (st == SLM_ERR_NOT_FOUND) {
+        err_clear(e);
+        return SLM_OK;
+    }
+    if (st) return st;
+    m->chat_template = al_strdup(&m->alloc, buf);
+    free(buf);
+    return m->chat_template ? SLM_OK : err_set(e, SLM_ERR_NOMEM, "out of memory");
+}
+
+static slm_status load_hf(slm_model *m, slm_err *e) {
+    slm_status st = hf_config_open(&m->hf, m->path, e);
+    if (st) return st;
+    const char *model_type = NULL;
+    st = hf_get_str(m->hf.config, "model_type", &model_type, e);
+    if (st == SLM_ERR_NOT_FOUND) return err_set(e, SLM_ERR_FORMAT, "config.json: missing \"model_type\"");
+    if (st) return st;
+    m->arch = arch_find_hf(model_type);
+    if (!m->arch)
+        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", model_type,
+                       arch_supported_list());
+    const char *slash = strrchr(m->path, '/');
+    m->name = al_strdup(&m->alloc, slash && slash[1] ? slash + 1 : m->path);
+    if ((st = st_open_dir(&m->st, m->path, &m->alloc, e))) return st;
+    if (m->st.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
+    m->tensors = al_calloc(&m->alloc, (size_t)m->st.n_tensors, sizeof(mdl_tensor));
+    if (!m->tensors && m->st.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < m->st.n_tensors; i++) {
+        const st_tensor *t = &m->st.tensors[i];
+        char canonical[256];
+        if (!m->arch->hf_tensor_name(t->name, canonical, sizeof canonical)) {
+            log_msg(&m->log, SLM_LOG_DEBUG, "ignoring tensor %s", t->name);
+            continue;
+        }
+        if ((st = add_tensor(m, canonical, t->name, t->type, t->n_dims, t->ne, t->size_bytes, t->data, e))) return st;
+    }
+    if ((st = m->arch->hparams_hf(m, e))) return st;
+    st = tok_from_hf(&m->hf, &m->alloc, &m->tok, e);
+    if (st == SLM_ERR_NOT_FOUND) {
+        err_clear(e);
+        st = SLM_OK;
+    }
+    if (st) {
+        err_prefix(e, "tokenizer: ");
+        return st;
+    }
+    return load_hf_chat_template(m, e);
+}
+
+static void add_hparam(slm_model *m, const char *name, double value) {
+    m->hparams[m->n_hparams].name = name;
+    m->hparams[m->n_hparams].value = value;
+    m->n_hparams++;
+}
+
+static slm_status build_hparam_list(slm_model *m, slm_err *e) {
+    m->hparams = al_calloc(&m->alloc, 40, sizeof(mdl_hparam_entry));
+    if (!m->hparams) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    const mdl_hparams *hp = &m->hp;
+    add_hparam(m, "n_layer", hp->n_layer);
+    add_hparam(m, "n_embd", hp->n_embd);
+    add_hparam(m, "n_ff", hp->n_ff);
+    add_hparam(m, "n_vocab", hp->n_vocab);
+    add_hparam(m, "n_ctx_train", hp->n_ctx_train);
+    add_hparam(m, "n_head", hp->n_head);
+    add_hparam(m, "n_head_kv", hp->n_head_kv);
+    add_hparam(m, "head_dim", hp->head_dim);
+    add_hparam(m, "head_dim_v", hp->head_dim_v);
+    add_hparam(m, "n_rot", hp->n_rot);
+    add_hparam(m, "rope_base", hp->rope_base);
+    add_hparam(m, "rope_neox", hp->rope_style == MDL_ROPE_NEOX);
+    add_hparam(m, "rms_eps", hp->rms_eps);
+    add_hparam(m, "tied_embeddings", hp->tied_embeddings);
+    add_hparam(m, "qk_norm", hp->qk_norm);
+    if (strcmp(m->arch->name, "lfm2") == 0) add_hparam(m, "conv_kernel", hp->conv_kernel);
+    if (strcmp(m->arch->name, "qwen35") == 0) {
+        add_hparam(m, "attn_output_gate", hp->attn_output_gate);
+        add_hparam(m, "norm_plus_one", hp->norm_plus_one);
+        add_hparam(m, "ssm_conv_kernel", hp->ssm_conv_kernel);
+        add_hparam(m, "ssm_n_k_heads", hp->ssm_n_k_heads);
+        add_hparam(m, "ssm_n_v_heads", hp->ssm_n_v_heads);
+        add_hparam(m, "ssm_head_k_dim", hp->ssm_head_k_dim);
+        add_hparam(m, "ssm_head_v_dim", hp->ssm_head_v_dim);
+        add_hparam(m, "ssm_v_heads_tiled", hp->ssm_v_heads_tiled);
+    }
+    return SLM_OK;
+}
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out, char *err,
+                                  size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    if (err && err_cap) err[0] = '\0';
+    if (!path || !out) {
+        err_set(&e, SLM_ERR_INVALID_ARG, "slm_model_load: path and out are required");
+        err_copy_out(&e, err, err_cap);
+        return e.status;
+    }
+    slm_model_params p = slm_model_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_allocator a = {p.alloc_fn, p.free_fn, p.alloc_user_data};
+    if (!a.alloc || !a.free) a = al_default;
+    slm_model *m = al_calloc(&a, 1, sizeof *m);
+    slm_status st;
+    if (!m) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    m->alloc = a;
+    m->log.fn = p.log_fn;
+    m->log.user_data = p.log_user_data;
+    m->n_threads = p.n_threads > 0 ? p.n_threads : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->n_threads < 1) m->n_threads = 1;
+    m->path = al_strdup(&a, path);
+    if (!m->path) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    m->format = is_dir(path) ? SLM_FORMAT_HF : SLM_FORMAT_GGUF;
+    st = m->format == SLM_FORMAT_HF ? load_hf(m, &e) : load_gguf(m, &e);
+    if (st) goto fail;
+    if (!m->name && !(m->name = al_strdup(&a, ""))) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = mdl_states_init(m, &e)) || (st = build_hparam_list(m, &e))) goto fail;
+    *out = m;
+    return SLM_OK;
+fail:
+    err_prefix(&e, "%s: ", path);
+    err_copy_out(&e, err, err_cap);
+    slm_model_destroy(m);
+    return st;
+}
+
+SLM_API void slm_model_destroy(slm_model *m) {
+    if (!m) return;
+    slm_allocator a = m->alloc;
+    tok_destroy(m->tok);
+    for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
+    al_free(&a, m->tensors);
+    for (int32_t i = 0; m->state_names && i < m->n_states; i++) al_free(&a, m->state_names[i]);
+    al_free(&a, m->state_names);
+    al_free(&a, m->state_layer);
+    al_free(&a, m->state_role);
+    al_free(&a, m->hparams);
+    al_free(&a, m->chat_template);
+    gguf_close(&m->gguf);
+    st_close(&m->st);
+    hf_config_close(&m->hf);
+    al_free(&a, m->name);
+    al_free(&a, m->path);
+    al_free(&a, m);
+}
+
+SLM_API slm_model_format slm_model_get_format(const slm_model *m) { return m->format; }
+SLM_API const char *slm_model_arch(const slm_model *m) { return m->arch->name; }
+SLM_API const char *slm_model_name(const slm_model *m) { return m->name; }
+SLM_API int32_t slm_model_n_layer(const slm_model *m) { return m->hp.n_layer; }
+SLM_API slm_layer_kind slm_model_layer_kind(const slm_model *m, int32_t il) {
+    return il >= 0 && il < m->hp.n_layer ? m->hp.layer_kind[il] : SLM_LAYER_ATTENTION;
+}
+SLM_API int32_t slm_model_n_vocab(const slm_model *m) { return m->hp.n_vocab; }
+SLM_API int32_t slm_model_n_embd(const slm_model *m) { return m->hp.n_embd; }
+SLM_API int32_t slm_model_n_ctx_train(const slm_model *m) { return m->hp.n_ctx_train; }
+SLM_API int32_t slm_model_n_ctx_default(const slm_model *m) {
+    return m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+}
+
+SLM_API const char *slm_layer_kind_name(slm_layer_kind kind) {
+    switch (kind) {
+    case SLM_LAYER_ATTENTION: return "attention";
+    case SLM_LAYER_CONV: return "conv";
+    case SLM_LAYER_LINEAR_ATTENTION: return "linear_attention";
+    }
+    return "unknown";
+}
+
+SLM_API const char *slm_state_role_name(slm_state_role role) {
+    switch (role) {
+    case SLM_STATE_KV_KEY: return "kv_key";
+    case SLM_STATE_KV_VALUE: return "kv_value";
+    case SLM_STATE_CONV: return "conv";
+    case SLM_STATE_RECURRENT: return "recurrent";
+    }
+    return "unknown";
+}
+
+SLM_API int32_t slm_model_n_hparams(const slm_model *m) { return m->n_hparams; }
+SLM_API slm_status slm_model_hparam(const slm_model *m, int32_t i, const char **name, double *value) {
+    if (i < 0 || i >= m->n_hparams) return SLM_ERR_RANGE;
+    if (name) *name = m->hparams[i].name;
+    if (value) *value = m->hparams[i].value;
+    return SLM_OK;
+}
+
+SLM_API int32_t slm_model_n_tensors(const slm_model *m) { return m->n_tensors; }
+SLM_API slm_status slm_model_tensor(const slm_model *m, int32_t i, slm_tensor_info *info) {
+    if (!info || i < 0 || i >= m->n_tensors) return SLM_ERR_RANGE;
+    const mdl_tensor *t = &m->tensors[i];
+    info->name = t->name;
+    info->file_name = t->file_name;
+    info->dtype = (slm_dtype)t->type;
+    info->n_dims = t->n_dims;
+    for (int d = 0; d < 4; d++) info->ne[d] = t->ne[d];
+    info->size_bytes = t->size_bytes;
+    return SLM_OK;
+}
+SLM_API uint64_t slm_model_weight_bytes(const slm_model *m) { return m->weight_bytes; }
+SLM_API const char *slm_model_chat_template(const slm_model *m) { return m->chat_template; }
+SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *m) { return m->tok; }
+
+SLM_API int32_t slm_model_n_states(const slm_model *m) { return m->n_states; }
+SLM_API slm_status slm_model_state(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, int32_t i,
+                                   slm_state_info *info) {
+    if (!info || i < 0 || i >= m->n_states) return SLM_ERR_RANGE;
+    if (n_ctx <= 0) n_ctx = slm_model_n_ctx_default(m);
+    if (kv_dtype != SLM_DTYPE_F16 && kv_dtype != SLM_DTYPE_F32) return SLM_ERR_INVALID_ARG;
+    mdl_state_spec s;
+    mdl_state_spec_at(m, n_ctx, kv_dtype, i, &s);
+    info->name = s.name;
+    info->role = s.role;
+    info->layer = s.layer;
+    info->dtype = s.dtype;
+    info->n_dims = s.n_dims;
+    for (int d = 0; d < 4; d++) info->ne[d] = s.ne[d];
+    info->pos_axis = s.pos_axis;
+    uint64_t n = 1;
+    for (int d = 0; d < 4; d++) n *= (uint64_t)s.ne[d];
+    info->size_bytes = n * (s.dtype == SLM_DTYPE_F16 ? 2u : 4u);
+    return SLM_OK;
+}
+
+SLM_API const char *slm_chat_template_detect(const slm_model *m) {
+    return m->chat_template ? chat_detect(m->chat_template) : NULL;
+}
+
+SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                   size_t n_msgs, bool add_generation_prompt, char **out) {
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    const char *name = template_name ? template_name : slm_chat_template_detect(m);
+    if (!name) return SLM_ERR_NOT_FOUND;
+    if (!m->tok) return SLM_ERR_UNSUPPORTED;
+    /* Rendered text is returned through slm_free (malloc), independent of the model allocator. */
+    return chat_render(name, m->tok, msgs, n_msgs, add_generation_prompt, &al_default, out, NULL);
+}
+
+SLM_API void slm_free(void *ptr) { free(ptr); }

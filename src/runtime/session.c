@@ -1,0 +1,295 @@
+/* session.c — sessions of the public API and the executor: binds every tensor of a function to
+ * memory (weights mapped, activations in a planned arena, state views in the session's state
+ * buffers), runs the nodes in order on the backend, and commits states only when the whole call
+ * succeeded. */
+#include "runtime/session.h"
+
+#include <string.h>
+
+#include "model/build.h"
+
+SLM_API slm_session_params slm_session_params_default(void) {
+    slm_session_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.kv_dtype = SLM_DTYPE_F16;
+    return p;
+}
+
+static size_t state_bytes(const g_state *st) {
+    size_t el = st->dtype == SLM_DTYPE_F16 ? 2 : 4, n = el;
+    for (int d = 0; d < 4; d++) n *= (size_t)st->alloc_ne[d];
+    return n;
+}
+
+SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_params *params, slm_session **out,
+                                      char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    if (err && err_cap) err[0] = '\0';
+    if (!model || !out) {
+        err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
+        err_copy_out(&e, err, err_cap);
+        return e.status;
+    }
+    slm_session_params p = slm_session_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32) {
+        err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+        err_copy_out(&e, err, err_cap);
+        return e.status;
+    }
+    int32_t n_ctx = p.n_ctx > 0 ? p.n_ctx : slm_model_n_ctx_default(model);
+    if (p.n_ctx < 0 || n_ctx > (1 << 24)) {
+        err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", p.n_ctx, 1 << 24);
+        err_copy_out(&e, err, err_cap);
+        return e.status;
+    }
+    slm_status st;
+    slm_session *s = al_calloc(&model->alloc, 1, sizeof *s);
+    if (!s) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->model = model;
+    s->alloc = model->alloc;
+    s->n_ctx = n_ctx;
+    s->kv_dtype = p.kv_dtype;
+    s->n_threads = p.n_threads > 0 ? p.n_threads : model->n_threads;
+    s->abort_fn = p.abort_fn;
+    s->abort_user_data = p.abort_user_data;
+    s->n_vocab = model->hp.n_vocab;
+    if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &s->prog, &e))) goto fail;
+    s->fn_prefill = graph_find_function(s->prog, "prefill");
+    s->fn_decode = graph_find_function(s->prog, "decode");
+    if ((st = cpu_backend_create(&s->alloc, s->n_threads, &s->be, &e))) goto fail;
+    s->states = al_calloc(&s->alloc, (size_t)s->prog->n_states + 1, sizeof(sess_state));
+    s->tensor_ptr = al_calloc(&s->alloc, (size_t)s->prog->n_tensors, sizeof(void *));
+    s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
+    s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
+    if (!s->states || !s->tensor_ptr || !s->history || !s->logits) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < s->prog->n_states; i++) {
+        const g_state *gs = &s->prog->states[i];
+        sess_state *ss = &s->states[i];
+        ss->bytes = state_bytes(gs);
+        ss->double_buffered = gs->role == SLM_STATE_CONV || gs->role == SLM_STATE_RECURRENT;
+        for (int b = 0; b < (ss->double_buffered ? 2 : 1); b++) {
+            ss->buf[b] = al_calloc(&s->alloc, 1, ss->bytes);
+            if (!ss->buf[b]) {
+                st = err_set(&e, SLM_ERR_NOMEM, "out of memory for state %s (%zu bytes)", gs->name, ss->bytes);
+                goto fail;
+            }
+        }
+    }
+    *out = s;
+    return SLM_OK;
+fail:
+    err_copy_out(&e, err, err_cap);
+    slm_session_destroy(s);
+    return st;
+}
+
+SLM_API void slm_session_destroy(slm_session *s) {
+    if (!s) return;
+    slm_allocator a = s->alloc;
+    for (int32_t i = 0; s->states && s->prog && i < s->prog->n_states; i++) {
+        al_free(&a, s->states[i].buf[0]);
+        al_free(&a, s->states[i].buf[1]);
+    }
+    for (int f = 0; s->prog && f < G_MAX_FUNCTIONS; f++) memplan_free(s->prog, &s->plans[f]);
+    al_free(&a, s->states);
+    al_free(&a, s->tensor_ptr);
+    al_free(&a, s->history);
+    al_free(&a, s->logits);
+    al_free(&a, s->arena);
+    if (s->be) s->be->vt->destroy(s->be);
+    graph_destroy(s->prog);
+    al_free(&a, s);
+}
+
+SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err.msg : ""; }
+SLM_API int32_t slm_session_pos(const slm_session *s) { return s->pos; }
+SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s->n_ctx; }
+SLM_API const slm_model *slm_session_model(const slm_session *s) { return s->model; }
+SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n) {
+    if (n) *n = (size_t)s->pos;
+    return s->history;
+}
+
+SLM_API void slm_session_reset(slm_session *s) {
+    for (int32_t i = 0; i < s->prog->n_states; i++) {
+        sess_state *ss = &s->states[i];
+        memset(ss->buf[ss->front], 0, ss->bytes);
+    }
+    s->pos = 0;
+    err_clear(&s->err);
+}
+
+SLM_API int32_t slm_session_n_states(const slm_session *s) { return s->prog->n_states; }
+
+SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_info *info) {
+    if (!info || i < 0 || i >= s->prog->n_states) return SLM_ERR_RANGE;
+    const g_state *gs = &s->prog->states[i];
+    info->name = gs->name;
+    info->role = gs->role;
+    info->layer = gs->layer;
+    info->dtype = (slm_dtype)gs->dtype;
+    info->n_dims = gs->n_dims;
+    for (int d = 0; d < 4; d++) info->ne[d] = gs->alloc_ne[d];
+    info->pos_axis = gs->pos_axis;
+    info->size_bytes = s->states[i].bytes;
+    return SLM_OK;
+}
+
+/* ---- executor ------------------------------------------------------------------------------- */
+
+static void *tensor_data(slm_session *s, int32_t t) {
+    const g_tensor *gt = &s->prog->tensors[t];
+    switch (gt->storage) {
+    case G_WEIGHT: return (void *)gt->data;
+    case G_VIEW: return tensor_data(s, gt->src);
+    case G_INPUT:
+    case G_ACTIVATION: return s->tensor_ptr[t];
+    case G_STATE_VIEW: return s->tensor_ptr[t];
+    default: return NULL;
+    }
+}
+
+static void bind_view(slm_session *s, int32_t t, int64_t n, be_view *v) {
+    const g_tensor *gt = &s->prog->tensors[t];
+    v->dtype = gt->dtype;
+    v->n_dims = gt->n_dims;
+    for (int d = 0; d < 4; d++) v->ne[d] = g_ne(gt, d, n);
+    v->data = tensor_data(s, t);
+}
+
+/* Current storage of state i for this call (the back buffer once written). */
+static uint8_t *state_current(slm_session *s, int32_t i) {
+    sess_state *ss = &s->states[i];
+    return ss->written ? ss->buf[1 - ss->front] : ss->buf[ss->front];
+}
+
+/* Prepares state i for a write covering `full` (whole logical extent or not). */
+static uint8_t *state_for_write(slm_session *s, int32_t i, bool full) {
+    sess_state *ss = &s->states[i];
+    if (!ss->double_buffered) return ss->buf[ss->front];
+    if (!ss->written) {
+        if (!full) memcpy(ss->buf[1 - ss->front], ss->buf[ss->front], ss->bytes);
+        ss->written = true;
+    }
+    return ss->buf[1 - ss->front];
+}
+
+static bool write_is_full(const g_program *p, const g_node *nd, int64_t n, int64_t pos) {
+    const g_state *st = &p->states[nd->p.write.state];
+    const g_tensor *v = &p->tensors[nd->in[0]];
+    for (int d = 0; d < 4; d++)
+        if (g_affine_eval(nd->p.write.begin[d], n, pos) != 0 || g_ne(v, d, n) != st->ne[d]) return false;
+    return true;
+}
+
+slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n) {
+    g_program *p = s->prog;
+    const g_function *f = &p->functions[fn];
+    slm_err *e = &s->err;
+    memplan *mp = &s->plans[fn];
+    slm_status st;
+    if (mp->offset == NULL || mp->n != n) {
+        if ((st = memplan_build(p, fn, n, mp, e))) return st;
+    }
+    if (mp->arena_bytes > s->arena_bytes) {
+        uint8_t *a = al_malloc(&s->alloc, mp->arena_bytes);
+        if (!a) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of activations", mp->arena_bytes);
+        al_free(&s->alloc, s->arena);
+        s->arena = a;
+        s->arena_bytes = mp->arena_bytes;
+    }
+    for (int32_t t = 0; t < p->n_tensors; t++)
+        s->tensor_ptr[t] = mp->offset[t] != MEMPLAN_NONE ? s->arena + mp->offset[t] : NULL;
+    memcpy(s->tensor_ptr[f->tokens], tokens, (size_t)n * sizeof(int32_t));
+    for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
+    be_call call = {n, s->pos};
+    be_view in[G_MAX_IN], out[G_MAX_OUT];
+    int32_t last_layer = -2;
+    st = SLM_OK;
+    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
+        const g_node *nd = &p->nodes[f->nodes[i]];
+        if (nd->layer != last_layer) {
+            last_layer = nd->layer;
+            if (s->abort_fn && s->abort_fn(s->abort_user_data)) {
+                st = err_set(e, SLM_ERR_ABORTED, "aborted by the abort callback");
+                break;
+            }
+        }
+        if (nd->op == G_OP_STATE_READ) {
+            s->tensor_ptr[nd->out[0]] = state_current(s, nd->p.read.state);
+            continue;
+        }
+        if (nd->op == G_OP_RESHAPE) continue;
+        for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], n, &in[k]);
+        if (nd->op == G_OP_STATE_WRITE) {
+            const g_state *gs = &p->states[nd->p.write.state];
+            out[0].dtype = gs->dtype;
+            out[0].n_dims = gs->n_dims;
+            for (int d = 0; d < 4; d++) out[0].ne[d] = gs->alloc_ne[d];
+            out[0].data = state_for_write(s, nd->p.write.state, write_is_full(p, nd, n, s->pos));
+        } else {
+            for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], n, &out[k]);
+        }
+        size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
+        if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) break;
+        st = s->be->vt->exec(s->be, nd, out, in, &call, e);
+    }
+    if (st) {
+        for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
+        return st;
+    }
+    for (int32_t i = 0; i < p->n_states; i++) {
+        sess_state *ss = &s->states[i];
+        if (ss->written) ss->front = 1 - ss->front;
+        ss->written = false;
+    }
+    memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
+    memcpy(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t));
+    s->pos += n;
+    return SLM_OK;
+}
+
+static slm_status check_tokens(slm_session *s, const int32_t *tokens, size_t n) {
+    if (n == 0) return err_set(&s->err, SLM_ERR_INVALID_ARG, "no tokens given");
+    if (n > (size_t)(s->n_ctx - s->pos))
+        return err_set(&s->err, SLM_ERR_CONTEXT_FULL, "%zu tokens do not fit: position %d of a %d-token context", n,
+                       s->pos, s->n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->n_vocab)
+            return err_set(&s->err, SLM_ERR_RANGE, "token id %d at index %zu is out of range [0, %d)", tokens[i], i,
+                           s->n_vocab);
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_session_prefill(slm_session *s, const int32_t *tokens, size_t n, const float **logits) {
+    if (logits) *logits = NULL;
+    if (!s) return SLM_ERR_INVALID_ARG;
+    err_clear(&s->err);
+    if (!tokens && n) return err_set(&s->err, SLM_ERR_INVALID_ARG, "tokens is NULL");
+    slm_status st = check_tokens(s, tokens, n);
+    if (st) return st;
+    st = sess_run(s, n == 1 ? s->fn_decode : s->fn_prefill, tokens, (int32_t)n);
+    if (st == SLM_OK && logits) *logits = s->logits;
+    return st;
+}
+
+SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float **logits) {
+    if (logits) *logits = NULL;
+    if (!s) return SLM_ERR_INVALID_ARG;
+    err_clear(&s->err);
+    slm_status st = check_tokens(s, &token, 1);
+    if (st) return st;
+    st = sess_run(s, s->fn_decode, &token, 1);
+    if (st == SLM_OK && logits) *logits = s->logits;
+    return st;
+}

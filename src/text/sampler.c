@@ -1,0 +1,157 @@
+/* sampler.c — token sampling (public slm_sampler_* API): repetition penalty, then greedy when the
+ * temperature is 0, else temperature, top-k, top-p, min-p (Hugging Face warper order) and a draw
+ * from the sampler's own xoshiro256** generator seeded through splitmix64. Reproducible: the same
+ * seed, logits and history give the same token on every machine (ties break to the lower id). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "statelm.h"
+
+typedef struct cand {
+    float v; /* logit, after penalty and temperature */
+    int32_t id;
+} cand;
+
+struct slm_sampler {
+    slm_sampler_params p;
+    uint64_t rng[4];
+    int32_t cap;
+    cand *cands; /* (cap) */
+};
+
+SLM_API slm_sampler_params slm_sampler_params_default(void) {
+    slm_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.seed = 0;
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out) {
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    slm_sampler_params p = slm_sampler_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) || !(p.min_p >= 0 && p.min_p <= 1) ||
+        !(p.repeat_penalty > 0) || p.repeat_last_n < 0)
+        return SLM_ERR_INVALID_ARG;
+    slm_sampler *s = calloc(1, sizeof *s);
+    if (!s) return SLM_ERR_NOMEM;
+    s->p = p;
+    uint64_t x = p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    *out = s;
+    return SLM_OK;
+}
+
+SLM_API void slm_sampler_destroy(slm_sampler *s) {
+    if (!s) return;
+    free(s->cands);
+    free(s);
+}
+
+/* Descending by value, ascending id on ties. */
+static int cand_cmp(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                      size_t n_history, int32_t *token) {
+    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
+    *token = -1;
+    if (n_vocab > s->cap) {
+        cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
+        if (!grown) return SLM_ERR_NOMEM;
+        s->cands = grown;
+        s->cap = n_vocab;
+    }
+    cand *c = s->cands;
+    for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], i};
+    /* repetition penalty over the distinct tokens of the last repeat_last_n */
+    if (s->p.repeat_penalty != 1.0f && n_history) {
+        size_t from = n_history > (size_t)s->p.repeat_last_n ? n_history - (size_t)s->p.repeat_last_n : 0;
+        for (size_t i = from; i < n_history; i++) {
+            int32_t id = history[i];
+            if (id < 0 || id >= n_vocab) continue;
+            bool seen = false;
+            for (size_t j = from; j < i && !seen; j++) seen = history[j] == id;
+            if (seen) continue;
+            c[id].v = c[id].v > 0 ? c[id].v / s->p.repeat_penalty : c[id].v * s->p.repeat_penalty;
+        }
+    }
+    if (s->p.temperature == 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n_vocab; i++)
+            if (c[i].v > c[best].v) best = i;
+        *token = best;
+        return SLM_OK;
+    }
+    for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
+    qsort(c, (size_t)n_vocab, sizeof(cand), cand_cmp);
+    int32_t n = n_vocab;
+    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    /* softmax over the kept candidates */
+    double mx = c[0].v, sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    /* top-p: smallest prefix with cumulative probability >= top_p */
+    if (s->p.top_p < 1.0f) {
+        double cum = 0.0;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double)c[i].v - mx) / sum;
+            if (cum >= s->p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    /* min-p: drop candidates with probability below min_p * max probability */
+    if (s->p.min_p > 0.0f) {
+        double thresh = log((double)s->p.min_p);
+        int32_t keep = 1;
+        while (keep < n && (double)c[keep].v - mx >= thresh) keep++;
+        n = keep;
+    }
+    sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    double r = (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
+    double cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].v - mx);
+        if (r < cum) {
+            *token = c[i].id;
+            return SLM_OK;
+        }
+    }
+    *token = c[n - 1].id;
+    return SLM_OK;
+}

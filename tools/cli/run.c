@@ -1,0 +1,439 @@
+/* run.c — `statelm run` (one prompt, streamed generation) and `statelm chat` (interactive
+ * multi-turn chat in one session). Contract of run (relied on; extend, do not change):
+ *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
+ *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N] [-c N_CTX] [--no-chat]
+ *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
+ * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
+ * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct gen_opts {
+    const char *model;
+    const char *prompt;
+    const char *prompt_ids;
+    const char *chat_template;
+    const char *system;
+    int32_t n_predict;
+    int32_t n_threads;
+    int32_t n_ctx;
+    int32_t logprobs;
+    bool ids_only;
+    bool no_chat;
+    bool ignore_eos;
+    slm_dtype kv_dtype;
+    slm_sampler_params sp;
+} gen_opts;
+
+static void usage_run(void) {
+    puts("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
+         "  -n N                 tokens to generate (default 128)\n"
+         "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+         "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+         "  -t N                 threads;  -c N_CTX  context size\n"
+         "  --no-chat            feed the prompt raw (no chat template)\n"
+         "  --chat-template NAME chatml | smollm2 | qwen3 | lfm2 | llama3\n"
+         "  --system TEXT        system message for the chat template\n"
+         "  --ids                print only the generated token ids\n"
+         "  --logprobs K         print one JSON line per token with the top-K log-probabilities\n"
+         "  --ignore-eos         keep generating after an end-of-generation token\n"
+         "  --kv-f32             keep the KV cache in f32 (default f16)");
+}
+
+/* Parses the options shared by run and chat; returns -1 to continue, else an exit code. */
+static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = is_chat ? 512 : 128;
+    o->kv_dtype = SLM_DTYPE_F16;
+    o->sp = slm_sampler_params_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        int64_t iv;
+        double fv;
+#define VALUE() ((v = cli_value(argc, argv, &i)) != NULL)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!VALUE()) return 1;
+            o->model = v;
+        } else if (!is_chat && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) {
+            if (!VALUE()) return 1;
+            o->prompt = v;
+        } else if (!is_chat && !strcmp(a, "--prompt-ids")) {
+            if (!VALUE()) return 1;
+            o->prompt_ids = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 0, 1 << 24, &iv)) return 1;
+            o->n_predict = (int32_t)iv;
+        } else if (!strcmp(a, "--temp")) {
+            if (!VALUE() || !cli_parse_f64(a, v, 0, 100, &fv)) return 1;
+            o->sp.temperature = (float)fv;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 0, 1 << 24, &iv)) return 1;
+            o->sp.top_k = (int32_t)iv;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!VALUE() || !cli_parse_f64(a, v, 1e-6, 1, &fv)) return 1;
+            o->sp.top_p = (float)fv;
+        } else if (!strcmp(a, "--min-p")) {
+            if (!VALUE() || !cli_parse_f64(a, v, 0, 1, &fv)) return 1;
+            o->sp.min_p = (float)fv;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!VALUE() || !cli_parse_f64(a, v, 1e-3, 100, &fv)) return 1;
+            o->sp.repeat_penalty = (float)fv;
+        } else if (!strcmp(a, "--seed")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 0, INT64_MAX, &iv)) return 1;
+            o->sp.seed = (uint64_t)iv;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 1, 1024, &iv)) return 1;
+            o->n_threads = (int32_t)iv;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 1, 1 << 24, &iv)) return 1;
+            o->n_ctx = (int32_t)iv;
+        } else if (!is_chat && !strcmp(a, "--logprobs")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 1, 1000, &iv)) return 1;
+            o->logprobs = (int32_t)iv;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!VALUE()) return 1;
+            o->chat_template = v;
+        } else if (!strcmp(a, "--system")) {
+            if (!VALUE()) return 1;
+            o->system = v;
+        } else if (!is_chat && !strcmp(a, "--ids")) {
+            o->ids_only = true;
+        } else if (!is_chat && !strcmp(a, "--no-chat")) {
+            o->no_chat = true;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            o->ignore_eos = true;
+        } else if (!strcmp(a, "--kv-f32")) {
+            o->kv_dtype = SLM_DTYPE_F32;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_run();
+            return 0;
+        } else {
+            return cli_fail("%s: unknown option '%s'", is_chat ? "chat" : "run", a);
+        }
+#undef VALUE
+    }
+    if (!o->model) return cli_fail("-m MODEL is required");
+    if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
+    if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
+    return -1;
+}
+
+/* Growable id buffer. */
+typedef struct ids_buf {
+    int32_t *v;
+    size_t n, cap;
+} ids_buf;
+
+static bool ids_push(ids_buf *b, int32_t id) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        int32_t *v = realloc(b->v, cap * sizeof *v);
+        if (!v) return false;
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = id;
+    return true;
+}
+
+static int parse_ids(const char *s, int32_t n_vocab, ids_buf *out) {
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= n_vocab) return cli_fail("--prompt-ids: invalid or out-of-range id near '%s' (vocabulary %d)", p, n_vocab);
+        if (!ids_push(out, (int32_t)v)) return cli_fail("out of memory");
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    if (out->n == 0) return cli_fail("--prompt-ids: no ids given");
+    return 0;
+}
+
+/* Tokenizes text; with_template renders it as one user turn first. */
+static int tokenize_prompt(const slm_model *m, const gen_opts *o, const char *text, bool with_template, ids_buf *out) {
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    if (!tok) return cli_fail("model has no tokenizer: use --prompt-ids");
+    char *rendered = NULL;
+    uint32_t flags = SLM_TOKENIZE_PARSE_SPECIAL;
+    const char *src = text;
+    if (with_template) {
+        slm_chat_message msgs[2];
+        size_t n = 0;
+        if (o->system) msgs[n++] = (slm_chat_message){"system", o->system};
+        msgs[n++] = (slm_chat_message){"user", text};
+        slm_status st = slm_chat_render(m, o->chat_template, msgs, n, true, &rendered);
+        if (st != SLM_OK) return cli_fail("cannot render the chat template%s%s (%s)", o->chat_template ? " " : "",
+                                          o->chat_template ? o->chat_template : "", slm_status_name(st));
+        src = rendered;
+    } else {
+        flags |= SLM_TOKENIZE_ADD_BOS;
+    }
+    size_t len = strlen(src), n_ids = 0;
+    size_t cap = len + 16;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return cli_fail("out of memory");
+    slm_status st = slm_tokenizer_encode(tok, src, len, flags, ids, cap, &n_ids);
+    slm_free(rendered);
+    if (st != SLM_OK) {
+        free(ids);
+        return cli_fail("cannot tokenize the prompt (%s)", slm_status_name(st));
+    }
+    for (size_t i = 0; i < n_ids; i++)
+        if (!ids_push(out, ids[i])) {
+            free(ids);
+            return cli_fail("out of memory");
+        }
+    free(ids);
+    return 0;
+}
+
+static void print_logprobs(const float *logits, int32_t n_vocab, int32_t pos, int32_t token, int32_t k) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    int32_t *top = malloc((size_t)k * sizeof *top);
+    int32_t n_top = 0;
+    if (!top) return;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        /* insertion into the k largest, ties to the lower id */
+        int32_t j = n_top < k ? n_top++ : k;
+        if (j == k && !(logits[i] > logits[top[k - 1]])) continue;
+        if (j == k) j = k - 1;
+        while (j > 0 && logits[i] > logits[top[j - 1]]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = i;
+    }
+    printf("{\"pos\":%d,\"token\":%d,\"top\":[", pos, token);
+    for (int32_t i = 0; i < n_top; i++) printf("%s[%d,%.6f]", i ? "," : "", top[i], (double)logits[top[i]] - lse);
+    printf("]}\n");
+    free(top);
+}
+
+typedef struct gen_ctx {
+    const slm_model *m;
+    slm_session *s;
+    slm_sampler *smp;
+    const gen_opts *o;
+} gen_ctx;
+
+/* Feeds prompt[0, n) (prefill) and generates up to n_predict tokens, streaming per the options.
+ * Generated ids are appended to `generated`. Returns 0 or an exit code. */
+static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *generated) {
+    const slm_tokenizer *tok = slm_model_tokenizer(g->m);
+    const float *logits = NULL;
+    slm_status st = slm_session_prefill(g->s, prompt, n, &logits);
+    if (st != SLM_OK) return cli_fail("prefill failed: %s (%s)", slm_session_errmsg(g->s), slm_status_name(st));
+    slm_detokenizer *dt = NULL;
+    bool stream_text = !g->o->ids_only && !g->o->logprobs;
+    if (stream_text && (!tok || slm_detokenizer_create(tok, &dt) != SLM_OK))
+        return cli_fail("model has no tokenizer to print text with: use --ids");
+    int32_t n_vocab = slm_model_n_vocab(g->m);
+    int rc = 0;
+    for (int32_t i = 0; i < g->o->n_predict; i++) {
+        size_t n_hist;
+        const int32_t *hist = slm_session_history(g->s, &n_hist);
+        int32_t id;
+        if ((st = slm_sampler_sample(g->smp, logits, n_vocab, hist, n_hist, &id)) != SLM_OK) {
+            rc = cli_fail("sampling failed (%s)", slm_status_name(st));
+            break;
+        }
+        if (!g->o->ignore_eos && tok && slm_tokenizer_is_eog(tok, id)) break;
+        if (g->o->logprobs) print_logprobs(logits, n_vocab, slm_session_pos(g->s), id, g->o->logprobs);
+        if (!ids_push(generated, id)) {
+            rc = cli_fail("out of memory");
+            break;
+        }
+        if (dt) {
+            const char *text;
+            size_t len;
+            if (slm_detokenizer_push(dt, id, &text, &len) == SLM_OK && len) {
+                fwrite(text, 1, len, stdout);
+                fflush(stdout);
+            }
+        }
+        if (i + 1 == g->o->n_predict) break;
+        if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) break;
+        if ((st = slm_session_decode(g->s, id, &logits)) != SLM_OK) {
+            rc = cli_fail("decode failed: %s (%s)", slm_session_errmsg(g->s), slm_status_name(st));
+            break;
+        }
+    }
+    if (dt) {
+        const char *text;
+        size_t len;
+        if (slm_detokenizer_flush(dt, &text, &len) == SLM_OK && len) fwrite(text, 1, len, stdout);
+        slm_detokenizer_destroy(dt);
+    }
+    return rc;
+}
+
+static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampler **smp) {
+    char err[512];
+    slm_model_params mp = slm_model_params_default();
+    mp.n_threads = o->n_threads;
+    slm_status st = slm_model_load(o->model, &mp, m, err, sizeof err);
+    if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
+    slm_session_params sp = slm_session_params_default();
+    sp.n_ctx = o->n_ctx;
+    sp.kv_dtype = o->kv_dtype;
+    sp.n_threads = o->n_threads;
+    if ((st = slm_session_create(*m, &sp, s, err, sizeof err)) != SLM_OK)
+        return cli_fail("%s (%s)", err, slm_status_name(st));
+    if ((st = slm_sampler_create(&o->sp, smp)) != SLM_OK) return cli_fail("invalid sampler options (%s)", slm_status_name(st));
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    gen_opts o;
+    int rc = parse_opts(argc, argv, &o, false);
+    if (rc >= 0) return rc;
+    slm_model *m = NULL;
+    slm_session *s = NULL;
+    slm_sampler *smp = NULL;
+    ids_buf prompt = {0}, generated = {0};
+    if ((rc = open_all(&o, &m, &s, &smp))) goto done;
+    if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
+    else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
+    if (rc) goto done;
+    gen_ctx g = {m, s, smp, &o};
+    rc = generate(&g, prompt.v, prompt.n, &generated);
+    if (!rc && o.ids_only) {
+        for (size_t i = 0; i < generated.n; i++) printf("%s%d", i ? " " : "", generated.v[i]);
+        printf("\n");
+    } else if (!rc && !o.logprobs) {
+        printf("\n");
+    }
+done:
+    free(prompt.v);
+    free(generated.v);
+    slm_sampler_destroy(smp);
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+    return rc;
+}
+
+/* ---- chat ----------------------------------------------------------------------------------- */
+
+typedef struct chat_log {
+    slm_chat_message *msgs;
+    char **owned;
+    size_t n, cap;
+} chat_log;
+
+static bool chat_add(chat_log *c, const char *role, const char *text, size_t len) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        slm_chat_message *m = realloc(c->msgs, cap * sizeof *m);
+        if (!m) return false;
+        c->msgs = m;
+        char **o = realloc(c->owned, cap * sizeof *o);
+        if (!o) return false;
+        c->owned = o;
+        c->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return false;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    c->owned[c->n] = copy;
+    c->msgs[c->n] = (slm_chat_message){role, copy};
+    c->n++;
+    return true;
+}
+
+int cmd_chat(int argc, char **argv) {
+    gen_opts o;
+    int rc = parse_opts(argc, argv, &o, true);
+    if (rc >= 0) return rc;
+    slm_model *m = NULL;
+    slm_session *s = NULL;
+    slm_sampler *smp = NULL;
+    chat_log log = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    if ((rc = open_all(&o, &m, &s, &smp))) goto done;
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    if (!tok || !(o.chat_template || slm_chat_template_detect(m))) {
+        rc = cli_fail("chat: the model has no tokenizer or no known chat template (use --chat-template NAME)");
+        goto done;
+    }
+    if (o.system && !chat_add(&log, "system", o.system, strlen(o.system))) {
+        rc = cli_fail("out of memory");
+        goto done;
+    }
+    for (;;) {
+        fputs("> ", stderr);
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
+        if (got == 0) continue;
+        if (!chat_add(&log, "user", line, (size_t)got)) {
+            rc = cli_fail("out of memory");
+            break;
+        }
+        char *rendered = NULL;
+        slm_status st = slm_chat_render(m, o.chat_template, log.msgs, log.n, true, &rendered);
+        if (st != SLM_OK) {
+            rc = cli_fail("cannot render the chat template (%s)", slm_status_name(st));
+            break;
+        }
+        size_t len = strlen(rendered), n_ids = 0;
+        int32_t *ids = malloc((len + 16) * sizeof *ids);
+        if (!ids || slm_tokenizer_encode(tok, rendered, len, SLM_TOKENIZE_PARSE_SPECIAL, ids, len + 16, &n_ids) != SLM_OK) {
+            free(ids);
+            slm_free(rendered);
+            rc = cli_fail("cannot tokenize the conversation");
+            break;
+        }
+        slm_free(rendered);
+        /* Reuse the session when its history is a prefix of the new conversation. */
+        size_t n_hist;
+        const int32_t *hist = slm_session_history(s, &n_hist);
+        size_t common = 0;
+        while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
+        if (common < n_hist || common == n_ids) {
+            slm_session_reset(s);
+            common = 0;
+        }
+        ids_buf reply = {0};
+        gen_ctx g = {m, s, smp, &o};
+        rc = generate(&g, ids + common, n_ids - common, &reply);
+        free(ids);
+        printf("\n");
+        fflush(stdout);
+        if (rc) {
+            free(reply.v);
+            break;
+        }
+        size_t cap = reply.n * 64 + 64, n_text = 0;
+        char *text = malloc(cap);
+        if (!text || slm_tokenizer_decode(tok, reply.v, reply.n, false, text, cap, &n_text) != SLM_OK ||
+            !chat_add(&log, "assistant", text, n_text < cap ? n_text : cap - 1)) {
+            free(text);
+            free(reply.v);
+            rc = cli_fail("out of memory");
+            break;
+        }
+        free(text);
+        free(reply.v);
+    }
+done:
+    free(line);
+    for (size_t i = 0; i < log.n; i++) free(log.owned[i]);
+    free(log.msgs);
+    free(log.owned);
+    slm_sampler_destroy(smp);
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+    return rc;
+}
