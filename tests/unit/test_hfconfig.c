@@ -72,6 +72,12 @@ static slm_status open_cfg(const char *config, size_t len, slm_err *e) {
     return st;
 }
 
+static slm_status open_cfg_text(const char *config, slm_err *e) { return open_cfg(config, strlen(config), e); }
+
+static void write_text(const char *dir, const char *name, const char *text) {
+    write_file(dir, name, text, strlen(text));
+}
+
 /* ---- fixtures ---- */
 
 static void qwen35_folder(void **unused) {
@@ -194,15 +200,15 @@ static void missing_and_not_object(void **unused) {
     assert_null(c.config);
     rm_dir(dir);
 
-    assert_int_equal(open_cfg("[1, 2]", 6, &e), SLM_ERR_FORMAT);
+    assert_int_equal(open_cfg_text("[1, 2]", &e), SLM_ERR_FORMAT);
     msg_has(&e, "config.json: top-level JSON value is an array, expected an object");
-    assert_int_equal(open_cfg("\"cfg\"", 5, &e), SLM_ERR_FORMAT);
+    assert_int_equal(open_cfg_text("\"cfg\"", &e), SLM_ERR_FORMAT);
     msg_has(&e, "string");
-    assert_int_equal(open_cfg("", 0, &e), SLM_ERR_FORMAT);
+    assert_int_equal(open_cfg_text("", &e), SLM_ERR_FORMAT);
     msg_has(&e, "empty JSON text at byte offset 0");
-    assert_int_equal(open_cfg("{\"text_config\": [1]}", 20, &e), SLM_ERR_FORMAT);
+    assert_int_equal(open_cfg_text("{\"text_config\": [1]}", &e), SLM_ERR_FORMAT);
     msg_has(&e, "\"text_config\" is an array");
-    assert_int_equal(open_cfg("{\"text_config\": null, \"a\": 1}", 29, &e), SLM_OK);
+    assert_int_equal(open_cfg_text("{\"text_config\": null, \"a\": 1}", &e), SLM_OK);
 }
 
 static void truncated_config(void **unused) {
@@ -258,19 +264,19 @@ static void optional_files(void **unused) {
     hf_config c;
     slm_err e;
     char *dir = tu_temp_dir();
-    write_file(dir, "config.json", "{}", 2);
-    write_file(dir, "generation_config.json", "{\"eos_token_id\": 2,", 19);
+    write_text(dir, "config.json", "{}");
+    write_text(dir, "generation_config.json", "{\"eos_token_id\": 2,");
     err_clear(&e);
     assert_int_equal(hf_config_open(&c, dir, &e), SLM_ERR_FORMAT);
     msg_has(&e, "generation_config.json: invalid JSON at byte offset");
     assert_null(c.config);
-    write_file(dir, "generation_config.json", "{\"eos_token_id\": 2}", 19);
-    write_file(dir, "tokenizer_config.json", "[]", 2);
+    write_text(dir, "generation_config.json", "{\"eos_token_id\": 2}");
+    write_text(dir, "tokenizer_config.json", "[]");
     err_clear(&e);
     assert_int_equal(hf_config_open(&c, dir, &e), SLM_ERR_FORMAT);
     msg_has(&e, "tokenizer_config.json: top-level JSON value is an array");
-    write_file(dir, "tokenizer_config.json", "{}", 2);
-    write_file(dir, "tokenizer.json", "{}", 2);
+    write_text(dir, "tokenizer_config.json", "{}");
+    write_text(dir, "tokenizer.json", "{}");
     err_clear(&e);
     assert_int_equal(hf_config_open(&c, dir, &e), SLM_OK);
     assert_non_null(c.generation);

@@ -243,10 +243,12 @@ static void custom_allocator(void **unused) {
     assert_int_equal(c.n_alloc, c.n_free);
     /* and on a failure path */
     char *dir = tu_temp_dir();
-    write_file(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"x.safetensors\"}}", 39);
+    const char *idx = "{\"weight_map\": {\"a\": \"x.safetensors\"}}";
+    write_file(dir, "model.safetensors.index.json", idx, strlen(idx));
     write_st(dir, "x.safetensors", "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, &a, &e), SLM_ERR_FORMAT);
+    msg_has(&e, "\"a\" is mapped to shard \"x.safetensors\"");
     assert_int_equal(c.n_alloc, c.n_free);
     rm_dir(dir);
 }
