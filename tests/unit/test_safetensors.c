@@ -253,6 +253,49 @@ static void custom_allocator(void **unused) {
     rm_dir(dir);
 }
 
+/* Allocation-failure sweep: fail the k-th allocation of the set for k = 0, 1, ... until the open
+ * succeeds; each failing run must report NOMEM and free everything it allocated. */
+typedef struct failing {
+    long n_alloc, n_free, fail_at;
+} failing;
+static void *failing_alloc(void *ud, size_t n) {
+    failing *f = ud;
+    if (f->n_alloc++ == f->fail_at) return NULL;
+    return malloc(n);
+}
+static void failing_free(void *ud, void *p) {
+    ((failing *)ud)->n_free++;
+    free(p);
+}
+
+static void alloc_failures(void **unused) {
+    (void)unused;
+    const char *dirs[] = {"hf/single", "hf/sharded"};
+    for (size_t d = 0; d < 2; d++) {
+        long k = 0;
+        for (;; k++) {
+            failing f = {0, 0, k};
+            slm_allocator a = {failing_alloc, failing_free, &f};
+            st_set s;
+            slm_err e;
+            err_clear(&e);
+            slm_status st = st_open_dir(&s, tu_data_path(dirs[d]), &a, &e);
+            if (st == SLM_OK) {
+                st_close(&s);
+                assert_int_equal(f.n_alloc, f.n_free);
+                assert_int_equal(k, f.n_alloc); /* every allocation was failed once before */
+                break;
+            }
+            assert_int_equal(st, SLM_ERR_NOMEM);
+            msg_has(&e, "out of memory");
+            assert_int_equal(f.n_alloc - 1, f.n_free); /* all but the refused one were freed */
+            assert_null(s.tensors);
+            assert_true(k < 1000);
+        }
+        assert_true(k > 3);
+    }
+}
+
 static void dtypes(void **unused) {
     (void)unused;
     static const struct {
@@ -603,7 +646,7 @@ static void folders(void **unused) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(single_folder), cmocka_unit_test(sharded_folder), cmocka_unit_test(custom_allocator),
+        cmocka_unit_test(single_folder), cmocka_unit_test(sharded_folder), cmocka_unit_test(custom_allocator), cmocka_unit_test(alloc_failures),
         cmocka_unit_test(dtypes),        cmocka_unit_test(header_length),  cmocka_unit_test(header_json),
         cmocka_unit_test(entry_fields),  cmocka_unit_test(shapes),         cmocka_unit_test(offsets),
         cmocka_unit_test(duplicates),    cmocka_unit_test(truncation),     cmocka_unit_test(folders),
