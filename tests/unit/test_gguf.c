@@ -389,6 +389,19 @@ static void version2_and_big_endian(void **unused) {
     gguf_close(&g); /* safe after a failure */
     free(buf);
 
+    /* gguf_open of a bad file: the message starts with the path. */
+    buf = load_data("gguf/be.gguf", &size);
+    char *tmp = tu_write_temp(buf, size, ".gguf");
+    assert_non_null(tmp);
+    assert_int_equal(gguf_open(&g, tmp, NULL, &e), SLM_ERR_UNSUPPORTED);
+    assert_true(strncmp(e.msg, tmp, strlen(tmp)) == 0);
+    assert_non_null(strstr(e.msg, "big-endian"));
+    assert_null(g.map.data);
+    gguf_close(&g);
+    remove(tmp);
+    free(tmp);
+    free(buf);
+
     assert_int_equal(gguf_open(&g, "/nonexistent/x.gguf", NULL, &e), SLM_ERR_IO);
     assert_non_null(strstr(e.msg, "/nonexistent/x.gguf"));
     gguf_close(&g);
@@ -770,6 +783,18 @@ static void bad_kv(void **unused) {
     kv_begin(&b, "k.a", GGUF_INT32);
     put_u32(&b, 2);
     expect_fail(&b, SLM_ERR_FORMAT, "duplicate key", at);
+
+    /* A long duplicate key is cut short in the message. */
+    char longkey[201];
+    memset(longkey, 'k', 200);
+    longkey[200] = '\0';
+    header(&b, 3, 0, 2);
+    kv_begin(&b, longkey, GGUF_UINT8);
+    put_u8(&b, 1);
+    at = b.n;
+    kv_begin(&b, longkey, GGUF_UINT8);
+    put_u8(&b, 1);
+    expect_fail(&b, SLM_ERR_FORMAT, "kkkkk...': key at byte offset", at);
 
     /* strings */
     header(&b, 3, 0, 1);
