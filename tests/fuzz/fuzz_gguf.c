@@ -5,8 +5,8 @@
  * ROW_CAP elements, and closes. Seeds and crashers live in tests/data/corpus/gguf/, replayed by
  * CTest in every build. Run (the extra flags give libFuzzer coverage of the library itself, and the
  * corpus is copied so new inputs do not land in the repository):
- *   CC=clang cmake -S . -B build-fuzz -DSLM_FUZZ=ON -DSLM_TESTS=OFF \
- *     -DCMAKE_C_FLAGS="-O1 -fsanitize=fuzzer-no-link,address,undefined"
+ *   CC=clang cmake -S . -B build-fuzz -DSLM_FUZZ=ON -DSLM_TESTS=OFF
+ *         -DCMAKE_C_FLAGS="-O1 -fsanitize=fuzzer-no-link,address,undefined"      (one command)
  *   cmake --build build-fuzz --target fuzz_gguf && cp -r tests/data/corpus/gguf /tmp/fzc
  *   build-fuzz/tests/fuzz/fuzz_gguf /tmp/fzc -dict=tests/fuzz/gguf.dict -max_len=16384 */
 #include <stdint.h>
