@@ -31,7 +31,8 @@ typedef enum gguf_vtype {
 #define GGUF_MAX_ALIGNMENT (1u << 16)
 
 typedef struct gguf_str {
-    const char *ptr; /* points into the map; NOT NUL-terminated */
+    const char *ptr; /* points into the map; NOT NUL-terminated; bytes as stored (value strings are
+                        not checked for UTF-8: token texts may hold raw bytes) */
     uint64_t len;
 } gguf_str;
 
@@ -108,7 +109,10 @@ slm_status gguf_get_bool(const gguf_file *g, const char *key, bool *out, slm_err
 slm_status gguf_get_str(const gguf_file *g, const char *key, gguf_str *out, slm_err *e);
 slm_status gguf_get_arr(const gguf_file *g, const char *key, const gguf_value **arr, slm_err *e);
 
-/* Element access on an ARRAY value. Integer elements of any width; float elements F32/F64. */
+/* Element access on an ARRAY value; false (and *out zeroed) when i is out of range or the element
+ * type does not fit. gguf_arr_i64: integer elements of any width and BOOL (u64 above INT64_MAX
+ * fails). gguf_arr_f64: F32/F64 elements, and integers converted to double. gguf_arr_str: STRING
+ * elements (pointing into the map). Nested arrays: v.arr.items[i]. */
 bool gguf_arr_i64(const gguf_value *arr, uint64_t i, int64_t *out);
 bool gguf_arr_f64(const gguf_value *arr, uint64_t i, double *out);
 bool gguf_arr_str(const gguf_value *arr, uint64_t i, gguf_str *out);
