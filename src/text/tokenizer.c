@@ -594,7 +594,7 @@ SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *te
     if (st == SLM_OK) st = encode_text(&c, text + seg, len - seg);
     if (st == SLM_OK) {
         *n_out = c.ids.n;
-        if (ids) memcpy(ids, c.ids.v, (c.ids.n < cap ? c.ids.n : cap) * sizeof *ids);
+        if (ids && c.ids.n) memcpy(ids, c.ids.v, (c.ids.n < cap ? c.ids.n : cap) * sizeof *ids);
         if (c.ids.n > cap) st = SLM_ERR_RANGE;
     }
     al_free(&tok->alloc, c.ids.v);

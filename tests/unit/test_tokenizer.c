@@ -198,6 +198,7 @@ static void gguf_bad_metadata(void **unused) {
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_FORMAT);
     int32_t badtype[260];
     for (int i = 0; i < 260; i++) badtype[i] = 9;
+    tt_gguf_free(&gg);
     small_gguf(&gg);
     tt_gguf_arr(&gg, "tokenizer.ggml.token_type", GGUF_INT32, badtype, 260);
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_FORMAT);
@@ -366,7 +367,7 @@ static void buffer_caps_and_args(void **unused) {
     slm_tokenizer *t = tiny_bpe();
     const char *s = "Hello, world! 12345";
     size_t n = 0, n2 = 0;
-    assert_int_equal(slm_tokenizer_encode(t, s, strlen(s), 0, NULL, 0, &n), n > 0 ? SLM_OK : SLM_ERR_RANGE);
+    assert_int_equal(slm_tokenizer_encode(t, s, strlen(s), 0, NULL, 0, &n), SLM_ERR_RANGE); /* size query */
     assert_true(n > 2);
     int32_t ids[64];
     ids[1] = -7;
