@@ -55,6 +55,8 @@ void pretok_step_deinit(pretok_step *step) {
     step->re = NULL;
 }
 
+/* nfc: the Hugging Face tokenizers of the Qwen families normalise to NFC; llama.cpp does not. We
+ * follow Hugging Face so that GGUF and tokenizer.json give the same ids. */
 typedef struct preset {
     const char *name;      /* tokenizer.ggml.pre value */
     const char *canonical; /* slm_tokenizer_pre_name */

@@ -390,6 +390,12 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
         t->n_match = n_match;
         al_free(a, li);
     }
+    /* End of turn, when not given: the first control token spelled like one (as llama.cpp does). */
+    static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"};
+    for (size_t i = 0; i < sizeof eot_texts / sizeof eot_texts[0] && t->eot < 0; i++) {
+        int32_t id = tok_find(t, eot_texts[i], strlen(eot_texts[i]));
+        if (id >= 0 && t->tokens[id].type == TOK_TYPE_CONTROL) t->eot = id;
+    }
     /* End of generation. */
     int32_t eogs[3] = {t->eos, t->eot, t->eom};
     for (int i = 0; i < 3; i++)

@@ -225,6 +225,8 @@ static void gguf_small_encode(void **unused) {
     assert_int_equal(slm_tokenizer_n_vocab(t), 260);
     assert_int_equal(slm_tokenizer_eos(t), 259);
     assert_int_equal(slm_tokenizer_bos(t), -1);
+    assert_int_equal(slm_tokenizer_eot(t), 259); /* found by its text */
+    assert_int_equal(slm_tokenizer_pad(t), -1);
     assert_false(slm_tokenizer_add_bos(t));
     assert_true(slm_tokenizer_is_eog(t, 259));
     assert_false(slm_tokenizer_is_eog(t, 258));
@@ -439,6 +441,31 @@ static void spm_behaviour(void **unused) {
     tok_destroy(t);
 }
 
+/* Long pieces (one regex match of 1 MB) merge in O(n log n); a quadratic loop would take minutes. */
+static void long_pieces(void **unused) {
+    (void)unused;
+    slm_tokenizer *ts[2] = {tiny_bpe(), spm_tiny()};
+    size_t len = 1 << 20;
+    char *s = malloc(len);
+    int32_t *ids = malloc((len + 16) * sizeof *ids);
+    char *dec = malloc(len);
+    for (int k = 0; k < 2; k++) {
+        for (int pat = 0; pat < 3; pat++) {
+            for (size_t i = 0; i < len; i++) s[i] = pat == 0 ? 'a' : pat == 1 ? ' ' : "ab"[i % 2];
+            size_t n = 0, nd = 0;
+            assert_int_equal(slm_tokenizer_encode(ts[k], s, len, 0, ids, len + 16, &n), SLM_OK);
+            assert_true(n <= len + 1);
+            assert_int_equal(slm_tokenizer_decode(ts[k], ids, n, false, dec, len, &nd), SLM_OK);
+            assert_int_equal(nd, len);
+            assert_memory_equal(dec, s, len);
+        }
+        tok_destroy(ts[k]);
+    }
+    free(s);
+    free(ids);
+    free(dec);
+}
+
 /* ---- streaming detokenizer -------------------------------------------------------------------- */
 static void detokenizer_stream(void **unused) {
     (void)unused;
@@ -565,7 +592,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gguf_bad_metadata), cmocka_unit_test(gguf_small_encode), cmocka_unit_test(json_bad_files),
         cmocka_unit_test(special_tokens),    cmocka_unit_test(invalid_utf8_input), cmocka_unit_test(buffer_caps_and_args),
-        cmocka_unit_test(spm_behaviour),     cmocka_unit_test(detokenizer_stream), cmocka_unit_test(allocation_failures),
+        cmocka_unit_test(spm_behaviour),     cmocka_unit_test(long_pieces),     cmocka_unit_test(detokenizer_stream), cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
