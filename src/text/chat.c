@@ -1,0 +1,232 @@
+/* chat.c — chat templates of the ChatML-style families, written out in C (no Jinja engine):
+ * "chatml" (plain ChatML), "smollm2" (ChatML + SmolLM2-Instruct's default system prompt when the
+ * first message is not a system message), "qwen3" / "qwen3-nothink" (Qwen3: reasoning handling of
+ * assistant turns, tool turns as <tool_response> user turns; "-nothink" is enable_thinking=false,
+ * an empty think block after the generation prompt), "lfm2" (BOS + ChatML, tool turns wrapped in
+ * <|tool_response_start|>..., spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first).
+ * Tools and non-string contents are not modelled (messages carry strings). chat_detect maps a
+ * stored Jinja template to a name by distinctive substrings. Tests compare against jinja2
+ * renderings of the real templates (scripts/gen-chat-golden.py). */
+#include <string.h>
+
+#include "text/tok_impl.h"
+
+typedef struct sbuf {
+    const slm_allocator *a;
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) {
+            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
+            cap *= 2;
+        }
+        char *np = al_realloc(b->a, b->p, b->cap, cap);
+        if (!np) { b->oom = true; return; }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+const char *chat_detect(const char *t) {
+    if (!t) return NULL;
+    if (strstr(t, "<|start_header_id|>")) return "llama3";
+    if (!strstr(t, "<|im_start|>")) return NULL;
+    if (strstr(t, "<|tool_list_start|>") || strstr(t, "<|tool_response_start|>")) return "lfm2";
+    if (strstr(t, "SmolLM")) return "smollm2";
+    if (strstr(t, "<think>") || strstr(t, "enable_thinking")) return "qwen3";
+    return "chatml";
+}
+
+static const char *bos_text(const slm_tokenizer *tok, const char *dflt) {
+    if (tok && tok->bos >= 0) return tok->pool + tok->tokens[tok->bos].text_off;
+    return dflt;
+}
+
+static void im(sbuf *b, const char *role, const char *content) {
+    sb_puts(b, "<|im_start|>");
+    sb_puts(b, role);
+    sb_puts(b, "\n");
+    sb_puts(b, content);
+    sb_puts(b, "<|im_end|>\n");
+}
+
+static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+static bool ends_with(const char *s, const char *p) {
+    size_t n = strlen(s), m = strlen(p);
+    return n >= m && memcmp(s + n - m, p, m) == 0;
+}
+
+/* Appends s[0, n) with '\n' stripped at the left and/or right. */
+static void put_stripped(sbuf *b, const char *s, size_t n, bool left, bool right) {
+    while (left && n > 0 && *s == '\n') { s++; n--; }
+    while (right && n > 0 && s[n - 1] == '\n') n--;
+    sb_put(b, s, n);
+}
+
+/* Last occurrence of p in s, or NULL. */
+static const char *find_last(const char *s, const char *p) {
+    const char *r = NULL, *q = s;
+    while ((q = strstr(q, p)) != NULL) { r = q; q++; }
+    return r;
+}
+
+static void render_qwen3(sbuf *b, const slm_chat_message *m, size_t n, bool gen, bool no_think) {
+    size_t start = 0;
+    if (n > 0 && strcmp(m[0].role, "system") == 0) {
+        im(b, "system", m[0].content);
+        start = 1;
+    }
+    /* Index of the last user message that is not a wrapped tool response. */
+    size_t last_query = n - 1;
+    for (size_t k = n; k-- > 0;) {
+        if (strcmp(m[k].role, "user") == 0 &&
+            !(starts_with(m[k].content, "<tool_response>") && ends_with(m[k].content, "</tool_response>"))) {
+            last_query = k;
+            break;
+        }
+    }
+    for (size_t i = start; i < n; i++) {
+        const char *role = m[i].role, *c = m[i].content;
+        if (strcmp(role, "user") == 0 || strcmp(role, "system") == 0) {
+            im(b, role, c);
+        } else if (strcmp(role, "assistant") == 0) {
+            const char *content = c, *reason = "";
+            size_t content_len = strlen(c), reason_len = 0;
+            const char *end_tag = strstr(c, "</think>");
+            if (end_tag) {
+                const char *last_end = find_last(c, "</think>") + strlen("</think>");
+                content = last_end;
+                while (*content == '\n') content++;
+                content_len = strlen(content);
+                /* reasoning = (before first </think>).rstrip('\n'), then after its last <think>, lstrip('\n') */
+                size_t before = (size_t)(end_tag - c);
+                while (before > 0 && c[before - 1] == '\n') before--;
+                const char *r0 = c;
+                for (const char *q = c; (q = strstr(q, "<think>")) != NULL && q + 7 <= c + before; q++) r0 = q + 7;
+                if (r0 > c + before) r0 = c + before;
+                while (r0 < c + before && *r0 == '\n') r0++;
+                reason = r0;
+                reason_len = (size_t)(c + before - r0);
+            }
+            sb_puts(b, "<|im_start|>assistant\n");
+            if (i > last_query) {
+                if (i == n - 1 || reason_len > 0) {
+                    sb_puts(b, "<think>\n");
+                    put_stripped(b, reason, reason_len, true, true);
+                    sb_puts(b, "\n</think>\n\n");
+                    put_stripped(b, content, content_len, true, false);
+                } else {
+                    sb_put(b, content, content_len);
+                }
+            } else {
+                sb_put(b, content, content_len);
+            }
+            sb_puts(b, "<|im_end|>\n");
+        } else if (strcmp(role, "tool") == 0) {
+            if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) sb_puts(b, "<|im_start|>user");
+            sb_puts(b, "\n<tool_response>\n");
+            sb_puts(b, c);
+            sb_puts(b, "\n</tool_response>");
+            if (i == n - 1 || strcmp(m[i + 1].role, "tool") != 0) sb_puts(b, "<|im_end|>\n");
+        }
+        /* Other roles are not rendered by the Qwen3 template. */
+    }
+    if (gen) {
+        sb_puts(b, "<|im_start|>assistant\n");
+        if (no_think) sb_puts(b, "<think>\n\n</think>\n\n");
+    }
+}
+
+static void render_lfm2(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen) {
+    sb_puts(b, bos_text(tok, "<|startoftext|>"));
+    size_t start = 0;
+    if (n > 0 && strcmp(m[0].role, "system") == 0) {
+        if (m[0].content[0]) im(b, "system", m[0].content);
+        start = 1;
+    }
+    for (size_t i = start; i < n; i++) {
+        sb_puts(b, "<|im_start|>");
+        sb_puts(b, m[i].role);
+        sb_puts(b, "\n");
+        if (strcmp(m[i].role, "tool") == 0) {
+            sb_puts(b, "<|tool_response_start|>");
+            sb_puts(b, m[i].content);
+            sb_puts(b, "<|tool_response_end|>");
+        } else {
+            sb_puts(b, m[i].content);
+        }
+        sb_puts(b, "<|im_end|>\n");
+    }
+    if (gen) sb_puts(b, "<|im_start|>assistant\n");
+}
+
+/* Python's str.strip() whitespace (ASCII subset used by Jinja's trim on these inputs). */
+static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+static void render_llama3(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen) {
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0) sb_puts(b, bos_text(tok, "<|begin_of_text|>"));
+        sb_puts(b, "<|start_header_id|>");
+        sb_puts(b, m[i].role);
+        sb_puts(b, "<|end_header_id|>\n\n");
+        const char *c = m[i].content;
+        size_t len = strlen(c);
+        while (len > 0 && is_ws(*c)) { c++; len--; }
+        while (len > 0 && is_ws(c[len - 1])) len--;
+        sb_put(b, c, len);
+        sb_puts(b, "<|eot_id|>");
+    }
+    if (gen) sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+#define SMOLLM2_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                       bool add_generation_prompt, const slm_allocator *a, char **out, slm_err *e) {
+    if (out) *out = NULL;
+    if (!name || !out || (!msgs && n_msgs > 0)) return err_set(e, SLM_ERR_INVALID_ARG, "chat: missing argument");
+    if (!a) a = &al_default;
+    for (size_t i = 0; i < n_msgs; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
+    sbuf b = {a, NULL, 0, 0, false};
+    sb_put(&b, "", 0);
+    if (strcmp(name, "chatml") == 0 || strcmp(name, "smollm2") == 0) {
+        for (size_t i = 0; i < n_msgs; i++) {
+            if (i == 0 && strcmp(name, "smollm2") == 0 && strcmp(msgs[0].role, "system") != 0)
+                im(&b, "system", SMOLLM2_SYSTEM);
+            im(&b, msgs[i].role, msgs[i].content);
+        }
+        if (add_generation_prompt) sb_puts(&b, "<|im_start|>assistant\n");
+    } else if (strcmp(name, "qwen3") == 0 || strcmp(name, "qwen3-nothink") == 0) {
+        if (n_msgs > 0) render_qwen3(&b, msgs, n_msgs, add_generation_prompt, strcmp(name, "qwen3-nothink") == 0);
+        else if (add_generation_prompt) {
+            sb_puts(&b, "<|im_start|>assistant\n");
+            if (strcmp(name, "qwen3-nothink") == 0) sb_puts(&b, "<think>\n\n</think>\n\n");
+        }
+    } else if (strcmp(name, "lfm2") == 0) {
+        render_lfm2(&b, tok, msgs, n_msgs, add_generation_prompt);
+    } else if (strcmp(name, "llama3") == 0) {
+        render_llama3(&b, tok, msgs, n_msgs, add_generation_prompt);
+    } else {
+        al_free(a, b.p);
+        return err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s'", name);
+    }
+    if (b.oom) {
+        al_free(a, b.p);
+        return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+    }
+    *out = b.p;
+    return SLM_OK;
+}
