@@ -22,65 +22,59 @@ static size_t state_bytes(const g_state *st) {
     return n;
 }
 
-SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_params *params, slm_session **out,
-                                      char *err, size_t err_cap) {
-    slm_err e;
-    err_clear(&e);
-    if (out) *out = NULL;
-    if (err && err_cap) err[0] = '\0';
-    if (!model || !out) {
-        err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
-        err_copy_out(&e, err, err_cap);
-        return e.status;
+/* Range of valid token ids: rows of the table the EMBED of the decode function's token input reads. */
+static int32_t token_id_limit(const g_program *p, int32_t fn) {
+    const g_function *f = &p->functions[fn];
+    for (int32_t i = 0; i < f->n_nodes; i++) {
+        const g_node *nd = &p->nodes[f->nodes[i]];
+        if (nd->op == G_OP_EMBED && nd->in[1] == f->tokens) return (int32_t)p->tensors[nd->in[0]].ne[1];
     }
-    slm_session_params p = slm_session_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
-    if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32) {
-        err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
-        err_copy_out(&e, err, err_cap);
-        return e.status;
-    }
-    int32_t n_ctx = p.n_ctx > 0 ? p.n_ctx : slm_model_n_ctx_default(model);
-    if (p.n_ctx < 0 || n_ctx > (1 << 24)) {
-        err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", p.n_ctx, 1 << 24);
-        err_copy_out(&e, err, err_cap);
-        return e.status;
-    }
+    return 0;
+}
+
+slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
+                               slm_dtype kv_dtype, slm_session **out, slm_err *e) {
+    *out = NULL;
     slm_status st;
-    slm_session *s = al_calloc(&model->alloc, 1, sizeof *s);
+    const slm_allocator *a = model ? &model->alloc : &al_default;
+    slm_session *s = al_calloc(a, 1, sizeof *s);
     if (!s) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
-        goto fail;
+        graph_destroy(prog);
+        return err_set(e, SLM_ERR_NOMEM, "out of memory");
     }
     s->model = model;
-    s->alloc = model->alloc;
+    s->alloc = *a;
+    s->prog = prog;
     s->n_ctx = n_ctx;
-    s->kv_dtype = p.kv_dtype;
-    s->n_threads = p.n_threads > 0 ? p.n_threads : model->n_threads;
-    s->abort_fn = p.abort_fn;
-    s->abort_user_data = p.abort_user_data;
-    s->n_vocab = model->hp.n_vocab;
-    if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &s->prog, &e))) goto fail;
-    s->fn_prefill = graph_find_function(s->prog, "prefill");
-    s->fn_decode = graph_find_function(s->prog, "decode");
-    if ((st = cpu_backend_create(&s->alloc, s->n_threads, &s->be, &e))) goto fail;
-    s->states = al_calloc(&s->alloc, (size_t)s->prog->n_states + 1, sizeof(sess_state));
-    s->tensor_ptr = al_calloc(&s->alloc, (size_t)s->prog->n_tensors, sizeof(void *));
+    s->kv_dtype = kv_dtype;
+    s->n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1;
+    s->fn_decode = graph_find_function(prog, "decode");
+    s->fn_prefill = graph_find_function(prog, "prefill");
+    if (s->fn_decode < 0) {
+        st = err_set(e, SLM_ERR_INVALID_ARG, "the program has no decode function");
+        goto fail;
+    }
+    if (s->fn_prefill < 0) s->fn_prefill = s->fn_decode;
+    s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
+    s->n_token_ids = token_id_limit(prog, s->fn_decode);
+    if ((st = cpu_backend_create(&s->alloc, s->n_threads, &s->be, e))) goto fail;
+    s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
+    s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
     s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
     if (!s->states || !s->tensor_ptr || !s->history || !s->logits) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (int32_t i = 0; i < s->prog->n_states; i++) {
-        const g_state *gs = &s->prog->states[i];
+    for (int32_t i = 0; i < prog->n_states; i++) {
+        const g_state *gs = &prog->states[i];
         sess_state *ss = &s->states[i];
         ss->bytes = state_bytes(gs);
         ss->double_buffered = gs->role == SLM_STATE_CONV || gs->role == SLM_STATE_RECURRENT;
         for (int b = 0; b < (ss->double_buffered ? 2 : 1); b++) {
             ss->buf[b] = al_calloc(&s->alloc, 1, ss->bytes);
             if (!ss->buf[b]) {
-                st = err_set(&e, SLM_ERR_NOMEM, "out of memory for state %s (%zu bytes)", gs->name, ss->bytes);
+                st = err_set(e, SLM_ERR_NOMEM, "out of memory for state %s (%zu bytes)", gs->name, ss->bytes);
                 goto fail;
             }
         }
@@ -88,8 +82,33 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     *out = s;
     return SLM_OK;
 fail:
-    err_copy_out(&e, err, err_cap);
     slm_session_destroy(s);
+    return st;
+}
+
+SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_params *params, slm_session **out,
+                                      char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    if (err && err_cap) err[0] = '\0';
+    slm_status st = SLM_OK;
+    slm_session_params p = slm_session_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    g_program *prog = NULL;
+    if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
+    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (n_ctx < 1 || n_ctx > (1 << 24))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
+    else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
+        st = sess_create_program(model, prog, p.n_threads, n_ctx, p.kv_dtype, out, &e);
+    if (st == SLM_OK) {
+        (*out)->abort_fn = p.abort_fn;
+        (*out)->abort_user_data = p.abort_user_data;
+    }
+    err_copy_out(&e, err, err_cap);
     return st;
 }
 
@@ -265,9 +284,9 @@ static slm_status check_tokens(slm_session *s, const int32_t *tokens, size_t n) 
         return err_set(&s->err, SLM_ERR_CONTEXT_FULL, "%zu tokens do not fit: position %d of a %d-token context", n,
                        s->pos, s->n_ctx);
     for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= s->n_vocab)
+        if (tokens[i] < 0 || tokens[i] >= s->n_token_ids)
             return err_set(&s->err, SLM_ERR_RANGE, "token id %d at index %zu is out of range [0, %d)", tokens[i], i,
-                           s->n_vocab);
+                           s->n_token_ids);
     return SLM_OK;
 }
 

@@ -41,12 +41,19 @@ struct slm_session {
     void **tensor_ptr;     /* (prog->n_tensors) pointers bound during a call */
     int32_t pos;
     int32_t *history;      /* (n_ctx) */
-    int32_t n_vocab;
+    int32_t n_vocab;       /* logits per step */
+    int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
     slm_abort_fn abort_fn;
     void *abort_user_data;
     slm_err err;
 };
+
+/* Creates a session that runs prog (owned by the session from here on, also on failure). model may
+ * be NULL for programs built directly (tests, field-report reproductions); prog needs a "decode"
+ * function and may have a "prefill" function. n_threads 0 = the model's default (1 without one). */
+slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
+                               slm_dtype kv_dtype, slm_session **out, slm_err *e);
 
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
  * history and copies the logits. Inputs must already be validated. */
