@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu.h"
 #include "base/half.h"
 
 static uint64_t rng_state = 0x1234567;
@@ -58,7 +59,7 @@ static void deltanet_chunked_equals_recurrent(void **unused) {
     backend *be = NULL;
     slm_err e;
     err_clear(&e);
-    assert_int_equal(cpu_backend_create(&al_default, 2, &be, &e), SLM_OK);
+    assert_int_equal(cpu_backend_create_with(&al_default, 2, false, CPU_ISA_GENERIC, &be, &e), SLM_OK);
     const int64_t lengths[] = {1, 63, 64, 65, 300};
     const int64_t Hk = 2, Hv = 4, dk = 16, dv = 32;
     for (int tiled = 0; tiled < 2; tiled++) {
@@ -112,7 +113,7 @@ static void thread_count_does_not_change_bits(void **unused) {
         backend *be = NULL;
         slm_err e;
         err_clear(&e);
-        assert_int_equal(cpu_backend_create(&al_default, threads[r], &be, &e), SLM_OK);
+        assert_int_equal(cpu_backend_create_with(&al_default, threads[r], false, CPU_ISA_GENERIC, &be, &e), SLM_OK);
         be_view out = {SLM_DTYPE_F32, 2, {m, cols, 1, 1}, outs[r]};
         assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, &out, in), &e), SLM_OK);
         be_call call = {cols, 0};
@@ -146,7 +147,7 @@ static void state_write_rounds_to_f16(void **unused) {
     backend *be = NULL;
     slm_err e;
     err_clear(&e);
-    assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
+    assert_int_equal(cpu_backend_create_with(&al_default, 1, false, CPU_ISA_GENERIC, &be, &e), SLM_OK);
     be_call call = {2, 1}; /* rows 1..2 */
     assert_int_equal(be->vt->exec(be, &nd, &out, &in, &call, &e), SLM_OK);
     assert_int_equal(state[0], 0); /* row 0 untouched */

@@ -1,12 +1,53 @@
-/* cpu.c — the CPU backend object: thread pool, per-thread scratch, and dispatch of each node to
- * its kernel (the reference kernels for now; the table is where SIMD variants slot in). */
+/* cpu.c — the CPU backend object: thread pool, per-thread scratch, shared work buffer, the
+ * instruction-set choice, and dispatch of each node to its fast kernel (kern_fast.c) when one
+ * takes the node, else to its reference kernel (kern_ref.c). */
 #include "backend/cpu/cpu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+const char *cpu_isa_name(cpu_isa_level isa) {
+    switch (isa) {
+    case CPU_ISA_NEON: return "neon";
+    case CPU_ISA_AVX2: return "avx2";
+    case CPU_ISA_AVX512: return "avx512";
+    default: return "generic";
+    }
+}
+
+cpu_isa_level cpu_isa_detect(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vnni");
+    /* F16C has no __builtin_cpu_supports name in older compilers; every AVX2 CPU has it. */
+    if (avx512 && cpu_isa_avx512()) return CPU_ISA_AVX512;
+    if (avx2 && cpu_isa_avx2()) return CPU_ISA_AVX2;
+    return CPU_ISA_GENERIC;
+#elif defined(__aarch64__)
+    return cpu_isa_neon() ? CPU_ISA_NEON : CPU_ISA_GENERIC;
+#else
+    return CPU_ISA_GENERIC;
+#endif
+}
+
+const cpu_isa *cpu_isa_get(cpu_isa_level level) {
+    const cpu_isa *t = NULL;
+    if (level >= CPU_ISA_AVX512) t = cpu_isa_avx512();
+    if (!t && level >= CPU_ISA_AVX2) t = cpu_isa_avx2();
+    if (!t && level >= CPU_ISA_NEON) t = cpu_isa_neon();
+    return t ? t : cpu_isa_generic();
+}
+
 static size_t cpu_scratch_need(backend *be, const g_node *nd, const be_view *out, const be_view *in) {
-    (void)be;
-    return cpu_ref_scratch_bytes(nd, out, in);
+    cpu_backend *cb = (cpu_backend *)be;
+    size_t ref = cpu_ref_scratch_bytes(nd, out, in);
+    if (!cb->use_fast) return ref;
+    const cpu_fast_kernel *k = cpu_fast_lookup(nd, out, in);
+    if (!k) return ref;
+    return k->scratch ? k->scratch(cb, nd, out, in) : 0;
 }
 
 static slm_status cpu_reserve(backend *be, size_t bytes, slm_err *e) {
@@ -14,21 +55,59 @@ static slm_status cpu_reserve(backend *be, size_t bytes, slm_err *e) {
     if (bytes <= cb->scratch_bytes) return SLM_OK;
     bytes = (bytes + 63) & ~(size_t)63;
     for (int32_t t = 0; t < cb->n_threads; t++) {
-        void *q = al_malloc(&cb->alloc, bytes);
-        if (!q) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
-        al_free(&cb->alloc, cb->scratch[t]);
-        cb->scratch[t] = q;
+        /* 64 spare bytes keep the buffer 64-byte aligned: the raw pointer is kept just before it */
+        uint8_t *raw = al_malloc(&cb->alloc, bytes + 64 + sizeof(void *));
+        if (!raw) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
+        uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
+        memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
+        if (cb->scratch[t]) {
+            void *old;
+            memcpy(&old, cb->scratch[t] - sizeof(void *), sizeof old);
+            al_free(&cb->alloc, old);
+        }
+        cb->scratch[t] = (uint8_t *)p;
     }
     cb->scratch_bytes = bytes;
     return SLM_OK;
 }
 
+void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e) {
+    if (bytes <= cb->work_bytes) return cb->work;
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    uint8_t *raw = al_malloc(&cb->alloc, bytes + 64 + sizeof(void *));
+    if (!raw) {
+        err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel work space", bytes);
+        return NULL;
+    }
+    uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
+    memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
+    if (cb->work) {
+        void *old;
+        memcpy(&old, cb->work - sizeof(void *), sizeof old);
+        al_free(&cb->alloc, old);
+    }
+    cb->work = (uint8_t *)p;
+    cb->work_bytes = bytes;
+    return cb->work;
+}
+
 static slm_status cpu_exec(backend *be, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
                            slm_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
+    if (cb->use_fast) {
+        const cpu_fast_kernel *k = cpu_fast_lookup(nd, out, in);
+        if (k) return k->run(cb, nd, out, in, call, e);
+    }
     cpu_kernel_fn fn = cpu_ref_kernels[nd->op];
     if (!fn) return err_set(e, SLM_ERR_UNSUPPORTED, "cpu: no kernel for %s", g_op_name(nd->op));
     return fn(cb, nd, out, in, call, e);
+}
+
+static void free_aligned(const slm_allocator *a, uint8_t *p) {
+    if (!p) return;
+    void *raw;
+    memcpy(&raw, p - sizeof(void *), sizeof raw);
+    al_free(a, raw);
 }
 
 static void cpu_destroy(backend *be) {
@@ -36,14 +115,16 @@ static void cpu_destroy(backend *be) {
     if (!cb) return;
     slm_allocator a = cb->alloc;
     pool_destroy(cb->pool);
-    for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) al_free(&a, cb->scratch[t]);
+    for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) free_aligned(&a, cb->scratch[t]);
+    free_aligned(&a, cb->work);
     al_free(&a, cb->scratch);
     al_free(&a, cb);
 }
 
 static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_reserve, cpu_destroy};
 
-slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
+slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
+                                   backend **out, slm_err *e) {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
     cpu_backend *cb = al_calloc(a, 1, sizeof *cb);
@@ -51,6 +132,9 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
     cb->base.vt = &cpu_vtable;
     cb->alloc = *a;
     cb->n_threads = n_threads;
+    cb->use_fast = use_fast;
+    cpu_isa_level best = cpu_isa_detect();
+    cb->isa = cpu_isa_get(isa < best ? isa : best);
     cb->scratch = al_calloc(a, (size_t)n_threads, sizeof(uint8_t *));
     if (!cb->scratch) {
         al_free(a, cb);
@@ -63,4 +147,19 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
     }
     *out = &cb->base;
     return SLM_OK;
+}
+
+/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avx512" | "auto" (default). Unknown values
+ * mean "auto". Read once per backend. */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
+    const char *env = getenv("SLM_KERNELS");
+    bool use_fast = true;
+    cpu_isa_level isa = CPU_ISA_AVX512;
+    if (env) {
+        if (!strcmp(env, "ref")) use_fast = false;
+        else if (!strcmp(env, "generic")) isa = CPU_ISA_GENERIC;
+        else if (!strcmp(env, "neon")) isa = CPU_ISA_NEON;
+        else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
+    }
+    return cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
 }

@@ -1,13 +1,124 @@
 /* cpu.h — internals of the CPU backend shared by the kernel files: the backend object (pool,
- * per-thread scratch) and the kernel table. kern_ref.c holds the scalar reference kernel of every
- * op (the oracle); SIMD variants register per op, dtype and ISA (CPU-speed work) and are tested
- * against the reference. */
+ * per-thread scratch, shared work buffer, instruction-set level) and the kernel tables.
+ *
+ * Two kernel sets exist for every op:
+ *  - kern_ref.c: the scalar reference kernel of every op (the oracle), always present;
+ *  - kern_fast.c: fast kernels for the ops and dtypes that pay (matmul on packed weights,
+ *    attention, DeltaNet, conv, norms, elementwise). A fast kernel declares which nodes it takes
+ *    (`supports`); every other node, and every op that has only a reference kernel (for example
+ *    one added later), runs the reference kernel. The fast kernels call ISA micro-kernels through
+ *    a cpu_isa table (kern_generic.c: portable C; kern_avx2.c; kern_avx512.c; kern_neon.c),
+ *    chosen once per backend from the CPU's features (cpu_isa_detect) and the SLM_KERNELS
+ *    environment variable: "ref" (reference kernels only), "generic", "avx2", "avx512" (caps),
+ *    or unset/"auto" (the best the CPU has).
+ *
+ * Batch invariance (relied on by tests/golden and state replay): every output element is
+ * computed by one task with the same arithmetic whatever the number of tokens in the call and the
+ * thread count. Work is split over output rows, heads or channels, never over a reduction axis.
+ *
+ * Canonical matmul arithmetic (every ISA implements exactly this, so the result of a fast matmul
+ * is also independent of the ISA; tests check SIMD against kern_generic.c bit for bit):
+ *  - Q4_0, Q4_1, Q8_0 weights: the activation column is quantised per 32-block to int8 a with
+ *    scale da (ggml's Q8_0/Q8_1 rule: d = amax/127, q = round-half-even(x/d), da = f16(d)), and
+ *    per output y = 0; for each block b in order:
+ *        y = fmaf((float)isum_b, dw_b * da_b, y)        isum_b = exact Σ w_j a_j (int32)
+ *        Q4_1 only:  y = fmaf(m_b, sa_b, y)             sa_b = f16(d · Σ a_j)
+ *    with w_j = q-8 (Q4_0), the int8 (Q8_0), the nibble q (Q4_1), dw/m the block's f16 values.
+ *  - Q4_K, Q6_K weights: activations quantised per 256 to Q8_K (ggml's rule) and per super-block
+ *        Q4_K: y = fmaf((float)Σ_s sc_s·Σ q·a, d·da, y);  y = fmaf(-(float)Σ_s mn_s·bsum_s, dmin·da, y)
+ *        Q6_K: y = fmaf((float)Σ_s sc_s·Σ (q-32)·a, d·da, y)
+ *  - F32, F16, BF16 weights: f32 activations, weights widened exactly to f32, 16 lanes:
+ *        acc[l] = fmaf(w_i, x_i, acc[l]) for i ≡ l (mod 16), i ascending (a short tail is
+ *        zero-padded), then acc[l] += acc[l + s] for s = 8, 4, 2, 1; y = acc[0].
+ */
 #ifndef SLM_BACKEND_CPU_CPU_H
 #define SLM_BACKEND_CPU_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/pool.h"
 
+/* Instruction-set levels, in increasing order. */
+typedef enum cpu_isa_level {
+    CPU_ISA_GENERIC = 0, /* portable C */
+    CPU_ISA_NEON = 1,    /* aarch64 with NEON and the dot-product extension */
+    CPU_ISA_AVX2 = 2,    /* x86-64 with AVX2, FMA, F16C */
+    CPU_ISA_AVX512 = 3   /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
+} cpu_isa_level;
+
+/* "generic", "neon", "avx2", "avx512". */
+const char *cpu_isa_name(cpu_isa_level isa);
+/* The best level this CPU and build support. Reads the CPU's feature bits (cpuid through the
+ * compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
+cpu_isa_level cpu_isa_detect(void);
+
+/* ---- activation formats for the integer matmuls ---------------------------------------------
+ * One column of k activations quantised for weights of type wt:
+ *  32-block types (Q4_0, Q4_1, Q8_0): qs int8 [k] | da f32 [k/32] | aux [k/32], where aux is
+ *    int32 -8·Σa (Q4_0), int32 -128·Σa (Q8_0: lets offset-binary kernels use u8 weights), or f32
+ *    sa (Q4_1). Column stride cpu_act_bytes (a multiple of 64).
+ *  K types (Q4_K, Q6_K): ggml's block_q8_K [k/256]: d f32 | qs int8 [256] | bsums int16 [16]. */
+#define CPU_QK 32
+#define CPU_QK_K 256
+#define CPU_Q8K_BYTES 292
+
+/* True if the fast matmul takes weights of this type. */
+bool cpu_mm_supports(uint32_t wt);
+/* True for the integer (quantised-activation) types. */
+bool cpu_mm_is_quant(uint32_t wt);
+/* Bytes of one quantised activation column of length k for weight type wt (0 for float types). */
+size_t cpu_act_bytes(uint32_t wt, int64_t k);
+
+/* ---- ISA micro-kernels ----------------------------------------------------------------------- */
+typedef struct cpu_isa {
+    cpu_isa_level level;
+    /* Quantises one activation column x (k) into the format for weights of type wt. */
+    void (*quant_act)(uint32_t wt, const float *x, int64_t k, uint8_t *dst);
+    /* Quantised matmul over rows [0, nr) of w (row stride row_bytes, k columns of weights) and
+     * ncols activation columns (stride act_stride): y[c * ldy + r]. nr <= 16 for any call; the
+     * kernel may use scratch (cpu_mm_scratch_bytes). */
+    void (*mm_quant)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                     size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
+    /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
+    void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
+                     int64_t ncols, float *y, int64_t ldy, void *scratch);
+    /* Attention for one query row against n_keys keys (canonical order: blocks of 16 keys, online
+     * softmax). q (hd) f32; k/v rows at k + j*kstride (elements), dtype kvt (F16 or F32);
+     * out (hdv). scratch >= cpu_attn_scratch_bytes. */
+    void (*attn_row)(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride, int64_t vstride,
+                     int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out, void *scratch);
+    /* One recurrent DeltaNet head over n tokens: S (dk, dv) updated in place; q/k rows at
+     * q + t*qk_stride, v/o rows at v + t*v_stride, g/beta at g[t*gb_stride]. */
+    void (*deltanet_head)(float *S, const float *q, const float *k, const float *v, const float *g,
+                          const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
+                          int64_t v_stride, int64_t gb_stride);
+    /* Elementwise and row kernels over n elements. */
+    void (*vec_add)(float *y, const float *a, const float *b, int64_t n);
+    void (*vec_mul)(float *y, const float *a, const float *b, int64_t n);
+    void (*vec_swiglu)(float *y, const float *a, const float *b, int64_t n);
+    void (*vec_unary)(g_op op, float *y, const float *x, int64_t n, float scale);
+    /* RMSNORM (w may be NULL; w_offset added to w), L2NORM, GATED_RMSNORM (z != NULL) of one row. */
+    void (*row_norm)(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
+                     float w_offset);
+    /* Depthwise causal conv: y (C) for one token, x rows at x + k*C (K rows), w (K, C) as C rows of K. */
+    void (*conv_row)(float *y, const float *x, const float *wt_kc, int64_t C, int64_t K);
+} cpu_isa;
+
+const cpu_isa *cpu_isa_generic(void);
+const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
+const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
+const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
+/* The table for a level (falls back to lower levels that are built in). */
+const cpu_isa *cpu_isa_get(cpu_isa_level level);
+
+/* Per-thread scratch bytes the micro-kernels need. */
+size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k);
+size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv);
+
+/* ---- the backend ------------------------------------------------------------------------------ */
 typedef struct cpu_backend {
     backend base;
     slm_allocator alloc;
@@ -15,6 +126,10 @@ typedef struct cpu_backend {
     int32_t n_threads;
     size_t scratch_bytes;  /* per thread */
     uint8_t **scratch;     /* (n_threads) 64-byte aligned buffers */
+    uint8_t *work;         /* shared buffer of one node (quantised activations, transposes) */
+    size_t work_bytes;
+    bool use_fast;         /* false: reference kernels only (SLM_KERNELS=ref) */
+    const cpu_isa *isa;    /* micro-kernels of the fast kernels */
 } cpu_backend;
 
 typedef slm_status (*cpu_kernel_fn)(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
@@ -25,6 +140,23 @@ extern const cpu_kernel_fn cpu_ref_kernels[G_OP_COUNT];
 /* Per-thread scratch each reference kernel needs for this node. */
 size_t cpu_ref_scratch_bytes(const g_node *nd, const be_view *out, const be_view *in);
 
+/* A fast kernel: takes the nodes `supports` accepts. */
+typedef struct cpu_fast_kernel {
+    bool (*supports)(const g_node *nd, const be_view *out, const be_view *in);
+    cpu_kernel_fn run;
+    size_t (*scratch)(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in);
+} cpu_fast_kernel;
+
+/* The fast kernel for this node, or NULL (then the reference kernel runs). */
+const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
+
+/* Creates a backend with an explicit kernel choice (tests): use_fast false = reference kernels;
+ * isa caps the level (ignored when use_fast is false). */
+slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
+                                   backend **out, slm_err *e);
+
 static inline void *cpu_scratch(cpu_backend *cb, int32_t thread) { return cb->scratch[thread]; }
+/* The shared work buffer, grown to at least bytes (64-byte aligned); NULL + NOMEM on failure. */
+void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e);
 
 #endif

@@ -1,0 +1,598 @@
+/* kern_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) micro-kernels of the fast CPU kernels (cpu.h).
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+ * (CMakeLists.txt) and only called when cpu_isa_detect finds those features.
+ *
+ * Quantised matmuls follow cpu.h's canonical arithmetic, which keeps one f32 accumulator per
+ * output row and needs the exact integer dot of every 32-block:
+ *  - decode (few columns): 16 rows at a time straight from the mapped blocks; vpdpbusd gives
+ *    4 or 8 partial sums per row and block, a permute tree sums them into one lane per row, and
+ *    the per-block FMA runs with the 16 rows in the 16 lanes (weight scales fetched by a gather);
+ *  - prefill (4+ columns): the 16-row tile is first repacked into scratch so that lane r of a
+ *    register holds 4 consecutive weights of row r; each vpdpbusd then takes 4 activations of a
+ *    column as a broadcast, and a block's 8 vpdpbusd give the 16 rows' exact sums directly.
+ * Unsigned weights are fed as u8 (Q4_0, Q4_1 nibbles; Q8_0 as w ^ 0x80) with the offset term
+ * (-8 or -128 times the block's activation sum) precomputed per activation block (cpu.h).
+ * Weights are never copied outside the per-thread tile. */
+#include "backend/cpu/cpu.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kern_common.h"
+#include "base/half.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
+static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
+
+static __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u); }
+
+/* The canonical 16-lane reduction (cpu.h). */
+INLINE float hsum16(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+/* e^x for |x| <= 88 with about 1 ulp error; below -88 it tends to 0, above 88.37 it saturates. */
+INLINE __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.3762626647949f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* ---- activation quantisation ----------------------------------------------------------------- */
+
+static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        cpu_quant_act_k_generic(x, k, dst);
+        return;
+    }
+    int64_t nb = k / CPU_QK;
+    uint8_t *da = dst + k, *aux = da + 4 * nb;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        __m512 am = _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask));
+        float amax = _mm512_reduce_max_ps(am);
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        q0 = _mm512_min_epi32(_mm512_max_epi32(q0, lo), hi);
+        q1 = _mm512_min_epi32(_mm512_max_epi32(q1, lo), hi);
+        _mm_storeu_si128((__m128i *)(dst + 32 * b), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(dst + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+        int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+        memcpy(da + 4 * b, &dr, 4);
+        if (wt == SLM_DTYPE_Q4_1) {
+            float sa = _cvtsh_ss(_cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT));
+            memcpy(aux + 4 * b, &sa, 4);
+        } else {
+            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            memcpy(aux + 4 * b, &c, 4);
+        }
+    }
+}
+
+/* ---- 32-block matmul, decode form ------------------------------------------------------------- */
+
+/* Sums 4 registers whose 128-bit lane i holds 4 partial sums of row 4g+i (g = register) into one
+ * register with row r's total in lane r. */
+INLINE __m512i reduce4x4(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(s0, ev, s1), _mm512_permutex2var_epi32(s0, od, s1));
+    __m512i v = _mm512_add_epi32(_mm512_permutex2var_epi32(s2, ev, s3), _mm512_permutex2var_epi32(s2, od, s3));
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(u, ev, v), _mm512_permutex2var_epi32(u, od, v));
+}
+
+/* Pairs of 8-lane row sums (lanes 0-7 row 2p, 8-15 row 2p+1) to 4-lane row sums. */
+INLINE __m512i reduce8to4(__m512i a, __m512i b) {
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+}
+
+INLINE __m512i load4x128(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3) {
+    __m512i t = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p0));
+    t = _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)p1), 1);
+    t = _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)p2), 2);
+    return _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)p3), 3);
+}
+
+/* Exact integer dots of block b for the 16 rows (row pointers p), column a (32 int8). */
+INLINE __m512i isum_q4(const uint8_t *const p[16], size_t boff, const int8_t *a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a));
+    __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a + 16)));
+    __m512i s[4];
+    for (int g = 0; g < 4; g++) {
+        __m512i t = load4x128(p[4 * g] + boff, p[4 * g + 1] + boff, p[4 * g + 2] + boff, p[4 * g + 3] + boff);
+        __m512i l = _mm512_and_si512(t, m4), h = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
+        s[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l, alo), h, ahi);
+    }
+    return reduce4x4(s[0], s[1], s[2], s[3]);
+}
+
+INLINE __m512i isum_q8(const uint8_t *const p[16], size_t boff, const int8_t *a) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
+    __m512i s8[8];
+    for (int g = 0; g < 8; g++) {
+        __m512i t = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p[2 * g] + boff)));
+        t = _mm512_inserti64x4(t, _mm256_loadu_si256((const __m256i *)(p[2 * g + 1] + boff)), 1);
+        s8[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(t, flip), av);
+    }
+    return reduce4x4(reduce8to4(s8[0], s8[1]), reduce8to4(s8[2], s8[3]), reduce8to4(s8[4], s8[5]),
+                     reduce8to4(s8[6], s8[7]));
+}
+
+static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                     float *y) {
+    const uint8_t *p[16];
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) {
+        int64_t rr = r < nr ? r : nr - 1;
+        p[r] = w + (size_t)rr * row_bytes;
+        off[r] = (int32_t)((size_t)rr * row_bytes);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    int64_t nb = k / CPU_QK;
+    const int8_t *a = (const int8_t *)act;
+    const uint8_t *da = act + k, *aux = da + 4 * nb;
+    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        size_t boff = (size_t)b * bsz;
+        __m512i is = wt == SLM_DTYPE_Q8_0 ? isum_q8(p, boff + qoff, a + 32 * b) : isum_q4(p, boff + qoff, a + 32 * b);
+        __m512i g = _mm512_i32gather_epi32(voff, (const void *)(w + boff), 1);
+        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        if (wt != SLM_DTYPE_Q4_1) {
+            is = _mm512_add_epi32(is, _mm512_set1_epi32(ldi(aux + 4 * b)));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(da + 4 * b))), acc);
+        } else {
+            __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(da + 4 * b))), acc);
+            acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(ldf(aux + 4 * b)), acc);
+        }
+    }
+    _mm512_mask_storeu_ps(y, mask16(nr), acc);
+}
+
+/* ---- 32-block matmul, prefill form: repacked 16-row tile --------------------------------------- */
+
+#define PK_BLOCK 640 /* per block: 8 x 64 bytes of weights, dw[16] f32, mw[16] f32 */
+
+static void pack_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t nb, uint8_t *pk) {
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * row_bytes);
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
+    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    for (int64_t b = 0; b < nb; b++, pk += PK_BLOCK) {
+        const uint8_t *base = w + (size_t)b * bsz;
+        if (wt == SLM_DTYPE_Q8_0) {
+            for (int j = 0; j < 8; j++) {
+                __m512i g = _mm512_i32gather_epi32(voff, (const void *)(base + qoff + 4 * j), 1);
+                _mm512_store_si512(pk + 64 * j, _mm512_xor_si512(g, flip));
+            }
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m512i g = _mm512_i32gather_epi32(voff, (const void *)(base + qoff + 4 * j), 1);
+                _mm512_store_si512(pk + 64 * j, _mm512_and_si512(g, m4));
+                _mm512_store_si512(pk + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(g, 4), m4));
+            }
+        }
+        __m512i g = _mm512_i32gather_epi32(voff, (const void *)base, 1);
+        _mm512_store_ps(pk + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+        _mm512_store_ps(pk + 576, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+    }
+}
+
+/* NC columns (1..4) against a packed tile; y[c * ldy + r] for r < nr. */
+INLINE void gemm_q32_cols(bool q41, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *act, size_t act_stride,
+                          int NC, float *y, int64_t ldy, __mmask16 mrows) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const uint8_t *ac[4];
+    for (int c = 0; c < NC; c++) ac[c] = act + (size_t)c * act_stride;
+    for (int64_t b = 0; b < nb; b++, pk += PK_BLOCK) {
+        __m512i w0 = _mm512_load_si512(pk), w1 = _mm512_load_si512(pk + 64), w2 = _mm512_load_si512(pk + 128),
+                w3 = _mm512_load_si512(pk + 192), w4 = _mm512_load_si512(pk + 256), w5 = _mm512_load_si512(pk + 320),
+                w6 = _mm512_load_si512(pk + 384), w7 = _mm512_load_si512(pk + 448);
+        __m512 dw = _mm512_load_ps(pk + 512);
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *a = ac[c] + 32 * b;
+            const uint8_t *da = ac[c] + k + 4 * b, *aux = ac[c] + k + 4 * nb + 4 * b;
+            __m512i is = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
+            is = _mm512_dpbusd_epi32(is, w0, _mm512_set1_epi32(ldi(a)));
+            is = _mm512_dpbusd_epi32(is, w1, _mm512_set1_epi32(ldi(a + 4)));
+            is = _mm512_dpbusd_epi32(is, w2, _mm512_set1_epi32(ldi(a + 8)));
+            is = _mm512_dpbusd_epi32(is, w3, _mm512_set1_epi32(ldi(a + 12)));
+            is = _mm512_dpbusd_epi32(is, w4, _mm512_set1_epi32(ldi(a + 16)));
+            is = _mm512_dpbusd_epi32(is, w5, _mm512_set1_epi32(ldi(a + 20)));
+            is = _mm512_dpbusd_epi32(is, w6, _mm512_set1_epi32(ldi(a + 24)));
+            is = _mm512_dpbusd_epi32(is, w7, _mm512_set1_epi32(ldi(a + 28)));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(da))), acc[c]);
+            if (q41) acc[c] = _mm512_fmadd_ps(_mm512_load_ps(pk + 576), _mm512_set1_ps(ldf(aux)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+}
+
+static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                     size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    int64_t nb = k / CPU_QK;
+    uint8_t *pk = scratch;
+    pack_q32(wt, w, row_bytes, nr, nb, pk);
+    bool q41 = wt == SLM_DTYPE_Q4_1;
+    __mmask16 m = mask16(nr);
+    int64_t c = 0;
+    for (; c + 4 <= ncols; c += 4)
+        gemm_q32_cols(q41, pk, nb, k, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy, ldy, m);
+    for (; c < ncols; c++) gemm_q32_cols(q41, pk, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy, ldy, m);
+}
+
+/* ---- K-quants: one row at a time, weights unpacked once per row for all columns --------------- */
+
+/* Unpacked Q4_K / Q6_K row in scratch: per super-block 256 u8 weights and 4 scale registers
+ * (16 int32 lanes each, the sub-block scale of the lanes of each 64-element chunk's vpdpbusd). */
+#define KU_BLOCK (256 + 256)
+
+static void unpack_q4k(const uint8_t *x, int64_t nbk, uint8_t *u, int32_t *mn) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nbk; b++, x += 144, u += KU_BLOCK, mn += 8) {
+        const uint8_t *sc = x + 4;
+        int32_t s[8];
+        for (int j = 0; j < 8; j++) {
+            if (j < 4) {
+                s[j] = sc[j] & 63;
+                mn[j] = sc[j + 4] & 63;
+            } else {
+                s[j] = (sc[j + 4] & 0x0F) | ((sc[j - 4] >> 6) << 4);
+                mn[j] = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
+            _mm256_storeu_si256((__m256i *)(u + 64 * c), _mm256_and_si256(q, m4));
+            _mm256_storeu_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            __m512i sv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(s[2 * c])),
+                                            _mm256_set1_epi32(s[2 * c + 1]), 1);
+            _mm512_storeu_si512(u + 256 + 64 * c, sv);
+        }
+    }
+}
+
+static void unpack_q6k(const uint8_t *x, int64_t nbk, uint8_t *u, int32_t *sc16) {
+    for (int64_t b = 0; b < nbk; b++, x += 210, u += KU_BLOCK, sc16 += 16) {
+        const int8_t *sc = (const int8_t *)(x + 192);
+        for (int n = 0; n < 2; n++) {
+            const uint8_t *L = x + 64 * n, *H = x + 128 + 32 * n;
+            uint8_t *o = u + 128 * n;
+            for (int l = 0; l < 32; l++) {
+                o[l] = (uint8_t)((L[l] & 0x0F) | ((H[l] & 3) << 4));
+                o[l + 32] = (uint8_t)((L[l + 32] & 0x0F) | (((H[l] >> 2) & 3) << 4));
+                o[l + 64] = (uint8_t)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4));
+                o[l + 96] = (uint8_t)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4));
+            }
+        }
+        for (int s = 0; s < 16; s++) sc16[s] = sc[s];
+        /* chunk c (64 elements) covers sub-blocks 4c..4c+3, 4 lanes each */
+        for (int c = 0; c < 4; c++) {
+            __m512i sv = _mm512_set_epi32(sc[4 * c + 3], sc[4 * c + 3], sc[4 * c + 3], sc[4 * c + 3], sc[4 * c + 2],
+                                          sc[4 * c + 2], sc[4 * c + 2], sc[4 * c + 2], sc[4 * c + 1], sc[4 * c + 1],
+                                          sc[4 * c + 1], sc[4 * c + 1], sc[4 * c], sc[4 * c], sc[4 * c], sc[4 * c]);
+            _mm512_storeu_si512(u + 256 + 64 * c, sv);
+        }
+    }
+}
+
+static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                  size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    int64_t nbk = k / CPU_QK_K;
+    uint8_t *u = scratch;
+    int32_t *extra = (int32_t *)(u + (size_t)nbk * KU_BLOCK); /* mins (8) or scales (16) per block */
+    bool q4 = wt == SLM_DTYPE_Q4_K;
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *x = w + (size_t)r * row_bytes;
+        if (q4) unpack_q4k(x, nbk, u, extra);
+        else unpack_q6k(x, nbk, u, extra);
+        for (int64_t c = 0; c < ncols; c++) {
+            const uint8_t *ab = act + (size_t)c * act_stride;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nbk; b++, ab += CPU_Q8K_BYTES) {
+                const uint8_t *ub = u + b * KU_BLOCK;
+                __m512i is = _mm512_setzero_si512();
+                for (int ch = 0; ch < 4; ch++) {
+                    __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(ub + 64 * ch),
+                                                    _mm512_loadu_si512(ab + 4 + 64 * ch));
+                    is = _mm512_add_epi32(is, _mm512_mullo_epi32(d, _mm512_loadu_si512(ub + 256 + 64 * ch)));
+                }
+                int32_t isum = _mm512_reduce_add_epi32(is);
+                int16_t bs[16];
+                memcpy(bs, ab + 260, sizeof bs);
+                float da = ldf(ab);
+                const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * (q4 ? 144 : 210);
+                if (q4) {
+                    const int32_t *mn = extra + 8 * b;
+                    int32_t msum = 0;
+                    for (int j = 0; j < 8; j++) msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+                    acc = fmaf((float)isum, f16_to_f32((uint16_t)(xb[0] | (xb[1] << 8))) * da, acc);
+                    acc = fmaf(-(float)msum, f16_to_f32((uint16_t)(xb[2] | (xb[3] << 8))) * da, acc);
+                } else {
+                    const int32_t *sc = extra + 16 * b;
+                    int32_t corr = 0;
+                    for (int j = 0; j < 16; j++) corr += sc[j] * bs[j];
+                    isum -= 32 * corr;
+                    acc = fmaf((float)isum, f16_to_f32((uint16_t)(xb[208] | (xb[209] << 8))) * da, acc);
+                }
+            }
+            y[c * ldy + r] = acc;
+        }
+    }
+}
+
+#define GEMM_MIN_COLS 4
+
+static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                     size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+        return;
+    }
+    if (ncols >= GEMM_MIN_COLS) {
+        gemm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+        return;
+    }
+    for (int64_t c = 0; c < ncols; c++) gemv_q32(wt, w, row_bytes, nr, k, act + (size_t)c * act_stride, y + c * ldy);
+}
+
+/* ---- float weights: canonical 16-lane dots, 4 x 4 register tiles ------------------------------- */
+
+INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
+    switch (wt) {
+    case SLM_DTYPE_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + 2 * i));
+    case SLM_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + 2 * i)), 16));
+    default: return _mm512_maskz_loadu_ps(m, w + 4 * i);
+    }
+}
+
+INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t row_bytes, int R, int64_t k, const float *x, int C,
+                     float *y, int64_t ldy) {
+    __m512 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) {
+        __mmask16 m = mask16(k - i);
+        __m512 wv[4], xv[4];
+        for (int r = 0; r < R; r++) wv[r] = load_w16(wt, w + (size_t)r * row_bytes, i, m);
+        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x + c * k + i);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv[c], acc[r][c]);
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[c * ldy + r] = hsum16(acc[r][c]);
+}
+
+static void mmf_4x4(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 4, k, x, 4, y, ldy);
+}
+static void mmf_4x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 4, k, x, 1, y, ldy);
+}
+static void mmf_1x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy);
+}
+
+static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
+                     int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    (void)scratch;
+    int64_t r = 0;
+    for (; r + 4 <= nr; r += 4) {
+        const uint8_t *wr = w + (size_t)r * row_bytes;
+        int64_t c = 0;
+        for (; c + 4 <= ncols; c += 4) mmf_4x4(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (; c < ncols; c++) mmf_4x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+    }
+    for (; r < nr; r++)
+        for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+}
+
+/* ---- attention: one query row, online softmax over blocks of 16 keys ---------------------------- */
+
+INLINE __m512 load_kv16(uint32_t t, const void *base, int64_t i, __mmask16 m) {
+    if (t == SLM_DTYPE_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
+    return _mm512_maskz_loadu_ps(m, (const float *)base + i);
+}
+
+static void attn_row(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride, int64_t vstride,
+                     int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out, void *scratch) {
+    float *acc = scratch, *qs = acc + ((hdv + 15) & ~15);
+    for (int64_t i = 0; i < hdv; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+    for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(qs + i, _mm512_maskz_loadu_ps(mask16(hd - i), q + i));
+    float m = -INFINITY, l = 0.0f;
+    float s[16];
+    for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
+        int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
+        for (int j = 0; j < nbk; j++) {
+            __m512 a = _mm512_setzero_ps();
+            int64_t base = (j0 + j) * kstride;
+            for (int64_t i = 0; i < hd; i += 16)
+                a = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i), load_kv16(kvt, k, base + i, mask16(hd - i)), a);
+            s[j] = hsum16(a) * scale;
+        }
+        __mmask16 km = mask16(nbk);
+        __m512 sv = _mm512_maskz_loadu_ps(km, s);
+        float mb = _mm512_mask_reduce_max_ps(km, sv);
+        float mn = fmaxf(m, mb);
+        float corr = expf(m - mn);
+        __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
+        l = l * corr + hsum16(p);
+        _mm512_storeu_ps(s, p);
+        __m512 vc = _mm512_set1_ps(corr);
+        for (int64_t i = 0; i < hdv; i += 16) {
+            __mmask16 mi = mask16(hdv - i);
+            __m512 av = _mm512_mul_ps(_mm512_loadu_ps(acc + i), vc);
+            for (int j = 0; j < nbk; j++)
+                av = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), load_kv16(kvt, v, (j0 + j) * vstride + i, mi), av);
+            _mm512_storeu_ps(acc + i, av);
+        }
+        m = mn;
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / l);
+    for (int64_t i = 0; i < hdv; i += 16) _mm512_mask_storeu_ps(out + i, mask16(hdv - i), _mm512_mul_ps(_mm512_loadu_ps(acc + i), inv));
+}
+
+/* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
+
+static void deltanet_head(float *S, const float *q, const float *k, const float *v, const float *g, const float *beta,
+                          float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride, int64_t v_stride,
+                          int64_t gb_stride) {
+    for (int64_t t = 0; t < n; t++) {
+        const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
+        __m512 decay = _mm512_set1_ps(expf(g[t * gb_stride])), bb = _mm512_set1_ps(beta[t * gb_stride]);
+        float *ot = o + t * v_stride;
+        for (int64_t j0 = 0; j0 < dv; j0 += 128) {
+            int nv = (int)((dv - j0 + 15) / 16 < 8 ? (dv - j0 + 15) / 16 : 8);
+            __mmask16 ml = mask16(dv - j0 - 16 * (nv - 1));
+            __m512 u[8], ov[8];
+            for (int x = 0; x < 8; x++) u[x] = _mm512_setzero_ps(), ov[x] = _mm512_setzero_ps();
+            for (int64_t i = 0; i < dk; i++) {
+                float *row = S + i * dv + j0;
+                __m512 ki = _mm512_set1_ps(kt[i]);
+                for (int x = 0; x < nv; x++) {
+                    __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                    __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mm, row + 16 * x), decay);
+                    _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
+                    u[x] = _mm512_fmadd_ps(sv, ki, u[x]);
+                }
+            }
+            for (int x = 0; x < nv; x++) {
+                __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                u[x] = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, vt + j0 + 16 * x), u[x]));
+            }
+            for (int64_t i = 0; i < dk; i++) {
+                float *row = S + i * dv + j0;
+                __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]);
+                for (int x = 0; x < nv; x++) {
+                    __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                    __m512 sv = _mm512_fmadd_ps(ki, u[x], _mm512_maskz_loadu_ps(mm, row + 16 * x));
+                    _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
+                    ov[x] = _mm512_fmadd_ps(sv, qi, ov[x]);
+                }
+            }
+            for (int x = 0; x < nv; x++)
+                _mm512_mask_storeu_ps(ot + j0 + 16 * x, x == nv - 1 ? ml : (__mmask16)0xFFFF, ov[x]);
+        }
+    }
+}
+
+/* ---- conv, elementwise, norms --------------------------------------------------------------------- */
+
+static void conv_row(float *y, const float *x, const float *wkc, int64_t C, int64_t K) {
+    for (int64_t c = 0; c < C; c += 16) {
+        __mmask16 m = mask16(C - c);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t kk = 0; kk < K; kk++)
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wkc + kk * C + c), _mm512_maskz_loadu_ps(m, x + kk * C + c), acc);
+        _mm512_mask_storeu_ps(y + c, m, acc);
+    }
+}
+
+static void vec_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+static void vec_mul(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+/* x / (1 + e^-x) */
+INLINE __m512 silu16(__m512 x) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        __m512 av = _mm512_maskz_loadu_ps(m, a + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(silu16(av), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+static void vec_unary(g_op op, float *y, const float *x, int64_t n, float scale) {
+    if (op != G_OP_SCALE && op != G_OP_SILU && op != G_OP_SIGMOID) {
+        cpu_vec_unary_generic(op, y, x, n, scale);
+        return;
+    }
+    const __m512 one = _mm512_set1_ps(1.0f), vs = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i), r;
+        if (op == G_OP_SCALE) r = _mm512_mul_ps(v, vs);
+        else if (op == G_OP_SILU) r = silu16(v);
+        else r = _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+static void row_norm(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
+                     float w_offset) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(mask16(n - i), x + i);
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    float ss = hsum16(acc);
+    float inv = op == G_OP_L2NORM ? 1.0f / sqrtf(ss + eps) : 1.0f / sqrtf(ss / (float)n + eps);
+    __m512 vi = _mm512_set1_ps(inv), off = _mm512_set1_ps(w_offset);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        __m512 xi = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vi), r;
+        if (op == G_OP_L2NORM || (op == G_OP_RMSNORM && !w)) r = xi;
+        else if (op == G_OP_RMSNORM) r = _mm512_mul_ps(xi, _mm512_add_ps(_mm512_maskz_loadu_ps(m, w + i), off));
+        else r = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i), xi), silu16(_mm512_maskz_loadu_ps(m, z + i)));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+static const cpu_isa k_avx512 = {
+    CPU_ISA_AVX512, quant_act, mm_quant, mm_float, attn_row, deltanet_head, vec_add, vec_mul, vec_swiglu, vec_unary,
+    row_norm,       conv_row,
+};
+
+const cpu_isa *cpu_isa_avx512(void) { return &k_avx512; }
+
+#else
+const cpu_isa *cpu_isa_avx512(void) { return NULL; }
+#endif

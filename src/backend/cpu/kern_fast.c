@@ -1,0 +1,367 @@
+/* kern_fast.c — the fast CPU kernels: for each op they take (cpu_fast_lookup), the work split
+ * over threads and the calls into the ISA micro-kernels (cpu.h, struct cpu_isa). Nodes a fast
+ * kernel does not take (other dtypes, the chunked DeltaNet, ops without a fast kernel) run the
+ * reference kernel (kern_ref.c).
+ *
+ * Batch invariance: every output element is computed by one task with the same arithmetic for
+ * any token count and thread count: matmuls split over row tiles (all columns of a tile use the
+ * canonical arithmetic of cpu.h), attention over (token, head), DeltaNet over heads, the
+ * elementwise ops and norms over rows. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "base/dtype.h"
+
+static int64_t ncols(const be_view *v) { return v->ne[1] * v->ne[2] * v->ne[3]; }
+static int64_t nel(const be_view *v) { return v->ne[0] * ncols(v); }
+static bool is_f32(const be_view *v) { return v->dtype == SLM_DTYPE_F32; }
+
+/* Below this many elements an elementwise op runs on the calling thread only. */
+#define PAR_MIN_ELEMS 32768
+
+/* ---- MATMUL: y (m, cols) <- W (k, m), x (k, cols) -------------------------------------------- */
+
+typedef struct mm_ctx {
+    cpu_backend *cb;
+    uint32_t wt;
+    const uint8_t *w;
+    size_t row_bytes;
+    int64_t k, m, cols;
+    const uint8_t *act; /* quantised columns, or NULL for float weights */
+    size_t act_stride;
+    const float *x;
+    float *y;
+    int64_t tiles_per_task;
+} mm_ctx;
+
+#define MM_TILE 16
+
+static void mm_task(void *vctx, int64_t task, int32_t thread) {
+    mm_ctx *c = vctx;
+    const cpu_isa *isa = c->cb->isa;
+    void *scratch = cpu_scratch(c->cb, thread);
+    int64_t r0 = task * c->tiles_per_task * MM_TILE, r1 = r0 + c->tiles_per_task * MM_TILE;
+    if (r1 > c->m) r1 = c->m;
+    for (int64_t r = r0; r < r1; r += MM_TILE) {
+        int64_t nr = r1 - r < MM_TILE ? r1 - r : MM_TILE;
+        const uint8_t *w = c->w + (size_t)r * c->row_bytes;
+        if (c->act)
+            isa->mm_quant(c->wt, w, c->row_bytes, nr, c->k, c->act, c->act_stride, c->cols, c->y + r, c->m, scratch);
+        else
+            isa->mm_float(c->wt, w, c->row_bytes, nr, c->k, c->x, c->cols, c->y + r, c->m, scratch);
+    }
+}
+
+typedef struct quant_ctx {
+    const cpu_isa *isa;
+    uint32_t wt;
+    const float *x;
+    int64_t k, cols, per_task;
+    uint8_t *act;
+    size_t stride;
+} quant_ctx;
+
+static void quant_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    quant_ctx *q = vctx;
+    int64_t c0 = task * q->per_task, c1 = c0 + q->per_task < q->cols ? c0 + q->per_task : q->cols;
+    for (int64_t c = c0; c < c1; c++) q->isa->quant_act(q->wt, q->x + c * q->k, q->k, q->act + (size_t)c * q->stride);
+}
+
+static bool mm_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    (void)nd;
+    if (!cpu_mm_supports(in[0].dtype) || !is_f32(&in[1]) || !is_f32(out)) return false;
+    int64_t k = in[0].ne[0];
+    if (in[0].ne[2] != 1 || in[0].ne[3] != 1 || in[1].ne[0] != k) return false;
+    const dtype_traits *t = dtype_traits_of(in[0].dtype);
+    return t && k % t->block_elems == 0;
+}
+
+static size_t mm_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    (void)cb, (void)nd, (void)out;
+    return cpu_mm_scratch_bytes(in[0].dtype, in[0].ne[0]);
+}
+
+static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                           const be_call *call, slm_err *e) {
+    (void)nd, (void)call;
+    mm_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cb = cb;
+    c.wt = in[0].dtype;
+    c.w = in[0].data;
+    c.k = in[0].ne[0];
+    c.m = in[0].ne[1];
+    c.cols = ncols(&in[1]);
+    c.x = in[1].data;
+    c.y = out->data;
+    uint64_t rb = 0;
+    dtype_row_bytes(c.wt, (uint64_t)c.k, &rb);
+    c.row_bytes = (size_t)rb;
+    if (cpu_mm_is_quant(c.wt)) {
+        c.act_stride = cpu_act_bytes(c.wt, c.k);
+        uint8_t *act = cpu_work(cb, c.act_stride * (size_t)c.cols, e);
+        if (!act) return SLM_ERR_NOMEM;
+        quant_ctx q = {cb->isa, c.wt, c.x, c.k, c.cols, 0, act, c.act_stride};
+        q.per_task = c.cols * c.k < PAR_MIN_ELEMS ? c.cols : (c.cols + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
+        pool_run(cb->pool, (c.cols + q.per_task - 1) / q.per_task, quant_task, &q);
+        c.act = act;
+    }
+    int64_t n_tiles = (c.m + MM_TILE - 1) / MM_TILE;
+    /* decode: several tiles per task (about 8 tasks per thread); prefill: one tile per task */
+    c.tiles_per_task = c.cols >= 4 ? 1 : n_tiles / (8 * cb->n_threads) + 1;
+    if (c.cols * c.k * c.m < 4 * PAR_MIN_ELEMS) c.tiles_per_task = n_tiles;
+    pool_run(cb->pool, (n_tiles + c.tiles_per_task - 1) / c.tiles_per_task, mm_task, &c);
+    return SLM_OK;
+}
+
+/* ---- ATTENTION: (hdv, H, n) <- q (hd, H, n), K state (hd*Hkv, ctx), V state (hdv*Hkv, ctx) ---- */
+
+typedef struct attn_ctx {
+    cpu_backend *cb;
+    const be_view *q, *k, *v, *out;
+    int64_t hd, hdv, H, Hkv, pos;
+    float scale;
+} attn_ctx;
+
+static void attn_task(void *vctx, int64_t task, int32_t thread) {
+    attn_ctx *c = vctx;
+    int64_t t = task / c->H, h = task % c->H, g = h / (c->H / c->Hkv);
+    size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
+    const float *q = (const float *)c->q->data + (t * c->H + h) * c->hd;
+    const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
+    const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
+    float *y = (float *)c->out->data + (t * c->H + h) * c->hdv;
+    c->cb->isa->attn_row(q, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + t + 1, c->scale, y,
+                         cpu_scratch(c->cb, thread));
+}
+
+static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    (void)nd;
+    uint32_t kt = in[1].dtype;
+    return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt;
+}
+
+static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    (void)cb, (void)nd;
+    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0]);
+}
+
+static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                              const be_call *call, slm_err *e) {
+    (void)e;
+    attn_ctx c = {cb, &in[0], &in[1], &in[2], &out[0], in[0].ne[0], out->ne[0], in[0].ne[1], nd->p.attn.n_head_kv,
+                  call->pos, nd->p.attn.scale};
+    pool_run(cb->pool, in[0].ne[2] * c.H, attn_task, &c);
+    return SLM_OK;
+}
+
+/* ---- DELTANET (recurrent form) ----------------------------------------------------------------- */
+
+typedef struct dn_ctx {
+    cpu_backend *cb;
+    const be_view *q, *k, *v, *g, *beta, *s, *o, *s_new;
+    bool tiled;
+} dn_ctx;
+
+static void dn_task(void *vctx, int64_t h, int32_t thread) {
+    (void)thread;
+    dn_ctx *c = vctx;
+    int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
+    int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
+    float *S = (float *)c->s_new->data + h * dk * dv;
+    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    c->cb->isa->deltanet_head(S, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
+                              (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
+                              (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
+                              Hv * dv, Hv);
+}
+
+static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    if (nd->p.dn.chunked) return false;
+    for (int i = 0; i < 6; i++)
+        if (!is_f32(&in[i])) return false;
+    return is_f32(&out[0]) && is_f32(&out[1]) && in[2].ne[0] <= 4096;
+}
+
+static slm_status k_deltanet(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                             const be_call *call, slm_err *e) {
+    (void)call, (void)e;
+    dn_ctx c = {cb, &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[0], &out[1], nd->p.dn.v_heads_tiled};
+    pool_run(cb->pool, in[2].ne[1], dn_task, &c);
+    return SLM_OK;
+}
+
+/* ---- CONV1D: (C, n) <- x (C, n + K - 1), w (K, C) ----------------------------------------------- */
+
+typedef struct conv_ctx {
+    const cpu_isa *isa;
+    const float *x, *wkc;
+    float *y;
+    int64_t C, K, n, per_task;
+} conv_ctx;
+
+static void conv_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    conv_ctx *c = vctx;
+    int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < c->n ? t0 + c->per_task : c->n;
+    for (int64_t t = t0; t < t1; t++) c->isa->conv_row(c->y + t * c->C, c->x + t * c->C, c->wkc, c->C, c->K);
+}
+
+static bool conv_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    (void)nd;
+    return is_f32(&in[0]) && is_f32(&in[1]) && is_f32(out);
+}
+
+static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                           const be_call *call, slm_err *e) {
+    (void)nd, (void)call;
+    int64_t C = in[0].ne[0], n = out->ne[1], K = in[1].ne[0];
+    float *wkc = cpu_work(cb, (size_t)(K * C) * sizeof(float), e);
+    if (!wkc) return SLM_ERR_NOMEM;
+    const float *w = in[1].data; /* row c holds the K taps of channel c */
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t k = 0; k < K; k++) wkc[k * C + c] = w[c * K + k];
+    conv_ctx c = {cb->isa, in[0].data, wkc, out->data, C, K, n, 0};
+    c.per_task = n * C < PAR_MIN_ELEMS ? n : (n + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
+    pool_run(cb->pool, (n + c.per_task - 1) / c.per_task, conv_task, &c);
+    return SLM_OK;
+}
+
+/* ---- row-wise ops: ADD, MUL, SWIGLU, unary, norms ---------------------------------------------- */
+
+typedef struct rows_ctx {
+    const cpu_isa *isa;
+    const g_node *nd;
+    const be_view *out, *in;
+    int64_t ne0, rows, per_task;
+    bool bcast;
+} rows_ctx;
+
+static void rows_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    rows_ctx *c = vctx;
+    const cpu_isa *isa = c->isa;
+    const g_node *nd = c->nd;
+    int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
+    for (int64_t r = r0; r < r1; r++) {
+        float *y = (float *)c->out->data + r * c->ne0;
+        const float *a = (const float *)c->in[0].data + r * c->ne0;
+        switch (nd->op) {
+        case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: {
+            const float *b = (const float *)c->in[1].data + (c->bcast ? 0 : r * c->ne0);
+            if (nd->op == G_OP_ADD) isa->vec_add(y, a, b, c->ne0);
+            else if (nd->op == G_OP_MUL) isa->vec_mul(y, a, b, c->ne0);
+            else isa->vec_swiglu(y, a, b, c->ne0);
+            break;
+        }
+        case G_OP_RMSNORM: {
+            const float *w = nd->n_in > 1 ? c->in[1].data : NULL;
+            isa->row_norm(nd->op, y, a, w, NULL, c->ne0, nd->p.norm.eps, nd->p.norm.w_offset);
+            break;
+        }
+        case G_OP_L2NORM: isa->row_norm(nd->op, y, a, NULL, NULL, c->ne0, nd->p.norm.eps, 0.0f); break;
+        case G_OP_GATED_RMSNORM:
+            isa->row_norm(nd->op, y, a, c->in[2].data, (const float *)c->in[1].data + r * c->ne0, c->ne0,
+                          nd->p.norm.eps, 0.0f);
+            break;
+        default: isa->vec_unary(nd->op, y, a, c->ne0, nd->p.f[0]); break;
+        }
+    }
+}
+
+static bool rows_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    for (int i = 0; i < nd->n_in; i++)
+        if (!is_f32(&in[i])) return false;
+    if (!is_f32(out)) return false;
+    switch (nd->op) {
+    case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU:
+        return nel(&in[1]) == nel(&in[0]) || nel(&in[1]) == in[0].ne[0];
+    case G_OP_RMSNORM: return nd->n_in < 2 || nel(&in[1]) == in[0].ne[0];
+    case G_OP_GATED_RMSNORM: return nel(&in[2]) == in[0].ne[0] && nel(&in[1]) == nel(&in[0]);
+    default: return true;
+    }
+}
+
+static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                         const be_call *call, slm_err *e) {
+    (void)call, (void)e;
+    rows_ctx c = {cb->isa, nd, out, in, in[0].ne[0], ncols(&in[0]), 0, false};
+    if (nd->op == G_OP_ADD || nd->op == G_OP_MUL || nd->op == G_OP_SWIGLU)
+        c.bcast = nel(&in[1]) == c.ne0 && c.rows > 1;
+    c.per_task = c.rows * c.ne0 < PAR_MIN_ELEMS ? c.rows : (c.rows + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
+    pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, rows_task, &c);
+    return SLM_OK;
+}
+
+/* ---- ROPE: as the reference (same expressions, so bit-identical), with cos/sin computed once per
+ * (token, pair) instead of once per head. Scratch: inv_freq (half), cos/sin (2 half). ---------- */
+static bool rope_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    return is_f32(&in[0]) && is_f32(out) && nd->p.rope.n_rot >= 0 && nd->p.rope.n_rot <= in[0].ne[0];
+}
+
+static size_t rope_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    (void)cb, (void)out, (void)in;
+    return (size_t)(3 * (nd->p.rope.n_rot / 2) + 16) * sizeof(float);
+}
+
+static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                         const be_call *call, slm_err *e) {
+    (void)e;
+    int64_t hd = in[0].ne[0], H = in[0].ne[1], n = in[0].ne[2];
+    int32_t n_rot = nd->p.rope.n_rot, half = n_rot / 2;
+    float *inv_freq = cpu_scratch(cb, 0), *cs = inv_freq + half, *sn = cs + half;
+    bool neox = nd->p.rope.style == G_ROPE_NEOX;
+    for (int32_t i = 0; i < half; i++)
+        inv_freq[i] = nd->p.rope.freq_scale * (1.0f / powf(nd->p.rope.base, (float)(2 * i) / (float)n_rot));
+    for (int64_t t = 0; t < n; t++) {
+        float p = (float)(call->pos + t);
+        for (int32_t i = 0; i < half; i++) {
+            float theta = p * inv_freq[i];
+            cs[i] = cosf(theta);
+            sn[i] = sinf(theta);
+        }
+        for (int64_t h = 0; h < H; h++) {
+            const float *x = (const float *)in[0].data + (t * H + h) * hd;
+            float *y = (float *)out->data + (t * H + h) * hd;
+            for (int64_t i = n_rot; i < hd; i++) y[i] = x[i];
+            for (int32_t i = 0; i < half; i++) {
+                int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+                float a = x[i0], b = x[i1];
+                y[i0] = a * cs[i] - b * sn[i];
+                y[i1] = b * cs[i] + a * sn[i];
+            }
+        }
+    }
+    return SLM_OK;
+}
+
+/* ---- the table ----------------------------------------------------------------------------------- */
+
+static size_t attn_scratch_fn(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    return attn_scratch(cb, nd, out, in);
+}
+
+static const cpu_fast_kernel k_fast_matmul = {mm_supports, k_matmul, mm_scratch};
+static const cpu_fast_kernel k_fast_attention = {attn_supports, k_attention, attn_scratch_fn};
+static const cpu_fast_kernel k_fast_deltanet = {dn_supports, k_deltanet, NULL};
+static const cpu_fast_kernel k_fast_conv = {conv_supports, k_conv1d, NULL};
+static const cpu_fast_kernel k_fast_rows = {rows_supports, k_rows, NULL};
+static const cpu_fast_kernel k_fast_rope = {rope_supports, k_rope, rope_scratch};
+
+/* Indexed by op; ops left out (or added to the op set later) run their reference kernel. */
+static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
+    [G_OP_MATMUL] = &k_fast_matmul,  [G_OP_ATTENTION] = &k_fast_attention, [G_OP_DELTANET] = &k_fast_deltanet,
+    [G_OP_CONV1D] = &k_fast_conv,    [G_OP_ADD] = &k_fast_rows,            [G_OP_MUL] = &k_fast_rows,
+    [G_OP_SWIGLU] = &k_fast_rows,    [G_OP_SCALE] = &k_fast_rows,          [G_OP_SILU] = &k_fast_rows,
+    [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
+    [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
+    [G_OP_ROPE] = &k_fast_rope,
+};
+
+const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {
+    if ((unsigned)nd->op >= G_OP_COUNT) return NULL;
+    const cpu_fast_kernel *k = k_fast[nd->op];
+    return k && k->supports(nd, out, in) ? k : NULL;
+}

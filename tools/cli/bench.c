@@ -1,0 +1,227 @@
+/* bench.c — `statelm bench`: prompt-processing and generation speed with llama-bench's conventions.
+ * Contract (relied on by bench/compare; extend, do not change):
+ *   statelm bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]
+ *   pp: p random token ids processed as one batch (one prefill call) from an empty session;
+ *   tg: n random token ids fed one at a time (n decode calls) from an empty session;
+ *   token ids are generated (fixed seed), so tokenisation and sampling are excluded. One untimed
+ *   warm-up of each test first, then r timed repetitions; median and min-max tokens/s over them,
+ *   and the process's peak resident memory. Prints a markdown table, or with --json one JSON
+ *   object on stdout with at least "pp_tps" and "tg_tps" (the medians; null for a test skipped
+ *   with -p 0 or -n 0). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct bench_opts {
+    const char *model;
+    int32_t n_prompt, n_gen, reps, n_threads;
+    bool json;
+} bench_opts;
+
+static void usage_bench(void) {
+    puts("usage: statelm bench -m MODEL [options]\n"
+         "  -p N      prompt tokens processed as one batch (default 512; 0 = skip)\n"
+         "  -n N      tokens generated one at a time (default 128; 0 = skip)\n"
+         "  -r N      timed repetitions (default 5)\n"
+         "  -t N      threads (default: the number of online CPUs)\n"
+         "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
+         "environment: SLM_KERNELS=ref|generic|avx2|avx512|auto selects the CPU kernels");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median, min and max of v[0, n) (sorts v). */
+static void stats(double *v, int n, double *med, double *mn, double *mx) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *mn = v[0];
+    *mx = v[n - 1];
+    *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One pp run: prefill n ids from an empty session; returns seconds or < 0 on error. */
+static double run_pp(slm_session *s, const int32_t *ids, int32_t n) {
+    slm_session_reset(s);
+    double t0 = now_s();
+    if (slm_session_prefill(s, ids, (size_t)n, NULL) != SLM_OK) return -1.0;
+    return now_s() - t0;
+}
+
+/* One tg run: n single-token decodes from an empty session. */
+static double run_tg(slm_session *s, const int32_t *ids, int32_t n) {
+    slm_session_reset(s);
+    double t0 = now_s();
+    for (int32_t i = 0; i < n; i++)
+        if (slm_session_decode(s, ids[i], NULL) != SLM_OK) return -1.0;
+    return now_s() - t0;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_samples(const char *key, const double *v, int n) {
+    printf("\"%s\":[", key);
+    for (int i = 0; i < n; i++) printf("%s%.4f", i ? "," : "", v[i]);
+    printf("],");
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {NULL, 512, 128, 5, 0, false};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_bench();
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(v = cli_value(argc, argv, &i))) return 1;
+            o.model = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "-t")) {
+            int64_t lo = !strcmp(a, "-r") ? 1 : !strcmp(a, "-t") ? 1 : 0;
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, lo, !strcmp(a, "-r") ? 1000 : 1 << 20, &iv))
+                return 1;
+            if (a[1] == 'p') o.n_prompt = (int32_t)iv;
+            else if (a[1] == 'n') o.n_gen = (int32_t)iv;
+            else if (a[1] == 'r') o.reps = (int32_t)iv;
+            else o.n_threads = (int32_t)iv;
+        } else if (!strcmp(a, "--json")) {
+            o.json = true;
+        } else {
+            return cli_fail("bench: unknown option '%s' (try 'statelm bench --help')", a);
+        }
+    }
+    if (!o.model) return cli_fail("bench: -m MODEL is required");
+
+    char err[512];
+    slm_model_params mp = slm_model_params_default();
+    mp.n_threads = o.n_threads;
+    slm_model *m = NULL;
+    if (slm_model_load(o.model, &mp, &m, err, sizeof err) != SLM_OK) return cli_fail("%s", err);
+    slm_session_params sp = slm_session_params_default();
+    sp.n_threads = o.n_threads;
+    sp.n_ctx = o.n_prompt + o.n_gen > 16 ? o.n_prompt + o.n_gen : 16;
+    slm_session *s = NULL;
+    int rc = 1;
+    int32_t n_ids = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_ids + 1));
+    double *pp = calloc((size_t)o.reps, sizeof(double)), *tg = calloc((size_t)o.reps, sizeof(double));
+    if (!ids || !pp || !tg) {
+        cli_fail("out of memory");
+        goto done;
+    }
+    if (slm_session_create(m, &sp, &s, err, sizeof err) != SLM_OK) {
+        cli_fail("%s", err);
+        goto done;
+    }
+    uint64_t seed = 1234;
+    int32_t n_vocab = slm_model_n_vocab(m);
+    for (int32_t i = 0; i < n_ids; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)n_vocab);
+
+    /* warm-up (untimed): pages the weights in, sizes the activation arenas */
+    if ((o.n_prompt > 0 && run_pp(s, ids, o.n_prompt) < 0) || (o.n_gen > 0 && run_tg(s, ids, o.n_gen < 4 ? o.n_gen : 4) < 0)) {
+        cli_fail("bench: %s", slm_session_errmsg(s));
+        goto done;
+    }
+    for (int r = 0; r < o.reps; r++) {
+        if (o.n_prompt > 0) {
+            double t = run_pp(s, ids, o.n_prompt);
+            if (t < 0) {
+                cli_fail("bench: %s", slm_session_errmsg(s));
+                goto done;
+            }
+            pp[r] = (double)o.n_prompt / t;
+        }
+        if (o.n_gen > 0) {
+            double t = run_tg(s, ids, o.n_gen);
+            if (t < 0) {
+                cli_fail("bench: %s", slm_session_errmsg(s));
+                goto done;
+            }
+            tg[r] = (double)o.n_gen / t;
+        }
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024u;
+    const char *kernels = getenv("SLM_KERNELS") ? getenv("SLM_KERNELS") : "auto";
+    double pp_s[1000], tg_s[1000];
+    memcpy(pp_s, pp, sizeof(double) * (size_t)o.reps);
+    memcpy(tg_s, tg, sizeof(double) * (size_t)o.reps);
+    double ppm = 0, ppl = 0, pph = 0, tgm = 0, tgl = 0, tgh = 0;
+    if (o.n_prompt > 0) stats(pp, o.reps, &ppm, &ppl, &pph);
+    if (o.n_gen > 0) stats(tg, o.reps, &tgm, &tgl, &tgh);
+    int threads = o.n_threads ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (o.json) {
+        printf("{\"model\":");
+        json_str(o.model);
+        printf(",\"name\":");
+        json_str(slm_model_name(m));
+        printf(",\"arch\":");
+        json_str(slm_model_arch(m));
+        printf(",\"weight_bytes\":%llu,\"n_threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"kernels\":",
+               (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.reps);
+        json_str(kernels);
+        printf(",");
+        if (o.n_prompt > 0) {
+            json_samples("pp_samples", pp_s, o.reps);
+            printf("\"pp_tps\":%.4f,\"pp_min\":%.4f,\"pp_max\":%.4f,", ppm, ppl, pph);
+        } else {
+            printf("\"pp_tps\":null,");
+        }
+        if (o.n_gen > 0) {
+            json_samples("tg_samples", tg_s, o.reps);
+            printf("\"tg_tps\":%.4f,\"tg_min\":%.4f,\"tg_max\":%.4f,", tgm, tgl, tgh);
+        } else {
+            printf("\"tg_tps\":null,");
+        }
+        printf("\"peak_rss_bytes\":%llu}\n", (unsigned long long)rss);
+    } else {
+        char size[32], rss_s[32];
+        cli_fmt_bytes(slm_model_weight_bytes(m), size, sizeof size);
+        cli_fmt_bytes(rss, rss_s, sizeof rss_s);
+        printf("| model | arch | size | threads | kernels | test | t/s (median) | min | max |\n");
+        printf("| --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
+        const char *name = slm_model_name(m)[0] ? slm_model_name(m) : o.model;
+        if (o.n_prompt > 0)
+            printf("| %s | %s | %s | %d | %s | pp%d | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
+                   kernels, o.n_prompt, ppm, ppl, pph);
+        if (o.n_gen > 0)
+            printf("| %s | %s | %s | %d | %s | tg%d | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
+                   kernels, o.n_gen, tgm, tgl, tgh);
+        printf("\npeak RSS %s over %d repetitions (+1 warm-up)\n", rss_s, o.reps);
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(pp);
+    free(tg);
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+    return rc;
+}
