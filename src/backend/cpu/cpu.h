@@ -19,7 +19,7 @@
  * Canonical matmul arithmetic (every ISA implements exactly this, so the result of a fast matmul
  * is also independent of the ISA; tests check SIMD against kern_generic.c bit for bit):
  *  - Q4_0, Q4_1, Q8_0 weights: the activation column is quantised per 32-block to int8 a with
- *    scale da (ggml's Q8_0/Q8_1 rule: d = amax/127, q = round-half-even(x/d), da = f16(d)), and
+ *    scale da (ggml's x86 Q8_0/Q8_1 rule: d = amax/127, q = round-half-even(x·127/amax), da = f16(d)), and
  *    per output y = 0; for each block b in order:
  *        y = fmaf((float)isum_b, dw_b * da_b, y)        isum_b = exact Σ w_j a_j (int32)
  *        Q4_1 only:  y = fmaf(m_b, sa_b, y)             sa_b = f16(d · Σ a_j)
@@ -85,11 +85,15 @@ typedef struct cpu_isa {
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
     void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch);
-    /* Attention for one query row against n_keys keys (canonical order: blocks of 16 keys, online
-     * softmax). q (hd) f32; k/v rows at k + j*kstride (elements), dtype kvt (F16 or F32);
-     * out (hdv). scratch >= cpu_attn_scratch_bytes. */
-    void (*attn_row)(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride, int64_t vstride,
-                     int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out, void *scratch);
+    /* Attention of G query heads that share one KV head, for one token, against n_keys keys
+     * (online softmax over blocks of 16 keys, f32 arithmetic). q (hd, G) f32; key/value j of the
+     * KV head at k + j*kstride / v + j*vstride (elements), dtype kvt (F16 or F32); out (hdv, G).
+     * scratch >= cpu_attn_scratch_bytes(hd, hdv, G). */
+    void (*attn_group)(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
+                       int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
+                       void *scratch);
+    /* f32 -> f16 (round to nearest even), n elements. */
+    void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
     /* One recurrent DeltaNet head over n tokens: S (dk, dv) updated in place; q/k rows at
      * q + t*qk_stride, v/o rows at v + t*v_stride, g/beta at g[t*gb_stride]. */
     void (*deltanet_head)(float *S, const float *q, const float *k, const float *v, const float *g,
@@ -116,7 +120,7 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 
 /* Per-thread scratch bytes the micro-kernels need. */
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k);
-size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv);
+size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t G);
 
 /* ---- the backend ------------------------------------------------------------------------------ */
 typedef struct cpu_backend {

@@ -75,7 +75,7 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         __m512 am = _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask));
         float amax = _mm512_reduce_max_ps(am);
         float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         __m512 vid = _mm512_set1_ps(id);
         __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
         q0 = _mm512_min_epi32(_mm512_max_epi32(q0, lo), hi);
@@ -422,49 +422,89 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
         for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
 }
 
-/* ---- attention: one query row, online softmax over blocks of 16 keys ---------------------------- */
+/* ---- attention: the G heads of one KV head, online softmax over blocks of 16 keys --------------- */
 
 INLINE __m512 load_kv16(uint32_t t, const void *base, int64_t i, __mmask16 m) {
     if (t == SLM_DTYPE_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)base + i));
     return _mm512_maskz_loadu_ps(m, (const float *)base + i);
 }
 
-static void attn_row(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride, int64_t vstride,
-                     int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out, void *scratch) {
-    float *acc = scratch, *qs = acc + ((hdv + 15) & ~15);
-    for (int64_t i = 0; i < hdv; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
-    for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(qs + i, _mm512_maskz_loadu_ps(mask16(hd - i), q + i));
-    float m = -INFINITY, l = 0.0f;
-    float s[16];
+/* Lane j of the result = the sum of the 16 lanes of a[j] (a is clobbered). */
+INLINE __m512 transpose_sum16(__m512 a[16]) {
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int w = 16; w > 1; w /= 2)
+        for (int i = 0; i < w / 2; i++)
+            a[i] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * i], ev, a[2 * i + 1]),
+                                 _mm512_permutex2var_ps(a[2 * i], od, a[2 * i + 1]));
+    return a[0];
+}
+
+static void attn_group(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
+                       int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
+                       void *scratch) {
+    int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    float *Kf = scratch, *Vf = Kf + 16 * hdp, *acc = Vf + 16 * hdvp, *ps = acc + G * hdvp, *qs = ps + 16 * G;
+    float *mh = qs + G * hdp, *lh = mh + G, *ch = lh + G;
+    for (int64_t h = 0; h < G; h++) {
+        for (int64_t i = 0; i < hdvp; i += 16) _mm512_store_ps(acc + h * hdvp + i, _mm512_setzero_ps());
+        for (int64_t i = 0; i < hdp; i += 16)
+            _mm512_store_ps(qs + h * hdp + i, _mm512_maskz_loadu_ps(mask16(hd - i), q + h * hd + i));
+        mh[h] = -INFINITY;
+        lh[h] = 0.0f;
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
         int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
-        for (int j = 0; j < nbk; j++) {
-            __m512 a = _mm512_setzero_ps();
-            int64_t base = (j0 + j) * kstride;
-            for (int64_t i = 0; i < hd; i += 16)
-                a = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i), load_kv16(kvt, k, base + i, mask16(hd - i)), a);
-            s[j] = hsum16(a) * scale;
-        }
         __mmask16 km = mask16(nbk);
-        __m512 sv = _mm512_maskz_loadu_ps(km, s);
-        float mb = _mm512_mask_reduce_max_ps(km, sv);
-        float mn = fmaxf(m, mb);
-        float corr = expf(m - mn);
-        __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
-        l = l * corr + hsum16(p);
-        _mm512_storeu_ps(s, p);
-        __m512 vc = _mm512_set1_ps(corr);
-        for (int64_t i = 0; i < hdv; i += 16) {
-            __mmask16 mi = mask16(hdv - i);
-            __m512 av = _mm512_mul_ps(_mm512_loadu_ps(acc + i), vc);
-            for (int j = 0; j < nbk; j++)
-                av = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), load_kv16(kvt, v, (j0 + j) * vstride + i, mi), av);
-            _mm512_storeu_ps(acc + i, av);
+        /* the block's keys and values widened to f32 once for the G heads (zero rows past the end) */
+        for (int j = 0; j < 16; j++) {
+            for (int64_t i = 0; i < hdp; i += 16)
+                _mm512_store_ps(Kf + j * hdp + i, j < nbk ? load_kv16(kvt, k, (j0 + j) * kstride + i, mask16(hd - i))
+                                                          : _mm512_setzero_ps());
+            for (int64_t i = 0; i < hdvp; i += 16)
+                _mm512_store_ps(Vf + j * hdvp + i, j < nbk ? load_kv16(kvt, v, (j0 + j) * vstride + i, mask16(hdv - i))
+                                                           : _mm512_setzero_ps());
         }
-        m = mn;
+        for (int64_t h = 0; h < G; h++) {
+            __m512 a[16];
+            for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+            for (int64_t i = 0; i < hdp; i += 16) {
+                __m512 qv = _mm512_load_ps(qs + h * hdp + i);
+                for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(qv, _mm512_load_ps(Kf + j * hdp + i), a[j]);
+            }
+            __m512 sv = _mm512_mul_ps(transpose_sum16(a), vscale);
+            float mb = _mm512_mask_reduce_max_ps(km, sv);
+            float mn = fmaxf(mh[h], mb);
+            float corr = expf(mh[h] - mn);
+            __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
+            lh[h] = lh[h] * corr + hsum16(p);
+            mh[h] = mn;
+            ch[h] = corr;
+            _mm512_store_ps(ps + 16 * h, p);
+        }
+        for (int64_t h = 0; h < G; h++) {
+            __m512 vc = _mm512_set1_ps(ch[h]);
+            const float *ph = ps + 16 * h;
+            for (int64_t i = 0; i < hdvp; i += 16) {
+                __m512 av = _mm512_mul_ps(_mm512_load_ps(acc + h * hdvp + i), vc);
+                for (int j = 0; j < nbk; j++) av = _mm512_fmadd_ps(_mm512_set1_ps(ph[j]), _mm512_load_ps(Vf + j * hdvp + i), av);
+                _mm512_store_ps(acc + h * hdvp + i, av);
+            }
+        }
     }
-    __m512 inv = _mm512_set1_ps(1.0f / l);
-    for (int64_t i = 0; i < hdv; i += 16) _mm512_mask_storeu_ps(out + i, mask16(hdv - i), _mm512_mul_ps(_mm512_loadu_ps(acc + i), inv));
+    for (int64_t h = 0; h < G; h++) {
+        __m512 inv = _mm512_set1_ps(1.0f / lh[h]);
+        for (int64_t i = 0; i < hdv; i += 16)
+            _mm512_mask_storeu_ps(out + h * hdv + i, mask16(hdv - i), _mm512_mul_ps(_mm512_load_ps(acc + h * hdvp + i), inv));
+    }
+}
+
+static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
 }
 
 /* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
@@ -587,8 +627,19 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
 }
 
 static const cpu_isa k_avx512 = {
-    CPU_ISA_AVX512, quant_act, mm_quant, mm_float, attn_row, deltanet_head, vec_add, vec_mul, vec_swiglu, vec_unary,
-    row_norm,       conv_row,
+    .level = CPU_ISA_AVX512,
+    .quant_act = quant_act,
+    .mm_quant = mm_quant,
+    .mm_float = mm_float,
+    .attn_group = attn_group,
+    .cvt_f16 = cvt_f16,
+    .deltanet_head = deltanet_head,
+    .vec_add = vec_add,
+    .vec_mul = vec_mul,
+    .vec_swiglu = vec_swiglu,
+    .vec_unary = vec_unary,
+    .row_norm = row_norm,
+    .conv_row = conv_row,
 };
 
 const cpu_isa *cpu_isa_avx512(void) { return &k_avx512; }

@@ -17,6 +17,7 @@ static inline float cpu_reduce16(float acc[16]) {
 /* Activation quantisers in portable C (kern_generic.c). */
 void cpu_quant_act_32_generic(uint32_t wt, const float *x, int64_t k, uint8_t *dst);
 void cpu_quant_act_k_generic(const float *x, int64_t k, uint8_t *dst);
+void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n);
 void cpu_vec_unary_generic(g_op op, float *y, const float *x, int64_t n, float scale);
 /* Element i of a float-type weight row (F32, F16, BF16). */
 float cpu_load_wf(uint32_t wt, const uint8_t *w, int64_t i);

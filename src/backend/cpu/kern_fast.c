@@ -121,39 +121,41 @@ static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out
 typedef struct attn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *out;
-    int64_t hd, hdv, H, Hkv, pos;
+    int64_t hd, hdv, H, Hkv, pos, n;
     float scale;
 } attn_ctx;
 
+/* Task = (token, KV head), the latest tokens (most keys) first for load balance. */
 static void attn_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
-    int64_t t = task / c->H, h = task % c->H, g = h / (c->H / c->Hkv);
+    int64_t t = c->n - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
     size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
-    const float *q = (const float *)c->q->data + (t * c->H + h) * c->hd;
+    const float *q = (const float *)c->q->data + (t * c->H + g * G) * c->hd;
     const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
     const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
-    float *y = (float *)c->out->data + (t * c->H + h) * c->hdv;
-    c->cb->isa->attn_row(q, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + t + 1, c->scale, y,
-                         cpu_scratch(c->cb, thread));
+    float *y = (float *)c->out->data + (t * c->H + g * G) * c->hdv;
+    c->cb->isa->attn_group(q, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + t + 1,
+                           c->scale, y, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
-    (void)nd;
     uint32_t kt = in[1].dtype;
-    return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt;
+    int32_t hkv = nd->p.attn.n_head_kv;
+    return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt &&
+           hkv > 0 && in[0].ne[1] % hkv == 0;
 }
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
-    (void)cb, (void)nd;
-    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0]);
+    (void)cb;
+    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], in[0].ne[1] / nd->p.attn.n_head_kv);
 }
 
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
     (void)e;
-    attn_ctx c = {cb, &in[0], &in[1], &in[2], &out[0], in[0].ne[0], out->ne[0], in[0].ne[1], nd->p.attn.n_head_kv,
-                  call->pos, nd->p.attn.scale};
-    pool_run(cb->pool, in[0].ne[2] * c.H, attn_task, &c);
+    attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
+                  nd->p.attn.n_head_kv, call->pos, in[0].ne[2], nd->p.attn.scale};
+    pool_run(cb->pool, c.n * c.Hkv, attn_task, &c);
     return SLM_OK;
 }
 
@@ -296,7 +298,45 @@ static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, 
 }
 
 /* ---- ROPE: as the reference (same expressions, so bit-identical), with cos/sin computed once per
- * (token, pair) instead of once per head. Scratch: inv_freq (half), cos/sin (2 half). ---------- */
+ * (token, pair) instead of once per head; tokens split over threads. ----------------------------- */
+typedef struct rope_ctx {
+    const g_node *nd;
+    const be_view *in, *out;
+    cpu_backend *cb;
+    int64_t pos, per_task;
+} rope_ctx;
+
+static void rope_task(void *vctx, int64_t task, int32_t thread) {
+    rope_ctx *c = vctx;
+    const g_node *nd = c->nd;
+    int64_t hd = c->in->ne[0], H = c->in->ne[1], n = c->in->ne[2];
+    int32_t n_rot = nd->p.rope.n_rot, half = n_rot / 2;
+    float *inv_freq = cpu_scratch(c->cb, thread), *cs = inv_freq + half, *sn = cs + half;
+    bool neox = nd->p.rope.style == G_ROPE_NEOX;
+    for (int32_t i = 0; i < half; i++)
+        inv_freq[i] = nd->p.rope.freq_scale * (1.0f / powf(nd->p.rope.base, (float)(2 * i) / (float)n_rot));
+    int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < n ? t0 + c->per_task : n;
+    for (int64_t t = t0; t < t1; t++) {
+        float p = (float)(c->pos + t);
+        for (int32_t i = 0; i < half; i++) {
+            float theta = p * inv_freq[i];
+            cs[i] = cosf(theta);
+            sn[i] = sinf(theta);
+        }
+        for (int64_t h = 0; h < H; h++) {
+            const float *x = (const float *)c->in->data + (t * H + h) * hd;
+            float *y = (float *)c->out->data + (t * H + h) * hd;
+            for (int64_t i = n_rot; i < hd; i++) y[i] = x[i];
+            for (int32_t i = 0; i < half; i++) {
+                int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+                float a = x[i0], b = x[i1];
+                y[i0] = a * cs[i] - b * sn[i];
+                y[i1] = b * cs[i] + a * sn[i];
+            }
+        }
+    }
+}
+
 static bool rope_supports(const g_node *nd, const be_view *out, const be_view *in) {
     return is_f32(&in[0]) && is_f32(out) && nd->p.rope.n_rot >= 0 && nd->p.rope.n_rot <= in[0].ne[0];
 }
@@ -309,42 +349,46 @@ static size_t rope_scratch(const cpu_backend *cb, const g_node *nd, const be_vie
 static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                          const be_call *call, slm_err *e) {
     (void)e;
-    int64_t hd = in[0].ne[0], H = in[0].ne[1], n = in[0].ne[2];
-    int32_t n_rot = nd->p.rope.n_rot, half = n_rot / 2;
-    float *inv_freq = cpu_scratch(cb, 0), *cs = inv_freq + half, *sn = cs + half;
-    bool neox = nd->p.rope.style == G_ROPE_NEOX;
-    for (int32_t i = 0; i < half; i++)
-        inv_freq[i] = nd->p.rope.freq_scale * (1.0f / powf(nd->p.rope.base, (float)(2 * i) / (float)n_rot));
-    for (int64_t t = 0; t < n; t++) {
-        float p = (float)(call->pos + t);
-        for (int32_t i = 0; i < half; i++) {
-            float theta = p * inv_freq[i];
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
-        }
-        for (int64_t h = 0; h < H; h++) {
-            const float *x = (const float *)in[0].data + (t * H + h) * hd;
-            float *y = (float *)out->data + (t * H + h) * hd;
-            for (int64_t i = n_rot; i < hd; i++) y[i] = x[i];
-            for (int32_t i = 0; i < half; i++) {
-                int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-                float a = x[i0], b = x[i1];
-                y[i0] = a * cs[i] - b * sn[i];
-                y[i1] = b * cs[i] + a * sn[i];
-            }
-        }
+    int64_t n = in[0].ne[2];
+    rope_ctx c = {nd, &in[0], out, cb, call->pos, 0};
+    c.per_task = nel(&in[0]) < PAR_MIN_ELEMS ? n : (n + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    pool_run(cb->pool, (n + c.per_task - 1) / c.per_task, rope_task, &c);
+    return SLM_OK;
+}
+
+/* ---- STATE_WRITE of f32 values into an f32 or f16 state: as the reference (f16 rounding to
+ * nearest even), converting whole rows. ---------------------------------------------------------- */
+static bool sw_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    (void)nd;
+    return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16);
+}
+
+static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                                const be_call *call, slm_err *e) {
+    int64_t b[4];
+    for (int d = 0; d < 4; d++) {
+        b[d] = g_affine_eval(nd->p.write.begin[d], call->n, call->pos);
+        if (b[d] < 0 || b[d] + in[0].ne[d] > out->ne[d])
+            return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
     }
+    const int64_t *sne = in[0].ne, *dne = out->ne;
+    bool f16 = out->dtype == SLM_DTYPE_F16;
+    for (int64_t i3 = 0; i3 < sne[3]; i3++)
+        for (int64_t i2 = 0; i2 < sne[2]; i2++)
+            for (int64_t i1 = 0; i1 < sne[1]; i1++) {
+                const float *src = (const float *)in[0].data + sne[0] * (i1 + sne[1] * (i2 + sne[2] * i3));
+                int64_t d = b[0] + dne[0] * ((b[1] + i1) + dne[1] * ((b[2] + i2) + dne[2] * (b[3] + i3)));
+                if (f16) cb->isa->cvt_f16((uint16_t *)out->data + d, src, sne[0]);
+                else memcpy((float *)out->data + d, src, (size_t)sne[0] * sizeof(float));
+            }
     return SLM_OK;
 }
 
 /* ---- the table ----------------------------------------------------------------------------------- */
 
-static size_t attn_scratch_fn(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
-    return attn_scratch(cb, nd, out, in);
-}
-
 static const cpu_fast_kernel k_fast_matmul = {mm_supports, k_matmul, mm_scratch};
-static const cpu_fast_kernel k_fast_attention = {attn_supports, k_attention, attn_scratch_fn};
+static const cpu_fast_kernel k_fast_attention = {attn_supports, k_attention, attn_scratch};
+static const cpu_fast_kernel k_fast_state_write = {sw_supports, k_state_write, NULL};
 static const cpu_fast_kernel k_fast_deltanet = {dn_supports, k_deltanet, NULL};
 static const cpu_fast_kernel k_fast_conv = {conv_supports, k_conv1d, NULL};
 static const cpu_fast_kernel k_fast_rows = {rows_supports, k_rows, NULL};
@@ -357,7 +401,7 @@ static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
     [G_OP_SWIGLU] = &k_fast_rows,    [G_OP_SCALE] = &k_fast_rows,          [G_OP_SILU] = &k_fast_rows,
     [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
     [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
-    [G_OP_ROPE] = &k_fast_rope,
+    [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write,
 };
 
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {

@@ -43,7 +43,7 @@ void cpu_quant_act_32_generic(uint32_t wt, const float *x, int64_t k, uint8_t *d
         float amax = 0.0f;
         for (int j = 0; j < CPU_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
         float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < CPU_QK; j++) {
             float v = fminf(fmaxf(nearbyintf(xb[j] * id), -127.0f), 127.0f);
@@ -244,10 +244,11 @@ static float kv_load(uint32_t t, const void *base, int64_t i) {
     return t == SLM_DTYPE_F16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-static void attn_row_generic(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride,
-                             int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
-                             void *scratch) {
-    float *acc = scratch, s[16];
+/* One head: blocks of 16 keys, online softmax (cpu.h). acc: hdv floats of scratch. */
+static void attn_head_generic(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride,
+                              int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
+                              float *acc) {
+    float s[16];
     float m = -INFINITY, l = 0.0f;
     for (int64_t i = 0; i < hdv; i++) acc[i] = 0.0f;
     for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
@@ -278,6 +279,17 @@ static void attn_row_generic(const float *q, const void *k, const void *v, uint3
     }
     float inv = 1.0f / l;
     for (int64_t i = 0; i < hdv; i++) out[i] = acc[i] * inv;
+}
+
+static void attn_group_generic(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
+                               int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
+                               void *scratch) {
+    for (int64_t h = 0; h < G; h++)
+        attn_head_generic(q + h * hd, k, v, kvt, kstride, vstride, hd, hdv, n_keys, scale, out + h * hdv, scratch);
+}
+
+void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
 
 static void deltanet_head_generic(float *S, const float *q, const float *k, const float *v, const float *g,
@@ -367,9 +379,19 @@ static void row_norm_generic(g_op op, float *y, const float *x, const float *w, 
 }
 
 static const cpu_isa k_generic = {
-    CPU_ISA_GENERIC,   quant_act_generic, mm_quant_generic, mm_float_generic,     attn_row_generic,
-    deltanet_head_generic, vec_add_generic, vec_mul_generic, vec_swiglu_generic, cpu_vec_unary_generic,
-    row_norm_generic,  conv_row_generic,
+    .level = CPU_ISA_GENERIC,
+    .quant_act = quant_act_generic,
+    .mm_quant = mm_quant_generic,
+    .mm_float = mm_float_generic,
+    .attn_group = attn_group_generic,
+    .cvt_f16 = cpu_cvt_f16_generic,
+    .deltanet_head = deltanet_head_generic,
+    .vec_add = vec_add_generic,
+    .vec_mul = vec_mul_generic,
+    .vec_swiglu = vec_swiglu_generic,
+    .vec_unary = cpu_vec_unary_generic,
+    .row_norm = row_norm_generic,
+    .conv_row = conv_row_generic,
 };
 
 const cpu_isa *cpu_isa_generic(void) { return &k_generic; }
@@ -381,4 +403,8 @@ size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k) {
     return (size_t)k * 16 * sizeof(float) + 4096;
 }
 
-size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv) { return (size_t)(hd + hdv + 64) * sizeof(float) + 256; }
+size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t G) {
+    int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    /* K and V blocks of 16 keys in f32, G accumulators, G probability rows, q copies, m/l/corr */
+    return (size_t)(16 * hdp + 16 * hdvp + G * hdvp + 16 * G + G * hdp + 3 * G + 64) * sizeof(float) + 256;
+}
