@@ -85,13 +85,17 @@ typedef struct cpu_isa {
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
     void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch);
-    /* Attention of G query heads that share one KV head, for one token, against n_keys keys
-     * (online softmax over blocks of 16 keys, f32 arithmetic). q (hd, G) f32; key/value j of the
-     * KV head at k + j*kstride / v + j*vstride (elements), dtype kvt (F16 or F32); out (hdv, G).
-     * scratch >= cpu_attn_scratch_bytes(hd, hdv, G). */
-    void (*attn_group)(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
-                       int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
-                       void *scratch);
+    /* Attention for a block of T query tokens and the G query heads that share one KV head.
+     * Row (t, h): q at q + t*q_tstride + h*hd (hd f32), attends keys [0, n_keys0 + t), writes
+     * out + t*o_tstride + h*hdv. Key/value j at k + j*kstride / v + j*vstride (elements), dtype
+     * kvt (F16 or F32). Canonical per row (f32): keys in blocks of 16; the block's scores are
+     * s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd i of q_i k_ji; online
+     * softmax (running max m, sum l, accumulator rescaled by e^(m_old - m_new)); accumulator
+     * += p_j v_j for the row's keys of the block in order; out = acc / l. The arithmetic of a row
+     * does not depend on T, G or the other rows. scratch >= cpu_attn_scratch_bytes(hd, hdv, T*G). */
+    void (*attn_block)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
+                       uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys0,
+                       float scale, float *out, int64_t o_tstride, void *scratch);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
     /* One recurrent DeltaNet head over n tokens: S (dk, dv) updated in place; q/k rows at
@@ -120,7 +124,7 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 
 /* Per-thread scratch bytes the micro-kernels need. */
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k);
-size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t G);
+size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
 /* ---- the backend ------------------------------------------------------------------------------ */
 typedef struct cpu_backend {

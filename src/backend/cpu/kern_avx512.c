@@ -164,8 +164,15 @@ static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
     size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
     __m512 acc = _mm512_setzero_ps();
+    /* The 16 rows are one contiguous region read as 16 interleaved streams, which the hardware
+     * prefetchers follow poorly: prefetch 16 rows about 18 KiB ahead (the tile after next for short
+     * rows) as one sequential run, spread over this tile's block steps. Prefetches never fault. */
+    size_t lead = 18432 / row_bytes > 16 ? 18432 / row_bytes : 16;
+    const char *pf = (const char *)w + lead * row_bytes, *pf_end = pf + 16 * row_bytes;
+    size_t pf_step = ((16 * row_bytes + 63) / 64 / (size_t)nb + 1) * 64;
     for (int64_t b = 0; b < nb; b++) {
         size_t boff = (size_t)b * bsz;
+        for (size_t o = 0; o < pf_step && pf < pf_end; o += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
         __m512i is = wt == SLM_DTYPE_Q8_0 ? isum_q8(p, boff + qoff, a + 32 * b) : isum_q4(p, boff + qoff, a + 32 * b);
         __m512i g = _mm512_i32gather_epi32(voff, (const void *)(w + boff), 1);
         __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
@@ -429,74 +436,186 @@ INLINE __m512 load_kv16(uint32_t t, const void *base, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)base + i);
 }
 
-/* Lane j of the result = the sum of the 16 lanes of a[j] (a is clobbered). */
-INLINE __m512 transpose_sum16(__m512 a[16]) {
-    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    for (int w = 16; w > 1; w /= 2)
-        for (int i = 0; i < w / 2; i++)
-            a[i] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * i], ev, a[2 * i + 1]),
-                                 _mm512_permutex2var_ps(a[2 * i], od, a[2 * i + 1]));
-    return a[0];
+/* In-register transpose of a 16 x 16 f32 tile: r[i] lane j -> r[j] lane i. */
+INLINE void transpose16(__m512 r[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a0 = _mm512_castps_pd(a[4 * i]), a1 = _mm512_castps_pd(a[4 * i + 1]);
+        __m512d a2 = _mm512_castps_pd(a[4 * i + 2]), a3 = _mm512_castps_pd(a[4 * i + 3]);
+        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    for (int m = 0; m < 4; m++) {
+        __m512 c0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+        __m512 d0 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44), d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(c0, d0, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(c0, d0, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
+    }
 }
 
-static void attn_group(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
-                       int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
-                       void *scratch) {
-    int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
-    float *Kf = scratch, *Vf = Kf + 16 * hdp, *acc = Vf + 16 * hdvp, *ps = acc + G * hdvp, *qs = ps + 16 * G;
-    float *mh = qs + G * hdp, *lh = mh + G, *ch = lh + G;
-    for (int64_t h = 0; h < G; h++) {
-        for (int64_t i = 0; i < hdvp; i += 16) _mm512_store_ps(acc + h * hdvp + i, _mm512_setzero_ps());
-        for (int64_t i = 0; i < hdp; i += 16)
-            _mm512_store_ps(qs + h * hdp + i, _mm512_maskz_loadu_ps(mask16(hd - i), q + h * hd + i));
-        mh[h] = -INFINITY;
-        lh[h] = 0.0f;
+/* Scores of up to 4 rows against the transposed key block Kt (hd, 16): canonical even/odd chains. */
+INLINE void attn_scores4(const float *const qr[4], int nr, const float *Kt, int64_t hd, __m512 s[4]) {
+    if (nr == 4) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        const float *q0 = qr[0], *q1 = qr[1], *q2 = qr[2], *q3 = qr[3];
+        int64_t i = 0;
+        for (; i + 2 <= hd; i += 2) {
+            __m512 k0 = _mm512_load_ps(Kt + 16 * i), k1 = _mm512_load_ps(Kt + 16 * i + 16);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[i]), k0, a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[i]), k0, a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[i]), k0, a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[i]), k0, a3);
+            b0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[i + 1]), k1, b0);
+            b1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[i + 1]), k1, b1);
+            b2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[i + 1]), k1, b2);
+            b3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[i + 1]), k1, b3);
+        }
+        if (i < hd) {
+            __m512 k0 = _mm512_load_ps(Kt + 16 * i);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[i]), k0, a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[i]), k0, a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[i]), k0, a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[i]), k0, a3);
+        }
+        s[0] = _mm512_add_ps(a0, b0);
+        s[1] = _mm512_add_ps(a1, b1);
+        s[2] = _mm512_add_ps(a2, b2);
+        s[3] = _mm512_add_ps(a3, b3);
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        __m512 a = _mm512_setzero_ps(), b = a;
+        int64_t i = 0;
+        for (; i + 2 <= hd; i += 2) {
+            a = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][i]), _mm512_load_ps(Kt + 16 * i), a);
+            b = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][i + 1]), _mm512_load_ps(Kt + 16 * i + 16), b);
+        }
+        if (i < hd) a = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][i]), _mm512_load_ps(Kt + 16 * i), a);
+        s[r] = _mm512_add_ps(a, b);
+    }
+}
+
+/* acc_r = acc_r * c_r + sum_{j < nj} p_r[j] V[j] for two rows sharing nj (a0 may equal a1), 64
+ * floats (4 vectors) of the accumulators at a time. */
+INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, float c0s, float c1s, const float *Vf,
+                     int64_t hdvp, int nj) {
+    __m512 c0 = _mm512_set1_ps(c0s), c1 = _mm512_set1_ps(c1s);
+    int64_t i0 = 0;
+    for (; i0 + 64 <= hdvp; i0 += 64) {
+        __m512 u0 = _mm512_mul_ps(_mm512_load_ps(a0 + i0), c0), u1 = _mm512_mul_ps(_mm512_load_ps(a0 + i0 + 16), c0);
+        __m512 u2 = _mm512_mul_ps(_mm512_load_ps(a0 + i0 + 32), c0), u3 = _mm512_mul_ps(_mm512_load_ps(a0 + i0 + 48), c0);
+        __m512 w0 = _mm512_mul_ps(_mm512_load_ps(a1 + i0), c1), w1 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 16), c1);
+        __m512 w2 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 32), c1), w3 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 48), c1);
+        const float *vj = Vf + i0;
+        for (int j = 0; j < nj; j++, vj += hdvp) {
+            __m512 q0 = _mm512_set1_ps(p0[j]), q1 = _mm512_set1_ps(p1[j]);
+            __m512 v0 = _mm512_load_ps(vj), v1 = _mm512_load_ps(vj + 16), v2 = _mm512_load_ps(vj + 32),
+                   v3 = _mm512_load_ps(vj + 48);
+            u0 = _mm512_fmadd_ps(q0, v0, u0);
+            u1 = _mm512_fmadd_ps(q0, v1, u1);
+            u2 = _mm512_fmadd_ps(q0, v2, u2);
+            u3 = _mm512_fmadd_ps(q0, v3, u3);
+            w0 = _mm512_fmadd_ps(q1, v0, w0);
+            w1 = _mm512_fmadd_ps(q1, v1, w1);
+            w2 = _mm512_fmadd_ps(q1, v2, w2);
+            w3 = _mm512_fmadd_ps(q1, v3, w3);
+        }
+        _mm512_store_ps(a1 + i0, w0);
+        _mm512_store_ps(a1 + i0 + 16, w1);
+        _mm512_store_ps(a1 + i0 + 32, w2);
+        _mm512_store_ps(a1 + i0 + 48, w3);
+        _mm512_store_ps(a0 + i0, u0);
+        _mm512_store_ps(a0 + i0 + 16, u1);
+        _mm512_store_ps(a0 + i0 + 32, u2);
+        _mm512_store_ps(a0 + i0 + 48, u3);
+    }
+    for (; i0 < hdvp; i0 += 16) {
+        __m512 u = _mm512_mul_ps(_mm512_load_ps(a0 + i0), c0), w = _mm512_mul_ps(_mm512_load_ps(a1 + i0), c1);
+        for (int j = 0; j < nj; j++) {
+            __m512 vv = _mm512_load_ps(Vf + j * hdvp + i0);
+            u = _mm512_fmadd_ps(_mm512_set1_ps(p0[j]), vv, u);
+            w = _mm512_fmadd_ps(_mm512_set1_ps(p1[j]), vv, w);
+        }
+        _mm512_store_ps(a1 + i0, w);
+        _mm512_store_ps(a0 + i0, u);
+    }
+}
+
+static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
+                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, float scale, float *out,
+                       int64_t ots, void *scratch) {
+    int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
+    float *M = P + 16 * R, *L = M + R, *C = L + R;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdvp; i += 16) _mm512_store_ps(acc + r * hdvp + i, _mm512_setzero_ps());
+        M[r] = -INFINITY;
+        L[r] = 0.0f;
     }
     const __m512 vscale = _mm512_set1_ps(scale);
-    for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
-        int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
-        __mmask16 km = mask16(nbk);
-        /* the block's keys and values widened to f32 once for the G heads (zero rows past the end) */
-        for (int j = 0; j < 16; j++) {
-            for (int64_t i = 0; i < hdp; i += 16)
-                _mm512_store_ps(Kf + j * hdp + i, j < nbk ? load_kv16(kvt, k, (j0 + j) * kstride + i, mask16(hd - i))
-                                                          : _mm512_setzero_ps());
+    int64_t nk_max = nk0 + T - 1;
+    for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
+        int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
+        /* K block -> Kt (hd, 16) f32; V block -> Vf (16, hdvp) f32; keys past the block's end are 0 */
+        for (int64_t i0 = 0; i0 < hd; i0 += 16) {
+            __m512 t[16];
+            __mmask16 mi = mask16(hd - i0);
+            for (int j = 0; j < 16; j++)
+                t[j] = j < nbk ? load_kv16(kvt, k, (j0 + j) * kstride + i0, mi) : _mm512_setzero_ps();
+            transpose16(t);
+            int64_t nd = hd - i0 < 16 ? hd - i0 : 16;
+            for (int64_t d = 0; d < nd; d++) _mm512_store_ps(Kt + 16 * (i0 + d), t[d]);
+        }
+        for (int j = 0; j < nbk; j++)
             for (int64_t i = 0; i < hdvp; i += 16)
-                _mm512_store_ps(Vf + j * hdvp + i, j < nbk ? load_kv16(kvt, v, (j0 + j) * vstride + i, mask16(hdv - i))
-                                                           : _mm512_setzero_ps());
-        }
-        for (int64_t h = 0; h < G; h++) {
-            __m512 a[16];
-            for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
-            for (int64_t i = 0; i < hdp; i += 16) {
-                __m512 qv = _mm512_load_ps(qs + h * hdp + i);
-                for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(qv, _mm512_load_ps(Kf + j * hdp + i), a[j]);
+                _mm512_store_ps(Vf + j * hdvp + i, load_kv16(kvt, v, (j0 + j) * vstride + i, mask16(hdv - i)));
+        /* scores and online-softmax update, 4 rows at a time; rows whose keys ended are skipped */
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0; /* first token with a key in this block */
+        for (int64_t r0 = t_first * G; r0 < R; r0 += 4) {
+            int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+            const float *qr[4];
+            for (int x = 0; x < nr; x++) {
+                int64_t r = r0 + x;
+                qr[x] = q + (r / G) * qts + (r % G) * hd;
             }
-            __m512 sv = _mm512_mul_ps(transpose_sum16(a), vscale);
-            float mb = _mm512_mask_reduce_max_ps(km, sv);
-            float mn = fmaxf(mh[h], mb);
-            float corr = expf(mh[h] - mn);
-            __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
-            lh[h] = lh[h] * corr + hsum16(p);
-            mh[h] = mn;
-            ch[h] = corr;
-            _mm512_store_ps(ps + 16 * h, p);
-        }
-        for (int64_t h = 0; h < G; h++) {
-            __m512 vc = _mm512_set1_ps(ch[h]);
-            const float *ph = ps + 16 * h;
-            for (int64_t i = 0; i < hdvp; i += 16) {
-                __m512 av = _mm512_mul_ps(_mm512_load_ps(acc + h * hdvp + i), vc);
-                for (int j = 0; j < nbk; j++) av = _mm512_fmadd_ps(_mm512_set1_ps(ph[j]), _mm512_load_ps(Vf + j * hdvp + i), av);
-                _mm512_store_ps(acc + h * hdvp + i, av);
+            __m512 sv[4];
+            attn_scores4(qr, nr, Kt, hd, sv);
+            for (int x = 0; x < nr; x++) {
+                int64_t r = r0 + x, nk = nk0 + r / G;
+                __mmask16 km = mask16(nk - j0);
+                __m512 s1 = _mm512_mul_ps(sv[x], vscale);
+                float mn = fmaxf(M[r], _mm512_mask_reduce_max_ps(km, s1));
+                float corr = mn == M[r] ? 1.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(M[r] - mn)));
+                __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(s1, _mm512_set1_ps(mn))));
+                L[r] = L[r] * corr + hsum16(p);
+                M[r] = mn;
+                C[r] = corr;
+                _mm512_store_ps(P + 16 * r, p);
             }
+        }
+        /* accumulators: acc = acc * corr + sum_j p_j v_j over the row's keys of the block; rows of
+         * one token (same keys) in pairs so that 8 FMA chains are in flight */
+        for (int64_t r = t_first * G; r < R;) {
+            int64_t nk = nk0 + r / G;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
+            int64_t r1 = r + 1 < R && (r + 1) / G == r / G ? r + 1 : r;
+            attn_pv2(acc + r * hdvp, acc + r1 * hdvp, P + 16 * r, P + 16 * r1, C[r], C[r1], Vf, hdvp, nj);
+            r = r1 + 1;
         }
     }
-    for (int64_t h = 0; h < G; h++) {
-        __m512 inv = _mm512_set1_ps(1.0f / lh[h]);
+    for (int64_t r = 0; r < R; r++) {
+        __m512 inv = _mm512_set1_ps(1.0f / L[r]);
+        float *o = out + (r / G) * ots + (r % G) * hdv;
         for (int64_t i = 0; i < hdv; i += 16)
-            _mm512_mask_storeu_ps(out + h * hdv + i, mask16(hdv - i), _mm512_mul_ps(_mm512_load_ps(acc + h * hdvp + i), inv));
+            _mm512_mask_storeu_ps(o + i, mask16(hdv - i), _mm512_mul_ps(_mm512_load_ps(acc + r * hdvp + i), inv));
     }
 }
 
@@ -631,7 +750,7 @@ static const cpu_isa k_avx512 = {
     .quant_act = quant_act,
     .mm_quant = mm_quant,
     .mm_float = mm_float,
-    .attn_group = attn_group,
+    .attn_block = attn_block,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,
     .vec_add = vec_add,

@@ -125,17 +125,21 @@ typedef struct attn_ctx {
     float scale;
 } attn_ctx;
 
-/* Task = (token, KV head), the latest tokens (most keys) first for load balance. */
+#define ATTN_TB 16 /* query tokens per task */
+
+/* Task = (block of ATTN_TB tokens, KV head), the latest tokens (most keys) first for balance. */
 static void attn_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
-    int64_t t = c->n - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
+    int64_t nblk = (c->n + ATTN_TB - 1) / ATTN_TB;
+    int64_t blk = nblk - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
+    int64_t t0 = blk * ATTN_TB, T = c->n - t0 < ATTN_TB ? c->n - t0 : ATTN_TB;
     size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
-    const float *q = (const float *)c->q->data + (t * c->H + g * G) * c->hd;
+    const float *q = (const float *)c->q->data + (t0 * c->H + g * G) * c->hd;
     const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
     const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
-    float *y = (float *)c->out->data + (t * c->H + g * G) * c->hdv;
-    c->cb->isa->attn_group(q, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + t + 1,
-                           c->scale, y, cpu_scratch(c->cb, thread));
+    float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
+    c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
+                           c->pos + t0 + 1, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -147,7 +151,7 @@ static bool attn_supports(const g_node *nd, const be_view *out, const be_view *i
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
     (void)cb;
-    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], in[0].ne[1] / nd->p.attn.n_head_kv);
+    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv));
 }
 
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
@@ -155,7 +159,7 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
     (void)e;
     attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
                   nd->p.attn.n_head_kv, call->pos, in[0].ne[2], nd->p.attn.scale};
-    pool_run(cb->pool, c.n * c.Hkv, attn_task, &c);
+    pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     return SLM_OK;
 }
 

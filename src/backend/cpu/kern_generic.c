@@ -244,48 +244,46 @@ static float kv_load(uint32_t t, const void *base, int64_t i) {
     return t == SLM_DTYPE_F16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-/* One head: blocks of 16 keys, online softmax (cpu.h). acc: hdv floats of scratch. */
-static void attn_head_generic(const float *q, const void *k, const void *v, uint32_t kvt, int64_t kstride,
-                              int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
-                              float *acc) {
-    float s[16];
-    float m = -INFINITY, l = 0.0f;
-    for (int64_t i = 0; i < hdv; i++) acc[i] = 0.0f;
-    for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
-        int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
-        float mb = -INFINITY;
-        for (int j = 0; j < nbk; j++) {
-            float a16[16] = {0};
-            int64_t base = (j0 + j) * kstride;
-            for (int64_t i0 = 0; i0 < hd; i0 += 16)
-                for (int ll = 0; ll < 16; ll++) {
-                    int64_t i = i0 + ll;
-                    a16[ll] = fmaf(i < hd ? q[i] : 0.0f, i < hd ? kv_load(kvt, k, base + i) : 0.0f, a16[ll]);
+/* The canonical attention of cpu.h, row by row. Scratch: acc (hdv). */
+static void attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
+                               uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
+                               float scale, float *out, int64_t ots, void *scratch) {
+    float *acc = scratch;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < G; h++) {
+            const float *qr = q + t * qts + h * hd;
+            int64_t n_keys = nk0 + t;
+            float m = -INFINITY, l = 0.0f, s[16];
+            for (int64_t i = 0; i < hdv; i++) acc[i] = 0.0f;
+            for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
+                int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
+                float mb = -INFINITY;
+                for (int j = 0; j < nbk; j++) {
+                    float c0 = 0.0f, c1 = 0.0f;
+                    int64_t base = (j0 + j) * kstride;
+                    for (int64_t i = 0; i < hd; i++) {
+                        if (i & 1) c1 = fmaf(qr[i], kv_load(kvt, k, base + i), c1);
+                        else c0 = fmaf(qr[i], kv_load(kvt, k, base + i), c0);
+                    }
+                    s[j] = (c0 + c1) * scale;
+                    mb = fmaxf(mb, s[j]);
                 }
-            s[j] = cpu_reduce16(a16) * scale;
-            mb = fmaxf(mb, s[j]);
+                float mn = fmaxf(m, mb);
+                float corr = expf(m - mn);
+                float ps[16], psum[16] = {0};
+                for (int j = 0; j < nbk; j++) psum[j] = ps[j] = expf(s[j] - mn);
+                l = l * corr + cpu_reduce16(psum);
+                for (int64_t i = 0; i < hdv; i++) {
+                    float a = acc[i] * corr;
+                    for (int j = 0; j < nbk; j++) a = fmaf(ps[j], kv_load(kvt, v, (j0 + j) * vstride + i), a);
+                    acc[i] = a;
+                }
+                m = mn;
+            }
+            float inv = 1.0f / l;
+            float *o = out + t * ots + h * hdv;
+            for (int64_t i = 0; i < hdv; i++) o[i] = acc[i] * inv;
         }
-        float mn = fmaxf(m, mb);
-        float corr = expf(m - mn);
-        l *= corr;
-        for (int64_t i = 0; i < hdv; i++) acc[i] *= corr;
-        for (int j = 0; j < nbk; j++) {
-            float p = expf(s[j] - mn);
-            l += p;
-            int64_t base = (j0 + j) * vstride;
-            for (int64_t i = 0; i < hdv; i++) acc[i] = fmaf(p, kv_load(kvt, v, base + i), acc[i]);
-        }
-        m = mn;
-    }
-    float inv = 1.0f / l;
-    for (int64_t i = 0; i < hdv; i++) out[i] = acc[i] * inv;
-}
-
-static void attn_group_generic(const float *q, int64_t G, const void *k, const void *v, uint32_t kvt, int64_t kstride,
-                               int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys, float scale, float *out,
-                               void *scratch) {
-    for (int64_t h = 0; h < G; h++)
-        attn_head_generic(q + h * hd, k, v, kvt, kstride, vstride, hd, hdv, n_keys, scale, out + h * hdv, scratch);
 }
 
 void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
@@ -383,7 +381,7 @@ static const cpu_isa k_generic = {
     .quant_act = quant_act_generic,
     .mm_quant = mm_quant_generic,
     .mm_float = mm_float_generic,
-    .attn_group = attn_group_generic,
+    .attn_block = attn_block_generic,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = deltanet_head_generic,
     .vec_add = vec_add_generic,
@@ -403,8 +401,9 @@ size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k) {
     return (size_t)k * 16 * sizeof(float) + 4096;
 }
 
-size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t G) {
+size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows) {
     int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
-    /* K and V blocks of 16 keys in f32, G accumulators, G probability rows, q copies, m/l/corr */
-    return (size_t)(16 * hdp + 16 * hdvp + G * hdvp + 16 * G + G * hdp + 3 * G + 64) * sizeof(float) + 256;
+    /* K block transposed (hd, 16) and V block (16, hdv) in f32; per row: accumulator, 16
+     * probabilities, m, l, correction */
+    return (size_t)(16 * hdp + 16 * hdvp + rows * (hdvp + 16 + 3) + 64) * sizeof(float) + 256;
 }

@@ -30,7 +30,7 @@
 #endif
 
 /* How long an idle worker spins before it sleeps, and how many polls between clock reads. */
-#define SPIN_NS 2000000LL
+#define SPIN_NS 100000LL
 #define SPIN_POLLS 256
 
 struct cpu_pool {
