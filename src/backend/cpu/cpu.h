@@ -78,8 +78,8 @@ typedef struct cpu_isa {
     /* Quantises one activation column x (k) into the format for weights of type wt. */
     void (*quant_act)(uint32_t wt, const float *x, int64_t k, uint8_t *dst);
     /* Quantised matmul over rows [0, nr) of w (row stride row_bytes, k columns of weights) and
-     * ncols activation columns (stride act_stride): y[c * ldy + r]. nr <= 16 for any call; the
-     * kernel may use scratch (cpu_mm_scratch_bytes). */
+     * ncols activation columns (stride act_stride): y[c * ldy + r]. Any nr (the kernel walks
+     * tiles of 16 rows and may prefetch within the range); scratch >= cpu_mm_scratch_bytes. */
     void (*mm_quant)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
@@ -98,9 +98,11 @@ typedef struct cpu_isa {
                        float scale, float *out, int64_t o_tstride, void *scratch);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
-    /* One recurrent DeltaNet head over n tokens: S (dk, dv) updated in place; q/k rows at
-     * q + t*qk_stride, v/o rows at v + t*v_stride, g/beta at g[t*gb_stride]. */
-    void (*deltanet_head)(float *S, const float *q, const float *k, const float *v, const float *g,
+    /* One recurrent DeltaNet head over n >= 1 tokens: S (dk, dv) is read from S_in and the updated
+     * state written to S (S_in may equal S); q/k rows at q + t*qk_stride, v/o rows at
+     * v + t*v_stride, g/beta at g[t*gb_stride]. Per token: S *= e^g; u = beta (v - S^T k);
+     * S += k u^T; o = S^T q (f32, FMA chains over the dk rows in order). */
+    void (*deltanet_head)(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride);
     /* Elementwise and row kernels over n elements. */

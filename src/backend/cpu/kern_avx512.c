@@ -148,8 +148,25 @@ INLINE __m512i isum_q8(const uint8_t *const p[16], size_t boff, const int8_t *a)
                      reduce8to4(s8[6], s8[7]));
 }
 
+/* Software prefetch state of one row range: the range is read as 16 interleaved row streams per
+ * tile, which the hardware prefetchers follow poorly, so the range is prefetched into L2 as one
+ * sequential run about PF_LEAD bytes ahead of the rows being read, never past its end
+ * (prefetches never fault, but past the end they would waste bandwidth on rows another thread
+ * reads). */
+#define PF_LEAD 65536
+#define PF_MAX_PER_STEP 32
+typedef struct pf_state {
+    const char *next, *end;
+} pf_state;
+
+INLINE void pf_advance(pf_state *pf, const char *upto) {
+    if (upto > pf->end) upto = pf->end;
+    for (int i = 0; i < PF_MAX_PER_STEP && pf->next < upto; i++, pf->next += 64) _mm_prefetch(pf->next, _MM_HINT_T1);
+}
+
+/* Up to 16 rows against one activation column; y[r] for r < nr. */
 static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
-                     float *y) {
+                     float *y, pf_state *pf) {
     const uint8_t *p[16];
     int32_t off[16];
     for (int r = 0; r < 16; r++) {
@@ -163,16 +180,11 @@ static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     const uint8_t *da = act + k, *aux = da + 4 * nb;
     size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
     size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t tile_bytes = (size_t)nr * row_bytes;
     __m512 acc = _mm512_setzero_ps();
-    /* The 16 rows are one contiguous region read as 16 interleaved streams, which the hardware
-     * prefetchers follow poorly: prefetch 16 rows about 18 KiB ahead (the tile after next for short
-     * rows) as one sequential run, spread over this tile's block steps. Prefetches never fault. */
-    size_t lead = 18432 / row_bytes > 16 ? 18432 / row_bytes : 16;
-    const char *pf = (const char *)w + lead * row_bytes, *pf_end = pf + 16 * row_bytes;
-    size_t pf_step = ((16 * row_bytes + 63) / 64 / (size_t)nb + 1) * 64;
     for (int64_t b = 0; b < nb; b++) {
         size_t boff = (size_t)b * bsz;
-        for (size_t o = 0; o < pf_step && pf < pf_end; o += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        if (pf) pf_advance(pf, (const char *)w + tile_bytes * (size_t)(b + 1) / (size_t)nb + PF_LEAD);
         __m512i is = wt == SLM_DTYPE_Q8_0 ? isum_q8(p, boff + qoff, a + 32 * b) : isum_q4(p, boff + qoff, a + 32 * b);
         __m512i g = _mm512_i32gather_epi32(voff, (const void *)(w + boff), 1);
         __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
@@ -366,15 +378,31 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
 
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
-        mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
-        return;
+    for (int64_t r = 0; r < nr;) {
+        int64_t n = nr - r < 16 ? nr - r : 16;
+        const uint8_t *wr = w + (size_t)r * row_bytes;
+        if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+            mm_qk(wt, wr, row_bytes, n, k, act, act_stride, ncols, y + r, ldy, scratch);
+        } else if (ncols >= GEMM_MIN_COLS) {
+            gemm_q32(wt, wr, row_bytes, n, k, act, act_stride, ncols, y + r, ldy, scratch);
+        } else {
+            /* decode: the range is prefetched as it is read (first column only) */
+            pf_state pf = {(const char *)wr, (const char *)(w + (size_t)nr * row_bytes)};
+            for (int64_t c = 0; c < ncols; c++)
+                gemv_q32(wt, wr, row_bytes, n, k, act + (size_t)c * act_stride, y + r + c * ldy, c == 0 ? &pf : NULL);
+            r += n;
+            /* keep prefetching across tiles of the range */
+            while (r < nr) {
+                n = nr - r < 16 ? nr - r : 16;
+                wr = w + (size_t)r * row_bytes;
+                for (int64_t c = 0; c < ncols; c++)
+                    gemv_q32(wt, wr, row_bytes, n, k, act + (size_t)c * act_stride, y + r + c * ldy, c == 0 ? &pf : NULL);
+                r += n;
+            }
+            break;
+        }
+        r += n;
     }
-    if (ncols >= GEMM_MIN_COLS) {
-        gemm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
-        return;
-    }
-    for (int64_t c = 0; c < ncols; c++) gemv_q32(wt, w, row_bytes, nr, k, act + (size_t)c * act_stride, y + c * ldy);
 }
 
 /* ---- float weights: canonical 16-lane dots, 4 x 4 register tiles ------------------------------- */
@@ -628,11 +656,12 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 
 /* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
 
-static void deltanet_head(float *S, const float *q, const float *k, const float *v, const float *g, const float *beta,
-                          float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride, int64_t v_stride,
-                          int64_t gb_stride) {
+static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
+                          const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
+                          int64_t v_stride, int64_t gb_stride) {
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
+        const float *src = t == 0 ? S_in : S;
         __m512 decay = _mm512_set1_ps(expf(g[t * gb_stride])), bb = _mm512_set1_ps(beta[t * gb_stride]);
         float *ot = o + t * v_stride;
         for (int64_t j0 = 0; j0 < dv; j0 += 128) {
@@ -641,11 +670,12 @@ static void deltanet_head(float *S, const float *q, const float *k, const float 
             __m512 u[8], ov[8];
             for (int x = 0; x < 8; x++) u[x] = _mm512_setzero_ps(), ov[x] = _mm512_setzero_ps();
             for (int64_t i = 0; i < dk; i++) {
+                const float *in = src + i * dv + j0;
                 float *row = S + i * dv + j0;
                 __m512 ki = _mm512_set1_ps(kt[i]);
                 for (int x = 0; x < nv; x++) {
                     __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
-                    __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mm, row + 16 * x), decay);
+                    __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mm, in + 16 * x), decay);
                     _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
                     u[x] = _mm512_fmadd_ps(sv, ki, u[x]);
                 }

@@ -43,14 +43,11 @@ static void mm_task(void *vctx, int64_t task, int32_t thread) {
     void *scratch = cpu_scratch(c->cb, thread);
     int64_t r0 = task * c->tiles_per_task * MM_TILE, r1 = r0 + c->tiles_per_task * MM_TILE;
     if (r1 > c->m) r1 = c->m;
-    for (int64_t r = r0; r < r1; r += MM_TILE) {
-        int64_t nr = r1 - r < MM_TILE ? r1 - r : MM_TILE;
-        const uint8_t *w = c->w + (size_t)r * c->row_bytes;
-        if (c->act)
-            isa->mm_quant(c->wt, w, c->row_bytes, nr, c->k, c->act, c->act_stride, c->cols, c->y + r, c->m, scratch);
-        else
-            isa->mm_float(c->wt, w, c->row_bytes, nr, c->k, c->x, c->cols, c->y + r, c->m, scratch);
-    }
+    const uint8_t *w = c->w + (size_t)r0 * c->row_bytes;
+    if (c->act)
+        isa->mm_quant(c->wt, w, c->row_bytes, r1 - r0, c->k, c->act, c->act_stride, c->cols, c->y + r0, c->m, scratch);
+    else
+        isa->mm_float(c->wt, w, c->row_bytes, r1 - r0, c->k, c->x, c->cols, c->y + r0, c->m, scratch);
 }
 
 typedef struct quant_ctx {
@@ -109,8 +106,9 @@ static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out
         c.act = act;
     }
     int64_t n_tiles = (c.m + MM_TILE - 1) / MM_TILE;
-    /* decode: several tiles per task (about 8 tasks per thread); prefill: one tile per task */
-    c.tiles_per_task = c.cols >= 4 ? 1 : n_tiles / (8 * cb->n_threads) + 1;
+    /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
+     * prefill: one tile per task */
+    c.tiles_per_task = c.cols >= 4 ? 1 : (n_tiles + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
     if (c.cols * c.k * c.m < 4 * PAR_MIN_ELEMS) c.tiles_per_task = n_tiles;
     pool_run(cb->pool, (n_tiles + c.tiles_per_task - 1) / c.tiles_per_task, mm_task, &c);
     return SLM_OK;
@@ -177,8 +175,7 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
-    c->cb->isa->deltanet_head(S, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
+    c->cb->isa->deltanet_head(S, (const float *)c->s->data + h * dk * dv, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
                               (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
                               (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
                               Hv * dv, Hv);
@@ -188,7 +185,7 @@ static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in)
     if (nd->p.dn.chunked) return false;
     for (int i = 0; i < 6; i++)
         if (!is_f32(&in[i])) return false;
-    return is_f32(&out[0]) && is_f32(&out[1]) && in[2].ne[0] <= 4096;
+    return is_f32(&out[0]) && is_f32(&out[1]) && in[2].ne[0] <= 4096 && in[0].ne[2] >= 1;
 }
 
 static slm_status k_deltanet(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
@@ -367,24 +364,39 @@ static bool sw_supports(const g_node *nd, const be_view *out, const be_view *in)
     return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16);
 }
 
+typedef struct sw_ctx {
+    const cpu_isa *isa;
+    const be_view *in, *out;
+    int64_t b[4], rows, per_task;
+} sw_ctx;
+
+/* Rows (axis 0 runs) [task * per_task, ...) of the value box. */
+static void sw_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    sw_ctx *c = vctx;
+    const int64_t *sne = c->in->ne, *dne = c->out->ne, *b = c->b;
+    bool f16 = c->out->dtype == SLM_DTYPE_F16;
+    int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1 = r % sne[1], i2 = (r / sne[1]) % sne[2], i3 = r / (sne[1] * sne[2]);
+        const float *src = (const float *)c->in->data + sne[0] * r;
+        int64_t d = b[0] + dne[0] * ((b[1] + i1) + dne[1] * ((b[2] + i2) + dne[2] * (b[3] + i3)));
+        if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
+        else memcpy((float *)c->out->data + d, src, (size_t)sne[0] * sizeof(float));
+    }
+}
+
 static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                                 const be_call *call, slm_err *e) {
-    int64_t b[4];
+    sw_ctx c = {cb->isa, &in[0], out, {0, 0, 0, 0}, in[0].ne[1] * in[0].ne[2] * in[0].ne[3], 0};
     for (int d = 0; d < 4; d++) {
-        b[d] = g_affine_eval(nd->p.write.begin[d], call->n, call->pos);
-        if (b[d] < 0 || b[d] + in[0].ne[d] > out->ne[d])
+        c.b[d] = g_affine_eval(nd->p.write.begin[d], call->n, call->pos);
+        if (c.b[d] < 0 || c.b[d] + in[0].ne[d] > out->ne[d])
             return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
     }
-    const int64_t *sne = in[0].ne, *dne = out->ne;
-    bool f16 = out->dtype == SLM_DTYPE_F16;
-    for (int64_t i3 = 0; i3 < sne[3]; i3++)
-        for (int64_t i2 = 0; i2 < sne[2]; i2++)
-            for (int64_t i1 = 0; i1 < sne[1]; i1++) {
-                const float *src = (const float *)in[0].data + sne[0] * (i1 + sne[1] * (i2 + sne[2] * i3));
-                int64_t d = b[0] + dne[0] * ((b[1] + i1) + dne[1] * ((b[2] + i2) + dne[2] * (b[3] + i3)));
-                if (f16) cb->isa->cvt_f16((uint16_t *)out->data + d, src, sne[0]);
-                else memcpy((float *)out->data + d, src, (size_t)sne[0] * sizeof(float));
-            }
+    /* large writes (recurrent states: 1 MiB per layer) are split over threads */
+    c.per_task = nel(&in[0]) < 4 * PAR_MIN_ELEMS ? c.rows : (c.rows + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, sw_task, &c);
     return SLM_OK;
 }
 
