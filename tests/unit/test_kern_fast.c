@@ -1,0 +1,545 @@
+/* test_kern_fast.c — the fast CPU kernels (kern_fast.c + kern_generic.c / kern_avx2.c /
+ * kern_avx512.c) against the reference kernels (kern_ref.c), for every op with a fast kernel,
+ * every weight dtype and every instruction-set level this machine has, on random shapes with odd
+ * sizes and tails:
+ *  - matmul (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): NMSE against the reference within a
+ *    per-dtype tolerance (8-bit activations for the quantised types), bit-identical to the
+ *    portable C implementation of the canonical arithmetic (cpu.h) on every ISA, bit-identical
+ *    whether the columns go together (GEMM) or one by one (GEMV), and for 1 or 3 threads;
+ *  - attention (f16 and f32 KV, GQA, head dims 16..256 incl. odd): NMSE; a prefill of n tokens
+ *    equals n one-token calls bit for bit;
+ *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
+ *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
+ *  - activation quantisation: every ISA writes the same bytes as the portable C.
+ * Every output buffer has guard floats after it that must stay untouched. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu.h"
+#include "base/dtype.h"
+#include "base/half.h"
+
+#define GUARD 16
+#define GUARD_BITS 0x7FC0DEADu
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33);
+}
+static float frand(void) { return (float)(rnd() & 0xFFFFFF) / (float)(1 << 23) - 1.0f; } /* [-1, 1) */
+static int64_t irand(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint32_t)(hi - lo + 1)); }
+
+/* Output buffers: n floats followed by GUARD guard floats. */
+static float *out_alloc(size_t n) {
+    float *p = malloc((n + GUARD) * sizeof(float));
+    assert_non_null(p);
+    for (size_t i = 0; i < n + GUARD; i++) memcpy(p + i, &(uint32_t){GUARD_BITS}, 4);
+    return p;
+}
+static void check_guard(const float *p, size_t n, const char *what) {
+    for (size_t i = n; i < n + GUARD; i++) {
+        uint32_t u;
+        memcpy(&u, p + i, 4);
+        if (u != GUARD_BITS) fail_msg("%s: guard float %zu after the output was overwritten", what, i - n);
+    }
+}
+
+static double nmse(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+/* The ISA levels this machine and build have (generic always). */
+static int levels(cpu_isa_level out[4]) {
+    int n = 0;
+    cpu_isa_level all[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX512};
+    cpu_isa_level best = cpu_isa_detect();
+    for (int i = 0; i < 4; i++)
+        if (all[i] <= best && cpu_isa_get(all[i])->level == all[i]) out[n++] = all[i];
+    return n;
+}
+
+static backend *mk(bool fast, cpu_isa_level isa, int threads) {
+    backend *be = NULL;
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(cpu_backend_create_with(&al_default, threads, fast, isa, &be, &e), SLM_OK);
+    return be;
+}
+
+static void run(backend *be, const g_node *nd, be_view *out, be_view *in, int64_t n, int64_t pos) {
+    slm_err e;
+    err_clear(&e);
+    size_t s = be->vt->scratch_bytes(be, nd, out, in);
+    if (s) assert_int_equal(be->vt->reserve_scratch(be, s, &e), SLM_OK);
+    be_call call = {n, pos};
+    slm_status st = be->vt->exec(be, nd, out, in, &call, &e);
+    if (st) fail_msg("exec %s: %s", g_op_name(nd->op), e.msg);
+}
+
+static g_node node(g_op op, int n_in, int n_out) {
+    g_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = op;
+    nd.n_in = n_in;
+    nd.n_out = n_out;
+    return nd;
+}
+
+static be_view v4(uint32_t dt, int nd, int64_t a, int64_t b, int64_t c, void *data) {
+    be_view v = {dt, nd, {a, b, c, 1}, data};
+    return v;
+}
+
+/* ---- random weights of every type ------------------------------------------------------------- */
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Random rows of dtype wt (k elements per row, m rows): valid blocks with moderate scales. */
+static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_bytes) {
+    uint64_t rb = 0;
+    assert_true(dtype_row_bytes(wt, (uint64_t)k, &rb));
+    *row_bytes = (size_t)rb;
+    uint8_t *w = malloc(rb * (size_t)m);
+    assert_non_null(w);
+    for (size_t i = 0; i < rb * (size_t)m; i++) w[i] = (uint8_t)rnd();
+    const dtype_traits *t = dtype_traits_of(wt);
+    size_t nb = (size_t)m * (size_t)(k / t->block_elems);
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *x = w + b * t->block_bytes;
+        switch (wt) {
+        case SLM_DTYPE_F32: { float f = frand(); memcpy(x, &f, 4); break; }
+        case SLM_DTYPE_F16: put_f16(x, frand()); break;
+        case SLM_DTYPE_BF16: { uint16_t h = f32_to_bf16(frand()); memcpy(x, &h, 2); break; }
+        case SLM_DTYPE_Q4_0: case SLM_DTYPE_Q8_0: put_f16(x, 0.02f * frand()); break;
+        case SLM_DTYPE_Q4_1: put_f16(x, 0.02f * frand()), put_f16(x + 2, 0.1f * frand()); break;
+        case SLM_DTYPE_Q4_K: put_f16(x, 0.002f * frand()), put_f16(x + 2, 0.002f * frand()); break;
+        case SLM_DTYPE_Q6_K: put_f16(x + 208, 0.002f * frand()); break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+/* ---- MATMUL ---------------------------------------------------------------------------------------- */
+
+/* Matmul error: sum (y - y_ref)^2 / sum (sum_i |w_i x_i|)^2 — normalised by the size of the terms,
+ * not of the (possibly cancelling) result. */
+static double mm_tol(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_F32: case SLM_DTYPE_F16: case SLM_DTYPE_BF16: return 1e-13;
+    default: return 1e-5; /* 8-bit activations; observed <= 4e-7 */
+    }
+}
+
+static double mm_err(const float *y, const float *y_ref, uint32_t wt, const uint8_t *w, size_t rb, int64_t k, int64_t m,
+                     const float *x, int64_t cols) {
+    float *row = malloc(sizeof(float) * (size_t)k);
+    double num = 0, den = 0;
+    for (int64_t o = 0; o < m; o++) {
+        assert_true(dequant_row(wt, w + (size_t)o * rb, row, k));
+        for (int64_t c = 0; c < cols; c++) {
+            double sc = 0, d = (double)y[c * m + o] - (double)y_ref[c * m + o];
+            for (int64_t i = 0; i < k; i++) sc += fabs((double)row[i] * (double)x[c * k + i]);
+            num += d * d;
+            den += sc * sc;
+        }
+    }
+    free(row);
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+static void run_mm(backend *be, uint32_t wt, const uint8_t *w, int64_t k, int64_t m, const float *x, int64_t cols,
+                   float *y) {
+    g_node nd = node(G_OP_MATMUL, 2, 1);
+    be_view in[2] = {v4(wt, 2, k, m, 1, (void *)w), v4(SLM_DTYPE_F32, 2, k, cols, 1, (void *)x)};
+    be_view out = v4(SLM_DTYPE_F32, 2, m, cols, 1, y);
+    run(be, &nd, &out, in, cols, 0);
+}
+
+static void matmul_all(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_F32,  SLM_DTYPE_F16,  SLM_DTYPE_BF16, SLM_DTYPE_Q4_0,
+                              SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        int64_t be_ = dtype_traits_of(wt)->block_elems;
+        for (int trial = 0; trial < 10; trial++) {
+            /* k: whole blocks (odd counts too) or, for plain types, any length with a tail */
+            int64_t k = be_ > 1 ? be_ * irand(1, be_ == 256 ? 5 : 37) : irand(1, 300);
+            int64_t m = trial == 0 ? 1 : irand(1, 70), cols = trial < 2 ? 1 : irand(1, 21);
+            size_t rb;
+            uint8_t *w = rand_weights(wt, k, m, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(k * cols));
+            for (int64_t i = 0; i < k * cols; i++) x[i] = frand();
+            size_t ny = (size_t)(m * cols);
+            float *y_ref = out_alloc(ny), *y_gen = NULL;
+            run_mm(ref, wt, w, k, m, x, cols, y_ref);
+            for (int li = 0; li < n_lv; li++) {
+                char what[128];
+                snprintf(what, sizeof what, "matmul %s %s k=%lld m=%lld cols=%lld", slm_dtype_name(wt),
+                         cpu_isa_name(lv[li]), (long long)k, (long long)m, (long long)cols);
+                backend *be = mk(true, lv[li], 2);
+                float *y = out_alloc(ny);
+                run_mm(be, wt, w, k, m, x, cols, y);
+                check_guard(y, ny, what);
+                double err = mm_err(y, y_ref, wt, w, rb, k, m, x, cols);
+                if (!(err <= mm_tol(wt))) fail_msg("%s: error %.3g > %.1g", what, err, mm_tol(wt));
+                if (getenv("SLM_TEST_VERBOSE")) fprintf(stderr, "%s: error %.3g\n", what, err);
+                /* canonical arithmetic: every ISA equals the portable C bit for bit */
+                if (lv[li] == CPU_ISA_GENERIC) y_gen = y;
+                else if (memcmp(y, y_gen, ny * sizeof(float)) != 0) fail_msg("%s: differs from the portable C", what);
+                /* columns one at a time (GEMV) and with 3 threads: the same bits */
+                backend *be3 = mk(true, lv[li], 3);
+                float *y1 = out_alloc(ny), *y3 = out_alloc(ny);
+                for (int64_t c = 0; c < cols; c++) {
+                    float *col = out_alloc((size_t)m);
+                    run_mm(be, wt, w, k, m, x + c * k, 1, col);
+                    check_guard(col, (size_t)m, what);
+                    memcpy(y1 + c * m, col, (size_t)m * sizeof(float));
+                    free(col);
+                }
+                run_mm(be3, wt, w, k, m, x, cols, y3);
+                check_guard(y3, ny, what);
+                if (memcmp(y1, y, ny * sizeof(float)) != 0) fail_msg("%s: one column at a time differs", what);
+                if (memcmp(y3, y, ny * sizeof(float)) != 0) fail_msg("%s: 3 threads differ from 2", what);
+                free(y1), free(y3);
+                if (y != y_gen) free(y);
+                be3->vt->destroy(be3);
+                be->vt->destroy(be);
+            }
+            free(y_gen);
+            free(w), free(x), free(y_ref);
+        }
+    }
+    ref->vt->destroy(ref);
+}
+
+/* Activation quantisers: every ISA writes exactly the bytes of the portable C. */
+static void quant_act_bytes(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        int64_t k = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K ? 512 : 96;
+        float x[512];
+        for (int64_t i = 0; i < k; i++) x[i] = frand() * (i % 7 == 0 ? 10.0f : 1.0f);
+        for (int64_t i = 32; i < 64; i++) x[i] = 0.0f; /* an all-zero block */
+        size_t n = cpu_act_bytes(wt, k);
+        uint8_t *a0 = calloc(1, n), *a1 = calloc(1, n);
+        cpu_isa_get(CPU_ISA_GENERIC)->quant_act(wt, x, k, a0);
+        for (int li = 0; li < n_lv; li++) {
+            memset(a1, 0, n);
+            cpu_isa_get(lv[li])->quant_act(wt, x, k, a1);
+            if (memcmp(a0, a1, n) != 0)
+                fail_msg("quant_act %s %s differs from the portable C", slm_dtype_name(wt), cpu_isa_name(lv[li]));
+        }
+        free(a0), free(a1);
+    }
+}
+
+/* ---- ATTENTION --------------------------------------------------------------------------------- */
+
+static void attention_all(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    const int64_t hds[] = {16, 64, 80, 256, 40, 7};
+    for (int trial = 0; trial < 14; trial++) {
+        uint32_t kvt = trial % 2 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
+        int64_t hd = hds[trial % 6], hdv = trial % 5 == 4 ? hd + 16 : hd;
+        int64_t Hkv = irand(1, 3), H = Hkv * irand(1, 4), n = irand(1, 40), pos = trial < 3 ? 0 : irand(0, 50);
+        int64_t ctx = pos + n + irand(0, 20);
+        size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+        uint8_t *K = malloc(el * (size_t)(hd * Hkv * ctx)), *V = malloc(el * (size_t)(hdv * Hkv * ctx));
+        for (int64_t i = 0; i < hd * Hkv * ctx; i++) {
+            if (kvt == SLM_DTYPE_F16) ((uint16_t *)K)[i] = f32_to_f16(frand());
+            else ((float *)K)[i] = frand();
+        }
+        for (int64_t i = 0; i < hdv * Hkv * ctx; i++) {
+            if (kvt == SLM_DTYPE_F16) ((uint16_t *)V)[i] = f32_to_f16(frand());
+            else ((float *)V)[i] = frand();
+        }
+        float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
+        for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
+        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        nd.p.attn.n_head_kv = (int32_t)Hkv;
+        nd.p.attn.scale = 1.0f / sqrtf((float)hd);
+        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, hd * Hkv, ctx, 1, K), v4(kvt, 2, hdv * Hkv, ctx, 1, V)};
+        size_t ny = (size_t)(hdv * H * n);
+        float *y_ref = out_alloc(ny);
+        be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
+        run(ref, &nd, &out, in, n, pos);
+        for (int li = 0; li < n_lv; li++) {
+            char what[160];
+            snprintf(what, sizeof what, "attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld n=%lld pos=%lld",
+                     slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)hdv, (long long)H,
+                     (long long)Hkv, (long long)n, (long long)pos);
+            backend *be = mk(true, lv[li], 2);
+            float *y = out_alloc(ny);
+            out.data = y;
+            run(be, &nd, &out, in, n, pos);
+            check_guard(y, ny, what);
+            double err = nmse(y, y_ref, ny);
+            if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
+            /* n one-token calls give the same bits */
+            for (int64_t t = 0; t < n; t++) {
+                float *y1 = out_alloc((size_t)(hdv * H));
+                be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                be_view out1 = v4(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+                run(be, &nd, &out1, in1, 1, pos + t);
+                check_guard(y1, (size_t)(hdv * H), what);
+                if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
+                    fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
+                free(y1);
+            }
+            free(y);
+            be->vt->destroy(be);
+        }
+        free(K), free(V), free(q), free(y_ref);
+    }
+    ref->vt->destroy(ref);
+}
+
+/* ---- DELTANET ---------------------------------------------------------------------------------- */
+
+static void deltanet_all(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    for (int trial = 0; trial < 8; trial++) {
+        int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = irand(1, 40), dv = trial % 2 ? 16 * irand(1, 9) : irand(1, 150);
+        int64_t n = irand(1, 20);
+        bool tiled = trial % 3 == 0;
+        size_t nq = (size_t)(dk * Hk * n), nv = (size_t)(dv * Hv * n), ng = (size_t)(Hv * n), ns = (size_t)(dv * dk * Hv);
+        float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nv * 4), *g = malloc(ng * 4), *beta = malloc(ng * 4),
+              *s0 = malloc(ns * 4);
+        for (size_t i = 0; i < nq; i++) q[i] = 0.3f * frand(), k[i] = 0.3f * frand();
+        for (size_t i = 0; i < nv; i++) v[i] = frand();
+        for (size_t i = 0; i < ng; i++) g[i] = -0.5f * (frand() + 1.0f), beta[i] = 0.5f * (frand() + 1.0f);
+        for (size_t i = 0; i < ns; i++) s0[i] = 0.3f * frand();
+        g_node nd = node(G_OP_DELTANET, 6, 2);
+        nd.p.dn.v_heads_tiled = tiled;
+        be_view in[6] = {v4(SLM_DTYPE_F32, 3, dk, Hk, n, q),  v4(SLM_DTYPE_F32, 3, dk, Hk, n, k),
+                         v4(SLM_DTYPE_F32, 3, dv, Hv, n, v),  v4(SLM_DTYPE_F32, 2, Hv, n, 1, g),
+                         v4(SLM_DTYPE_F32, 2, Hv, n, 1, beta), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s0)};
+        float *o_ref = out_alloc(nv), *s_ref = out_alloc(ns);
+        be_view out[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o_ref), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s_ref)};
+        run(ref, &nd, out, in, n, 0);
+        for (int li = 0; li < n_lv; li++) {
+            char what[128];
+            snprintf(what, sizeof what, "deltanet %s Hk=%lld Hv=%lld dk=%lld dv=%lld n=%lld", cpu_isa_name(lv[li]),
+                     (long long)Hk, (long long)Hv, (long long)dk, (long long)dv, (long long)n);
+            backend *be = mk(true, lv[li], 2);
+            float *o = out_alloc(nv), *s = out_alloc(ns);
+            be_view outf[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s)};
+            run(be, &nd, outf, in, n, 0);
+            check_guard(o, nv, what);
+            check_guard(s, ns, what);
+            if (!(nmse(o, o_ref, nv) <= 1e-10) || !(nmse(s, s_ref, ns) <= 1e-10))
+                fail_msg("%s: NMSE output %.3g state %.3g", what, nmse(o, o_ref, nv), nmse(s, s_ref, ns));
+            /* token by token, threading the state: the same bits */
+            float *st = malloc(ns * 4), *st2 = out_alloc(ns), *o1 = out_alloc((size_t)(dv * Hv));
+            memcpy(st, s0, ns * 4);
+            for (int64_t t = 0; t < n; t++) {
+                be_view in1[6] = {v4(SLM_DTYPE_F32, 3, dk, Hk, 1, q + t * dk * Hk),
+                                  v4(SLM_DTYPE_F32, 3, dk, Hk, 1, k + t * dk * Hk),
+                                  v4(SLM_DTYPE_F32, 3, dv, Hv, 1, v + t * dv * Hv),
+                                  v4(SLM_DTYPE_F32, 2, Hv, 1, 1, g + t * Hv),
+                                  v4(SLM_DTYPE_F32, 2, Hv, 1, 1, beta + t * Hv),
+                                  v4(SLM_DTYPE_F32, 3, dv, dk, Hv, st)};
+                be_view out1[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, 1, o1), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, st2)};
+                run(be, &nd, out1, in1, 1, t);
+                if (memcmp(o1, o + t * dv * Hv, sizeof(float) * (size_t)(dv * Hv)) != 0)
+                    fail_msg("%s: token %lld alone differs", what, (long long)t);
+                memcpy(st, st2, ns * 4);
+            }
+            if (memcmp(st, s, ns * 4) != 0) fail_msg("%s: state after token-by-token differs", what);
+            free(st), free(st2), free(o1), free(o), free(s);
+            be->vt->destroy(be);
+        }
+        free(q), free(k), free(v), free(g), free(beta), free(s0), free(o_ref), free(s_ref);
+    }
+    ref->vt->destroy(ref);
+}
+
+/* ---- CONV1D, elementwise, norms, rope, state writes ------------------------------------------------ */
+
+typedef struct case_spec {
+    g_op op;
+    int n_in;
+} case_spec;
+
+static void rowwise_all(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    const g_op ops[] = {G_OP_ADD,     G_OP_MUL,     G_OP_SWIGLU,  G_OP_SCALE,   G_OP_SILU,          G_OP_SIGMOID,
+                        G_OP_SOFTPLUS, G_OP_EXP,    G_OP_RMSNORM, G_OP_L2NORM,  G_OP_GATED_RMSNORM, G_OP_CONV1D,
+                        G_OP_ROPE,    G_OP_STATE_WRITE};
+    for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
+        g_op op = ops[oi];
+        for (int trial = 0; trial < 8; trial++) {
+            int64_t ne0 = trial == 0 ? 1 : irand(1, 300), rows = trial == 1 ? 1 : irand(1, 300);
+            bool bcast = trial % 2 == 1;
+            g_node nd = node(op, 1, 1);
+            be_view in[3], out;
+            float *a = NULL, *b = NULL, *c = NULL;
+            size_t ny;
+            uint32_t out_dt = SLM_DTYPE_F32;
+            int64_t n_call = rows, pos = 0;
+            int64_t K = 0, C = 0, H = 0, hd = 0, sw_rows = 0;
+            if (op == G_OP_CONV1D) {
+                C = irand(1, 300), K = irand(1, 5);
+                int64_t n = irand(1, 40);
+                a = malloc(sizeof(float) * (size_t)(C * (n + K - 1)));
+                b = malloc(sizeof(float) * (size_t)(K * C));
+                for (int64_t i = 0; i < C * (n + K - 1); i++) a[i] = frand();
+                for (int64_t i = 0; i < K * C; i++) b[i] = frand();
+                nd.n_in = 2;
+                in[0] = v4(SLM_DTYPE_F32, 2, C, n + K - 1, 1, a);
+                in[1] = v4(SLM_DTYPE_F32, 2, K, C, 1, b);
+                ny = (size_t)(C * n);
+                out = v4(SLM_DTYPE_F32, 2, C, n, 1, NULL);
+                n_call = n;
+            } else if (op == G_OP_ROPE) {
+                hd = 2 * irand(1, 80), H = irand(1, 5);
+                int64_t n = irand(1, 30);
+                nd.p.rope.n_rot = (int32_t)(trial % 3 == 0 ? hd / 2 - (hd / 2) % 2 : hd);
+                nd.p.rope.style = trial % 2 ? G_ROPE_NEOX : G_ROPE_NORM;
+                nd.p.rope.base = 10000.0f;
+                nd.p.rope.freq_scale = 1.0f;
+                a = malloc(sizeof(float) * (size_t)(hd * H * n));
+                for (int64_t i = 0; i < hd * H * n; i++) a[i] = frand();
+                in[0] = v4(SLM_DTYPE_F32, 3, hd, H, n, a);
+                ny = (size_t)(hd * H * n);
+                out = v4(SLM_DTYPE_F32, 3, hd, H, n, NULL);
+                n_call = n;
+                pos = irand(0, 5000);
+            } else if (op == G_OP_STATE_WRITE) {
+                /* value (ne0, rows) into a state (ne0, rows + pos + 3) at row pos, f16 or f32 */
+                sw_rows = rows;
+                pos = irand(0, 7);
+                a = malloc(sizeof(float) * (size_t)(ne0 * rows));
+                for (int64_t i = 0; i < ne0 * rows; i++) a[i] = 100.0f * frand();
+                in[0] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
+                out_dt = trial % 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
+                nd.p.write.begin[1] = g_pos_plus(0);
+                int64_t srows = rows + pos + 3;
+                ny = ((size_t)(ne0 * srows) * (out_dt == SLM_DTYPE_F16 ? 2 : 4) + 3) / 4; /* floats covering the state */
+                out = v4(out_dt, 2, ne0, srows, 1, NULL);
+            } else {
+                a = malloc(sizeof(float) * (size_t)(ne0 * rows));
+                for (int64_t i = 0; i < ne0 * rows; i++) a[i] = (op == G_OP_EXP || op == G_OP_SOFTPLUS ? 30.0f : 4.0f) * frand();
+                in[0] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
+                ny = (size_t)(ne0 * rows);
+                out = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, NULL);
+                nd.p.f[0] = 0.75f;
+                if (op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SWIGLU || (op == G_OP_RMSNORM && trial % 3 != 2)) {
+                    int64_t nb = op == G_OP_RMSNORM || bcast ? ne0 : ne0 * rows;
+                    b = malloc(sizeof(float) * (size_t)nb);
+                    for (int64_t i = 0; i < nb; i++) b[i] = frand();
+                    nd.n_in = 2;
+                    in[1] = nb == ne0 ? v4(SLM_DTYPE_F32, 1, ne0, 1, 1, b) : v4(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
+                }
+                if (op == G_OP_RMSNORM || op == G_OP_L2NORM || op == G_OP_GATED_RMSNORM) {
+                    nd.p.norm.eps = 1e-6f;
+                    nd.p.norm.w_offset = trial % 2 ? 1.0f : 0.0f;
+                }
+                if (op == G_OP_GATED_RMSNORM) {
+                    b = malloc(sizeof(float) * (size_t)(ne0 * rows));
+                    c = malloc(sizeof(float) * (size_t)ne0);
+                    for (int64_t i = 0; i < ne0 * rows; i++) b[i] = 4.0f * frand();
+                    for (int64_t i = 0; i < ne0; i++) c[i] = frand();
+                    nd.n_in = 3;
+                    in[1] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
+                    in[2] = v4(SLM_DTYPE_F32, 1, ne0, 1, 1, c);
+                }
+            }
+            float *y_ref = out_alloc(ny);
+            memset(y_ref, 0, ny * sizeof(float));
+            out.data = y_ref;
+            run(ref, &nd, &out, in, n_call, pos);
+            for (int li = 0; li < n_lv; li++) {
+                char what[128];
+                snprintf(what, sizeof what, "%s %s ne0=%lld rows=%lld", g_op_name(op), cpu_isa_name(lv[li]),
+                         (long long)ne0, (long long)rows);
+                backend *be = mk(true, lv[li], 2);
+                float *y = out_alloc(ny);
+                memset(y, 0, ny * sizeof(float));
+                out.data = y;
+                run(be, &nd, &out, in, n_call, pos);
+                check_guard(y, ny, what);
+                if (op == G_OP_ROPE || op == G_OP_STATE_WRITE || op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SCALE) {
+                    if (memcmp(y, y_ref, ny * sizeof(float)) != 0) fail_msg("%s: not bit-identical to the reference", what);
+                } else {
+                    double tol = op == G_OP_CONV1D || op == G_OP_SOFTPLUS || op == G_OP_EXP ? 1e-12 : 1e-11;
+                    double err = nmse(y, y_ref, ny);
+                    if (!(err <= tol)) fail_msg("%s: NMSE %.3g > %.1g", what, err, tol);
+                }
+                free(y);
+                be->vt->destroy(be);
+            }
+            (void)sw_rows;
+            free(a), free(b), free(c), free(y_ref);
+        }
+    }
+    ref->vt->destroy(ref);
+}
+
+/* Every op takes the reference kernel when the backend is created with use_fast false, and an op
+ * without a fast kernel (EMBED here) runs its reference kernel in a fast backend too. */
+static void dispatch_falls_back(void **unused) {
+    (void)unused;
+    float table[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    int32_t ids[2] = {2, 0};
+    float *y = out_alloc(8);
+    g_node nd = node(G_OP_EMBED, 2, 1);
+    be_view in[2] = {v4(SLM_DTYPE_F32, 2, 4, 3, 1, table), v4(SLM_DTYPE_I32, 1, 2, 1, 1, ids)};
+    be_view out = v4(SLM_DTYPE_F32, 2, 4, 2, 1, y);
+    assert_null(cpu_fast_lookup(&nd, &out, in));
+    backend *be = mk(true, CPU_ISA_AVX512, 2);
+    run(be, &nd, &out, in, 2, 0);
+    check_guard(y, 8, "embed");
+    assert_true(y[0] == 9.0f && y[4] == 1.0f);
+    be->vt->destroy(be);
+    /* a matmul on a type without a fast kernel (Q5_0) is not taken */
+    g_node mm = node(G_OP_MATMUL, 2, 1);
+    be_view min[2] = {v4(SLM_DTYPE_Q5_0, 2, 32, 1, 1, NULL), v4(SLM_DTYPE_F32, 2, 32, 1, 1, NULL)};
+    be_view mout = v4(SLM_DTYPE_F32, 2, 1, 1, 1, NULL);
+    assert_null(cpu_fast_lookup(&mm, &mout, min));
+    free(y);
+}
+
+int main(void) {
+    if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
+        cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(dispatch_falls_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
