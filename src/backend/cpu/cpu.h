@@ -125,7 +125,7 @@ const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
 const cpu_isa *cpu_isa_get(cpu_isa_level level);
 
 /* Per-thread scratch bytes the micro-kernels need. */
-size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k);
+size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
 /* ---- the backend ------------------------------------------------------------------------------ */

@@ -1,4 +1,601 @@
-/* kern_avx2.c — AVX2 + FMA + F16C micro-kernels (placeholder, filled below). */
+/* kern_avx2.c — AVX2 + FMA + F16C micro-kernels of the fast CPU kernels (cpu.h), for x86-64 CPUs
+ * without AVX-512 VNNI. Compiled with -mavx2 -mfma -mf16c (CMakeLists.txt), called only when
+ * cpu_isa_detect finds those features.
+ *
+ * Quantised matmuls follow cpu.h's canonical arithmetic with 8 rows in the 8 lanes: the exact
+ * integer dot of each 32-block comes from vpmaddubsw/vpmaddwd (unsigned nibbles times signed
+ * activations; for Q8_0 |w| times sign(a, w), which cannot saturate 16 bits) and a vphaddd tree
+ * that sums each row's 8 partials, then the per-block FMA runs with the 8 rows in the lanes.
+ * Several columns share the unpacked weights of a block (accumulators in scratch). */
 #include "backend/cpu/cpu.h"
 
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kern_common.h"
+#include "base/half.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
+static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
+static uint16_t ldh(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; }
+
+/* Lane mask of the first n (0..8) lanes for maskload/maskstore. */
+INLINE __m256i lanes(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), idx);
+}
+
+/* Sum of 8 lanes, pairwise as the canonical tail: (l + l+4), then (+2), then (+1). */
+INLINE float hsum8_tail(__m256 s8) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+/* The canonical 16-lane reduction of (lanes 0-7, lanes 8-15). */
+INLINE float hsum16(__m256 lo, __m256 hi) { return hsum8_tail(_mm256_add_ps(lo, hi)); }
+
+/* e^x for -86 <= x <= 88 (about 1 ulp); saturates above 88.37 and below -86 (e^-86 ~ 4e-38). */
+INLINE __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-86.0f)), _mm256_set1_ps(88.3762626647949f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n for n in [-126, 128]: n = 128 only at the clamp, split as 2^(n-1) * 2 */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, _mm256_set1_epi32(1)), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.0f));
+}
+
+/* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
+
+static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        cpu_quant_act_k_generic(x, k, dst);
+        return;
+    }
+    int64_t nb = k / CPU_QK;
+    uint8_t *da = dst + k, *aux = da + 4 * nb;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 v[4];
+        for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+        __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
+                                  _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float amax = _mm_cvtss_f32(m4);
+        float d = amax / 127.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4], s = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            q[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid)), lo), hi);
+            s = _mm256_add_epi32(s, q[i]);
+        }
+        /* int32 -> int8 keeping element order */
+        __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+        __m256i p = _mm256_packs_epi16(p01, p23);
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(dst + 32 * b), p);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        int32_t sum = _mm_cvtsi128_si32(s4);
+        float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+        memcpy(da + 4 * b, &dr, 4);
+        if (wt == SLM_DTYPE_Q4_1) {
+            float sa = _cvtsh_ss(_cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT));
+            memcpy(aux + 4 * b, &sa, 4);
+        } else {
+            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            memcpy(aux + 4 * b, &c, 4);
+        }
+    }
+}
+
+/* ---- 32-block matmul: 8 rows in lanes ---------------------------------------------------------- */
+
+/* Sums the 8 lanes of each of a[0..7] into lane r of the result (exact integer arithmetic). */
+INLINE __m256i rowsum8(const __m256i a[8]) {
+    __m256i h01 = _mm256_hadd_epi32(a[0], a[1]), h23 = _mm256_hadd_epi32(a[2], a[3]);
+    __m256i h45 = _mm256_hadd_epi32(a[4], a[5]), h67 = _mm256_hadd_epi32(a[6], a[7]);
+    __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* Block b of row p unpacked to 32 weights in element order: u8 nibbles (Q4_0, Q4_1) or int8 (Q8_0). */
+INLINE __m256i unpack_block(uint32_t wt, const uint8_t *blk) {
+    if (wt == SLM_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == SLM_DTYPE_Q4_1 ? 4 : 2)));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* 8 int32 partial sums of one row-block: weights w (as unpack_block), activations a (32 int8). */
+INLINE __m256i dot_block(uint32_t wt, __m256i w, __m256i wabs, __m256i a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p = wt == SLM_DTYPE_Q8_0 ? _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w)) : _mm256_maddubs_epi16(w, a);
+    return _mm256_madd_epi16(p, ones);
+}
+
+static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                   size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    int64_t nb = k / CPU_QK;
+    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    float *accs = scratch; /* (ncols, 8) */
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        int64_t n = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *p[8];
+        for (int r = 0; r < 8; r++) p[r] = w + (size_t)(r0 + (r < n ? r : n - 1)) * row_bytes;
+        for (int64_t c = 0; c < ncols; c++) _mm256_storeu_ps(accs + 8 * c, _mm256_setzero_ps());
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i wv[8], wa[8];
+            uint16_t dh[8], mh[8];
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *blk = p[r] + (size_t)b * bsz;
+                wv[r] = unpack_block(wt, blk);
+                wa[r] = wt == SLM_DTYPE_Q8_0 ? _mm256_abs_epi8(wv[r]) : wv[r];
+                dh[r] = ldh(blk);
+                mh[r] = wt == SLM_DTYPE_Q4_1 ? ldh(blk + 2) : 0;
+            }
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+            __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
+            for (int64_t c = 0; c < ncols; c++) {
+                const uint8_t *ac = act + (size_t)c * act_stride;
+                __m256i av = _mm256_loadu_si256((const __m256i *)(ac + 32 * b));
+                __m256i part[8];
+                for (int r = 0; r < 8; r++) part[r] = dot_block(wt, wv[r], wa[r], av);
+                __m256i is = rowsum8(part);
+                if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+                __m256 acc = _mm256_loadu_ps(accs + 8 * c);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
+                if (wt == SLM_DTYPE_Q4_1) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
+                _mm256_storeu_ps(accs + 8 * c, acc);
+            }
+        }
+        for (int64_t c = 0; c < ncols; c++) _mm256_maskstore_ps(y + c * ldy + r0, lanes(n), _mm256_loadu_ps(accs + 8 * c));
+    }
+}
+
+/* ---- K-quants: one row at a time, exact integer dots per super-block -------------------------- */
+
+INLINE int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                  size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    int64_t nbk = k / CPU_QK_K;
+    uint8_t *u = scratch;                           /* (nbk, 256) unpacked weights */
+    int32_t *sc = (int32_t *)(u + (size_t)nbk * 256); /* (nbk, 16) scales (Q6_K) or 8 scales + 8 mins (Q4_K) */
+    const __m256i ones = _mm256_set1_epi16(1);
+    bool q4 = wt == SLM_DTYPE_Q4_K;
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *x = w + (size_t)r * row_bytes;
+        for (int64_t b = 0; b < nbk; b++) {
+            uint8_t *ub = u + b * 256;
+            int32_t *sb = sc + 16 * b;
+            if (q4) {
+                const uint8_t *xb = x + 144 * b, *s = xb + 4;
+                for (int j = 0; j < 8; j++) {
+                    if (j < 4) {
+                        sb[j] = s[j] & 63;
+                        sb[8 + j] = s[j + 4] & 63;
+                    } else {
+                        sb[j] = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+                        sb[8 + j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+                    }
+                }
+                const __m256i m4 = _mm256_set1_epi8(0x0F);
+                for (int c = 0; c < 4; c++) {
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(xb + 16 + 32 * c));
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c), _mm256_and_si256(q, m4));
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                }
+            } else {
+                const uint8_t *xb = x + 210 * b;
+                for (int n = 0; n < 2; n++) {
+                    const uint8_t *L = xb + 64 * n, *H = xb + 128 + 32 * n;
+                    uint8_t *o = ub + 128 * n;
+                    for (int l = 0; l < 32; l++) {
+                        o[l] = (uint8_t)((L[l] & 0x0F) | ((H[l] & 3) << 4));
+                        o[l + 32] = (uint8_t)((L[l + 32] & 0x0F) | (((H[l] >> 2) & 3) << 4));
+                        o[l + 64] = (uint8_t)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4));
+                        o[l + 96] = (uint8_t)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4));
+                    }
+                }
+                for (int j = 0; j < 16; j++) sb[j] = (int8_t)xb[192 + j];
+            }
+        }
+        for (int64_t c = 0; c < ncols; c++) {
+            const uint8_t *ab = act + (size_t)c * act_stride;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nbk; b++, ab += CPU_Q8K_BYTES) {
+                const uint8_t *ub = u + b * 256;
+                const int32_t *sb = sc + 16 * b;
+                int16_t bs[16];
+                memcpy(bs, ab + 260, sizeof bs);
+                float da = ldf(ab);
+                int32_t isum = 0;
+                if (q4) {
+                    /* sub-block j = 32 elements: 8 int32 lanes of one vpmaddwd */
+                    __m256i tot = _mm256_setzero_si256();
+                    for (int j = 0; j < 8; j++) {
+                        __m256i d = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(ub + 32 * j)),
+                                                 _mm256_loadu_si256((const __m256i *)(ab + 4 + 32 * j))),
+                            ones);
+                        tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(d, _mm256_set1_epi32(sb[j])));
+                    }
+                    isum = hsum_i32(tot);
+                    int32_t msum = 0;
+                    for (int j = 0; j < 8; j++) msum += sb[8 + j] * (bs[2 * j] + bs[2 * j + 1]);
+                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * 144;
+                    acc = fmaf((float)isum, f16_to_f32(ldh(xb)) * da, acc);
+                    acc = fmaf(-(float)msum, f16_to_f32(ldh(xb + 2)) * da, acc);
+                } else {
+                    /* 32 elements = two sub-blocks of 16: lanes 0-3 and 4-7 of one vpmaddwd */
+                    __m256i tot = _mm256_setzero_si256();
+                    for (int j = 0; j < 8; j++) {
+                        __m256i d = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(ub + 32 * j)),
+                                                 _mm256_loadu_si256((const __m256i *)(ab + 4 + 32 * j))),
+                            ones);
+                        __m256i s2 = _mm256_set_m128i(_mm_set1_epi32(sb[2 * j + 1]), _mm_set1_epi32(sb[2 * j]));
+                        tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(d, s2));
+                    }
+                    isum = hsum_i32(tot);
+                    int32_t corr = 0;
+                    for (int j = 0; j < 16; j++) corr += sb[j] * bs[j];
+                    isum -= 32 * corr;
+                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * 210;
+                    acc = fmaf((float)isum, f16_to_f32(ldh(xb + 208)) * da, acc);
+                }
+            }
+            y[c * ldy + r] = acc;
+        }
+    }
+}
+
+static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                     size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+    else mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+}
+
+/* ---- float weights: canonical 16 lanes as two 8-lane halves ----------------------------------- */
+
+/* 16 weights of a row from element i (n valid, rest 0), widened to f32. */
+INLINE void load_w16(uint32_t wt, const uint8_t *w, int64_t i, int64_t n, __m256 *lo, __m256 *hi) {
+    if (n >= 16) {
+        if (wt == SLM_DTYPE_F32) {
+            *lo = _mm256_loadu_ps((const float *)w + i);
+            *hi = _mm256_loadu_ps((const float *)w + i + 8);
+        } else {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(w + 2 * i));
+            if (wt == SLM_DTYPE_F16) {
+                *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+                *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+            } else {
+                *lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+                *hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+            }
+        }
+        return;
+    }
+    float t[16] = {0};
+    for (int64_t l = 0; l < n; l++) t[l] = cpu_load_wf(wt, w, i + l);
+    *lo = _mm256_loadu_ps(t);
+    *hi = _mm256_loadu_ps(t + 8);
+}
+
+INLINE void load_x16(const float *x, int64_t n, __m256 *lo, __m256 *hi) {
+    if (n >= 16) {
+        *lo = _mm256_loadu_ps(x);
+        *hi = _mm256_loadu_ps(x + 8);
+        return;
+    }
+    *lo = _mm256_maskload_ps(x, lanes(n));
+    *hi = n > 8 ? _mm256_maskload_ps(x + 8, lanes(n - 8)) : _mm256_setzero_ps();
+}
+
+/* R rows (<= 2) x C columns (<= 2) of canonical dots. */
+INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t rb, int R, int64_t k, const float *x, int C, float *y,
+                     int64_t ldy) {
+    __m256 lo[2][2], hi[2][2];
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 2; c++) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) {
+        __m256 wl[2], wh[2], xl[2], xh[2];
+        for (int r = 0; r < R; r++) load_w16(wt, w + (size_t)r * rb, i, k - i, &wl[r], &wh[r]);
+        for (int c = 0; c < C; c++) load_x16(x + c * k + i, k - i, &xl[c], &xh[c]);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                lo[r][c] = _mm256_fmadd_ps(wl[r], xl[c], lo[r][c]);
+                hi[r][c] = _mm256_fmadd_ps(wh[r], xh[c], hi[r][c]);
+            }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[c * ldy + r] = hsum16(lo[r][c], hi[r][c]);
+}
+
+static void mmf_2x2(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 2, k, x, 2, y, ldy);
+}
+static void mmf_2x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 2, k, x, 1, y, ldy);
+}
+static void mmf_1x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
+    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy);
+}
+
+static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
+                     int64_t ncols, float *y, int64_t ldy, void *scratch) {
+    (void)scratch;
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2) {
+        const uint8_t *wr = w + (size_t)r * row_bytes;
+        int64_t c = 0;
+        for (; c + 2 <= ncols; c += 2) mmf_2x2(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (; c < ncols; c++) mmf_2x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+    }
+    for (; r < nr; r++)
+        for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+}
+
+/* ---- attention: the tiled kernel of kern_avx512.c with 16 keys as two 8-lane halves ----------- */
+
+static float kv_at(uint32_t t, const void *base, int64_t i) {
+    return t == SLM_DTYPE_F16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
+                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, float scale, float *out,
+                       int64_t ots, void *scratch) {
+    int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
+    float *M = P + 16 * R, *L = M + R, *C = L + R;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdvp; i++) acc[r * hdvp + i] = 0.0f;
+        M[r] = -INFINITY;
+        L[r] = 0.0f;
+    }
+    int64_t nk_max = nk0 + T - 1;
+    for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
+        int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
+        for (int j = 0; j < 16; j++)
+            for (int64_t i = 0; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
+        for (int j = 0; j < nbk; j++)
+            for (int64_t i = 0; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, v, (j0 + j) * vstride + i);
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
+        for (int64_t r = t_first * G; r < R; r++) {
+            const float *qr = q + (r / G) * qts + (r % G) * hd;
+            int64_t nk = nk0 + r / G;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
+            __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
+            int64_t i = 0;
+            for (; i + 2 <= hd; i += 2) {
+                __m256 q0 = _mm256_set1_ps(qr[i]), q1 = _mm256_set1_ps(qr[i + 1]);
+                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
+                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
+                a1l = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 16), a1l);
+                a1h = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 24), a1h);
+            }
+            if (i < hd) {
+                __m256 q0 = _mm256_set1_ps(qr[i]);
+                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
+                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
+            }
+            __m256 vs = _mm256_set1_ps(scale);
+            float s[16], ps[16];
+            _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
+            _mm256_storeu_ps(s + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
+            float mb = -INFINITY;
+            for (int j = 0; j < nj; j++) mb = fmaxf(mb, s[j]);
+            float mn = fmaxf(M[r], mb);
+            float corr = mn == M[r] ? 1.0f : expf(M[r] - mn);
+            __m256 vm = _mm256_set1_ps(mn);
+            _mm256_storeu_ps(ps, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), vm)));
+            _mm256_storeu_ps(ps + 8, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + 8), vm)));
+            for (int j = nj; j < 16; j++) ps[j] = 0.0f;
+            L[r] = L[r] * corr + hsum16(_mm256_loadu_ps(ps), _mm256_loadu_ps(ps + 8));
+            M[r] = mn;
+            C[r] = corr;
+            memcpy(P + 16 * r, ps, sizeof ps);
+        }
+        for (int64_t r = t_first * G; r < R; r++) {
+            int64_t nk = nk0 + r / G;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
+            float *ar = acc + r * hdvp;
+            __m256 vc = _mm256_set1_ps(C[r]);
+            for (int64_t i = 0; i < hdvp; i += 8) {
+                __m256 a = _mm256_mul_ps(_mm256_loadu_ps(ar + i), vc);
+                for (int j = 0; j < nj; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * r + j]), _mm256_loadu_ps(Vf + j * hdvp + i), a);
+                _mm256_storeu_ps(ar + i, a);
+            }
+        }
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float inv = 1.0f / L[r];
+        float *o = out + (r / G) * ots + (r % G) * hdv;
+        for (int64_t i = 0; i < hdv; i++) o[i] = acc[r * hdvp + i] * inv;
+    }
+}
+
+static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f32_to_f16(x[i]);
+}
+
+/* ---- DeltaNet, conv (same per-element arithmetic as kern_generic.c) --------------------------- */
+
+static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
+                          const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
+                          int64_t v_stride, int64_t gb_stride) {
+    for (int64_t t = 0; t < n; t++) {
+        const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
+        const float *src = t == 0 ? S_in : S;
+        float decay = expf(g[t * gb_stride]), b = beta[t * gb_stride];
+        float *ot = o + t * v_stride;
+        for (int64_t j0 = 0; j0 < dv; j0 += 64) {
+            int64_t nj = dv - j0 < 64 ? dv - j0 : 64;
+            if (nj < 64) { /* tail: scalar, same operations */
+                float u[64];
+                for (int64_t j = 0; j < nj; j++) u[j] = 0.0f;
+                for (int64_t i = 0; i < dk; i++)
+                    for (int64_t j = 0; j < nj; j++) {
+                        S[i * dv + j0 + j] = src[i * dv + j0 + j] * decay;
+                        u[j] = fmaf(S[i * dv + j0 + j], kt[i], u[j]);
+                    }
+                for (int64_t j = 0; j < nj; j++) u[j] = b * (vt[j0 + j] - u[j]), ot[j0 + j] = 0.0f;
+                for (int64_t i = 0; i < dk; i++)
+                    for (int64_t j = 0; j < nj; j++) {
+                        S[i * dv + j0 + j] = fmaf(kt[i], u[j], S[i * dv + j0 + j]);
+                        ot[j0 + j] = fmaf(S[i * dv + j0 + j], qt[i], ot[j0 + j]);
+                    }
+                continue;
+            }
+            __m256 u[8], ov[8], dec = _mm256_set1_ps(decay);
+            for (int x = 0; x < 8; x++) u[x] = ov[x] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < dk; i++) {
+                __m256 ki = _mm256_set1_ps(kt[i]);
+                for (int x = 0; x < 8; x++) {
+                    __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(src + i * dv + j0 + 8 * x), dec);
+                    _mm256_storeu_ps(S + i * dv + j0 + 8 * x, sv);
+                    u[x] = _mm256_fmadd_ps(sv, ki, u[x]);
+                }
+            }
+            for (int x = 0; x < 8; x++)
+                u[x] = _mm256_mul_ps(_mm256_set1_ps(b), _mm256_sub_ps(_mm256_loadu_ps(vt + j0 + 8 * x), u[x]));
+            for (int64_t i = 0; i < dk; i++) {
+                __m256 ki = _mm256_set1_ps(kt[i]), qi = _mm256_set1_ps(qt[i]);
+                for (int x = 0; x < 8; x++) {
+                    __m256 sv = _mm256_fmadd_ps(ki, u[x], _mm256_loadu_ps(S + i * dv + j0 + 8 * x));
+                    _mm256_storeu_ps(S + i * dv + j0 + 8 * x, sv);
+                    ov[x] = _mm256_fmadd_ps(sv, qi, ov[x]);
+                }
+            }
+            for (int x = 0; x < 8; x++) _mm256_storeu_ps(ot + j0 + 8 * x, ov[x]);
+        }
+    }
+}
+
+static void conv_row(float *y, const float *x, const float *wkc, int64_t C, int64_t K) {
+    int64_t c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t kk = 0; kk < K; kk++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(wkc + kk * C + c), _mm256_loadu_ps(x + kk * C + c), acc);
+        _mm256_storeu_ps(y + c, acc);
+    }
+    for (; c < C; c++) {
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < K; kk++) acc = fmaf(wkc[kk * C + c], x[kk * C + c], acc);
+        y[c] = acc;
+    }
+}
+
+/* ---- elementwise and norms: tails through a zero-padded 8-lane buffer (same lane function) ---- */
+
+INLINE __m256 silu8(__m256 x) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+static void vec_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; /* vectorised by the compiler */
+}
+
+static void vec_mul(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 r = _mm256_mul_ps(silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
+static void vec_unary(g_op op, float *y, const float *x, int64_t n, float scale) {
+    if (op != G_OP_SCALE && op != G_OP_SILU && op != G_OP_SIGMOID) {
+        cpu_vec_unary_generic(op, y, x, n, scale);
+        return;
+    }
+    const __m256 one = _mm256_set1_ps(1.0f), vs = _mm256_set1_ps(scale);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 v = _mm256_maskload_ps(x + i, m), r;
+        if (op == G_OP_SCALE) r = _mm256_mul_ps(v, vs);
+        else if (op == G_OP_SILU) r = silu8(v);
+        else r = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
+static void row_norm(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
+                     float w_offset) {
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
+    for (int64_t i = 0; i < n; i += 16) {
+        __m256 a, b;
+        load_x16(x + i, n - i, &a, &b);
+        lo = _mm256_fmadd_ps(a, a, lo);
+        hi = _mm256_fmadd_ps(b, b, hi);
+    }
+    float ss = hsum16(lo, hi);
+    float inv = op == G_OP_L2NORM ? 1.0f / sqrtf(ss + eps) : 1.0f / sqrtf(ss / (float)n + eps);
+    __m256 vi = _mm256_set1_ps(inv), off = _mm256_set1_ps(w_offset);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 xi = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vi), r;
+        if (op == G_OP_L2NORM || (op == G_OP_RMSNORM && !w)) r = xi;
+        else if (op == G_OP_RMSNORM) r = _mm256_mul_ps(xi, _mm256_add_ps(_mm256_maskload_ps(w + i, m), off));
+        else r = _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(w + i, m), xi), silu8(_mm256_maskload_ps(z + i, m)));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
+static const cpu_isa k_avx2 = {
+    .level = CPU_ISA_AVX2,
+    .quant_act = quant_act,
+    .mm_quant = mm_quant,
+    .mm_float = mm_float,
+    .attn_block = attn_block,
+    .cvt_f16 = cvt_f16,
+    .deltanet_head = deltanet_head,
+    .vec_add = vec_add,
+    .vec_mul = vec_mul,
+    .vec_swiglu = vec_swiglu,
+    .vec_unary = vec_unary,
+    .row_norm = row_norm,
+    .conv_row = conv_row,
+};
+
+const cpu_isa *cpu_isa_avx2(void) { return &k_avx2; }
+
+#else
 const cpu_isa *cpu_isa_avx2(void) { return NULL; }
+#endif

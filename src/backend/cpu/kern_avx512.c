@@ -30,7 +30,7 @@
 static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
 static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
 
-static __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u); }
+static __mmask16 mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
 
 /* The canonical 16-lane reduction (cpu.h). */
 INLINE float hsum16(__m512 v) {
@@ -674,28 +674,28 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
                 float *row = S + i * dv + j0;
                 __m512 ki = _mm512_set1_ps(kt[i]);
                 for (int x = 0; x < nv; x++) {
-                    __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                    __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
                     __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mm, in + 16 * x), decay);
                     _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
                     u[x] = _mm512_fmadd_ps(sv, ki, u[x]);
                 }
             }
             for (int x = 0; x < nv; x++) {
-                __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
                 u[x] = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, vt + j0 + 16 * x), u[x]));
             }
             for (int64_t i = 0; i < dk; i++) {
                 float *row = S + i * dv + j0;
                 __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]);
                 for (int x = 0; x < nv; x++) {
-                    __mmask16 mm = x == nv - 1 ? ml : (__mmask16)0xFFFF;
+                    __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
                     __m512 sv = _mm512_fmadd_ps(ki, u[x], _mm512_maskz_loadu_ps(mm, row + 16 * x));
                     _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
                     ov[x] = _mm512_fmadd_ps(sv, qi, ov[x]);
                 }
             }
             for (int x = 0; x < nv; x++)
-                _mm512_mask_storeu_ps(ot + j0 + 16 * x, x == nv - 1 ? ml : (__mmask16)0xFFFF, ov[x]);
+                _mm512_mask_storeu_ps(ot + j0 + 16 * x, (__mmask16)(x == nv - 1 ? ml : 0xFFFFu), ov[x]);
         }
     }
 }

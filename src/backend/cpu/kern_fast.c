@@ -77,7 +77,7 @@ static bool mm_supports(const g_node *nd, const be_view *out, const be_view *in)
 
 static size_t mm_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
     (void)cb, (void)nd, (void)out;
-    return cpu_mm_scratch_bytes(in[0].dtype, in[0].ne[0]);
+    return cpu_mm_scratch_bytes(in[0].dtype, in[0].ne[0], ncols(&in[1]));
 }
 
 static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,

@@ -396,11 +396,14 @@ static const cpu_isa k_generic = {
 
 const cpu_isa *cpu_isa_generic(void) { return &k_generic; }
 
-size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k) {
-    /* packed tile of 16 rows (kern_avx512.c): per 32-block 512 bytes of weights + 2 x 64 of scales */
-    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0) return (size_t)(k / CPU_QK) * 640 + 4096;
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) return (size_t)k * 16 + (size_t)(k / CPU_QK_K) * 16 * 64 + 4096;
-    return (size_t)k * 16 * sizeof(float) + 4096;
+size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols) {
+    /* per-column accumulators of 8 rows (kern_avx2.c) + the larger of: a packed 16-row tile
+     * (kern_avx512.c: per 32-block 512 bytes of weights and 2 x 64 of scales) or an unpacked
+     * K-quant row (256 bytes + 16 scales per super-block) */
+    size_t cols = (size_t)ncols * 8 * sizeof(float);
+    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0) return cols + (size_t)(k / CPU_QK) * 640 + 4096;
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) return cols + (size_t)(k / CPU_QK_K) * (512 + 64 * 4) + 4096;
+    return 4096;
 }
 
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows) {
