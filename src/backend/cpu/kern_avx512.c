@@ -656,46 +656,63 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 
 /* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
 
+/* The columns of S evolve independently, so the state is processed in chunks of 64 columns
+ * (dk x 64 floats, L1-resident for dk <= 128) through all n tokens; per element the operations
+ * and their order are those of kern_generic.c. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride) {
-    for (int64_t t = 0; t < n; t++) {
-        const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
-        const float *src = t == 0 ? S_in : S;
-        __m512 decay = _mm512_set1_ps(expf(g[t * gb_stride])), bb = _mm512_set1_ps(beta[t * gb_stride]);
-        float *ot = o + t * v_stride;
-        for (int64_t j0 = 0; j0 < dv; j0 += 128) {
-            int nv = (int)((dv - j0 + 15) / 16 < 8 ? (dv - j0 + 15) / 16 : 8);
-            __mmask16 ml = mask16(dv - j0 - 16 * (nv - 1));
-            __m512 u[8], ov[8];
-            for (int x = 0; x < 8; x++) u[x] = _mm512_setzero_ps(), ov[x] = _mm512_setzero_ps();
+    for (int64_t j0 = 0; j0 < dv; j0 += 64) {
+        int nv = (int)((dv - j0 + 15) / 16 < 4 ? (dv - j0 + 15) / 16 : 4);
+        __mmask16 mk[4];
+        for (int x = 0; x < 4; x++) mk[x] = x < nv ? mask16(dv - j0 - 16 * x) : 0;
+        for (int64_t t = 0; t < n; t++) {
+            const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride + j0;
+            const float *src = (t == 0 ? S_in : S) + j0;
+            float *Sj = S + j0, *ot = o + t * v_stride + j0;
+            __m512 decay = _mm512_set1_ps(expf(g[t * gb_stride])), bb = _mm512_set1_ps(beta[t * gb_stride]);
+            __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0, o0 = u0, o1 = u0, o2 = u0, o3 = u0;
             for (int64_t i = 0; i < dk; i++) {
-                const float *in = src + i * dv + j0;
-                float *row = S + i * dv + j0;
+                const float *in = src + i * dv;
+                float *row = Sj + i * dv;
                 __m512 ki = _mm512_set1_ps(kt[i]);
-                for (int x = 0; x < nv; x++) {
-                    __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
-                    __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(mm, in + 16 * x), decay);
-                    _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
-                    u[x] = _mm512_fmadd_ps(sv, ki, u[x]);
-                }
+                __m512 s0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[0], in), decay);
+                __m512 s1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[1], in + 16), decay);
+                __m512 s2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[2], in + 32), decay);
+                __m512 s3 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[3], in + 48), decay);
+                _mm512_mask_storeu_ps(row, mk[0], s0);
+                _mm512_mask_storeu_ps(row + 16, mk[1], s1);
+                _mm512_mask_storeu_ps(row + 32, mk[2], s2);
+                _mm512_mask_storeu_ps(row + 48, mk[3], s3);
+                u0 = _mm512_fmadd_ps(s0, ki, u0);
+                u1 = _mm512_fmadd_ps(s1, ki, u1);
+                u2 = _mm512_fmadd_ps(s2, ki, u2);
+                u3 = _mm512_fmadd_ps(s3, ki, u3);
             }
-            for (int x = 0; x < nv; x++) {
-                __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
-                u[x] = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mm, vt + j0 + 16 * x), u[x]));
-            }
+            u0 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[0], vt), u0));
+            u1 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[1], vt + 16), u1));
+            u2 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[2], vt + 32), u2));
+            u3 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[3], vt + 48), u3));
             for (int64_t i = 0; i < dk; i++) {
-                float *row = S + i * dv + j0;
+                float *row = Sj + i * dv;
                 __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]);
-                for (int x = 0; x < nv; x++) {
-                    __mmask16 mm = (__mmask16)(x == nv - 1 ? ml : 0xFFFFu);
-                    __m512 sv = _mm512_fmadd_ps(ki, u[x], _mm512_maskz_loadu_ps(mm, row + 16 * x));
-                    _mm512_mask_storeu_ps(row + 16 * x, mm, sv);
-                    ov[x] = _mm512_fmadd_ps(sv, qi, ov[x]);
-                }
+                __m512 s0 = _mm512_fmadd_ps(ki, u0, _mm512_maskz_loadu_ps(mk[0], row));
+                __m512 s1 = _mm512_fmadd_ps(ki, u1, _mm512_maskz_loadu_ps(mk[1], row + 16));
+                __m512 s2 = _mm512_fmadd_ps(ki, u2, _mm512_maskz_loadu_ps(mk[2], row + 32));
+                __m512 s3 = _mm512_fmadd_ps(ki, u3, _mm512_maskz_loadu_ps(mk[3], row + 48));
+                _mm512_mask_storeu_ps(row, mk[0], s0);
+                _mm512_mask_storeu_ps(row + 16, mk[1], s1);
+                _mm512_mask_storeu_ps(row + 32, mk[2], s2);
+                _mm512_mask_storeu_ps(row + 48, mk[3], s3);
+                o0 = _mm512_fmadd_ps(s0, qi, o0);
+                o1 = _mm512_fmadd_ps(s1, qi, o1);
+                o2 = _mm512_fmadd_ps(s2, qi, o2);
+                o3 = _mm512_fmadd_ps(s3, qi, o3);
             }
-            for (int x = 0; x < nv; x++)
-                _mm512_mask_storeu_ps(ot + j0 + 16 * x, (__mmask16)(x == nv - 1 ? ml : 0xFFFFu), ov[x]);
+            _mm512_mask_storeu_ps(ot, mk[0], o0);
+            _mm512_mask_storeu_ps(ot + 16, mk[1], o1);
+            _mm512_mask_storeu_ps(ot + 32, mk[2], o2);
+            _mm512_mask_storeu_ps(ot + 48, mk[3], o3);
         }
     }
 }
