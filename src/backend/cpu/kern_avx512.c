@@ -657,62 +657,85 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 /* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
 
 /* The columns of S evolve independently, so the state is processed in chunks of 64 columns
- * (dk x 64 floats, L1-resident for dk <= 128) through all n tokens; per element the operations
- * and their order are those of kern_generic.c. */
+ * (dk x 64 floats, L1-resident for dk <= 128) through all n tokens, and the update pass of token t
+ * is fused with the decay pass of token t + 1 (one read and write of the chunk per token). Per
+ * element the operations and their order are those of kern_generic.c. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride) {
     for (int64_t j0 = 0; j0 < dv; j0 += 64) {
         int nv = (int)((dv - j0 + 15) / 16 < 4 ? (dv - j0 + 15) / 16 : 4);
-        __mmask16 mk[4];
-        for (int x = 0; x < 4; x++) mk[x] = x < nv ? mask16(dv - j0 - 16 * x) : 0;
+        __mmask16 m0, m1, m2, m3;
+        m0 = mask16(dv - j0);
+        m1 = nv > 1 ? mask16(dv - j0 - 16) : 0;
+        m2 = nv > 2 ? mask16(dv - j0 - 32) : 0;
+        m3 = nv > 3 ? mask16(dv - j0 - 48) : 0;
+        float *Sj = S + j0;
+        /* token 0: decay the old state into S and u = S^T k */
+        __m512 decay = _mm512_set1_ps(expf(g[0]));
+        __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
+        for (int64_t i = 0; i < dk; i++) {
+            const float *in = S_in + j0 + i * dv;
+            float *row = Sj + i * dv;
+            __m512 ki = _mm512_set1_ps(k[i]);
+            __m512 s0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, in), decay);
+            __m512 s1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, in + 16), decay);
+            __m512 s2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m2, in + 32), decay);
+            __m512 s3 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m3, in + 48), decay);
+            _mm512_mask_storeu_ps(row, m0, s0);
+            _mm512_mask_storeu_ps(row + 16, m1, s1);
+            _mm512_mask_storeu_ps(row + 32, m2, s2);
+            _mm512_mask_storeu_ps(row + 48, m3, s3);
+            u0 = _mm512_fmadd_ps(s0, ki, u0);
+            u1 = _mm512_fmadd_ps(s1, ki, u1);
+            u2 = _mm512_fmadd_ps(s2, ki, u2);
+            u3 = _mm512_fmadd_ps(s3, ki, u3);
+        }
         for (int64_t t = 0; t < n; t++) {
             const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride + j0;
-            const float *src = (t == 0 ? S_in : S) + j0;
-            float *Sj = S + j0, *ot = o + t * v_stride + j0;
-            __m512 decay = _mm512_set1_ps(expf(g[t * gb_stride])), bb = _mm512_set1_ps(beta[t * gb_stride]);
-            __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0, o0 = u0, o1 = u0, o2 = u0, o3 = u0;
-            for (int64_t i = 0; i < dk; i++) {
-                const float *in = src + i * dv;
-                float *row = Sj + i * dv;
-                __m512 ki = _mm512_set1_ps(kt[i]);
-                __m512 s0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[0], in), decay);
-                __m512 s1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[1], in + 16), decay);
-                __m512 s2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[2], in + 32), decay);
-                __m512 s3 = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[3], in + 48), decay);
-                _mm512_mask_storeu_ps(row, mk[0], s0);
-                _mm512_mask_storeu_ps(row + 16, mk[1], s1);
-                _mm512_mask_storeu_ps(row + 32, mk[2], s2);
-                _mm512_mask_storeu_ps(row + 48, mk[3], s3);
-                u0 = _mm512_fmadd_ps(s0, ki, u0);
-                u1 = _mm512_fmadd_ps(s1, ki, u1);
-                u2 = _mm512_fmadd_ps(s2, ki, u2);
-                u3 = _mm512_fmadd_ps(s3, ki, u3);
-            }
-            u0 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[0], vt), u0));
-            u1 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[1], vt + 16), u1));
-            u2 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[2], vt + 32), u2));
-            u3 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk[3], vt + 48), u3));
+            float *ot = o + t * v_stride + j0;
+            /* delta_t = beta (v - u) */
+            __m512 bb = _mm512_set1_ps(beta[t * gb_stride]);
+            __m512 d0 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m0, vt), u0));
+            __m512 d1 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m1, vt + 16), u1));
+            __m512 d2 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m2, vt + 32), u2));
+            __m512 d3 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m3, vt + 48), u3));
+            __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+            bool next = t + 1 < n;
+            const float *kn = next ? k + (t + 1) * qk_stride : kt;
+            decay = _mm512_set1_ps(next ? expf(g[(t + 1) * gb_stride]) : 1.0f);
+            u0 = u1 = u2 = u3 = _mm512_setzero_ps();
             for (int64_t i = 0; i < dk; i++) {
                 float *row = Sj + i * dv;
                 __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]);
-                __m512 s0 = _mm512_fmadd_ps(ki, u0, _mm512_maskz_loadu_ps(mk[0], row));
-                __m512 s1 = _mm512_fmadd_ps(ki, u1, _mm512_maskz_loadu_ps(mk[1], row + 16));
-                __m512 s2 = _mm512_fmadd_ps(ki, u2, _mm512_maskz_loadu_ps(mk[2], row + 32));
-                __m512 s3 = _mm512_fmadd_ps(ki, u3, _mm512_maskz_loadu_ps(mk[3], row + 48));
-                _mm512_mask_storeu_ps(row, mk[0], s0);
-                _mm512_mask_storeu_ps(row + 16, mk[1], s1);
-                _mm512_mask_storeu_ps(row + 32, mk[2], s2);
-                _mm512_mask_storeu_ps(row + 48, mk[3], s3);
+                __m512 s0 = _mm512_fmadd_ps(ki, d0, _mm512_maskz_loadu_ps(m0, row));
+                __m512 s1 = _mm512_fmadd_ps(ki, d1, _mm512_maskz_loadu_ps(m1, row + 16));
+                __m512 s2 = _mm512_fmadd_ps(ki, d2, _mm512_maskz_loadu_ps(m2, row + 32));
+                __m512 s3 = _mm512_fmadd_ps(ki, d3, _mm512_maskz_loadu_ps(m3, row + 48));
                 o0 = _mm512_fmadd_ps(s0, qi, o0);
                 o1 = _mm512_fmadd_ps(s1, qi, o1);
                 o2 = _mm512_fmadd_ps(s2, qi, o2);
                 o3 = _mm512_fmadd_ps(s3, qi, o3);
+                if (next) { /* token t + 1: decay, then u = S^T k */
+                    __m512 kn_i = _mm512_set1_ps(kn[i]);
+                    s0 = _mm512_mul_ps(s0, decay);
+                    s1 = _mm512_mul_ps(s1, decay);
+                    s2 = _mm512_mul_ps(s2, decay);
+                    s3 = _mm512_mul_ps(s3, decay);
+                    u0 = _mm512_fmadd_ps(s0, kn_i, u0);
+                    u1 = _mm512_fmadd_ps(s1, kn_i, u1);
+                    u2 = _mm512_fmadd_ps(s2, kn_i, u2);
+                    u3 = _mm512_fmadd_ps(s3, kn_i, u3);
+                }
+                _mm512_mask_storeu_ps(row, m0, s0);
+                _mm512_mask_storeu_ps(row + 16, m1, s1);
+                _mm512_mask_storeu_ps(row + 32, m2, s2);
+                _mm512_mask_storeu_ps(row + 48, m3, s3);
             }
-            _mm512_mask_storeu_ps(ot, mk[0], o0);
-            _mm512_mask_storeu_ps(ot + 16, mk[1], o1);
-            _mm512_mask_storeu_ps(ot + 32, mk[2], o2);
-            _mm512_mask_storeu_ps(ot + 48, mk[3], o3);
+            _mm512_mask_storeu_ps(ot, m0, o0);
+            _mm512_mask_storeu_ps(ot + 16, m1, o1);
+            _mm512_mask_storeu_ps(ot + 32, m2, o2);
+            _mm512_mask_storeu_ps(ot + 48, m3, o3);
         }
     }
 }
