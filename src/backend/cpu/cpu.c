@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
 const char *cpu_isa_name(cpu_isa_level isa) {
     switch (isa) {
     case CPU_ISA_NEON: return "neon";
@@ -27,7 +34,13 @@ cpu_isa_level cpu_isa_detect(void) {
     if (avx2 && cpu_isa_avx2()) return CPU_ISA_AVX2;
     return CPU_ISA_GENERIC;
 #elif defined(__aarch64__)
-    return cpu_isa_neon() ? CPU_ISA_NEON : CPU_ISA_GENERIC;
+    /* kern_neon.c needs the dot-product extension (sdot) */
+#if defined(__linux__)
+    bool dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    bool dotprod = true; /* Apple silicon and other ARMv8.4+ targets */
+#endif
+    return dotprod && cpu_isa_neon() ? CPU_ISA_NEON : CPU_ISA_GENERIC;
 #else
     return CPU_ISA_GENERIC;
 #endif

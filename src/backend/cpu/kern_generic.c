@@ -200,7 +200,7 @@ static float dot_qk(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *act
     return y;
 }
 
-static void mm_quant_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+void cpu_mm_quant_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                              size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
     bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
@@ -231,7 +231,7 @@ static float dot_f(uint32_t wt, const uint8_t *w, const float *x, int64_t k) {
     return cpu_reduce16(acc);
 }
 
-static void mm_float_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
+void cpu_mm_float_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                              int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
     for (int64_t c = 0; c < ncols; c++)
@@ -245,7 +245,7 @@ static float kv_load(uint32_t t, const void *base, int64_t i) {
 }
 
 /* The canonical attention of cpu.h, row by row. Scratch: acc (hdv). */
-static void attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
+void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
                                uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
                                float scale, float *out, int64_t ots, void *scratch) {
     float *acc = scratch;
@@ -290,7 +290,7 @@ void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
 
-static void deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
+void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                   const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
                                   int64_t qk_stride, int64_t v_stride, int64_t gb_stride) {
     float u[512];
@@ -323,7 +323,7 @@ static void deltanet_head_generic(float *S, const float *S_in, const float *q, c
     }
 }
 
-static void conv_row_generic(float *y, const float *x, const float *wkc, int64_t C, int64_t K) {
+void cpu_conv_row_generic(float *y, const float *x, const float *wkc, int64_t C, int64_t K) {
     for (int64_t c = 0; c < C; c++) {
         float acc = 0.0f;
         for (int64_t kk = 0; kk < K; kk++) acc = fmaf(wkc[kk * C + c], x[kk * C + c], acc);
@@ -333,13 +333,13 @@ static void conv_row_generic(float *y, const float *x, const float *wkc, int64_t
 
 /* ---- elementwise and norms --------------------------------------------------------------------- */
 
-static void vec_add_generic(float *y, const float *a, const float *b, int64_t n) {
+void cpu_vec_add_generic(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
-static void vec_mul_generic(float *y, const float *a, const float *b, int64_t n) {
+void cpu_vec_mul_generic(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
-static void vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n) {
+void cpu_vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
@@ -356,7 +356,7 @@ void cpu_vec_unary_generic(g_op op, float *y, const float *x, int64_t n, float s
     }
 }
 
-static void row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
+void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
                              float w_offset) {
     float acc[16] = {0};
     for (int64_t i0 = 0; i0 < n; i0 += 16)
@@ -381,17 +381,17 @@ static void row_norm_generic(g_op op, float *y, const float *x, const float *w, 
 static const cpu_isa k_generic = {
     .level = CPU_ISA_GENERIC,
     .quant_act = quant_act_generic,
-    .mm_quant = mm_quant_generic,
-    .mm_float = mm_float_generic,
-    .attn_block = attn_block_generic,
+    .mm_quant = cpu_mm_quant_generic,
+    .mm_float = cpu_mm_float_generic,
+    .attn_block = cpu_attn_block_generic,
     .cvt_f16 = cpu_cvt_f16_generic,
-    .deltanet_head = deltanet_head_generic,
-    .vec_add = vec_add_generic,
-    .vec_mul = vec_mul_generic,
-    .vec_swiglu = vec_swiglu_generic,
+    .deltanet_head = cpu_deltanet_head_generic,
+    .vec_add = cpu_vec_add_generic,
+    .vec_mul = cpu_vec_mul_generic,
+    .vec_swiglu = cpu_vec_swiglu_generic,
     .vec_unary = cpu_vec_unary_generic,
-    .row_norm = row_norm_generic,
-    .conv_row = conv_row_generic,
+    .row_norm = cpu_row_norm_generic,
+    .conv_row = cpu_conv_row_generic,
 };
 
 const cpu_isa *cpu_isa_generic(void) { return &k_generic; }
