@@ -742,12 +742,18 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
 
 /* ---- conv, elementwise, norms --------------------------------------------------------------------- */
 
-static void conv_row(float *y, const float *x, const float *wkc, int64_t C, int64_t K) {
+static void conv_row(float *y, const float *x, const float *w, int64_t wsc, int64_t wsk, int64_t C, int64_t K) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)wsc));
     for (int64_t c = 0; c < C; c += 16) {
         __mmask16 m = mask16(C - c);
         __m512 acc = _mm512_setzero_ps();
-        for (int64_t kk = 0; kk < K; kk++)
-            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wkc + kk * C + c), _mm512_maskz_loadu_ps(m, x + kk * C + c), acc);
+        for (int64_t kk = 0; kk < K; kk++) {
+            const float *wk = w + c * wsc + kk * wsk;
+            __m512 wv = wsc == 1 ? _mm512_maskz_loadu_ps(m, wk)
+                                 : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, gidx, wk, 4);
+            acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + kk * C + c), acc);
+        }
         _mm512_mask_storeu_ps(y + c, m, acc);
     }
 }
