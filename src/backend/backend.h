@@ -42,7 +42,10 @@ struct backend {
     const backend_vtable *vt;
 };
 
-/* The CPU backend with n_threads workers (>= 1). */
+/* The CPU backend with n_threads workers (>= 1). It may keep repacked copies of quantised (Q4_0,
+ * Q4_1, Q8_0) matmul weights for its lifetime, keyed by address: such operands must be immutable
+ * mapped weights that outlive the backend (they always are: activations and states are never
+ * quantised). SLM_KERNELS and SLM_REPACK (cpu/cpu.c) are read here. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
 
 #endif

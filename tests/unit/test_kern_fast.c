@@ -5,7 +5,8 @@
  *  - matmul (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): NMSE against the reference within a
  *    per-dtype tolerance (8-bit activations for the quantised types), bit-identical to the
  *    portable C implementation of the canonical arithmetic (cpu.h) on every ISA, bit-identical
- *    whether the columns go together (GEMM) or one by one (GEMV), and for 1 or 3 threads;
+ *    whether the columns go together (GEMM) or one by one (GEMV), for 2 or 3 threads, and with
+ *    or without the repacked weight copies;
  *  - attention (f16 and f32 KV, GQA, head dims 16..256 incl. odd): NMSE; a prefill of n tokens
  *    equals n one-token calls bit for bit;
  *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
@@ -221,6 +222,15 @@ static void matmul_all(void **unused) {
                 run_mm(be3, wt, w, k, m, x, cols, y3);
                 check_guard(y3, ny, what);
                 if (memcmp(y1, y, ny * sizeof(float)) != 0) fail_msg("%s: one column at a time differs", what);
+                /* weights in the file layout (no repacked copy): the same bits */
+                backend *bn = mk(true, lv[li], 2);
+                cpu_backend_set_repack(bn, false);
+                float *yn = out_alloc(ny);
+                run_mm(bn, wt, w, k, m, x, cols, yn);
+                check_guard(yn, ny, what);
+                if (memcmp(yn, y, ny * sizeof(float)) != 0) fail_msg("%s: repacked and file layouts differ", what);
+                free(yn);
+                bn->vt->destroy(bn);
                 if (memcmp(y3, y, ny * sizeof(float)) != 0) fail_msg("%s: 3 threads differ from 2", what);
                 free(y1), free(y3);
                 if (y != y_gen) free(y);

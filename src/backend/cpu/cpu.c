@@ -3,6 +3,7 @@
  * takes the node, else to its reference kernel (kern_ref.c). */
 #include "backend/cpu/cpu.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,85 @@ void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e) {
     return cb->work;
 }
 
+/* ---- repacked weights ------------------------------------------------------------------------ */
+
+void cpu_backend_set_repack(backend *be, bool on) { ((cpu_backend *)be)->repack = on; }
+
+static size_t pack_slot(const cpu_backend *cb, const void *src) {
+    uintptr_t h = (uintptr_t)src;
+    h ^= h >> 17;
+    h *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 7) & (size_t)(cb->cap_packs - 1);
+}
+
+/* Inserts e (no entry for e.src exists); false when the table cannot grow. */
+static bool pack_insert(cpu_backend *cb, cpu_wpack e) {
+    if (2 * (cb->n_packs + 1) > cb->cap_packs) {
+        int32_t cap = cb->cap_packs ? 2 * cb->cap_packs : 64;
+        cpu_wpack *t = al_calloc(&cb->alloc, (size_t)cap, sizeof *t), *old = cb->packs;
+        if (!t) return false;
+        int32_t old_cap = cb->cap_packs;
+        cb->packs = t;
+        cb->cap_packs = cap;
+        cb->n_packs = 0;
+        for (int32_t i = 0; i < old_cap; i++)
+            if (old[i].src) pack_insert(cb, old[i]);
+        al_free(&cb->alloc, old);
+    }
+    size_t i = pack_slot(cb, e.src);
+    while (cb->packs[i].src) i = (i + 1) & (size_t)(cb->cap_packs - 1);
+    cb->packs[i] = e;
+    cb->n_packs++;
+    return true;
+}
+
+typedef struct repack_ctx {
+    const cpu_isa *isa;
+    uint32_t wt;
+    const uint8_t *w;
+    size_t row_bytes;
+    int64_t m, k, ntiles, per_task;
+    uint8_t *dst;
+} repack_ctx;
+
+static void repack_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    repack_ctx *c = vctx;
+    int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < c->ntiles ? t0 + c->per_task : c->ntiles;
+    c->isa->repack_q32(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
+}
+
+const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
+    const cpu_isa *isa = cb->isa;
+    if (!cb->repack || !isa->repack_q32 || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
+    if (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0) return NULL;
+    if (cb->cap_packs) {
+        size_t i = pack_slot(cb, w);
+        for (; cb->packs[i].src; i = (i + 1) & (size_t)(cb->cap_packs - 1)) {
+            cpu_wpack *e = &cb->packs[i];
+            if (e->src != w) continue;
+            if (e->dtype == wt && e->k == k && e->m == m) return e->pk;
+            return NULL; /* the same address seen with another shape: not ours to cache */
+        }
+    }
+    cpu_wpack e = {w, wt, k, m, NULL, NULL};
+    int64_t ntiles = (m + 15) / 16;
+    size_t bytes = 0;
+    if (size_mul_ok((size_t)ntiles * (size_t)(k / CPU_QK), isa->tile_block_bytes(wt), &bytes) && bytes < SIZE_MAX - 64)
+        e.raw = al_malloc(&cb->alloc, bytes + 64);
+    if (e.raw) {
+        e.pk = (uint8_t *)(((uintptr_t)e.raw + 63) & ~(uintptr_t)63);
+        repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk};
+        c.per_task = ntiles / (4 * cb->n_threads) + 1;
+        pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);
+    }
+    if (!pack_insert(cb, e)) {
+        al_free(&cb->alloc, e.raw);
+        return NULL;
+    }
+    return e.pk;
+}
+
 static slm_status cpu_exec(backend *be, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
                            slm_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
@@ -130,6 +210,8 @@ static void cpu_destroy(backend *be) {
     pool_destroy(cb->pool);
     for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) free_aligned(&a, cb->scratch[t]);
     free_aligned(&a, cb->work);
+    for (int32_t i = 0; i < cb->cap_packs; i++) al_free(&a, cb->packs[i].raw);
+    al_free(&a, cb->packs);
     al_free(&a, cb->scratch);
     al_free(&a, cb);
 }
@@ -146,6 +228,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     cb->alloc = *a;
     cb->n_threads = n_threads;
     cb->use_fast = use_fast;
+    cb->repack = true;
     cpu_isa_level best = cpu_isa_detect();
     cb->isa = cpu_isa_get(isa < best ? isa : best);
     cb->scratch = al_calloc(a, (size_t)n_threads, sizeof(uint8_t *));
@@ -163,7 +246,8 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
 }
 
 /* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avx512" | "auto" (default). Unknown values
- * mean "auto". Read once per backend. */
+ * mean "auto". SLM_REPACK=0 keeps quantised weights in their file layout only. Read once per
+ * backend. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
     const char *env = getenv("SLM_KERNELS");
     bool use_fast = true;
@@ -174,5 +258,8 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
         else if (!strcmp(env, "neon")) isa = CPU_ISA_NEON;
         else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
     }
-    return cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
+    slm_status st = cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
+    const char *rp = getenv("SLM_REPACK");
+    if (st == SLM_OK && rp && !strcmp(rp, "0")) cpu_backend_set_repack(*out, false);
+    return st;
 }

@@ -82,6 +82,18 @@ typedef struct cpu_isa {
      * tiles of 16 rows and may prefetch within the range); scratch >= cpu_mm_scratch_bytes. */
     void (*mm_quant)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
+    /* Repacked ("interleaved") 32-block weights, optional (NULL where a tier has none): per tile of
+     * 16 rows and per 32-block, tile_block_bytes(wt) bytes such that one 64-byte vector holds 4
+     * weight bytes of each of the 16 rows (Q4_0/Q4_1 nibbles as stored; Q8_0 as w ^ 0x80),
+     * followed by the 16 f16 scales (and for Q4_1 the 16 f16 mins); rows past the matrix are
+     * zero. Same size as the GGUF blocks; decode then streams one contiguous run per tile range.
+     * repack_q32 fills tiles [t0, t1) of dst from w (m rows of k); mm_quant_packed computes rows
+     * [0, nr) of the tiles at pk (nr <= 16 * tiles) with cpu.h's canonical arithmetic. */
+    size_t (*tile_block_bytes)(uint32_t wt);
+    void (*repack_q32)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
+                       uint8_t *dst);
+    void (*mm_quant_packed)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                            size_t act_stride, int64_t ncols, float *y, int64_t ldy);
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
     void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch);
@@ -131,6 +143,17 @@ size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
 /* ---- the backend ------------------------------------------------------------------------------ */
+/* Repacked copies of quantised weights, keyed by the weights' address (quantised operands are
+ * always mapped weights, immutable while the model — and so the session and its backend — lives).
+ * Open addressing; an entry with pk == NULL records that repacking failed (out of memory). */
+typedef struct cpu_wpack {
+    const void *src;  /* the mapped weights */
+    uint32_t dtype;
+    int64_t k, m;
+    uint8_t *pk;      /* 64-byte aligned view into raw */
+    void *raw;
+} cpu_wpack;
+
 typedef struct cpu_backend {
     backend base;
     slm_allocator alloc;
@@ -141,6 +164,9 @@ typedef struct cpu_backend {
     uint8_t *work;         /* shared buffer of one node (quantised activations, transposes) */
     size_t work_bytes;
     bool use_fast;         /* false: reference kernels only (SLM_KERNELS=ref) */
+    bool repack;           /* keep repacked copies of quantised matmul weights (SLM_REPACK=0: off) */
+    cpu_wpack *packs;      /* (cap_packs) hash table, NULL until the first repack */
+    int32_t n_packs, cap_packs;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
 } cpu_backend;
 
@@ -166,6 +192,12 @@ const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, con
  * isa caps the level (ignored when use_fast is false). */
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e);
+
+/* Repacking of quantised weights on (default, as SLM_REPACK unset or not "0") or off. */
+void cpu_backend_set_repack(backend *be, bool on);
+/* The repacked copy of weights w (dtype wt, k x m), created on first use (over the pool); NULL when
+ * the ISA has no packed kernels, repacking is off, or memory is short (callers then use w). */
+const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m);
 
 static inline void *cpu_scratch(cpu_backend *cb, int32_t thread) { return cb->scratch[thread]; }
 /* The shared work buffer, grown to at least bytes (64-byte aligned); NULL + NOMEM on failure. */

@@ -274,6 +274,110 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     for (; c < ncols; c++) gemm_q32_cols(q41, pk, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy, ldy, m);
 }
 
+/* ---- 32-block matmul on repacked tiles (cpu.h: repack_q32, mm_quant_packed) -------------------- */
+
+static size_t tile_block_bytes(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_0: return 256 + 32;
+    case SLM_DTYPE_Q4_1: return 256 + 64;
+    case SLM_DTYPE_Q8_0: return 512 + 32;
+    default: return 0;
+    }
+}
+
+static void repack_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
+                       uint8_t *dst) {
+    int64_t nb = k / CPU_QK;
+    size_t tbb = tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
+    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *out = dst + ((size_t)t * (size_t)nb + (size_t)b) * tbb;
+            for (int r = 0; r < 16; r++) {
+                int64_t row = 16 * t + r;
+                if (row >= m) {
+                    for (int q = 0; q < nq; q++) memset(out + 64 * q + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
+                    memset(out + 64 * nq + 2 * r, 0, 2);
+                    if (wt == SLM_DTYPE_Q4_1) memset(out + 64 * nq + 32 + 2 * r, 0, 2);
+                    continue;
+                }
+                const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
+                for (int q = 0; q < nq; q++) {
+                    uint32_t d;
+                    memcpy(&d, blk + qoff + 4 * q, 4);
+                    if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
+                    memcpy(out + 64 * q + 4 * r, &d, 4);
+                }
+                memcpy(out + 64 * nq + 2 * r, blk, 2);
+                if (wt == SLM_DTYPE_Q4_1) memcpy(out + 64 * nq + 32 + 2 * r, blk + 2, 2);
+            }
+        }
+}
+
+/* NC (1..4) columns against one repacked tile (16 rows, nb blocks); y[c * ldy + r] for r in mrows. */
+INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *act,
+                             size_t act_stride, int NC, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    size_t tbb = tile_block_bytes(wt);
+    bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++, pk += tbb) {
+        if (pf) pf_advance(pf, (const char *)pk + tbb + PF_LEAD);
+        __m512i w[8];
+        if (q8) {
+            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(pk + 64 * j);
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m512i v = _mm512_loadu_si512(pk + 64 * j);
+                w[j] = _mm512_and_si512(v, m4);
+                w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        }
+        const uint8_t *sc = pk + (q8 ? 512 : 256);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = act + (size_t)c * act_stride;
+            const uint8_t *a = ac + 32 * b, *da = ac + k + 4 * b, *aux = ac + k + 4 * nb + 4 * b;
+            __m512i is = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
+            /* w[j] holds elements 4j..4j+3 of every row (Q8_0; for the nibbles w[j] / w[j+4] are
+             * elements 4j.. and 16+4j..), so w[j] pairs with activations a[4j..4j+3] in both cases */
+            is = _mm512_dpbusd_epi32(is, w[0], _mm512_set1_epi32(ldi(a)));
+            is = _mm512_dpbusd_epi32(is, w[1], _mm512_set1_epi32(ldi(a + 4)));
+            is = _mm512_dpbusd_epi32(is, w[2], _mm512_set1_epi32(ldi(a + 8)));
+            is = _mm512_dpbusd_epi32(is, w[3], _mm512_set1_epi32(ldi(a + 12)));
+            is = _mm512_dpbusd_epi32(is, w[4], _mm512_set1_epi32(ldi(a + 16)));
+            is = _mm512_dpbusd_epi32(is, w[5], _mm512_set1_epi32(ldi(a + 20)));
+            is = _mm512_dpbusd_epi32(is, w[6], _mm512_set1_epi32(ldi(a + 24)));
+            is = _mm512_dpbusd_epi32(is, w[7], _mm512_set1_epi32(ldi(a + 28)));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(da))), acc[c]);
+            if (q41)
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))),
+                                         _mm512_set1_ps(ldf(aux)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+}
+
+static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                            size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
+    size_t tile_bytes = (size_t)nb * tile_block_bytes(wt);
+    pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *tp = pk + (size_t)t * tile_bytes;
+        __mmask16 m = mask16(nr - 16 * t);
+        int64_t c = 0;
+        /* the first column group streams the tile from memory (prefetched); later ones hit cache */
+        for (; c + 4 <= ncols; c += 4)
+            packed_tile_cols(wt, tp, nb, k, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t, ldy, m,
+                             c == 0 ? &pf : NULL);
+        for (; c < ncols; c++)
+            packed_tile_cols(wt, tp, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t, ldy, m,
+                             c == 0 ? &pf : NULL);
+    }
+}
+
 /* ---- K-quants: one row at a time, weights unpacked once per row for all columns --------------- */
 
 /* Unpacked Q4_K / Q6_K row in scratch: per super-block 256 u8 weights and 4 scale registers
@@ -825,6 +929,9 @@ static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
+    .tile_block_bytes = tile_block_bytes,
+    .repack_q32 = repack_q32,
+    .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_block = attn_block,
     .cvt_f16 = cvt_f16,

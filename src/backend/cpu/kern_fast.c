@@ -29,6 +29,8 @@ typedef struct mm_ctx {
     size_t row_bytes;
     int64_t k, m, cols;
     const uint8_t *act; /* quantised columns, or NULL for float weights */
+    const uint8_t *pk;  /* repacked weights (cpu_wpack_get), or NULL */
+    size_t tile_bytes;  /* bytes of one 16-row tile in pk */
     size_t act_stride;
     const float *x;
     float *y;
@@ -44,7 +46,10 @@ static void mm_task(void *vctx, int64_t task, int32_t thread) {
     int64_t r0 = task * c->tiles_per_task * MM_TILE, r1 = r0 + c->tiles_per_task * MM_TILE;
     if (r1 > c->m) r1 = c->m;
     const uint8_t *w = c->w + (size_t)r0 * c->row_bytes;
-    if (c->act)
+    if (c->pk)
+        isa->mm_quant_packed(c->wt, c->pk + (size_t)(r0 / MM_TILE) * c->tile_bytes, r1 - r0, c->k, c->act,
+                             c->act_stride, c->cols, c->y + r0, c->m);
+    else if (c->act)
         isa->mm_quant(c->wt, w, c->row_bytes, r1 - r0, c->k, c->act, c->act_stride, c->cols, c->y + r0, c->m, scratch);
     else
         isa->mm_float(c->wt, w, c->row_bytes, r1 - r0, c->k, c->x, c->cols, c->y + r0, c->m, scratch);
@@ -104,6 +109,8 @@ static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out
         q.per_task = c.cols * c.k < PAR_MIN_ELEMS ? c.cols : (c.cols + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
         pool_run(cb->pool, (c.cols + q.per_task - 1) / q.per_task, quant_task, &q);
         c.act = act;
+        c.pk = cpu_wpack_get(cb, c.wt, c.w, c.row_bytes, c.k, c.m);
+        if (c.pk) c.tile_bytes = (size_t)(c.k / CPU_QK) * cb->isa->tile_block_bytes(c.wt);
     }
     int64_t n_tiles = (c.m + MM_TILE - 1) / MM_TILE;
     /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
