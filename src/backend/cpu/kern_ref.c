@@ -290,6 +290,13 @@ static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out
  * o (dv, Hv, n), S' (dv, dk, Hv) <- q, k (dk, Hk, n), v (dv, Hv, n), g (Hv, n), beta (Hv, n),
  * S (dv, dk, Hv). Per v-head h with k-head kh (tiled: h mod Hk; grouped: h / (Hv / Hk)), per token:
  *   S *= exp(g); u = S^T k; S += k (beta (v - u))^T; o = S^T q.  S[h][i][j]: i in dk, j in dv. */
+/* S <- n elements of state view s from element off, in f32 whatever the state's dtype. */
+static void load_state_head(const be_view *s, int64_t off, int64_t n, float *S) {
+    if (s->dtype == SLM_DTYPE_F32) memcpy(S, (const float *)s->data + off, (size_t)n * sizeof(float));
+    else
+        for (int64_t i = 0; i < n; i++) S[i] = load_elem(s->dtype, s->data, off + i);
+}
+
 typedef struct dn_ctx {
     const be_view *q, *k, *v, *g, *beta, *s, *o, *s_new;
     cpu_backend *cb;
@@ -301,7 +308,7 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    load_state_head(c->s, h * dk * dv, dk * dv, S);
     double *u = cpu_scratch(c->cb, thread);
     for (int64_t t = 0; t < n; t++) {
         const float *q = (const float *)c->q->data + (t * Hk + kh) * dk;
@@ -338,7 +345,7 @@ static void dn_chunked_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    load_state_head(c->s, h * dk * dv, dk * dv, S);
     /* scratch: G (C), A (C*C), D (C*dv), W (C*dk), O (dv), all double */
     double *G = cpu_scratch(c->cb, thread);
     double *A = G + DN_CHUNK, *D = A + DN_CHUNK * DN_CHUNK, *W = D + DN_CHUNK * dv, *O = W + DN_CHUNK * dk;
