@@ -6,6 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-models.sh || echo "test.sh: could not fetch the real models; tests that need them will report SKIPPED"
+# Python's jsonschema validates `statelm plan --json` (tests/cli/test_plan_schema.sh): use python3's
+# when it has one, else a small venv of our own.
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+  venv=$HOME/.cache/statelm/venv-schema
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c 'import jsonschema' 2>/dev/null || "$venv/bin/pip" install -q jsonschema
+  export SLM_PYTHON=$venv/bin/python
+fi
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"

@@ -555,7 +555,16 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
             cJSON_AddStringToObject(jw, "function", w.function);
             cJSON_AddNumberToObject(jw, "node", w.node);
             cJSON_AddStringToObject(jw, "window", w.window);
-            cJSON_AddStringToObject(jw, "rules", w.rules);
+            cJSON *rules = cJSON_AddArrayToObject(jw, "rules");
+            int32_t fn = 0;
+            while (fn < pl->legal->n_functions && strcmp(pl->legal->functions[fn].name, w.function)) fn++;
+            int32_t node = pl->legal->functions[fn].nodes[w.node];
+            for (int32_t r = 0; r < pl->target->n_rules; r++) {
+                cJSON *jr = cJSON_CreateObject();
+                cJSON_AddStringToObject(jr, "rule", pl->target->rules[r].id);
+                cJSON_AddBoolToObject(jr, "kept", !residual_has(pl, node, pl->target->rules[r].kind, i));
+                cJSON_AddItemToArray(rules, jr);
+            }
             cJSON_AddItemToArray(ws, jw);
         }
         cJSON_AddItemToArray(sts, js);
