@@ -464,7 +464,7 @@ SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, 
 SLM_API slm_status slm_plan_simulate(slm_plan *plan, const int32_t *prompt, size_t n_prompt, int32_t n_steps,
                                      int32_t n_threads, bool *identical, int32_t *first_diff);
 
-/* The whole plan as JSON (shared/.. docs/plan.schema.json describes it); check_only limits it to
+/* The whole plan as JSON (src/compile/plan.schema.json describes it); check_only limits it to
  * the check (target, findings, clean). *out is NUL-terminated; caller frees with slm_free. */
 SLM_API slm_status slm_plan_json(const slm_plan *plan, bool check_only, char **out);
 

@@ -583,8 +583,6 @@ static void report3_dynamic_begin(void **unused) {
 
 /* ---- (e) LFM2 and Qwen3.5 ------------------------------------------------------------------------- */
 
-static const char *long_tests(void) { return getenv("SLM_LONG_TESTS"); }
-
 /* check --target ane lists exactly the conv-state, recurrent and KV writes, each with its rule:
  * conv and recurrent writes cover their state (full extent), KV writes begin at pos. */
 static void assert_ane_findings_are_state_writes(const slm_plan *pl) {
@@ -690,7 +688,7 @@ static void full_size_ane(void **unused) {
 #ifdef SLM_DEBUG
     int32_t steps = 0; /* the reference kernels at -O0 under sanitizers take minutes per token */
 #else
-    int32_t steps = long_tests() ? 64 : 4;
+    int32_t steps = getenv("SLM_LONG_TESTS") ? 64 : 4;
 #endif
     model_ane(lfm2, 512, steps, false);
     model_ane(qwen, 512, steps, true);
@@ -743,6 +741,63 @@ static void lfm2_350m_check_lists_state_writes(void **unused) {
     full_model("lfm2-350m-q4_0", full, sizeof full);
     if (!tu_file_exists(full)) TU_SKIP("%s not found (scripts/gen_tiny_models.py --full lfm2-350m --type q4_0)", full);
     lfm2_check_counts(full, 10, 6);
+}
+
+/* ---- allocation failures --------------------------------------------------------------------------- */
+
+typedef struct failing {
+    long n_alloc, n_live, fail_at; /* fail_at < 0: never */
+} failing;
+
+static void *failing_alloc(void *ud, size_t n) {
+    failing *f = ud;
+    if (f->fail_at >= 0 && f->n_alloc++ == f->fail_at) return NULL;
+    void *q = malloc(n);
+    if (q) f->n_live++;
+    return q;
+}
+
+static void failing_free(void *ud, void *ptr) {
+    failing *f = ud;
+    if (ptr) f->n_live--;
+    free(ptr);
+}
+
+/* Fails allocation N = 0, 1, 2, ... of plan creation (check, legalise, place, cost) until it
+ * succeeds: every failing run returns NOMEM and leaks nothing (the program is owned and freed). */
+static void plan_allocation_failures(void **unused) {
+    (void)unused;
+    g_program *(*builders[2])(void) = {build_dynamic_begin, build_two_writes};
+    for (int k = 0; k < 2; k++) {
+        bool done = false;
+        for (long n = 0; !done && n < 100000; n++) {
+            failing f = {0, 0, -1};
+            slm_allocator a = {failing_alloc, failing_free, &f};
+            /* the program, copied under the failing allocator (not armed yet) */
+            g_program *src = builders[k]();
+            src->alloc = a;
+            g_program *q = graph_clone(src);
+            src->alloc = al_default;
+            graph_destroy(src);
+            assert_non_null(q);
+            f.n_alloc = 0;
+            f.fail_at = n;
+            slm_err e;
+            err_clear(&e);
+            slm_plan *pl = NULL;
+            slm_status st = plan_create_program(NULL, q, tgt_find("ane"), 80, SLM_DTYPE_F16, 0, &pl, &e);
+            if (st == SLM_OK) {
+                done = true;
+                assert_true(pl->findings.n > 0 && pl->rewrites.n > 0);
+                slm_plan_destroy(pl);
+            } else {
+                assert_int_equal(st, SLM_ERR_NOMEM);
+                assert_null(pl);
+            }
+            assert_int_equal(f.n_live, 0);
+        }
+        assert_true(done);
+    }
 }
 
 /* ---- plans for every target, the public API ------------------------------------------------------- */
@@ -850,6 +905,7 @@ int main(void) {
         cmocka_unit_test(tiny_lfm2_and_qwen35_ane),
         cmocka_unit_test(lfm2_350m_check_lists_state_writes),
         cmocka_unit_test(targets_and_api),
+        cmocka_unit_test(plan_allocation_failures),
         cmocka_unit_test(full_size_ane),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
