@@ -6,10 +6,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-models.sh || echo "test.sh: could not fetch the real models; tests that need them will report SKIPPED"
+# Independent Python readers the tests compare against (no torch): a small cached venv.
+venv="${STATELM_CACHE:-$HOME/.cache/statelm}/venv-test"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, jsonschema" 2>/dev/null; then
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check gguf jsonschema numpy \
+    || echo "test.sh: could not set up $venv; Python comparison tests will report SKIPPED"
+fi
+py="$venv/bin/python"
+[ -x "$py" ] || py=python3
 jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSLM_PYTHON="$py" >/dev/null
 cmake --build build -j "$jobs"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLM_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLM_SANITIZE=ON -DSLM_PYTHON="$py" >/dev/null
 cmake --build build-asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0

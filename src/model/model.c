@@ -259,7 +259,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
     *out = m;
     return SLM_OK;
 fail:
-    err_prefix(&e, "%s: ", path);
+    if (strncmp(e.msg, path, strlen(path)) != 0) err_prefix(&e, "%s: ", path);
     err_copy_out(&e, err, err_cap);
     slm_model_destroy(m);
     return st;
