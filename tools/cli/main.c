@@ -10,6 +10,7 @@ static void usage(FILE *f) {
           "  info -m MODEL [--json] [-c N_CTX] [--kv-f32]   describe a GGUF file or Hugging Face folder\n"
           "  run  -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]   generate text\n"
           "  chat -m MODEL [options]                        interactive multi-turn chat\n"
+          "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
 }
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
