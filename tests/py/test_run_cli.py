@@ -6,13 +6,17 @@ committed in tests/data/tiny/*/golden (manifest.json: HF greedy continuation; lo
 - `--logprobs 3` prints one JSON object per token whose top entries are HF's log-softmax top 3
   (within 1e-4) and whose token is the top-1;
 - sampling with a seed is reproducible and another seed differs; -p TEXT runs through the chat
-  template; chat answers two turns read from stdin.
+  template; chat answers two turns read from stdin;
+- --prompt-cache FILE: a later run with a longer prompt reuses all but the last saved token and
+  prints the same tokens as a run without the cache; a damaged cache file is ignored with a warning.
 Standard library only. Usage: test_run_cli.py STATELM TESTS_DATA_DIR."""
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 statelm, data = sys.argv[1], Path(sys.argv[2])
@@ -67,6 +71,25 @@ for arch in ("llama", "qwen3", "lfm2", "qwen35"):
             "--min-p", "0", "--seed", "6", "--ids", "-n", "24", "--ignore-eos")
     if a != b or a == c:
         failures.append(f"{arch}: seeded sampling not reproducible or seed-independent: {a!r} {b!r} {c!r}")
+    # --prompt-cache: a second run with a longer prompt reuses the saved prefix and gives the same
+    # tokens as a run without the cache; a damaged cache is ignored with a warning
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "prompt.slmstate")
+        longer = prompt + "," + ",".join(map(str, man["ids"][n_prompt:n_prompt + 5]))
+        plain = run("run", "-m", model, "--prompt-ids", longer, "--temp", "0", "--ids", "-n", "8", "--ignore-eos")
+        subprocess.run([statelm, "run", "-m", model, "--prompt-ids", prompt, "--prompt-cache", cache, "-n", "1"],
+                       capture_output=True)
+        p = subprocess.run([statelm, "run", "-m", model, "--prompt-ids", longer, "--prompt-cache", cache, "--temp",
+                            "0", "--ids", "-n", "8", "--ignore-eos"], capture_output=True, text=True)
+        if p.stdout != plain or f"{n_prompt - 1} of {n_prompt + 5} prompt tokens reused" not in p.stderr:
+            failures.append(f"{arch}: --prompt-cache gave {p.stdout!r} / {p.stderr.strip()!r}, plain {plain!r}")
+        with open(cache, "r+b") as f:
+            f.seek(100)
+            f.write(b"\xff\xfe")
+        p = subprocess.run([statelm, "run", "-m", model, "--prompt-ids", longer, "--prompt-cache", cache, "--temp",
+                            "0", "--ids", "-n", "8", "--ignore-eos"], capture_output=True, text=True)
+        if p.stdout != plain or "ignoring prompt cache" not in p.stderr or p.returncode != 0:
+            failures.append(f"{arch}: damaged prompt cache: {p.stdout!r} / {p.stderr.strip()!r}")
     # text prompt through the chat template, and a two-turn chat
     run("run", "-m", model, "-p", "hello world", "-n", "8", "--seed", "1")
     run("chat", "-m", model, "-n", "6", "--seed", "1", stdin="hi there\nand again\n")
