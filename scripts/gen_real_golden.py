@@ -8,10 +8,13 @@ generation not stopped at end-of-generation tokens), twice:
   - `greedy_f32`, `top5_f32`: llama.cpp on the same weights dequantised to F32 by the gguf package
     (f32 KV cache) — the exact-arithmetic reference for statelm's scalar reference kernels.
 
-Usage: ~/.cache/statelm/venv-llama/bin/python scripts/gen_real_golden.py [MODEL.gguf] [OUT.json]
-On machines where llama.cpp's AMX/repack path crashes, model params use_extra_bufts=False."""
+Usage: ~/.cache/statelm/venv-llama-new/bin/python scripts/gen_real_golden.py [MODEL.gguf] [OUT.json]
+(llama-cpp-python built with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON
+-DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_INT8=OFF ..." — the native build's AMX path
+crashes on this machine's CPU; with such a build set SLM_LLAMA_NO_EXTRA_BUFTS=1 instead.)"""
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,17 +34,17 @@ PROMPTS = [
     "<|im_start|>user\nWrite a short poem about the sea.<|im_end|>\n<|im_start|>assistant\n",
 ]
 
-_defaults = llama_cpp.llama_model_default_params
+if os.environ.get("SLM_LLAMA_NO_EXTRA_BUFTS"):
+    # For llama.cpp builds whose AMX path crashes on this CPU (GGML_NATIVE on AMX machines).
+    _defaults = llama_cpp.llama_model_default_params
 
+    def _no_extra_bufts():
+        p = _defaults()
+        p.use_extra_bufts = False
+        return p
 
-def _no_extra_bufts():
-    p = _defaults()
-    p.use_extra_bufts = False
-    return p
-
-
-llama_cpp.llama_model_default_params = _no_extra_bufts
-llama_cpp.llama.llama_cpp.llama_model_default_params = _no_extra_bufts
+    llama_cpp.llama_model_default_params = _no_extra_bufts
+    llama_cpp.llama.llama_cpp.llama_model_default_params = _no_extra_bufts
 
 
 

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
           "  run  -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]   generate text\n"
           "  chat -m MODEL [options]                        interactive multi-turn chat\n"
           "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
+          "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
 }
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "score") == 0) return cmd_score(argc - 1, argv + 1);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
