@@ -280,7 +280,8 @@ typedef struct slm_session_params {
     void *abort_user_data;
     /* Checkpoints of the conv and recurrent states for exact rollback (hybrid models only; KV
      * states simply truncate). Taken every checkpoint_interval tokens and at the end of every
-     * multi-token prefill; 0 = default (128), -1 = never (rollback then replays from position 0). */
+     * multi-token prefill; 0 = default (a power of two in [16, 256], larger for larger states:
+     * LFM2-350M every 16 tokens, Qwen3.5-0.8B every 256), -1 = none (rollback replays from 0). */
     int32_t checkpoint_interval;
     /* In-memory budget for checkpoints in MiB; 0 = default (256). Over budget, checkpoints are
      * thinned (position 0 is always kept — it is the zero state — and the rest stay spread out),
@@ -344,7 +345,7 @@ typedef struct slm_snapshot slm_snapshot;
 SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
 /* Replaces s's state with the snapshot's. Refused (SLM_ERR_STATE, session unchanged) when the
  * snapshot comes from another model, another context size or another KV dtype. Checkpoints of s
- * are dropped. */
+ * beyond the common prefix of the two histories are dropped. */
 SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
 /* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
  * state. params may set threads and checkpoint options (n_ctx and kv_dtype are taken from snap). */

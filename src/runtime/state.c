@@ -21,7 +21,13 @@
 #include "base/reader.h"
 #include "runtime/session.h"
 
-#define CKPT_DEFAULT_INTERVAL 128
+/* Default interval: about one checkpoint per 16 KiB of checkpoint size, as a power of two in
+ * [16, 256] — LFM2-350M (80 KiB) every 16 tokens, Qwen3.5-0.8B (20 MiB) every 256. */
+static int32_t default_interval(size_t ckpt_bytes) {
+    int32_t n = 16;
+    while (n < 256 && (size_t)n * 16384 < ckpt_bytes) n *= 2;
+    return n;
+}
 #define CKPT_DEFAULT_BUDGET_MIB 256
 #define STATE_MAGIC "SLMSTATE"
 #define STATE_VERSION 1u
@@ -31,7 +37,7 @@
 slm_status sess_ckpt_init(slm_session *s, int32_t interval, int32_t budget_mib, const char *dir, slm_err *e) {
     static uint64_t next_uid; /* only names spill files apart; not shared state of any object */
     if (interval < -1 || budget_mib < 0) return err_set(e, SLM_ERR_INVALID_ARG, "invalid checkpoint options");
-    s->ckpt_interval = interval == 0 ? CKPT_DEFAULT_INTERVAL : interval < 0 ? 0 : interval;
+    s->ckpt_interval = interval == 0 ? default_interval(s->ckpt_bytes) : interval < 0 ? 0 : interval;
     s->ckpt_at_prefill_end = interval >= 0;
     s->ckpt_budget = (size_t)(budget_mib ? budget_mib : CKPT_DEFAULT_BUDGET_MIB) << 20;
     al_free(&s->alloc, s->ckpt_dir);
@@ -455,13 +461,16 @@ static slm_status snapshot_compatible(slm_session *s, const slm_snapshot *snap, 
     return SLM_OK;
 }
 
+/* Checkpoints stay valid up to the common prefix of the old and the restored history. */
 static void snapshot_apply(slm_session *s, const slm_snapshot *snap) {
+    int32_t common = 0;
+    while (common < s->pos && common < snap->pos && s->history[common] == snap->history[common]) common++;
     for (int32_t i = 0; i < snap->n_states; i++)
         memcpy(s->states[i].buf[s->states[i].front], snap->states[i].data, snap->states[i].bytes);
     memcpy(s->history, snap->history, (size_t)snap->pos * sizeof(int32_t));
     s->pos = snap->pos;
     s->logits_valid = false;
-    sess_ckpt_drop_after(s, -1);
+    sess_ckpt_drop_after(s, common);
     sess_ckpt_take(s); /* rolling back to the restored position stays cheap */
 }
 
