@@ -8,7 +8,8 @@ llama-cpp-python):
    weights dequantised to F32: top-5 log-probabilities at the prompt end within 1e-4, and 64 greedy
    tokens identical;
 3. statelm's default kernels on the Q4_1 file give llama.cpp's 64 greedy tokens on the Q4_1 file
-   (both quantise activations to 8 bits for quantised weights), for all three prompts.
+   (both quantise activations to 8 bits for quantised weights), for all three prompts;
+4. the chat answer to "What is the capital of France?" (stored chat template, greedy) names Paris.
 Skipped (exit 77, saying why) when the model file is absent or differs from the golden's.
 Usage: test_real_llamacpp.py STATELM TESTS_DATA_DIR."""
 import hashlib
@@ -65,6 +66,10 @@ for k, case in enumerate(golden["cases"]):
         failures.append(f"prompt {k}: default kernels diverge from llama.cpp Q4_1 greedy at token {n} "
                         f"(llama.cpp top-2 margin there {case['top2_margins'][n] if n < len(case['top2_margins']) else '-'})")
     print(f"prompt {k}: checked")
+
+answer = run(["run", *common, "-p", "What is the capital of France?", "--temp", "0", "-n", "32"])
+if "Paris" not in answer:
+    failures.append(f"chat answer does not name Paris: {answer!r}")
 
 if failures:
     print("\n".join(failures))
