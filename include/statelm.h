@@ -278,6 +278,16 @@ typedef struct slm_session_params {
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
+    /* Checkpoints of the conv and recurrent states for exact rollback (hybrid models only; KV
+     * states simply truncate). Taken every checkpoint_interval tokens and at the end of every
+     * multi-token prefill; 0 = default (a power of two in [16, 256], larger for larger states:
+     * LFM2-350M every 16 tokens, Qwen3.5-0.8B every 256), -1 = none (rollback replays from 0). */
+    int32_t checkpoint_interval;
+    /* In-memory budget for checkpoints in MiB; 0 = default (256). Over budget, checkpoints are
+     * thinned (position 0 is always kept — it is the zero state — and the rest stay spread out),
+     * or moved to checkpoint_dir when it is set. */
+    int32_t checkpoint_budget_mib;
+    const char *checkpoint_dir; /* optional folder for spilled checkpoints; must exist */
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -299,8 +309,64 @@ SLM_API int32_t slm_session_n_ctx(const slm_session *s);
 SLM_API const slm_model *slm_session_model(const slm_session *s);
 /* Tokens processed so far (borrowed until the next call on s). */
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n);
-/* Forgets everything: position 0, states zeroed. */
+/* Forgets everything: position 0, states zeroed, checkpoints dropped. */
 SLM_API void slm_session_reset(slm_session *s);
+
+/* Rolls the session back to position pos in [0, slm_session_pos]: KV states truncate; conv and
+ * recurrent states are restored from the nearest checkpoint at or before pos and the tokens in
+ * between are replayed from the history, bit-exactly. Logits are unavailable until the next call.
+ * On failure (out of memory, abort during the replay) the session is exactly as it was. */
+SLM_API slm_status slm_session_rollback(slm_session *s, int32_t pos);
+/* Prefix reuse: makes the session's history equal tokens[0, n) computing as little as possible —
+ * it finds the longest common prefix with the history, rolls back to it (to n - 1 when tokens is
+ * the whole history, so logits exist) and prefills the rest. *logits as for prefill; *n_reused
+ * (optional) receives the number of tokens not recomputed. On failure the session's state is as it
+ * was (checkpoints beyond the common prefix may have been dropped). */
+SLM_API slm_status slm_session_sync(slm_session *s, const int32_t *tokens, size_t n, const float **logits,
+                                    size_t *n_reused);
+
+typedef struct slm_checkpoint_stats {
+    int32_t n_in_memory;   /* stored checkpoints (position 0 is implicit and not counted) */
+    int32_t n_on_disk;
+    uint64_t bytes_in_memory;
+    uint64_t bytes_on_disk;
+    uint64_t bytes_each;   /* size of one checkpoint: all conv and recurrent states */
+} slm_checkpoint_stats;
+SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_stats *stats);
+/* Positions of the stored checkpoints, ascending (borrowed until the next call on s). */
+SLM_API const int32_t *slm_session_checkpoints(const slm_session *s, size_t *n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots: an immutable in-memory copy of a session's whole state (every state, the position and
+ * the token history). Independent of the session it came from; may be restored or forked from any
+ * thread, also concurrently. */
+typedef struct slm_snapshot slm_snapshot;
+
+SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
+/* Replaces s's state with the snapshot's. Refused (SLM_ERR_STATE, session unchanged) when the
+ * snapshot comes from another model, another context size or another KV dtype. Checkpoints of s
+ * beyond the common prefix of the two histories are dropped. */
+SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
+/* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
+ * state. params may set threads and checkpoint options (n_ctx and kv_dtype are taken from snap). */
+SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_params *params, slm_session **out,
+                                    char *err, size_t err_cap);
+SLM_API void slm_snapshot_destroy(slm_snapshot *snap);
+SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap);
+SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
+
+/* Saves the session to a file: magic, format version, model fingerprint, context size, KV dtype,
+ * per-state name, dtype, shape and data (KV states up to the position), position, token history and
+ * a checksum. The file is written to PATH.tmp and renamed into place. */
+SLM_API slm_status slm_session_save(slm_session *s, const char *path);
+/* Loads a file written by slm_session_save. A missing, truncated, damaged (checksum), foreign-model,
+ * other-context, other-dtype, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or
+ * SLM_ERR_IO) and a message naming the reason; the session is then exactly as it was. */
+SLM_API slm_status slm_session_load(slm_session *s, const char *path);
+
+/* 16-byte fingerprint of the model: hash of the architecture, hyper-parameters and every tensor's
+ * name, type and shape (not the weights' values). */
+SLM_API void slm_model_fingerprint(const slm_model *model, uint8_t out[16]);
 /* The session's states (names, shapes, bytes) as allocated. */
 SLM_API int32_t slm_session_n_states(const slm_session *s);
 SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_info *info);

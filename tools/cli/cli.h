@@ -35,6 +35,8 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan);
 int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl);
 /* Prints the findings of pl grouped by node and state with a summary; returns their number. */
 int cli_print_findings(const slm_plan *pl);
+int cmd_tokenize(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 
 /* Prints "statelm: <message>" to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -12,6 +12,8 @@ static void usage(FILE *f) {
           "  chat -m MODEL [options]                        interactive multi-turn chat\n"
           "  check -m MODEL --target T [--json]             what a target rejects or runs elsewhere\n"
           "  plan -m MODEL --target T [--json] [--simulate] the compute plan for a target\n"
+          "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
+          "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
 }
@@ -27,6 +29,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 1, argv + 1);
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "score") == 0) return cmd_score(argc - 1, argv + 1);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
