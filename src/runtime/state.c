@@ -232,6 +232,9 @@ slm_status sess_undo_begin(slm_session *s, int32_t from) {
         s->undo_kv_cap = need;
     }
     if (s->has_recurrent) recurrent_save(s, s->undo);
+    s->undo_pos = s->pos;
+    s->undo_from = from;
+    if (s->pos == from) return SLM_OK;
     uint8_t *p = s->undo_kv;
     for (int32_t i = 0; i < s->prog->n_states; i++) {
         size_t row = sess_kv_row_bytes(s, i);
@@ -240,14 +243,15 @@ slm_status sess_undo_begin(slm_session *s, int32_t from) {
         p += (size_t)(s->pos - from) * row;
     }
     memcpy(p, s->history + from, (size_t)(s->pos - from) * sizeof(int32_t));
-    s->undo_pos = s->pos;
-    s->undo_from = from;
     return SLM_OK;
 }
 
 void sess_undo_restore(slm_session *s) {
     int32_t from = s->undo_from, n = s->undo_pos - from;
     if (s->has_recurrent) recurrent_load(s, s->undo);
+    s->pos = s->undo_pos;
+    s->logits_valid = false;
+    if (n == 0) return;
     const uint8_t *p = s->undo_kv;
     for (int32_t i = 0; i < s->prog->n_states; i++) {
         size_t row = sess_kv_row_bytes(s, i);
@@ -256,8 +260,6 @@ void sess_undo_restore(slm_session *s) {
         p += (size_t)n * row;
     }
     memcpy(s->history + from, p, (size_t)n * sizeof(int32_t));
-    s->pos = s->undo_pos;
-    s->logits_valid = false;
 }
 
 /* ---- rollback and prefix reuse -------------------------------------------------------------- */
