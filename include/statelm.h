@@ -278,6 +278,16 @@ typedef struct slm_session_params {
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
+    /* Checkpoints of the conv and recurrent states for exact rollback (hybrid models only; KV
+     * states simply truncate). Taken every checkpoint_interval tokens and at the end of every
+     * multi-token prefill; 0 = default (a power of two in [16, 256], larger for larger states:
+     * LFM2-350M every 16 tokens, Qwen3.5-0.8B every 256), -1 = none (rollback replays from 0). */
+    int32_t checkpoint_interval;
+    /* In-memory budget for checkpoints in MiB; 0 = default (256). Over budget, checkpoints are
+     * thinned (position 0 is always kept — it is the zero state — and the rest stay spread out),
+     * or moved to checkpoint_dir when it is set. */
+    int32_t checkpoint_budget_mib;
+    const char *checkpoint_dir; /* optional folder for spilled checkpoints; must exist */
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -299,8 +309,64 @@ SLM_API int32_t slm_session_n_ctx(const slm_session *s);
 SLM_API const slm_model *slm_session_model(const slm_session *s);
 /* Tokens processed so far (borrowed until the next call on s). */
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n);
-/* Forgets everything: position 0, states zeroed. */
+/* Forgets everything: position 0, states zeroed, checkpoints dropped. */
 SLM_API void slm_session_reset(slm_session *s);
+
+/* Rolls the session back to position pos in [0, slm_session_pos]: KV states truncate; conv and
+ * recurrent states are restored from the nearest checkpoint at or before pos and the tokens in
+ * between are replayed from the history, bit-exactly. Logits are unavailable until the next call.
+ * On failure (out of memory, abort during the replay) the session is exactly as it was. */
+SLM_API slm_status slm_session_rollback(slm_session *s, int32_t pos);
+/* Prefix reuse: makes the session's history equal tokens[0, n) computing as little as possible —
+ * it finds the longest common prefix with the history, rolls back to it (to n - 1 when tokens is
+ * the whole history, so logits exist) and prefills the rest. *logits as for prefill; *n_reused
+ * (optional) receives the number of tokens not recomputed. On failure the session's state is as it
+ * was (checkpoints beyond the common prefix may have been dropped). */
+SLM_API slm_status slm_session_sync(slm_session *s, const int32_t *tokens, size_t n, const float **logits,
+                                    size_t *n_reused);
+
+typedef struct slm_checkpoint_stats {
+    int32_t n_in_memory;   /* stored checkpoints (position 0 is implicit and not counted) */
+    int32_t n_on_disk;
+    uint64_t bytes_in_memory;
+    uint64_t bytes_on_disk;
+    uint64_t bytes_each;   /* size of one checkpoint: all conv and recurrent states */
+} slm_checkpoint_stats;
+SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_stats *stats);
+/* Positions of the stored checkpoints, ascending (borrowed until the next call on s). */
+SLM_API const int32_t *slm_session_checkpoints(const slm_session *s, size_t *n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots: an immutable in-memory copy of a session's whole state (every state, the position and
+ * the token history). Independent of the session it came from; may be restored or forked from any
+ * thread, also concurrently. */
+typedef struct slm_snapshot slm_snapshot;
+
+SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
+/* Replaces s's state with the snapshot's. Refused (SLM_ERR_STATE, session unchanged) when the
+ * snapshot comes from another model, another context size or another KV dtype. Checkpoints of s
+ * beyond the common prefix of the two histories are dropped. */
+SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
+/* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
+ * state. params may set threads and checkpoint options (n_ctx and kv_dtype are taken from snap). */
+SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_params *params, slm_session **out,
+                                    char *err, size_t err_cap);
+SLM_API void slm_snapshot_destroy(slm_snapshot *snap);
+SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap);
+SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
+
+/* Saves the session to a file: magic, format version, model fingerprint, context size, KV dtype,
+ * per-state name, dtype, shape and data (KV states up to the position), position, token history and
+ * a checksum. The file is written to PATH.tmp and renamed into place. */
+SLM_API slm_status slm_session_save(slm_session *s, const char *path);
+/* Loads a file written by slm_session_save. A missing, truncated, damaged (checksum), foreign-model,
+ * other-context, other-dtype, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or
+ * SLM_ERR_IO) and a message naming the reason; the session is then exactly as it was. */
+SLM_API slm_status slm_session_load(slm_session *s, const char *path);
+
+/* 16-byte fingerprint of the model: hash of the architecture, hyper-parameters and every tensor's
+ * name, type and shape (not the weights' values). */
+SLM_API void slm_model_fingerprint(const slm_model *model, uint8_t out[16]);
 /* The session's states (names, shapes, bytes) as allocated. */
 SLM_API int32_t slm_session_n_states(const slm_session *s);
 SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_info *info);
@@ -327,6 +393,146 @@ SLM_API void slm_sampler_destroy(slm_sampler *s);
  * penalty (may be NULL/0). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
+
+/* ---------------------------------------------------------------------------------------------
+ * Compute plans: a model's Program compiled for a target (DESIGN.md compile/). Creating a plan
+ * checks the Program against the target's rules (findings, before anything is rewritten),
+ * legalises it (rewrites, each recorded), places every node on a device (a reason for every node
+ * off the target's device) and estimates bytes moved and FLOPs per node. Targets: "cpu", "cuda",
+ * "ane" (rules from the field reports; not executable here: simulate it on the CPU).
+ * Shapes are in ggml order (ne[0] innermost). A plan borrows its model: destroy the plan first.
+ * One thread at a time per plan; every string a plan returns is borrowed until the plan is
+ * destroyed (or, for errmsg, until the next call on it). */
+typedef struct slm_plan slm_plan;
+
+typedef struct slm_plan_params {
+    size_t size;          /* sizeof(slm_plan_params) */
+    const char *target;   /* NULL = "cpu" */
+    int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
+    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
+} slm_plan_params;
+
+SLM_API slm_plan_params slm_plan_params_default(void);
+/* Number of targets and their names ("cpu", "cuda", "ane"); NULL out of range. Static storage. */
+SLM_API int32_t slm_n_targets(void);
+SLM_API const char *slm_target_name(int32_t i);
+
+/* Builds the plan of model for params->target. Unknown target: SLM_ERR_INVALID_ARG naming the
+ * known ones. On failure *out is NULL and err holds a message. */
+SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params *params, slm_plan **out, char *err,
+                                   size_t err_cap);
+SLM_API void slm_plan_destroy(slm_plan *plan);
+SLM_API const char *slm_plan_errmsg(const slm_plan *plan);
+SLM_API const char *slm_plan_target(const slm_plan *plan);
+/* The target's preferred device ("cpu", "cuda", "ane") and the device nodes fall back to. */
+SLM_API const char *slm_plan_device(const slm_plan *plan);
+SLM_API const char *slm_plan_fallback_device(const slm_plan *plan);
+SLM_API bool slm_plan_executable(const slm_plan *plan);
+SLM_API int32_t slm_plan_n_ctx(const slm_plan *plan);
+
+/* What a target does with a node or state that breaks a rule. */
+typedef enum slm_plan_effect {
+    SLM_PLAN_OK = 0,
+    SLM_PLAN_FALLBACK = 1, /* runs on another device (on the real target: silently) */
+    SLM_PLAN_REJECT = 2    /* compilation for the target fails */
+} slm_plan_effect;
+SLM_API const char *slm_plan_effect_name(slm_plan_effect effect); /* "ok", "fallback", "reject" */
+
+/* One broken rule, found before legalisation, on a node (function != NULL) or a state. */
+typedef struct slm_plan_finding {
+    const char *rule;       /* e.g. "ane.write.full_extent", "op.fallback" */
+    const char *rule_text;  /* the rule in words */
+    const char *source;     /* where the rule is known from */
+    slm_plan_effect effect;
+    const char *function;   /* "prefill", "decode"; NULL for state findings */
+    int32_t node;           /* position in the function; -1 for state findings */
+    int32_t layer;          /* -1 if none */
+    const char *op;         /* "STATE_WRITE", ... */
+    const char *state;      /* NULL when not about a state */
+    const char *detail;     /* what exactly breaks it */
+    const char *fix;        /* the rewrite statelm applies ("none: ..." when there is none) */
+    bool fixed;             /* the legalised program keeps the rule */
+} slm_plan_finding;
+SLM_API int32_t slm_plan_n_findings(const slm_plan *plan);
+SLM_API slm_status slm_plan_finding_at(const slm_plan *plan, int32_t i, slm_plan_finding *out);
+/* Findings on the legalised program (rules it still breaks, nodes it still runs elsewhere). */
+SLM_API int32_t slm_plan_n_residual(const slm_plan *plan);
+SLM_API slm_status slm_plan_residual_at(const slm_plan *plan, int32_t i, slm_plan_finding *out);
+
+/* One rewrite legalisation applied, in order. */
+typedef struct slm_plan_rewrite {
+    const char *pass;       /* "cast", "align", "merge", "static_window", "pad" */
+    const char *function;   /* NULL for state-level rewrites */
+    const char *state;
+    const char *detail;
+    const char *warning;    /* "" unless the rewrite changes numbers (precision) */
+} slm_plan_rewrite;
+SLM_API int32_t slm_plan_n_rewrites(const slm_plan *plan);
+SLM_API slm_status slm_plan_rewrite_at(const slm_plan *plan, int32_t i, slm_plan_rewrite *out);
+
+/* The compute plan of the legalised program, per function and node. */
+SLM_API int32_t slm_plan_n_functions(const slm_plan *plan);
+SLM_API const char *slm_plan_function_name(const slm_plan *plan, int32_t fn);
+/* Tokens per call the costs of fn assume (prefill: n_prefill; decode: 1). */
+SLM_API int32_t slm_plan_function_tokens(const slm_plan *plan, int32_t fn);
+SLM_API int32_t slm_plan_n_nodes(const slm_plan *plan, int32_t fn);
+typedef struct slm_plan_node {
+    const char *op;
+    const char *name;       /* output tensor name, e.g. "blk.3.q" */
+    int32_t layer;
+    const char *shapes;     /* "(1024, n) <- (1024, 3072), (1024, n)": output(s) <- inputs, ggml order */
+    const char *dtype;      /* weight dtype (EMBED, MATMUL), state dtype (state ops), else "f32" */
+    const char *device;
+    const char *reason;     /* "" on the target's device */
+    double bytes;           /* estimated bytes moved per call: weights + activations + state */
+    double flops;
+    double cost_share;      /* of the function's estimated cost, in [0, 1] */
+} slm_plan_node;
+SLM_API slm_status slm_plan_node_at(const slm_plan *plan, int32_t fn, int32_t i, slm_plan_node *out);
+/* Totals of fn on one device; i in [0, slm_plan_n_devices(plan, fn)). */
+typedef struct slm_plan_device_total {
+    const char *device;
+    int32_t n_nodes;
+    double bytes, flops;
+    double cost_share;
+} slm_plan_device_total;
+SLM_API int32_t slm_plan_n_devices(const slm_plan *plan, int32_t fn);
+SLM_API slm_status slm_plan_device_total_at(const slm_plan *plan, int32_t fn, int32_t i, slm_plan_device_total *out);
+
+/* The states of the legalised program and every write into them. */
+typedef struct slm_plan_state {
+    const char *name;
+    slm_state_role role;
+    int32_t layer;
+    int32_t n_dims;
+    int64_t ne[4];          /* logical shape (as the model declares it) */
+    int64_t alloc_ne[4];    /* allocated shape (after alignment and padding) */
+    slm_dtype dtype;        /* after legalisation */
+    slm_dtype orig_dtype;
+    uint64_t size_bytes;    /* allocated bytes of one buffer */
+    int32_t n_writes;
+} slm_plan_state;
+SLM_API int32_t slm_plan_n_states(const slm_plan *plan);
+SLM_API slm_status slm_plan_state_at(const slm_plan *plan, int32_t i, slm_plan_state *out);
+typedef struct slm_plan_write {
+    const char *function;
+    int32_t node;           /* position in the function */
+    const char *window;     /* "[0,512) x [0,4096)": begin/end per axis, ggml order */
+    const char *rules;      /* the target's write rules it satisfies, e.g. "ane.write.full_extent, ..." */
+} slm_plan_write;
+SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, int32_t k, slm_plan_write *out);
+
+/* Simulates the plan on the CPU: the original and the legalised program each prefill prompt and
+ * then generate n_steps greedy tokens (each fed back); compares token by token. *identical is true
+ * when all match; else *first_diff is the first differing step (also when identical: -1).
+ * n_threads 0 = the model's default. Needs n_prompt + n_steps <= n_ctx. */
+SLM_API slm_status slm_plan_simulate(slm_plan *plan, const int32_t *prompt, size_t n_prompt, int32_t n_steps,
+                                     int32_t n_threads, bool *identical, int32_t *first_diff);
+
+/* The whole plan as JSON (src/compile/plan.schema.json describes it); check_only limits it to
+ * the check (target, findings, clean). *out is NUL-terminated; caller frees with slm_free. */
+SLM_API slm_status slm_plan_json(const slm_plan *plan, bool check_only, char **out);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 # Installs the Debian packages statelm's build and tests need. Idempotent and non-interactive:
 # runs apt-get update only when a package is missing.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang libpcre2-dev libcjson-dev libcmocka-dev libunistring-dev
+pkgs=(build-essential cmake pkg-config clang libpcre2-dev libcjson-dev libcmocka-dev libunistring-dev libxxhash-dev
       python3 python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -610,3 +610,174 @@ slm_status graph_verify(const g_program *p, slm_err *e) {
     al_free(&p->alloc, producer);
     return st;
 }
+
+/* ---- ops added for compile/ (reductions, masks, one-hot writes) ----------------------------- */
+
+int32_t gb_sum(g_builder *b, int32_t x, int32_t axis) {
+    if (!live(b, 1, x)) return -1;
+    const g_tensor *X = T(b, x);
+    if (axis < 0 || axis >= X->n_dims || X->storage == G_NONE) return shape_fail(b, G_OP_SUM, x, "input");
+    int64_t ne[4] = {X->ne[0], X->ne[1], X->ne[2], X->ne[3]};
+    ne[axis] = 1;
+    int32_t out = act(b, X->n_dims, ne, (uint8_t)(X->n_mask & ~(1u << axis)));
+    g_node *nd = NULL;
+    if (out < 0 || node(b, G_OP_SUM, 1, &x, 1, &out, &nd) < 0) return -1;
+    nd->p.reduce.axis = axis;
+    return out;
+}
+
+int32_t gb_select(g_builder *b, int32_t c, int32_t a, int32_t x) {
+    if (!live(b, 3, c, a, x)) return -1;
+    const int32_t ops[3] = {c, a, x};
+    int64_t ne[4] = {1, 1, 1, 1};
+    uint8_t mask = 0;
+    int32_t n_dims = 1;
+    for (int d = 0; d < 4; d++) {
+        bool have = false;
+        for (int k = 0; k < 3; k++) {
+            const g_tensor *t = T(b, ops[k]);
+            bool sym = (t->n_mask >> d) & 1;
+            if (t->n_dims > n_dims) n_dims = t->n_dims;
+            if (!sym && t->ne[d] == 1) continue; /* broadcasts */
+            if (!have) {
+                ne[d] = t->ne[d];
+                mask = (uint8_t)(mask | (sym ? 1u << d : 0u));
+                have = true;
+            } else if (ne[d] != t->ne[d] || ((mask >> d) & 1) != sym) {
+                return shape_fail(b, G_OP_SELECT, ops[k], k == 0 ? "condition" : "operand");
+            }
+        }
+    }
+    int32_t out = act(b, n_dims, ne, mask);
+    return out < 0 ? -1 : node(b, G_OP_SELECT, 3, ops, 1, &out, NULL);
+}
+
+int32_t gb_onehot(g_builder *b, int64_t L, g_affine begin) {
+    if (b->status) return -1;
+    if (L < 1 || begin.base < 0) return fail(b, SLM_ERR_SHAPE, "ONEHOT: length %lld or begin %lld is invalid", (long long)L, (long long)begin.base);
+    int64_t ne[4] = {L, 0, 1, 1};
+    int32_t out = act(b, 2, ne, 2);
+    g_node *nd = NULL;
+    if (out < 0 || node(b, G_OP_ONEHOT, 0, NULL, 1, &out, &nd) < 0) return -1;
+    nd->p.onehot.begin = begin;
+    return out;
+}
+
+int32_t gb_matmul_t(g_builder *b, int32_t x, int32_t y) {
+    if (!live(b, 2, x, y)) return -1;
+    const g_tensor *X = T(b, x), *Y = T(b, y);
+    if (X->n_dims != 2 || (X->n_mask & 1) || X->storage == G_NONE) return shape_fail(b, G_OP_MATMUL_T, x, "left operand");
+    if (Y->n_dims != 2 || (Y->n_mask & 1) || Y->ne[1] != X->ne[1] || ((X->n_mask ^ Y->n_mask) & 2))
+        return shape_fail(b, G_OP_MATMUL_T, y, "right operand");
+    int64_t ne[4] = {X->ne[0], Y->ne[0], 1, 1};
+    int32_t out = act(b, 2, ne, 0);
+    int32_t in[2] = {x, y};
+    return out < 0 ? -1 : node(b, G_OP_MATMUL_T, 2, in, 1, &out, NULL);
+}
+
+int32_t gb_round(g_builder *b, int32_t x, slm_dtype dtype) {
+    if (!live(b, 1, x)) return -1;
+    if (dtype != SLM_DTYPE_F16 && dtype != SLM_DTYPE_BF16)
+        return fail(b, SLM_ERR_INVALID_ARG, "ROUND: %s is not f16 or bf16", slm_dtype_name(dtype));
+    int32_t out = act_like(b, x);
+    g_node *nd = NULL;
+    if (out < 0 || node(b, G_OP_ROUND, 1, &x, 1, &out, &nd) < 0) return -1;
+    nd->p.round.dtype = dtype;
+    return out;
+}
+
+/* Extent of axis d of t as an affine (what gb_slice/gb_reshape take). */
+static g_affine extent_of(const g_tensor *t, int d) {
+    g_affine a = {t->ne[d], ((t->n_mask >> d) & 1) != 0, false};
+    return a;
+}
+
+int32_t gb_clone_node(g_builder *b, const g_program *src, const g_node *nd, const int32_t *in, int32_t *out) {
+    if (b->status) return -1;
+    const g_tensor *o0 = &src->tensors[nd->out[0]];
+    int32_t r = -1, second = -1;
+    switch (nd->op) {
+    case G_OP_EMBED: r = gb_embed(b, in[0], in[1]); break;
+    case G_OP_MATMUL: r = gb_matmul(b, in[0], in[1]); break;
+    case G_OP_ADD: r = gb_add(b, in[0], in[1]); break;
+    case G_OP_MUL: r = gb_mul(b, in[0], in[1]); break;
+    case G_OP_SCALE: r = gb_scale(b, in[0], nd->p.f[0]); break;
+    case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: r = gb_unary(b, nd->op, in[0]); break;
+    case G_OP_SWIGLU: r = gb_swiglu(b, in[0], in[1]); break;
+    case G_OP_RMSNORM:
+        r = gb_rmsnorm(b, in[0], nd->n_in > 1 ? in[1] : -1, nd->p.norm.eps, nd->p.norm.w_offset);
+        break;
+    case G_OP_L2NORM: r = gb_l2norm(b, in[0], nd->p.norm.eps); break;
+    case G_OP_GATED_RMSNORM: r = gb_gated_rmsnorm(b, in[0], in[1], in[2], nd->p.norm.eps); break;
+    case G_OP_ROPE:
+        r = gb_rope(b, in[0], nd->p.rope.n_rot, nd->p.rope.style, nd->p.rope.base, nd->p.rope.freq_scale);
+        break;
+    case G_OP_ATTENTION: r = gb_attention(b, in[0], in[1], in[2], nd->p.attn.n_head_kv, nd->p.attn.scale); break;
+    case G_OP_CONV1D: r = gb_conv1d(b, in[0], in[1]); break;
+    case G_OP_DELTANET:
+        r = gb_deltanet(b, in[0], in[1], in[2], in[3], in[4], in[5], nd->p.dn.v_heads_tiled, &second);
+        if (r >= 0) b->p->nodes[b->p->n_nodes - 1].p.dn.chunked = nd->p.dn.chunked;
+        break;
+    case G_OP_SLICE: r = gb_slice(b, in[0], nd->p.slice.axis, nd->p.slice.begin, extent_of(o0, nd->p.slice.axis)); break;
+    case G_OP_CONCAT: r = gb_concat(b, in[0], in[1], nd->p.concat.axis); break;
+    case G_OP_RESHAPE: {
+        g_affine ne[4];
+        for (int d = 0; d < 4; d++) ne[d] = extent_of(o0, d);
+        r = gb_reshape(b, in[0], o0->n_dims, ne);
+        break;
+    }
+    case G_OP_STATE_READ: r = gb_state_read(b, nd->p.read.state); break;
+    case G_OP_STATE_WRITE:
+        gb_state_write(b, nd->p.write.state, in[0], nd->p.write.begin);
+        if (!b->status) r = b->p->nodes[b->p->n_nodes - 1].out[0];
+        break;
+    case G_OP_SUM: r = gb_sum(b, in[0], nd->p.reduce.axis); break;
+    case G_OP_SELECT: r = gb_select(b, in[0], in[1], in[2]); break;
+    case G_OP_ONEHOT: r = gb_onehot(b, o0->ne[0], nd->p.onehot.begin); break;
+    case G_OP_MATMUL_T: r = gb_matmul_t(b, in[0], in[1]); break;
+    case G_OP_ROUND: r = gb_round(b, in[0], (slm_dtype)nd->p.round.dtype); break;
+    default: return fail(b, SLM_ERR_INVALID_ARG, "cannot clone op %d", (int)nd->op);
+    }
+    if (r < 0) return -1;
+    out[0] = r;
+    if (nd->n_out > 1) out[1] = second;
+    for (int k = 0; k < nd->n_out; k++)
+        memcpy(b->p->tensors[out[k]].name, src->tensors[nd->out[k]].name, G_NAME_CAP);
+    return r;
+}
+
+g_program *graph_clone(const g_program *p) {
+    g_program *q = NULL;
+    if (graph_create(&p->alloc, &q)) return NULL;
+    const slm_allocator *a = &p->alloc;
+    q->tensors = al_array(a, (size_t)(p->n_tensors ? p->n_tensors : 1), sizeof(g_tensor));
+    q->nodes = al_array(a, (size_t)(p->n_nodes ? p->n_nodes : 1), sizeof(g_node));
+    q->states = al_array(a, (size_t)(p->n_states ? p->n_states : 1), sizeof(g_state));
+    if (!q->tensors || !q->nodes || !q->states) goto fail;
+    q->cap_tensors = p->n_tensors ? p->n_tensors : 1;
+    q->cap_nodes = p->n_nodes ? p->n_nodes : 1;
+    q->cap_states = p->n_states ? p->n_states : 1;
+    if (p->n_tensors) memcpy(q->tensors, p->tensors, (size_t)p->n_tensors * sizeof(g_tensor));
+    if (p->n_nodes) memcpy(q->nodes, p->nodes, (size_t)p->n_nodes * sizeof(g_node));
+    if (p->n_states) memcpy(q->states, p->states, (size_t)p->n_states * sizeof(g_state));
+    q->n_tensors = p->n_tensors;
+    q->n_nodes = p->n_nodes;
+    q->n_states = p->n_states;
+    for (int32_t f = 0; f < p->n_functions; f++) {
+        g_function *qf = &q->functions[f];
+        *qf = p->functions[f];
+        qf->nodes = al_array(a, (size_t)(qf->n_nodes ? qf->n_nodes : 1), sizeof(int32_t));
+        if (!qf->nodes) {
+            qf->cap_nodes = 0;
+            q->n_functions = f;
+            goto fail;
+        }
+        qf->cap_nodes = qf->n_nodes ? qf->n_nodes : 1;
+        if (qf->n_nodes) memcpy(qf->nodes, p->functions[f].nodes, (size_t)qf->n_nodes * sizeof(int32_t));
+        q->n_functions = f + 1;
+    }
+    return q;
+fail:
+    graph_destroy(q);
+    return NULL;
+}

@@ -66,7 +66,12 @@ typedef enum g_storage {
     X(CONCAT)        /* a ++ b along an axis                                                 */ \
     X(RESHAPE)       /* view with a new shape, same elements (no copy)                       */ \
     X(STATE_READ)    /* view of a whole state                                                */ \
-    X(STATE_WRITE)   /* state[window] <- value                                               */
+    X(STATE_WRITE)   /* state[window] <- value                                               */ \
+    X(SUM)           /* x summed over p.reduce.axis (that axis becomes 1)                    */ \
+    X(SELECT)        /* c != 0 ? a : b, size-1 axes broadcast (numpy rule); out f32         */ \
+    X(ONEHOT)        /* (L, n): out[j, t] = (j == begin + t), begin may hold pos             */ \
+    X(MATMUL_T)      /* (a, c) <- x (a, m), y (c, m): out = x y^T, contracted over axis 1   */ \
+    X(ROUND)         /* x rounded to p.round.dtype (f16/bf16) and back to f32               */
 
 typedef enum g_op {
 #define G_X_ENUM(name) G_OP_##name,
@@ -118,6 +123,9 @@ typedef struct g_node {
         struct { int32_t axis; } concat;
         struct { int32_t state; g_affine begin[4]; } write;         /* STATE_WRITE (extent = value shape) */
         struct { int32_t state; } read;                             /* STATE_READ */
+        struct { int32_t axis; } reduce;                            /* SUM */
+        struct { g_affine begin; } onehot;                          /* ONEHOT (L = output ne0) */
+        struct { uint32_t dtype; } round;                           /* ROUND */
     } p;
 } g_node;
 
@@ -224,6 +232,27 @@ int32_t gb_reshape(g_builder *b, int32_t x, int32_t n_dims, const g_affine ne[4]
 int32_t gb_state_read(g_builder *b, int32_t state);
 /* Writes value into state at begin[axis] (extent = value's shape). */
 void gb_state_write(g_builder *b, int32_t state, int32_t value, const g_affine begin[4]);
+/* Sum over axis (output size 1 there); x may be a state view of any state dtype. */
+int32_t gb_sum(g_builder *b, int32_t x, int32_t axis);
+/* c != 0 ? a : x elementwise. Every axis of the three operands has one size or 1 (a static 1
+ * broadcasts); symbolic axes must agree exactly. Operands may be state views (any state dtype). */
+int32_t gb_select(g_builder *b, int32_t c, int32_t a, int32_t x);
+/* (L, n) one-hot position matrix of the function's n tokens: out[j, t] = 1 when j == begin + t,
+ * else 0. begin may depend on pos (that is what it is for: a static-shaped stand-in for a write
+ * at a data-dependent offset). */
+int32_t gb_onehot(g_builder *b, int64_t L, g_affine begin);
+/* (a, c) <- x (a, m), y (c, m): out[i, j] = sum_k x[i, k] y[j, k]; both 2-D, same axis 1
+ * (symbolic or not). The output is static. */
+int32_t gb_matmul_t(g_builder *b, int32_t x, int32_t y);
+/* x rounded to dtype (F16 or BF16) and back: what a state of that dtype would hold. */
+int32_t gb_round(g_builder *b, int32_t x, slm_dtype dtype);
+/* Appends a node that computes what node nd of program src computes, on operands in[0, nd->n_in)
+ * of b's program, through the gb_* call of its op (so every shape rule is checked again). Output
+ * ids go to out[0, nd->n_out) and take the names of nd's outputs. STATE_READ/STATE_WRITE keep
+ * nd's state index (the caller keeps state indices aligned). Returns out[0], or -1 on error. */
+int32_t gb_clone_node(g_builder *b, const g_program *src, const g_node *nd, const int32_t *in, int32_t *out);
+/* Deep copy of p (same allocator); weights stay borrowed from the same mapping. NULL on OOM. */
+g_program *graph_clone(const g_program *p);
 /* Marks x as the function's logits output. */
 void gb_set_logits(g_builder *b, int32_t x);
 /* Names tensor t (for plans and errors); the layer is prefixed as "blk.N." when set. */

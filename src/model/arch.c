@@ -168,35 +168,89 @@ static slm_status check_common(slm_model *m, slm_err *e) {
     return check_layer_kinds(m, e);
 }
 
-/* ---- llama / qwen3 -------------------------------------------------------------------------- */
+/* ---- fields shared by every family ---------------------------------------------------------- */
 
-static void dense_defaults(mdl_hparams *hp) {
+static void defaults(mdl_hparams *hp) {
     hp->rope_base = 10000.0f;
     hp->rms_eps = 1e-5f;
     hp->n_ctx_train = 4096;
 }
 
-static slm_status dense_gguf(slm_model *m, slm_err *e) {
+/* {arch}.embedding_length, attention.head_count, key/value_length, rope and norm keys; head_dim
+ * defaults to n_embd / n_head and n_rot to head_dim. head_count_kv is left to the family (an array
+ * in lfm2). */
+static slm_status gguf_common(slm_model *m, slm_err *e) {
     mdl_hparams *hp = &m->hp;
-    dense_defaults(hp);
+    defaults(hp);
     slm_status st;
-    if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
-        (st = g_int(m, "embedding_length", true, 1, 1 << 20, &hp->n_embd, e)) ||
+    if ((st = g_int(m, "embedding_length", true, 1, 1 << 20, &hp->n_embd, e)) ||
         (st = g_int(m, "attention.head_count", true, 1, 1 << 12, &hp->n_head, e)))
+        return st;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = g_int(m, "attention.key_length", false, 1, 1 << 14, &hp->head_dim, e))) return st;
+    hp->head_dim_v = hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    return (st = g_int(m, "attention.value_length", false, 1, 1 << 14, &hp->head_dim_v, e)) ||
+                   (st = g_int(m, "rope.dimension_count", false, 1, 1 << 14, &hp->n_rot, e)) ||
+                   (st = g_int(m, "context_length", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
+                   (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)) ||
+                   (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e))
+               ? st
+               : SLM_OK;
+}
+
+/* config.json: layers, hidden size, heads, kv heads, head_dim, context, rope; eps_key names the
+ * family's epsilon field; partial (optional) receives partial_rotary_factor. */
+static slm_status hf_common(slm_model *m, const char *eps_key, float *partial, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    const cJSON *c = m->hf.text;
+    slm_status st;
+    if ((st = h_int(c, "num_hidden_layers", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
+        (st = h_int(c, "hidden_size", true, 1, 1 << 20, &hp->n_embd, e)) ||
+        (st = h_int(c, "num_attention_heads", true, 1, 1 << 12, &hp->n_head, e)))
         return st;
     hp->n_head_kv = hp->n_head;
     hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
-        (st = g_int(m, "attention.key_length", false, 1, 1 << 14, &hp->head_dim, e)))
+    if ((st = h_int(c, "num_key_value_heads", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
+        (st = h_int(c, "head_dim", false, 1, 1 << 14, &hp->head_dim, e)) ||
+        (st = h_int(c, "max_position_embeddings", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
+        (st = h_float(c, eps_key, &hp->rms_eps, e)) || (st = h_rope(c, &hp->rope_base, partial, e)))
         return st;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
-    if ((st = g_int(m, "attention.value_length", false, 1, 1 << 14, &hp->head_dim_v, e)) ||
-        (st = g_int(m, "rope.dimension_count", false, 1, 1 << 14, &hp->n_rot, e)) ||
-        (st = g_int(m, "context_length", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)) ||
-        (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e)))
-        return st;
+    hp->rope_style = MDL_ROPE_NEOX; /* HF safetensors keep q/k unpermuted: rotate-half */
+    return SLM_OK;
+}
+
+/* config.json "layer_types": each entry must be one of the two names. SLM_ERR_NOT_FOUND (no
+ * message) when absent. */
+static slm_status hf_layer_types(slm_model *m, const char *name_a, slm_layer_kind kind_a, const char *name_b,
+                                 slm_layer_kind kind_b, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    const cJSON *types = NULL;
+    slm_status st = hf_get_array(m->hf.text, "layer_types", &types, e);
+    if (st) return st;
+    if (cJSON_GetArraySize(types) < hp->n_layer)
+        return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types has %d entries, expected %d",
+                       cJSON_GetArraySize(types), hp->n_layer);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cJSON *t = cJSON_GetArrayItem(types, il);
+        if (!cJSON_IsString(t)) return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types[%d] is not a string", il);
+        if (strcmp(t->valuestring, name_a) == 0) hp->layer_kind[il] = kind_a;
+        else if (strcmp(t->valuestring, name_b) == 0) hp->layer_kind[il] = kind_b;
+        else return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: layer_types[%d] = \"%s\"", il, t->valuestring);
+    }
+    return SLM_OK;
+}
+
+/* ---- llama / qwen3 -------------------------------------------------------------------------- */
+
+static slm_status dense_gguf(slm_model *m, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    slm_status st;
+    if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) || (st = gguf_common(m, e))) return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e))) return st;
     char key[128];
     gguf_str type;
     if (gguf_get_str(&m->gguf, akey(m, "rope.scaling.type", key, sizeof key), &type, e) == SLM_OK &&
@@ -225,40 +279,17 @@ static slm_status qwen3_gguf(slm_model *m, slm_err *e) {
     return check_common(m, e);
 }
 
-static slm_status dense_hf(slm_model *m, slm_err *e) {
-    mdl_hparams *hp = &m->hp;
-    const cJSON *c = m->hf.text;
-    dense_defaults(hp);
-    slm_status st;
-    if ((st = h_int(c, "num_hidden_layers", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
-        (st = h_int(c, "hidden_size", true, 1, 1 << 20, &hp->n_embd, e)) ||
-        (st = h_int(c, "num_attention_heads", true, 1, 1 << 12, &hp->n_head, e)))
-        return st;
-    hp->n_head_kv = hp->n_head;
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = h_int(c, "num_key_value_heads", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
-        (st = h_int(c, "head_dim", false, 1, 1 << 14, &hp->head_dim, e)) ||
-        (st = h_int(c, "max_position_embeddings", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = h_float(c, "rms_norm_eps", &hp->rms_eps, e)) || (st = h_rope(c, &hp->rope_base, NULL, e)))
-        return st;
-    hp->head_dim_v = hp->head_dim;
-    hp->n_rot = hp->head_dim;
-    hp->rope_style = MDL_ROPE_NEOX; /* HF safetensors keep q/k unpermuted: rotate-half */
-    for (int32_t il = 0; il < hp->n_layer; il++) hp->layer_kind[il] = SLM_LAYER_ATTENTION;
-    return SLM_OK;
-}
-
-static slm_status llama_hf(slm_model *m, slm_err *e) {
-    slm_status st = dense_hf(m, e);
-    return st ? st : check_common(m, e);
-}
-
-static slm_status qwen3_hf(slm_model *m, slm_err *e) {
-    slm_status st = dense_hf(m, e);
+static slm_status dense_hf(slm_model *m, bool qk_norm, slm_err *e) {
+    defaults(&m->hp);
+    slm_status st = hf_common(m, "rms_norm_eps", NULL, e);
     if (st) return st;
-    m->hp.qk_norm = true;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) m->hp.layer_kind[il] = SLM_LAYER_ATTENTION;
+    m->hp.qk_norm = qk_norm;
     return check_common(m, e);
 }
+
+static slm_status llama_hf(slm_model *m, slm_err *e) { return dense_hf(m, false, e); }
+static slm_status qwen3_hf(slm_model *m, slm_err *e) { return dense_hf(m, true, e); }
 
 /* HF layer suffix → GGUF suffix, for one family. */
 typedef struct name_pair {
@@ -306,24 +337,10 @@ static bool dense_hf_name(const char *hf, char *out, size_t cap) {
 
 static slm_status lfm2_gguf(slm_model *m, slm_err *e) {
     mdl_hparams *hp = &m->hp;
-    dense_defaults(hp);
-    hp->conv_kernel = 3;
     slm_status st;
-    if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
-        (st = g_int(m, "embedding_length", true, 1, 1 << 20, &hp->n_embd, e)) ||
-        (st = g_int(m, "attention.head_count", true, 1, 1 << 12, &hp->n_head, e)))
-        return st;
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = g_int(m, "attention.key_length", false, 1, 1 << 14, &hp->head_dim, e))) return st;
-    hp->head_dim_v = hp->head_dim;
-    hp->n_rot = hp->head_dim;
-    if ((st = g_int(m, "attention.value_length", false, 1, 1 << 14, &hp->head_dim_v, e)) ||
-        (st = g_int(m, "rope.dimension_count", false, 1, 1 << 14, &hp->n_rot, e)) ||
-        (st = g_int(m, "context_length", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = g_int(m, "shortconv.l_cache", false, 2, 64, &hp->conv_kernel, e)) ||
-        (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)) ||
-        (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e)))
-        return st;
+    if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) || (st = gguf_common(m, e))) return st;
+    hp->conv_kernel = 3;
+    if ((st = g_int(m, "shortconv.l_cache", false, 2, 64, &hp->conv_kernel, e))) return st;
     /* Layer kinds: head_count_kv is an array with 0 for conv layers (spec/lfm2.md §2.2). */
     char key[128];
     const gguf_value *arr = NULL;
@@ -364,44 +381,21 @@ static slm_status lfm2_gguf(slm_model *m, slm_err *e) {
 
 static slm_status lfm2_hf(slm_model *m, slm_err *e) {
     mdl_hparams *hp = &m->hp;
-    const cJSON *c = m->hf.text;
-    dense_defaults(hp);
+    defaults(hp);
     hp->rope_base = 1000000.0f;
     hp->conv_kernel = 3;
     slm_status st;
-    if ((st = h_int(c, "num_hidden_layers", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
-        (st = h_int(c, "hidden_size", true, 1, 1 << 20, &hp->n_embd, e)) ||
-        (st = h_int(c, "num_attention_heads", true, 1, 1 << 12, &hp->n_head, e)))
-        return st;
-    hp->n_head_kv = hp->n_head;
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = h_int(c, "num_key_value_heads", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
-        (st = h_int(c, "head_dim", false, 1, 1 << 14, &hp->head_dim, e)) ||
-        (st = h_int(c, "max_position_embeddings", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = h_int(c, "conv_L_cache", false, 2, 64, &hp->conv_kernel, e)) ||
-        (st = h_float(c, "norm_eps", &hp->rms_eps, e)) || (st = h_rope(c, &hp->rope_base, NULL, e)))
-        return st;
-    hp->head_dim_v = hp->head_dim;
-    hp->n_rot = hp->head_dim;
     bool conv_bias = false;
-    if ((st = h_bool(c, "conv_bias", &conv_bias, e))) return st;
+    if ((st = hf_common(m, "norm_eps", NULL, e)) ||
+        (st = h_int(m->hf.text, "conv_L_cache", false, 2, 64, &hp->conv_kernel, e)) ||
+        (st = h_bool(m->hf.text, "conv_bias", &conv_bias, e)))
+        return st;
     if (conv_bias) return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: conv_bias = true is not supported");
-    const cJSON *types = NULL;
-    st = hf_get_array(c, "layer_types", &types, e);
-    if (st == SLM_OK) {
-        if (cJSON_GetArraySize(types) != hp->n_layer)
-            return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types has %d entries, expected %d",
-                           cJSON_GetArraySize(types), hp->n_layer);
-        for (int32_t il = 0; il < hp->n_layer; il++) {
-            const cJSON *t = cJSON_GetArrayItem(types, il);
-            if (!cJSON_IsString(t)) return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types[%d] is not a string", il);
-            if (strcmp(t->valuestring, "conv") == 0) hp->layer_kind[il] = SLM_LAYER_CONV;
-            else if (strcmp(t->valuestring, "full_attention") == 0) hp->layer_kind[il] = SLM_LAYER_ATTENTION;
-            else return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: layer_types[%d] = \"%s\"", il, t->valuestring);
-        }
-    } else if (st == SLM_ERR_NOT_FOUND) {
+    st = hf_layer_types(m, "conv", SLM_LAYER_CONV, "full_attention", SLM_LAYER_ATTENTION, e);
+    if (st == SLM_ERR_NOT_FOUND) {
+        /* legacy full_attn_idxs; with neither, every layer is attention (HF's default) */
         const cJSON *idx = NULL;
-        st = hf_get_array(c, "full_attn_idxs", &idx, e);
+        st = hf_get_array(m->hf.text, "full_attn_idxs", &idx, e);
         if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) return st;
         for (int32_t il = 0; il < hp->n_layer; il++) hp->layer_kind[il] = idx ? SLM_LAYER_CONV : SLM_LAYER_ATTENTION;
         for (int i = 0; idx && i < cJSON_GetArraySize(idx); i++) {
@@ -410,11 +404,10 @@ static slm_status lfm2_hf(slm_model *m, slm_err *e) {
                 return err_set(e, SLM_ERR_FORMAT, "config.json: full_attn_idxs[%d] is not a layer index", i);
             hp->layer_kind[(int)v->valuedouble] = SLM_LAYER_ATTENTION;
         }
-    } else {
-        return st;
+        st = SLM_OK;
     }
+    if (st) return st;
     err_clear(e);
-    hp->rope_style = MDL_ROPE_NEOX;
     hp->qk_norm = true;
     return check_common(m, e);
 }
@@ -449,31 +442,24 @@ static slm_status qwen35_check(slm_model *m, slm_err *e) {
     return check_common(m, e);
 }
 
+/* Layer i is linear attention iff (i + 1) % interval != 0 (spec/qwen35.md §1, §5.1). */
+static void qwen35_interval_kinds(mdl_hparams *hp, int32_t interval) {
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        hp->layer_kind[il] = (il + 1) % interval != 0 ? SLM_LAYER_LINEAR_ATTENTION : SLM_LAYER_ATTENTION;
+}
+
 static slm_status qwen35_gguf(slm_model *m, slm_err *e) {
     mdl_hparams *hp = &m->hp;
-    dense_defaults(hp);
-    hp->ssm_conv_kernel = 4;
     int32_t block_count = 0, nextn = 0, interval = 4, inner = 0;
     slm_status st;
     if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &block_count, e)) ||
-        (st = g_int(m, "nextn_predict_layers", false, 0, MDL_MAX_LAYERS, &nextn, e)) ||
-        (st = g_int(m, "embedding_length", true, 1, 1 << 20, &hp->n_embd, e)) ||
-        (st = g_int(m, "attention.head_count", true, 1, 1 << 12, &hp->n_head, e)))
+        (st = g_int(m, "nextn_predict_layers", false, 0, MDL_MAX_LAYERS, &nextn, e)) || (st = gguf_common(m, e)))
         return st;
     if (nextn >= block_count) return err_set(e, SLM_ERR_FORMAT, "nextn_predict_layers %d >= block_count %d", nextn, block_count);
     hp->n_layer = block_count - nextn;
     hp->n_head_kv = hp->n_head;
-    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->ssm_conv_kernel = 4;
     if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
-        (st = g_int(m, "attention.key_length", false, 1, 1 << 14, &hp->head_dim, e)))
-        return st;
-    hp->head_dim_v = hp->head_dim;
-    hp->n_rot = hp->head_dim;
-    if ((st = g_int(m, "attention.value_length", false, 1, 1 << 14, &hp->head_dim_v, e)) ||
-        (st = g_int(m, "rope.dimension_count", false, 1, 1 << 14, &hp->n_rot, e)) ||
-        (st = g_int(m, "context_length", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)) ||
-        (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e)) ||
         (st = g_int(m, "ssm.conv_kernel", false, 2, 64, &hp->ssm_conv_kernel, e)) ||
         (st = g_int(m, "ssm.state_size", true, 1, 1 << 12, &hp->ssm_head_k_dim, e)) ||
         (st = g_int(m, "ssm.group_count", true, 1, 1 << 12, &hp->ssm_n_k_heads, e)) ||
@@ -500,8 +486,7 @@ static slm_status qwen35_gguf(slm_model *m, slm_err *e) {
         }
     } else if (st == SLM_ERR_NOT_FOUND) {
         err_clear(e);
-        for (int32_t il = 0; il < hp->n_layer; il++)
-            hp->layer_kind[il] = (il + 1) % interval != 0 ? SLM_LAYER_LINEAR_ATTENTION : SLM_LAYER_ATTENTION;
+        qwen35_interval_kinds(hp, interval);
     } else {
         return st;
     }
@@ -513,52 +498,29 @@ static slm_status qwen35_gguf(slm_model *m, slm_err *e) {
 static slm_status qwen35_hf(slm_model *m, slm_err *e) {
     mdl_hparams *hp = &m->hp;
     const cJSON *c = m->hf.text;
-    dense_defaults(hp);
+    defaults(hp);
     hp->rms_eps = 1e-6f;
     hp->ssm_conv_kernel = 4;
     int32_t interval = 4;
     float partial = 0.25f;
+    bool gate = true;
     slm_status st;
-    if ((st = h_int(c, "num_hidden_layers", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) ||
-        (st = h_int(c, "hidden_size", true, 1, 1 << 20, &hp->n_embd, e)) ||
-        (st = h_int(c, "num_attention_heads", true, 1, 1 << 12, &hp->n_head, e)))
-        return st;
-    hp->n_head_kv = hp->n_head;
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = h_int(c, "num_key_value_heads", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
-        (st = h_int(c, "head_dim", false, 1, 1 << 14, &hp->head_dim, e)) ||
-        (st = h_int(c, "max_position_embeddings", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
-        (st = h_float(c, "rms_norm_eps", &hp->rms_eps, e)) || (st = h_rope(c, &hp->rope_base, &partial, e)) ||
+    if ((st = hf_common(m, "rms_norm_eps", &partial, e)) ||
         (st = h_int(c, "linear_conv_kernel_dim", false, 2, 64, &hp->ssm_conv_kernel, e)) ||
         (st = h_int(c, "linear_num_key_heads", true, 1, 1 << 12, &hp->ssm_n_k_heads, e)) ||
         (st = h_int(c, "linear_num_value_heads", true, 1, 1 << 12, &hp->ssm_n_v_heads, e)) ||
         (st = h_int(c, "linear_key_head_dim", true, 1, 1 << 12, &hp->ssm_head_k_dim, e)) ||
         (st = h_int(c, "linear_value_head_dim", true, 1, 1 << 12, &hp->ssm_head_v_dim, e)) ||
-        (st = h_int(c, "full_attention_interval", false, 1, MDL_MAX_LAYERS, &interval, e)))
+        (st = h_int(c, "full_attention_interval", false, 1, MDL_MAX_LAYERS, &interval, e)) ||
+        (st = h_bool(c, "attn_output_gate", &gate, e)))
         return st;
-    bool gate = true;
-    if ((st = h_bool(c, "attn_output_gate", &gate, e))) return st;
     if (!gate) return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: attn_output_gate = false is not supported");
-    hp->head_dim_v = hp->head_dim;
     hp->n_rot = (int32_t)((float)hp->head_dim * partial + 0.5f);
-    const cJSON *types = NULL;
-    st = hf_get_array(c, "layer_types", &types, e);
-    if (st == SLM_OK) {
-        if (cJSON_GetArraySize(types) < hp->n_layer)
-            return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types has %d entries, expected %d",
-                           cJSON_GetArraySize(types), hp->n_layer);
-        for (int32_t il = 0; il < hp->n_layer; il++) {
-            const cJSON *t = cJSON_GetArrayItem(types, il);
-            if (!cJSON_IsString(t)) return err_set(e, SLM_ERR_FORMAT, "config.json: layer_types[%d] is not a string", il);
-            if (strcmp(t->valuestring, "linear_attention") == 0) hp->layer_kind[il] = SLM_LAYER_LINEAR_ATTENTION;
-            else if (strcmp(t->valuestring, "full_attention") == 0) hp->layer_kind[il] = SLM_LAYER_ATTENTION;
-            else return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: layer_types[%d] = \"%s\"", il, t->valuestring);
-        }
-    } else if (st == SLM_ERR_NOT_FOUND) {
+    st = hf_layer_types(m, "linear_attention", SLM_LAYER_LINEAR_ATTENTION, "full_attention", SLM_LAYER_ATTENTION, e);
+    if (st == SLM_ERR_NOT_FOUND) {
         err_clear(e);
-        for (int32_t il = 0; il < hp->n_layer; il++)
-            hp->layer_kind[il] = (il + 1) % interval != 0 ? SLM_LAYER_LINEAR_ATTENTION : SLM_LAYER_ATTENTION;
-    } else {
+        qwen35_interval_kinds(hp, interval);
+    } else if (st) {
         return st;
     }
     hp->norm_plus_one = true;

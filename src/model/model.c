@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "base/dtype.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -212,6 +214,32 @@ static slm_status build_hparam_list(slm_model *m, slm_err *e) {
     return SLM_OK;
 }
 
+/* Hash of what the Program depends on: architecture, hyper-parameters, layer kinds, and each
+ * tensor's canonical name, type and shape (not the weights' values, so it is cheap). */
+static void compute_fingerprint(slm_model *m) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return;
+    XXH3_128bits_reset(h);
+    XXH3_128bits_update(h, m->arch->name, strlen(m->arch->name) + 1);
+    for (int32_t i = 0; i < m->n_hparams; i++) {
+        XXH3_128bits_update(h, m->hparams[i].name, strlen(m->hparams[i].name) + 1);
+        XXH3_128bits_update(h, &m->hparams[i].value, sizeof m->hparams[i].value);
+    }
+    XXH3_128bits_update(h, m->hp.layer_kind, sizeof(m->hp.layer_kind[0]) * (size_t)m->hp.n_layer);
+    for (int32_t i = 0; i < m->n_tensors; i++) {
+        const mdl_tensor *t = &m->tensors[i];
+        XXH3_128bits_update(h, t->name, strlen(t->name) + 1);
+        XXH3_128bits_update(h, &t->type, sizeof t->type);
+        XXH3_128bits_update(h, t->ne, sizeof t->ne);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+    memcpy(m->fingerprint, c.digest, 16);
+    XXH3_freeState(h);
+}
+
+SLM_API void slm_model_fingerprint(const slm_model *m, uint8_t out[16]) { memcpy(out, m->fingerprint, 16); }
+
 static bool is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -256,10 +284,11 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
         goto fail;
     }
     if ((st = mdl_states_init(m, &e)) || (st = build_hparam_list(m, &e))) goto fail;
+    compute_fingerprint(m);
     *out = m;
     return SLM_OK;
 fail:
-    err_prefix(&e, "%s: ", path);
+    if (strncmp(e.msg, path, strlen(path)) != 0) err_prefix(&e, "%s: ", path);
     err_copy_out(&e, err, err_cap);
     slm_model_destroy(m);
     return st;

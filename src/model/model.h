@@ -43,6 +43,7 @@ struct slm_model {
     mdl_hparam_entry *hparams; /* (n_hparams) for info */
     slm_tokenizer *tok;      /* NULL if the model carries none */
     char *chat_template;     /* NULL if none stored */
+    uint8_t fingerprint[16]; /* XXH3-128 of arch, hyper-parameters, tensor names/types/shapes */
     int32_t n_states;
     char **state_names;      /* (n_states) */
     int32_t *state_layer;    /* (n_states) */

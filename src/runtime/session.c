@@ -71,6 +71,10 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
         sess_state *ss = &s->states[i];
         ss->bytes = state_bytes(gs);
         ss->double_buffered = gs->role == SLM_STATE_CONV || gs->role == SLM_STATE_RECURRENT;
+        if (ss->double_buffered) {
+            s->has_recurrent = true;
+            s->ckpt_bytes += ss->bytes;
+        }
         for (int b = 0; b < (ss->double_buffered ? 2 : 1); b++) {
             ss->buf[b] = al_calloc(&s->alloc, 1, ss->bytes);
             if (!ss->buf[b]) {
@@ -79,6 +83,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
             }
         }
     }
+    if ((st = sess_ckpt_init(s, 0, 0, NULL, e))) goto fail;
     *out = s;
     return SLM_OK;
 fail:
@@ -107,6 +112,11 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     if (st == SLM_OK) {
         (*out)->abort_fn = p.abort_fn;
         (*out)->abort_user_data = p.abort_user_data;
+        st = sess_ckpt_init(*out, p.checkpoint_interval, p.checkpoint_budget_mib, p.checkpoint_dir, &e);
+        if (st) {
+            slm_session_destroy(*out);
+            *out = NULL;
+        }
     }
     err_copy_out(&e, err, err_cap);
     return st;
@@ -120,6 +130,9 @@ SLM_API void slm_session_destroy(slm_session *s) {
         al_free(&a, s->states[i].buf[1]);
     }
     for (int f = 0; s->prog && f < G_MAX_FUNCTIONS; f++) memplan_free(s->prog, &s->plans[f]);
+    sess_ckpt_free(s);
+    al_free(&a, s->undo);
+    al_free(&a, s->undo_kv);
     al_free(&a, s->states);
     al_free(&a, s->tensor_ptr);
     al_free(&a, s->history);
@@ -145,6 +158,8 @@ SLM_API void slm_session_reset(slm_session *s) {
         memset(ss->buf[ss->front], 0, ss->bytes);
     }
     s->pos = 0;
+    s->logits_valid = false;
+    sess_ckpt_drop_after(s, 0);
     err_clear(&s->err);
 }
 
@@ -273,12 +288,51 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         ss->written = false;
     }
     memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
-    memcpy(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t));
+    memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;
+    s->logits_valid = true;
     return SLM_OK;
 }
 
-static slm_status check_tokens(slm_session *s, const int32_t *tokens, size_t n) {
+size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
+    const g_state *gs = &s->prog->states[i];
+    if (s->states[i].double_buffered || gs->pos_axis != gs->n_dims - 1) return 0;
+    size_t row = gs->dtype == SLM_DTYPE_F16 ? 2 : 4;
+    for (int d = 0; d < gs->n_dims - 1; d++) row *= (size_t)gs->alloc_ne[d];
+    return row;
+}
+
+slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic) {
+    bool split = s->has_recurrent && s->ckpt_interval > 0;
+    int32_t first = n;
+    if (split && (s->pos % s->ckpt_interval) + n > s->ckpt_interval) first = s->ckpt_interval - s->pos % s->ckpt_interval;
+    bool several = first < n;
+    slm_status st = SLM_OK;
+    if (atomic && several && (st = sess_undo_begin(s, s->pos))) return st;
+    int32_t start = s->pos, done = 0;
+    while (done < n) {
+        int32_t len = n - done;
+        if (split) {
+            int32_t to_boundary = s->ckpt_interval - s->pos % s->ckpt_interval;
+            if (len > to_boundary) len = to_boundary;
+        }
+        st = sess_run(s, len == 1 ? s->fn_decode : s->fn_prefill, tokens + done, len);
+        if (st) break;
+        done += len;
+        if (split && s->pos % s->ckpt_interval == 0) sess_ckpt_take(s);
+    }
+    if (st) {
+        if (atomic && several) {
+            sess_undo_restore(s);
+            sess_ckpt_drop_after(s, start);
+        }
+        return st;
+    }
+    if (s->has_recurrent && s->ckpt_at_prefill_end && n > 1) sess_ckpt_take(s);
+    return SLM_OK;
+}
+
+slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n) {
     if (n == 0) return err_set(&s->err, SLM_ERR_INVALID_ARG, "no tokens given");
     if (n > (size_t)(s->n_ctx - s->pos))
         return err_set(&s->err, SLM_ERR_CONTEXT_FULL, "%zu tokens do not fit: position %d of a %d-token context", n,
@@ -295,9 +349,9 @@ SLM_API slm_status slm_session_prefill(slm_session *s, const int32_t *tokens, si
     if (!s) return SLM_ERR_INVALID_ARG;
     err_clear(&s->err);
     if (!tokens && n) return err_set(&s->err, SLM_ERR_INVALID_ARG, "tokens is NULL");
-    slm_status st = check_tokens(s, tokens, n);
+    slm_status st = sess_check_tokens(s, tokens, n);
     if (st) return st;
-    st = sess_run(s, n == 1 ? s->fn_decode : s->fn_prefill, tokens, (int32_t)n);
+    st = sess_feed(s, tokens, (int32_t)n, true);
     if (st == SLM_OK && logits) *logits = s->logits;
     return st;
 }
@@ -306,9 +360,9 @@ SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float
     if (logits) *logits = NULL;
     if (!s) return SLM_ERR_INVALID_ARG;
     err_clear(&s->err);
-    slm_status st = check_tokens(s, &token, 1);
+    slm_status st = sess_check_tokens(s, &token, 1);
     if (st) return st;
-    st = sess_run(s, s->fn_decode, &token, 1);
+    st = sess_feed(s, &token, 1, true);
     if (st == SLM_OK && logits) *logits = s->logits;
     return st;
 }

@@ -8,7 +8,12 @@
  *     call writes into the back buffer and only a successful call swaps it to the front, so a
  *     failed call (bad input, abort, out of memory) leaves the session exactly as it was.
  *  3. pos == n_history <= n_ctx.
- * Transitions: create -> (prefill | decode)* ; reset returns to pos 0 with zeroed states. */
+ *  4. Checkpoints hold the conv and recurrent states after history[0, ckpt.pos), for ascending
+ *     positions in (0, pos]; position 0 is the zero state and is never stored.
+ *  5. A call that runs several Program calls (multi-chunk prefill, rollback replay, sync) keeps an
+ *     undo record and restores it on failure, so every public call is all-or-nothing.
+ * Transitions: create -> (prefill | decode | rollback | sync | restore | load)* ; reset returns to
+ * pos 0 with zeroed states and no checkpoints. */
 #ifndef SLM_RUNTIME_SESSION_H
 #define SLM_RUNTIME_SESSION_H
 
@@ -16,6 +21,12 @@
 #include "compile/memplan.h"
 #include "graph/graph.h"
 #include "model/model.h"
+
+typedef struct sess_ckpt {
+    int32_t pos;
+    uint8_t *data;   /* (ckpt_bytes): front buffers of the double-buffered states, or NULL if spilled */
+    char *path;      /* spilled file, or NULL */
+} sess_ckpt;
 
 typedef struct sess_state {
     size_t bytes;          /* allocated bytes of one buffer */
@@ -44,9 +55,26 @@ struct slm_session {
     int32_t n_vocab;       /* logits per step */
     int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
+    bool logits_valid;     /* logits belong to history[pos - 1] */
     slm_abort_fn abort_fn;
     void *abort_user_data;
     slm_err err;
+    /* checkpoints (runtime/state.c) */
+    bool has_recurrent;    /* any double-buffered (conv / recurrent) state */
+    size_t ckpt_bytes;     /* bytes of one checkpoint */
+    int32_t ckpt_interval; /* 0 = no interval checkpoints */
+    bool ckpt_at_prefill_end;
+    size_t ckpt_budget;    /* bytes of in-memory checkpoints */
+    char *ckpt_dir;        /* NULL = thin instead of spilling */
+    uint64_t uid;          /* distinguishes spill files of sessions in one process */
+    int32_t n_ckpt, cap_ckpt;
+    sess_ckpt *ckpts;
+    int32_t *ckpt_pos;     /* (cap_ckpt) positions for slm_session_checkpoints */
+    /* undo record of the running call */
+    uint8_t *undo;         /* (ckpt_bytes) */
+    uint8_t *undo_kv;      /* KV rows [undo_from, undo_pos) of every KV state, then history */
+    size_t undo_kv_cap;
+    int32_t undo_pos, undo_from;
 };
 
 /* Creates a session that runs prog (owned by the session from here on, also on failure). model may
@@ -58,5 +86,22 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
  * history and copies the logits. Inputs must already be validated. */
 slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n);
+/* Feeds tokens[0, n) in Program calls split at checkpoint positions, taking checkpoints. With
+ * atomic, a failure restores the state before the call (undo record); without, the caller owns the
+ * undo record. Inputs must already be validated. */
+slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic);
+/* Validates n tokens for feeding at the current position (ids in range, room in the context). */
+slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);
+/* Bytes of one position of KV state i (the row along its position axis), 0 for other states. */
+size_t sess_kv_row_bytes(const slm_session *s, int32_t i);
+
+/* runtime/state.c */
+slm_status sess_ckpt_init(slm_session *s, int32_t interval, int32_t budget_mib, const char *dir, slm_err *e);
+void sess_ckpt_take(slm_session *s);
+void sess_ckpt_drop_after(slm_session *s, int32_t pos);
+void sess_ckpt_free(slm_session *s);
+/* Undo record: conv/recurrent states, position, and KV rows and history from `from` to pos. */
+slm_status sess_undo_begin(slm_session *s, int32_t from);
+void sess_undo_restore(slm_session *s);
 
 #endif

@@ -64,10 +64,15 @@ static slm_session *new_session(const slm_model *m) {
     return s;
 }
 
+static double worst_err; /* largest relative error of the running protocol, printed per protocol */
+static int n_steps;      /* steps checked in the running protocol */
+
 /* Checks logits after position `pos` against the golden row and stores them in rows[pos]. */
 static void check_step(const char *what, const golden *g, int32_t pos, const float *logits, float *rows) {
     double err = tu_max_rel_err(logits, g->logits + (size_t)pos * (size_t)g->n_vocab, (size_t)g->n_vocab);
     if (!(err <= TOL)) fail_msg("%s: position %d: relative error %.3g > %.0e", what, pos, err, TOL);
+    if (err > worst_err) worst_err = err;
+    n_steps++;
     memcpy(rows + (size_t)pos * (size_t)g->n_vocab, logits, (size_t)g->n_vocab * sizeof(float));
 }
 
@@ -78,6 +83,8 @@ static void run_protocol(const char *what, const slm_model *m, const golden *g, 
     slm_session *s = new_session(m);
     int32_t pos = 0;
     const float *logits = NULL;
+    worst_err = 0;
+    n_steps = 0;
     for (int c = 0; c < n_chunks; c++) {
         int32_t len = chunks[c] ? chunks[c] : g->n_prompt - pos;
         assert_int_equal(slm_session_prefill(s, g->ids + pos, (size_t)len, &logits), SLM_OK);
@@ -89,6 +96,7 @@ static void run_protocol(const char *what, const slm_model *m, const golden *g, 
         check_step(what, g, pos, logits, rows);
     }
     assert_int_equal(slm_session_pos(s), g->n_ids);
+    printf("%s: max relative error %.2e over %d steps\n", what, worst_err, n_steps);
     slm_session_destroy(s);
 }
 

@@ -12,6 +12,31 @@
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+/* Options of `check` and `plan` (check.c parses both). */
+typedef struct plan_opts {
+    const char *model;
+    const char *target;
+    const char *prompt;
+    const char *prompt_ids;
+    bool json;
+    bool simulate;
+    int32_t n_ctx;
+    int32_t n_threads;
+    int32_t n_steps;
+    int32_t n_prefill;
+    slm_dtype kv_dtype;
+} plan_opts;
+/* Parses check/plan options: -1 to continue, else an exit code (0 after --help, 2 on errors). */
+int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan);
+/* Loads the model and builds its plan; 0, or 2 after printing the error. */
+int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl);
+/* Prints the findings of pl grouped by node and state with a summary; returns their number. */
+int cli_print_findings(const slm_plan *pl);
+int cmd_tokenize(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 /* Prints "statelm: <message>" to stderr and returns 1. */

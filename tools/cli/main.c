@@ -10,6 +10,10 @@ static void usage(FILE *f) {
           "  info -m MODEL [--json] [-c N_CTX] [--kv-f32]   describe a GGUF file or Hugging Face folder\n"
           "  run  -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]   generate text\n"
           "  chat -m MODEL [options]                        interactive multi-turn chat\n"
+          "  check -m MODEL --target T [--json]             what a target rejects or runs elsewhere\n"
+          "  plan -m MODEL --target T [--json] [--simulate] the compute plan for a target\n"
+          "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
+          "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "  bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]   prompt and generation speed\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
@@ -24,6 +28,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "score") == 0) return cmd_score(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);

@@ -3,12 +3,14 @@
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
  *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
+ *     [--prompt-cache FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -18,6 +20,7 @@ typedef struct gen_opts {
     const char *prompt_ids;
     const char *chat_template;
     const char *system;
+    const char *prompt_cache;
     int32_t n_predict;
     int32_t n_threads;
     int32_t n_ctx;
@@ -41,7 +44,9 @@ static void usage_run(void) {
          "  --ids                print only the generated token ids\n"
          "  --logprobs K         print one JSON line per token with the top-K log-probabilities\n"
          "  --ignore-eos         keep generating after an end-of-generation token\n"
-         "  --kv-f32             keep the KV cache in f32 (default f16)");
+         "  --kv-f32             keep the KV cache in f32 (default f16)\n"
+         "  --prompt-cache FILE  reuse the session state saved in FILE for a repeated prompt prefix\n"
+         "                       (exact on hybrid models too), and save the prompt's state there");
 }
 
 /* Parses the options shared by run and chat; returns -1 to continue, else an exit code. */
@@ -101,6 +106,9 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--system")) {
             if (!VALUE()) return 1;
             o->system = v;
+        } else if (!is_chat && !strcmp(a, "--prompt-cache")) {
+            if (!VALUE()) return 1;
+            o->prompt_cache = v;
         } else if (!is_chat && !strcmp(a, "--ids")) {
             o->ids_only = true;
         } else if (!is_chat && !strcmp(a, "--no-chat")) {
@@ -226,12 +234,13 @@ typedef struct gen_ctx {
     const gen_opts *o;
 } gen_ctx;
 
-/* Feeds prompt[0, n) (prefill) and generates up to n_predict tokens, streaming per the options.
- * Generated ids are appended to `generated`. Returns 0 or an exit code. */
+/* Brings the session to prompt[0, n) reusing the longest common prefix of its history (prefix
+ * reuse), then generates up to n_predict tokens, streaming per the options. Generated ids are
+ * appended to `generated`. Returns 0 or an exit code. */
 static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *generated) {
     const slm_tokenizer *tok = slm_model_tokenizer(g->m);
     const float *logits = NULL;
-    slm_status st = slm_session_prefill(g->s, prompt, n, &logits);
+    slm_status st = slm_session_sync(g->s, prompt, n, &logits, NULL);
     if (st != SLM_OK) return cli_fail("prefill failed: %s (%s)", slm_session_errmsg(g->s), slm_status_name(st));
     slm_detokenizer *dt = NULL;
     bool stream_text = !g->o->ids_only && !g->o->logprobs;
@@ -305,6 +314,21 @@ int cmd_run(int argc, char **argv) {
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
     else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
     if (rc) goto done;
+    if (o.prompt_cache) {
+        /* Load what an earlier run saved (refusals are warnings: the run starts fresh), bring the
+         * session to all but the last prompt token, and save that: a later run with the same prefix
+         * then only computes what follows it, even on hybrid models. */
+        if (access(o.prompt_cache, F_OK) == 0 && slm_session_load(s, o.prompt_cache) != SLM_OK)
+            fprintf(stderr, "statelm: ignoring prompt cache: %s\n", slm_session_errmsg(s));
+        size_t reused = 0;
+        slm_status st = prompt.n > 1 ? slm_session_sync(s, prompt.v, prompt.n - 1, NULL, &reused) : SLM_OK;
+        if (st == SLM_OK && prompt.n > 1) st = slm_session_save(s, o.prompt_cache);
+        if (st != SLM_OK) {
+            rc = cli_fail("prompt cache: %s (%s)", slm_session_errmsg(s), slm_status_name(st));
+            goto done;
+        }
+        fprintf(stderr, "statelm: prompt cache: %zu of %zu prompt tokens reused\n", reused, prompt.n);
+    }
     gen_ctx g = {m, s, smp, &o};
     rc = generate(&g, prompt.v, prompt.n, &generated);
     if (!rc && o.ids_only) {
@@ -396,18 +420,10 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
         slm_free(rendered);
-        /* Reuse the session when its history is a prefix of the new conversation. */
-        size_t n_hist;
-        const int32_t *hist = slm_session_history(s, &n_hist);
-        size_t common = 0;
-        while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
-        if (common < n_hist || common == n_ids) {
-            slm_session_reset(s);
-            common = 0;
-        }
+        /* generate() syncs the session to the whole conversation: only the new turn is computed */
         ids_buf reply = {0};
         gen_ctx g = {m, s, smp, &o};
-        rc = generate(&g, ids + common, n_ids - common, &reply);
+        rc = generate(&g, ids, n_ids, &reply);
         free(ids);
         printf("\n");
         fflush(stdout);

@@ -290,6 +290,13 @@ static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out
  * o (dv, Hv, n), S' (dv, dk, Hv) <- q, k (dk, Hk, n), v (dv, Hv, n), g (Hv, n), beta (Hv, n),
  * S (dv, dk, Hv). Per v-head h with k-head kh (tiled: h mod Hk; grouped: h / (Hv / Hk)), per token:
  *   S *= exp(g); u = S^T k; S += k (beta (v - u))^T; o = S^T q.  S[h][i][j]: i in dk, j in dv. */
+/* S <- n elements of state view s from element off, in f32 whatever the state's dtype. */
+static void load_state_head(const be_view *s, int64_t off, int64_t n, float *S) {
+    if (s->dtype == SLM_DTYPE_F32) memcpy(S, (const float *)s->data + off, (size_t)n * sizeof(float));
+    else
+        for (int64_t i = 0; i < n; i++) S[i] = load_elem(s->dtype, s->data, off + i);
+}
+
 typedef struct dn_ctx {
     const be_view *q, *k, *v, *g, *beta, *s, *o, *s_new;
     cpu_backend *cb;
@@ -301,7 +308,7 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    load_state_head(c->s, h * dk * dv, dk * dv, S);
     double *u = cpu_scratch(c->cb, thread);
     for (int64_t t = 0; t < n; t++) {
         const float *q = (const float *)c->q->data + (t * Hk + kh) * dk;
@@ -338,7 +345,7 @@ static void dn_chunked_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    memcpy(S, (const float *)c->s->data + h * dk * dv, (size_t)(dk * dv) * sizeof(float));
+    load_state_head(c->s, h * dk * dv, dk * dv, S);
     /* scratch: G (C), A (C*C), D (C*dv), W (C*dk), O (dv), all double */
     double *G = cpu_scratch(c->cb, thread);
     double *A = G + DN_CHUNK, *D = A + DN_CHUNK * DN_CHUNK, *W = D + DN_CHUNK * dv, *O = W + DN_CHUNK * dk;
@@ -481,6 +488,106 @@ static slm_status k_view(cpu_backend *cb, const g_node *nd, const be_view *out, 
     return SLM_OK;
 }
 
+/* ---- ops added for compile/ legalisations ----------------------------------------------------
+ * Self-contained: each kernel reads any state dtype through load_elem and writes f32. */
+
+/* Element offset of index i[4] in a view of shape ne, with size-1 axes broadcast. */
+static int64_t bcast_offset(const int64_t ne[4], const int64_t i[4]) {
+    int64_t off = 0, stride = 1;
+    for (int d = 0; d < 4; d++) {
+        off += (ne[d] == 1 ? 0 : i[d]) * stride;
+        stride *= ne[d];
+    }
+    return off;
+}
+
+/* SUM: out (x with ne[axis] = 1) <- x summed over axis (double accumulation, in index order). */
+static slm_status k_sum(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                        const be_call *call, slm_err *e) {
+    (void)cb, (void)call, (void)e;
+    int32_t ax = nd->p.reduce.axis;
+    int64_t len = in[0].ne[ax], stride = 1;
+    for (int d = 0; d < ax; d++) stride *= in[0].ne[d];
+    int64_t n_out = nel(out);
+    float *y = out->data;
+    for (int64_t o = 0; o < n_out; o++) {
+        int64_t inner = o % stride, outer = o / stride;
+        int64_t base = outer * stride * len + inner;
+        double s = 0.0;
+        for (int64_t k = 0; k < len; k++) s += (double)load_elem(in[0].dtype, in[0].data, base + k * stride);
+        y[o] = (float)s;
+    }
+    return SLM_OK;
+}
+
+/* SELECT: out <- c != 0 ? a : b elementwise, size-1 axes of c, a, b broadcast. */
+static slm_status k_select(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                           const be_call *call, slm_err *e) {
+    (void)cb, (void)nd, (void)call, (void)e;
+    float *y = out->data;
+    int64_t i[4];
+    for (i[3] = 0; i[3] < out->ne[3]; i[3]++)
+        for (i[2] = 0; i[2] < out->ne[2]; i[2]++)
+            for (i[1] = 0; i[1] < out->ne[1]; i[1]++)
+                for (i[0] = 0; i[0] < out->ne[0]; i[0]++) {
+                    float c = load_elem(in[0].dtype, in[0].data, bcast_offset(in[0].ne, i));
+                    const be_view *src = c != 0.0f ? &in[1] : &in[2];
+                    *y++ = load_elem(src->dtype, src->data, bcast_offset(src->ne, i));
+                }
+    return SLM_OK;
+}
+
+/* ONEHOT: (L, n): out[j, t] = 1 when j == begin + t (begin evaluated at the call's n and pos). */
+static slm_status k_onehot(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                           const be_call *call, slm_err *e) {
+    (void)cb, (void)in, (void)e;
+    int64_t L = out->ne[0], n = out->ne[1];
+    int64_t begin = g_affine_eval(nd->p.onehot.begin, call->n, call->pos);
+    float *y = out->data;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < L; j++) y[t * L + j] = j == begin + t ? 1.0f : 0.0f;
+    return SLM_OK;
+}
+
+/* MATMUL_T: (a, c) <- x (a, m), y (c, m): out[i, j] = sum_k x[i, k] y[j, k], one task per j. */
+typedef struct matmul_t_ctx {
+    const be_view *x, *y, *out;
+} matmul_t_ctx;
+
+static void matmul_t_task(void *vctx, int64_t j, int32_t thread) {
+    (void)thread;
+    matmul_t_ctx *c = vctx;
+    int64_t a = c->x->ne[0], m = c->x->ne[1], cn = c->y->ne[0];
+    const float *x = c->x->data, *yv = c->y->data;
+    float *o = (float *)c->out->data + j * a;
+    for (int64_t i = 0; i < a; i++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < m; k++) s += (double)x[k * a + i] * (double)yv[k * cn + j];
+        o[i] = (float)s;
+    }
+}
+
+static slm_status k_matmul_t(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                             const be_call *call, slm_err *e) {
+    (void)nd, (void)call, (void)e;
+    matmul_t_ctx c = {&in[0], &in[1], &out[0]};
+    pool_run(cb->pool, in[1].ne[0], matmul_t_task, &c);
+    return SLM_OK;
+}
+
+/* ROUND: out <- x rounded to the node's dtype (f16/bf16) and back to f32. */
+static slm_status k_round(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                          const be_call *call, slm_err *e) {
+    (void)cb, (void)call, (void)e;
+    int64_t n = nel(out);
+    float *y = out->data;
+    for (int64_t i = 0; i < n; i++) {
+        float v = load_elem(in[0].dtype, in[0].data, i);
+        y[i] = nd->p.round.dtype == SLM_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v));
+    }
+    return SLM_OK;
+}
+
 const cpu_kernel_fn cpu_ref_kernels[G_OP_COUNT] = {
     [G_OP_EMBED] = k_embed,         [G_OP_MATMUL] = k_matmul,       [G_OP_ADD] = k_binary,
     [G_OP_MUL] = k_binary,          [G_OP_SCALE] = k_unary,         [G_OP_SILU] = k_unary,
@@ -490,6 +597,8 @@ const cpu_kernel_fn cpu_ref_kernels[G_OP_COUNT] = {
     [G_OP_CONV1D] = k_conv1d,       [G_OP_DELTANET] = k_deltanet,   [G_OP_SLICE] = k_slice,
     [G_OP_CONCAT] = k_concat,       [G_OP_RESHAPE] = k_view,        [G_OP_STATE_READ] = k_view,
     [G_OP_STATE_WRITE] = k_state_write,
+    [G_OP_SUM] = k_sum,             [G_OP_SELECT] = k_select,       [G_OP_ONEHOT] = k_onehot,
+    [G_OP_MATMUL_T] = k_matmul_t,   [G_OP_ROUND] = k_round,
 };
 
 size_t cpu_ref_scratch_bytes(const g_node *nd, const be_view *out, const be_view *in) {

@@ -1,0 +1,623 @@
+/* plan.c — the compute plan (struct slm_plan, compile/plan.h): runs check on the Program as
+ * built, legalises it, checks the result again, places every node and estimates its cost; then
+ * serves it through the public accessors and as JSON (src/compile/plan.schema.json).
+ *
+ * Cost model (estimates for shares, not measurements), per call of a function over n tokens
+ * (prefill: n_prefill, decode: 1) at a full context (the call ends at position n_ctx):
+ *   bytes  weights read in full (EMBED: the n rows it gathers), activations read and written
+ *          (f32), state views at their dtype (ATTENTION: the keys/values up to the position;
+ *          STATE_WRITE: the window written); views (RESHAPE, STATE_READ) move nothing.
+ *   flops  MATMUL 2·k·m per column, ATTENTION 2·H·n·keys·(hd + hdv), CONV1D 2·K·C·n, DELTANET
+ *          7·dk·dv per head and token, MATMUL_T 2·a·c·m, elementwise 1–4 per element.
+ *   cost   max(flops / device flops/s, bytes / device bytes/s) with the profile's nominal figures;
+ *          a node's share is its cost over the function's total. */
+#include "compile/plan.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "model/build.h"
+
+SLM_API slm_plan_params slm_plan_params_default(void) {
+    slm_plan_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.kv_dtype = SLM_DTYPE_F16;
+    return p;
+}
+
+SLM_API int32_t slm_n_targets(void) { return tgt_count(); }
+SLM_API const char *slm_target_name(int32_t i) { return tgt_at(i) ? tgt_at(i)->name : NULL; }
+SLM_API const char *slm_plan_effect_name(slm_plan_effect effect) { return tgt_effect_name((tgt_effect)effect); }
+
+/* ---- costs ------------------------------------------------------------------------------------ */
+
+static double el_bytes(uint32_t dtype) {
+    return dtype == SLM_DTYPE_F16 || dtype == SLM_DTYPE_BF16 ? 2.0 : 4.0;
+}
+
+static double tensor_bytes(const g_program *p, int32_t t, int64_t n) {
+    const g_tensor *x = &p->tensors[t];
+    if (x->storage == G_WEIGHT) return (double)x->size_bytes;
+    if (x->storage == G_NONE) return 0.0;
+    return (double)g_nelements(x, n) * el_bytes(x->dtype);
+}
+
+static void node_cost(const g_program *p, const g_node *nd, int64_t n, int64_t keys, double *bytes, double *flops) {
+    const g_tensor *o = &p->tensors[nd->out[0]];
+    double in_b = 0, out_b = 0, nel = (double)g_nelements(o, n);
+    for (int k = 0; k < nd->n_in; k++) in_b += tensor_bytes(p, nd->in[k], n);
+    for (int k = 0; k < nd->n_out; k++) out_b += tensor_bytes(p, nd->out[k], n);
+    *flops = 0;
+    switch (nd->op) {
+    case G_OP_RESHAPE:
+    case G_OP_STATE_READ: *bytes = 0; return;
+    case G_OP_EMBED: {
+        const g_tensor *w = &p->tensors[nd->in[0]];
+        *bytes = (double)w->size_bytes / (double)w->ne[1] * (double)n + tensor_bytes(p, nd->in[1], n) + out_b;
+        return;
+    }
+    case G_OP_MATMUL: {
+        const g_tensor *w = &p->tensors[nd->in[0]];
+        *bytes = in_b + out_b;
+        *flops = 2.0 * (double)w->ne[0] * (double)w->ne[1] * (double)(g_nelements(o, n) / w->ne[1]);
+        return;
+    }
+    case G_OP_ATTENTION: {
+        const g_tensor *q = &p->tensors[nd->in[0]], *K = &p->tensors[nd->in[1]];
+        double frac = K->ne[1] > 0 ? (double)keys / (double)K->ne[1] : 1.0;
+        *bytes = tensor_bytes(p, nd->in[0], n) + out_b +
+                 frac * (tensor_bytes(p, nd->in[1], n) + tensor_bytes(p, nd->in[2], n));
+        *flops = 2.0 * (double)q->ne[1] * (double)g_ne(q, 2, n) * (double)keys * (double)(q->ne[0] + o->ne[0]);
+        return;
+    }
+    case G_OP_STATE_WRITE: {
+        const g_tensor *v = &p->tensors[nd->in[0]];
+        *bytes = in_b + (double)g_nelements(v, n) * el_bytes(p->states[nd->p.write.state].dtype);
+        return;
+    }
+    case G_OP_CONV1D: {
+        const g_tensor *w = &p->tensors[nd->in[1]];
+        *bytes = in_b + out_b;
+        *flops = 2.0 * (double)w->ne[0] * nel;
+        return;
+    }
+    case G_OP_DELTANET: {
+        const g_tensor *q = &p->tensors[nd->in[0]], *v = &p->tensors[nd->in[2]];
+        *bytes = in_b + out_b;
+        *flops = 7.0 * (double)q->ne[0] * (double)v->ne[0] * (double)v->ne[1] * (double)g_ne(v, 2, n);
+        return;
+    }
+    case G_OP_MATMUL_T: {
+        const g_tensor *x = &p->tensors[nd->in[0]];
+        *bytes = in_b + out_b;
+        *flops = 2.0 * nel * (double)g_ne(x, 1, n);
+        return;
+    }
+    case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: case G_OP_SWIGLU:
+    case G_OP_RMSNORM: case G_OP_L2NORM: case G_OP_GATED_RMSNORM: case G_OP_ROPE:
+        *bytes = in_b + out_b;
+        *flops = 4.0 * nel;
+        return;
+    case G_OP_SLICE: *bytes = 2.0 * out_b; return;
+    case G_OP_SUM: *bytes = in_b + out_b; *flops = (double)g_nelements(&p->tensors[nd->in[0]], n); return;
+    default: *bytes = in_b + out_b; *flops = nel; return;
+    }
+}
+
+static void shapes_text(const g_program *p, const g_node *nd, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < nd->n_out && o < cap; k++) {
+        char s[96];
+        const g_tensor *t = &p->tensors[nd->out[k]];
+        if (t->storage == G_NONE) snprintf(s, sizeof s, "%s", p->states[nd->p.write.state].name);
+        else plan_shape_text(t, s, sizeof s);
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", k ? ", " : "", s);
+    }
+    if (o < cap && nd->n_in) o += (size_t)snprintf(buf + o, cap - o, " <- ");
+    for (int k = 0; k < nd->n_in && o < cap; k++) {
+        char s[96];
+        plan_shape_text(&p->tensors[nd->in[k]], s, sizeof s);
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", k ? ", " : "", s);
+    }
+}
+
+static const tgt_device *device_of(const tgt_profile *t, const char *name) {
+    return strcmp(name, t->device.name) == 0 ? &t->device : &t->fallback;
+}
+
+static void cost_plan(slm_plan *pl) {
+    const g_program *p = pl->legal;
+    for (int32_t fn = 0; fn < p->n_functions; fn++) {
+        const g_function *f = &p->functions[fn];
+        int64_t n = f->symbolic_n ? pl->n_prefill : f->fixed_n;
+        int64_t keys = pl->n_ctx;
+        pl->fn_tokens[fn] = (int32_t)n;
+        double total = 0;
+        for (int32_t i = 0; i < f->n_nodes; i++) {
+            int32_t id = f->nodes[i];
+            plan_node *pn = &pl->nodes[id];
+            node_cost(p, &p->nodes[id], n, keys, &pn->bytes, &pn->flops);
+            const tgt_device *d = device_of(pl->target, pn->device);
+            double tf = pn->flops / d->flops_per_s, tb = pn->bytes / d->bytes_per_s;
+            pn->cost = tf > tb ? tf : tb;
+            total += pn->cost;
+            shapes_text(p, &p->nodes[id], pn->shapes, sizeof pn->shapes);
+        }
+        for (int32_t i = 0; i < f->n_nodes; i++) {
+            plan_node *pn = &pl->nodes[f->nodes[i]];
+            pn->share = total > 0 ? pn->cost / total : 0.0;
+        }
+    }
+}
+
+/* ---- writes and the rules they keep ------------------------------------------------------------ */
+
+static bool residual_has(const slm_plan *pl, int32_t node, tgt_rule_kind kind, int32_t state) {
+    for (int32_t k = 0; k < pl->residual.n; k++) {
+        const plan_finding *x = &pl->residual.v[k];
+        if (!x->op_rule && x->kind == kind && (x->node == node || (x->fn < 0 && x->state == state))) return true;
+    }
+    return false;
+}
+
+static slm_status collect_writes(slm_plan *pl, slm_err *e) {
+    const g_program *p = pl->legal;
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n_nodes; i++) n += p->nodes[i].op == G_OP_STATE_WRITE;
+    pl->writes = al_calloc(&pl->alloc, (size_t)n + 1, sizeof(plan_write));
+    if (!pl->writes) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    for (int32_t fn = 0; fn < p->n_functions; fn++) {
+        const g_function *f = &p->functions[fn];
+        for (int32_t i = 0; i < f->n_nodes; i++) {
+            const g_node *nd = &p->nodes[f->nodes[i]];
+            if (nd->op != G_OP_STATE_WRITE) continue;
+            plan_write *w = &pl->writes[pl->n_writes++];
+            w->state = nd->p.write.state;
+            w->fn = fn;
+            w->index = i;
+            plan_window_text(p, nd, w->window, sizeof w->window);
+            size_t o = 0;
+            w->rules[0] = '\0';
+            for (int32_t r = 0; r < pl->target->n_rules && o < sizeof w->rules; r++) {
+                const tgt_state_rule *rule = &pl->target->rules[r];
+                bool broken = residual_has(pl, f->nodes[i], rule->kind, w->state);
+                o += (size_t)snprintf(w->rules + o, sizeof w->rules - o, "%s%s%s", o ? ", " : "", broken ? "BROKEN " : "",
+                                      rule->id);
+            }
+        }
+    }
+    return SLM_OK;
+}
+
+/* ---- creation ---------------------------------------------------------------------------------- */
+
+/* Finding x (on orig) is fixed when legal has no residual finding of the same rule for the same
+ * state (and, for write rules, in the same function); op findings are never fixed by rewrites. */
+static void mark_fixed(slm_plan *pl) {
+    for (int32_t i = 0; i < pl->findings.n; i++) {
+        plan_finding *x = &pl->findings.v[i];
+        bool still = x->op_rule;
+        for (int32_t k = 0; k < pl->residual.n && !still; k++) {
+            const plan_finding *y = &pl->residual.v[k];
+            if (y->op_rule || y->kind != x->kind || y->state != x->state) continue;
+            still = x->fn < 0 || y->fn == x->fn;
+        }
+        x->fixed = !still;
+    }
+}
+
+SLM_API void slm_plan_destroy(slm_plan *pl) {
+    if (!pl) return;
+    slm_allocator a = pl->alloc;
+    graph_destroy(pl->orig);
+    graph_destroy(pl->legal);
+    al_free(&a, pl->findings.v);
+    al_free(&a, pl->residual.v);
+    al_free(&a, pl->rewrites.v);
+    al_free(&a, pl->nodes);
+    al_free(&a, pl->writes);
+    al_free(&a, pl);
+}
+
+slm_status plan_create_program(const slm_model *model, g_program *prog, const tgt_profile *t, int32_t n_ctx,
+                               slm_dtype kv_dtype, int32_t n_prefill, slm_plan **out, slm_err *e) {
+    *out = NULL;
+    slm_plan *pl = al_calloc(&prog->alloc, 1, sizeof *pl);
+    if (!pl) {
+        graph_destroy(prog);
+        return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    }
+    pl->alloc = prog->alloc;
+    pl->model = model;
+    pl->target = t;
+    pl->orig = prog;
+    pl->n_ctx = n_ctx;
+    pl->kv_dtype = kv_dtype;
+    pl->n_prefill = n_prefill > 0 ? n_prefill : (n_ctx < 128 ? n_ctx : 128);
+    if (pl->n_prefill > n_ctx) pl->n_prefill = n_ctx;
+    slm_status st;
+    if ((st = check_program(prog, t, &pl->findings, e))) goto fail;
+    if ((st = legalize_program(prog, t, &pl->legal, &pl->rewrites, e))) goto fail;
+    if ((st = check_program(pl->legal, t, &pl->residual, e))) goto fail;
+    mark_fixed(pl);
+    pl->nodes = al_calloc(&pl->alloc, (size_t)pl->legal->n_nodes + 1, sizeof(plan_node));
+    if (!pl->nodes) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    place_program(pl->legal, t, &pl->residual, pl->nodes);
+    cost_plan(pl);
+    if ((st = collect_writes(pl, e))) goto fail;
+    *out = pl;
+    return SLM_OK;
+fail:
+    slm_plan_destroy(pl);
+    return st;
+}
+
+SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params *params, slm_plan **out, char *err,
+                                   size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    if (err && err_cap) err[0] = '\0';
+    slm_plan_params p = slm_plan_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    const tgt_profile *t = tgt_find(p.target ? p.target : "cpu");
+    int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    g_program *prog = NULL;
+    slm_status st = SLM_OK;
+    if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_plan_create: model and out are required");
+    else if (!t) st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown target '%s' (targets: cpu, cuda, ane)", p.target);
+    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (n_ctx < 1 || n_ctx > (1 << 24))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
+    else if (p.n_prefill < 0)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
+    else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
+        st = plan_create_program(model, prog, t, n_ctx, p.kv_dtype, p.n_prefill, out, &e);
+    err_copy_out(&e, err, err_cap);
+    return st;
+}
+
+/* ---- accessors --------------------------------------------------------------------------------- */
+
+SLM_API const char *slm_plan_errmsg(const slm_plan *pl) { return pl ? pl->err.msg : ""; }
+SLM_API const char *slm_plan_target(const slm_plan *pl) { return pl->target->name; }
+SLM_API const char *slm_plan_device(const slm_plan *pl) { return pl->target->device.name; }
+SLM_API const char *slm_plan_fallback_device(const slm_plan *pl) { return pl->target->fallback.name; }
+SLM_API bool slm_plan_executable(const slm_plan *pl) { return pl->target->executable; }
+SLM_API int32_t slm_plan_n_ctx(const slm_plan *pl) { return pl->n_ctx; }
+SLM_API int32_t slm_plan_n_findings(const slm_plan *pl) { return pl->findings.n; }
+SLM_API int32_t slm_plan_n_residual(const slm_plan *pl) { return pl->residual.n; }
+SLM_API int32_t slm_plan_n_rewrites(const slm_plan *pl) { return pl->rewrites.n; }
+SLM_API int32_t slm_plan_n_functions(const slm_plan *pl) { return pl->legal->n_functions; }
+SLM_API int32_t slm_plan_n_states(const slm_plan *pl) { return pl->legal->n_states; }
+
+static void finding_out(const g_program *p, const plan_finding *x, slm_plan_finding *out) {
+    out->rule = x->rule;
+    out->rule_text = x->rule_text;
+    out->source = x->source;
+    out->effect = (slm_plan_effect)x->effect;
+    out->function = x->fn >= 0 ? p->functions[x->fn].name : NULL;
+    out->node = x->index;
+    out->layer = x->layer;
+    out->op = g_op_name(x->op);
+    out->state = x->state >= 0 ? p->states[x->state].name : NULL;
+    out->detail = x->detail;
+    out->fix = x->fix;
+    out->fixed = x->fixed;
+}
+
+SLM_API slm_status slm_plan_finding_at(const slm_plan *pl, int32_t i, slm_plan_finding *out) {
+    if (!pl || !out || i < 0 || i >= pl->findings.n) return SLM_ERR_RANGE;
+    finding_out(pl->orig, &pl->findings.v[i], out);
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_plan_residual_at(const slm_plan *pl, int32_t i, slm_plan_finding *out) {
+    if (!pl || !out || i < 0 || i >= pl->residual.n) return SLM_ERR_RANGE;
+    finding_out(pl->legal, &pl->residual.v[i], out);
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_plan_rewrite_at(const slm_plan *pl, int32_t i, slm_plan_rewrite *out) {
+    if (!pl || !out || i < 0 || i >= pl->rewrites.n) return SLM_ERR_RANGE;
+    const plan_rewrite *r = &pl->rewrites.v[i];
+    out->pass = r->pass;
+    out->function = r->fn >= 0 ? pl->legal->functions[r->fn].name : NULL;
+    out->state = r->state >= 0 ? pl->legal->states[r->state].name : NULL;
+    out->detail = r->detail;
+    out->warning = r->warning;
+    return SLM_OK;
+}
+
+SLM_API const char *slm_plan_function_name(const slm_plan *pl, int32_t fn) {
+    return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->legal->functions[fn].name : NULL;
+}
+
+SLM_API int32_t slm_plan_function_tokens(const slm_plan *pl, int32_t fn) {
+    return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->fn_tokens[fn] : 0;
+}
+
+SLM_API int32_t slm_plan_n_nodes(const slm_plan *pl, int32_t fn) {
+    return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->legal->functions[fn].n_nodes : 0;
+}
+
+SLM_API slm_status slm_plan_node_at(const slm_plan *pl, int32_t fn, int32_t i, slm_plan_node *out) {
+    if (!pl || !out || fn < 0 || fn >= pl->legal->n_functions || i < 0 || i >= pl->legal->functions[fn].n_nodes)
+        return SLM_ERR_RANGE;
+    const g_program *p = pl->legal;
+    int32_t id = p->functions[fn].nodes[i];
+    const g_node *nd = &p->nodes[id];
+    const plan_node *pn = &pl->nodes[id];
+    out->op = g_op_name(nd->op);
+    out->name = p->tensors[nd->out[0]].name;
+    out->layer = nd->layer;
+    out->shapes = pn->shapes;
+    out->dtype = slm_dtype_name((slm_dtype)tgt_node_dtype(p, nd));
+    out->device = pn->device;
+    out->reason = pn->reason;
+    out->bytes = pn->bytes;
+    out->flops = pn->flops;
+    out->cost_share = pn->share;
+    return SLM_OK;
+}
+
+/* Devices used by fn, in order: the target's device first. */
+static int32_t devices_of(const slm_plan *pl, int32_t fn, const char **dev) {
+    const g_function *f = &pl->legal->functions[fn];
+    int32_t n = 0;
+    dev[n++] = pl->target->device.name;
+    for (int32_t i = 0; i < f->n_nodes; i++) {
+        const char *d = pl->nodes[f->nodes[i]].device;
+        bool seen = false;
+        for (int32_t k = 0; k < n; k++) seen |= strcmp(dev[k], d) == 0;
+        if (!seen && n < 4) dev[n++] = d;
+    }
+    return n;
+}
+
+SLM_API int32_t slm_plan_n_devices(const slm_plan *pl, int32_t fn) {
+    if (!pl || fn < 0 || fn >= pl->legal->n_functions) return 0;
+    const char *dev[4];
+    return devices_of(pl, fn, dev);
+}
+
+SLM_API slm_status slm_plan_device_total_at(const slm_plan *pl, int32_t fn, int32_t i, slm_plan_device_total *out) {
+    if (!pl || !out || fn < 0 || fn >= pl->legal->n_functions) return SLM_ERR_RANGE;
+    const char *dev[4];
+    int32_t n = devices_of(pl, fn, dev);
+    if (i < 0 || i >= n) return SLM_ERR_RANGE;
+    memset(out, 0, sizeof *out);
+    out->device = dev[i];
+    const g_function *f = &pl->legal->functions[fn];
+    for (int32_t k = 0; k < f->n_nodes; k++) {
+        const plan_node *pn = &pl->nodes[f->nodes[k]];
+        if (strcmp(pn->device, dev[i]) != 0) continue;
+        out->n_nodes++;
+        out->bytes += pn->bytes;
+        out->flops += pn->flops;
+        out->cost_share += pn->share;
+    }
+    return SLM_OK;
+}
+
+static uint64_t state_alloc_bytes(const g_state *s) {
+    uint64_t n = (uint64_t)el_bytes(s->dtype);
+    for (int d = 0; d < 4; d++) n *= (uint64_t)s->alloc_ne[d];
+    return n;
+}
+
+SLM_API slm_status slm_plan_state_at(const slm_plan *pl, int32_t i, slm_plan_state *out) {
+    if (!pl || !out || i < 0 || i >= pl->legal->n_states) return SLM_ERR_RANGE;
+    const g_state *s = &pl->legal->states[i], *o = &pl->orig->states[i];
+    out->name = s->name;
+    out->role = s->role;
+    out->layer = s->layer;
+    out->n_dims = s->n_dims;
+    for (int d = 0; d < 4; d++) {
+        out->ne[d] = o->ne[d];
+        out->alloc_ne[d] = s->alloc_ne[d];
+    }
+    out->dtype = (slm_dtype)s->dtype;
+    out->orig_dtype = (slm_dtype)o->dtype;
+    out->size_bytes = state_alloc_bytes(s);
+    out->n_writes = 0;
+    for (int32_t k = 0; k < pl->n_writes; k++) out->n_writes += pl->writes[k].state == i;
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_plan_state_write_at(const slm_plan *pl, int32_t state, int32_t k, slm_plan_write *out) {
+    if (!pl || !out) return SLM_ERR_RANGE;
+    for (int32_t j = 0; j < pl->n_writes; j++) {
+        const plan_write *w = &pl->writes[j];
+        if (w->state != state || k-- != 0) continue;
+        out->function = pl->legal->functions[w->fn].name;
+        out->node = w->index;
+        out->window = w->window;
+        out->rules = w->rules;
+        return SLM_OK;
+    }
+    return SLM_ERR_RANGE;
+}
+
+/* ---- JSON -------------------------------------------------------------------------------------- */
+
+static cJSON *shape_json(const int64_t *ne, int32_t n_dims) {
+    cJSON *a = cJSON_CreateArray();
+    for (int32_t d = 0; d < n_dims; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)ne[d]));
+    return a;
+}
+
+static cJSON *finding_json(const g_program *p, const plan_finding *x) {
+    slm_plan_finding f;
+    finding_out(p, x, &f);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "rule", f.rule);
+    cJSON_AddStringToObject(j, "rule_text", f.rule_text);
+    cJSON_AddStringToObject(j, "source", f.source);
+    cJSON_AddStringToObject(j, "effect", slm_plan_effect_name(f.effect));
+    if (f.function) cJSON_AddStringToObject(j, "function", f.function);
+    else cJSON_AddNullToObject(j, "function");
+    cJSON_AddNumberToObject(j, "node", f.node);
+    cJSON_AddNumberToObject(j, "layer", f.layer);
+    cJSON_AddStringToObject(j, "op", f.op);
+    if (f.state) cJSON_AddStringToObject(j, "state", f.state);
+    else cJSON_AddNullToObject(j, "state");
+    cJSON_AddStringToObject(j, "detail", f.detail);
+    cJSON_AddStringToObject(j, "fix", f.fix);
+    cJSON_AddBoolToObject(j, "fixed", f.fixed);
+    return j;
+}
+
+static void add_findings(cJSON *root, const char *key, const g_program *p, const plan_findings *fs) {
+    cJSON *a = cJSON_AddArrayToObject(root, key);
+    for (int32_t i = 0; i < fs->n; i++) cJSON_AddItemToArray(a, finding_json(p, &fs->v[i]));
+}
+
+static void add_plan_body(const slm_plan *pl, cJSON *root) {
+    cJSON *rws = cJSON_AddArrayToObject(root, "rewrites");
+    for (int32_t i = 0; i < pl->rewrites.n; i++) {
+        slm_plan_rewrite r;
+        slm_plan_rewrite_at(pl, i, &r);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "pass", r.pass);
+        if (r.function) cJSON_AddStringToObject(j, "function", r.function);
+        else cJSON_AddNullToObject(j, "function");
+        cJSON_AddStringToObject(j, "state", r.state);
+        cJSON_AddStringToObject(j, "detail", r.detail);
+        cJSON_AddStringToObject(j, "warning", r.warning);
+        cJSON_AddItemToArray(rws, j);
+    }
+    add_findings(root, "residual", pl->legal, &pl->residual);
+    cJSON *fns = cJSON_AddArrayToObject(root, "functions");
+    for (int32_t fn = 0; fn < pl->legal->n_functions; fn++) {
+        cJSON *jf = cJSON_CreateObject();
+        cJSON_AddStringToObject(jf, "name", slm_plan_function_name(pl, fn));
+        cJSON_AddNumberToObject(jf, "n_tokens", slm_plan_function_tokens(pl, fn));
+        cJSON *nodes = cJSON_AddArrayToObject(jf, "nodes");
+        for (int32_t i = 0; i < slm_plan_n_nodes(pl, fn); i++) {
+            slm_plan_node n;
+            slm_plan_node_at(pl, fn, i, &n);
+            cJSON *jn = cJSON_CreateObject();
+            cJSON_AddNumberToObject(jn, "index", i);
+            cJSON_AddStringToObject(jn, "op", n.op);
+            cJSON_AddStringToObject(jn, "name", n.name);
+            cJSON_AddNumberToObject(jn, "layer", n.layer);
+            cJSON_AddStringToObject(jn, "shapes", n.shapes);
+            cJSON_AddStringToObject(jn, "dtype", n.dtype);
+            cJSON_AddStringToObject(jn, "device", n.device);
+            cJSON_AddStringToObject(jn, "reason", n.reason);
+            cJSON_AddNumberToObject(jn, "bytes", n.bytes);
+            cJSON_AddNumberToObject(jn, "flops", n.flops);
+            cJSON_AddNumberToObject(jn, "cost_share", n.cost_share);
+            cJSON_AddItemToArray(nodes, jn);
+        }
+        cJSON *tot = cJSON_AddArrayToObject(jf, "totals");
+        for (int32_t i = 0; i < slm_plan_n_devices(pl, fn); i++) {
+            slm_plan_device_total d;
+            slm_plan_device_total_at(pl, fn, i, &d);
+            cJSON *jd = cJSON_CreateObject();
+            cJSON_AddStringToObject(jd, "device", d.device);
+            cJSON_AddNumberToObject(jd, "nodes", d.n_nodes);
+            cJSON_AddNumberToObject(jd, "bytes", d.bytes);
+            cJSON_AddNumberToObject(jd, "flops", d.flops);
+            cJSON_AddNumberToObject(jd, "cost_share", d.cost_share);
+            cJSON_AddItemToArray(tot, jd);
+        }
+        cJSON_AddItemToArray(fns, jf);
+    }
+    cJSON *sts = cJSON_AddArrayToObject(root, "states");
+    for (int32_t i = 0; i < slm_plan_n_states(pl); i++) {
+        slm_plan_state s;
+        slm_plan_state_at(pl, i, &s);
+        cJSON *js = cJSON_CreateObject();
+        cJSON_AddStringToObject(js, "name", s.name);
+        cJSON_AddStringToObject(js, "role", slm_state_role_name(s.role));
+        cJSON_AddNumberToObject(js, "layer", s.layer);
+        cJSON_AddItemToObject(js, "logical_shape", shape_json(s.ne, s.n_dims));
+        cJSON_AddItemToObject(js, "allocated_shape", shape_json(s.alloc_ne, s.n_dims));
+        cJSON_AddStringToObject(js, "dtype", slm_dtype_name(s.dtype));
+        cJSON_AddStringToObject(js, "original_dtype", slm_dtype_name(s.orig_dtype));
+        cJSON_AddNumberToObject(js, "bytes", (double)s.size_bytes);
+        cJSON *ws = cJSON_AddArrayToObject(js, "writes");
+        for (int32_t k = 0; k < s.n_writes; k++) {
+            slm_plan_write w;
+            slm_plan_state_write_at(pl, i, k, &w);
+            cJSON *jw = cJSON_CreateObject();
+            cJSON_AddStringToObject(jw, "function", w.function);
+            cJSON_AddNumberToObject(jw, "node", w.node);
+            cJSON_AddStringToObject(jw, "window", w.window);
+            cJSON *rules = cJSON_AddArrayToObject(jw, "rules");
+            int32_t fn = 0;
+            while (fn < pl->legal->n_functions && strcmp(pl->legal->functions[fn].name, w.function)) fn++;
+            int32_t node = pl->legal->functions[fn].nodes[w.node];
+            for (int32_t r = 0; r < pl->target->n_rules; r++) {
+                cJSON *jr = cJSON_CreateObject();
+                cJSON_AddStringToObject(jr, "rule", pl->target->rules[r].id);
+                cJSON_AddBoolToObject(jr, "kept", !residual_has(pl, node, pl->target->rules[r].kind, i));
+                cJSON_AddItemToArray(rules, jr);
+            }
+            cJSON_AddItemToArray(ws, jw);
+        }
+        cJSON_AddItemToArray(sts, js);
+    }
+    if (pl->sim.ran) {
+        cJSON *js = cJSON_AddObjectToObject(root, "simulation");
+        cJSON_AddStringToObject(js, "device", "cpu");
+        cJSON_AddNumberToObject(js, "n_prompt", pl->sim.n_prompt);
+        cJSON_AddNumberToObject(js, "n_steps", pl->sim.n_steps);
+        cJSON_AddBoolToObject(js, "identical", pl->sim.identical);
+        cJSON_AddNumberToObject(js, "first_diff", pl->sim.first_diff);
+        cJSON_AddBoolToObject(js, "logits_identical", pl->sim.logits_identical);
+        cJSON_AddNumberToObject(js, "max_abs_logit_diff", pl->sim.max_abs_logit_diff);
+    }
+}
+
+SLM_API slm_status slm_plan_json(const slm_plan *pl, bool check_only, char **out) {
+    if (out) *out = NULL;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return SLM_ERR_NOMEM;
+    const tgt_profile *t = pl->target;
+    cJSON_AddStringToObject(root, "schema", check_only ? "statelm.check/1" : "statelm.plan/1");
+    cJSON_AddStringToObject(root, "target", t->name);
+    cJSON_AddStringToObject(root, "target_summary", t->summary);
+    cJSON_AddStringToObject(root, "device", t->device.name);
+    cJSON_AddStringToObject(root, "fallback_device", t->fallback.name);
+    cJSON_AddBoolToObject(root, "executable", t->executable);
+    cJSON_AddNumberToObject(root, "n_ctx", pl->n_ctx);
+    cJSON_AddStringToObject(root, "kv_dtype", slm_dtype_name(pl->kv_dtype));
+    cJSON_AddStringToObject(root, "shape_order", "ggml: ne[0] innermost");
+    bool clean = true;
+    for (int32_t i = 0; i < pl->findings.n; i++) clean &= pl->findings.v[i].effect == TGT_OK;
+    cJSON_AddBoolToObject(root, "clean", clean);
+    add_findings(root, "findings", pl->orig, &pl->findings);
+    if (!check_only) {
+        cJSON *cm = cJSON_AddObjectToObject(root, "cost_model");
+        cJSON_AddStringToObject(cm, "assumes", "per call at a full context; roofline of nominal device figures");
+        cJSON_AddNumberToObject(cm, "prefill_tokens", pl->n_prefill);
+        cJSON *devs = cJSON_AddArrayToObject(cm, "devices");
+        const tgt_device *d2[2] = {&t->device, &t->fallback};
+        for (int k = 0; k < 2; k++) {
+            cJSON *jd = cJSON_CreateObject();
+            cJSON_AddStringToObject(jd, "name", d2[k]->name);
+            cJSON_AddNumberToObject(jd, "flops_per_s", d2[k]->flops_per_s);
+            cJSON_AddNumberToObject(jd, "bytes_per_s", d2[k]->bytes_per_s);
+            cJSON_AddItemToArray(devs, jd);
+        }
+        add_plan_body(pl, root);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return SLM_ERR_NOMEM;
+    *out = text;
+    return SLM_OK;
+}

@@ -1,0 +1,180 @@
+/* plan.c — `statelm plan -m MODEL --target T [--json] [--simulate] ...`: the compute plan of the
+ * model for the target: the check's findings, the rewrites legalisation applied (with precision
+ * warnings), per function every node (op, shapes, dtype, device, reason, bytes, FLOPs, share of
+ * the cost), totals per device, per state the logical and allocated shapes and each write's window
+ * with the rules it keeps. --simulate runs the original and legalised programs on the CPU and
+ * compares their greedy tokens: prints "identical" or the first differing step (exit status 1).
+ * Exit status 2 on errors. Shapes are printed in ggml order (ne[0] innermost). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void print_rewrites(const slm_plan *pl) {
+    int32_t n = slm_plan_n_rewrites(pl);
+    printf("rewrites (%d):\n", n);
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_rewrite r;
+        slm_plan_rewrite_at(pl, i, &r);
+        printf("  %-13s %s\n", r.pass, r.detail);
+        if (r.warning[0]) printf("  %-13s warning: %s\n", "", r.warning);
+    }
+}
+
+static void fmt_num(double v, const char *unit, char *buf, size_t cap) {
+    const char *pre[] = {"", "K", "M", "G", "T"};
+    int k = 0;
+    while (v >= 1000.0 && k < 4) {
+        v /= 1000.0;
+        k++;
+    }
+    snprintf(buf, cap, k ? "%.2f %s%s" : "%.0f %s%s", v, pre[k], unit);
+}
+
+static void print_function(const slm_plan *pl, int32_t fn) {
+    int32_t n = slm_plan_n_nodes(pl, fn);
+    printf("\nfunction %s: %d nodes, costs for %d token(s) per call\n", slm_plan_function_name(pl, fn), n,
+           slm_plan_function_tokens(pl, fn));
+    printf("  %4s %-13s %-24s %5s %-6s %-5s %10s %11s %6s  %s\n", "#", "op", "name", "layer", "dtype", "dev", "bytes",
+           "flops", "share", "shapes (ggml order) / reason");
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_node nd;
+        slm_plan_node_at(pl, fn, i, &nd);
+        char b[32], f[32];
+        fmt_num(nd.bytes, "B", b, sizeof b);
+        fmt_num(nd.flops, "", f, sizeof f);
+        printf("  %4d %-13s %-24s %5d %-6s %-5s %10s %11s %5.1f%%  %s\n", i, nd.op, nd.name, nd.layer, nd.dtype, nd.device,
+               b, f, 100.0 * nd.cost_share, nd.shapes);
+        if (nd.reason[0]) printf("  %4s %-13s reason: %s\n", "", "", nd.reason);
+    }
+    for (int32_t d = 0; d < slm_plan_n_devices(pl, fn); d++) {
+        slm_plan_device_total t;
+        slm_plan_device_total_at(pl, fn, d, &t);
+        char b[32], f[32];
+        fmt_num(t.bytes, "B", b, sizeof b);
+        fmt_num(t.flops, "FLOP", f, sizeof f);
+        printf("  total on %-5s %5d nodes  %12s  %14s  %5.1f%% of the cost\n", t.device, t.n_nodes, b, f, 100.0 * t.cost_share);
+    }
+}
+
+static void print_states(const slm_plan *pl) {
+    int32_t n = slm_plan_n_states(pl);
+    printf("\nstates (%d): logical -> allocated shape (ggml order), dtype, bytes, writes\n", n);
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_state s;
+        slm_plan_state_at(pl, i, &s);
+        char lo[64], al[64], by[32];
+        size_t o1 = 0, o2 = 0;
+        for (int32_t d = 0; d < s.n_dims; d++) {
+            o1 += (size_t)snprintf(lo + o1, sizeof lo - o1, "%s%lld", d ? ", " : "(", (long long)s.ne[d]);
+            o2 += (size_t)snprintf(al + o2, sizeof al - o2, "%s%lld", d ? ", " : "(", (long long)s.alloc_ne[d]);
+        }
+        snprintf(lo + o1, sizeof lo - o1, ")");
+        snprintf(al + o2, sizeof al - o2, ")");
+        cli_fmt_bytes(s.size_bytes, by, sizeof by);
+        char dt[32];
+        if (s.dtype != s.orig_dtype) snprintf(dt, sizeof dt, "%s->%s", slm_dtype_name(s.orig_dtype), slm_dtype_name(s.dtype));
+        else snprintf(dt, sizeof dt, "%s", slm_dtype_name(s.dtype));
+        printf("  %-16s %-10s %-18s -> %-18s %-8s %s\n", s.name, slm_state_role_name(s.role), lo, al, dt, by);
+        for (int32_t k = 0; k < s.n_writes; k++) {
+            slm_plan_write w;
+            slm_plan_state_write_at(pl, i, k, &w);
+            printf("      write %-8s #%-4d window %s\n", w.function, w.node, w.window);
+            printf("      %-19s keeps %s\n", "", w.rules);
+        }
+    }
+}
+
+/* Growable id list for the prompt. */
+static int parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n) {
+    size_t cap = strlen(s) / 2 + 2;
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    if (!*ids) return cli_fail("out of memory") + 1;
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= n_vocab || *n == cap)
+            return cli_fail("--prompt-ids: invalid or out-of-range id near '%s' (vocabulary %d)", p, n_vocab) + 1;
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    if (*n == 0) return cli_fail("--prompt-ids: no ids given") + 1;
+    return 0;
+}
+
+/* The prompt of the simulation: --prompt-ids, -p TEXT (with BOS), or a fixed default text. */
+static int simulation_prompt(const slm_model *m, const plan_opts *o, int32_t **ids, size_t *n) {
+    if (o->prompt_ids) return parse_ids(o->prompt_ids, slm_model_n_vocab(m), ids, n);
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    const char *text = o->prompt ? o->prompt : "The state of a model is first-class.";
+    size_t cap = strlen(text) + 16;
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    if (!*ids) return cli_fail("out of memory") + 1;
+    if (!tok) {
+        if (o->prompt) return cli_fail("plan: the model has no tokenizer: use --prompt-ids") + 1;
+        (*ids)[(*n)++] = 0;
+        return 0;
+    }
+    slm_status st = slm_tokenizer_encode(tok, text, strlen(text), SLM_TOKENIZE_ADD_BOS, *ids, cap, n);
+    if (st != SLM_OK || *n == 0) return cli_fail("cannot tokenize the simulation prompt (%s)", slm_status_name(st)) + 1;
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv) {
+    plan_opts o;
+    int rc = cli_plan_parse(argc, argv, &o, true);
+    if (rc >= 0) return rc;
+    slm_model *m = NULL;
+    slm_plan *pl = NULL;
+    int32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    if ((rc = cli_plan_open(&o, &m, &pl))) goto done;
+    bool identical = true;
+    int32_t first_diff = -1;
+    if (o.simulate) {
+        if ((rc = simulation_prompt(m, &o, &prompt, &n_prompt))) goto done;
+        slm_status st = slm_plan_simulate(pl, prompt, n_prompt, o.n_steps, o.n_threads, &identical, &first_diff);
+        if (st != SLM_OK) {
+            rc = cli_fail("simulation failed: %s (%s)", slm_plan_errmsg(pl), slm_status_name(st)) + 1;
+            goto done;
+        }
+    }
+    if (o.json) {
+        char *text = NULL;
+        if (slm_plan_json(pl, false, &text) != SLM_OK) {
+            rc = cli_fail("out of memory") + 1;
+            goto done;
+        }
+        puts(text);
+        slm_free(text);
+    } else {
+        printf("plan: %s for target %s (device %s, falls back to %s; %s)\n", o.model, slm_plan_target(pl),
+               slm_plan_device(pl), slm_plan_fallback_device(pl),
+               slm_plan_executable(pl) ? "executable here" : "not executable here: simulate it on the CPU");
+        printf("n_ctx %d, kv %s; shapes in ggml order (ne[0] innermost); costs are estimates per call at a full\n"
+               "context with nominal device figures (bytes: weights + activations + state; share: of the call)\n\n",
+               slm_plan_n_ctx(pl), slm_dtype_name(o.kv_dtype));
+        cli_print_findings(pl);
+        printf("\n");
+        print_rewrites(pl);
+        for (int32_t fn = 0; fn < slm_plan_n_functions(pl); fn++) print_function(pl, fn);
+        print_states(pl);
+    }
+    if (o.simulate) {
+        FILE *f = o.json ? stderr : stdout;
+        fprintf(f, "%ssimulate on cpu: %d greedy tokens after a %zu-token prompt, original vs legalised program: ",
+                o.json ? "" : "\n", o.n_steps, n_prompt);
+        if (identical) fprintf(f, "identical\n");
+        else fprintf(f, "first difference at step %d\n", first_diff);
+        if (!identical) rc = 1;
+    }
+done:
+    free(prompt);
+    slm_plan_destroy(pl);
+    slm_model_destroy(m);
+    return rc;
+}
