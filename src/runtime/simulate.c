@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "compile/plan.h"
 #include "runtime/session.h"
 
@@ -15,10 +16,23 @@ static int32_t argmax(const float *v, int32_t n) {
     return best;
 }
 
+/* Both sessions run the reference kernels (the oracle): the check is about the two Programs, and
+ * the fast kernels' 8-bit activation rounding would amplify a legalisation's intended f16 casts
+ * chaotically on quantised models. */
 static slm_status open_session(slm_plan *pl, const g_program *p, int32_t n_threads, slm_session **s, slm_err *e) {
     g_program *copy = graph_clone(p);
     if (!copy) return err_set(e, SLM_ERR_NOMEM, "out of memory copying the program");
-    return sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, s, e);
+    slm_status st = sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, s, e);
+    if (st) return st;
+    backend *ref = NULL;
+    if ((st = cpu_backend_create_with(&(*s)->alloc, (*s)->n_threads, false, CPU_ISA_GENERIC, &ref, e))) {
+        slm_session_destroy(*s);
+        *s = NULL;
+        return st;
+    }
+    (*s)->be->vt->destroy((*s)->be);
+    (*s)->be = ref;
+    return SLM_OK;
 }
 
 /* Feeds tokens[0, n) to s (prefill for n > 1, decode for one). */

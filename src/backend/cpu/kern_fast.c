@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "base/dtype.h"
+#include "base/half.h"
 
 static int64_t ncols(const be_view *v) { return v->ne[1] * v->ne[2] * v->ne[3]; }
 static int64_t nel(const be_view *v) { return v->ne[0] * ncols(v); }
@@ -182,7 +183,14 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
     float *S = (float *)c->s_new->data + h * dk * dv;
-    c->cb->isa->deltanet_head(S, (const float *)c->s->data + h * dk * dv, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
+    const float *S_in = (const float *)c->s->data + h * dk * dv;
+    if (c->s->dtype != SLM_DTYPE_F32) { /* an f16/bf16 state (legalised programs): widen exactly first */
+        const uint16_t *s16 = (const uint16_t *)c->s->data + h * dk * dv;
+        for (int64_t i = 0; i < dk * dv; i++)
+            S[i] = c->s->dtype == SLM_DTYPE_F16 ? f16_to_f32(s16[i]) : bf16_to_f32(s16[i]);
+        S_in = S;
+    }
+    c->cb->isa->deltanet_head(S, S_in, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
                               (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
                               (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
                               Hv * dv, Hv);
@@ -190,8 +198,9 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
 
 static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in) {
     if (nd->p.dn.chunked) return false;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 5; i++)
         if (!is_f32(&in[i])) return false;
+    if (!is_f32(&in[5]) && in[5].dtype != SLM_DTYPE_F16 && in[5].dtype != SLM_DTYPE_BF16) return false;
     return is_f32(&out[0]) && is_f32(&out[1]) && in[2].ne[0] <= 4096 && in[0].ne[2] >= 1;
 }
 
