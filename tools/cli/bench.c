@@ -1,13 +1,14 @@
 /* bench.c — `statelm bench`: prompt-processing and generation speed with llama-bench's conventions.
  * Contract (relied on by bench/compare; extend, do not change):
- *   statelm bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]
+ *   statelm bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json] [--ckpt N]
  *   pp: p random token ids processed as one batch (one prefill call) from an empty session;
  *   tg: n random token ids fed one at a time (n decode calls) from an empty session;
  *   token ids are generated (fixed seed), so tokenisation and sampling are excluded. One untimed
  *   warm-up of each test first, then r timed repetitions; median and min-max tokens/s over them,
  *   and the process's peak resident memory. Prints a markdown table, or with --json one JSON
  *   object on stdout with at least "pp_tps" and "tg_tps" (the medians; null for a test skipped
- *   with -p 0 or -n 0). */
+ *   with -p 0 or -n 0). --ckpt N sets the session's checkpoint interval (0 = the library default,
+ *   -1 = none); hybrid models split a prefill at checkpoint boundaries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 
 typedef struct bench_opts {
     const char *model;
-    int32_t n_prompt, n_gen, reps, n_threads;
+    int32_t n_prompt, n_gen, reps, n_threads, ckpt;
     bool json;
 } bench_opts;
 
@@ -30,6 +31,8 @@ static void usage_bench(void) {
          "  -r N      timed repetitions (default 5)\n"
          "  -t N      threads (default: the number of online CPUs)\n"
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
+         "  --ckpt N  checkpoint interval of the session (0 = library default, -1 = none); hybrid\n"
+         "            models split a prefill at checkpoint boundaries\n"
          "environment: SLM_KERNELS=ref|generic|avx2|avx512|auto selects the CPU kernels");
 }
 
@@ -92,7 +95,7 @@ static void json_samples(const char *key, const double *v, int n) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o = {NULL, 512, 128, 5, 0, false};
+    bench_opts o = {NULL, 512, 128, 5, 0, 0, false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
@@ -110,6 +113,9 @@ int cmd_bench(int argc, char **argv) {
             else if (a[1] == 'n') o.n_gen = (int32_t)iv;
             else if (a[1] == 'r') o.reps = (int32_t)iv;
             else o.n_threads = (int32_t)iv;
+        } else if (!strcmp(a, "--ckpt")) {
+            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, -1, 1 << 24, &iv)) return 1;
+            o.ckpt = (int32_t)iv;
         } else if (!strcmp(a, "--json")) {
             o.json = true;
         } else {
@@ -126,6 +132,7 @@ int cmd_bench(int argc, char **argv) {
     slm_session_params sp = slm_session_params_default();
     sp.n_threads = o.n_threads;
     sp.n_ctx = o.n_prompt + o.n_gen > 16 ? o.n_prompt + o.n_gen : 16;
+    sp.checkpoint_interval = o.ckpt;
     slm_session *s = NULL;
     int rc = 1;
     int32_t n_ids = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
@@ -184,8 +191,9 @@ int cmd_bench(int argc, char **argv) {
         json_str(slm_model_name(m));
         printf(",\"arch\":");
         json_str(slm_model_arch(m));
-        printf(",\"weight_bytes\":%llu,\"n_threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"kernels\":",
-               (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.reps);
+        printf(",\"weight_bytes\":%llu,\"n_threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"ckpt\":%d,"
+               "\"kernels\":",
+               (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.reps, o.ckpt);
         json_str(kernels);
         printf(",");
         if (o.n_prompt > 0) {
