@@ -280,8 +280,9 @@ typedef struct slm_session_params {
     void *abort_user_data;
     /* Checkpoints of the conv and recurrent states for exact rollback (hybrid models only; KV
      * states simply truncate). Taken every checkpoint_interval tokens and at the end of every
-     * multi-token prefill; 0 = default (a power of two in [16, 256], larger for larger states:
-     * LFM2-350M every 16 tokens, Qwen3.5-0.8B every 256), -1 = none (rollback replays from 0). */
+     * multi-token prefill; 0 = default (128 or 256, larger for larger states: LFM2-350M every
+     * 128 tokens, Qwen3.5-0.8B every 256), -1 = none (rollback replays from 0). A prefill is split
+     * into calls at checkpoint positions, so short intervals cost prefill speed. */
     int32_t checkpoint_interval;
     /* In-memory budget for checkpoints in MiB; 0 = default (256). Over budget, checkpoints are
      * thinned (position 0 is always kept — it is the zero state — and the rest stay spread out),

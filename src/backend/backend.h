@@ -42,6 +42,14 @@ struct backend {
     const backend_vtable *vt;
 };
 
+/* A table of repacked weights shared by the backends of every session on one model, so weights
+ * are repacked once per model, not per session. Thread-safe. */
+typedef struct be_weight_cache be_weight_cache;
+slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out, slm_err *e);
+void cpu_weight_cache_destroy(be_weight_cache *c);
+/* Makes be use c (borrowed; must outlive be) instead of a table of its own. */
+void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c);
+
 /* The CPU backend with n_threads workers (>= 1). It may keep repacked copies of quantised (Q4_0,
  * Q4_1, Q8_0) matmul weights for its lifetime, keyed by address: such operands must be immutable
  * mapped weights that outlive the backend (they always are: activations and states are never

@@ -267,6 +267,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
         goto fail;
     }
     m->alloc = a;
+    pthread_mutex_init(&m->rt_mu, NULL);
     m->log.fn = p.log_fn;
     m->log.user_data = p.log_user_data;
     m->n_threads = p.n_threads > 0 ? p.n_threads : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
@@ -297,6 +298,8 @@ fail:
 SLM_API void slm_model_destroy(slm_model *m) {
     if (!m) return;
     slm_allocator a = m->alloc;
+    if (m->rt_cache && m->rt_cache_free) m->rt_cache_free(m->rt_cache);
+    pthread_mutex_destroy(&m->rt_mu);
     tok_destroy(m->tok);
     for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
     al_free(&a, m->tensors);

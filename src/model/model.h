@@ -5,6 +5,8 @@
 #ifndef SLM_MODEL_MODEL_H
 #define SLM_MODEL_MODEL_H
 
+#include <pthread.h>
+
 #include "base/alloc.h"
 #include "base/log.h"
 #include "format/gguf.h"
@@ -44,6 +46,12 @@ struct slm_model {
     slm_tokenizer *tok;      /* NULL if the model carries none */
     char *chat_template;     /* NULL if none stored */
     uint8_t fingerprint[16]; /* XXH3-128 of arch, hyper-parameters, tensor names/types/shapes */
+    /* Memoised by the runtime when the first session is created, guarded by rt_mu: data derived
+     * from the weights and shared by every session (repacked weights). The model stays logically
+     * immutable; rt_cache_free releases it at destroy. */
+    pthread_mutex_t rt_mu;
+    void *rt_cache;
+    void (*rt_cache_free)(void *cache);
     int32_t n_states;
     char **state_names;      /* (n_states) */
     int32_t *state_layer;    /* (n_states) */

@@ -22,6 +22,58 @@ static size_t state_bytes(const g_state *st) {
     return n;
 }
 
+static void weight_cache_free(void *c) { cpu_weight_cache_destroy(c); }
+
+/* Points the backend at the model's table of repacked weights, creating it on first use. */
+static slm_status share_weight_cache(const slm_model *model, backend *be, slm_err *e) {
+    slm_model *m = (slm_model *)model; /* the memoised cache is the model's only mutable part */
+    slm_status st = SLM_OK;
+    pthread_mutex_lock(&m->rt_mu);
+    if (!m->rt_cache) {
+        be_weight_cache *c = NULL;
+        if ((st = cpu_weight_cache_create(&m->alloc, &c, e)) == SLM_OK) {
+            m->rt_cache = c;
+            m->rt_cache_free = weight_cache_free;
+        }
+    }
+    pthread_mutex_unlock(&m->rt_mu);
+    if (st == SLM_OK) cpu_backend_use_weight_cache(be, m->rt_cache);
+    return st;
+}
+
+/* Values whose only use is a static write of a whole double-buffered f32 state are computed
+ * straight into the state's back buffer, so the write copies nothing (the DeltaNet state: 18 MiB
+ * a token on Qwen3.5-0.8B). Only for states written once per function; the back buffer becomes
+ * current only when the write itself runs, so reads in between still see the old state. */
+static void find_direct_writes(slm_session *s) {
+    const g_program *p = s->prog;
+    for (int32_t t = 0; t < p->n_tensors; t++) s->direct_state[t] = -1;
+    for (int32_t f = 0; f < p->n_functions; f++) {
+        const g_function *fn = &p->functions[f];
+        for (int32_t i = 0; i < fn->n_nodes; i++) {
+            const g_node *w = &p->nodes[fn->nodes[i]];
+            if (w->op != G_OP_STATE_WRITE) continue;
+            int32_t si = w->p.write.state, t = w->in[0], writes = 0, uses = 0;
+            const g_state *st = &p->states[si];
+            const g_tensor *v = &p->tensors[t];
+            if (!s->states[si].double_buffered || st->dtype != SLM_DTYPE_F32 || v->storage != G_ACTIVATION || v->n_mask)
+                continue;
+            bool whole = true;
+            for (int d = 0; d < 4; d++) {
+                const g_affine *b = &w->p.write.begin[d];
+                whole &= b->base == 0 && !b->has_n && !b->has_pos && v->ne[d] == st->ne[d];
+                whole &= d == st->n_dims - 1 || st->alloc_ne[d] == st->ne[d]; /* logical = prefix */
+            }
+            for (int32_t j = 0; j < fn->n_nodes; j++) {
+                const g_node *nd = &p->nodes[fn->nodes[j]];
+                writes += nd->op == G_OP_STATE_WRITE && nd->p.write.state == si;
+                for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == t;
+            }
+            if (whole && writes == 1 && uses == 1 && t != fn->logits) s->direct_state[t] = si;
+        }
+    }
+}
+
 /* Range of valid token ids: rows of the table the EMBED of the decode function's token input reads. */
 static int32_t token_id_limit(const g_program *p, int32_t fn) {
     const g_function *f = &p->functions[fn];
@@ -58,11 +110,13 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
     s->n_token_ids = token_id_limit(prog, s->fn_decode);
     if ((st = cpu_backend_create(&s->alloc, s->n_threads, &s->be, e))) goto fail;
+    if (model && (st = share_weight_cache(model, s->be, e))) goto fail;
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
     s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
+    s->direct_state = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(int32_t));
     s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
-    if (!s->states || !s->tensor_ptr || !s->history || !s->logits) {
+    if (!s->states || !s->tensor_ptr || !s->direct_state || !s->history || !s->logits) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -83,6 +137,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
             }
         }
     }
+    find_direct_writes(s);
     if ((st = sess_ckpt_init(s, 0, 0, NULL, e))) goto fail;
     *out = s;
     return SLM_OK;
@@ -135,6 +190,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->undo_kv);
     al_free(&a, s->states);
     al_free(&a, s->tensor_ptr);
+    al_free(&a, s->direct_state);
     al_free(&a, s->history);
     al_free(&a, s->logits);
     al_free(&a, s->arena);
@@ -242,8 +298,11 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         s->arena = a;
         s->arena_bytes = mp->arena_bytes;
     }
-    for (int32_t t = 0; t < p->n_tensors; t++)
+    for (int32_t t = 0; t < p->n_tensors; t++) {
         s->tensor_ptr[t] = mp->offset[t] != MEMPLAN_NONE ? s->arena + mp->offset[t] : NULL;
+        int32_t si = s->direct_state[t];
+        if (si >= 0 && p->tensors[t].fn == fn) s->tensor_ptr[t] = s->states[si].buf[1 - s->states[si].front];
+    }
     memcpy(s->tensor_ptr[f->tokens], tokens, (size_t)n * sizeof(int32_t));
     for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
     be_call call = {n, s->pos};
@@ -271,6 +330,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
             out[0].n_dims = gs->n_dims;
             for (int d = 0; d < 4; d++) out[0].ne[d] = gs->alloc_ne[d];
             out[0].data = state_for_write(s, nd->p.write.state, write_is_full(p, nd, n, s->pos));
+            if (out[0].data == in[0].data) continue; /* computed in place (find_direct_writes) */
         } else {
             for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], n, &out[k]);
         }

@@ -50,6 +50,8 @@ struct slm_session {
     uint8_t *arena;
     size_t arena_bytes;
     void **tensor_ptr;     /* (prog->n_tensors) pointers bound during a call */
+    int32_t *direct_state; /* (prog->n_tensors) state whose back buffer the tensor is computed into
+                            * (its only use is a full write of that state), or -1 */
     int32_t pos;
     int32_t *history;      /* (n_ctx) */
     int32_t n_vocab;       /* logits per step */

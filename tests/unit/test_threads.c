@@ -1,5 +1,6 @@
 /* test_threads.c — many sequences on one loaded model: N sessions used from N threads at once
- * (weights shared, states separate), plus concurrent forks of one snapshot. Every thread's logits
+ * (weights shared — repacked quantised weights too —, states separate), plus concurrent forks of
+ * one snapshot. Every thread's logits
  * must equal a serial run's bit for bit. Built and run under ThreadSanitizer by scripts/test.sh
  * (build-tsan), where a data race fails the test. */
 #include "testutil.h"
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h" /* white box: the model's table of repacked weights */
+#include "model/model.h"
 #include "statelm.h"
 
 enum { N_THREADS = 4, N_TOK = 24 };
@@ -48,7 +51,7 @@ static void *run_job(void *arg) {
     return NULL;
 }
 
-static void check_model(const char *rel) {
+static void check_model(const char *rel, bool quantised) {
     slm_model *m = NULL;
     char err[512];
     if (slm_model_load(tu_data_path(rel), NULL, &m, err, sizeof err) != SLM_OK) fail_msg("%s", err);
@@ -60,6 +63,12 @@ static void check_model(const char *rel) {
         run_job(&serial[k]);
         assert_int_equal(serial[k].status, SLM_OK);
     }
+    /* quantised weights are repacked once per model, not per session */
+    be_weight_cache *wc = m->rt_cache;
+    assert_non_null(wc);
+    int32_t n_packs = wc->n_packs;
+    if (quantised && !getenv("SLM_KERNELS") && !getenv("SLM_REPACK") && cpu_isa_get(cpu_isa_detect())->repack_q32)
+        assert_true(n_packs > 0);
     pthread_t th[N_THREADS];
     for (int k = 0; k < N_THREADS; k++) assert_int_equal(pthread_create(&th[k], NULL, run_job, &par[k]), 0);
     for (int k = 0; k < N_THREADS; k++) pthread_join(th[k], NULL);
@@ -67,6 +76,7 @@ static void check_model(const char *rel) {
         assert_int_equal(par[k].status, SLM_OK);
         assert_memory_equal(par[k].logits, serial[k].logits, rows * sizeof(float));
     }
+    assert_int_equal(wc->n_packs, n_packs);
     /* concurrent forks of one snapshot taken at position 10 of sequence 0 */
     slm_session *s = NULL;
     slm_session_params p = slm_session_params_default();
@@ -96,9 +106,9 @@ static void check_model(const char *rel) {
     slm_model_destroy(m);
 }
 
-static void sessions_in_threads_lfm2(void **u) { (void)u, check_model("tiny/lfm2/lfm2-f32.gguf"); }
-static void sessions_in_threads_qwen35(void **u) { (void)u, check_model("tiny/qwen35/qwen35-f32.gguf"); }
-static void sessions_in_threads_llama(void **u) { (void)u, check_model("tiny/llama/llama-q8_0.gguf"); }
+static void sessions_in_threads_lfm2(void **u) { (void)u, check_model("tiny/lfm2/lfm2-f32.gguf", false); }
+static void sessions_in_threads_qwen35(void **u) { (void)u, check_model("tiny/qwen35/qwen35-f32.gguf", false); }
+static void sessions_in_threads_llama(void **u) { (void)u, check_model("tiny/llama/llama-q8_0.gguf", true); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

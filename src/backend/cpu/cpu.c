@@ -109,31 +109,50 @@ void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e) {
 
 void cpu_backend_set_repack(backend *be, bool on) { ((cpu_backend *)be)->repack = on; }
 
-static size_t pack_slot(const cpu_backend *cb, const void *src) {
+slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out, slm_err *e) {
+    *out = al_calloc(a, 1, sizeof **out);
+    if (!*out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    (*out)->alloc = *a;
+    pthread_mutex_init(&(*out)->mu, NULL);
+    return SLM_OK;
+}
+
+void cpu_weight_cache_destroy(be_weight_cache *c) {
+    if (!c) return;
+    for (int32_t i = 0; i < c->cap_packs; i++) al_free(&c->alloc, c->packs[i].raw);
+    al_free(&c->alloc, c->packs);
+    pthread_mutex_destroy(&c->mu);
+    slm_allocator a = c->alloc;
+    al_free(&a, c);
+}
+
+void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c) { ((cpu_backend *)be)->wc = c; }
+
+static size_t pack_slot(const be_weight_cache *wc, const void *src) {
     uintptr_t h = (uintptr_t)src;
     h ^= h >> 17;
     h *= (uintptr_t)0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 7) & (size_t)(cb->cap_packs - 1);
+    return (size_t)(h >> 7) & (size_t)(wc->cap_packs - 1);
 }
 
-/* Inserts e (no entry for e.src exists); false when the table cannot grow. */
-static bool pack_insert(cpu_backend *cb, cpu_wpack e) {
-    if (2 * (cb->n_packs + 1) > cb->cap_packs) {
-        int32_t cap = cb->cap_packs ? 2 * cb->cap_packs : 64;
-        cpu_wpack *t = al_calloc(&cb->alloc, (size_t)cap, sizeof *t), *old = cb->packs;
+/* Inserts e (no entry for e.src exists); false when the table cannot grow. Caller holds wc->mu. */
+static bool pack_insert(be_weight_cache *wc, cpu_wpack e) {
+    if (2 * (wc->n_packs + 1) > wc->cap_packs) {
+        int32_t cap = wc->cap_packs ? 2 * wc->cap_packs : 64;
+        cpu_wpack *t = al_calloc(&wc->alloc, (size_t)cap, sizeof *t), *old = wc->packs;
         if (!t) return false;
-        int32_t old_cap = cb->cap_packs;
-        cb->packs = t;
-        cb->cap_packs = cap;
-        cb->n_packs = 0;
+        int32_t old_cap = wc->cap_packs;
+        wc->packs = t;
+        wc->cap_packs = cap;
+        wc->n_packs = 0;
         for (int32_t i = 0; i < old_cap; i++)
-            if (old[i].src) pack_insert(cb, old[i]);
-        al_free(&cb->alloc, old);
+            if (old[i].src) pack_insert(wc, old[i]);
+        al_free(&wc->alloc, old);
     }
-    size_t i = pack_slot(cb, e.src);
-    while (cb->packs[i].src) i = (i + 1) & (size_t)(cb->cap_packs - 1);
-    cb->packs[i] = e;
-    cb->n_packs++;
+    size_t i = pack_slot(wc, e.src);
+    while (wc->packs[i].src) i = (i + 1) & (size_t)(wc->cap_packs - 1);
+    wc->packs[i] = e;
+    wc->n_packs++;
     return true;
 }
 
@@ -153,34 +172,39 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     c->isa->repack_q32(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
 }
 
+/* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
-    if (!cb->repack || !isa->repack_q32 || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
+    be_weight_cache *wc = cb->wc;
+    if (!cb->repack || !wc || !isa->repack_q32 || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
     if (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0) return NULL;
-    if (cb->cap_packs) {
-        size_t i = pack_slot(cb, w);
-        for (; cb->packs[i].src; i = (i + 1) & (size_t)(cb->cap_packs - 1)) {
-            cpu_wpack *e = &cb->packs[i];
+    pthread_mutex_lock(&wc->mu);
+    if (wc->cap_packs) {
+        size_t i = pack_slot(wc, w);
+        for (; wc->packs[i].src; i = (i + 1) & (size_t)(wc->cap_packs - 1)) {
+            cpu_wpack *e = &wc->packs[i];
             if (e->src != w) continue;
-            if (e->dtype == wt && e->k == k && e->m == m) return e->pk;
-            return NULL; /* the same address seen with another shape: not ours to cache */
+            const uint8_t *pk = e->isa == isa && e->dtype == wt && e->k == k && e->m == m ? e->pk : NULL;
+            pthread_mutex_unlock(&wc->mu); /* another shape or ISA at this address: not ours to cache */
+            return pk;
         }
     }
-    cpu_wpack e = {w, wt, k, m, NULL, NULL};
+    cpu_wpack e = {w, isa, wt, k, m, NULL, NULL};
     int64_t ntiles = (m + 15) / 16;
     size_t bytes = 0;
     if (size_mul_ok((size_t)ntiles * (size_t)(k / CPU_QK), isa->tile_block_bytes(wt), &bytes) && bytes < SIZE_MAX - 64)
-        e.raw = al_malloc(&cb->alloc, bytes + 64);
+        e.raw = al_malloc(&wc->alloc, bytes + 64);
     if (e.raw) {
         e.pk = (uint8_t *)(((uintptr_t)e.raw + 63) & ~(uintptr_t)63);
         repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk};
         c.per_task = ntiles / (4 * cb->n_threads) + 1;
         pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);
     }
-    if (!pack_insert(cb, e)) {
-        al_free(&cb->alloc, e.raw);
-        return NULL;
+    if (!pack_insert(wc, e)) {
+        al_free(&wc->alloc, e.raw);
+        e.pk = NULL;
     }
+    pthread_mutex_unlock(&wc->mu);
     return e.pk;
 }
 
@@ -210,8 +234,7 @@ static void cpu_destroy(backend *be) {
     pool_destroy(cb->pool);
     for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) free_aligned(&a, cb->scratch[t]);
     free_aligned(&a, cb->work);
-    for (int32_t i = 0; i < cb->cap_packs; i++) al_free(&a, cb->packs[i].raw);
-    al_free(&a, cb->packs);
+    cpu_weight_cache_destroy(cb->own_wc);
     al_free(&a, cb->scratch);
     al_free(&a, cb);
 }
@@ -237,10 +260,12 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
         return err_set(e, SLM_ERR_NOMEM, "out of memory");
     }
     slm_status st = pool_create(a, n_threads, &cb->pool, e);
+    if (!st) st = cpu_weight_cache_create(a, &cb->own_wc, e);
     if (st) {
         cpu_destroy(&cb->base);
         return st;
     }
+    cb->wc = cb->own_wc;
     *out = &cb->base;
     return SLM_OK;
 }

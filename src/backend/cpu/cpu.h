@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "backend/backend.h"
 #include "backend/cpu/pool.h"
 
@@ -144,15 +146,25 @@ size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
 /* ---- the backend ------------------------------------------------------------------------------ */
 /* Repacked copies of quantised weights, keyed by the weights' address (quantised operands are
- * always mapped weights, immutable while the model — and so the session and its backend — lives).
+ * always mapped weights, immutable while the model lives) and the ISA whose tile layout they use.
  * Open addressing; an entry with pk == NULL records that repacking failed (out of memory). */
 typedef struct cpu_wpack {
     const void *src;  /* the mapped weights */
+    const struct cpu_isa *isa;
     uint32_t dtype;
     int64_t k, m;
     uint8_t *pk;      /* 64-byte aligned view into raw */
     void *raw;
 } cpu_wpack;
+
+/* The table of repacked weights: one per model, shared by every session's backend (see
+ * be_weight_cache in backend.h); a mutex guards lookups and inserts. */
+struct be_weight_cache {
+    slm_allocator alloc;
+    pthread_mutex_t mu;
+    cpu_wpack *packs; /* (cap_packs) */
+    int32_t n_packs, cap_packs;
+};
 
 typedef struct cpu_backend {
     backend base;
@@ -165,8 +177,8 @@ typedef struct cpu_backend {
     size_t work_bytes;
     bool use_fast;         /* false: reference kernels only (SLM_KERNELS=ref) */
     bool repack;           /* keep repacked copies of quantised matmul weights (SLM_REPACK=0: off) */
-    cpu_wpack *packs;      /* (cap_packs) hash table, NULL until the first repack */
-    int32_t n_packs, cap_packs;
+    be_weight_cache *wc;   /* repacked weights: the model's shared table, or own_wc */
+    be_weight_cache *own_wc;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
 } cpu_backend;
 
