@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,8 @@ static void deltanet_chunked_equals_recurrent(void **unused) {
             run_deltanet(be, false, tiled, T, Hk, Hv, dk, dv, bufs, o_rec, s_rec);
             run_deltanet(be, true, tiled, T, Hk, Hv, dk, dv, bufs, o_chk, s_chk);
             double err_o = tu_max_rel_err(o_chk, o_rec, no), err_s = tu_max_rel_err(s_chk, s_rec, ns);
+            printf("deltanet T=%lld %s: chunked vs recurrent relative error: output %.2e, state %.2e\n", (long long)T,
+                   tiled ? "tiled" : "grouped", err_o, err_s);
             if (err_o > 1e-4 || err_s > 1e-4)
                 fail_msg("T=%lld tiled=%d: output rel err %.3g, state rel err %.3g", (long long)T, tiled, err_o, err_s);
             free(q), free(k), free(v), free(g), free(beta), free(s0);
