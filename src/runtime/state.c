@@ -37,7 +37,6 @@ static int32_t default_interval(size_t ckpt_bytes) {
 /* ---- checkpoints ---------------------------------------------------------------------------- */
 
 slm_status sess_ckpt_init(slm_session *s, int32_t interval, int32_t budget_mib, const char *dir, slm_err *e) {
-    static uint64_t next_uid; /* only names spill files apart; not shared state of any object */
     if (interval < -1 || budget_mib < 0) return err_set(e, SLM_ERR_INVALID_ARG, "invalid checkpoint options");
     s->ckpt_interval = interval == 0 ? default_interval(s->ckpt_bytes) : interval < 0 ? 0 : interval;
     s->ckpt_at_prefill_end = interval >= 0;
@@ -48,7 +47,7 @@ slm_status sess_ckpt_init(slm_session *s, int32_t interval, int32_t budget_mib, 
         if (access(dir, W_OK) != 0) return err_set(e, SLM_ERR_IO, "checkpoint folder %s is not writable", dir);
         if (!(s->ckpt_dir = al_strdup(&s->alloc, dir))) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     }
-    s->uid = __atomic_add_fetch(&next_uid, 1, __ATOMIC_RELAXED);
+    s->uid = (uint64_t)(uintptr_t)s; /* unique among live sessions of the process: names spill files */
     return SLM_OK;
 }
 
