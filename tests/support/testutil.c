@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,31 @@ char *tu_temp_dir(void) {
 bool tu_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+void tu_write_in_dir(const char *dir, const char *name, const void *data, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+void tu_rm_dir(char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
 }
 
 double tu_max_rel_err(const float *a, const float *b, size_t n) {

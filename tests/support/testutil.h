@@ -19,6 +19,10 @@ char *tu_write_temp(const void *data, size_t size, const char *suffix);
 /* Creates a fresh temp directory; returns its path (malloc'd). */
 char *tu_temp_dir(void);
 bool tu_file_exists(const char *path);
+/* Writes n bytes to dir/name (fails the test on error). */
+void tu_write_in_dir(const char *dir, const char *name, const void *data, size_t n);
+/* Removes the files of dir, dir itself, and frees the (malloc'd) path. */
+void tu_rm_dir(char *dir);
 /* Prints "SKIPPED: why" and tells cmocka the test was skipped. */
 #define TU_SKIP(...) do { fprintf(stderr, "SKIPPED: "); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); skip(); } while (0)
 

@@ -189,3 +189,36 @@ void tt_golden_free(tt_golden *g) {
     free(g->data);
     memset(g, 0, sizeof *g);
 }
+
+void tt_gguf_spm_tiny(tt_gguf *t, bool add_space_prefix) {
+    size_t n = 0;
+    uint8_t *text = tu_read_file(tu_data_path("tokenizer/spm_tiny.json"), &n);
+    if (!text) abort();
+    cJSON *root = cJSON_Parse((const char *)text);
+    free(text);
+    if (!root) abort();
+    cJSON *toks = cJSON_GetObjectItem(root, "tokens"), *scores = cJSON_GetObjectItem(root, "scores");
+    cJSON *types = cJSON_GetObjectItem(root, "token_type");
+    size_t nv = (size_t)cJSON_GetArraySize(toks);
+    const char **tv = xmalloc(nv * sizeof *tv);
+    float *sv = xmalloc(nv * sizeof *sv);
+    int32_t *yv = xmalloc(nv * sizeof *yv);
+    for (size_t i = 0; i < nv; i++) {
+        tv[i] = cJSON_GetArrayItem(toks, (int)i)->valuestring;
+        sv[i] = (float)cJSON_GetArrayItem(scores, (int)i)->valuedouble;
+        yv[i] = cJSON_GetArrayItem(types, (int)i)->valueint;
+    }
+    tt_gguf_init(t);
+    tt_gguf_str(t, "tokenizer.ggml.model", "llama");
+    tt_gguf_strs(t, "tokenizer.ggml.tokens", tv, nv);
+    tt_gguf_arr(t, "tokenizer.ggml.scores", GGUF_FLOAT32, sv, nv);
+    tt_gguf_arr(t, "tokenizer.ggml.token_type", GGUF_INT32, yv, nv);
+    tt_gguf_u32(t, "tokenizer.ggml.bos_token_id", 1);
+    tt_gguf_u32(t, "tokenizer.ggml.eos_token_id", 2);
+    tt_gguf_u32(t, "tokenizer.ggml.unknown_token_id", 0);
+    if (add_space_prefix) tt_gguf_bool(t, "tokenizer.ggml.add_space_prefix", true);
+    free(tv);
+    free(sv);
+    free(yv);
+    cJSON_Delete(root);
+}

@@ -37,6 +37,10 @@ slm_tokenizer *tt_load_json(const char *path);
 /* A gguf directory equivalent to a tokenizer.json file (tokens, token types from added tokens,
  * merges as "a b" strings), with tokenizer.ggml.pre = pre. false if the file is unreadable. */
 bool tt_gguf_from_json(tt_gguf *t, const char *path, const char *pre);
+/* The committed tiny SentencePiece vocabulary (tests/data/tokenizer/spm_tiny.json) as GGUF
+ * metadata: model "llama", scores, token types, bos 1, eos 2, unk 0, and add_space_prefix when
+ * asked (absent otherwise). */
+void tt_gguf_spm_tiny(tt_gguf *t, bool add_space_prefix);
 
 typedef struct tt_golden {
     uint32_t n_chunks;

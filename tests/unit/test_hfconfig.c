@@ -5,7 +5,6 @@
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,31 +19,6 @@ static void msg_has(const slm_err *e, const char *needle) {
     }
 }
 
-static void write_file(const char *dir, const char *name, const void *data, size_t n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static void rm_dir(char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
-}
-
 /* The byte offset named in a message ("... at byte offset N ..."), or -1. */
 static long msg_offset(const slm_err *e) {
     const char *p = strstr(e->msg, "byte offset ");
@@ -57,7 +31,7 @@ static long msg_offset(const slm_err *e) {
 static slm_status open_cfg(const char *config, size_t len, slm_err *e) {
     char *dir = tu_temp_dir();
     assert_non_null(dir);
-    write_file(dir, "config.json", config, len);
+    tu_write_in_dir(dir, "config.json", config, len);
     hf_config c;
     err_clear(e);
     slm_status st = hf_config_open(&c, dir, e);
@@ -68,14 +42,14 @@ static slm_status open_cfg(const char *config, size_t len, slm_err *e) {
         assert_null(c.tokenizer_json_path);
     }
     hf_config_close(&c);
-    rm_dir(dir);
+    tu_rm_dir(dir);
     return st;
 }
 
 static slm_status open_cfg_text(const char *config, slm_err *e) { return open_cfg(config, strlen(config), e); }
 
 static void write_text(const char *dir, const char *name, const char *text) {
-    write_file(dir, name, text, strlen(text));
+    tu_write_in_dir(dir, name, text, strlen(text));
 }
 
 /* ---- fixtures ---- */
@@ -198,7 +172,7 @@ static void missing_and_not_object(void **unused) {
     assert_int_equal(hf_config_open(&c, dir, &e), SLM_ERR_NOT_FOUND);
     msg_has(&e, "config.json");
     assert_null(c.config);
-    rm_dir(dir);
+    tu_rm_dir(dir);
 
     assert_int_equal(open_cfg_text("[1, 2]", &e), SLM_ERR_FORMAT);
     msg_has(&e, "config.json: top-level JSON value is an array, expected an object");
@@ -283,7 +257,7 @@ static void optional_files(void **unused) {
     assert_non_null(c.tok_config);
     assert_non_null(c.tokenizer_json_path);
     hf_config_close(&c);
-    rm_dir(dir);
+    tu_rm_dir(dir);
 }
 
 static void parse_limits(void **unused) {

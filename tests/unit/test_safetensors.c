@@ -4,7 +4,6 @@
  * message naming what is wrong, with no crash or leak (the ASan build checks both). */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,36 +65,11 @@ static void expect(const char *header, size_t n_data, slm_status want, const cha
     if (n2) msg_has(&e, n2);
 }
 
-static void write_file(const char *dir, const char *name, const void *data, size_t n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static void write_st(const char *dir, const char *name, const char *header, size_t n_data) {
     size_t n;
     uint8_t *b = mk_st(header, n_data, &n);
-    write_file(dir, name, b, n);
+    tu_write_in_dir(dir, name, b, n);
     free(b);
-}
-
-static void rm_dir(char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
 }
 
 static float ld_f32(const uint8_t *p) {
@@ -244,13 +218,13 @@ static void custom_allocator(void **unused) {
     /* and on a failure path */
     char *dir = tu_temp_dir();
     const char *idx = "{\"weight_map\": {\"a\": \"x.safetensors\"}}";
-    write_file(dir, "model.safetensors.index.json", idx, strlen(idx));
+    tu_write_in_dir(dir, "model.safetensors.index.json", idx, strlen(idx));
     write_st(dir, "x.safetensors", "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, &a, &e), SLM_ERR_FORMAT);
     msg_has(&e, "\"a\" is mapped to shard \"x.safetensors\"");
     assert_int_equal(c.n_alloc, c.n_free);
-    rm_dir(dir);
+    tu_rm_dir(dir);
 }
 
 /* Allocation-failure sweep: fail the k-th allocation of the set for k = 0, 1, ... until the open
@@ -547,7 +521,7 @@ static slm_status open_dir_with_index(const char *index, slm_err *e, bool write_
         write_st(dir, "s1.safetensors", A_HDR, 4);
         write_st(dir, "s2.safetensors", B_HDR, 4);
     }
-    if (index) write_file(dir, "model.safetensors.index.json", index, strlen(index));
+    if (index) tu_write_in_dir(dir, "model.safetensors.index.json", index, strlen(index));
     st_set s;
     err_clear(e);
     slm_status st = st_open_dir(&s, dir, NULL, e);
@@ -557,7 +531,7 @@ static slm_status open_dir_with_index(const char *index, slm_err *e, bool write_
         assert_null(s.tensors);
     }
     st_close(&s);
-    rm_dir(dir);
+    tu_rm_dir(dir);
     return st;
 }
 
@@ -616,7 +590,7 @@ static void folders(void **unused) {
     write_st(dir, "s1.safetensors", A_HDR, 4);
     write_st(dir, "s2.safetensors", A_HDR, 4);
     const char *idx = "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s2.safetensors\"}}";
-    write_file(dir, "model.safetensors.index.json", idx, strlen(idx));
+    tu_write_in_dir(dir, "model.safetensors.index.json", idx, strlen(idx));
     st_set s;
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, NULL, &e), SLM_ERR_FORMAT);
@@ -629,7 +603,7 @@ static void folders(void **unused) {
     assert_int_equal(st_open_dir(&s, dir, NULL, &e), SLM_ERR_FORMAT);
     msg_has(&e, "s2.safetensors: tensor \"b\"");
     /* model.safetensors wins over the index */
-    write_file(dir, "model.safetensors.index.json", "{", 1);
+    tu_write_in_dir(dir, "model.safetensors.index.json", "{", 1);
     write_st(dir, "model.safetensors", B_HDR, 4);
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, NULL, &e), SLM_OK);
@@ -637,11 +611,11 @@ static void folders(void **unused) {
     assert_non_null(st_find(&s, "b"));
     st_close(&s);
     /* an empty model.safetensors */
-    write_file(dir, "model.safetensors", "", 0);
+    tu_write_in_dir(dir, "model.safetensors", "", 0);
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, NULL, &e), SLM_ERR_FORMAT);
     msg_has(&e, "model.safetensors: file is 0 bytes");
-    rm_dir(dir);
+    tu_rm_dir(dir);
 }
 
 int main(void) {

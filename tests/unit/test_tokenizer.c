@@ -19,40 +19,9 @@ static slm_tokenizer *tiny_bpe(void) {
     return t;
 }
 
-static void spm_gguf(tt_gguf *gg) {
-    size_t n = 0;
-    uint8_t *text = tu_read_file(tu_data_path("tokenizer/spm_tiny.json"), &n);
-    assert_non_null(text);
-    cJSON *root = cJSON_Parse((const char *)text);
-    free(text);
-    cJSON *toks = cJSON_GetObjectItem(root, "tokens"), *scores = cJSON_GetObjectItem(root, "scores");
-    cJSON *types = cJSON_GetObjectItem(root, "token_type");
-    size_t nv = (size_t)cJSON_GetArraySize(toks);
-    const char **tv = calloc(nv, sizeof *tv);
-    float *sv = calloc(nv, sizeof *sv);
-    int32_t *yv = calloc(nv, sizeof *yv);
-    for (size_t i = 0; i < nv; i++) {
-        tv[i] = cJSON_GetArrayItem(toks, (int)i)->valuestring;
-        sv[i] = (float)cJSON_GetArrayItem(scores, (int)i)->valuedouble;
-        yv[i] = cJSON_GetArrayItem(types, (int)i)->valueint;
-    }
-    tt_gguf_init(gg);
-    tt_gguf_str(gg, "tokenizer.ggml.model", "llama");
-    tt_gguf_strs(gg, "tokenizer.ggml.tokens", tv, nv);
-    tt_gguf_arr(gg, "tokenizer.ggml.scores", GGUF_FLOAT32, sv, nv);
-    tt_gguf_arr(gg, "tokenizer.ggml.token_type", GGUF_INT32, yv, nv);
-    tt_gguf_u32(gg, "tokenizer.ggml.bos_token_id", 1);
-    tt_gguf_u32(gg, "tokenizer.ggml.eos_token_id", 2);
-    tt_gguf_u32(gg, "tokenizer.ggml.unknown_token_id", 0);
-    free(tv);
-    free(sv);
-    free(yv);
-    cJSON_Delete(root);
-}
-
 static slm_tokenizer *spm_tiny(void) {
     tt_gguf gg;
-    spm_gguf(&gg);
+    tt_gguf_spm_tiny(&gg, false);
     slm_tokenizer *t = NULL;
     slm_err e;
     err_clear(&e);
