@@ -46,6 +46,30 @@ void al_free(const slm_allocator *a, void *p) {
     else free(p);
 }
 
+/* The pointer the hook returned is kept in the sizeof(void *) bytes just before the block. */
+void *al_malloc_aligned(const slm_allocator *a, size_t size) {
+    size_t total;
+    if (!size_add_ok(size, AL_ALIGN + sizeof(void *), &total)) return NULL;
+    uint8_t *raw = al_malloc(a, total);
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + (AL_ALIGN - 1)) & ~(uintptr_t)(AL_ALIGN - 1);
+    memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
+    return (void *)p;
+}
+
+void *al_calloc_aligned(const slm_allocator *a, size_t size) {
+    void *p = al_malloc_aligned(a, size);
+    if (p) memset(p, 0, size);
+    return p;
+}
+
+void al_free_aligned(const slm_allocator *a, void *p) {
+    if (!p) return;
+    void *raw;
+    memcpy(&raw, (uint8_t *)p - sizeof(void *), sizeof raw);
+    al_free(a, raw);
+}
+
 char *al_strndup(const slm_allocator *a, const char *s, size_t n) {
     size_t total;
     if (!size_add_ok(n, 1, &total)) return NULL;

@@ -23,6 +23,13 @@ void *al_array(const slm_allocator *a, size_t n, size_t size);   /* not zeroed; 
 /* Grows or shrinks p (old_size bytes) to new_size bytes; on failure p is untouched, NULL returned. */
 void *al_realloc(const slm_allocator *a, void *p, size_t old_size, size_t new_size);
 void al_free(const slm_allocator *a, void *p);
+/* Blocks aligned to AL_ALIGN bytes (a cache line and a full AVX-512 vector), for buffers that
+ * kernels stream with aligned or non-temporal vector accesses: states, activations, scratch.
+ * Free them with al_free_aligned only. */
+#define AL_ALIGN 64
+void *al_malloc_aligned(const slm_allocator *a, size_t size);
+void *al_calloc_aligned(const slm_allocator *a, size_t size); /* zeroed */
+void al_free_aligned(const slm_allocator *a, void *p);
 char *al_strndup(const slm_allocator *a, const char *s, size_t n);
 char *al_strdup(const slm_allocator *a, const char *s);
 

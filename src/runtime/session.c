@@ -130,7 +130,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
             s->ckpt_bytes += ss->bytes;
         }
         for (int b = 0; b < (ss->double_buffered ? 2 : 1); b++) {
-            ss->buf[b] = al_calloc(&s->alloc, 1, ss->bytes);
+            ss->buf[b] = al_calloc_aligned(&s->alloc, ss->bytes);
             if (!ss->buf[b]) {
                 st = err_set(e, SLM_ERR_NOMEM, "out of memory for state %s (%zu bytes)", gs->name, ss->bytes);
                 goto fail;
@@ -181,8 +181,8 @@ SLM_API void slm_session_destroy(slm_session *s) {
     if (!s) return;
     slm_allocator a = s->alloc;
     for (int32_t i = 0; s->states && s->prog && i < s->prog->n_states; i++) {
-        al_free(&a, s->states[i].buf[0]);
-        al_free(&a, s->states[i].buf[1]);
+        al_free_aligned(&a, s->states[i].buf[0]);
+        al_free_aligned(&a, s->states[i].buf[1]);
     }
     for (int f = 0; s->prog && f < G_MAX_FUNCTIONS; f++) memplan_free(s->prog, &s->plans[f]);
     sess_ckpt_free(s);
@@ -193,7 +193,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->direct_state);
     al_free(&a, s->history);
     al_free(&a, s->logits);
-    al_free(&a, s->arena);
+    al_free_aligned(&a, s->arena);
     if (s->be) s->be->vt->destroy(s->be);
     graph_destroy(s->prog);
     al_free(&a, s);
@@ -292,9 +292,9 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         if ((st = memplan_build(p, fn, n, mp, e))) return st;
     }
     if (mp->arena_bytes > s->arena_bytes) {
-        uint8_t *a = al_malloc(&s->alloc, mp->arena_bytes);
+        uint8_t *a = al_malloc_aligned(&s->alloc, mp->arena_bytes);
         if (!a) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of activations", mp->arena_bytes);
-        al_free(&s->alloc, s->arena);
+        al_free_aligned(&s->alloc, s->arena);
         s->arena = a;
         s->arena_bytes = mp->arena_bytes;
     }

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -98,10 +99,53 @@ static void alloc_overflow(void **unused) {
     al_free(&al_default, s);
 }
 
+/* A hook allocator that counts live blocks and hands out addresses 16 bytes past a line. */
+typedef struct counting_heap {
+    int live;
+} counting_heap;
+
+static void *counting_alloc(void *user, size_t size) {
+    ((counting_heap *)user)->live++;
+    uint8_t *p = malloc(size + 80);
+    if (!p) return NULL;
+    uint8_t *q = (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63) + 16;
+    memcpy(q - 16, &p, sizeof p);
+    return q;
+}
+
+static void counting_free(void *user, void *q) {
+    ((counting_heap *)user)->live--;
+    void *p;
+    memcpy(&p, (uint8_t *)q - 16, sizeof p);
+    free(p);
+}
+
+static void alloc_aligned(void **unused) {
+    (void)unused;
+    counting_heap heap = {0};
+    slm_allocator a = {counting_alloc, counting_free, &heap};
+    for (size_t size = 0; size < 300; size += 37) {
+        uint8_t *p = al_malloc_aligned(&a, size);
+        uint8_t *z = al_calloc_aligned(&a, size);
+        assert_non_null(p);
+        assert_non_null(z);
+        assert_int_equal((uintptr_t)p % AL_ALIGN, 0);
+        assert_int_equal((uintptr_t)z % AL_ALIGN, 0);
+        for (size_t i = 0; i < size; i++) assert_int_equal(z[i], 0);
+        memset(p, 0xAB, size);
+        al_free_aligned(&a, p);
+        al_free_aligned(&a, z);
+    }
+    assert_int_equal(heap.live, 0);
+    al_free_aligned(&a, NULL);
+    assert_null(al_malloc_aligned(&al_default, SIZE_MAX - 8));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_names), cmocka_unit_test(err_keeps_innermost), cmocka_unit_test(half_conversions),
         cmocka_unit_test(utf8_rules),   cmocka_unit_test(reader_bounds),       cmocka_unit_test(alloc_overflow),
+        cmocka_unit_test(alloc_aligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

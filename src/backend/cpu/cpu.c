@@ -69,17 +69,10 @@ static slm_status cpu_reserve(backend *be, size_t bytes, slm_err *e) {
     if (bytes <= cb->scratch_bytes) return SLM_OK;
     bytes = (bytes + 63) & ~(size_t)63;
     for (int32_t t = 0; t < cb->n_threads; t++) {
-        /* 64 spare bytes keep the buffer 64-byte aligned: the raw pointer is kept just before it */
-        uint8_t *raw = al_malloc(&cb->alloc, bytes + 64 + sizeof(void *));
-        if (!raw) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
-        uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
-        memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
-        if (cb->scratch[t]) {
-            void *old;
-            memcpy(&old, cb->scratch[t] - sizeof(void *), sizeof old);
-            al_free(&cb->alloc, old);
-        }
-        cb->scratch[t] = (uint8_t *)p;
+        uint8_t *p = al_malloc_aligned(&cb->alloc, bytes);
+        if (!p) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
+        al_free_aligned(&cb->alloc, cb->scratch[t]);
+        cb->scratch[t] = p;
     }
     cb->scratch_bytes = bytes;
     return SLM_OK;
@@ -88,19 +81,13 @@ static slm_status cpu_reserve(backend *be, size_t bytes, slm_err *e) {
 void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e) {
     if (bytes <= cb->work_bytes) return cb->work;
     bytes = (bytes + 4095) & ~(size_t)4095;
-    uint8_t *raw = al_malloc(&cb->alloc, bytes + 64 + sizeof(void *));
-    if (!raw) {
+    uint8_t *p = al_malloc_aligned(&cb->alloc, bytes);
+    if (!p) {
         err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of kernel work space", bytes);
         return NULL;
     }
-    uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
-    memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
-    if (cb->work) {
-        void *old;
-        memcpy(&old, cb->work - sizeof(void *), sizeof old);
-        al_free(&cb->alloc, old);
-    }
-    cb->work = (uint8_t *)p;
+    al_free_aligned(&cb->alloc, cb->work);
+    cb->work = p;
     cb->work_bytes = bytes;
     return cb->work;
 }
@@ -220,20 +207,13 @@ static slm_status cpu_exec(backend *be, const g_node *nd, const be_view *out, co
     return fn(cb, nd, out, in, call, e);
 }
 
-static void free_aligned(const slm_allocator *a, uint8_t *p) {
-    if (!p) return;
-    void *raw;
-    memcpy(&raw, p - sizeof(void *), sizeof raw);
-    al_free(a, raw);
-}
-
 static void cpu_destroy(backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
     if (!cb) return;
     slm_allocator a = cb->alloc;
     pool_destroy(cb->pool);
-    for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) free_aligned(&a, cb->scratch[t]);
-    free_aligned(&a, cb->work);
+    for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) al_free_aligned(&a, cb->scratch[t]);
+    al_free_aligned(&a, cb->work);
     cpu_weight_cache_destroy(cb->own_wc);
     al_free(&a, cb->scratch);
     al_free(&a, cb);

@@ -115,10 +115,11 @@ typedef struct cpu_isa {
     /* One recurrent DeltaNet head over n >= 1 tokens: S (dk, dv) is read from S_in and the updated
      * state written to S (S_in may equal S); q/k rows at q + t*qk_stride, v/o rows at
      * v + t*v_stride, g/beta at g[t*gb_stride]. Per token: S *= e^g; u = beta (v - S^T k);
-     * S += k u^T; o = S^T q (f32, FMA chains over the dk rows in order). */
+     * S += k u^T; o = S^T q (f32, FMA chains over the dk rows in order). S_in_next, when not NULL,
+     * is the (dk, dv) state the caller reads next: a prefetch hint only. */
     void (*deltanet_head)(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride);
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next);
     /* Elementwise and row kernels over n elements. */
     void (*vec_add)(float *y, const float *a, const float *b, int64_t n);
     void (*vec_mul)(float *y, const float *a, const float *b, int64_t n);

@@ -454,7 +454,8 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride) {
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
+    (void)S_in_next;
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
         const float *src = t == 0 ? S_in : S;

@@ -760,13 +760,59 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 
 /* ---- DeltaNet head (recurrent), same arithmetic as kern_generic.c ------------------------------- */
 
+/* Decode (one token) with whole state rows in registers (dv == 16 * NV): the first pass streams
+ * S_in once and forms u = (decay S_in)^T k without storing; the second re-reads S_in (now in L2),
+ * recomputes the decayed row with the same rounding, applies the delta rule and writes S with
+ * non-temporal stores when S is 64-byte aligned. The new state is not read again before the next
+ * token, so caching it would only displace weights and cost a read-for-ownership per line. The
+ * second pass, which reads only L2, prefetches S_in_next (the next head's state) into L2. */
+INLINE void deltanet_decode_rows(float *S, const float *S_in, const float *q, const float *k, const float *v,
+                                 float decay_s, float beta_s, float *o, int64_t dk, const int NV,
+                                 const float *S_in_next) {
+    const bool nt = ((uintptr_t)S & 63) == 0;
+    const int64_t dv = 16 * NV;
+    const __m512 decay = _mm512_set1_ps(decay_s), bb = _mm512_set1_ps(beta_s);
+    __m512 u[8], acc[8];
+    for (int j = 0; j < NV; j++) u[j] = acc[j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < dk; i++) {
+        const float *in = S_in + i * dv;
+        __m512 ki = _mm512_set1_ps(k[i]);
+        for (int j = 0; j < NV; j++) u[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(in + 16 * j), decay), ki, u[j]);
+    }
+    for (int j = 0; j < NV; j++) u[j] = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_loadu_ps(v + 16 * j), u[j]));
+    for (int64_t i = 0; i < dk; i++) {
+        const float *in = S_in + i * dv;
+        float *row = S + i * dv;
+        __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
+        if (S_in_next)
+            for (int j = 0; j < NV; j++) _mm_prefetch((const char *)(S_in_next + i * dv + 16 * j), _MM_HINT_T1);
+        for (int j = 0; j < NV; j++) {
+            __m512 sv = _mm512_fmadd_ps(ki, u[j], _mm512_mul_ps(_mm512_loadu_ps(in + 16 * j), decay));
+            if (nt)
+                _mm512_stream_ps(row + 16 * j, sv);
+            else
+                _mm512_storeu_ps(row + 16 * j, sv);
+            acc[j] = _mm512_fmadd_ps(sv, qi, acc[j]);
+        }
+    }
+    for (int j = 0; j < NV; j++) _mm512_storeu_ps(o + 16 * j, acc[j]);
+    if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
+}
+
 /* The columns of S evolve independently, so the state is processed in chunks of 64 columns
  * (dk x 64 floats, L1-resident for dk <= 128) through all n tokens, and the update pass of token t
  * is fused with the decay pass of token t + 1 (one read and write of the chunk per token). Per
  * element the operations and their order are those of kern_generic.c. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride) {
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
+    if (n == 1 && (dv == 128 || dv == 64)) {
+        if (dv == 128)
+            deltanet_decode_rows(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, 8, S_in_next);
+        else
+            deltanet_decode_rows(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, 4, S_in_next);
+        return;
+    }
     for (int64_t j0 = 0; j0 < dv; j0 += 64) {
         int nv = (int)((dv - j0 + 15) / 16 < 4 ? (dv - j0 + 15) / 16 : 4);
         __mmask16 m0, m1, m2, m3;

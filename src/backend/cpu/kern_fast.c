@@ -175,25 +175,31 @@ typedef struct dn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *g, *beta, *s, *o, *s_new;
     bool tiled;
+    int64_t heads_per_task;
 } dn_ctx;
 
-static void dn_task(void *vctx, int64_t h, int32_t thread) {
+static void dn_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     dn_ctx *c = vctx;
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
-    int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
-    float *S = (float *)c->s_new->data + h * dk * dv;
-    const float *S_in = (const float *)c->s->data + h * dk * dv;
-    if (c->s->dtype != SLM_DTYPE_F32) { /* an f16/bf16 state (legalised programs): widen exactly first */
-        const uint16_t *s16 = (const uint16_t *)c->s->data + h * dk * dv;
-        for (int64_t i = 0; i < dk * dv; i++)
-            S[i] = c->s->dtype == SLM_DTYPE_F16 ? f16_to_f32(s16[i]) : bf16_to_f32(s16[i]);
-        S_in = S;
+    int64_t h0 = task * c->heads_per_task, h1 = h0 + c->heads_per_task < Hv ? h0 + c->heads_per_task : Hv;
+    bool f32_state = c->s->dtype == SLM_DTYPE_F32;
+    for (int64_t h = h0; h < h1; h++) {
+        int64_t kh = c->tiled ? h % Hk : h / (Hv / Hk);
+        float *S = (float *)c->s_new->data + h * dk * dv;
+        const float *S_in = (const float *)c->s->data + h * dk * dv;
+        if (!f32_state) { /* an f16/bf16 state (legalised programs): widen exactly first */
+            const uint16_t *s16 = (const uint16_t *)c->s->data + h * dk * dv;
+            for (int64_t i = 0; i < dk * dv; i++)
+                S[i] = c->s->dtype == SLM_DTYPE_F16 ? f16_to_f32(s16[i]) : bf16_to_f32(s16[i]);
+            S_in = S;
+        }
+        const float *next = f32_state && h + 1 < h1 ? S_in + dk * dv : NULL;
+        c->cb->isa->deltanet_head(S, S_in, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
+                                  (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
+                                  (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
+                                  Hv * dv, Hv, next);
     }
-    c->cb->isa->deltanet_head(S, S_in, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
-                              (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
-                              (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
-                              Hv * dv, Hv);
 }
 
 static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -207,8 +213,12 @@ static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in)
 static slm_status k_deltanet(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                              const be_call *call, slm_err *e) {
     (void)call, (void)e;
-    dn_ctx c = {cb, &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[0], &out[1], nd->p.dn.v_heads_tiled};
-    pool_run(cb->pool, in[2].ne[1], dn_task, &c);
+    dn_ctx c = {cb, &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[0], &out[1], nd->p.dn.v_heads_tiled, 1};
+    int64_t Hv = in[2].ne[1];
+    /* one token streams the state: one contiguous run of heads per thread, each head's state
+     * prefetched while the previous is written; more tokens: a head per task, for balance */
+    if (in[0].ne[2] == 1) c.heads_per_task = (Hv + cb->n_threads - 1) / cb->n_threads;
+    pool_run(cb->pool, (Hv + c.heads_per_task - 1) / c.heads_per_task, dn_task, &c);
     return SLM_OK;
 }
 
