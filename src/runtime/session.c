@@ -4,7 +4,10 @@
  * succeeded. */
 #include "runtime/session.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model/build.h"
 
@@ -116,6 +119,10 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     s->direct_state = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(int32_t));
     s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
+    if (getenv("SLM_PROFILE") && !(s->profile = al_calloc(&s->alloc, 1, sizeof *s->profile))) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     if (!s->states || !s->tensor_ptr || !s->direct_state || !s->history || !s->logits) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
@@ -177,9 +184,31 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     return st;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void profile_print(const sess_profile *pf) {
+    double total = 0;
+    for (int op = 0; op < G_OP_COUNT; op++) total += pf->seconds[op];
+    if (total <= 0) return;
+    fprintf(stderr, "SLM_PROFILE: %lld tokens, %.3f ms of kernels per token\n", (long long)pf->tokens,
+            1e3 * total / (double)(pf->tokens ? pf->tokens : 1));
+    fprintf(stderr, "%-14s %10s %12s %12s %7s\n", "op", "calls", "ms", "us/call", "share");
+    for (int op = 0; op < G_OP_COUNT; op++) {
+        if (!pf->calls[op]) continue;
+        fprintf(stderr, "%-14s %10lld %12.3f %12.3f %6.1f%%\n", g_op_name((g_op)op), (long long)pf->calls[op],
+                1e3 * pf->seconds[op], 1e6 * pf->seconds[op] / (double)pf->calls[op], 100.0 * pf->seconds[op] / total);
+    }
+}
+
 SLM_API void slm_session_destroy(slm_session *s) {
     if (!s) return;
     slm_allocator a = s->alloc;
+    if (s->profile) profile_print(s->profile);
+    al_free(&a, s->profile);
     for (int32_t i = 0; s->states && s->prog && i < s->prog->n_states; i++) {
         al_free_aligned(&a, s->states[i].buf[0]);
         al_free_aligned(&a, s->states[i].buf[1]);
@@ -336,7 +365,12 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         }
         size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
         if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) break;
+        double t0 = s->profile ? now_s() : 0;
         st = s->be->vt->exec(s->be, nd, out, in, &call, e);
+        if (s->profile) {
+            s->profile->seconds[nd->op] += now_s() - t0;
+            s->profile->calls[nd->op]++;
+        }
     }
     if (st) {
         for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
@@ -347,6 +381,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         if (ss->written) ss->front = 1 - ss->front;
         ss->written = false;
     }
+    if (s->profile) s->profile->tokens += n;
     memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;

@@ -36,6 +36,15 @@ typedef struct sess_state {
     bool written;          /* written during the running call (its back buffer is current) */
 } sess_state;
 
+/* Time per op kind over the session's Program calls, kept when SLM_PROFILE is set in the
+ * environment and printed to stderr when the session is destroyed (a diagnostic for benchmarks;
+ * the timed nodes run exactly as untimed ones). */
+typedef struct sess_profile {
+    double seconds[G_OP_COUNT];
+    int64_t calls[G_OP_COUNT];
+    int64_t tokens; /* tokens processed by the timed calls */
+} sess_profile;
+
 struct slm_session {
     const slm_model *model;
     slm_allocator alloc;
@@ -58,6 +67,7 @@ struct slm_session {
     int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
     bool logits_valid;     /* logits belong to history[pos - 1] */
+    sess_profile *profile; /* NULL unless SLM_PROFILE is set */
     slm_abort_fn abort_fn;
     void *abort_user_data;
     slm_err err;
