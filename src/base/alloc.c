@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const slm_allocator al_default = {NULL, NULL, NULL};
 
@@ -61,6 +62,20 @@ void *al_calloc_aligned(const slm_allocator *a, size_t size) {
     void *p = al_malloc_aligned(a, size);
     if (p) memset(p, 0, size);
     return p;
+}
+
+void *al_malloc_large(const slm_allocator *a, size_t size) {
+    size_t total;
+    if (size < AL_HUGE_PAGE) return al_malloc_aligned(a, size);
+    if (!size_add_ok(size, AL_HUGE_PAGE + sizeof(void *), &total)) return NULL;
+    uint8_t *raw = al_malloc(a, total);
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + (AL_HUGE_PAGE - 1)) & ~(uintptr_t)(AL_HUGE_PAGE - 1);
+    memcpy((uint8_t *)p - sizeof(void *), &raw, sizeof raw);
+#ifdef MADV_HUGEPAGE
+    (void)madvise((void *)p, size & ~(AL_HUGE_PAGE - 1), MADV_HUGEPAGE); /* before the first touch */
+#endif
+    return (void *)p;
 }
 
 void al_free_aligned(const slm_allocator *a, void *p) {

@@ -30,6 +30,12 @@ void al_free(const slm_allocator *a, void *p);
 void *al_malloc_aligned(const slm_allocator *a, size_t size);
 void *al_calloc_aligned(const slm_allocator *a, size_t size); /* zeroed */
 void al_free_aligned(const slm_allocator *a, void *p);
+/* Large streamed buffers (weights, states): blocks of at least AL_HUGE_PAGE bytes start on an
+ * AL_HUGE_PAGE boundary and are marked for transparent huge pages (madvise, a hint), since each
+ * decode step reads them whole and 4 KiB pages cost ~15% of the read bandwidth in page walks;
+ * smaller ones are as al_malloc_aligned. Not zeroed. Free with al_free_aligned. */
+#define AL_HUGE_PAGE ((size_t)2 << 20)
+void *al_malloc_large(const slm_allocator *a, size_t size);
 char *al_strndup(const slm_allocator *a, const char *s, size_t n);
 char *al_strdup(const slm_allocator *a, const char *s);
 

@@ -127,6 +127,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    size_t state_block_bytes = 0;
     for (int32_t i = 0; i < prog->n_states; i++) {
         const g_state *gs = &prog->states[i];
         sess_state *ss = &s->states[i];
@@ -136,12 +137,24 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
             s->has_recurrent = true;
             s->ckpt_bytes += ss->bytes;
         }
+        size_t slot = (ss->bytes + AL_ALIGN - 1) & ~(size_t)(AL_ALIGN - 1);
+        if (!size_add_ok(state_block_bytes, (ss->double_buffered ? 2 : 1) * slot, &state_block_bytes)) {
+            st = err_set(e, SLM_ERR_NOMEM, "state %s (%zu bytes) overflows the state block", gs->name, ss->bytes);
+            goto fail;
+        }
+    }
+    /* every state buffer in one zeroed block (on huge pages when large: decode streams them) */
+    if (!(s->state_block = al_malloc_large(&s->alloc, state_block_bytes))) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory for the states (%zu bytes)", state_block_bytes);
+        goto fail;
+    }
+    memset(s->state_block, 0, state_block_bytes);
+    size_t off = 0;
+    for (int32_t i = 0; i < prog->n_states; i++) {
+        sess_state *ss = &s->states[i];
         for (int b = 0; b < (ss->double_buffered ? 2 : 1); b++) {
-            ss->buf[b] = al_calloc_aligned(&s->alloc, ss->bytes);
-            if (!ss->buf[b]) {
-                st = err_set(e, SLM_ERR_NOMEM, "out of memory for state %s (%zu bytes)", gs->name, ss->bytes);
-                goto fail;
-            }
+            ss->buf[b] = s->state_block + off;
+            off += (ss->bytes + AL_ALIGN - 1) & ~(size_t)(AL_ALIGN - 1);
         }
     }
     find_direct_writes(s);
@@ -209,10 +222,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     slm_allocator a = s->alloc;
     if (s->profile) profile_print(s->profile);
     al_free(&a, s->profile);
-    for (int32_t i = 0; s->states && s->prog && i < s->prog->n_states; i++) {
-        al_free_aligned(&a, s->states[i].buf[0]);
-        al_free_aligned(&a, s->states[i].buf[1]);
-    }
+    al_free_aligned(&a, s->state_block);
     for (int f = 0; s->prog && f < G_MAX_FUNCTIONS; f++) memplan_free(s->prog, &s->plans[f]);
     sess_ckpt_free(s);
     al_free(&a, s->undo);

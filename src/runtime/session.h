@@ -55,6 +55,7 @@ struct slm_session {
     int32_t n_ctx;
     slm_dtype kv_dtype;
     sess_state *states;    /* (prog->n_states) */
+    uint8_t *state_block;  /* every states[i].buf[b], 64-byte aligned */
     memplan plans[G_MAX_FUNCTIONS];
     uint8_t *arena;
     size_t arena_bytes;

@@ -106,7 +106,8 @@ slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out
 
 void cpu_weight_cache_destroy(be_weight_cache *c) {
     if (!c) return;
-    for (int32_t i = 0; i < c->cap_packs; i++) al_free(&c->alloc, c->packs[i].raw);
+    for (int32_t i = 0; i < c->n_slabs; i++) al_free_aligned(&c->alloc, c->slabs[i].base);
+    al_free(&c->alloc, c->slabs);
     al_free(&c->alloc, c->packs);
     pthread_mutex_destroy(&c->mu);
     slm_allocator a = c->alloc;
@@ -143,6 +144,30 @@ static bool pack_insert(be_weight_cache *wc, cpu_wpack e) {
     return true;
 }
 
+/* bytes (a multiple of 64) from the last slab, or a new one; NULL when out of memory. Caller holds
+ * wc->mu. */
+static uint8_t *slab_take(be_weight_cache *wc, size_t bytes) {
+    cpu_wpack_slab *last = wc->n_slabs ? &wc->slabs[wc->n_slabs - 1] : NULL;
+    if (last && last->cap - last->used >= bytes) {
+        uint8_t *p = last->base + last->used;
+        last->used += bytes;
+        return p;
+    }
+    if (wc->n_slabs == wc->cap_slabs) {
+        int32_t cap = wc->cap_slabs ? 2 * wc->cap_slabs : 8;
+        cpu_wpack_slab *t = al_realloc(&wc->alloc, wc->slabs, (size_t)wc->cap_slabs * sizeof *t, (size_t)cap * sizeof *t);
+        if (!t) return NULL;
+        wc->slabs = t;
+        wc->cap_slabs = cap;
+    }
+    size_t cap = bytes > CPU_WPACK_SLAB_BYTES ? bytes : CPU_WPACK_SLAB_BYTES;
+    cap = (cap + AL_HUGE_PAGE - 1) & ~(AL_HUGE_PAGE - 1);
+    uint8_t *base = cap >= bytes ? al_malloc_large(&wc->alloc, cap) : NULL;
+    if (!base) return NULL;
+    wc->slabs[wc->n_slabs++] = (cpu_wpack_slab){base, bytes, cap};
+    return base;
+}
+
 typedef struct repack_ctx {
     const cpu_isa *isa;
     uint32_t wt;
@@ -176,19 +201,18 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
             return pk;
         }
     }
-    cpu_wpack e = {w, isa, wt, k, m, NULL, NULL};
+    cpu_wpack e = {w, isa, wt, k, m, NULL};
     int64_t ntiles = (m + 15) / 16;
     size_t bytes = 0;
     if (size_mul_ok((size_t)ntiles * (size_t)(k / CPU_QK), isa->tile_block_bytes(wt), &bytes) && bytes < SIZE_MAX - 64)
-        e.raw = al_malloc(&wc->alloc, bytes + 64);
-    if (e.raw) {
-        e.pk = (uint8_t *)(((uintptr_t)e.raw + 63) & ~(uintptr_t)63);
+        e.pk = slab_take(wc, (bytes + 63) & ~(size_t)63);
+    if (e.pk) {
         repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk};
         c.per_task = ntiles / (4 * cb->n_threads) + 1;
         pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);
     }
     if (!pack_insert(wc, e)) {
-        al_free(&wc->alloc, e.raw);
+        if (e.pk) wc->slabs[wc->n_slabs - 1].used -= (bytes + 63) & ~(size_t)63; /* it was the last take */
         e.pk = NULL;
     }
     pthread_mutex_unlock(&wc->mu);

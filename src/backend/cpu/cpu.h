@@ -154,9 +154,16 @@ typedef struct cpu_wpack {
     const struct cpu_isa *isa;
     uint32_t dtype;
     int64_t k, m;
-    uint8_t *pk;      /* 64-byte aligned view into raw */
-    void *raw;
+    uint8_t *pk;      /* 64-byte aligned, inside a slab */
 } cpu_wpack;
+
+/* Repacked weights are carved from slabs of at least CPU_WPACK_SLAB_BYTES (al_malloc_large: on
+ * huge pages), so that small matrices share huge pages too. */
+#define CPU_WPACK_SLAB_BYTES ((size_t)32 << 20)
+typedef struct cpu_wpack_slab {
+    uint8_t *base;
+    size_t used, cap;
+} cpu_wpack_slab;
 
 /* The table of repacked weights: one per model, shared by every session's backend (see
  * be_weight_cache in backend.h); a mutex guards lookups and inserts. */
@@ -165,6 +172,8 @@ struct be_weight_cache {
     pthread_mutex_t mu;
     cpu_wpack *packs; /* (cap_packs) */
     int32_t n_packs, cap_packs;
+    cpu_wpack_slab *slabs; /* (cap_slabs); the last one takes new packs */
+    int32_t n_slabs, cap_slabs;
 };
 
 typedef struct cpu_backend {
