@@ -33,6 +33,11 @@ typedef struct backend_vtable {
      * out[0] (allocated shape, state dtype). Returns SLM_OK or an error with a message. */
     slm_status (*exec)(backend *be, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
                        slm_err *e);
+    /* Runs n >= 2 MATMUL nodes that read the same activations (in[2 i + 1] are one view) as one job,
+     * with the bits n exec calls would give: out[i] <- in[2 i] (weights) x in[2 i + 1]. No output
+     * overlaps an input or another output. Returns SLM_ERR_UNSUPPORTED, having run nothing, for a
+     * group the backend does not take (the executor then runs the nodes one by one). May be NULL. */
+    slm_status (*exec_matmul_group)(backend *be, int32_t n, const be_view *out, const be_view *in, slm_err *e);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
     void (*destroy)(backend *be);

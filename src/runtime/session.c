@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/dtype.h"
 #include "model/build.h"
 
 SLM_API slm_session_params slm_session_params_default(void) {
@@ -296,6 +297,56 @@ static void bind_view(slm_session *s, int32_t t, int64_t n, be_view *v) {
     v->data = tensor_data(s, t);
 }
 
+/* Bytes a bound view spans (0 for a block type that does not divide its rows). */
+static size_t view_bytes(const be_view *v) {
+    uint64_t row = 0;
+    if (dtype_row_bytes(v->dtype, (uint64_t)v->ne[0], &row)) return 0;
+    return (size_t)row * (size_t)(v->ne[1] * v->ne[2] * v->ne[3]);
+}
+
+static bool views_overlap(const be_view *a, const be_view *b) {
+    const uint8_t *pa = a->data, *pb = b->data;
+    return pa < pb + view_bytes(b) && pb < pa + view_bytes(a);
+}
+
+#define MATMUL_GROUP_MAX 8
+
+/* Nodes f->nodes[i, i + len) that are MATMULs of one layer reading the same activation tensor. */
+static int32_t matmul_group_len(const g_program *p, const g_function *f, int32_t i) {
+    const g_node *first = &p->nodes[f->nodes[i]];
+    int32_t len = 1;
+    while (len < MATMUL_GROUP_MAX && i + len < f->n_nodes) {
+        const g_node *nd = &p->nodes[f->nodes[i + len]];
+        if (nd->op != G_OP_MATMUL || nd->layer != first->layer || nd->in[1] != first->in[1]) break;
+        len++;
+    }
+    return len;
+}
+
+/* Runs the group of len MATMUL nodes at f->nodes[i] as one backend job; SLM_ERR_UNSUPPORTED (nothing
+ * run) when the backend does not take it or its outputs overlap its inputs. */
+static slm_status run_matmul_group(slm_session *s, const g_function *f, int32_t i, int32_t len, int64_t n, slm_err *e) {
+    const g_program *p = s->prog;
+    be_view out[MATMUL_GROUP_MAX], in[2 * MATMUL_GROUP_MAX];
+    size_t scratch = 0;
+    for (int32_t j = 0; j < len; j++) {
+        const g_node *nd = &p->nodes[f->nodes[i + j]];
+        bind_view(s, nd->in[0], n, &in[2 * j]);
+        bind_view(s, nd->in[1], n, &in[2 * j + 1]);
+        bind_view(s, nd->out[0], n, &out[j]);
+        size_t need = s->be->vt->scratch_bytes(s->be, nd, &out[j], &in[2 * j]);
+        if (need > scratch) scratch = need;
+    }
+    for (int32_t j = 0; j < len; j++) {
+        if (views_overlap(&out[j], &in[1])) return SLM_ERR_UNSUPPORTED;
+        for (int32_t k = 0; k < j; k++)
+            if (views_overlap(&out[j], &out[k])) return SLM_ERR_UNSUPPORTED;
+    }
+    slm_status st;
+    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) return st;
+    return s->be->vt->exec_matmul_group(s->be, len, out, in, e);
+}
+
 /* Current storage of state i for this call (the back buffer once written). */
 static uint8_t *state_current(slm_session *s, int32_t i) {
     sess_state *ss = &s->states[i];
@@ -362,6 +413,21 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
             continue;
         }
         if (nd->op == G_OP_RESHAPE) continue;
+        int32_t group = nd->op == G_OP_MATMUL && s->be->vt->exec_matmul_group ? matmul_group_len(p, f, i) : 1;
+        if (group > 1) {
+            double t0 = s->profile ? now_s() : 0;
+            st = run_matmul_group(s, f, i, group, n, e);
+            if (st == SLM_OK) {
+                if (s->profile) {
+                    s->profile->seconds[G_OP_MATMUL] += now_s() - t0;
+                    s->profile->calls[G_OP_MATMUL] += group;
+                }
+                i += group - 1;
+                continue;
+            }
+            if (st != SLM_ERR_UNSUPPORTED) break;
+            st = SLM_OK; /* one by one */
+        }
         for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], n, &in[k]);
         if (nd->op == G_OP_STATE_WRITE) {
             const g_state *gs = &p->states[nd->p.write.state];

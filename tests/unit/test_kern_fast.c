@@ -269,6 +269,71 @@ static void quant_act_bytes(void **unused) {
     }
 }
 
+/* A group of matmuls on one activation (backend_vtable.exec_matmul_group) gives the bits of the
+ * separate calls; groups it cannot take (mixed dtypes, float weights) are refused with nothing run. */
+static void matmul_group_all(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        int64_t be_ = dtype_traits_of(wt)->block_elems;
+        for (int trial = 0; trial < 4; trial++) {
+            int64_t k = be_ * irand(1, be_ == 256 ? 4 : 40), cols = trial < 2 ? 1 : irand(2, 9);
+            int32_t n = (int32_t)irand(2, 5);
+            int64_t m[5];
+            uint8_t *w[5];
+            size_t rb;
+            float *x = malloc(sizeof(float) * (size_t)(k * cols)), *y[5], *y1[5];
+            for (int64_t i = 0; i < k * cols; i++) x[i] = frand();
+            be_view out[5], in[10];
+            for (int32_t i = 0; i < n; i++) {
+                m[i] = trial == 1 && i == 0 ? 16 : irand(1, 300); /* a tiny one and odd row counts */
+                w[i] = rand_weights(wt, k, m[i], &rb);
+                y[i] = out_alloc((size_t)(m[i] * cols));
+                y1[i] = out_alloc((size_t)(m[i] * cols));
+                in[2 * i] = v4(wt, 2, k, m[i], 1, w[i]);
+                in[2 * i + 1] = v4(SLM_DTYPE_F32, 2, k, cols, 1, x);
+                out[i] = v4(SLM_DTYPE_F32, 2, m[i], cols, 1, y[i]);
+            }
+            for (int li = 0; li < n_lv; li++) {
+                char what[128];
+                snprintf(what, sizeof what, "matmul group of %d %s %s k=%lld cols=%lld", n, slm_dtype_name(wt),
+                         cpu_isa_name(lv[li]), (long long)k, (long long)cols);
+                backend *be = mk(true, lv[li], 2);
+                slm_err e;
+                err_clear(&e);
+                assert_int_equal(be->vt->reserve_scratch(be, cpu_mm_scratch_bytes(wt, k, cols), &e), SLM_OK);
+                if (be->vt->exec_matmul_group(be, n, out, in, &e) != SLM_OK) fail_msg("%s: refused: %s", what, e.msg);
+                for (int32_t i = 0; i < n; i++) {
+                    run_mm(be, wt, w[i], k, m[i], x, cols, y1[i]);
+                    check_guard(y[i], (size_t)(m[i] * cols), what);
+                    if (memcmp(y[i], y1[i], sizeof(float) * (size_t)(m[i] * cols)) != 0)
+                        fail_msg("%s: matrix %d differs from its own call", what, i);
+                }
+                be->vt->destroy(be);
+            }
+            /* refused: a float member, or another quantised dtype */
+            backend *be = mk(true, lv[n_lv - 1], 2);
+            slm_err e;
+            err_clear(&e);
+            be_view in2[4] = {in[0], in[1], v4(SLM_DTYPE_F32, 2, k, 4, 1, x), in[1]};
+            float *yf = out_alloc((size_t)(4 * cols));
+            be_view out2[2] = {out[0], v4(SLM_DTYPE_F32, 2, 4, cols, 1, yf)};
+            memcpy(y[0], &(uint32_t){GUARD_BITS}, 4);
+            assert_int_equal(be->vt->exec_matmul_group(be, 2, out2, in2, &e), SLM_ERR_UNSUPPORTED);
+            uint32_t first;
+            memcpy(&first, y[0], 4);
+            assert_int_equal(first, GUARD_BITS); /* nothing ran */
+            be->vt->destroy(be);
+            free(yf);
+            for (int32_t i = 0; i < n; i++) free(w[i]), free(y[i]), free(y1[i]);
+            free(x);
+        }
+    }
+}
+
 /* ---- ATTENTION --------------------------------------------------------------------------------- */
 
 static void attention_all(void **unused) {
@@ -561,7 +626,7 @@ static void dispatch_falls_back(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(dispatch_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

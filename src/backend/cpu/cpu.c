@@ -231,6 +231,12 @@ static slm_status cpu_exec(backend *be, const g_node *nd, const be_view *out, co
     return fn(cb, nd, out, in, call, e);
 }
 
+static slm_status cpu_exec_matmul_group(backend *be, int32_t n, const be_view *out, const be_view *in, slm_err *e) {
+    cpu_backend *cb = (cpu_backend *)be;
+    if (!cb->use_fast) return SLM_ERR_UNSUPPORTED;
+    return cpu_matmul_group(cb, n, out, in, e);
+}
+
 static void cpu_destroy(backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
     if (!cb) return;
@@ -243,7 +249,8 @@ static void cpu_destroy(backend *be) {
     al_free(&a, cb);
 }
 
-static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_reserve, cpu_destroy};
+static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_exec_matmul_group, cpu_reserve,
+                                          cpu_destroy};
 
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e) {

@@ -207,6 +207,10 @@ typedef struct cpu_fast_kernel {
     size_t (*scratch)(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in);
 } cpu_fast_kernel;
 
+/* backend_vtable.exec_matmul_group for the fast kernels (kern_fast.c): quantised weights of one
+ * dtype and depth; the activations are quantised once and all matrices' row tiles are one job. */
+slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, const be_view *in, slm_err *e);
+
 /* The fast kernel for this node, or NULL (then the reference kernel runs). */
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
 

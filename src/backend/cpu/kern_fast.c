@@ -86,39 +86,92 @@ static size_t mm_scratch(const cpu_backend *cb, const g_node *nd, const be_view 
     return cpu_mm_scratch_bytes(in[0].dtype, in[0].ne[0], ncols(&in[1]));
 }
 
+/* The columns x (k, cols) quantised for weights of type wt into the shared work buffer; NULL when
+ * out of memory. */
+static uint8_t *quantise_act(cpu_backend *cb, uint32_t wt, const float *x, int64_t k, int64_t cols, slm_err *e) {
+    size_t stride = cpu_act_bytes(wt, k);
+    uint8_t *act = cpu_work(cb, stride * (size_t)cols, e);
+    if (!act) return NULL;
+    quant_ctx q = {cb->isa, wt, x, k, cols, 0, act, stride};
+    q.per_task = cols * k < PAR_MIN_ELEMS ? cols : (cols + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
+    pool_run(cb->pool, (cols + q.per_task - 1) / q.per_task, quant_task, &q);
+    return act;
+}
+
+/* Fills c for out <- in[0] x in[1] (act: the quantised columns for quantised weights, else NULL)
+ * and returns its number of tasks. */
+static int64_t mm_setup(cpu_backend *cb, const be_view *out, const be_view *in, uint8_t *act, mm_ctx *c) {
+    memset(c, 0, sizeof *c);
+    c->cb = cb;
+    c->wt = in[0].dtype;
+    c->w = in[0].data;
+    c->k = in[0].ne[0];
+    c->m = in[0].ne[1];
+    c->cols = ncols(&in[1]);
+    c->x = in[1].data;
+    c->y = out->data;
+    uint64_t rb = 0;
+    dtype_row_bytes(c->wt, (uint64_t)c->k, &rb);
+    c->row_bytes = (size_t)rb;
+    if (act) {
+        c->act = act;
+        c->act_stride = cpu_act_bytes(c->wt, c->k);
+        c->pk = cpu_wpack_get(cb, c->wt, c->w, c->row_bytes, c->k, c->m);
+        if (c->pk) c->tile_bytes = (size_t)(c->k / CPU_QK) * cb->isa->tile_block_bytes(c->wt);
+    }
+    int64_t n_tiles = (c->m + MM_TILE - 1) / MM_TILE;
+    /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
+     * prefill: one tile per task */
+    c->tiles_per_task = c->cols >= 4 ? 1 : (n_tiles + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    if (c->cols * c->k * c->m < 4 * PAR_MIN_ELEMS) c->tiles_per_task = n_tiles;
+    return (n_tiles + c->tiles_per_task - 1) / c->tiles_per_task;
+}
+
 static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                            const be_call *call, slm_err *e) {
     (void)nd, (void)call;
+    uint8_t *act = NULL;
+    if (cpu_mm_is_quant(in[0].dtype) && !(act = quantise_act(cb, in[0].dtype, in[1].data, in[0].ne[0], ncols(&in[1]), e)))
+        return SLM_ERR_NOMEM;
     mm_ctx c;
-    memset(&c, 0, sizeof c);
-    c.cb = cb;
-    c.wt = in[0].dtype;
-    c.w = in[0].data;
-    c.k = in[0].ne[0];
-    c.m = in[0].ne[1];
-    c.cols = ncols(&in[1]);
-    c.x = in[1].data;
-    c.y = out->data;
-    uint64_t rb = 0;
-    dtype_row_bytes(c.wt, (uint64_t)c.k, &rb);
-    c.row_bytes = (size_t)rb;
-    if (cpu_mm_is_quant(c.wt)) {
-        c.act_stride = cpu_act_bytes(c.wt, c.k);
-        uint8_t *act = cpu_work(cb, c.act_stride * (size_t)c.cols, e);
-        if (!act) return SLM_ERR_NOMEM;
-        quant_ctx q = {cb->isa, c.wt, c.x, c.k, c.cols, 0, act, c.act_stride};
-        q.per_task = c.cols * c.k < PAR_MIN_ELEMS ? c.cols : (c.cols + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
-        pool_run(cb->pool, (c.cols + q.per_task - 1) / q.per_task, quant_task, &q);
-        c.act = act;
-        c.pk = cpu_wpack_get(cb, c.wt, c.w, c.row_bytes, c.k, c.m);
-        if (c.pk) c.tile_bytes = (size_t)(c.k / CPU_QK) * cb->isa->tile_block_bytes(c.wt);
+    int64_t n_tasks = mm_setup(cb, out, in, act, &c);
+    pool_run(cb->pool, n_tasks, mm_task, &c);
+    return SLM_OK;
+}
+
+/* ---- MATMUL groups: several weights against the same activations, one job ----------------------- */
+
+#define MM_GROUP_MAX 8
+
+typedef struct mm_group_ctx {
+    mm_ctx mm[MM_GROUP_MAX];
+    int64_t first_task[MM_GROUP_MAX + 1]; /* tasks of matrix i: [first_task[i], first_task[i + 1]) */
+    int32_t n;
+} mm_group_ctx;
+
+static void mm_group_task(void *vctx, int64_t task, int32_t thread) {
+    mm_group_ctx *g = vctx;
+    int32_t i = 0;
+    while (task >= g->first_task[i + 1]) i++;
+    mm_task(&g->mm[i], task - g->first_task[i], thread);
+}
+
+slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, const be_view *in, slm_err *e) {
+    if (n < 2 || n > MM_GROUP_MAX) return SLM_ERR_UNSUPPORTED;
+    uint32_t wt = in[0].dtype;
+    for (int32_t i = 0; i < n; i++) {
+        const be_view *w = &in[2 * i], *x = &in[2 * i + 1];
+        if (!mm_supports(NULL, &out[i], w) || !cpu_mm_is_quant(w->dtype) || w->dtype != wt || w->ne[0] != in[0].ne[0] ||
+            x->data != in[1].data || ncols(x) != ncols(&in[1]))
+            return SLM_ERR_UNSUPPORTED;
     }
-    int64_t n_tiles = (c.m + MM_TILE - 1) / MM_TILE;
-    /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
-     * prefill: one tile per task */
-    c.tiles_per_task = c.cols >= 4 ? 1 : (n_tiles + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
-    if (c.cols * c.k * c.m < 4 * PAR_MIN_ELEMS) c.tiles_per_task = n_tiles;
-    pool_run(cb->pool, (n_tiles + c.tiles_per_task - 1) / c.tiles_per_task, mm_task, &c);
+    uint8_t *act = quantise_act(cb, wt, in[1].data, in[0].ne[0], ncols(&in[1]), e);
+    if (!act) return SLM_ERR_NOMEM;
+    mm_group_ctx g;
+    g.n = n;
+    g.first_task[0] = 0;
+    for (int32_t i = 0; i < n; i++) g.first_task[i + 1] = g.first_task[i] + mm_setup(cb, &out[i], &in[2 * i], act, &g.mm[i]);
+    pool_run(cb->pool, g.first_task[n], mm_group_task, &g);
     return SLM_OK;
 }
 
