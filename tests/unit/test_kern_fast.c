@@ -334,6 +334,60 @@ static void matmul_group_all(void **unused) {
     }
 }
 
+/* ---- SLICE / CONCAT ------------------------------------------------------------------------------ */
+
+static void copy_all(void **unused) {
+    (void)unused;
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2), *be = mk(true, CPU_ISA_GENERIC, 2);
+    for (int trial = 0; trial < 40; trial++) {
+        int32_t axis = trial % 4;
+        int64_t ne[4] = {irand(1, 40), irand(1, 9), irand(1, 5), irand(1, 3)};
+        if (trial % 8 == 0) ne[0] = 6144, ne[1] = irand(3, 6), ne[2] = ne[3] = 1; /* a conv state: threaded */
+        int64_t ne_b[4] = {ne[0], ne[1], ne[2], ne[3]};
+        ne_b[axis] = irand(1, 4);
+        int64_t na = ne[0] * ne[1] * ne[2] * ne[3], nb = ne_b[0] * ne_b[1] * ne_b[2] * ne_b[3];
+        float *a = malloc(sizeof(float) * (size_t)na), *b = malloc(sizeof(float) * (size_t)nb);
+        for (int64_t i = 0; i < na; i++) a[i] = frand();
+        for (int64_t i = 0; i < nb; i++) b[i] = frand();
+        be_view va = {SLM_DTYPE_F32, 4, {ne[0], ne[1], ne[2], ne[3]}, a};
+        be_view vb = {SLM_DTYPE_F32, 4, {ne_b[0], ne_b[1], ne_b[2], ne_b[3]}, b};
+        /* CONCAT a ++ b along axis */
+        g_node nc = node(G_OP_CONCAT, 2, 1);
+        nc.p.concat.axis = axis;
+        be_view out = va;
+        out.ne[axis] += ne_b[axis];
+        size_t no = (size_t)(na + nb);
+        float *y_ref = out_alloc(no), *y = out_alloc(no);
+        be_view in[2] = {va, vb};
+        out.data = y_ref;
+        run(ref, &nc, &out, in, 1, 0);
+        out.data = y;
+        run(be, &nc, &out, in, 1, 0);
+        check_guard(y, no, "concat");
+        if (memcmp(y, y_ref, sizeof(float) * no) != 0) fail_msg("concat axis %d differs from the reference", axis);
+        free(y_ref), free(y);
+        /* SLICE [begin, begin + len) of a along axis */
+        int64_t len = irand(1, ne[axis]), begin = irand(0, ne[axis] - len);
+        g_node ns = node(G_OP_SLICE, 1, 1);
+        ns.p.slice.axis = axis;
+        ns.p.slice.begin = (g_affine){begin, 0, 0};
+        be_view os = va;
+        os.ne[axis] = len;
+        size_t nsz = (size_t)(na / ne[axis] * len);
+        y_ref = out_alloc(nsz), y = out_alloc(nsz);
+        os.data = y_ref;
+        run(ref, &ns, &os, &va, 1, 0);
+        os.data = y;
+        run(be, &ns, &os, &va, 1, 0);
+        check_guard(y, nsz, "slice");
+        if (memcmp(y, y_ref, sizeof(float) * nsz) != 0)
+            fail_msg("slice axis %d [%lld, +%lld) differs from the reference", axis, (long long)begin, (long long)len);
+        free(y_ref), free(y), free(a), free(b);
+    }
+    ref->vt->destroy(ref);
+    be->vt->destroy(be);
+}
+
 /* ---- ATTENTION --------------------------------------------------------------------------------- */
 
 static void attention_all(void **unused) {
@@ -626,7 +680,7 @@ static void dispatch_falls_back(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(dispatch_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

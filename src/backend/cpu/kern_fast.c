@@ -486,6 +486,69 @@ static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view
     return SLM_OK;
 }
 
+/* ---- SLICE and CONCAT (f32): row copies, split over threads when large --------------------------- */
+
+typedef struct copy_ctx {
+    const be_view *out, *in; /* in[0] (SLICE), in[0] and in[1] (CONCAT) */
+    bool concat;
+    int32_t axis;
+    int64_t begin; /* SLICE: first element along axis */
+    int64_t rows, per_task;
+} copy_ctx;
+
+/* Output row r = (i1, i2, i3) comes from one source row (CONCAT along axis 0: from two). */
+static void copy_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    copy_ctx *c = vctx;
+    const int64_t *ne = c->out->ne;
+    int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t idx[4] = {0, r % ne[1], r / ne[1] % ne[2], r / ne[1] / ne[2]};
+        float *y = (float *)c->out->data + r * ne[0];
+        const be_view *src = &c->in[0];
+        if (c->concat && c->axis == 0) {
+            memcpy(y, (const float *)c->in[0].data + r * c->in[0].ne[0], sizeof(float) * (size_t)c->in[0].ne[0]);
+            memcpy(y + c->in[0].ne[0], (const float *)c->in[1].data + r * c->in[1].ne[0],
+                   sizeof(float) * (size_t)c->in[1].ne[0]);
+            continue;
+        }
+        int64_t off0 = 0;
+        if (c->concat && idx[c->axis] >= c->in[0].ne[c->axis]) {
+            idx[c->axis] -= c->in[0].ne[c->axis];
+            src = &c->in[1];
+        } else if (!c->concat) {
+            if (c->axis == 0) off0 = c->begin;
+            else idx[c->axis] += c->begin;
+        }
+        int64_t sr = idx[1] + src->ne[1] * (idx[2] + src->ne[2] * idx[3]);
+        memcpy(y, (const float *)src->data + sr * src->ne[0] + off0, sizeof(float) * (size_t)ne[0]);
+    }
+}
+
+static bool copy_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    for (int i = 0; i < nd->n_in; i++)
+        if (!is_f32(&in[i])) return false;
+    return is_f32(out);
+}
+
+static slm_status k_copy(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
+                         slm_err *e) {
+    copy_ctx c = {out, in, nd->op == G_OP_CONCAT, 0, 0, ncols(out), 0};
+    if (c.concat) {
+        c.axis = nd->p.concat.axis;
+    } else {
+        c.axis = nd->p.slice.axis;
+        c.begin = g_affine_eval(nd->p.slice.begin, call->n, call->pos);
+        if (c.begin < 0 || c.begin + out->ne[c.axis] > in[0].ne[c.axis])
+            return err_set(e, SLM_ERR_BACKEND, "SLICE out of bounds: [%lld, %lld) of %lld", (long long)c.begin,
+                           (long long)(c.begin + out->ne[c.axis]), (long long)in[0].ne[c.axis]);
+    }
+    /* large copies (LFM2 / Qwen3.5 conv states and their concatenation) are split over threads */
+    c.per_task = nel(out) < PAR_MIN_ELEMS / 2 ? c.rows : (c.rows + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, copy_task, &c);
+    return SLM_OK;
+}
+
 /* ---- the table ----------------------------------------------------------------------------------- */
 
 static const cpu_fast_kernel k_fast_matmul = {mm_supports, k_matmul, mm_scratch};
@@ -495,6 +558,7 @@ static const cpu_fast_kernel k_fast_deltanet = {dn_supports, k_deltanet, NULL};
 static const cpu_fast_kernel k_fast_conv = {conv_supports, k_conv1d, NULL};
 static const cpu_fast_kernel k_fast_rows = {rows_supports, k_rows, NULL};
 static const cpu_fast_kernel k_fast_rope = {rope_supports, k_rope, rope_scratch};
+static const cpu_fast_kernel k_fast_copy = {copy_supports, k_copy, NULL};
 
 /* Indexed by op; ops left out (or added to the op set later) run their reference kernel. */
 static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
@@ -503,7 +567,8 @@ static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
     [G_OP_SWIGLU] = &k_fast_rows,    [G_OP_SCALE] = &k_fast_rows,          [G_OP_SILU] = &k_fast_rows,
     [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
     [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
-    [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write,
+    [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write, [G_OP_SLICE] = &k_fast_copy,
+    [G_OP_CONCAT] = &k_fast_copy,
 };
 
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {
