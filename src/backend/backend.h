@@ -56,7 +56,7 @@ void cpu_weight_cache_destroy(be_weight_cache *c);
 void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c);
 
 /* The CPU backend with n_threads workers (>= 1). It may keep repacked copies of quantised (Q4_0,
- * Q4_1, Q8_0) matmul weights for its lifetime, keyed by address: such operands must be immutable
+ * Q4_1, Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable
  * mapped weights that outlive the backend (they always are: activations and states are never
  * quantised). SLM_KERNELS and SLM_REPACK (cpu/cpu.c) are read here. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);

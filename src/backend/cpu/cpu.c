@@ -181,15 +181,15 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     repack_ctx *c = vctx;
     int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < c->ntiles ? t0 + c->per_task : c->ntiles;
-    c->isa->repack_q32(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
+    c->isa->repack_tiles(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
 }
 
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
     be_weight_cache *wc = cb->wc;
-    if (!cb->repack || !wc || !isa->repack_q32 || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
-    if (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0) return NULL;
+    if (!cb->repack || !wc || !isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
+    if (!isa->tile_block_bytes(wt)) return NULL;
     pthread_mutex_lock(&wc->mu);
     if (wc->cap_packs) {
         size_t i = pack_slot(wc, w);

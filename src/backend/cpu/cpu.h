@@ -84,16 +84,18 @@ typedef struct cpu_isa {
      * tiles of 16 rows and may prefetch within the range); scratch >= cpu_mm_scratch_bytes. */
     void (*mm_quant)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
-    /* Repacked ("interleaved") 32-block weights, optional (NULL where a tier has none): per tile of
-     * 16 rows and per 32-block, tile_block_bytes(wt) bytes such that one 64-byte vector holds 4
-     * weight bytes of each of the 16 rows (Q4_0/Q4_1 nibbles as stored; Q8_0 as w ^ 0x80),
-     * followed by the 16 f16 scales (and for Q4_1 the 16 f16 mins); rows past the matrix are
-     * zero. Same size as the GGUF blocks; decode then streams one contiguous run per tile range.
-     * repack_q32 fills tiles [t0, t1) of dst from w (m rows of k); mm_quant_packed computes rows
-     * [0, nr) of the tiles at pk (nr <= 16 * tiles) with cpu.h's canonical arithmetic. */
+    /* Repacked ("interleaved") weights, optional (NULL where a tier has none): tiles of 16 rows in
+     * which one 64-byte vector holds 4 weight bytes of each of the 16 rows. 32-block types: per
+     * block the quants (Q4_0/Q4_1 nibbles as stored; Q8_0 as w ^ 0x80), then the 16 f16 scales
+     * (and Q4_1's 16 f16 mins). K types (Q4_K, Q6_K): per super-block of 256 the layout of
+     * kern_avx512.c (scales widened to bytes). tile_block_bytes(wt) is a tile's bytes per 32
+     * elements of k (0: the type is not repacked); rows past the matrix are zero. About the
+     * GGUF's size; decode then streams one contiguous run per tile range. repack_tiles fills
+     * tiles [t0, t1) of dst from w (m rows of k); mm_quant_packed computes rows [0, nr) of the
+     * tiles at pk (nr <= 16 * tiles) with cpu.h's canonical arithmetic. */
     size_t (*tile_block_bytes)(uint32_t wt);
-    void (*repack_q32)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
-                       uint8_t *dst);
+    void (*repack_tiles)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
+                         uint8_t *dst);
     void (*mm_quant_packed)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy);
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */

@@ -275,19 +275,102 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     for (; c < ncols; c++) gemm_q32_cols(q41, pk, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy, ldy, m);
 }
 
-/* ---- 32-block matmul on repacked tiles (cpu.h: repack_q32, mm_quant_packed) -------------------- */
+/* ---- matmul on repacked tiles (cpu.h: repack_tiles, mm_quant_packed) ---------------------------- */
+
+/* K-quant tiles: per super-block of 256, KT_Q4K / KT_Q6K bytes (the GGUF's 16 x 144 / 16 x 210,
+ * plus 64 for Q4_K's 6-bit scales and mins widened to bytes):
+ *  Q4_K: [0, 2048) vector 8c+g holds bytes 32c+4g..+3 of each row's quants (low nibbles: elements
+ *        64c+4g.., sub-block 2c; high: 64c+32+4g.., sub-block 2c+1); [2048, 2176) scales and
+ *        [2176, 2304) mins as u8, 16 per sub-block; d and dmin f16 x 16 at 2304 and 2336.
+ *  Q6_K: per 16-element sub-block j, 192 bytes at 192j: two vectors of nibbles (low: elements
+ *        16j+8h+i, high: 16j+8h+4+i, i < 4, for h = 0, 1) and one of the top 2 bits of its four
+ *        groups of 4 (group g in bits 2g, 2g+1); scales int8 at 3072 + 16j; d f16 x 16 at 3328. */
+#define KT_Q4K 2368
+#define KT_Q6K 3360
 
 static size_t tile_block_bytes(uint32_t wt) {
     switch (wt) {
     case SLM_DTYPE_Q4_0: return 256 + 32;
     case SLM_DTYPE_Q4_1: return 256 + 64;
     case SLM_DTYPE_Q8_0: return 512 + 32;
+    case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
+    case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
     default: return 0;
     }
 }
 
-static void repack_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
-                       uint8_t *dst) {
+/* The 256 quants of one K-quant super-block as values (Q4_K: 0..15, Q6_K: 0..63, the -32 is in
+ * the arithmetic), with its scales (and Q4_K mins). */
+static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t sc[16], int32_t mn[8]) {
+    if (wt == SLM_DTYPE_Q4_K) {
+        const uint8_t *s = x + 4;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+            mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                q[64 * c + l] = x[16 + 32 * c + l] & 0x0F;
+                q[64 * c + 32 + l] = x[16 + 32 * c + l] >> 4;
+            }
+        return;
+    }
+    for (int n = 0; n < 2; n++) {
+        const uint8_t *L = x + 64 * n, *H = x + 128 + 32 * n;
+        for (int l = 0; l < 32; l++) {
+            q[128 * n + l] = (uint8_t)((L[l] & 0x0F) | ((H[l] & 3) << 4));
+            q[128 * n + l + 32] = (uint8_t)((L[l + 32] & 0x0F) | (((H[l] >> 2) & 3) << 4));
+            q[128 * n + l + 64] = (uint8_t)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4));
+            q[128 * n + l + 96] = (uint8_t)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4));
+        }
+    }
+    for (int j = 0; j < 16; j++) sc[j] = (int8_t)x[192 + j];
+}
+
+/* Tile super-block B of tile t (layout above); rows past m are zero. */
+static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t t, int64_t B,
+                          uint8_t *out) {
+    bool q4 = wt == SLM_DTYPE_Q4_K;
+    memset(out, 0, q4 ? KT_Q4K : KT_Q6K);
+    for (int r = 0; r < 16 && 16 * t + r < m; r++) {
+        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q4 ? 144 : 210);
+        uint8_t q[256];
+        int32_t sc[16], mn[8];
+        kquant_values(wt, x, q, sc, mn);
+        if (q4) {
+            for (int v = 0; v < 32; v++) /* bytes 4g..4g+3 of chunk c = 32c + 4g: as stored */
+                memcpy(out + 64 * v + 4 * r, x + 16 + 4 * v, 4);
+            for (int s = 0; s < 8; s++) {
+                out[2048 + 16 * s + r] = (uint8_t)sc[s];
+                out[2176 + 16 * s + r] = (uint8_t)mn[s];
+            }
+            memcpy(out + 2304 + 2 * r, x, 2);
+            memcpy(out + 2336 + 2 * r, x + 2, 2);
+        } else {
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *e = q + 16 * j;
+                for (int i = 0; i < 4; i++) {
+                    out[192 * j + 4 * r + i] = (uint8_t)((e[i] & 0x0F) | ((e[4 + i] & 0x0F) << 4));
+                    out[192 * j + 64 + 4 * r + i] = (uint8_t)((e[8 + i] & 0x0F) | ((e[12 + i] & 0x0F) << 4));
+                    out[192 * j + 128 + 4 * r + i] =
+                        (uint8_t)((e[i] >> 4) | ((e[4 + i] >> 4) << 2) | ((e[8 + i] >> 4) << 4) | ((e[12 + i] >> 4) << 6));
+                }
+                out[3072 + 16 * j + r] = (uint8_t)sc[j];
+            }
+            memcpy(out + 3328 + 2 * r, x + 208, 2);
+        }
+    }
+}
+
+static void repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0,
+                         int64_t t1, uint8_t *dst) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        int64_t nbk = k / CPU_QK_K;
+        size_t sbb = 8 * tile_block_bytes(wt);
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t B = 0; B < nbk; B++) repack_kquant(wt, w, row_bytes, m, t, B, dst + ((size_t)t * (size_t)nbk + (size_t)B) * sbb);
+        return;
+    }
     int64_t nb = k / CPU_QK;
     size_t tbb = tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
@@ -360,8 +443,108 @@ INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t
     for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
 }
 
+/* NC (1..4) columns against one K-quant tile (nbk super-blocks), cpu.h's canonical arithmetic:
+ * the integer sums of a row and super-block are exact, so summing them per sub-block across the
+ * 16 row lanes gives the bits of the row-at-a-time kernel. */
+INLINE void packed_tile_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *act, size_t act_stride,
+                               int NC, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const bool q4 = wt == SLM_DTYPE_Q4_K;
+    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nbk; b++, pk += sbb) {
+        if (pf) pf_advance(pf, (const char *)pk + sbb + PF_LEAD);
+        const uint8_t *ab[4];
+        for (int c = 0; c < NC; c++) ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
+        __m512i is[4], corr[4];
+        for (int c = 0; c < NC; c++) is[c] = corr[c] = _mm512_setzero_si512();
+        if (q4) {
+            for (int ch = 0; ch < 4; ch++) {
+                __m512i wl[8], wh[8];
+                for (int g = 0; g < 8; g++) {
+                    __m512i v = _mm512_loadu_si512(pk + 64 * (8 * ch + g));
+                    wl[g] = _mm512_and_si512(v, m4);
+                    wh[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+                __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch)));
+                __m512i sh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch + 16)));
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *a = ab[c] + 4 + 64 * ch;
+                    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                    for (int g = 0; g < 8; g++) {
+                        lo = _mm512_dpbusd_epi32(lo, wl[g], _mm512_set1_epi32(ldi(a + 4 * g)));
+                        hi = _mm512_dpbusd_epi32(hi, wh[g], _mm512_set1_epi32(ldi(a + 32 + 4 * g)));
+                    }
+                    is[c] = _mm512_add_epi32(is[c], _mm512_add_epi32(_mm512_mullo_epi32(lo, sl), _mm512_mullo_epi32(hi, sh)));
+                }
+            }
+            for (int s = 0; s < 8; s++) {
+                __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2176 + 16 * s)));
+                for (int c = 0; c < NC; c++) {
+                    int16_t bs[2];
+                    memcpy(bs, ab[c] + 260 + 4 * s, sizeof bs);
+                    corr[c] = _mm512_add_epi32(corr[c], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs[0] + bs[1])));
+                }
+            }
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 2304)));
+            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 2336)));
+            for (int c = 0; c < NC; c++) {
+                __m512 da = _mm512_set1_ps(ldf(ab[c]));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(d, da), acc[c]);
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr[c]), _mm512_mul_ps(dmin, da), acc[c]);
+            }
+        } else {
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *v = pk + 192 * j;
+                __m512i L0 = _mm512_loadu_si512(v), L1 = _mm512_loadu_si512(v + 64), H = _mm512_loadu_si512(v + 128);
+                __m512i q0 = _mm512_or_si512(_mm512_and_si512(L0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+                __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4),
+                                             _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+                __m512i q2 = _mm512_or_si512(_mm512_and_si512(L1, m4), _mm512_and_si512(H, m30));
+                __m512i q3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4),
+                                             _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+                __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pk + 3072 + 16 * j)));
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *a = ab[c] + 4 + 16 * j;
+                    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q0, _mm512_set1_epi32(ldi(a)));
+                    s = _mm512_dpbusd_epi32(s, q1, _mm512_set1_epi32(ldi(a + 4)));
+                    s = _mm512_dpbusd_epi32(s, q2, _mm512_set1_epi32(ldi(a + 8)));
+                    s = _mm512_dpbusd_epi32(s, q3, _mm512_set1_epi32(ldi(a + 12)));
+                    int16_t bs;
+                    memcpy(&bs, ab[c] + 260 + 2 * j, sizeof bs);
+                    is[c] = _mm512_add_epi32(is[c], _mm512_mullo_epi32(s, sc));
+                    corr[c] = _mm512_add_epi32(corr[c], _mm512_mullo_epi32(sc, _mm512_set1_epi32(bs)));
+                }
+            }
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 3328)));
+            for (int c = 0; c < NC; c++) {
+                __m512i isum = _mm512_sub_epi32(is[c], _mm512_slli_epi32(corr[c], 5));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(ldf(ab[c]))), acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+}
+
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
+        size_t tile_bytes = (size_t)nbk * 8 * tile_block_bytes(wt);
+        pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
+        for (int64_t t = 0; t < ntiles; t++) {
+            const uint8_t *tp = pk + (size_t)t * tile_bytes;
+            __mmask16 m = mask16(nr - 16 * t);
+            int64_t c = 0;
+            for (; c + 4 <= ncols; c += 4)
+                packed_tile_kquant(wt, tp, nbk, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t, ldy,
+                                   m, c == 0 ? &pf : NULL);
+            for (; c < ncols; c++)
+                packed_tile_kquant(wt, tp, nbk, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t, ldy,
+                                   m, c == 0 ? &pf : NULL);
+        }
+        return;
+    }
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
     size_t tile_bytes = (size_t)nb * tile_block_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
@@ -977,7 +1160,7 @@ static const cpu_isa k_avx512 = {
     .quant_act = quant_act,
     .mm_quant = mm_quant,
     .tile_block_bytes = tile_block_bytes,
-    .repack_q32 = repack_q32,
+    .repack_tiles = repack_tiles,
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_block = attn_block,
