@@ -453,13 +453,14 @@ INLINE void packed_tile_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
     const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        if (pf) pf_advance(pf, (const char *)pk + sbb + PF_LEAD);
         const uint8_t *ab[4];
         for (int c = 0; c < NC; c++) ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
         __m512i is[4], corr[4];
         for (int c = 0; c < NC; c++) is[c] = corr[c] = _mm512_setzero_si512();
         if (q4) {
             for (int ch = 0; ch < 4; ch++) {
+                /* a super-block is 37 lines: prefetch a quarter per chunk (pf_advance issues <= 32) */
+                if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
                 __m512i wl[8], wh[8];
                 for (int g = 0; g < 8; g++) {
                     __m512i v = _mm512_loadu_si512(pk + 64 * (8 * ch + g));
@@ -495,6 +496,7 @@ INLINE void packed_tile_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
             }
         } else {
             for (int j = 0; j < 16; j++) {
+                if (pf && j % 4 == 0) pf_advance(pf, (const char *)pk + (size_t)(j + 4) * sbb / 16 + PF_LEAD);
                 const uint8_t *v = pk + 192 * j;
                 __m512i L0 = _mm512_loadu_si512(v), L1 = _mm512_loadu_si512(v + 64), H = _mm512_loadu_si512(v + 128);
                 __m512i q0 = _mm512_or_si512(_mm512_and_si512(L0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
