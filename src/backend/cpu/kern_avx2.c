@@ -583,10 +583,134 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
+/* ---- matmul on repacked tiles (kern_tiles.c): a tile's 16 rows as two halves of 8 lanes -------- */
+
+/* Exact per-row sums of 4 u8 weights (lanes of w) times the 4 int8 activations at a. */
+INLINE __m256i dot4(__m256i w, const uint8_t *a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(ldi(a))), _mm256_set1_epi16(1));
+}
+
+/* Rows 8h..8h+7 of one 32-block tile against one column (cpu.h's canonical arithmetic). */
+INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *ac, int h,
+                            pf_state *pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8((char)0x80);
+    const size_t tbb = cpu_tile_block_bytes(wt), qbytes = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, pk += tbb) {
+        if (pf) pf_advance(pf, (const char *)pk + tbb + PF_LEAD);
+        const uint8_t *a = ac + 32 * b;
+        __m256i is = _mm256_setzero_si256();
+        if (wt == SLM_DTYPE_Q8_0) {
+            for (int j = 0; j < 8; j++) { /* w ^ 0x80 back to int8: |w| times sign(a, w) cannot saturate */
+                __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(pk + 64 * j + 32 * h)), flip);
+                __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(_mm256_set1_epi32(ldi(a + 4 * j)), ws));
+                is = _mm256_add_epi32(is, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+            }
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * j + 32 * h));
+                is = _mm256_add_epi32(is, dot4(_mm256_and_si256(v, m4), a + 4 * j));
+                is = _mm256_add_epi32(is, dot4(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 16 + 4 * j));
+            }
+            if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + qbytes + 16 * h)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
+        if (wt == SLM_DTYPE_Q4_1)
+            acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + qbytes + 32 + 16 * h))),
+                                  _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
+    }
+    return acc;
+}
+
+/* 8 bytes at p widened to int32 lanes (u8 or int8). */
+INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+/* Rows 8h..8h+7 of one K-quant tile against one column (cpu.h's canonical arithmetic). */
+INLINE __m256 tile_half_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, int h, pf_state *pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const bool q4 = wt == SLM_DTYPE_Q4_K;
+    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nbk; b++, pk += sbb) {
+        const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES, *a = ab + 4;
+        int16_t bs[16];
+        memcpy(bs, ab + 260, sizeof bs);
+        __m256i is = _mm256_setzero_si256(), corr = _mm256_setzero_si256();
+        __m256 da = _mm256_set1_ps(ldf(ab));
+        if (q4) {
+            for (int ch = 0; ch < 4; ch++) {
+                if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                for (int g = 0; g < 8; g++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
+                    lo = _mm256_add_epi32(lo, dot4(_mm256_and_si256(v, m4), a + 64 * ch + 4 * g));
+                    hi = _mm256_add_epi32(hi, dot4(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 64 * ch + 32 + 4 * g));
+                }
+                is = _mm256_add_epi32(is, _mm256_add_epi32(_mm256_mullo_epi32(lo, u8x8(pk + 2048 + 32 * ch + 8 * h)),
+                                                           _mm256_mullo_epi32(hi, u8x8(pk + 2048 + 32 * ch + 16 + 8 * h))));
+            }
+            for (int s = 0; s < 8; s++)
+                corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(u8x8(pk + 2176 + 16 * s + 8 * h),
+                                                                 _mm256_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2304 + 16 * h)));
+            __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2336 + 16 * h)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, da), acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(dmin, da), acc);
+        } else {
+            for (int j = 0; j < 16; j++) {
+                if (pf && j % 4 == 0) pf_advance(pf, (const char *)pk + (size_t)(j + 4) * sbb / 16 + PF_LEAD);
+                const uint8_t *v = pk + 192 * j + 32 * h;
+                __m256i L0 = _mm256_loadu_si256((const __m256i *)v), L1 = _mm256_loadu_si256((const __m256i *)(v + 64));
+                __m256i H = _mm256_loadu_si256((const __m256i *)(v + 128));
+                __m256i q0 = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4),
+                                             _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                __m256i q2 = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(H, m30));
+                __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
+                                             _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                const uint8_t *aj = a + 16 * j;
+                __m256i s = _mm256_add_epi32(_mm256_add_epi32(dot4(q0, aj), dot4(q1, aj + 4)),
+                                             _mm256_add_epi32(dot4(q2, aj + 8), dot4(q3, aj + 12)));
+                __m256i sc = i8x8(pk + 3072 + 16 * j + 8 * h);
+                is = _mm256_add_epi32(is, _mm256_mullo_epi32(s, sc));
+                corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[j])));
+            }
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 3328 + 16 * h)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is, _mm256_slli_epi32(corr, 5))),
+                                  _mm256_mul_ps(d, da), acc);
+        }
+    }
+    return acc;
+}
+
+static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                            size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
+    int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
+    size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
+    pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *tp = pk + (size_t)t * tile_bytes;
+        /* the first column streams the tile from memory (prefetched); later ones hit cache */
+        for (int64_t c = 0; c < ncols; c++)
+            for (int h = 0; h < 2 && 16 * t + 8 * h < nr; h++) {
+                const uint8_t *ac = act + (size_t)c * act_stride;
+                pf_state *p = c == 0 && h == 0 ? &pf : NULL;
+                __m256 acc = kq ? tile_half_kquant(wt, tp, k / CPU_QK_K, ac, h, p) : tile_half_q32(wt, tp, nb, k, ac, h, p);
+                _mm256_maskstore_ps(y + c * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc);
+            }
+    }
+}
+
 static const cpu_isa k_avx2 = {
     .level = CPU_ISA_AVX2,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
+    .tile_block_bytes = cpu_tile_block_bytes,
+    .repack_tiles = cpu_repack_tiles,
+    .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_block = attn_block,
     .cvt_f16 = cvt_f16,

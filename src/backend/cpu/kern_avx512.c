@@ -148,23 +148,6 @@ INLINE __m512i isum_q8(const uint8_t *const p[16], size_t boff, const int8_t *a)
                      reduce8to4(s8[6], s8[7]));
 }
 
-/* Software prefetch state of one row range: the range is read as 16 interleaved row streams per
- * tile, which the hardware prefetchers follow poorly, so the range is prefetched as one
- * sequential run about PF_LEAD bytes ahead of the rows being read, never past its end
- * (prefetches never fault, but past the end they would waste bandwidth on rows another thread
- * reads). PREFETCHT2 with a 16 KiB lead streamed 3.5 MB matrices at 31 GB/s on the bench machine
- * (2 threads, huge pages), against 28 GB/s for PREFETCHT1 with 64 KiB and 25 GB/s without. */
-#define PF_LEAD 16384
-#define PF_MAX_PER_STEP 32
-typedef struct pf_state {
-    const char *next, *end;
-} pf_state;
-
-INLINE void pf_advance(pf_state *pf, const char *upto) {
-    if (upto > pf->end) upto = pf->end;
-    for (int i = 0; i < PF_MAX_PER_STEP && pf->next < upto; i++, pf->next += 64) _mm_prefetch(pf->next, _MM_HINT_T2);
-}
-
 /* Up to 16 rows against one activation column; y[r] for r < nr. */
 static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      float *y, pf_state *pf) {
@@ -277,133 +260,11 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- matmul on repacked tiles (cpu.h: repack_tiles, mm_quant_packed) ---------------------------- */
 
-/* K-quant tiles: per super-block of 256, KT_Q4K / KT_Q6K bytes (the GGUF's 16 x 144 / 16 x 210,
- * plus 64 for Q4_K's 6-bit scales and mins widened to bytes):
- *  Q4_K: [0, 2048) vector 8c+g holds bytes 32c+4g..+3 of each row's quants (low nibbles: elements
- *        64c+4g.., sub-block 2c; high: 64c+32+4g.., sub-block 2c+1); [2048, 2176) scales and
- *        [2176, 2304) mins as u8, 16 per sub-block; d and dmin f16 x 16 at 2304 and 2336.
- *  Q6_K: per 16-element sub-block j, 192 bytes at 192j: two vectors of nibbles (low: elements
- *        16j+8h+i, high: 16j+8h+4+i, i < 4, for h = 0, 1) and one of the top 2 bits of its four
- *        groups of 4 (group g in bits 2g, 2g+1); scales int8 at 3072 + 16j; d f16 x 16 at 3328. */
-#define KT_Q4K 2368
-#define KT_Q6K 3360
-
-static size_t tile_block_bytes(uint32_t wt) {
-    switch (wt) {
-    case SLM_DTYPE_Q4_0: return 256 + 32;
-    case SLM_DTYPE_Q4_1: return 256 + 64;
-    case SLM_DTYPE_Q8_0: return 512 + 32;
-    case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
-    case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
-    default: return 0;
-    }
-}
-
-/* The 256 quants of one K-quant super-block as values (Q4_K: 0..15, Q6_K: 0..63, the -32 is in
- * the arithmetic), with its scales (and Q4_K mins). */
-static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t sc[16], int32_t mn[8]) {
-    if (wt == SLM_DTYPE_Q4_K) {
-        const uint8_t *s = x + 4;
-        for (int j = 0; j < 8; j++) {
-            sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-            mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        }
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                q[64 * c + l] = x[16 + 32 * c + l] & 0x0F;
-                q[64 * c + 32 + l] = x[16 + 32 * c + l] >> 4;
-            }
-        return;
-    }
-    for (int n = 0; n < 2; n++) {
-        const uint8_t *L = x + 64 * n, *H = x + 128 + 32 * n;
-        for (int l = 0; l < 32; l++) {
-            q[128 * n + l] = (uint8_t)((L[l] & 0x0F) | ((H[l] & 3) << 4));
-            q[128 * n + l + 32] = (uint8_t)((L[l + 32] & 0x0F) | (((H[l] >> 2) & 3) << 4));
-            q[128 * n + l + 64] = (uint8_t)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4));
-            q[128 * n + l + 96] = (uint8_t)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4));
-        }
-    }
-    for (int j = 0; j < 16; j++) sc[j] = (int8_t)x[192 + j];
-}
-
-/* Tile super-block B of tile t (layout above); rows past m are zero. */
-static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t t, int64_t B,
-                          uint8_t *out) {
-    bool q4 = wt == SLM_DTYPE_Q4_K;
-    memset(out, 0, q4 ? KT_Q4K : KT_Q6K);
-    for (int r = 0; r < 16 && 16 * t + r < m; r++) {
-        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q4 ? 144 : 210);
-        uint8_t q[256];
-        int32_t sc[16], mn[8];
-        kquant_values(wt, x, q, sc, mn);
-        if (q4) {
-            for (int v = 0; v < 32; v++) /* bytes 4g..4g+3 of chunk c = 32c + 4g: as stored */
-                memcpy(out + 64 * v + 4 * r, x + 16 + 4 * v, 4);
-            for (int s = 0; s < 8; s++) {
-                out[2048 + 16 * s + r] = (uint8_t)sc[s];
-                out[2176 + 16 * s + r] = (uint8_t)mn[s];
-            }
-            memcpy(out + 2304 + 2 * r, x, 2);
-            memcpy(out + 2336 + 2 * r, x + 2, 2);
-        } else {
-            for (int j = 0; j < 16; j++) {
-                const uint8_t *e = q + 16 * j;
-                for (int i = 0; i < 4; i++) {
-                    out[192 * j + 4 * r + i] = (uint8_t)((e[i] & 0x0F) | ((e[4 + i] & 0x0F) << 4));
-                    out[192 * j + 64 + 4 * r + i] = (uint8_t)((e[8 + i] & 0x0F) | ((e[12 + i] & 0x0F) << 4));
-                    out[192 * j + 128 + 4 * r + i] =
-                        (uint8_t)((e[i] >> 4) | ((e[4 + i] >> 4) << 2) | ((e[8 + i] >> 4) << 4) | ((e[12 + i] >> 4) << 6));
-                }
-                out[3072 + 16 * j + r] = (uint8_t)sc[j];
-            }
-            memcpy(out + 3328 + 2 * r, x + 208, 2);
-        }
-    }
-}
-
-static void repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0,
-                         int64_t t1, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
-        int64_t nbk = k / CPU_QK_K;
-        size_t sbb = 8 * tile_block_bytes(wt);
-        for (int64_t t = t0; t < t1; t++)
-            for (int64_t B = 0; B < nbk; B++) repack_kquant(wt, w, row_bytes, m, t, B, dst + ((size_t)t * (size_t)nbk + (size_t)B) * sbb);
-        return;
-    }
-    int64_t nb = k / CPU_QK;
-    size_t tbb = tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
-    int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *out = dst + ((size_t)t * (size_t)nb + (size_t)b) * tbb;
-            for (int r = 0; r < 16; r++) {
-                int64_t row = 16 * t + r;
-                if (row >= m) {
-                    for (int q = 0; q < nq; q++) memset(out + 64 * q + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
-                    memset(out + 64 * nq + 2 * r, 0, 2);
-                    if (wt == SLM_DTYPE_Q4_1) memset(out + 64 * nq + 32 + 2 * r, 0, 2);
-                    continue;
-                }
-                const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
-                for (int q = 0; q < nq; q++) {
-                    uint32_t d;
-                    memcpy(&d, blk + qoff + 4 * q, 4);
-                    if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
-                    memcpy(out + 64 * q + 4 * r, &d, 4);
-                }
-                memcpy(out + 64 * nq + 2 * r, blk, 2);
-                if (wt == SLM_DTYPE_Q4_1) memcpy(out + 64 * nq + 32 + 2 * r, blk + 2, 2);
-            }
-        }
-}
-
 /* NC (1..4) columns against one repacked tile (16 rows, nb blocks); y[c * ldy + r] for r in mrows. */
 INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *act,
                              size_t act_stride, int NC, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    size_t tbb = tile_block_bytes(wt);
+    size_t tbb = cpu_tile_block_bytes(wt);
     bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t b = 0; b < nb; b++, pk += tbb) {
@@ -532,7 +393,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
     if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
-        size_t tile_bytes = (size_t)nbk * 8 * tile_block_bytes(wt);
+        size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
         for (int64_t t = 0; t < ntiles; t++) {
             const uint8_t *tp = pk + (size_t)t * tile_bytes;
@@ -548,7 +409,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         return;
     }
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
-    size_t tile_bytes = (size_t)nb * tile_block_bytes(wt);
+    size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
     for (int64_t t = 0; t < ntiles; t++) {
         const uint8_t *tp = pk + (size_t)t * tile_bytes;
@@ -1161,8 +1022,8 @@ static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = tile_block_bytes,
-    .repack_tiles = repack_tiles,
+    .tile_block_bytes = cpu_tile_block_bytes,
+    .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_block = attn_block,

@@ -1,0 +1,123 @@
+/* kern_tiles.c — the repacked weight tiles the SIMD matmuls read (cpu.h, struct cpu_isa:
+ * tile_block_bytes, repack_tiles): 16 rows interleaved so that one 64-byte vector holds 4 weight
+ * bytes of each row (AVX-512 reads it as one register, AVX2 as two halves of 8 rows). Portable C,
+ * compiled without ISA flags, so every tier can build them.
+ *
+ * 32-block types, per block: the quants as 16 x 4-byte columns (Q4_0 / Q4_1 nibbles as stored, so
+ * a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80), then
+ * the 16 f16 scales and, for Q4_1, the 16 f16 mins. */
+#include <string.h>
+
+#include "backend/cpu/kern_common.h"
+
+size_t cpu_tile_block_bytes(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_0: return 256 + 32;
+    case SLM_DTYPE_Q4_1: return 256 + 64;
+    case SLM_DTYPE_Q8_0: return 512 + 32;
+    case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
+    case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
+    default: return 0;
+    }
+}
+
+/* The 256 quants of one K-quant super-block as values (Q4_K: 0..15, Q6_K: 0..63, the -32 is in
+ * the arithmetic), with its scales (and Q4_K mins). */
+static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t sc[16], int32_t mn[8]) {
+    if (wt == SLM_DTYPE_Q4_K) {
+        const uint8_t *s = x + 4;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+            mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                q[64 * c + l] = x[16 + 32 * c + l] & 0x0F;
+                q[64 * c + 32 + l] = x[16 + 32 * c + l] >> 4;
+            }
+        return;
+    }
+    for (int n = 0; n < 2; n++) {
+        const uint8_t *L = x + 64 * n, *H = x + 128 + 32 * n;
+        for (int l = 0; l < 32; l++) {
+            q[128 * n + l] = (uint8_t)((L[l] & 0x0F) | ((H[l] & 3) << 4));
+            q[128 * n + l + 32] = (uint8_t)((L[l + 32] & 0x0F) | (((H[l] >> 2) & 3) << 4));
+            q[128 * n + l + 64] = (uint8_t)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4));
+            q[128 * n + l + 96] = (uint8_t)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4));
+        }
+    }
+    for (int j = 0; j < 16; j++) sc[j] = (int8_t)x[192 + j];
+}
+
+/* Tile super-block B of tile t (layout above); rows past m are zero. */
+static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t t, int64_t B,
+                          uint8_t *out) {
+    bool q4 = wt == SLM_DTYPE_Q4_K;
+    memset(out, 0, q4 ? KT_Q4K : KT_Q6K);
+    for (int r = 0; r < 16 && 16 * t + r < m; r++) {
+        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q4 ? 144 : 210);
+        uint8_t q[256];
+        int32_t sc[16], mn[8];
+        kquant_values(wt, x, q, sc, mn);
+        if (q4) {
+            for (int v = 0; v < 32; v++) /* bytes 4g..4g+3 of chunk c = 32c + 4g: as stored */
+                memcpy(out + 64 * v + 4 * r, x + 16 + 4 * v, 4);
+            for (int s = 0; s < 8; s++) {
+                out[2048 + 16 * s + r] = (uint8_t)sc[s];
+                out[2176 + 16 * s + r] = (uint8_t)mn[s];
+            }
+            memcpy(out + 2304 + 2 * r, x, 2);
+            memcpy(out + 2336 + 2 * r, x + 2, 2);
+        } else {
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *e = q + 16 * j;
+                for (int i = 0; i < 4; i++) {
+                    out[192 * j + 4 * r + i] = (uint8_t)((e[i] & 0x0F) | ((e[4 + i] & 0x0F) << 4));
+                    out[192 * j + 64 + 4 * r + i] = (uint8_t)((e[8 + i] & 0x0F) | ((e[12 + i] & 0x0F) << 4));
+                    out[192 * j + 128 + 4 * r + i] =
+                        (uint8_t)((e[i] >> 4) | ((e[4 + i] >> 4) << 2) | ((e[8 + i] >> 4) << 4) | ((e[12 + i] >> 4) << 6));
+                }
+                out[3072 + 16 * j + r] = (uint8_t)sc[j];
+            }
+            memcpy(out + 3328 + 2 * r, x + 208, 2);
+        }
+    }
+}
+
+void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0,
+                         int64_t t1, uint8_t *dst) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        int64_t nbk = k / CPU_QK_K;
+        size_t sbb = 8 * cpu_tile_block_bytes(wt);
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t B = 0; B < nbk; B++) repack_kquant(wt, w, row_bytes, m, t, B, dst + ((size_t)t * (size_t)nbk + (size_t)B) * sbb);
+        return;
+    }
+    int64_t nb = k / CPU_QK;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
+    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *out = dst + ((size_t)t * (size_t)nb + (size_t)b) * tbb;
+            for (int r = 0; r < 16; r++) {
+                int64_t row = 16 * t + r;
+                if (row >= m) {
+                    for (int q = 0; q < nq; q++) memset(out + 64 * q + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
+                    memset(out + 64 * nq + 2 * r, 0, 2);
+                    if (wt == SLM_DTYPE_Q4_1) memset(out + 64 * nq + 32 + 2 * r, 0, 2);
+                    continue;
+                }
+                const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
+                for (int q = 0; q < nq; q++) {
+                    uint32_t d;
+                    memcpy(&d, blk + qoff + 4 * q, 4);
+                    if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
+                    memcpy(out + 64 * q + 4 * r, &d, 4);
+                }
+                memcpy(out + 64 * nq + 2 * r, blk, 2);
+                if (wt == SLM_DTYPE_Q4_1) memcpy(out + 64 * nq + 32 + 2 * r, blk + 2, 2);
+            }
+        }
+}
+
