@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -184,6 +186,23 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     c->isa->repack_tiles(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
 }
 
+/* The matmuls read the repacked copy from now on: ask the kernel to reclaim the pages of the file
+ * layout (MADV_PAGEOUT: non-destructive; for the mapped GGUF, clean file pages are dropped from
+ * the process, so resident memory does not hold the weights twice). A hint: nothing changes
+ * where it is not supported, and a later read (an embedding row of a tied output head) faults the
+ * page back in. */
+static void release_source(const void *w, size_t bytes) {
+#if defined(MADV_PAGEOUT)
+    static long page;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t lo = ((uintptr_t)w + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)w + bytes) & ~(uintptr_t)(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+#else
+    (void)w, (void)bytes;
+#endif
+}
+
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
@@ -215,6 +234,7 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         if (e.pk) wc->slabs[wc->n_slabs - 1].used -= (bytes + 63) & ~(size_t)63; /* it was the last take */
         e.pk = NULL;
     }
+    if (e.pk) release_source(w, (size_t)m * row_bytes);
     pthread_mutex_unlock(&wc->mu);
     return e.pk;
 }
