@@ -36,6 +36,10 @@ static slm_status share_weight_cache(const slm_model *model, backend *be, slm_er
     if (!m->rt_cache) {
         be_weight_cache *c = NULL;
         if ((st = cpu_weight_cache_create(&m->alloc, &c, e)) == SLM_OK) {
+            const mdl_tensor *emb = mdl_find_tensor(m, "token_embd.weight");
+            if (m->format == SLM_FORMAT_GGUF && m->gguf.owns_map)
+                cpu_weight_cache_set_file_map(c, m->gguf.map.data, m->gguf.map.size, emb ? emb->data : NULL,
+                                              emb ? (size_t)emb->size_bytes : 0);
             m->rt_cache = c;
             m->rt_cache_free = weight_cache_free;
         }

@@ -186,21 +186,29 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     c->isa->repack_tiles(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
 }
 
-/* The matmuls read the repacked copy from now on: ask the kernel to reclaim the pages of the file
- * layout (MADV_PAGEOUT: non-destructive; for the mapped GGUF, clean file pages are dropped from
- * the process, so resident memory does not hold the weights twice). A hint: nothing changes
- * where it is not supported, and a later read (an embedding row of a tied output head) faults the
- * page back in. */
-static void release_source(const void *w, size_t bytes) {
-#if defined(MADV_PAGEOUT)
-    static long page;
-    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
-    uintptr_t lo = ((uintptr_t)w + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-    uintptr_t hi = ((uintptr_t)w + bytes) & ~(uintptr_t)(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
-#else
-    (void)w, (void)bytes;
-#endif
+void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size, const void *keep,
+                                   size_t keep_size) {
+    pthread_mutex_lock(&c->mu);
+    c->file_lo = data;
+    c->file_hi = data ? (const uint8_t *)data + size : NULL;
+    c->keep_lo = keep;
+    c->keep_hi = keep ? (const uint8_t *)keep + keep_size : NULL;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The matmuls read the repacked copy from now on: drop the pages of the file layout from the
+ * process, so resident memory does not hold the weights twice — only inside the model's read-only
+ * file mapping, where MADV_DONTNEED loses nothing (the pages stay in the page cache). Caller holds
+ * wc->mu. */
+static void release_source(const be_weight_cache *wc, const void *w, size_t bytes) {
+    const uint8_t *p = w;
+    if (!wc->file_lo || p < wc->file_lo || p + bytes > wc->file_hi) return;
+    if (wc->keep_lo && p < wc->keep_hi && wc->keep_lo < p + bytes) return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a hint; failure changes nothing */
 }
 
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
@@ -234,7 +242,7 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         if (e.pk) wc->slabs[wc->n_slabs - 1].used -= (bytes + 63) & ~(size_t)63; /* it was the last take */
         e.pk = NULL;
     }
-    if (e.pk) release_source(w, (size_t)m * row_bytes);
+    if (e.pk) release_source(wc, w, (size_t)m * row_bytes);
     pthread_mutex_unlock(&wc->mu);
     return e.pk;
 }

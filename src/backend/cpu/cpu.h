@@ -176,6 +176,8 @@ struct be_weight_cache {
     int32_t n_packs, cap_packs;
     cpu_wpack_slab *slabs; /* (cap_slabs); the last one takes new packs */
     int32_t n_slabs, cap_slabs;
+    const uint8_t *file_lo, *file_hi; /* the model's read-only file mapping (cpu_weight_cache_set_file_map) */
+    const uint8_t *keep_lo, *keep_hi; /* inside it, pages never released */
 };
 
 typedef struct cpu_backend {
