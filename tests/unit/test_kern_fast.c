@@ -252,10 +252,15 @@ static void quant_act_bytes(void **unused) {
     int n_lv = levels(lv);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
-        int64_t k = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K ? 512 : 96;
-        float x[512];
+        bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
+        int64_t k = kq ? 768 : 96;
+        float x[768];
         for (int64_t i = 0; i < k; i++) x[i] = frand() * (i % 7 == 0 ? 10.0f : 1.0f);
-        for (int64_t i = 32; i < 64; i++) x[i] = 0.0f; /* an all-zero block */
+        for (int64_t i = kq ? 256 : 32; i < (kq ? 512 : 64); i++) x[i] = 0.0f; /* an all-zero block */
+        if (kq) { /* ties of the largest |x|: the first one (negative) sets the scale's sign */
+            x[600] = -20.0f;
+            x[700] = 20.0f;
+        }
         size_t n = cpu_act_bytes(wt, k);
         uint8_t *a0 = calloc(1, n), *a1 = calloc(1, n);
         cpu_isa_get(CPU_ISA_GENERIC)->quant_act(wt, x, k, a0);

@@ -61,9 +61,45 @@ INLINE __m512 exp16(__m512 x) {
 
 /* ---- activation quantisation ----------------------------------------------------------------- */
 
+/* Q8_K (bytes identical to cpu_quant_act_k_generic): max is the first element of largest |x|,
+ * iscale = -127 / max, q = clamp(round-half-even(iscale x)), d = 1 / iscale, bsums per 16. */
+static void quant_act_k(const float *x, int64_t k, uint8_t *dst) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < k / CPU_QK_K; b++, x += CPU_QK_K, dst += CPU_Q8K_BYTES) {
+        __m512 am = _mm512_setzero_ps();
+        for (int j = 0; j < CPU_QK_K; j += 16) am = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + j), absmask), am);
+        float amax = _mm512_reduce_max_ps(am);
+        if (amax == 0.0f) {
+            memset(dst, 0, CPU_Q8K_BYTES);
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < CPU_QK_K; j += 16) {
+            __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + j), absmask), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[j + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        const __m512 vs = _mm512_set1_ps(iscale), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+        int16_t bs[16];
+        for (int s = 0; s < 16; s++) {
+            __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * s)),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+            _mm_storeu_si128((__m128i *)(dst + 4 + 16 * s), _mm512_cvtsepi32_epi8(q));
+            bs[s] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        float d = 1.0f / iscale;
+        memcpy(dst, &d, 4);
+        memcpy(dst + 260, bs, sizeof bs);
+    }
+}
+
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
     if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
-        cpu_quant_act_k_generic(x, k, dst);
+        quant_act_k(x, k, dst);
         return;
     }
     int64_t nb = k / CPU_QK;
