@@ -136,6 +136,15 @@ static void alloc_aligned(void **unused) {
         al_free_aligned(&a, p);
         al_free_aligned(&a, z);
     }
+    /* large blocks start on a huge-page boundary (small ones as al_malloc_aligned) */
+    uint8_t *big = al_malloc_large(&a, 3 * AL_HUGE_PAGE + 5), *small = al_malloc_large(&a, 1000);
+    assert_non_null(big);
+    assert_non_null(small);
+    assert_int_equal((uintptr_t)big % AL_HUGE_PAGE, 0);
+    assert_int_equal((uintptr_t)small % AL_ALIGN, 0);
+    memset(big, 1, 3 * AL_HUGE_PAGE + 5);
+    al_free_aligned(&a, big);
+    al_free_aligned(&a, small);
     assert_int_equal(heap.live, 0);
     al_free_aligned(&a, NULL);
     assert_null(al_malloc_aligned(&al_default, SIZE_MAX - 8));
