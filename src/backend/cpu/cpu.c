@@ -212,12 +212,37 @@ static void release_source(const be_weight_cache *wc, const void *w, size_t byte
 }
 
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
+typedef struct copy_ctx {
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t bytes, per_task;
+} copy_ctx;
+
+static void copy_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    copy_ctx *c = vctx;
+    size_t o = (size_t)task * c->per_task, n = c->bytes - o < c->per_task ? c->bytes - o : c->per_task;
+    memcpy(c->dst + o, c->src + o, n);
+}
+
+static bool is_float_type(uint32_t wt) { return wt == SLM_DTYPE_F32 || wt == SLM_DTYPE_F16 || wt == SLM_DTYPE_BF16; }
+
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
     be_weight_cache *wc = cb->wc;
-    if (!cb->repack || !wc || !isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes) return NULL;
-    if (!isa->tile_block_bytes(wt)) return NULL;
+    if (!cb->repack || !wc) return NULL;
+    bool copy = is_float_type(wt);
+    if (!copy && (!isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes || !isa->tile_block_bytes(wt)))
+        return NULL;
     pthread_mutex_lock(&wc->mu);
+    /* float weights are copied only where the file pages can then be released: never held twice */
+    const uint8_t *wb = w;
+    size_t src_bytes = (size_t)m * row_bytes;
+    if (copy && (!wc->file_lo || wb < wc->file_lo || wb + src_bytes > wc->file_hi ||
+                 (wc->keep_lo && wb < wc->keep_hi && wc->keep_lo < wb + src_bytes))) {
+        pthread_mutex_unlock(&wc->mu);
+        return NULL;
+    }
     if (wc->cap_packs) {
         size_t i = pack_slot(wc, w);
         for (; wc->packs[i].src; i = (i + 1) & (size_t)(wc->cap_packs - 1)) {
@@ -231,9 +256,15 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
     cpu_wpack e = {w, isa, wt, k, m, NULL};
     int64_t ntiles = (m + 15) / 16;
     size_t bytes = 0;
-    if (size_mul_ok((size_t)ntiles * (size_t)(k / CPU_QK), isa->tile_block_bytes(wt), &bytes) && bytes < SIZE_MAX - 64)
-        e.pk = slab_take(wc, (bytes + 63) & ~(size_t)63);
-    if (e.pk) {
+    if (copy)
+        bytes = src_bytes;
+    else if (!size_mul_ok((size_t)ntiles * (size_t)(k / CPU_QK), isa->tile_block_bytes(wt), &bytes))
+        bytes = SIZE_MAX;
+    if (bytes < SIZE_MAX - 64) e.pk = slab_take(wc, (bytes + 63) & ~(size_t)63);
+    if (e.pk && copy) {
+        copy_ctx c = {w, e.pk, bytes, bytes / (4 * (size_t)cb->n_threads) + 1};
+        pool_run(cb->pool, (int64_t)((bytes + c.per_task - 1) / c.per_task), copy_task, &c);
+    } else if (e.pk) {
         repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk};
         c.per_task = ntiles / (4 * cb->n_threads) + 1;
         pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);

@@ -225,8 +225,11 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
 
 /* Repacking of quantised weights on (default, as SLM_REPACK unset or not "0") or off. */
 void cpu_backend_set_repack(backend *be, bool on);
-/* The repacked copy of weights w (dtype wt, k x m), created on first use (over the pool); NULL when
- * the ISA has no packed kernels, repacking is off, or memory is short (callers then use w). */
+/* The repacked copy of weights w (dtype wt, k x m), created on first use (over the pool) on huge
+ * pages: quantised types as tiles (cpu_isa.repack_tiles), float types (F32, F16, BF16) as a plain
+ * row-major copy, made only inside the model's file mapping so that the file pages can be
+ * released. NULL when the ISA has no packed kernels for wt, repacking is off, a float matrix is
+ * outside the mapping, or memory is short (callers then use w). */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m);
 
 static inline void *cpu_scratch(cpu_backend *cb, int32_t thread) { return cb->scratch[thread]; }

@@ -603,12 +603,17 @@ INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
     }
 }
 
+/* R rows x C columns; pf (decode): the R consecutive rows are prefetched as one run, PF_LEAD ahead
+ * of the fraction of them consumed (R * element bytes per element of k). */
 INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t row_bytes, int R, int64_t k, const float *x, int C,
-                     float *y, int64_t ldy) {
+                     float *y, int64_t ldy, pf_state *pf) {
     __m512 acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
+    const size_t run_step = (size_t)R * (row_bytes / (size_t)k) * 16;
+    const char *run = (const char *)w + PF_LEAD;
+    for (int64_t i = 0; i < k; i += 16, run += run_step) {
+        if (pf) pf_advance(pf, run + run_step);
         __mmask16 m = mask16(k - i);
         __m512 wv[4], xv[4];
         for (int r = 0; r < R; r++) wv[r] = load_w16(wt, w + (size_t)r * row_bytes, i, m);
@@ -621,24 +626,27 @@ INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t row_bytes, int R, int
 }
 
 static void mmf_4x4(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 4, k, x, 4, y, ldy);
+    mmf_tile(wt, w, rb, 4, k, x, 4, y, ldy, NULL);
 }
-static void mmf_4x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 4, k, x, 1, y, ldy);
+static void mmf_4x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy,
+                    pf_state *pf) {
+    mmf_tile(wt, w, rb, 4, k, x, 1, y, ldy, pf);
 }
 static void mmf_1x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy);
+    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy, NULL);
 }
 
 static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
     int64_t r = 0;
+    pf_state pf = {(const char *)w, (const char *)w + (size_t)nr * row_bytes};
     for (; r + 4 <= nr; r += 4) {
         const uint8_t *wr = w + (size_t)r * row_bytes;
         int64_t c = 0;
         for (; c + 4 <= ncols; c += 4) mmf_4x4(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
-        for (; c < ncols; c++) mmf_4x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        /* decode: the first column streams the rows (prefetched); later ones hit cache */
+        for (; c < ncols; c++) mmf_4x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, c == 0 && ncols < 4 ? &pf : NULL);
     }
     for (; r < nr; r++)
         for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);

@@ -118,6 +118,9 @@ static int64_t mm_setup(cpu_backend *cb, const be_view *out, const be_view *in, 
         c->act_stride = cpu_act_bytes(c->wt, c->k);
         c->pk = cpu_wpack_get(cb, c->wt, c->w, c->row_bytes, c->k, c->m);
         if (c->pk) c->tile_bytes = (size_t)(c->k / CPU_QK) * cb->isa->tile_block_bytes(c->wt);
+    } else {
+        const uint8_t *copy = cpu_wpack_get(cb, c->wt, c->w, c->row_bytes, c->k, c->m); /* on huge pages */
+        if (copy) c->w = copy;
     }
     int64_t n_tiles = (c->m + MM_TILE - 1) / MM_TILE;
     /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
