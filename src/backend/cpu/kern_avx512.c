@@ -592,7 +592,7 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     }
 }
 
-/* ---- float weights: canonical 16-lane dots, 4 x 4 register tiles ------------------------------- */
+/* ---- float weights: canonical 16-lane dots, 4 x 6 register tiles ------------------------------- */
 
 INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
     switch (wt) {
@@ -603,38 +603,49 @@ INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
     }
 }
 
+/* 16 elements of k from i for an R x C tile (lanes past the mask read as zero). */
+INLINE void mmf_step(const uint32_t wt, const uint8_t *w, size_t row_bytes, const int R, int64_t k, const float *x,
+                     const int C, int64_t i, __mmask16 m, __m512 acc[4][6]) {
+    __m512 wv[4], xv[6];
+    for (int r = 0; r < R; r++) wv[r] = load_w16(wt, w + (size_t)r * row_bytes, i, m);
+    for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x + c * k + i);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv[c], acc[r][c]);
+}
+
 /* R rows x C columns; pf (decode): the R consecutive rows are prefetched as one run, PF_LEAD ahead
- * of the fraction of them consumed (R * element bytes per element of k). */
-INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t row_bytes, int R, int64_t k, const float *x, int C,
-                     float *y, int64_t ldy, pf_state *pf) {
-    __m512 acc[4][4];
+ * of the fraction of them consumed (R * element bytes per element of k). wt, R and C are
+ * constants at every call, so the loads fold and the accumulators stay in registers (a runtime
+ * dtype switch in the loop made GCC spill all of them every step). */
+INLINE void mmf_tile(const uint32_t wt, const uint8_t *w, size_t row_bytes, const int R, int64_t k, const float *x,
+                     const int C, float *y, int64_t ldy, pf_state *pf) {
+    __m512 acc[4][6];
     for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+        for (int c = 0; c < 6; c++) acc[r][c] = _mm512_setzero_ps();
     const size_t run_step = (size_t)R * (row_bytes / (size_t)k) * 16;
     const char *run = (const char *)w + PF_LEAD;
-    for (int64_t i = 0; i < k; i += 16, run += run_step) {
+    const int64_t k16 = k & ~(int64_t)15;
+    for (int64_t i = 0; i < k16; i += 16, run += run_step) {
         if (pf) pf_advance(pf, run + run_step);
-        __mmask16 m = mask16(k - i);
-        __m512 wv[4], xv[4];
-        for (int r = 0; r < R; r++) wv[r] = load_w16(wt, w + (size_t)r * row_bytes, i, m);
-        for (int c = 0; c < C; c++) xv[c] = _mm512_maskz_loadu_ps(m, x + c * k + i);
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv[c], acc[r][c]);
+        mmf_step(wt, w, row_bytes, R, k, x, C, i, (__mmask16)0xFFFF, acc);
     }
+    if (k16 < k) mmf_step(wt, w, row_bytes, R, k, x, C, k16, mask16(k - k16), acc);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) y[c * ldy + r] = hsum16(acc[r][c]);
 }
 
-static void mmf_4x4(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 4, k, x, 4, y, ldy, NULL);
-}
-static void mmf_4x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy,
-                    pf_state *pf) {
-    mmf_tile(wt, w, rb, 4, k, x, 1, y, ldy, pf);
-}
-static void mmf_1x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy, NULL);
-}
+/* The tile sizes, each with the weight type as a constant. */
+#define MMF_SIZE(name, R, C)                                                                                   \
+    static void name(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy, \
+                     pf_state *pf) {                                                                             \
+        if (wt == SLM_DTYPE_F16) mmf_tile(SLM_DTYPE_F16, w, rb, R, k, x, C, y, ldy, pf);                        \
+        else if (wt == SLM_DTYPE_BF16) mmf_tile(SLM_DTYPE_BF16, w, rb, R, k, x, C, y, ldy, pf);                 \
+        else mmf_tile(SLM_DTYPE_F32, w, rb, R, k, x, C, y, ldy, pf);                                             \
+    }
+MMF_SIZE(mmf_4x6, 4, 6)
+MMF_SIZE(mmf_4x4, 4, 4)
+MMF_SIZE(mmf_4x1, 4, 1)
+MMF_SIZE(mmf_1x1, 1, 1)
 
 static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch) {
@@ -644,12 +655,14 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     for (; r + 4 <= nr; r += 4) {
         const uint8_t *wr = w + (size_t)r * row_bytes;
         int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) mmf_4x4(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (; c + 6 <= ncols; c += 6) mmf_4x6(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
+        for (; c + 4 <= ncols; c += 4) mmf_4x4(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
         /* decode: the first column streams the rows (prefetched); later ones hit cache */
         for (; c < ncols; c++) mmf_4x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, c == 0 && ncols < 4 ? &pf : NULL);
     }
     for (; r < nr; r++)
-        for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (int64_t c = 0; c < ncols; c++)
+            mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
 }
 
 /* ---- attention: the G heads of one KV head, online softmax over blocks of 16 keys --------------- */
