@@ -320,48 +320,64 @@ INLINE void load_x16(const float *x, int64_t n, __m256 *lo, __m256 *hi) {
     *hi = n > 8 ? _mm256_maskload_ps(x + 8, lanes(n - 8)) : _mm256_setzero_ps();
 }
 
-/* R rows (<= 2) x C columns (<= 2) of canonical dots. */
-INLINE void mmf_tile(uint32_t wt, const uint8_t *w, size_t rb, int R, int64_t k, const float *x, int C, float *y,
-                     int64_t ldy) {
+/* 16 elements of k from i (n = k - i of them exist) for an R x C tile. */
+INLINE void mmf_step(const uint32_t wt, const uint8_t *w, size_t rb, const int R, int64_t k, const float *x,
+                     const int C, int64_t i, int64_t n, __m256 lo[2][2], __m256 hi[2][2]) {
+    __m256 wl[2], wh[2], xl[2], xh[2];
+    for (int r = 0; r < R; r++) load_w16(wt, w + (size_t)r * rb, i, n, &wl[r], &wh[r]);
+    for (int c = 0; c < C; c++) load_x16(x + c * k + i, n, &xl[c], &xh[c]);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            lo[r][c] = _mm256_fmadd_ps(wl[r], xl[c], lo[r][c]);
+            hi[r][c] = _mm256_fmadd_ps(wh[r], xh[c], hi[r][c]);
+        }
+}
+
+/* R rows (<= 2) x C columns (<= 2) of canonical dots; wt, R, C constant at every call (the
+ * accumulators then stay in registers); pf (decode) prefetches the R rows as one run. */
+INLINE void mmf_tile(const uint32_t wt, const uint8_t *w, size_t rb, const int R, int64_t k, const float *x,
+                     const int C, float *y, int64_t ldy, pf_state *pf) {
     __m256 lo[2][2], hi[2][2];
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 2; c++) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
-        __m256 wl[2], wh[2], xl[2], xh[2];
-        for (int r = 0; r < R; r++) load_w16(wt, w + (size_t)r * rb, i, k - i, &wl[r], &wh[r]);
-        for (int c = 0; c < C; c++) load_x16(x + c * k + i, k - i, &xl[c], &xh[c]);
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) {
-                lo[r][c] = _mm256_fmadd_ps(wl[r], xl[c], lo[r][c]);
-                hi[r][c] = _mm256_fmadd_ps(wh[r], xh[c], hi[r][c]);
-            }
+    const size_t run_step = (size_t)R * (rb / (size_t)k) * 16;
+    const char *run = (const char *)w + PF_LEAD;
+    const int64_t k16 = k & ~(int64_t)15;
+    for (int64_t i = 0; i < k16; i += 16, run += run_step) {
+        if (pf) pf_advance(pf, run + run_step);
+        mmf_step(wt, w, rb, R, k, x, C, i, 16, lo, hi);
     }
+    if (k16 < k) mmf_step(wt, w, rb, R, k, x, C, k16, k - k16, lo, hi);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) y[c * ldy + r] = hsum16(lo[r][c], hi[r][c]);
 }
 
-static void mmf_2x2(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 2, k, x, 2, y, ldy);
-}
-static void mmf_2x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 2, k, x, 1, y, ldy);
-}
-static void mmf_1x1(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy) {
-    mmf_tile(wt, w, rb, 1, k, x, 1, y, ldy);
-}
+#define MMF_SIZE(name, R, C)                                                                                   \
+    static void name(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy, \
+                     pf_state *pf) {                                                                             \
+        if (wt == SLM_DTYPE_F16) mmf_tile(SLM_DTYPE_F16, w, rb, R, k, x, C, y, ldy, pf);                        \
+        else if (wt == SLM_DTYPE_BF16) mmf_tile(SLM_DTYPE_BF16, w, rb, R, k, x, C, y, ldy, pf);                 \
+        else mmf_tile(SLM_DTYPE_F32, w, rb, R, k, x, C, y, ldy, pf);                                             \
+    }
+MMF_SIZE(mmf_2x2, 2, 2)
+MMF_SIZE(mmf_2x1, 2, 1)
+MMF_SIZE(mmf_1x1, 1, 1)
 
 static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
     int64_t r = 0;
+    pf_state pf = {(const char *)w, (const char *)w + (size_t)nr * row_bytes};
     for (; r + 2 <= nr; r += 2) {
         const uint8_t *wr = w + (size_t)r * row_bytes;
         int64_t c = 0;
-        for (; c + 2 <= ncols; c += 2) mmf_2x2(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
-        for (; c < ncols; c++) mmf_2x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (; c + 2 <= ncols; c += 2) mmf_2x2(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
+        /* decode: the first column streams the rows (prefetched); later ones hit cache */
+        for (; c < ncols; c++) mmf_2x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, c == 0 && ncols < 2 ? &pf : NULL);
     }
     for (; r < nr; r++)
-        for (int64_t c = 0; c < ncols; c++) mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        for (int64_t c = 0; c < ncols; c++)
+            mmf_1x1(wt, w + (size_t)r * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
 }
 
 /* ---- attention: the tiled kernel of kern_avx512.c with 16 keys as two 8-lane halves ----------- */
