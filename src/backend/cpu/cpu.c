@@ -211,7 +211,6 @@ static void release_source(const be_weight_cache *wc, const void *w, size_t byte
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a hint; failure changes nothing */
 }
 
-/* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 typedef struct copy_ctx {
     const uint8_t *src;
     uint8_t *dst;
@@ -227,6 +226,7 @@ static void copy_task(void *vctx, int64_t task, int32_t thread) {
 
 static bool is_float_type(uint32_t wt) { return wt == SLM_DTYPE_F32 || wt == SLM_DTYPE_F16 || wt == SLM_DTYPE_BF16; }
 
+/* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
     be_weight_cache *wc = cb->wc;
