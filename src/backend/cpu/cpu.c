@@ -200,10 +200,14 @@ void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t 
  * process, so resident memory does not hold the weights twice — only inside the model's read-only
  * file mapping, where MADV_DONTNEED loses nothing (the pages stay in the page cache). Caller holds
  * wc->mu. */
+static bool releasable(const be_weight_cache *wc, const uint8_t *p, size_t bytes) {
+    if (!wc->file_lo || p < wc->file_lo || p + bytes > wc->file_hi) return false;
+    return !(wc->keep_lo && p < wc->keep_hi && wc->keep_lo < p + bytes);
+}
+
 static void release_source(const be_weight_cache *wc, const void *w, size_t bytes) {
     const uint8_t *p = w;
-    if (!wc->file_lo || p < wc->file_lo || p + bytes > wc->file_hi) return;
-    if (wc->keep_lo && p < wc->keep_hi && wc->keep_lo < p + bytes) return;
+    if (!releasable(wc, p, bytes)) return;
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) return;
     uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
@@ -236,10 +240,8 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         return NULL;
     pthread_mutex_lock(&wc->mu);
     /* float weights are copied only where the file pages can then be released: never held twice */
-    const uint8_t *wb = w;
     size_t src_bytes = (size_t)m * row_bytes;
-    if (copy && (!wc->file_lo || wb < wc->file_lo || wb + src_bytes > wc->file_hi ||
-                 (wc->keep_lo && wb < wc->keep_hi && wc->keep_lo < wb + src_bytes))) {
+    if (copy && !releasable(wc, w, src_bytes)) {
         pthread_mutex_unlock(&wc->mu);
         return NULL;
     }
@@ -273,7 +275,7 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         if (e.pk) wc->slabs[wc->n_slabs - 1].used -= (bytes + 63) & ~(size_t)63; /* it was the last take */
         e.pk = NULL;
     }
-    if (e.pk) release_source(wc, w, (size_t)m * row_bytes);
+    if (e.pk) release_source(wc, w, src_bytes);
     pthread_mutex_unlock(&wc->mu);
     return e.pk;
 }

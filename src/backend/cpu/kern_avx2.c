@@ -352,16 +352,9 @@ INLINE void mmf_tile(const uint32_t wt, const uint8_t *w, size_t rb, const int R
         for (int c = 0; c < C; c++) y[c * ldy + r] = hsum16(lo[r][c], hi[r][c]);
 }
 
-#define MMF_SIZE(name, R, C)                                                                                   \
-    static void name(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy, \
-                     pf_state *pf) {                                                                             \
-        if (wt == SLM_DTYPE_F16) mmf_tile(SLM_DTYPE_F16, w, rb, R, k, x, C, y, ldy, pf);                        \
-        else if (wt == SLM_DTYPE_BF16) mmf_tile(SLM_DTYPE_BF16, w, rb, R, k, x, C, y, ldy, pf);                 \
-        else mmf_tile(SLM_DTYPE_F32, w, rb, R, k, x, C, y, ldy, pf);                                             \
-    }
-MMF_SIZE(mmf_2x2, 2, 2)
-MMF_SIZE(mmf_2x1, 2, 1)
-MMF_SIZE(mmf_1x1, 1, 1)
+CPU_MMF_SIZE(mmf_2x2, 2, 2)
+CPU_MMF_SIZE(mmf_2x1, 2, 1)
+CPU_MMF_SIZE(mmf_1x1, 1, 1)
 
 static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch) {

@@ -47,6 +47,17 @@ typedef struct pf_state {
     const char *next, *end;
 } pf_state;
 
+/* A float-matmul tile size of a SIMD file: name(wt, ...) calls the file's mmf_tile(wt, w, rb, R, k,
+ * x, C, y, ldy, pf) with the weight type as a constant, so its loads fold and its accumulators
+ * stay in registers. */
+#define CPU_MMF_SIZE(name, R, C)                                                                               \
+    static void name(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const float *x, float *y, int64_t ldy, \
+                     pf_state *pf) {                                                                             \
+        if (wt == SLM_DTYPE_F16) mmf_tile(SLM_DTYPE_F16, w, rb, R, k, x, C, y, ldy, pf);                        \
+        else if (wt == SLM_DTYPE_BF16) mmf_tile(SLM_DTYPE_BF16, w, rb, R, k, x, C, y, ldy, pf);                 \
+        else mmf_tile(SLM_DTYPE_F32, w, rb, R, k, x, C, y, ldy, pf);                                             \
+    }
+
 static inline __attribute__((always_inline)) void pf_advance(pf_state *pf, const char *upto) {
     if (upto > pf->end) upto = pf->end;
     for (int i = 0; i < PF_MAX_PER_STEP && pf->next < upto; i++, pf->next += 64) _mm_prefetch(pf->next, _MM_HINT_T2);
