@@ -212,8 +212,9 @@ static void profile_print(const sess_profile *pf) {
     double total = 0;
     for (int op = 0; op < G_OP_COUNT; op++) total += pf->seconds[op];
     if (total <= 0) return;
-    fprintf(stderr, "SLM_PROFILE: %lld tokens, %.3f ms of kernels per token\n", (long long)pf->tokens,
-            1e3 * total / (double)(pf->tokens ? pf->tokens : 1));
+    double per_token = 1e3 / (double)(pf->tokens ? pf->tokens : 1);
+    fprintf(stderr, "SLM_PROFILE: %lld tokens, %.3f ms of kernels and %.3f ms of calls per token\n",
+            (long long)pf->tokens, total * per_token, pf->call_seconds * per_token);
     fprintf(stderr, "%-14s %10s %12s %12s %7s\n", "op", "calls", "ms", "us/call", "share");
     for (int op = 0; op < G_OP_COUNT; op++) {
         if (!pf->calls[op]) continue;
@@ -401,6 +402,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
     be_call call = {n, s->pos};
     be_view in[G_MAX_IN], out[G_MAX_OUT];
+    double call_t0 = s->profile ? now_s() : 0;
     int32_t last_layer = -2;
     st = SLM_OK;
     for (int32_t i = 0; i < f->n_nodes && !st; i++) {
@@ -461,7 +463,10 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         if (ss->written) ss->front = 1 - ss->front;
         ss->written = false;
     }
-    if (s->profile) s->profile->tokens += n;
+    if (s->profile) {
+        s->profile->tokens += n;
+        s->profile->call_seconds += now_s() - call_t0;
+    }
     memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;

@@ -42,7 +42,8 @@ typedef struct sess_state {
 typedef struct sess_profile {
     double seconds[G_OP_COUNT];
     int64_t calls[G_OP_COUNT];
-    int64_t tokens; /* tokens processed by the timed calls */
+    int64_t tokens;      /* tokens processed by the timed calls */
+    double call_seconds; /* wall time of those calls: kernels plus the executor between them */
 } sess_profile;
 
 struct slm_session {

@@ -188,6 +188,11 @@ static void matmul_all(void **unused) {
             /* k: whole blocks (odd counts too) or, for plain types, any length with a tail */
             int64_t k = be_ > 1 ? be_ * irand(1, be_ == 256 ? 5 : 37) : irand(1, 300);
             int64_t m = trial == 0 ? 1 : irand(1, 70), cols = trial < 2 ? 1 : irand(1, 21);
+            if (trial == 2) { /* a tile pair then a lone half-full tile; more blocks than a prefill chunk */
+                k = be_ > 1 ? be_ * (be_ == 256 ? 5 : 37) : 299;
+                m = 40;
+                cols = 5;
+            }
             size_t rb;
             uint8_t *w = rand_weights(wt, k, m, &rb);
             float *x = malloc(sizeof(float) * (size_t)(k * cols));

@@ -236,7 +236,8 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
     be_weight_cache *wc = cb->wc;
     if (!cb->repack || !wc) return NULL;
     bool copy = is_float_type(wt);
-    if (!copy && (!isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes || !isa->tile_block_bytes(wt)))
+    if (!copy && (!isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes || !isa->tile_group ||
+                  !isa->tile_block_bytes(wt)))
         return NULL;
     pthread_mutex_lock(&wc->mu);
     /* float weights are copied only where the file pages can then be released: never held twice */

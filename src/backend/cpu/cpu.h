@@ -85,15 +85,17 @@ typedef struct cpu_isa {
     void (*mm_quant)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
     /* Repacked ("interleaved") weights, optional (NULL where a tier has none): tiles of 16 rows in
-     * which one 64-byte vector holds 4 weight bytes of each of the 16 rows. 32-block types: per
-     * block the quants (Q4_0/Q4_1 nibbles as stored; Q8_0 as w ^ 0x80), then the 16 f16 scales
-     * (and Q4_1's 16 f16 mins). K types (Q4_K, Q6_K): per super-block of 256 the layout of
-     * kern_avx512.c (scales widened to bytes). tile_block_bytes(wt) is a tile's bytes per 32
-     * elements of k (0: the type is not repacked); rows past the matrix are zero. About the
+     * which one 64-byte vector holds 4 weight bytes of each of the 16 rows (layouts in
+     * kern_tiles.c and kern_common.h: 32-block types in pairs of tiles interleaved per block, K
+     * types per super-block with scales widened to bytes). tile_block_bytes(wt) is a tile's bytes
+     * per 32 elements of k (0: the type is not repacked); rows past the matrix are zero. About the
      * GGUF's size; decode then streams one contiguous run per tile range. repack_tiles fills
-     * tiles [t0, t1) of dst from w (m rows of k); mm_quant_packed computes rows [0, nr) of the
-     * tiles at pk (nr <= 16 * tiles) with cpu.h's canonical arithmetic. */
+     * tiles [t0, t1) of dst from w (m rows of k; any t0, t1); mm_quant_packed computes rows
+     * [0, nr) of the tiles at pk with cpu.h's canonical arithmetic, where pk is the start of a
+     * tile whose index is a multiple of tile_group(wt) and nr covers whole groups except at the
+     * matrix's end (nr <= 16 * tiles). */
     size_t (*tile_block_bytes)(uint32_t wt);
+    int32_t (*tile_group)(uint32_t wt);
     void (*repack_tiles)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
                          uint8_t *dst);
     void (*mm_quant_packed)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,

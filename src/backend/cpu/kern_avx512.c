@@ -296,26 +296,28 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- matmul on repacked tiles (cpu.h: repack_tiles, mm_quant_packed) ---------------------------- */
 
-/* NC (1..4) columns against one repacked tile (16 rows, nb blocks); y[c * ldy + r] for r in mrows. */
-INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *act,
-                             size_t act_stride, int NC, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
+/* NC (1..4) columns against one repacked tile of a 32-block type (16 rows, nb blocks addressed by
+ * sub from the pair start pk); y[c * ldy + r] for r in mrows. */
+INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
+                             const uint8_t *act, size_t act_stride, int NC, float *y, int64_t ldy, __mmask16 mrows,
+                             pf_state *pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    size_t tbb = cpu_tile_block_bytes(wt);
     bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++, pk += tbb) {
-        if (pf) pf_advance(pf, (const char *)pk + tbb + PF_LEAD);
+    for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
+        if (pf) pf_advance(pf, (const char *)pk + sub.stride + PF_LEAD);
+        const uint8_t *q = pk + sub.quants;
         __m512i w[8];
         if (q8) {
-            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(pk + 64 * j);
+            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
         } else {
             for (int j = 0; j < 4; j++) {
-                __m512i v = _mm512_loadu_si512(pk + 64 * j);
+                __m512i v = _mm512_loadu_si512(q + 64 * j);
                 w[j] = _mm512_and_si512(v, m4);
                 w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             }
         }
-        const uint8_t *sc = pk + (q8 ? 512 : 256);
+        const uint8_t *sc = pk + sub.scales;
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
         for (int c = 0; c < NC; c++) {
             const uint8_t *ac = act + (size_t)c * act_stride;
@@ -338,6 +340,50 @@ INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t
         }
     }
     for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+}
+
+/* One column against a pair of tiles of a 32-block type (32 rows, the decode case): one
+ * sequential stream, each activation broadcast shared by both tiles; the arithmetic of each row
+ * is packed_tile_cols's. */
+INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *ac, float *y,
+                            __mmask16 mlo, __mmask16 mhi, pf_state *pf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = q8 ? 512 : 256, sb = q41 ? 64 : 32;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, pk += stride) {
+        pf_advance(pf, (const char *)pk + stride + PF_LEAD);
+        const uint8_t *a = ac + 32 * b, *da = ac + k + 4 * b, *aux = ac + k + 4 * nb + 4 * b;
+        __m512i is0 = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux)), is1 = is0;
+        if (q8) {
+            for (int j = 0; j < 8; j++) {
+                __m512i bc = _mm512_set1_epi32(ldi(a + 4 * j));
+                is0 = _mm512_dpbusd_epi32(is0, _mm512_loadu_si512(pk + 64 * j), bc);
+                is1 = _mm512_dpbusd_epi32(is1, _mm512_loadu_si512(pk + qb + 64 * j), bc);
+            }
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m512i v0 = _mm512_loadu_si512(pk + 64 * j), v1 = _mm512_loadu_si512(pk + qb + 64 * j);
+                __m512i lo = _mm512_set1_epi32(ldi(a + 4 * j)), hi = _mm512_set1_epi32(ldi(a + 16 + 4 * j));
+                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(v0, m4), lo);
+                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(v1, m4), lo);
+                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), hi);
+                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), hi);
+            }
+        }
+        const uint8_t *sc = pk + 2 * qb;
+        __m512 d = _mm512_set1_ps(ldf(da));
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is0), _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)), d), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is1),
+                               _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb))), d), acc1);
+        if (q41) {
+            __m512 m = _mm512_set1_ps(ldf(aux));
+            acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))), m, acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb + 32))), m, acc1);
+        }
+    }
+    _mm512_mask_storeu_ps(y, mlo, acc0);
+    _mm512_mask_storeu_ps(y + 16, mhi, acc1);
 }
 
 /* NC (1..4) columns against one K-quant tile (nbk super-blocks), cpu.h's canonical arithmetic:
@@ -448,16 +494,26 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
     size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
     for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *tp = pk + (size_t)t * tile_bytes;
+        const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * tile_bytes;
+        cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
+        if (ncols == 1 && (t | 1) < ntiles) { /* both tiles of a pair at once */
+            __mmask16 mlo = mask16(nr - 16 * t), mhi = mask16(nr - 16 * t - 16);
+            if (wt == SLM_DTYPE_Q4_0) packed_pair_col(SLM_DTYPE_Q4_0, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
+            else if (wt == SLM_DTYPE_Q4_1) packed_pair_col(SLM_DTYPE_Q4_1, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
+            else packed_pair_col(SLM_DTYPE_Q8_0, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
+            t++;
+            continue;
+        }
         __mmask16 m = mask16(nr - 16 * t);
+        /* the first pass over a pair streams it from memory (prefetched); later ones hit cache */
+        pf_state *p = (t & 1) == 0 ? &pf : NULL;
         int64_t c = 0;
-        /* the first column group streams the tile from memory (prefetched); later ones hit cache */
-        for (; c + 4 <= ncols; c += 4)
-            packed_tile_cols(wt, tp, nb, k, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t, ldy, m,
-                             c == 0 ? &pf : NULL);
-        for (; c < ncols; c++)
-            packed_tile_cols(wt, tp, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t, ldy, m,
-                             c == 0 ? &pf : NULL);
+        for (; c + 4 <= ncols; c += 4, p = NULL)
+            packed_tile_cols(wt, base, sub, nb, k, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t,
+                             ldy, m, p);
+        for (; c < ncols; c++, p = NULL)
+            packed_tile_cols(wt, base, sub, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t,
+                             ldy, m, p);
     }
 }
 
@@ -1129,6 +1185,7 @@ static const cpu_isa k_avx512 = {
     .quant_act = quant_act,
     .mm_quant = mm_quant,
     .tile_block_bytes = cpu_tile_block_bytes,
+    .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,

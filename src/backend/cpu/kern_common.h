@@ -25,9 +25,23 @@ static inline float cpu_reduce16(float acc[16]) {
 #define KT_Q4K 2368
 #define KT_Q6K 3360
 
-/* The tiles (kern_tiles.c): cpu_isa.tile_block_bytes and cpu_isa.repack_tiles for the tiers that
- * read them. */
+/* The tiles (kern_tiles.c): cpu_isa.tile_block_bytes, tile_group and repack_tiles for the tiers
+ * that read them. */
 size_t cpu_tile_block_bytes(uint32_t wt);
+int32_t cpu_tile_group(uint32_t wt);
+
+/* Where one tile of a 32-block type keeps block b, relative to the start of its pair (tile t & ~1):
+ * quants at b * stride + quants, scales (then Q4_1's mins) at b * stride + scales. */
+typedef struct cpu_tile_sub {
+    size_t stride, quants, scales;
+} cpu_tile_sub;
+
+/* Tile t of ntiles (kern_tiles.c's layout): the member of a pair, or the last tile alone. */
+static inline cpu_tile_sub cpu_tile_sub_of(uint32_t wt, int64_t t, int64_t ntiles) {
+    size_t tbb = cpu_tile_block_bytes(wt), q = wt == SLM_DTYPE_Q8_0 ? 512 : 256, s = tbb - q;
+    if ((t | 1) >= ntiles) return (cpu_tile_sub){tbb, 0, q};
+    return (cpu_tile_sub){2 * tbb, (size_t)(t & 1) * q, 2 * q + (size_t)(t & 1) * s};
+}
 void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0, int64_t t1,
                       uint8_t *dst);
 

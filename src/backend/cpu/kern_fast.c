@@ -127,6 +127,10 @@ static int64_t mm_setup(cpu_backend *cb, const be_view *out, const be_view *in, 
      * prefill: one tile per task */
     c->tiles_per_task = c->cols >= 4 ? 1 : (n_tiles + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
     if (c->cols * c->k * c->m < 4 * PAR_MIN_ELEMS) c->tiles_per_task = n_tiles;
+    if (c->pk) { /* ranges start at a tile group (a pair of interleaved tiles) */
+        int64_t g = cb->isa->tile_group(c->wt);
+        c->tiles_per_task = (c->tiles_per_task + g - 1) / g * g;
+    }
     return (n_tiles + c->tiles_per_task - 1) / c->tiles_per_task;
 }
 

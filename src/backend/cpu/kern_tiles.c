@@ -3,9 +3,15 @@
  * bytes of each row (AVX-512 reads it as one register, AVX2 as two halves of 8 rows). Portable C,
  * compiled without ISA flags, so every tier can build them.
  *
- * 32-block types, per block: the quants as 16 x 4-byte columns (Q4_0 / Q4_1 nibbles as stored, so
- * a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80), then
- * the 16 f16 scales and, for Q4_1, the 16 f16 mins. */
+ * 32-block types: tiles 2p and 2p+1 are a pair, interleaved block by block so that decode reads
+ * one sequential stream in which every vector is 64-byte aligned and one activation broadcast
+ * serves 32 rows. Block b of pair p (at (2p * nb + 2b) * tbb, tbb = cpu_tile_block_bytes) holds the
+ * quants of tile 2p, those of tile 2p+1 (each 16 x 4-byte columns: Q4_0 / Q4_1 nibbles as stored,
+ * so a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80),
+ * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). A last tile
+ * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
+ * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case.
+ */
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
@@ -93,31 +99,37 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
             for (int64_t B = 0; B < nbk; B++) repack_kquant(wt, w, row_bytes, m, t, B, dst + ((size_t)t * (size_t)nbk + (size_t)B) * sbb);
         return;
     }
-    int64_t nb = k / CPU_QK;
+    int64_t nb = k / CPU_QK, ntiles = (m + 15) / 16;
     size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
     size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
-    for (int64_t t = t0; t < t1; t++)
+    for (int64_t t = t0; t < t1; t++) {
+        cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
+        uint8_t *base = dst + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *out = dst + ((size_t)t * (size_t)nb + (size_t)b) * tbb;
+            uint8_t *q = base + (size_t)b * sub.stride + sub.quants, *sc = base + (size_t)b * sub.stride + sub.scales;
             for (int r = 0; r < 16; r++) {
                 int64_t row = 16 * t + r;
                 if (row >= m) {
-                    for (int q = 0; q < nq; q++) memset(out + 64 * q + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
-                    memset(out + 64 * nq + 2 * r, 0, 2);
-                    if (wt == SLM_DTYPE_Q4_1) memset(out + 64 * nq + 32 + 2 * r, 0, 2);
+                    for (int j = 0; j < nq; j++) memset(q + 64 * j + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
+                    memset(sc + 2 * r, 0, 2);
+                    if (wt == SLM_DTYPE_Q4_1) memset(sc + 32 + 2 * r, 0, 2);
                     continue;
                 }
                 const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
-                for (int q = 0; q < nq; q++) {
+                for (int j = 0; j < nq; j++) {
                     uint32_t d;
-                    memcpy(&d, blk + qoff + 4 * q, 4);
+                    memcpy(&d, blk + qoff + 4 * j, 4);
                     if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
-                    memcpy(out + 64 * q + 4 * r, &d, 4);
+                    memcpy(q + 64 * j + 4 * r, &d, 4);
                 }
-                memcpy(out + 64 * nq + 2 * r, blk, 2);
-                if (wt == SLM_DTYPE_Q4_1) memcpy(out + 64 * nq + 32 + 2 * r, blk + 2, 2);
+                memcpy(sc + 2 * r, blk, 2);
+                if (wt == SLM_DTYPE_Q4_1) memcpy(sc + 32 + 2 * r, blk + 2, 2);
             }
         }
+    }
 }
 
+int32_t cpu_tile_group(uint32_t wt) {
+    return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? 2 : 1;
+}
