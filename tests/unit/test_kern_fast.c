@@ -556,6 +556,7 @@ static void rowwise_all(void **unused) {
             if (op == G_OP_CONV1D) {
                 C = irand(1, 300), K = irand(1, 5);
                 int64_t n = trial < 4 ? irand(1, 7) : irand(8, 40); /* both weight layouts */
+                if (trial == 3) C = 6144 + irand(1, 15), K = 4; /* decode of a wide conv: channels split over threads */
                 a = malloc(sizeof(float) * (size_t)(C * (n + K - 1)));
                 b = malloc(sizeof(float) * (size_t)(K * C));
                 for (int64_t i = 0; i < C * (n + K - 1); i++) a[i] = frand();

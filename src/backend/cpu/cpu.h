@@ -132,10 +132,12 @@ typedef struct cpu_isa {
     /* RMSNORM (w may be NULL; w_offset added to w), L2NORM, GATED_RMSNORM (z != NULL) of one row. */
     void (*row_norm)(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
                      float w_offset);
-    /* Depthwise causal conv of one token: y[c] = sum_k w(c, k) x[k*C + c] (FMA chain over k in
-     * order), x rows at x + k*C (K rows); tap (c, k) of the weights at w[c*wsc + k*wsk] (wsc = K,
-     * wsk = 1 for the file layout (K, C); wsc = 1, wsk = C for a transposed copy). */
-    void (*conv_row)(float *y, const float *x, const float *w, int64_t wsc, int64_t wsk, int64_t C, int64_t K);
+    /* Depthwise causal conv of one token over C channels: y[c] = sum_k w(c, k) x[k*ldx + c] (FMA
+     * chain over k in order), x rows at x + k*ldx (K rows); tap (c, k) of the weights at
+     * w[c*wsc + k*wsk] (wsc = K, wsk = 1 for the file layout (K, C); wsc = 1, wsk = ldx for a
+     * transposed copy). */
+    void (*conv_row)(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
+                     int64_t K);
 } cpu_isa;
 
 const cpu_isa *cpu_isa_generic(void);

@@ -513,7 +513,8 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
     }
 }
 
-static void conv_row(float *y, const float *x, const float *w, int64_t wsc, int64_t wsk, int64_t C, int64_t K) {
+static void conv_row(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
+                     int64_t K) {
     const __m256i gidx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wsc));
     int64_t c = 0;
     for (; c + 8 <= C; c += 8) {
@@ -521,13 +522,13 @@ static void conv_row(float *y, const float *x, const float *w, int64_t wsc, int6
         for (int64_t kk = 0; kk < K; kk++) {
             const float *wk = w + c * wsc + kk * wsk;
             __m256 wv = wsc == 1 ? _mm256_loadu_ps(wk) : _mm256_i32gather_ps(wk, gidx, 4);
-            acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + kk * C + c), acc);
+            acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + kk * ldx + c), acc);
         }
         _mm256_storeu_ps(y + c, acc);
     }
     for (; c < C; c++) {
         float acc = 0.0f;
-        for (int64_t kk = 0; kk < K; kk++) acc = fmaf(w[c * wsc + kk * wsk], x[kk * C + c], acc);
+        for (int64_t kk = 0; kk < K; kk++) acc = fmaf(w[c * wsc + kk * wsk], x[kk * ldx + c], acc);
         y[c] = acc;
     }
 }

@@ -30,7 +30,7 @@
 static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
 static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
 
-static __mmask16 mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
+static __mmask16 mask16(int64_t n) { return (__mmask16)(n <= 0 ? 0u : n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
 
 /* The canonical 16-lane reduction (cpu.h). */
 INLINE float hsum16(__m512 v) {
@@ -1101,8 +1101,36 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
 
 /* ---- conv, elementwise, norms --------------------------------------------------------------------- */
 
-static void conv_row(float *y, const float *x, const float *w, int64_t wsc, int64_t wsk, int64_t C, int64_t K) {
+/* conv_row: the file layout (wsc = K <= 4, wsk = 1) holds 16 channels' taps in K contiguous
+ * vectors; tap k of lane i is element K*i + k of them, picked with two-source permutes instead of a
+ * gather per tap (which walked cold weights a float at a time). */
+static void conv_row(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
+                     int64_t K) {
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    if (wsc == K && wsk == 1 && K <= 4) {
+        __m512i idx[4];
+        __mmask16 upper[4];
+        for (int64_t kk = 0; kk < K; kk++) {
+            __m512i flat = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K)), _mm512_set1_epi32((int)kk));
+            idx[kk] = _mm512_and_si512(flat, _mm512_set1_epi32(31));
+            upper[kk] = _mm512_cmpge_epi32_mask(flat, _mm512_set1_epi32(32));
+        }
+        for (int64_t c = 0; c < C; c += 16) {
+            __mmask16 m = mask16(C - c);
+            const float *wc = w + c * K;
+            int64_t nw = (C - c < 16 ? C - c : 16) * K; /* floats of these channels' taps */
+            __m512 v[4];
+            for (int j = 0; j < 4; j++) v[j] = _mm512_maskz_loadu_ps(mask16(nw - 16 * j), wc + 16 * j);
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t kk = 0; kk < K; kk++) {
+                __m512 lo = _mm512_permutex2var_ps(v[0], idx[kk], v[1]), hi = _mm512_permutex2var_ps(v[2], idx[kk], v[3]);
+                __m512 wv = _mm512_mask_blend_ps(upper[kk], lo, hi);
+                acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + kk * ldx + c), acc);
+            }
+            _mm512_mask_storeu_ps(y + c, m, acc);
+        }
+        return;
+    }
     const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)wsc));
     for (int64_t c = 0; c < C; c += 16) {
         __mmask16 m = mask16(C - c);
@@ -1111,7 +1139,7 @@ static void conv_row(float *y, const float *x, const float *w, int64_t wsc, int6
             const float *wk = w + c * wsc + kk * wsk;
             __m512 wv = wsc == 1 ? _mm512_maskz_loadu_ps(m, wk)
                                  : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, gidx, wk, 4);
-            acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + kk * C + c), acc);
+            acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + kk * ldx + c), acc);
         }
         _mm512_mask_storeu_ps(y + c, m, acc);
     }

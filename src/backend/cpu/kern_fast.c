@@ -288,14 +288,24 @@ typedef struct conv_ctx {
     const cpu_isa *isa;
     const float *x, *w;
     float *y;
-    int64_t C, K, n, per_task, wsc, wsk;
+    int64_t C, K, n, wsc, wsk;
+    int64_t per_task; /* tokens per task, or channels per task when split_channels */
+    bool split_channels;
 } conv_ctx;
 
 static void conv_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     conv_ctx *c = vctx;
+    if (c->split_channels) {
+        int64_t c0 = task * c->per_task, nc = c->C - c0 < c->per_task ? c->C - c0 : c->per_task;
+        for (int64_t t = 0; t < c->n; t++)
+            c->isa->conv_row(c->y + t * c->C + c0, c->x + t * c->C + c0, c->C, c->w + c0 * c->wsc, c->wsc, c->wsk, nc,
+                             c->K);
+        return;
+    }
     int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < c->n ? t0 + c->per_task : c->n;
-    for (int64_t t = t0; t < t1; t++) c->isa->conv_row(c->y + t * c->C, c->x + t * c->C, c->w, c->wsc, c->wsk, c->C, c->K);
+    for (int64_t t = t0; t < t1; t++)
+        c->isa->conv_row(c->y + t * c->C, c->x + t * c->C, c->C, c->w, c->wsc, c->wsk, c->C, c->K);
 }
 
 static bool conv_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -303,23 +313,29 @@ static bool conv_supports(const g_node *nd, const be_view *out, const be_view *i
     return is_f32(&in[0]) && is_f32(&in[1]) && is_f32(out);
 }
 
-/* Few tokens read the weights in the file layout (row c holds the K taps of channel c); many
- * tokens first transpose them to (K, C) in the work buffer. Same arithmetic either way. */
+/* Few tokens read the weights in the file layout (row c holds the K taps of channel c) and split
+ * the channels over the threads (decode: one token of a wide conv, e.g. Qwen3.5's 6144 channels);
+ * many tokens first transpose the weights to (K, C) in the work buffer and split the tokens. Same
+ * arithmetic either way. */
 static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                            const be_call *call, slm_err *e) {
     (void)nd, (void)call;
     int64_t C = in[0].ne[0], n = out->ne[1], K = in[1].ne[0];
-    conv_ctx c = {cb->isa, in[0].data, in[1].data, out->data, C, K, n, 0, K, 1};
-    if (n >= 8) {
-        float *wkc = cpu_work(cb, (size_t)(K * C) * sizeof(float), e);
-        if (!wkc) return SLM_ERR_NOMEM;
-        const float *w = in[1].data;
-        for (int64_t ch = 0; ch < C; ch++)
-            for (int64_t k = 0; k < K; k++) wkc[k * C + ch] = w[ch * K + k];
-        c.w = wkc;
-        c.wsc = 1;
-        c.wsk = C;
+    conv_ctx c = {cb->isa, in[0].data, in[1].data, out->data, C, K, n, K, 1, 0, false};
+    if (n < 8) {
+        c.split_channels = true;
+        c.per_task = n * C < PAR_MIN_ELEMS / 8 ? C : ((C + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 15) / 16 * 16;
+        pool_run(cb->pool, (C + c.per_task - 1) / c.per_task, conv_task, &c);
+        return SLM_OK;
     }
+    float *wkc = cpu_work(cb, (size_t)(K * C) * sizeof(float), e);
+    if (!wkc) return SLM_ERR_NOMEM;
+    const float *w = in[1].data;
+    for (int64_t ch = 0; ch < C; ch++)
+        for (int64_t k = 0; k < K; k++) wkc[k * C + ch] = w[ch * K + k];
+    c.w = wkc;
+    c.wsc = 1;
+    c.wsk = C;
     c.per_task = n * C < PAR_MIN_ELEMS ? n : (n + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
     pool_run(cb->pool, (n + c.per_task - 1) / c.per_task, conv_task, &c);
     return SLM_OK;

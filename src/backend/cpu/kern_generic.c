@@ -324,10 +324,11 @@ void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, cons
     }
 }
 
-void cpu_conv_row_generic(float *y, const float *x, const float *w, int64_t wsc, int64_t wsk, int64_t C, int64_t K) {
+void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
+                          int64_t K) {
     for (int64_t c = 0; c < C; c++) {
         float acc = 0.0f;
-        for (int64_t kk = 0; kk < K; kk++) acc = fmaf(w[c * wsc + kk * wsk], x[kk * C + c], acc);
+        for (int64_t kk = 0; kk < K; kk++) acc = fmaf(w[c * wsc + kk * wsk], x[kk * ldx + c], acc);
         y[c] = acc;
     }
 }
