@@ -7,8 +7,9 @@
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
  * quantised matmuls (exact block sums with sdot on signed weights, then cpu.h's canonical FMA with
  * 4 rows in the 4 lanes) and the float matmuls (the canonical 16 lanes as four 4-lane
- * accumulators). Every other entry is the portable C. Not exercised on this project's x86 CI;
- * tests/unit/test_kern_fast.c checks it bit for bit against the portable C wherever it runs. */
+ * accumulators). Every other entry is the portable C. Checked bit for bit against the portable C
+ * by tests/unit/test_kern_fast.c on aarch64 hosts and, cross-compiled, under qemu-user on x86
+ * (tests/cross/neon_kernels.c). */
 #include "backend/cpu/cpu.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)

@@ -1,0 +1,124 @@
+/* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
+ * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
+ * the quantised matmuls (Q4_0, Q4_1, Q8_0 in NEON; Q4_K, Q6_K through its fallback) and the float
+ * matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the same bits, so
+ * the portable C is the reference. Cross-compiled for aarch64 with the dot-product extension and
+ * run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86); only the kernel files
+ * are linked. Exit status 0 when every case matches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "base/half.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+static int64_t irand(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1)); }
+static float frand(void) { return (float)((double)(next_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+static int failures;
+static void check(bool ok, const char *what, uint32_t wt, int64_t k, int64_t m, int64_t cols) {
+    if (ok) return;
+    fprintf(stderr, "FAIL %s dtype %u k=%lld m=%lld cols=%lld\n", what, (unsigned)wt, (long long)k, (long long)m,
+            (long long)cols);
+    failures++;
+}
+
+/* m rows of k random weights of type wt in the GGUF layout: quants random, scales finite f16. */
+static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_bytes) {
+    size_t bsz, belems;
+    switch (wt) {
+    case SLM_DTYPE_Q4_0: bsz = 18, belems = 32; break;
+    case SLM_DTYPE_Q4_1: bsz = 20, belems = 32; break;
+    case SLM_DTYPE_Q8_0: bsz = 34, belems = 32; break;
+    case SLM_DTYPE_Q4_K: bsz = 144, belems = 256; break;
+    case SLM_DTYPE_Q6_K: bsz = 210, belems = 256; break;
+    case SLM_DTYPE_F32: bsz = 4, belems = 1; break;
+    default: bsz = 2, belems = 1; break; /* F16, BF16 */
+    }
+    *row_bytes = (size_t)k / belems * bsz;
+    size_t n = *row_bytes * (size_t)m;
+    uint8_t *w = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)next_u64();
+    for (size_t b = 0; b < n / bsz; b++) {
+        uint8_t *blk = w + b * bsz;
+        uint16_t h;
+        if (wt == SLM_DTYPE_F32) {
+            float f = frand();
+            memcpy(blk, &f, 4);
+        } else if (wt == SLM_DTYPE_F16 || wt == SLM_DTYPE_BF16) {
+            h = wt == SLM_DTYPE_F16 ? f32_to_f16(frand()) : f32_to_bf16(frand());
+            memcpy(blk, &h, 2);
+        } else if (wt == SLM_DTYPE_Q6_K) {
+            h = f32_to_f16(0.01f * frand());
+            memcpy(blk + 208, &h, 2);
+        } else {
+            h = f32_to_f16(0.05f * frand()); /* d (Q4_K: then dmin) */
+            memcpy(blk, &h, 2);
+            if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q4_K) {
+                h = f32_to_f16(0.05f * frand());
+                memcpy(blk + 2, &h, 2);
+            }
+        }
+    }
+    return w;
+}
+
+int main(void) {
+    const cpu_isa *neon = cpu_isa_neon(), *ref = cpu_isa_generic();
+    if (!neon) {
+        fprintf(stderr, "neon_kernels: this build has no NEON tier (needs __ARM_FEATURE_DOTPROD)\n");
+        return 1;
+    }
+    const uint32_t quant[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    const uint32_t flt[] = {SLM_DTYPE_F32, SLM_DTYPE_F16, SLM_DTYPE_BF16};
+    int cases = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        for (size_t ti = 0; ti < sizeof quant / sizeof quant[0]; ti++) {
+            uint32_t wt = quant[ti];
+            int64_t be = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K ? 256 : 32;
+            int64_t k = be * irand(1, be == 256 ? 5 : 37), m = trial == 0 ? 1 : irand(1, 70);
+            int64_t cols = trial < 3 ? 1 : irand(2, 9);
+            size_t rb, as = cpu_act_bytes(wt, k);
+            uint8_t *w = rand_weights(wt, k, m, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(k * cols));
+            for (int64_t i = 0; i < k * cols; i++) x[i] = trial % 4 == 1 && i % 7 == 0 ? 0.0f : frand();
+            uint8_t *act_ref = calloc((size_t)cols, as), *act = calloc((size_t)cols, as);
+            for (int64_t c = 0; c < cols; c++) {
+                ref->quant_act(wt, x + c * k, k, act_ref + (size_t)c * as);
+                neon->quant_act(wt, x + c * k, k, act + (size_t)c * as);
+            }
+            check(memcmp(act, act_ref, as * (size_t)cols) == 0, "quant_act", wt, k, m, cols);
+            size_t ny = (size_t)(m * cols), scratch_bytes = cpu_mm_scratch_bytes(wt, k, cols);
+            float *y_ref = calloc(ny, sizeof(float)), *y = calloc(ny, sizeof(float));
+            void *scratch = malloc(scratch_bytes ? scratch_bytes : 1);
+            ref->mm_quant(wt, w, rb, m, k, act_ref, as, cols, y_ref, m, scratch);
+            neon->mm_quant(wt, w, rb, m, k, act_ref, as, cols, y, m, scratch);
+            check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "mm_quant", wt, k, m, cols);
+            free(w), free(x), free(act_ref), free(act), free(y_ref), free(y), free(scratch);
+            cases += 2;
+        }
+        for (size_t ti = 0; ti < sizeof flt / sizeof flt[0]; ti++) {
+            uint32_t wt = flt[ti];
+            int64_t k = irand(1, 300), m = trial == 0 ? 1 : irand(1, 70), cols = trial < 3 ? 1 : irand(2, 9);
+            size_t rb;
+            uint8_t *w = rand_weights(wt, k, m, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(k * cols));
+            for (int64_t i = 0; i < k * cols; i++) x[i] = frand();
+            size_t ny = (size_t)(m * cols), scratch_bytes = cpu_mm_scratch_bytes(wt, k, cols);
+            float *y_ref = calloc(ny, sizeof(float)), *y = calloc(ny, sizeof(float));
+            void *scratch = malloc(scratch_bytes ? scratch_bytes : 1);
+            ref->mm_float(wt, w, rb, m, k, x, cols, y_ref, m, scratch);
+            neon->mm_float(wt, w, rb, m, k, x, cols, y, m, scratch);
+            check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "mm_float", wt, k, m, cols);
+            free(w), free(x), free(y_ref), free(y), free(scratch);
+            cases++;
+        }
+    }
+    printf("neon_kernels: %d cases, %d failures\n", cases, failures);
+    return failures ? 1 : 0;
+}
