@@ -54,10 +54,9 @@ slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out
 void cpu_weight_cache_destroy(be_weight_cache *c);
 /* Declares [data, data + size) a read-only mapping of a file (the model's GGUF): after repacking a
  * matrix inside it the backend drops its pages from the process (MADV_DONTNEED; they stay in the
- * page cache), except those of [keep, keep + keep_size) — the token embeddings, whose rows the
- * EMBED op reads when they are also the output head. Weights elsewhere are left alone. */
-void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size, const void *keep,
-                                   size_t keep_size);
+ * page cache and a later read faults them back). The token embeddings, when they are also the
+ * output head, are then read by EMBED from the repacked copy. Weights elsewhere are left alone. */
+void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size);
 /* Makes be use c (borrowed; must outlive be) instead of a table of its own. */
 void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c);
 

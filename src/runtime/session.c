@@ -36,10 +36,8 @@ static slm_status share_weight_cache(const slm_model *model, backend *be, slm_er
     if (!m->rt_cache) {
         be_weight_cache *c = NULL;
         if ((st = cpu_weight_cache_create(&m->alloc, &c, e)) == SLM_OK) {
-            const mdl_tensor *emb = mdl_find_tensor(m, "token_embd.weight");
             if (m->format == SLM_FORMAT_GGUF && m->gguf.owns_map)
-                cpu_weight_cache_set_file_map(c, m->gguf.map.data, m->gguf.map.size, emb ? emb->data : NULL,
-                                              emb ? (size_t)emb->size_bytes : 0);
+                cpu_weight_cache_set_file_map(c, m->gguf.map.data, m->gguf.map.size);
             m->rt_cache = c;
             m->rt_cache_free = weight_cache_free;
         }
@@ -305,7 +303,7 @@ static void bind_view(slm_session *s, int32_t t, int64_t n, be_view *v) {
 /* Bytes a bound view spans (0 for a block type that does not divide its rows). */
 static size_t view_bytes(const be_view *v) {
     uint64_t row = 0;
-    if (dtype_row_bytes(v->dtype, (uint64_t)v->ne[0], &row)) return 0;
+    if (!dtype_row_bytes(v->dtype, (uint64_t)v->ne[0], &row)) return 0;
     return (size_t)row * (size_t)(v->ne[1] * v->ne[2] * v->ne[3]);
 }
 

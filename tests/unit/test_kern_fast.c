@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/kern_common.h"
 #include "base/dtype.h"
 #include "base/half.h"
 
@@ -245,6 +246,90 @@ static void matmul_all(void **unused) {
             free(y_gen);
             free(w), free(x), free(y_ref);
         }
+    }
+    ref->vt->destroy(ref);
+}
+
+/* The tiles keep every bit: each row's GGUF bytes come back from them exactly (EMBED reads a tied
+ * table this way once its file pages are released). Odd tile counts (a lone last tile), partial
+ * tiles, every repacked type. */
+static void tiles_read_back(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        int64_t be_ = dtype_traits_of(wt)->block_elems;
+        for (int trial = 0; trial < 6; trial++) {
+            int64_t k = be_ * irand(1, be_ == 256 ? 4 : 20), m = trial == 0 ? 1 : trial == 1 ? 40 : irand(1, 90);
+            int64_t ntiles = (m + 15) / 16;
+            size_t rb, bytes = (size_t)ntiles * (size_t)(k / CPU_QK) * cpu_tile_block_bytes(wt);
+            uint8_t *w = rand_weights(wt, k, m, &rb), *pk = malloc(bytes), *row = malloc(rb);
+            /* in two calls, split at an odd tile: any tile range is a valid repack call */
+            int64_t split = (ntiles / 2) | 1;
+            if (split > ntiles) split = ntiles;
+            cpu_repack_tiles(wt, w, rb, m, k, 0, split, pk);
+            cpu_repack_tiles(wt, w, rb, m, k, split, ntiles, pk);
+            for (int64_t r = 0; r < m; r++) {
+                cpu_tile_row(wt, pk, m, k, r, row);
+                if (memcmp(row, w + (size_t)r * rb, rb) != 0)
+                    fail_msg("%s k=%lld m=%lld: row %lld differs after the tiles", slm_dtype_name(wt), (long long)k,
+                             (long long)m, (long long)r);
+            }
+            free(w), free(pk), free(row);
+        }
+    }
+}
+
+/* EMBED: the fast kernel equals the reference bit for bit, reading the file rows and, once a
+ * matmul has repacked the table (an output head tied to the embeddings), the repacked copy. */
+static void embed_all(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_F16, SLM_DTYPE_BF16, SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        int64_t be_ = dtype_traits_of(wt)->block_elems;
+        int64_t d = be_ > 1 ? be_ * irand(1, be_ == 256 ? 3 : 9) : irand(1, 200), V = irand(17, 90);
+        size_t rb;
+        uint8_t *table = rand_weights(wt, d, V, &rb);
+        int32_t ids[7] = {0, (int32_t)V - 1, (int32_t)irand(0, V - 1), (int32_t)irand(0, V - 1), 16, 17,
+                          (int32_t)irand(0, V - 1)};
+        int64_t n = 7;
+        g_node nd = node(G_OP_EMBED, 2, 1);
+        be_view in[2] = {v4(wt, 2, d, V, 1, table), v4(SLM_DTYPE_I32, 1, n, 1, 1, ids)};
+        float *y_ref = out_alloc((size_t)(d * n)), *x = malloc(sizeof(float) * (size_t)d);
+        be_view out = v4(SLM_DTYPE_F32, 2, d, n, 1, y_ref);
+        run(ref, &nd, &out, in, n, 0);
+        for (int64_t i = 0; i < d; i++) x[i] = frand();
+        for (int li = 0; li < n_lv; li++) {
+            char what[96];
+            snprintf(what, sizeof what, "EMBED %s %s d=%lld V=%lld", slm_dtype_name(wt), cpu_isa_name(lv[li]),
+                     (long long)d, (long long)V);
+            backend *be = mk(true, lv[li], 2);
+            assert_non_null(cpu_fast_lookup(&nd, &out, in));
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1) { /* the table as a matmul's weights: repacked where the ISA has tiles */
+                    float *y = out_alloc((size_t)V);
+                    run_mm(be, wt, table, d, V, x, 1, y);
+                    free(y);
+                    bool tiles = cpu_mm_is_quant(wt) && cpu_isa_get(lv[li])->repack_tiles;
+                    if (tiles && !cpu_wpack_find((cpu_backend *)be, wt, table, d, V))
+                        fail_msg("%s: the matmul left no repacked copy to read", what);
+                }
+                float *y = out_alloc((size_t)(d * n));
+                be_view o = v4(SLM_DTYPE_F32, 2, d, n, 1, y);
+                run(be, &nd, &o, in, n, 0);
+                check_guard(y, (size_t)(d * n), what);
+                if (memcmp(y, y_ref, sizeof(float) * (size_t)(d * n)) != 0)
+                    fail_msg("%s: differs from the reference (%s)", what, pass ? "repacked copy" : "file rows");
+                free(y);
+            }
+            be->vt->destroy(be);
+        }
+        free(table), free(x), free(y_ref);
     }
     ref->vt->destroy(ref);
 }
@@ -691,7 +776,7 @@ static void dispatch_falls_back(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(dispatch_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,6 +170,26 @@ static uint8_t *slab_take(be_weight_cache *wc, size_t bytes) {
     return base;
 }
 
+/* The matmuls read the repacked copy from now on: drop the pages of the file layout from the
+ * process, so resident memory does not hold the weights twice — only inside the model's read-only
+ * file mapping, where MADV_DONTNEED loses nothing (the pages stay in the page cache, and a later
+ * read faults them back). Caller holds wc->mu. */
+static bool releasable(const be_weight_cache *wc, const uint8_t *p, size_t bytes) {
+    return wc->file_lo && p >= wc->file_lo && p + bytes <= wc->file_hi;
+}
+
+/* Drops the whole pages inside [p, p + bytes) from the process (a hint; failure changes nothing). */
+static void drop_pages(const void *p, size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Repacking and copying run over the pool in row ranges; with release set each task drops the
+ * source pages of its range as soon as it is done, so a large matrix (a 143 MB output head) is
+ * never resident twice, which would set the process's peak memory. */
 typedef struct repack_ctx {
     const cpu_isa *isa;
     uint32_t wt;
@@ -177,6 +197,7 @@ typedef struct repack_ctx {
     size_t row_bytes;
     int64_t m, k, ntiles, per_task;
     uint8_t *dst;
+    bool release;
 } repack_ctx;
 
 static void repack_task(void *vctx, int64_t task, int32_t thread) {
@@ -184,41 +205,22 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     repack_ctx *c = vctx;
     int64_t t0 = task * c->per_task, t1 = t0 + c->per_task < c->ntiles ? t0 + c->per_task : c->ntiles;
     c->isa->repack_tiles(c->wt, c->w, c->row_bytes, c->m, c->k, t0, t1, c->dst);
+    int64_t r1 = 16 * t1 < c->m ? 16 * t1 : c->m;
+    if (c->release) drop_pages(c->w + (size_t)(16 * t0) * c->row_bytes, (size_t)(r1 - 16 * t0) * c->row_bytes);
 }
 
-void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size, const void *keep,
-                                   size_t keep_size) {
+void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size) {
     pthread_mutex_lock(&c->mu);
     c->file_lo = data;
     c->file_hi = data ? (const uint8_t *)data + size : NULL;
-    c->keep_lo = keep;
-    c->keep_hi = keep ? (const uint8_t *)keep + keep_size : NULL;
     pthread_mutex_unlock(&c->mu);
-}
-
-/* The matmuls read the repacked copy from now on: drop the pages of the file layout from the
- * process, so resident memory does not hold the weights twice — only inside the model's read-only
- * file mapping, where MADV_DONTNEED loses nothing (the pages stay in the page cache). Caller holds
- * wc->mu. */
-static bool releasable(const be_weight_cache *wc, const uint8_t *p, size_t bytes) {
-    if (!wc->file_lo || p < wc->file_lo || p + bytes > wc->file_hi) return false;
-    return !(wc->keep_lo && p < wc->keep_hi && wc->keep_lo < p + bytes);
-}
-
-static void release_source(const be_weight_cache *wc, const void *w, size_t bytes) {
-    const uint8_t *p = w;
-    if (!releasable(wc, p, bytes)) return;
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) return;
-    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a hint; failure changes nothing */
 }
 
 typedef struct copy_ctx {
     const uint8_t *src;
     uint8_t *dst;
     size_t bytes, per_task;
+    bool release;
 } copy_ctx;
 
 static void copy_task(void *vctx, int64_t task, int32_t thread) {
@@ -226,9 +228,27 @@ static void copy_task(void *vctx, int64_t task, int32_t thread) {
     copy_ctx *c = vctx;
     size_t o = (size_t)task * c->per_task, n = c->bytes - o < c->per_task ? c->bytes - o : c->per_task;
     memcpy(c->dst + o, c->src + o, n);
+    if (c->release) drop_pages(c->src + o, n);
 }
 
 static bool is_float_type(uint32_t wt) { return wt == SLM_DTYPE_F32 || wt == SLM_DTYPE_F16 || wt == SLM_DTYPE_BF16; }
+
+const uint8_t *cpu_wpack_find(cpu_backend *cb, uint32_t wt, const void *w, int64_t k, int64_t m) {
+    be_weight_cache *wc = cb->wc;
+    if (!wc) return NULL;
+    const uint8_t *pk = NULL;
+    pthread_mutex_lock(&wc->mu);
+    if (wc->cap_packs) {
+        for (size_t i = pack_slot(wc, w); wc->packs[i].src; i = (i + 1) & (size_t)(wc->cap_packs - 1)) {
+            const cpu_wpack *e = &wc->packs[i];
+            if (e->src != w) continue;
+            if (e->isa == cb->isa && e->dtype == wt && e->k == k && e->m == m) pk = e->pk;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&wc->mu);
+    return pk;
+}
 
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
@@ -265,10 +285,10 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         bytes = SIZE_MAX;
     if (bytes < SIZE_MAX - 64) e.pk = slab_take(wc, (bytes + 63) & ~(size_t)63);
     if (e.pk && copy) {
-        copy_ctx c = {w, e.pk, bytes, bytes / (4 * (size_t)cb->n_threads) + 1};
+        copy_ctx c = {w, e.pk, bytes, bytes / (4 * (size_t)cb->n_threads) + 1, releasable(wc, w, src_bytes)};
         pool_run(cb->pool, (int64_t)((bytes + c.per_task - 1) / c.per_task), copy_task, &c);
     } else if (e.pk) {
-        repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk};
+        repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk, releasable(wc, w, src_bytes)};
         c.per_task = ntiles / (4 * cb->n_threads) + 1;
         pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);
     }
@@ -276,7 +296,7 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         if (e.pk) wc->slabs[wc->n_slabs - 1].used -= (bytes + 63) & ~(size_t)63; /* it was the last take */
         e.pk = NULL;
     }
-    if (e.pk) release_source(wc, w, src_bytes);
+    if (e.pk && releasable(wc, w, src_bytes)) drop_pages(w, src_bytes); /* pages at the ranges' edges */
     pthread_mutex_unlock(&wc->mu);
     return e.pk;
 }

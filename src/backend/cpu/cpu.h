@@ -181,7 +181,6 @@ struct be_weight_cache {
     cpu_wpack_slab *slabs; /* (cap_slabs); the last one takes new packs */
     int32_t n_slabs, cap_slabs;
     const uint8_t *file_lo, *file_hi; /* the model's read-only file mapping (cpu_weight_cache_set_file_map) */
-    const uint8_t *keep_lo, *keep_hi; /* inside it, pages never released */
 };
 
 typedef struct cpu_backend {
@@ -235,6 +234,9 @@ void cpu_backend_set_repack(backend *be, bool on);
  * released. NULL when the ISA has no packed kernels for wt, repacking is off, a float matrix is
  * outside the mapping, or memory is short (callers then use w). */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m);
+/* The repacked copy of w for this backend's ISA if one was built (by a matmul), else NULL; never
+ * builds one. */
+const uint8_t *cpu_wpack_find(cpu_backend *cb, uint32_t wt, const void *w, int64_t k, int64_t m);
 
 static inline void *cpu_scratch(cpu_backend *cb, int32_t thread) { return cb->scratch[thread]; }
 /* The shared work buffer, grown to at least bytes (64-byte aligned); NULL + NOMEM on failure. */

@@ -3,6 +3,7 @@
 #ifndef SLM_BACKEND_CPU_KERN_COMMON_H
 #define SLM_BACKEND_CPU_KERN_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/cpu/cpu.h"
@@ -29,6 +30,9 @@ static inline float cpu_reduce16(float acc[16]) {
  * that read them. */
 size_t cpu_tile_block_bytes(uint32_t wt);
 int32_t cpu_tile_group(uint32_t wt);
+/* The GGUF bytes of row `row` of an m x k matrix, read back from its tiles at pk (written by
+ * cpu_repack_tiles; every tile layout keeps all the bits, so this is the exact inverse). */
+void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst);
 
 /* Where one tile of a 32-block type keeps block b, relative to the start of its pair (tile t & ~1):
  * quants at b * stride + quants, scales (then Q4_1's mins) at b * stride + scales. */

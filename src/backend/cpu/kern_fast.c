@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/kern_common.h"
 #include "base/dtype.h"
 #include "base/half.h"
 
@@ -572,6 +573,64 @@ static slm_status k_copy(cpu_backend *cb, const g_node *nd, const be_view *out, 
     return SLM_OK;
 }
 
+/* ---- EMBED: (d, n) <- table (d, V), ids i32 (n) ------------------------------------------------- */
+
+/* A table that a matmul repacked (the output head tied to the embeddings) is read from its copy on
+ * huge pages: the file pages were released after repacking, and the copy holds every bit (rows
+ * come back from the tiles with cpu_tile_row). Then, as in the reference kernel, dequant_row. */
+typedef struct embed_ctx {
+    cpu_backend *cb;
+    const be_view *table, *ids, *out;
+    const uint8_t *pk; /* repacked copy, or NULL: the table itself */
+    bool tiles;        /* pk holds cpu_repack_tiles tiles, else plain rows */
+    size_t row_bytes;
+} embed_ctx;
+
+static void embed_task(void *vctx, int64_t t, int32_t thread) {
+    embed_ctx *c = vctx;
+    int64_t id = ((const int32_t *)c->ids->data)[t], d = c->table->ne[0];
+    float *dst = (float *)c->out->data + t * d;
+    const uint8_t *row = (c->pk ? c->pk : (const uint8_t *)c->table->data) + (size_t)id * c->row_bytes;
+    if (c->tiles) {
+        uint8_t *bytes = cpu_scratch(c->cb, thread);
+        cpu_tile_row(c->table->dtype, c->pk, c->table->ne[1], d, id, bytes);
+        row = bytes;
+    }
+    dequant_row(c->table->dtype, row, dst, d);
+}
+
+static bool embed_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    (void)nd; /* F32 tables are read in place by the reference kernel */
+    uint64_t rb;
+    return in[0].dtype != SLM_DTYPE_F32 && in[1].dtype == SLM_DTYPE_I32 && is_f32(out) &&
+           dtype_row_bytes(in[0].dtype, (uint64_t)in[0].ne[0], &rb);
+}
+
+static size_t embed_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    (void)cb, (void)nd, (void)out;
+    uint64_t rb = 0;
+    dtype_row_bytes(in[0].dtype, (uint64_t)in[0].ne[0], &rb);
+    return (size_t)rb;
+}
+
+static slm_status k_embed(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
+                          const be_call *call, slm_err *e) {
+    (void)nd, (void)call, (void)e;
+    embed_ctx c = {cb, &in[0], &in[1], out, NULL, false, 0};
+    uint64_t rb = 0;
+    dtype_row_bytes(in[0].dtype, (uint64_t)in[0].ne[0], &rb);
+    c.row_bytes = (size_t)rb;
+    c.pk = cpu_wpack_find(cb, in[0].dtype, in[0].data, in[0].ne[0], in[0].ne[1]);
+    bool float_copy = in[0].dtype == SLM_DTYPE_F16 || in[0].dtype == SLM_DTYPE_BF16;
+    if (c.pk && !float_copy) {
+        c.tiles = cb->isa->repack_tiles == cpu_repack_tiles;
+        if (!c.tiles) c.pk = NULL; /* a layout this file cannot read back */
+    }
+    int64_t n = in[1].ne[0];
+    pool_run(cb->pool, n, embed_task, &c);
+    return SLM_OK;
+}
+
 /* ---- the table ----------------------------------------------------------------------------------- */
 
 static const cpu_fast_kernel k_fast_matmul = {mm_supports, k_matmul, mm_scratch};
@@ -582,6 +641,7 @@ static const cpu_fast_kernel k_fast_conv = {conv_supports, k_conv1d, NULL};
 static const cpu_fast_kernel k_fast_rows = {rows_supports, k_rows, NULL};
 static const cpu_fast_kernel k_fast_rope = {rope_supports, k_rope, rope_scratch};
 static const cpu_fast_kernel k_fast_copy = {copy_supports, k_copy, NULL};
+static const cpu_fast_kernel k_fast_embed = {embed_supports, k_embed, embed_scratch};
 
 /* Indexed by op; ops left out (or added to the op set later) run their reference kernel. */
 static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
@@ -591,7 +651,7 @@ static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
     [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
     [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
     [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write, [G_OP_SLICE] = &k_fast_copy,
-    [G_OP_CONCAT] = &k_fast_copy,
+    [G_OP_CONCAT] = &k_fast_copy,    [G_OP_EMBED] = &k_fast_embed,
 };
 
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {

@@ -133,3 +133,79 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
 int32_t cpu_tile_group(uint32_t wt) {
     return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? 2 : 1;
 }
+
+/* ---- the inverse: a row's GGUF bytes back from the tiles ------------------------------------------ */
+
+/* Q4_K's 12 bytes of 6-bit scales and mins from their values (the inverse of kquant_values). */
+static void pack_q4k_scales(const int32_t sc[8], const int32_t mn[8], uint8_t s[12]) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t)(mn[j] | ((mn[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t)((sc[j + 4] & 0x0F) | ((mn[j + 4] & 0x0F) << 4));
+    }
+}
+
+void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst) {
+    int64_t t = row / 16, ntiles = (m + 15) / 16;
+    int r = (int)(row % 16);
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        bool q4 = wt == SLM_DTYPE_Q4_K;
+        int64_t nbk = k / CPU_QK_K;
+        size_t sbb = q4 ? KT_Q4K : KT_Q6K, bsz = q4 ? 144 : 210;
+        for (int64_t B = 0; B < nbk; B++) {
+            const uint8_t *in = pk + ((size_t)t * (size_t)nbk + (size_t)B) * sbb;
+            uint8_t *x = dst + (size_t)B * bsz;
+            if (q4) {
+                int32_t sc[8], mn[8];
+                for (int s = 0; s < 8; s++) sc[s] = in[2048 + 16 * s + r], mn[s] = in[2176 + 16 * s + r];
+                memcpy(x, in + 2304 + 2 * r, 2);
+                memcpy(x + 2, in + 2336 + 2 * r, 2);
+                pack_q4k_scales(sc, mn, x + 4);
+                for (int v = 0; v < 32; v++) memcpy(x + 16 + 4 * v, in + 64 * v + 4 * r, 4);
+                continue;
+            }
+            uint8_t q[256];
+            for (int j = 0; j < 16; j++) {
+                uint8_t *e = q + 16 * j;
+                for (int i = 0; i < 4; i++) {
+                    uint8_t n0 = in[192 * j + 4 * r + i], n1 = in[192 * j + 64 + 4 * r + i];
+                    uint8_t hb = in[192 * j + 128 + 4 * r + i];
+                    e[i] = (uint8_t)((n0 & 0x0F) | ((hb & 3) << 4));
+                    e[4 + i] = (uint8_t)((n0 >> 4) | (((hb >> 2) & 3) << 4));
+                    e[8 + i] = (uint8_t)((n1 & 0x0F) | (((hb >> 4) & 3) << 4));
+                    e[12 + i] = (uint8_t)((n1 >> 4) | (((hb >> 6) & 3) << 4));
+                }
+                x[192 + j] = in[3072 + 16 * j + r];
+            }
+            for (int n = 0; n < 2; n++) {
+                uint8_t *L = x + 64 * n, *H = x + 128 + 32 * n;
+                const uint8_t *qn = q + 128 * n;
+                for (int l = 0; l < 32; l++) {
+                    L[l] = (uint8_t)((qn[l] & 0x0F) | ((qn[l + 64] & 0x0F) << 4));
+                    L[l + 32] = (uint8_t)((qn[l + 32] & 0x0F) | ((qn[l + 96] & 0x0F) << 4));
+                    H[l] = (uint8_t)((qn[l] >> 4) | ((qn[l + 32] >> 4) << 2) | ((qn[l + 64] >> 4) << 4) | ((qn[l + 96] >> 4) << 6));
+                }
+            }
+            memcpy(x + 208, in + 3328 + 2 * r, 2);
+        }
+        return;
+    }
+    int64_t nb = k / CPU_QK;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
+    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
+    const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = base + (size_t)b * sub.stride + sub.quants, *sc = base + (size_t)b * sub.stride + sub.scales;
+        uint8_t *blk = dst + (size_t)b * bsz;
+        memcpy(blk, sc + 2 * r, 2);
+        if (wt == SLM_DTYPE_Q4_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
+        for (int j = 0; j < nq; j++) {
+            uint32_t d;
+            memcpy(&d, q + 64 * j + 4 * r, 4);
+            if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
+            memcpy(blk + qoff + 4 * j, &d, 4);
+        }
+    }
+}
