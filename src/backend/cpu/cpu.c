@@ -187,9 +187,11 @@ static void drop_pages(const void *p, size_t bytes) {
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* Repacking and copying run over the pool in row ranges; with release set each task drops the
- * source pages of its range as soon as it is done, so a large matrix (a 143 MB output head) is
- * never resident twice, which would set the process's peak memory. */
+/* Repacking and copying run over the pool in row ranges of at most about PACK_TASK_BYTES of
+ * source; with release set each task drops the source pages of its range as soon as it is done,
+ * so a large matrix (a 143 MB output head) is never resident twice, which would set the process's
+ * peak memory. */
+#define PACK_TASK_BYTES ((size_t)4 << 20)
 typedef struct repack_ctx {
     const cpu_isa *isa;
     uint32_t wt;
@@ -285,11 +287,15 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
         bytes = SIZE_MAX;
     if (bytes < SIZE_MAX - 64) e.pk = slab_take(wc, (bytes + 63) & ~(size_t)63);
     if (e.pk && copy) {
-        copy_ctx c = {w, e.pk, bytes, bytes / (4 * (size_t)cb->n_threads) + 1, releasable(wc, w, src_bytes)};
+        size_t per_task = bytes / (4 * (size_t)cb->n_threads) + 1;
+        if (per_task > PACK_TASK_BYTES) per_task = PACK_TASK_BYTES;
+        copy_ctx c = {w, e.pk, bytes, per_task, releasable(wc, w, src_bytes)};
         pool_run(cb->pool, (int64_t)((bytes + c.per_task - 1) / c.per_task), copy_task, &c);
     } else if (e.pk) {
         repack_ctx c = {isa, wt, w, row_bytes, m, k, ntiles, 0, e.pk, releasable(wc, w, src_bytes)};
         c.per_task = ntiles / (4 * cb->n_threads) + 1;
+        int64_t cap = (int64_t)(PACK_TASK_BYTES / (16 * row_bytes)) + 1;
+        if (c.per_task > cap) c.per_task = cap;
         pool_run(cb->pool, (ntiles + c.per_task - 1) / c.per_task, repack_task, &c);
     }
     if (!pack_insert(wc, e)) {
