@@ -10,7 +10,11 @@
  * so a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80),
  * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). A last tile
  * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
- * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case.
+ * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K,
+ * Q6_K): tile after tile, each super-block in the layout kern_common.h describes.
+ *
+ * No layout drops a bit: cpu_tile_row gives any row's GGUF bytes back (EMBED reads a table tied to
+ * the output head that way once its file pages are released).
  */
 #include <string.h>
 
