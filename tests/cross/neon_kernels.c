@@ -1,7 +1,7 @@
 /* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
  * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
- * the quantised matmuls (Q4_0, Q4_1, Q8_0 in NEON; Q4_K, Q6_K through its fallback) and the float
- * matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the same bits, so
+ * the quantised matmuls (Q4_0, Q4_1, Q8_0 in NEON, in the file layout and on repacked tile pairs;
+ * Q4_K, Q6_K through its fallback) and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the same bits, so
  * the portable C is the reference. Cross-compiled for aarch64 with the dot-product extension and
  * run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86); only the kernel files
  * are linked. Exit status 0 when every case matches. */
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/kern_common.h"
 #include "base/half.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -99,8 +100,27 @@ int main(void) {
             ref->mm_quant(wt, w, rb, m, k, act_ref, as, cols, y_ref, m, scratch);
             neon->mm_quant(wt, w, rb, m, k, act_ref, as, cols, y, m, scratch);
             check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "mm_quant", wt, k, m, cols);
-            free(w), free(x), free(act_ref), free(act), free(y_ref), free(y), free(scratch);
             cases += 2;
+            if (neon->tile_block_bytes(wt)) { /* the repacked tiles: whole matrix, then from tile 2 on */
+                int64_t ntiles = (m + 15) / 16;
+                size_t tile_bytes = (size_t)(k / CPU_QK) * neon->tile_block_bytes(wt);
+                uint8_t *pk = malloc((size_t)ntiles * tile_bytes);
+                neon->repack_tiles(wt, w, rb, m, k, 0, ntiles, pk);
+                memset(y, 0, ny * sizeof(float));
+                neon->mm_quant_packed(wt, pk, m, k, act_ref, as, cols, y, m);
+                check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "mm_quant_packed", wt, k, m, cols);
+                if (m > 32) {
+                    memset(y, 0, ny * sizeof(float));
+                    neon->mm_quant_packed(wt, pk + 2 * tile_bytes, m - 32, k, act_ref, as, cols, y + 32, m);
+                    bool same = true;
+                    for (int64_t c = 0; c < cols; c++)
+                        same = same && memcmp(y + c * m + 32, y_ref + c * m + 32, sizeof(float) * (size_t)(m - 32)) == 0;
+                    check(same, "mm_quant_packed from tile 2", wt, k, m, cols);
+                }
+                free(pk);
+                cases += 2;
+            }
+            free(w), free(x), free(act_ref), free(act), free(y_ref), free(y), free(scratch);
         }
         for (size_t ti = 0; ti < sizeof flt / sizeof flt[0]; ti++) {
             uint32_t wt = flt[ti];

@@ -15,5 +15,5 @@ fi
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -march=armv8.2-a+dotprod -Wall -Wextra -Werror -fsanitize=undefined -fno-sanitize-recover=all \
   -I"$src/src" -I"$src/include" "$src/tests/cross/neon_kernels.c" "$src/src/backend/cpu/kern_neon.c" \
-  "$src/src/backend/cpu/kern_generic.c" -lm -o "$out/neon_kernels"
+  "$src/src/backend/cpu/kern_generic.c" "$src/src/backend/cpu/kern_tiles.c" -lm -o "$out/neon_kernels"
 qemu-aarch64 -cpu max -L "$sysroot" "$out/neon_kernels"

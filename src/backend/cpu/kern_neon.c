@@ -5,8 +5,9 @@
  * plain ARMv8.0, -march=armv8.2-a+dotprod (see CMakeLists.txt).
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
- * quantised matmuls (exact block sums with sdot on signed weights, then cpu.h's canonical FMA with
- * 4 rows in the 4 lanes) and the float matmuls (the canonical 16 lanes as four 4-lane
+ * quantised matmuls in the file layout (exact block sums with sdot on signed weights, then cpu.h's
+ * canonical FMA with 4 rows in the 4 lanes) and on the repacked tile pairs (kern_tiles.c; sdot by
+ * lane, 16 rows per tile), and the float matmuls (the canonical 16 lanes as four 4-lane
  * accumulators). Every other entry is the portable C. Checked bit for bit against the portable C
  * by tests/unit/test_kern_fast.c on aarch64 hosts and, cross-compiled, under qemu-user on x86
  * (tests/cross/neon_kernels.c). */
@@ -130,6 +131,77 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
         cpu_mm_quant_generic(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
 
+/* ---- 32-block matmul on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 --------- */
+
+/* Q4_0, Q4_1 and Q8_0 only: the K types keep their file layout here (mm_quant). */
+static size_t tile_block_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? cpu_tile_block_bytes(wt) : 0;
+}
+
+/* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
+ * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
+ * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles as
+ * non-negative int8 with Q4_0's -8 in the activations' aux sum; Q8_0 back to int8 from w ^ 0x80).
+ * Then cpu.h's canonical FMA per row. Rows [0, nr) of the 16 are written. */
+static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k, const uint8_t *ac,
+                     float *y, int64_t nr) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), flip = vdupq_n_u8(0x80);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
+        const uint8_t *q = pk + sub.quants, *sc = pk + sub.scales, *a = ac + 32 * b;
+        int32_t aux = wt == SLM_DTYPE_Q4_0 ? ldi(ac + k + 4 * nb + 4 * b) : 0;
+        int32x4_t is[4];
+        for (int g = 0; g < 4; g++) is[g] = vdupq_n_s32(aux);
+        int8x16_t a0 = vld1q_s8((const int8_t *)a), a1 = vld1q_s8((const int8_t *)a + 16);
+        if (wt == SLM_DTYPE_Q8_0) {
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *qg = q + 16 * g;
+#define Q8_STEP(j, av, lane) \
+    is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qg + 64 * (j)), flip)), av, lane)
+                Q8_STEP(0, a0, 0); Q8_STEP(1, a0, 1); Q8_STEP(2, a0, 2); Q8_STEP(3, a0, 3);
+                Q8_STEP(4, a1, 0); Q8_STEP(5, a1, 1); Q8_STEP(6, a1, 2); Q8_STEP(7, a1, 3);
+#undef Q8_STEP
+            }
+        } else {
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *qg = q + 16 * g;
+#define Q4_STEP(j)                                                                                   \
+    do {                                                                                             \
+        uint8x16_t v = vld1q_u8(qg + 64 * (j));                                                      \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vandq_u8(v, m4)), a0, j);                 \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), a1, j);                \
+    } while (0)
+                Q4_STEP(0); Q4_STEP(1); Q4_STEP(2); Q4_STEP(3);
+#undef Q4_STEP
+            }
+        }
+        float da = ldf(ac + k + 4 * b);
+        for (int g = 0; g < 4; g++) {
+            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(sc + 8 * g))));
+            acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is[g]), vmulq_n_f32(dw, da));
+            if (wt == SLM_DTYPE_Q4_1) {
+                float32x4_t mw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(sc + 32 + 8 * g))));
+                acc[g] = vfmaq_f32(acc[g], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
+            }
+        }
+    }
+    float out[16];
+    for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, acc[g]);
+    memcpy(y, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
+}
+
+static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                            size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
+    size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * tile_bytes;
+        cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
+        for (int64_t c = 0; c < ncols; c++)
+            tile_col(wt, base, sub, nb, k, act + (size_t)c * act_stride, y + c * ldy + 16 * t, nr - 16 * t);
+    }
+}
+
 /* ---- float weights: canonical 16 lanes as four 4-lane accumulators ---------------------------- */
 
 static inline float32x4_t load_w4(uint32_t wt, const uint8_t *w, int64_t i) {
@@ -165,6 +237,10 @@ static const cpu_isa k_neon = {
     .level = CPU_ISA_NEON,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
+    .tile_block_bytes = tile_block_bytes,
+    .tile_group = cpu_tile_group,
+    .repack_tiles = cpu_repack_tiles,
+    .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_block = cpu_attn_block_generic,
     .cvt_f16 = cpu_cvt_f16_generic,
