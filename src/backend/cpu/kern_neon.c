@@ -6,9 +6,9 @@
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
  * quantised matmuls in the file layout (exact block sums with sdot on signed weights, then cpu.h's
- * canonical FMA with 4 rows in the 4 lanes) and on the repacked tile pairs (kern_tiles.c; sdot by
- * lane, 16 rows per tile), and the float matmuls (the canonical 16 lanes as four 4-lane
- * accumulators). Every other entry is the portable C. Checked bit for bit against the portable C
+ * canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1,
+ * Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal
+ * sums), and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is the portable C. Checked bit for bit against the portable C
  * by tests/unit/test_kern_fast.c on aarch64 hosts and, cross-compiled, under qemu-user on x86
  * (tests/cross/neon_kernels.c). */
 #include "backend/cpu/cpu.h"
@@ -133,10 +133,6 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- 32-block matmul on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 --------- */
 
-/* Q4_0, Q4_1 and Q8_0 only: the K types keep their file layout here (mm_quant). */
-static size_t tile_block_bytes(uint32_t wt) {
-    return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? cpu_tile_block_bytes(wt) : 0;
-}
 
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
  * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
@@ -190,8 +186,95 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
     memcpy(y, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
 }
 
+/* Four int8 at p (u8 when is_unsigned) widened to int32 lanes. */
+static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
+    uint8_t b[8] = {p[0], p[1], p[2], p[3], 0, 0, 0, 0};
+    uint8x8_t v = vld1_u8(b);
+    if (is_unsigned) return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(v))));
+    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(v))));
+}
+
+static inline float32x4_t f16x4(const uint8_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
+}
+
+/* One column against one K-quant tile (nbk super-blocks of the layout in kern_common.h), the
+ * arithmetic of kern_avx512.c's packed_tile_kquant: exact integer sums per sub-block, then
+ * cpu.h's canonical FMAs per row. Rows [0, nr) of the 16 are written. */
+static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, float *y, int64_t nr) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
+    const bool q4 = wt == SLM_DTYPE_Q4_K;
+    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < nbk; b++, pk += sbb) {
+        const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES;
+        const int8_t *a = (const int8_t *)ab + 4;
+        int16_t bs[16];
+        memcpy(bs, ab + 260, sizeof bs);
+        float da = ldf(ab);
+        for (int g = 0; g < 4; g++) { /* rows 4g..4g+3 */
+            int32x4_t is = vdupq_n_s32(0), corr = vdupq_n_s32(0);
+            if (q4) {
+                for (int c = 0; c < 4; c++) {
+                    int8x16_t l0 = vld1q_s8(a + 64 * c), l1 = vld1q_s8(a + 64 * c + 16);
+                    int8x16_t h0 = vld1q_s8(a + 64 * c + 32), h1 = vld1q_s8(a + 64 * c + 48);
+                    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+                    const uint8_t *v = pk + 64 * 8 * c + 16 * g;
+#define Q4K_STEP(j, la, ha, lane)                                                                    \
+    do {                                                                                             \
+        uint8x16_t w = vld1q_u8(v + 64 * (j));                                                       \
+        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(vandq_u8(w, m4)), la, lane);                    \
+        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(vshrq_n_u8(w, 4)), ha, lane);                   \
+    } while (0)
+                    Q4K_STEP(0, l0, h0, 0); Q4K_STEP(1, l0, h0, 1); Q4K_STEP(2, l0, h0, 2); Q4K_STEP(3, l0, h0, 3);
+                    Q4K_STEP(4, l1, h1, 0); Q4K_STEP(5, l1, h1, 1); Q4K_STEP(6, l1, h1, 2); Q4K_STEP(7, l1, h1, 3);
+#undef Q4K_STEP
+                    is = vaddq_s32(is, vaddq_s32(vmulq_s32(lo, widen4(pk + 2048 + 32 * c + 4 * g, true)),
+                                                 vmulq_s32(hi, widen4(pk + 2048 + 32 * c + 16 + 4 * g, true))));
+                }
+                for (int sb = 0; sb < 8; sb++)
+                    corr = vaddq_s32(corr, vmulq_s32(widen4(pk + 2176 + 16 * sb + 4 * g, true),
+                                                     vdupq_n_s32(bs[2 * sb] + bs[2 * sb + 1])));
+                acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is), vmulq_n_f32(f16x4(pk + 2304 + 8 * g), da));
+                acc[g] = vfmsq_f32(acc[g], vcvtq_f32_s32(corr), vmulq_n_f32(f16x4(pk + 2336 + 8 * g), da));
+            } else {
+                for (int j = 0; j < 16; j++) {
+                    const uint8_t *v = pk + 192 * j + 16 * g;
+                    uint8x16_t L0 = vld1q_u8(v), L1 = vld1q_u8(v + 64), H = vld1q_u8(v + 128);
+                    uint8x16_t q0 = vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H, 4), m30));
+                    uint8x16_t q1 = vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(vshlq_n_u8(H, 2), m30));
+                    uint8x16_t q2 = vorrq_u8(vandq_u8(L1, m4), vandq_u8(H, m30));
+                    uint8x16_t q3 = vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(vshrq_n_u8(H, 2), m30));
+                    int8x16_t aj = vld1q_s8(a + 16 * j);
+                    int32x4_t sum = vdotq_laneq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), aj, 0);
+                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q1), aj, 1);
+                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q2), aj, 2);
+                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q3), aj, 3);
+                    int32x4_t sc = widen4(pk + 3072 + 16 * j + 4 * g, false);
+                    is = vaddq_s32(is, vmulq_s32(sum, sc));
+                    corr = vaddq_s32(corr, vmulq_s32(sc, vdupq_n_s32(bs[j])));
+                }
+                int32x4_t isum = vsubq_s32(is, vshlq_n_s32(corr, 5));
+                acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(isum), vmulq_n_f32(f16x4(pk + 3328 + 8 * g), da));
+            }
+        }
+    }
+    float out[16];
+    for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, acc[g]);
+    memcpy(y, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
+}
+
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
+        size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
+        for (int64_t t = 0; t < ntiles; t++)
+            for (int64_t c = 0; c < ncols; c++)
+                tile_col_kquant(wt, pk + (size_t)t * tile_bytes, nbk, act + (size_t)c * act_stride,
+                                y + c * ldy + 16 * t, nr - 16 * t);
+        return;
+    }
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
     size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
     for (int64_t t = 0; t < ntiles; t++) {
@@ -237,7 +320,7 @@ static const cpu_isa k_neon = {
     .level = CPU_ISA_NEON,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = tile_block_bytes,
+    .tile_block_bytes = cpu_tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
