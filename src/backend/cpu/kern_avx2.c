@@ -666,7 +666,8 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
                 for (int q = Q0; q < Q1; q++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 64 * j + 32 * (q & 1)));
                     __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), lo), ones);
-                    __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi), ones);
+                    __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(vh, hi), ones);
                     is[q] = _mm256_add_epi32(_mm256_add_epi32(is[q], pl), ph);
                 }
             }

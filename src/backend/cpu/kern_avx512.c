@@ -373,7 +373,8 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
         }
         const uint8_t *sc = pk + 2 * qb;
         __m512 d = _mm512_set1_ps(ldf(da));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is0), _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)), d), acc0);
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is0),
+                               _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)), d), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is1),
                                _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb))), d), acc1);
         if (q41) {
@@ -1111,7 +1112,8 @@ static void conv_row(float *y, const float *x, int64_t ldx, const float *w, int6
         __m512i idx[4];
         __mmask16 upper[4];
         for (int64_t kk = 0; kk < K; kk++) {
-            __m512i flat = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K)), _mm512_set1_epi32((int)kk));
+            __m512i flat =
+                _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int)K)), _mm512_set1_epi32((int)kk));
             idx[kk] = _mm512_and_si512(flat, _mm512_set1_epi32(31));
             upper[kk] = _mm512_cmpge_epi32_mask(flat, _mm512_set1_epi32(32));
         }
@@ -1123,7 +1125,8 @@ static void conv_row(float *y, const float *x, int64_t ldx, const float *w, int6
             for (int j = 0; j < 4; j++) v[j] = _mm512_maskz_loadu_ps(mask16(nw - 16 * j), wc + 16 * j);
             __m512 acc = _mm512_setzero_ps();
             for (int64_t kk = 0; kk < K; kk++) {
-                __m512 lo = _mm512_permutex2var_ps(v[0], idx[kk], v[1]), hi = _mm512_permutex2var_ps(v[2], idx[kk], v[3]);
+                __m512 lo = _mm512_permutex2var_ps(v[0], idx[kk], v[1]);
+                __m512 hi = _mm512_permutex2var_ps(v[2], idx[kk], v[3]);
                 __m512 wv = _mm512_mask_blend_ps(upper[kk], lo, hi);
                 acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + kk * ldx + c), acc);
             }

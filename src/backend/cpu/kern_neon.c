@@ -6,11 +6,11 @@
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
  * quantised matmuls in the file layout (exact block sums with sdot on signed weights, then cpu.h's
- * canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1,
- * Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal
- * sums), and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is the portable C. Checked bit for bit against the portable C
- * by tests/unit/test_kern_fast.c on aarch64 hosts and, cross-compiled, under qemu-user on x86
- * (tests/cross/neon_kernels.c). */
+ * canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1, Q8_0,
+ * Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
+ * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
+ * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
 #include "backend/cpu/cpu.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
@@ -134,6 +134,11 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 /* ---- 32-block matmul on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 --------- */
 
 
+/* Four f16 at p as f32 lanes. */
+static inline float32x4_t f16x4(const uint8_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
+}
+
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
  * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
  * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles as
@@ -173,10 +178,10 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
         }
         float da = ldf(ac + k + 4 * b);
         for (int g = 0; g < 4; g++) {
-            float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(sc + 8 * g))));
+            float32x4_t dw = f16x4(sc + 8 * g);
             acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is[g]), vmulq_n_f32(dw, da));
             if (wt == SLM_DTYPE_Q4_1) {
-                float32x4_t mw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(sc + 32 + 8 * g))));
+                float32x4_t mw = f16x4(sc + 32 + 8 * g);
                 acc[g] = vfmaq_f32(acc[g], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
         }
@@ -194,9 +199,6 @@ static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
     return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(v))));
 }
 
-static inline float32x4_t f16x4(const uint8_t *p) {
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
-}
 
 /* One column against one K-quant tile (nbk super-blocks of the layout in kern_common.h), the
  * arithmetic of kern_avx512.c's packed_tile_kquant: exact integer sums per sub-block, then

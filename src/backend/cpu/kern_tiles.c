@@ -187,7 +187,8 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
                 for (int l = 0; l < 32; l++) {
                     L[l] = (uint8_t)((qn[l] & 0x0F) | ((qn[l + 64] & 0x0F) << 4));
                     L[l + 32] = (uint8_t)((qn[l + 32] & 0x0F) | ((qn[l + 96] & 0x0F) << 4));
-                    H[l] = (uint8_t)((qn[l] >> 4) | ((qn[l + 32] >> 4) << 2) | ((qn[l + 64] >> 4) << 4) | ((qn[l + 96] >> 4) << 6));
+                    H[l] = (uint8_t)((qn[l] >> 4) | ((qn[l + 32] >> 4) << 2) | ((qn[l + 64] >> 4) << 4) |
+                                     ((qn[l + 96] >> 4) << 6));
                 }
             }
             memcpy(x + 208, in + 3328 + 2 * r, 2);
