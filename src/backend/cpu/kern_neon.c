@@ -131,8 +131,7 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
         cpu_mm_quant_generic(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
 
-/* ---- 32-block matmul on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 --------- */
-
+/* ---- matmuls on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 ----------------- */
 
 /* Four f16 at p as f32 lanes. */
 static inline float32x4_t f16x4(const uint8_t *p) {
