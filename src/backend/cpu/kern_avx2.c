@@ -356,14 +356,26 @@ CPU_MMF_SIZE(mmf_2x2, 2, 2)
 CPU_MMF_SIZE(mmf_2x1, 2, 1)
 CPU_MMF_SIZE(mmf_1x1, 1, 1)
 
+/* Activation bytes per column block in prefill (mm_float). */
+#define MMF_COL_BLOCK_BYTES ((size_t)256 << 10)
+
 static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
     int64_t r = 0;
     pf_state pf = {(const char *)w, (const char *)w + (size_t)nr * row_bytes};
+    /* prefill: columns in blocks of ~MMF_COL_BLOCK_BYTES of activations, each block against all
+     * rows of the range, so the activations come from L2 rather than once per 2 rows from L3 */
+    int64_t c2 = ncols / 2 * 2, cb = (int64_t)(MMF_COL_BLOCK_BYTES / ((size_t)k * sizeof(float))) / 2 * 2;
+    if (cb < 2) cb = 2;
+    if (ncols >= 4)
+        for (int64_t c0 = 0; c0 < c2; c0 += cb)
+            for (int64_t r2 = 0; r2 + 2 <= nr; r2 += 2)
+                for (int64_t c = c0; c < c0 + cb && c < c2; c += 2)
+                    mmf_2x2(wt, w + (size_t)r2 * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r2, ldy, NULL);
     for (; r + 2 <= nr; r += 2) {
         const uint8_t *wr = w + (size_t)r * row_bytes;
-        int64_t c = 0;
+        int64_t c = ncols >= 4 ? c2 : 0;
         for (; c + 2 <= ncols; c += 2) mmf_2x2(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
         /* decode: the first column streams the rows (prefetched); later ones hit cache */
         for (; c < ncols; c++) mmf_2x1(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, c == 0 && ncols < 2 ? &pf : NULL);

@@ -743,6 +743,7 @@ static void mmf_4x6(uint32_t wt, const uint8_t *w, size_t rb, int64_t k, const f
 }
 
 /* The tile sizes, each with the weight type as a constant. */
+#define MMF_COL_BLOCK_BYTES ((size_t)256 << 10)
 CPU_MMF_SIZE(mmf_4x4, 4, 4)
 CPU_MMF_SIZE(mmf_4x1, 4, 1)
 CPU_MMF_SIZE(mmf_2x1, 2, 1)
@@ -753,10 +754,17 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     (void)scratch;
     int64_t r = 0;
     pf_state pf = {(const char *)w, (const char *)w + (size_t)nr * row_bytes};
+    /* prefill: columns in blocks of ~MMF_COL_BLOCK_BYTES of activations, each block against all
+     * rows of the range, so the activations come from L2 rather than once per 4 rows from L3 */
+    int64_t c6 = ncols / 6 * 6, cb = (int64_t)(MMF_COL_BLOCK_BYTES / ((size_t)k * sizeof(float))) / 6 * 6;
+    if (cb < 6) cb = 6;
+    for (int64_t c0 = 0; c0 < c6; c0 += cb)
+        for (int64_t r4 = 0; r4 + 4 <= nr; r4 += 4)
+            for (int64_t c = c0; c < c0 + cb && c < c6; c += 6)
+                mmf_4x6(wt, w + (size_t)r4 * row_bytes, row_bytes, k, x + c * k, y + c * ldy + r4, ldy);
     for (; r + 4 <= nr; r += 4) {
         const uint8_t *wr = w + (size_t)r * row_bytes;
-        int64_t c = 0;
-        for (; c + 6 <= ncols; c += 6) mmf_4x6(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy);
+        int64_t c = c6;
         for (; c + 4 <= ncols; c += 4) mmf_4x4(wt, wr, row_bytes, k, x + c * k, y + c * ldy + r, ldy, NULL);
         /* decode: the first column streams the rows (prefetched); later ones hit cache */
         if (ncols == 1) { /* decode: 2-row tiles stream faster than 4-row ones (+6% on F16) */

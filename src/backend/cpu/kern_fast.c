@@ -40,6 +40,9 @@ typedef struct mm_ctx {
 } mm_ctx;
 
 #define MM_TILE 16
+/* Prefill on float weights: tiles per task; mm_float then runs each block of activation columns
+ * against all 64 rows, so the activations are read from L3 once per 64 rows, not per 4. */
+#define MMF_PREFILL_TILES 4
 
 static void mm_task(void *vctx, int64_t task, int32_t thread) {
     mm_ctx *c = vctx;
@@ -127,6 +130,7 @@ static int64_t mm_setup(cpu_backend *cb, const be_view *out, const be_view *in, 
     /* decode: a few long row ranges per thread (each is streamed and prefetched sequentially);
      * prefill: one tile per task */
     c->tiles_per_task = c->cols >= 4 ? 1 : (n_tiles + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    if (c->cols >= 4 && !c->act) c->tiles_per_task = MMF_PREFILL_TILES;
     if (c->cols * c->k * c->m < 4 * PAR_MIN_ELEMS) c->tiles_per_task = n_tiles;
     if (c->pk) { /* ranges start at a tile group (a pair of interleaved tiles) */
         int64_t g = cb->isa->tile_group(c->wt);
