@@ -314,26 +314,36 @@ static bool views_overlap(const be_view *a, const be_view *b) {
 
 #define MATMUL_GROUP_MAX 8
 
-/* Nodes f->nodes[i, i + len) that are MATMULs of one layer reading the same activation tensor. */
-static int32_t matmul_group_len(const g_program *p, const g_function *f, int32_t i) {
+/* A matmul group from f->nodes[i]: the MATMULs of one layer that read the same activation tensor,
+ * with nothing between them but RESHAPEs (views, which run no kernel: LFM2 and Qwen3.5 reshape q
+ * and k between their projections). Fills members[] with their positions in f->nodes and returns
+ * their count; *span is the number of nodes from i through the last member. */
+static int32_t matmul_group(const g_program *p, const g_function *f, int32_t i, int32_t members[MATMUL_GROUP_MAX],
+                            int32_t *span) {
     const g_node *first = &p->nodes[f->nodes[i]];
-    int32_t len = 1;
-    while (len < MATMUL_GROUP_MAX && i + len < f->n_nodes) {
-        const g_node *nd = &p->nodes[f->nodes[i + len]];
+    int32_t n = 0;
+    members[n++] = i;
+    *span = 1;
+    for (int32_t j = i + 1; n < MATMUL_GROUP_MAX && j < f->n_nodes; j++) {
+        const g_node *nd = &p->nodes[f->nodes[j]];
+        if (nd->op == G_OP_RESHAPE) continue;
         if (nd->op != G_OP_MATMUL || nd->layer != first->layer || nd->in[1] != first->in[1]) break;
-        len++;
+        members[n++] = j;
+        *span = j - i + 1;
     }
-    return len;
+    return n;
 }
 
-/* Runs the group of len MATMUL nodes at f->nodes[i] as one backend job; SLM_ERR_UNSUPPORTED (nothing
- * run) when the backend does not take it or its outputs overlap its inputs. */
-static slm_status run_matmul_group(slm_session *s, const g_function *f, int32_t i, int32_t len, int64_t n, slm_err *e) {
+/* Runs the matmul group at positions members[0, len) of f->nodes as one backend job;
+ * SLM_ERR_UNSUPPORTED (nothing run) when the backend does not take it or its outputs overlap its
+ * inputs. */
+static slm_status run_matmul_group(slm_session *s, const g_function *f, const int32_t *members, int32_t len, int64_t n,
+                                   slm_err *e) {
     const g_program *p = s->prog;
     be_view out[MATMUL_GROUP_MAX], in[2 * MATMUL_GROUP_MAX];
     size_t scratch = 0;
     for (int32_t j = 0; j < len; j++) {
-        const g_node *nd = &p->nodes[f->nodes[i + j]];
+        const g_node *nd = &p->nodes[f->nodes[members[j]]];
         bind_view(s, nd->in[0], n, &in[2 * j]);
         bind_view(s, nd->in[1], n, &in[2 * j + 1]);
         bind_view(s, nd->out[0], n, &out[j]);
@@ -417,16 +427,17 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
             continue;
         }
         if (nd->op == G_OP_RESHAPE) continue;
-        int32_t group = nd->op == G_OP_MATMUL && s->be->vt->exec_matmul_group ? matmul_group_len(p, f, i) : 1;
+        int32_t members[MATMUL_GROUP_MAX], span = 1;
+        int32_t group = nd->op == G_OP_MATMUL && s->be->vt->exec_matmul_group ? matmul_group(p, f, i, members, &span) : 1;
         if (group > 1) {
             double t0 = s->profile ? now_s() : 0;
-            st = run_matmul_group(s, f, i, group, n, e);
+            st = run_matmul_group(s, f, members, group, n, e);
             if (st == SLM_OK) {
                 if (s->profile) {
                     s->profile->seconds[G_OP_MATMUL] += now_s() - t0;
                     s->profile->calls[G_OP_MATMUL] += group;
                 }
-                i += group - 1;
+                i += span - 1; /* the RESHAPEs inside the span are views: nothing to run */
                 continue;
             }
             if (st != SLM_ERR_UNSUPPORTED) break;
