@@ -88,16 +88,20 @@ static int32_t attention(bctx *c, int32_t h, int il) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;
     int64_t hd = hp->head_dim, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv, d = hp->n_embd;
+    /* the three projections first, next to each other: the executor runs them as one matmul group */
+    int64_t q_rows = hp->attn_output_gate ? 2 * hd * H : hd * H;
+    int32_t q_proj = gb_matmul(b, weight(c, d, q_rows, "blk.%d.attn_q.weight", il), h);
+    int32_t k_proj = gb_matmul(b, weight(c, d, hd * Hkv, "blk.%d.attn_k.weight", il), h);
+    int32_t v = gb_matmul(b, weight(c, d, hdv * Hkv, "blk.%d.attn_v.weight", il), h);
     int32_t gate = -1, q;
     if (hp->attn_output_gate) {
-        int32_t qg = reshape3(c, gb_matmul(b, weight(c, d, 2 * hd * H, "blk.%d.attn_q.weight", il), h), 2 * hd, H);
+        int32_t qg = reshape3(c, q_proj, 2 * hd, H);
         q = gb_slice(b, qg, 0, g_const(0), g_const(hd));
         gate = gb_slice(b, qg, 0, g_const(hd), g_const(hd));
     } else {
-        q = reshape3(c, gb_matmul(b, weight(c, d, hd * H, "blk.%d.attn_q.weight", il), h), hd, H);
+        q = reshape3(c, q_proj, hd, H);
     }
-    int32_t k = reshape3(c, gb_matmul(b, weight(c, d, hd * Hkv, "blk.%d.attn_k.weight", il), h), hd, Hkv);
-    int32_t v = gb_matmul(b, weight(c, d, hdv * Hkv, "blk.%d.attn_v.weight", il), h);
+    int32_t k = reshape3(c, k_proj, hd, Hkv);
     if (hp->qk_norm) {
         q = norm(c, q, weight(c, hd, 0, "blk.%d.attn_q_norm.weight", il));
         k = norm(c, k, weight(c, hd, 0, "blk.%d.attn_k_norm.weight", il));
