@@ -4,6 +4,7 @@
 #ifndef SLM_BACKEND_BACKEND_H
 #define SLM_BACKEND_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,16 @@ typedef struct backend_vtable {
      * overlaps an input or another output. Returns SLM_ERR_UNSUPPORTED, having run nothing, for a
      * group the backend does not take (the executor then runs the nodes one by one). May be NULL. */
     slm_status (*exec_matmul_group)(backend *be, int32_t n, const be_view *out, const be_view *in, slm_err *e);
+    /* Runs one step of a causal convolution whose left context is a state, as one job, with the bits
+     * the nodes it replaces would give (xc = CONCAT(state, x) along tokens, y = CONV1D(xc, w), then
+     * SILU(y) when silu, and the new state = the last K - 1 token columns of xc), without
+     * materialising xc:
+     *   in[0] state (C, K - 1), in[1] x (C, n), in[2] w (K, C) (the CONV1D weight layout);
+     *   out[0] y (C, n), out[1] new state (C, K - 1).
+     * out[0] is in[1] or overlaps no input; out[1] overlaps no input or output. Returns
+     * SLM_ERR_UNSUPPORTED, having run nothing, for shapes the backend does not take (the executor
+     * then runs the nodes one by one). May be NULL. */
+    slm_status (*exec_conv_step)(backend *be, const be_view *out, const be_view *in, bool silu, slm_err *e);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
     void (*destroy)(backend *be);

@@ -80,6 +80,52 @@ static void find_direct_writes(slm_session *s) {
     }
 }
 
+/* Marks the causal-conv steps the backend may run as one job (backend_vtable.exec_conv_step): at
+ * position i of a function,
+ *   i      xc = CONCAT(state_read(s), x) along axis 1        (C, K - 1 + n)
+ *   i + 1  SLICE(xc, axis 1, [n, n + K - 1)), computed into s's back buffer (direct_state)
+ *   i + 2  STATE_WRITE(s) of that slice, its only write of s
+ *   i + 3  y = CONV1D(xc, w)                                   (C, n)
+ *   i + 4  SILU(y), taken in when y has no other use
+ * with xc read by the SLICE and the CONV1D only. conv_step[node of i] = the number of nodes. */
+static slm_status find_conv_steps(slm_session *s, slm_err *e) {
+    const g_program *p = s->prog;
+    int32_t *uses = al_calloc(&s->alloc, (size_t)p->n_tensors, sizeof(int32_t));
+    if (!uses) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    for (int32_t f = 0; f < p->n_functions; f++) {
+        const g_function *fn = &p->functions[f];
+        memset(uses, 0, (size_t)p->n_tensors * sizeof(int32_t));
+        for (int32_t i = 0; i < fn->n_nodes; i++) {
+            const g_node *nd = &p->nodes[fn->nodes[i]];
+            for (int k = 0; k < nd->n_in; k++) uses[nd->in[k]]++;
+        }
+        for (int32_t i = 0; i + 3 < fn->n_nodes; i++) {
+            const g_node *cat = &p->nodes[fn->nodes[i]], *sl = &p->nodes[fn->nodes[i + 1]],
+                         *wr = &p->nodes[fn->nodes[i + 2]], *cv = &p->nodes[fn->nodes[i + 3]];
+            if (cat->op != G_OP_CONCAT || cat->p.concat.axis != 1) continue;
+            const g_tensor *st = &p->tensors[cat->in[0]];
+            int32_t xc = cat->out[0], si = st->src;
+            if (st->storage != G_STATE_VIEW || st->n_dims != 2 || uses[xc] != 2 || xc == fn->logits) continue;
+            const g_affine *begin = &sl->p.slice.begin;
+            if (sl->op != G_OP_SLICE || sl->in[0] != xc || sl->p.slice.axis != 1 || begin->base != 0 ||
+                !begin->has_n || begin->has_pos || s->direct_state[sl->out[0]] != si)
+                continue;
+            if (wr->op != G_OP_STATE_WRITE || wr->in[0] != sl->out[0] || wr->p.write.state != si) continue;
+            if (cv->op != G_OP_CONV1D || cv->in[0] != xc || p->tensors[cv->in[1]].ne[0] != st->ne[1] + 1) continue;
+            uint8_t span = 4;
+            if (i + 4 < fn->n_nodes) {
+                const g_node *act = &p->nodes[fn->nodes[i + 4]];
+                if (act->op == G_OP_SILU && act->in[0] == cv->out[0] && uses[cv->out[0]] == 1 &&
+                    cv->out[0] != fn->logits)
+                    span = 5;
+            }
+            s->conv_step[fn->nodes[i]] = span;
+        }
+    }
+    al_free(&s->alloc, uses);
+    return SLM_OK;
+}
+
 /* Range of valid token ids: rows of the table the EMBED of the decode function's token input reads. */
 static int32_t token_id_limit(const g_program *p, int32_t fn) {
     const g_function *f = &p->functions[fn];
@@ -120,13 +166,14 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
     s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
     s->direct_state = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(int32_t));
+    s->conv_step = al_calloc(&s->alloc, (size_t)prog->n_nodes + 1, 1);
     s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
     if (getenv("SLM_PROFILE") && !(s->profile = al_calloc(&s->alloc, 1, sizeof *s->profile))) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (!s->states || !s->tensor_ptr || !s->direct_state || !s->history || !s->logits) {
+    if (!s->states || !s->tensor_ptr || !s->direct_state || !s->conv_step || !s->history || !s->logits) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -161,6 +208,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
         }
     }
     find_direct_writes(s);
+    if ((st = find_conv_steps(s, e))) goto fail;
     if ((st = sess_ckpt_init(s, 0, 0, NULL, e))) goto fail;
     *out = s;
     return SLM_OK;
@@ -234,6 +282,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->states);
     al_free(&a, s->tensor_ptr);
     al_free(&a, s->direct_state);
+    al_free(&a, s->conv_step);
     al_free(&a, s->history);
     al_free(&a, s->logits);
     al_free_aligned(&a, s->arena);
@@ -377,6 +426,26 @@ static uint8_t *state_for_write(slm_session *s, int32_t i, bool full) {
     return ss->buf[1 - ss->front];
 }
 
+/* Runs the causal-conv step of find_conv_steps at position i of f (span nodes) as one backend job;
+ * SLM_ERR_UNSUPPORTED (nothing run) when the backend does not take it or its output partly
+ * overlaps its input. */
+static slm_status run_conv_step(slm_session *s, const g_function *f, int32_t i, int32_t span, int64_t n, slm_err *e) {
+    const g_program *p = s->prog;
+    const g_node *cat = &p->nodes[f->nodes[i]], *sl = &p->nodes[f->nodes[i + 1]], *cv = &p->nodes[f->nodes[i + 3]];
+    const g_node *last = &p->nodes[f->nodes[i + span - 1]];
+    be_view in[3], out[2];
+    bind_view(s, cat->in[0], n, &in[0]);
+    bind_view(s, cat->in[1], n, &in[1]);
+    bind_view(s, cv->in[1], n, &in[2]);
+    bind_view(s, last->out[0], n, &out[0]);
+    bind_view(s, sl->out[0], n, &out[1]); /* the state's back buffer (direct_state) */
+    if (out[0].data != in[1].data && views_overlap(&out[0], &in[1])) return SLM_ERR_UNSUPPORTED;
+    if (!s->be->vt->exec_conv_step) return SLM_ERR_UNSUPPORTED;
+    slm_status st = s->be->vt->exec_conv_step(s->be, out, in, span == 5, e);
+    if (st == SLM_OK) (void)state_for_write(s, p->nodes[f->nodes[i + 2]].p.write.state, true);
+    return st;
+}
+
 static bool write_is_full(const g_program *p, const g_node *nd, int64_t n, int64_t pos) {
     const g_state *st = &p->states[nd->p.write.state];
     const g_tensor *v = &p->tensors[nd->in[0]];
@@ -411,6 +480,9 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     be_call call = {n, s->pos};
     be_view in[G_MAX_IN], out[G_MAX_OUT];
     double call_t0 = s->profile ? now_s() : 0;
+    sess_profile before; /* restored after a function's first call */
+    bool first_call = s->profile && !s->profile->seen[fn];
+    if (first_call) before = *s->profile;
     int32_t last_layer = -2;
     st = SLM_OK;
     for (int32_t i = 0; i < f->n_nodes && !st; i++) {
@@ -427,6 +499,21 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
             continue;
         }
         if (nd->op == G_OP_RESHAPE) continue;
+        if (s->conv_step[f->nodes[i]]) {
+            int32_t span = s->conv_step[f->nodes[i]];
+            double t0 = s->profile ? now_s() : 0;
+            st = run_conv_step(s, f, i, span, n, e);
+            if (st == SLM_OK) {
+                if (s->profile) {
+                    s->profile->seconds[G_OP_CONV1D] += now_s() - t0;
+                    s->profile->calls[G_OP_CONV1D]++;
+                }
+                i += span - 1;
+                continue;
+            }
+            if (st != SLM_ERR_UNSUPPORTED) break;
+            st = SLM_OK; /* node by node */
+        }
         int32_t members[MATMUL_GROUP_MAX], span = 1;
         int32_t group = nd->op == G_OP_MATMUL && s->be->vt->exec_matmul_group ? matmul_group(p, f, i, members, &span) : 1;
         if (group > 1) {
@@ -465,6 +552,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     }
     if (st) {
         for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
+        if (first_call) *s->profile = before;
         return st;
     }
     for (int32_t i = 0; i < p->n_states; i++) {
@@ -475,6 +563,10 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     if (s->profile) {
         s->profile->tokens += n;
         s->profile->call_seconds += now_s() - call_t0;
+    }
+    if (first_call) {
+        *s->profile = before;
+        s->profile->seen[fn] = true;
     }
     memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */

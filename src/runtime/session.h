@@ -38,8 +38,10 @@ typedef struct sess_state {
 
 /* Time per op kind over the session's Program calls, kept when SLM_PROFILE is set in the
  * environment and printed to stderr when the session is destroyed (a diagnostic for benchmarks;
- * the timed nodes run exactly as untimed ones). */
+ * the timed nodes run exactly as untimed ones). A function's first call is not counted: it repacks
+ * the weights it reads. */
 typedef struct sess_profile {
+    bool seen[G_MAX_FUNCTIONS]; /* the function has completed a call */
     double seconds[G_OP_COUNT];
     int64_t calls[G_OP_COUNT];
     int64_t tokens;      /* tokens processed by the timed calls */
@@ -63,6 +65,8 @@ struct slm_session {
     void **tensor_ptr;     /* (prog->n_tensors) pointers bound during a call */
     int32_t *direct_state; /* (prog->n_tensors) state whose back buffer the tensor is computed into
                             * (its only use is a full write of that state), or -1 */
+    uint8_t *conv_step;    /* (prog->n_nodes) nodes from a CONCAT that runs a causal-conv step as one
+                            * backend job (find_conv_steps), else 0 */
     int32_t pos;
     int32_t *history;      /* (n_ctx) */
     int32_t n_vocab;       /* logits per step */

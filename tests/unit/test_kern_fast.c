@@ -11,6 +11,7 @@
  *    equals n one-token calls bit for bit;
  *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
  *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
+ *  - the fused causal-conv step: bit-identical to the CONV1D (+ SILU) nodes it replaces;
  *  - activation quantisation: every ISA writes the same bytes as the portable C.
  * Every output buffer has guard floats after it that must stay untouched. */
 #include "testutil.h"
@@ -749,6 +750,94 @@ static void rowwise_all(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* ---- causal-conv step (backend_vtable.exec_conv_step) ---------------------------------------------- */
+
+/* The fused step against the nodes it replaces, run by the same backend: y = CONV1D(CONCAT(state, x))
+ * [then SILU] and new state = the last K - 1 columns of the concatenation, bit for bit; within the
+ * CONV1D tolerance of the reference kernels; with y written over x; and shapes it does not take
+ * (more than CPU_CONV_STEP_MAX_TOKENS tokens, the reference backend) run nothing. */
+static void conv_step_all(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[4];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    slm_err e;
+    err_clear(&e);
+    for (int trial = 0; trial < 12; trial++) {
+        int64_t C = trial < 3 ? 6144 + irand(0, 15) : irand(1, 700), K = irand(2, 5);
+        int64_t S = K - 1, n = trial == 0 ? 1 : irand(1, CPU_CONV_STEP_MAX_TOKENS);
+        bool silu = trial % 2 == 0;
+        float *st = malloc(sizeof(float) * (size_t)(C * S)), *x = malloc(sizeof(float) * (size_t)(C * n));
+        float *w = malloc(sizeof(float) * (size_t)(K * C)), *xc = malloc(sizeof(float) * (size_t)(C * (S + n)));
+        for (int64_t i = 0; i < C * S; i++) st[i] = frand();
+        for (int64_t i = 0; i < C * n; i++) x[i] = frand();
+        for (int64_t i = 0; i < K * C; i++) w[i] = frand();
+        memcpy(xc, st, sizeof(float) * (size_t)(C * S)); /* CONCAT along tokens is this copy */
+        memcpy(xc + C * S, x, sizeof(float) * (size_t)(C * n));
+        g_node conv = node(G_OP_CONV1D, 2, 1), act = node(G_OP_SILU, 1, 1);
+        be_view conv_in[2] = {v4(SLM_DTYPE_F32, 2, C, S + n, 1, xc), v4(SLM_DTYPE_F32, 2, K, C, 1, w)};
+        be_view in[3] = {v4(SLM_DTYPE_F32, 2, C, S, 1, st), v4(SLM_DTYPE_F32, 2, C, n, 1, x),
+                         v4(SLM_DTYPE_F32, 2, K, C, 1, w)};
+        size_t ny = (size_t)(C * n), ns = (size_t)(C * S);
+        float *y_ref = out_alloc(ny), *y_tmp = out_alloc(ny);
+        be_view o = v4(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_ref);
+        run(ref, &conv, &o, conv_in, n, 0);
+        if (silu) {
+            be_view a_in = o;
+            o.data = y_ref;
+            run(ref, &act, &o, &a_in, n, 0);
+        }
+        be_view out_ref[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y_tmp), v4(SLM_DTYPE_F32, 2, C, S, 1, NULL)};
+        assert_int_equal(ref->vt->exec_conv_step(ref, out_ref, in, silu, &e), SLM_ERR_UNSUPPORTED);
+        for (int li = 0; li < n_lv; li++) {
+            char what[128];
+            snprintf(what, sizeof what, "conv step %s C=%lld K=%lld n=%lld%s", cpu_isa_name(lv[li]), (long long)C,
+                     (long long)K, (long long)n, silu ? " silu" : "");
+            backend *be = mk(true, lv[li], 2);
+            /* the nodes one by one */
+            float *y_nodes = out_alloc(ny);
+            o = v4(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_nodes);
+            run(be, &conv, &o, conv_in, n, 0);
+            if (silu) {
+                be_view a_in = o;
+                o.data = y_nodes;
+                run(be, &act, &o, &a_in, n, 0);
+            }
+            /* fused, into fresh outputs and then over x */
+            float *y = out_alloc(ny), *st_new = out_alloc(ns), *x_over = out_alloc(ny);
+            be_view out[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y), v4(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
+            if (be->vt->exec_conv_step(be, out, in, silu, &e) != SLM_OK) fail_msg("%s: %s", what, e.msg);
+            check_guard(y, ny, what);
+            check_guard(st_new, ns, what);
+            if (memcmp(y, y_nodes, ny * sizeof(float)) != 0) fail_msg("%s: output differs from the nodes", what);
+            if (memcmp(st_new, xc + C * n, ns * sizeof(float)) != 0) fail_msg("%s: new state is not the last columns", what);
+            double err = nmse(y, y_ref, ny);
+            if (!(err <= 1e-11)) fail_msg("%s: NMSE %.3g against the reference", what, err);
+            memcpy(x_over, x, ny * sizeof(float));
+            be_view in_over[3] = {in[0], v4(SLM_DTYPE_F32, 2, C, n, 1, x_over), in[2]};
+            be_view out_over[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, x_over), out[1]};
+            if (be->vt->exec_conv_step(be, out_over, in_over, silu, &e) != SLM_OK) fail_msg("%s: %s", what, e.msg);
+            if (memcmp(x_over, y_nodes, ny * sizeof(float)) != 0) fail_msg("%s: output over x differs", what);
+            free(y_nodes), free(y), free(st_new), free(x_over);
+            be->vt->destroy(be);
+        }
+        free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp);
+    }
+    /* too many tokens for one step: nothing runs */
+    backend *be = mk(true, cpu_isa_detect(), 2);
+    int64_t C = 40, S = 3, n = CPU_CONV_STEP_MAX_TOKENS + 1;
+    float *st = calloc((size_t)(C * S), sizeof(float)), *x = calloc((size_t)(C * n), sizeof(float));
+    float *w = calloc((size_t)(C * (S + 1)), sizeof(float)), *y = out_alloc((size_t)(C * n)), *st_new = out_alloc((size_t)(C * S));
+    be_view in[3] = {v4(SLM_DTYPE_F32, 2, C, S, 1, st), v4(SLM_DTYPE_F32, 2, C, n, 1, x), v4(SLM_DTYPE_F32, 2, S + 1, C, 1, w)};
+    be_view out[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y), v4(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
+    assert_int_equal(be->vt->exec_conv_step(be, out, in, true, &e), SLM_ERR_UNSUPPORTED);
+    check_guard(y, 0, "conv step not taken");
+    check_guard(st_new, 0, "conv step not taken");
+    free(st), free(x), free(w), free(y), free(st_new);
+    be->vt->destroy(be);
+    ref->vt->destroy(ref);
+}
+
 /* Every op takes the reference kernel when the backend is created with use_fast false, and an op
  * without a fast kernel (EMBED here) runs its reference kernel in a fast backend too. */
 static void dispatch_falls_back(void **unused) {
@@ -777,7 +866,8 @@ int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
-        cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(dispatch_falls_back),
+        cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
+        cmocka_unit_test(dispatch_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

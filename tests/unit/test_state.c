@@ -413,6 +413,41 @@ static void full_size_lfm2(void **u) {
     check_rollback(p, 0, NULL);
 }
 
+/* White box: every conv state's step (CONCAT, SLICE into the state, CONV1D [, SILU]) is marked to
+ * run as one backend job in both functions (LFM2 without an activation, Qwen3.5 with SiLU); llama has
+ * none. That the fused job gives the nodes' bits is test_kern_fast's; that decode then equals
+ * prefill and an uninterrupted run, the tests above. */
+static void check_conv_steps(const char *rel, uint8_t span) {
+    slm_model *m = load_model(tu_data_path(rel));
+    slm_session *s = new_session(m, N_CTX, SLM_DTYPE_F32, 0, 0, NULL);
+    int32_t conv_states = 0;
+    for (int32_t i = 0; i < slm_session_n_states(s); i++) {
+        slm_state_info info;
+        assert_int_equal(slm_session_state(s, i, &info), SLM_OK);
+        conv_states += info.role == SLM_STATE_CONV;
+    }
+    const g_program *p = s->prog;
+    for (int32_t f = 0; f < p->n_functions; f++) {
+        int32_t marked = 0;
+        for (int32_t i = 0; i < p->functions[f].n_nodes; i++) {
+            uint8_t k = s->conv_step[p->functions[f].nodes[i]];
+            if (!k) continue;
+            assert_int_equal(k, span);
+            marked++;
+        }
+        if (marked != conv_states)
+            fail_msg("%s %s: %d conv steps marked, %d conv states", rel, p->functions[f].name, marked, conv_states);
+    }
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+}
+static void conv_steps(void **u) {
+    (void)u;
+    check_conv_steps("tiny/lfm2/lfm2-f32.gguf", 4);
+    check_conv_steps("tiny/qwen35/qwen35-f32.gguf", 5);
+    check_conv_steps("tiny/llama/llama-f32.gguf", 0);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3], argv[4]);
     const struct CMUnitTest tests[] = {
@@ -421,7 +456,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(rollback_thinned), cmocka_unit_test(rollback_spilled), cmocka_unit_test(sync_lfm2),
         cmocka_unit_test(sync_qwen35),      cmocka_unit_test(newproc_llama),    cmocka_unit_test(newproc_lfm2),
         cmocka_unit_test(newproc_qwen35),   cmocka_unit_test(refusals),         cmocka_unit_test(checkpoint_budget),
-        cmocka_unit_test(full_size_lfm2),
+        cmocka_unit_test(conv_steps),       cmocka_unit_test(full_size_lfm2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -325,6 +325,12 @@ static slm_status cpu_exec_matmul_group(backend *be, int32_t n, const be_view *o
     return cpu_matmul_group(cb, n, out, in, e);
 }
 
+static slm_status cpu_exec_conv_step(backend *be, const be_view *out, const be_view *in, bool silu, slm_err *e) {
+    cpu_backend *cb = (cpu_backend *)be;
+    if (!cb->use_fast) return SLM_ERR_UNSUPPORTED;
+    return cpu_conv_step(cb, out, in, silu, e);
+}
+
 static void cpu_destroy(backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
     if (!cb) return;
@@ -337,8 +343,8 @@ static void cpu_destroy(backend *be) {
     al_free(&a, cb);
 }
 
-static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_exec_matmul_group, cpu_reserve,
-                                          cpu_destroy};
+static const backend_vtable cpu_vtable = {"cpu",          cpu_scratch_need,   cpu_exec, cpu_exec_matmul_group,
+                                          cpu_exec_conv_step, cpu_reserve,  cpu_destroy};
 
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e) {

@@ -346,6 +346,61 @@ static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
+/* ---- causal conv step: y (C, n), new state (C, K - 1) <- state (C, K - 1), x (C, n), w (K, C) ---- */
+
+/* Channels per block: a block's K - 1 + n token columns are gathered into a stack buffer (at most
+ * CONV_STEP_COLS columns of CONV_STEP_BLOCK floats), convolved with conv_row as the CONV1D node
+ * would (file-layout weights, the same calls), activated in place, and its last K - 1 columns
+ * stored as the new state. Block starts are multiples of 16, so conv_row and vec_unary see the
+ * same vectors and tails as on whole rows. */
+#define CONV_STEP_BLOCK 256
+#define CONV_STEP_COLS 16
+
+typedef struct conv_step_ctx {
+    const cpu_isa *isa;
+    const float *state, *x, *w;
+    float *y, *state_new;
+    int64_t C, S, n, per_task; /* S = K - 1 */
+    bool silu;
+} conv_step_ctx;
+
+static void conv_step_task(void *vctx, int64_t task, int32_t thread) {
+    (void)thread;
+    const conv_step_ctx *c = vctx;
+    _Alignas(64) float xc[CONV_STEP_COLS * CONV_STEP_BLOCK];
+    int64_t C = c->C, S = c->S, K = S + 1;
+    int64_t end = (task + 1) * c->per_task < C ? (task + 1) * c->per_task : C;
+    for (int64_t c0 = task * c->per_task; c0 < end; c0 += CONV_STEP_BLOCK) {
+        size_t nc = (size_t)(end - c0 < CONV_STEP_BLOCK ? end - c0 : CONV_STEP_BLOCK);
+        for (int64_t t = 0; t < S; t++) memcpy(xc + t * CONV_STEP_BLOCK, c->state + t * C + c0, nc * sizeof(float));
+        for (int64_t t = 0; t < c->n; t++)
+            memcpy(xc + (S + t) * CONV_STEP_BLOCK, c->x + t * C + c0, nc * sizeof(float));
+        for (int64_t t = 0; t < c->n; t++) {
+            float *y = c->y + t * C + c0;
+            c->isa->conv_row(y, xc + t * CONV_STEP_BLOCK, CONV_STEP_BLOCK, c->w + c0 * K, K, 1, (int64_t)nc, K);
+            if (c->silu) c->isa->vec_unary(G_OP_SILU, y, y, (int64_t)nc, 0.0f);
+        }
+        for (int64_t j = 0; j < S; j++)
+            memcpy(c->state_new + j * C + c0, xc + (c->n + j) * CONV_STEP_BLOCK, nc * sizeof(float));
+    }
+}
+
+slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in, bool silu, slm_err *e) {
+    (void)e;
+    for (int i = 0; i < 3; i++)
+        if (!is_f32(&in[i])) return SLM_ERR_UNSUPPORTED;
+    if (!is_f32(&out[0]) || !is_f32(&out[1])) return SLM_ERR_UNSUPPORTED;
+    int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1], K = in[2].ne[0];
+    if (n < 1 || n > CPU_CONV_STEP_MAX_TOKENS || S < 1 || K != S + 1 || S + n > CONV_STEP_COLS ||
+        nel(&in[0]) != C * S || nel(&in[2]) != K * C || nel(&out[0]) != C * n || nel(&out[1]) != C * S)
+        return SLM_ERR_UNSUPPORTED;
+    conv_step_ctx c = {cb->isa, in[0].data, in[1].data, in[2].data, out[0].data, out[1].data, C, S, n, C, silu};
+    if (n * C >= PAR_MIN_ELEMS / 8)
+        c.per_task = ((C + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 15) / 16 * 16;
+    pool_run(cb->pool, (C + c.per_task - 1) / c.per_task, conv_step_task, &c);
+    return SLM_OK;
+}
+
 /* ---- row-wise ops: ADD, MUL, SWIGLU, unary, norms ---------------------------------------------- */
 
 typedef struct rows_ctx {
