@@ -9,6 +9,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
@@ -20,6 +23,7 @@ const char *cpu_isa_name(cpu_isa_level isa) {
     switch (isa) {
     case CPU_ISA_NEON: return "neon";
     case CPU_ISA_AVX2: return "avx2";
+    case CPU_ISA_AVX2_VNNI: return "avxvnni";
     case CPU_ISA_AVX512: return "avx512";
     default: return "generic";
     }
@@ -32,8 +36,12 @@ cpu_isa_level cpu_isa_detect(void) {
     bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                   __builtin_cpu_supports("avx512vnni");
-    /* F16C has no __builtin_cpu_supports name in older compilers; every AVX2 CPU has it. */
+    /* F16C has no __builtin_cpu_supports name in older compilers; every AVX2 CPU has it. AVX-VNNI
+     * (CPUID.(EAX=7, ECX=1):EAX bit 4) neither. */
+    unsigned int a = 0, b = 0, c = 0, d = 0;
+    bool avxvnni = avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
     if (avx512 && cpu_isa_avx512()) return CPU_ISA_AVX512;
+    if (avxvnni && cpu_isa_avx2_vnni()) return CPU_ISA_AVX2_VNNI;
     if (avx2 && cpu_isa_avx2()) return CPU_ISA_AVX2;
     return CPU_ISA_GENERIC;
 #elif defined(__aarch64__)
@@ -52,6 +60,7 @@ cpu_isa_level cpu_isa_detect(void) {
 const cpu_isa *cpu_isa_get(cpu_isa_level level) {
     const cpu_isa *t = NULL;
     if (level >= CPU_ISA_AVX512) t = cpu_isa_avx512();
+    if (!t && level >= CPU_ISA_AVX2_VNNI) t = cpu_isa_avx2_vnni();
     if (!t && level >= CPU_ISA_AVX2) t = cpu_isa_avx2();
     if (!t && level >= CPU_ISA_NEON) t = cpu_isa_neon();
     return t ? t : cpu_isa_generic();
@@ -375,7 +384,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avx512" | "auto" (default). Unknown values
+/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default). Unknown values
  * mean "auto". SLM_REPACK=0 keeps quantised weights in their file layout only. Read once per
  * backend. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
@@ -387,6 +396,7 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
         else if (!strcmp(env, "generic")) isa = CPU_ISA_GENERIC;
         else if (!strcmp(env, "neon")) isa = CPU_ISA_NEON;
         else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
+        else if (!strcmp(env, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
     }
     slm_status st = cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
     const char *rp = getenv("SLM_REPACK");

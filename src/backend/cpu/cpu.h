@@ -7,10 +7,10 @@
  *    attention, DeltaNet, conv, norms, elementwise). A fast kernel declares which nodes it takes
  *    (`supports`); every other node, and every op that has only a reference kernel (for example
  *    one added later), runs the reference kernel. The fast kernels call ISA micro-kernels through
- *    a cpu_isa table (kern_generic.c: portable C; kern_avx2.c; kern_avx512.c; kern_neon.c),
- *    chosen once per backend from the CPU's features (cpu_isa_detect) and the SLM_KERNELS
- *    environment variable: "ref" (reference kernels only), "generic", "avx2", "avx512" (caps),
- *    or unset/"auto" (the best the CPU has).
+ *    a cpu_isa table (kern_generic.c: portable C; kern_avx2.c, and once more with AVX-VNNI as
+ *    kern_avx2_vnni.c; kern_avx512.c; kern_neon.c), chosen once per backend from the CPU's
+ *    features (cpu_isa_detect) and the SLM_KERNELS environment variable: "ref" (reference kernels
+ *    only), "generic", "avx2", "avxvnni", "avx512" (caps), or unset/"auto" (the best the CPU has).
  *
  * Batch invariance (relied on by tests/golden and state replay): every output element is
  * computed by one task with the same arithmetic whatever the number of tokens in the call and the
@@ -48,10 +48,11 @@ typedef enum cpu_isa_level {
     CPU_ISA_GENERIC = 0, /* portable C */
     CPU_ISA_NEON = 1,    /* aarch64 with NEON and the dot-product extension */
     CPU_ISA_AVX2 = 2,    /* x86-64 with AVX2, FMA, F16C */
-    CPU_ISA_AVX512 = 3   /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
+    CPU_ISA_AVX2_VNNI = 3, /* the same plus AVX-VNNI (VEX vpdpbusd; Alder Lake and later clients) */
+    CPU_ISA_AVX512 = 4   /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
 } cpu_isa_level;
 
-/* "generic", "neon", "avx2", "avx512". */
+/* "generic", "neon", "avx2", "avxvnni", "avx512". */
 const char *cpu_isa_name(cpu_isa_level isa);
 /* The best level this CPU and build support. Reads the CPU's feature bits (cpuid through the
  * compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
@@ -142,6 +143,7 @@ typedef struct cpu_isa {
 
 const cpu_isa *cpu_isa_generic(void);
 const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
+const cpu_isa *cpu_isa_avx2_vnni(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
 /* The table for a level (falls back to lower levels that are built in). */

@@ -6,10 +6,16 @@
  * integer dot of each 32-block comes from vpmaddubsw/vpmaddwd (unsigned nibbles times signed
  * activations; for Q8_0 |w| times sign(a, w), which cannot saturate 16 bits) and a vphaddd tree
  * that sums each row's 8 partials, then the per-block FMA runs with the 8 rows in the lanes.
- * Several columns share the unpacked weights of a block (accumulators in scratch). */
+ * Several columns share the unpacked weights of a block (accumulators in scratch).
+ *
+ * kern_avx2_vnni.c compiles this file once more with AVX-VNNI (SLM_AVX2_VNNI; Intel client CPUs
+ * from Alder Lake on have it without AVX-512): the matmuls on repacked tiles then take each exact
+ * 4-byte dot with one vpdpbusd (Q8_0 as offset-binary u8 weights plus the activations' -128·Σa
+ * term, as kern_avx512.c), the same integer sums and so the same bits. */
 #include "backend/cpu/cpu.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && \
+    (!defined(SLM_AVX2_VNNI) || defined(__AVXVNNI__))
 
 #include <immintrin.h>
 #include <math.h>
@@ -607,15 +613,45 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
 
 /* ---- matmul on repacked tiles (kern_tiles.c): a tile's 16 rows as two halves of 8 lanes -------- */
 
-/* Exact per-row sums of 4 u8 weights (lanes of w) times the 4 int8 activations at a. */
-INLINE __m256i dot4(__m256i w, const uint8_t *a) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(ldi(a))), _mm256_set1_epi16(1));
+/* acc plus the exact per-lane sums of 4 u8 weights (bytes of w) times 4 int8 activations (bytes of
+ * a): one vpdpbusd with AVX-VNNI, else vpmaddubsw + vpmaddwd, whose 16-bit pair sums cannot saturate
+ * for the weights this file feeds them (nibbles, Q6_K's 6-bit values: at most 2·63·127). */
+INLINE __m256i dpbusd(__m256i acc, __m256i w, __m256i a) {
+#ifdef SLM_AVX2_VNNI
+    return _mm256_dpbusd_avx_epi32(acc, w, a);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* dpbusd with the 4 activations at a broadcast to every lane. */
+INLINE __m256i dot4(__m256i acc, __m256i w, const uint8_t *a) { return dpbusd(acc, w, _mm256_set1_epi32(ldi(a))); }
+
+/* Exact per-lane sums over one 32-block of Q8_0 tile bytes (w ^ 0x80, 8 vectors 64 bytes apart at
+ * q) against the activations at a, aux the block's -128·Σa: as offset-binary u8 with AVX-VNNI,
+ * else as int8 |w| times sign(a, w), which cannot saturate 16 bits. */
+INLINE __m256i q8_block(const uint8_t *q, const uint8_t *a, int32_t aux) {
+#ifdef SLM_AVX2_VNNI
+    __m256i is = _mm256_set1_epi32(aux);
+    for (int j = 0; j < 8; j++) is = dot4(is, _mm256_loadu_si256((const __m256i *)(q + 64 * j)), a + 4 * j);
+    return is;
+#else
+    (void)aux;
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i is = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + 64 * j)), flip);
+        __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(_mm256_set1_epi32(ldi(a + 4 * j)), ws));
+        is = _mm256_add_epi32(is, _mm256_madd_epi16(p, ones));
+    }
+    return is;
+#endif
 }
 
 /* Rows 8h..8h+7 of one 32-block tile against one column (cpu.h's canonical arithmetic). */
 INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
                             const uint8_t *ac, int h, pf_state *pf) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8((char)0x80);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
         if (pf) pf_advance(pf, (const char *)pk + sub.stride + PF_LEAD);
@@ -623,16 +659,12 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
         const uint8_t *a = ac + 32 * b;
         __m256i is = _mm256_setzero_si256();
         if (wt == SLM_DTYPE_Q8_0) {
-            for (int j = 0; j < 8; j++) { /* w ^ 0x80 back to int8: |w| times sign(a, w) cannot saturate */
-                __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + 64 * j + 32 * h)), flip);
-                __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(_mm256_set1_epi32(ldi(a + 4 * j)), ws));
-                is = _mm256_add_epi32(is, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-            }
+            is = q8_block(q + 32 * h, a, ldi(ac + k + 4 * nb + 4 * b));
         } else {
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * j + 32 * h));
-                is = _mm256_add_epi32(is, dot4(_mm256_and_si256(v, m4), a + 4 * j));
-                is = _mm256_add_epi32(is, dot4(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 16 + 4 * j));
+                is = dot4(is, _mm256_and_si256(v, m4), a + 4 * j);
+                is = dot4(is, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 16 + 4 * j);
             }
             if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
         }
@@ -652,7 +684,7 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
  * one at a time, which ran 5-12% faster than two or four (fewer live registers). */
 INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const uint8_t *pk, int64_t b0, int64_t b1,
                          int64_t nb, int64_t k, const uint8_t *ac, float *y, int64_t nr, pf_state *pf) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
     const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
     __m256 acc[4];
@@ -663,24 +695,15 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
         const uint8_t *a = ac + 32 * b;
         __m256i is[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
         if (wt == SLM_DTYPE_Q8_0) {
-            for (int j = 0; j < 8; j++) {
-                __m256i bc = _mm256_set1_epi32(ldi(a + 4 * j));
-                for (int q = Q0; q < Q1; q++) {
-                    __m256i ws = _mm256_xor_si256(
-                        _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 64 * j + 32 * (q & 1))), flip);
-                    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(bc, ws));
-                    is[q] = _mm256_add_epi32(is[q], _mm256_madd_epi16(p, ones));
-                }
-            }
+            int32_t aux = ldi(ac + k + 4 * nb + 4 * b);
+            for (int q = Q0; q < Q1; q++) is[q] = q8_block(pk + (size_t)(q >> 1) * qb + 32 * (q & 1), a, aux);
         } else {
             for (int j = 0; j < 4; j++) {
                 __m256i lo = _mm256_set1_epi32(ldi(a + 4 * j)), hi = _mm256_set1_epi32(ldi(a + 16 + 4 * j));
                 for (int q = Q0; q < Q1; q++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 64 * j + 32 * (q & 1)));
-                    __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), lo), ones);
-                    __m256i vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(vh, hi), ones);
-                    is[q] = _mm256_add_epi32(_mm256_add_epi32(is[q], pl), ph);
+                    is[q] = dpbusd(is[q], _mm256_and_si256(v, m4), lo);
+                    is[q] = dpbusd(is[q], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi);
                 }
             }
             if (wt == SLM_DTYPE_Q4_0) {
@@ -723,8 +746,8 @@ INLINE __m256 tile_half_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
                 __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
-                    lo = _mm256_add_epi32(lo, dot4(_mm256_and_si256(v, m4), a + 64 * ch + 4 * g));
-                    hi = _mm256_add_epi32(hi, dot4(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 64 * ch + 32 + 4 * g));
+                    lo = dot4(lo, _mm256_and_si256(v, m4), a + 64 * ch + 4 * g);
+                    hi = dot4(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 64 * ch + 32 + 4 * g);
                 }
                 is = _mm256_add_epi32(is, _mm256_add_epi32(_mm256_mullo_epi32(lo, u8x8(pk + 2048 + 32 * ch + 8 * h)),
                                                            _mm256_mullo_epi32(hi, u8x8(pk + 2048 + 32 * ch + 16 + 8 * h))));
@@ -749,8 +772,7 @@ INLINE __m256 tile_half_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
                 __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
                 const uint8_t *aj = a + 16 * j;
-                __m256i s = _mm256_add_epi32(_mm256_add_epi32(dot4(q0, aj), dot4(q1, aj + 4)),
-                                             _mm256_add_epi32(dot4(q2, aj + 8), dot4(q3, aj + 12)));
+                __m256i s = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
                 __m256i sc = i8x8(pk + 3072 + 16 * j + 8 * h);
                 is = _mm256_add_epi32(is, _mm256_mullo_epi32(s, sc));
                 corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[j])));
@@ -817,8 +839,16 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
     }
 }
 
+#ifdef SLM_AVX2_VNNI
+#define KERN_LEVEL CPU_ISA_AVX2_VNNI
+#define KERN_ISA_GETTER cpu_isa_avx2_vnni
+#else
+#define KERN_LEVEL CPU_ISA_AVX2
+#define KERN_ISA_GETTER cpu_isa_avx2
+#endif
+
 static const cpu_isa k_avx2 = {
-    .level = CPU_ISA_AVX2,
+    .level = KERN_LEVEL,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
     .tile_block_bytes = cpu_tile_block_bytes,
@@ -837,8 +867,10 @@ static const cpu_isa k_avx2 = {
     .conv_row = conv_row,
 };
 
-const cpu_isa *cpu_isa_avx2(void) { return &k_avx2; }
+const cpu_isa *KERN_ISA_GETTER(void) { return &k_avx2; }
 
+#elif defined(SLM_AVX2_VNNI)
+const cpu_isa *cpu_isa_avx2_vnni(void) { return NULL; }
 #else
 const cpu_isa *cpu_isa_avx2(void) { return NULL; }
 #endif
