@@ -767,6 +767,87 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
     for (int q = Q0; q < Q1; q++) _mm256_maskstore_ps(y + 8 * q, lanes(nr - 8 * q), acc[q]);
 }
 
+/* NC (1..4) columns against quarter Q (8 rows) of a tile pair over blocks [b0, b1), the prefill
+ * case: each block's weights are loaded and unpacked once for all NC columns. Per row and column
+ * the arithmetic of pair_col_q32, continued from the sums in y (column c at y + c * ldy, row 0 of
+ * the pair) when b0 > 0; nr rows from row 0 are valid. */
+INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, const uint8_t *pk, int64_t b0, int64_t b1,
+                              int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y, int64_t ldy,
+                              int64_t nr, pf_state *pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), rows = lanes(nr - 8 * Q);
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
+    const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
+    const uint8_t *ac[4];
+    __m256 acc[4];
+    for (int c = 0; c < NC; c++) {
+        ac[c] = act + (size_t)c * act_stride;
+        acc[c] = b0 ? _mm256_maskload_ps(y + c * ldy + 8 * Q, rows) : _mm256_setzero_ps();
+    }
+    const uint8_t *blk = pk + (size_t)b0 * stride;
+    for (int64_t b = b0; b < b1; b++, blk += stride) {
+        if (pf) pf_advance(pf, (const char *)blk + stride + PF_LEAD);
+        const uint8_t *qp = blk + (size_t)(Q >> 1) * qb + 32 * (Q & 1);
+        __m256i is[4];
+        if (wt == SLM_DTYPE_Q8_0) {
+#ifdef SLM_AVX2_VNNI
+            for (int c = 0; c < NC; c++) is[c] = _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b));
+            for (int j = 0; j < 8; j++) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
+                for (int c = 0; c < NC; c++) is[c] = dot4(is[c], w, ac[c] + 32 * b + 4 * j);
+            }
+#else
+            const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+            for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qp + 64 * j)), flip);
+                __m256i wa = _mm256_abs_epi8(ws);
+                for (int c = 0; c < NC; c++) {
+                    __m256i bc = _mm256_set1_epi32(ldi(ac[c] + 32 * b + 4 * j));
+                    is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(bc, ws)), ones));
+                }
+            }
+#endif
+        } else {
+            for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int c = 0; c < NC; c++) {
+                    is[c] = dot4(is[c], lo, ac[c] + 32 * b + 4 * j);
+                    is[c] = dot4(is[c], hi, ac[c] + 32 * b + 16 + 4 * j);
+                }
+            }
+            if (wt == SLM_DTYPE_Q4_0)
+                for (int c = 0; c < NC; c++) is[c] = _mm256_add_epi32(is[c], _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b)));
+        }
+        const uint8_t *sc = blk + 2 * qb + (size_t)(Q >> 1) * sb + 16 * (Q & 1);
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
+        for (int c = 0; c < NC; c++) {
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac[c] + k + 4 * b))),
+                                     acc[c]);
+            if (wt == SLM_DTYPE_Q4_1)
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32))),
+                                         _mm256_set1_ps(ldf(ac[c] + k + 4 * nb + 4 * b)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) _mm256_maskstore_ps(y + c * ldy + 8 * Q, rows, acc[c]);
+}
+
+/* pair_quarter_cols with the weight type, column count (1..4) and quarter as constants */
+#define PQC_NC(wt, NC, Q, ...)                                                                         \
+    do {                                                                                               \
+        if ((wt) == SLM_DTYPE_Q4_0) pair_quarter_cols(SLM_DTYPE_Q4_0, NC, Q, __VA_ARGS__);             \
+        else if ((wt) == SLM_DTYPE_Q4_1) pair_quarter_cols(SLM_DTYPE_Q4_1, NC, Q, __VA_ARGS__);        \
+        else pair_quarter_cols(SLM_DTYPE_Q8_0, NC, Q, __VA_ARGS__);                                    \
+    } while (0)
+#define PQC(wt, nc, Q, ...)                                                                            \
+    do {                                                                                               \
+        if ((nc) == 4) PQC_NC(wt, 4, Q, __VA_ARGS__);                                                  \
+        else if ((nc) == 3) PQC_NC(wt, 3, Q, __VA_ARGS__);                                             \
+        else if ((nc) == 2) PQC_NC(wt, 2, Q, __VA_ARGS__);                                             \
+        else PQC_NC(wt, 1, Q, __VA_ARGS__);                                                            \
+    } while (0)
+
 /* 8 bytes at p widened to int32 lanes (u8 or int8). */
 INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
@@ -850,17 +931,19 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
             /* blocks in chunks that stay in L1 while every column passes over them */
             for (int64_t b0 = 0; b0 < nb; b0 += PAIR_CHUNK_BLOCKS) {
                 int64_t b1 = b0 + PAIR_CHUNK_BLOCKS < nb ? b0 + PAIR_CHUNK_BLOCKS : nb;
-                for (int64_t c = 0; c < ncols; c++) {
+                if (ncols == 1) {
+                    PAIR_COL_Q32(wt, 0, 4, tp, b0, b1, nb, k, act, y + 16 * t, nr - 16 * t, &pf);
+                    continue;
+                }
+                /* a quarter of the pair against 4 columns at a time, weights unpacked once per block */
+                for (int64_t c = 0; c < ncols; c += 4) {
+                    int64_t nc = ncols - c < 4 ? ncols - c : 4;
                     const uint8_t *ac = act + (size_t)c * act_stride;
                     float *yc = y + c * ldy + 16 * t;
-                    pf_state *p = c == 0 ? &pf : NULL;
-                    if (ncols == 1) PAIR_COL_Q32(wt, 0, 4, tp, b0, b1, nb, k, ac, yc, nr - 16 * t, p);
-                    else {
-                        PAIR_COL_Q32(wt, 0, 1, tp, b0, b1, nb, k, ac, yc, nr - 16 * t, p);
-                        PAIR_COL_Q32(wt, 1, 2, tp, b0, b1, nb, k, ac, yc, nr - 16 * t, NULL);
-                        PAIR_COL_Q32(wt, 2, 3, tp, b0, b1, nb, k, ac, yc, nr - 16 * t, NULL);
-                        PAIR_COL_Q32(wt, 3, 4, tp, b0, b1, nb, k, ac, yc, nr - 16 * t, NULL);
-                    }
+                    PQC(wt, nc, 0, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, c == 0 ? &pf : NULL);
+                    PQC(wt, nc, 1, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
+                    PQC(wt, nc, 2, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
+                    PQC(wt, nc, 3, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
                 }
             }
             t++;
