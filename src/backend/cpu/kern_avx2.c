@@ -852,37 +852,55 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
 INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
-/* Rows 8h..8h+7 of one K-quant tile against one column (cpu.h's canonical arithmetic). */
-INLINE __m256 tile_half_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, int h, pf_state *pf) {
+/* Rows 8h..8h+7 of one K-quant tile against NC (1..2) columns (cpu.h's canonical arithmetic; the
+ * weights of each super-block are loaded and unpacked once for all columns): acc[c] for column c at
+ * act + c * act_stride. */
+INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
+                             size_t act_stride, int h, __m256 acc[2], pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const bool q4 = wt == SLM_DTYPE_Q4_K;
     const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
-    __m256 acc = _mm256_setzero_ps();
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES, *a = ab + 4;
-        int16_t bs[16];
-        memcpy(bs, ab + 260, sizeof bs);
-        __m256i is = _mm256_setzero_si256(), corr = _mm256_setzero_si256();
-        __m256 da = _mm256_set1_ps(ldf(ab));
+        const uint8_t *ab[2], *a[2];
+        int16_t bs[2][16];
+        __m256i is[2], corr[2];
+        __m256 da[2];
+        for (int c = 0; c < NC; c++) {
+            ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
+            a[c] = ab[c] + 4;
+            memcpy(bs[c], ab[c] + 260, sizeof bs[c]);
+            is[c] = corr[c] = _mm256_setzero_si256();
+            da[c] = _mm256_set1_ps(ldf(ab[c]));
+        }
         if (q4) {
             for (int ch = 0; ch < 4; ch++) {
                 if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
-                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                __m256i lo[2], hi[2];
+                for (int c = 0; c < NC; c++) lo[c] = hi[c] = _mm256_setzero_si256();
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
-                    lo = dot4(lo, _mm256_and_si256(v, m4), a + 64 * ch + 4 * g);
-                    hi = dot4(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 64 * ch + 32 + 4 * g);
+                    __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    for (int c = 0; c < NC; c++) {
+                        lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
+                        hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
+                    }
                 }
-                is = _mm256_add_epi32(is, _mm256_add_epi32(_mm256_mullo_epi32(lo, u8x8(pk + 2048 + 32 * ch + 8 * h)),
-                                                           _mm256_mullo_epi32(hi, u8x8(pk + 2048 + 32 * ch + 16 + 8 * h))));
+                __m256i slo = u8x8(pk + 2048 + 32 * ch + 8 * h), shi = u8x8(pk + 2048 + 32 * ch + 16 + 8 * h);
+                for (int c = 0; c < NC; c++)
+                    is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
             }
-            for (int s = 0; s < 8; s++)
-                corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(u8x8(pk + 2176 + 16 * s + 8 * h),
-                                                                 _mm256_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+            for (int sg = 0; sg < 8; sg++) {
+                __m256i mn = u8x8(pk + 2176 + 16 * sg + 8 * h);
+                for (int c = 0; c < NC; c++)
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(mn, _mm256_set1_epi32(bs[c][2 * sg] + bs[c][2 * sg + 1])));
+            }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2304 + 16 * h)));
             __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2336 + 16 * h)));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, da), acc);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(dmin, da), acc);
+            for (int c = 0; c < NC; c++) {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(d, da[c]), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr[c]), _mm256_mul_ps(dmin, da[c]), acc[c]);
+            }
         } else {
             for (int j = 0; j < 16; j++) {
                 if (pf && j % 4 == 0) pf_advance(pf, (const char *)pk + (size_t)(j + 4) * sbb / 16 + PF_LEAD);
@@ -895,18 +913,20 @@ INLINE __m256 tile_half_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
                 __m256i q2 = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(H, m30));
                 __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
-                const uint8_t *aj = a + 16 * j;
-                __m256i s = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
                 __m256i sc = i8x8(pk + 3072 + 16 * j + 8 * h);
-                is = _mm256_add_epi32(is, _mm256_mullo_epi32(s, sc));
-                corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[j])));
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *aj = a[c] + 16 * j;
+                    __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
+                    is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[c][j])));
+                }
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 3328 + 16 * h)));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is, _mm256_slli_epi32(corr, 5))),
-                                  _mm256_mul_ps(d, da), acc);
+            for (int c = 0; c < NC; c++)
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is[c], _mm256_slli_epi32(corr[c], 5))),
+                                         _mm256_mul_ps(d, da[c]), acc[c]);
         }
     }
-    return acc;
 }
 
 /* Blocks of a tile pair per column pass in prefill: 32 x 576 bytes (Q4_0) to 32 x 1088 (Q8_0). */
@@ -954,12 +974,24 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         cpu_tile_sub sub = kq ? (cpu_tile_sub){0, 0, 0} : cpu_tile_sub_of(wt, t, ntiles);
         /* the first pass over a tile (a pair's first tile) streams it from memory (prefetched);
          * later ones hit cache */
+        if (kq) { /* two columns at a time */
+            for (int64_t c = 0; c < ncols; c += 2)
+                for (int h = 0; h < 2 && 16 * t + 8 * h < nr; h++) {
+                    pf_state *p = c == 0 && h == 0 ? &pf : NULL;
+                    __m256 acc[2];
+                    const uint8_t *ac = act + (size_t)c * act_stride;
+                    if (ncols - c >= 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    else tile_half_kquant(wt, 1, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    for (int64_t cc = c; cc < c + 2 && cc < ncols; cc++)
+                        _mm256_maskstore_ps(y + cc * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc[cc - c]);
+                }
+            continue;
+        }
         for (int64_t c = 0; c < ncols; c++)
             for (int h = 0; h < 2 && 16 * t + 8 * h < nr; h++) {
                 const uint8_t *ac = act + (size_t)c * act_stride;
-                pf_state *p = c == 0 && h == 0 && (kq || (t & 1) == 0) ? &pf : NULL;
-                __m256 acc = kq ? tile_half_kquant(wt, tp, k / CPU_QK_K, ac, h, p)
-                                : tile_half_q32(wt, tp, sub, nb, k, ac, h, p);
+                pf_state *p = c == 0 && h == 0 && (t & 1) == 0 ? &pf : NULL;
+                __m256 acc = tile_half_q32(wt, tp, sub, nb, k, ac, h, p);
                 _mm256_maskstore_ps(y + c * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc);
             }
     }
