@@ -556,7 +556,7 @@ static void deltanet_all(void **unused) {
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     /* dv 128 and 64 (trials 1, 3) take the one-token fast paths of kern_avx512.c and kern_avx2.c (any
-     * multiple of 32 there, as 16 * irand(1, 9) can be) */
+     * multiple of 64 there, as 16 * irand(1, 9) can also be) */
     for (int trial = 0; trial < 8; trial++) {
         int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = irand(1, 40), dv = trial == 1 ? 128 : trial == 3 ? 64 : trial % 2 ? 16 * irand(1, 9) : irand(1, 150);
         int64_t n = irand(1, 20);

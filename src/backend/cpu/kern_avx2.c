@@ -479,34 +479,39 @@ static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
 
 /* ---- DeltaNet, conv (same per-element arithmetic as kern_generic.c) --------------------------- */
 
-/* Decode (one token), 32 state columns at a time (dv a multiple of 32; 4 + 4 accumulators stay in
- * registers): the first pass streams S_in's columns once and forms u = (decay S_in)^T k without
- * storing; the second re-reads them (now in L1/L2), recomputes the decayed values with the same
- * rounding, applies the delta rule and writes S with non-temporal stores when S is 32-byte aligned
- * (the new state is not read again before the next token: caching it would displace weights and
- * cost a read-for-ownership per line), prefetching the same columns of the next head's state. */
+/* Decode (one token), 64 state columns at a time (dv a multiple of 64): the first pass streams
+ * S_in's columns once and forms u = (decay S_in)^T k without storing (8 accumulators); the second
+ * re-reads them (now in L1/L2), recomputes the decayed values with the same rounding, applies the
+ * delta rule (u from a stack copy, the 8 output accumulators in registers) and writes S with
+ * non-temporal stores when S is 32-byte aligned (the new state is not read again before the next
+ * token: caching it would displace weights and cost a read-for-ownership per line), prefetching
+ * the same columns of the next head's state. */
 static void deltanet_decode_cols(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                  float decay_s, float beta_s, float *o, int64_t dk, int64_t dv,
                                  const float *S_in_next) {
     const bool nt = ((uintptr_t)S & 31) == 0;
     const __m256 decay = _mm256_set1_ps(decay_s), bb = _mm256_set1_ps(beta_s);
-    for (int64_t j0 = 0; j0 < dv; j0 += 32) {
-        __m256 u[4], acc[4];
-        for (int x = 0; x < 4; x++) u[x] = acc[x] = _mm256_setzero_ps();
+    _Alignas(32) float ud[64];
+    for (int64_t j0 = 0; j0 < dv; j0 += 64) {
+        __m256 u[8];
+        for (int x = 0; x < 8; x++) u[x] = _mm256_setzero_ps();
         for (int64_t i = 0; i < dk; i++) {
             const float *in = S_in + i * dv + j0;
             __m256 ki = _mm256_set1_ps(k[i]);
-            for (int x = 0; x < 4; x++) u[x] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(in + 8 * x), decay), ki, u[x]);
+            for (int x = 0; x < 8; x++) u[x] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(in + 8 * x), decay), ki, u[x]);
         }
-        for (int x = 0; x < 4; x++) u[x] = _mm256_mul_ps(bb, _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * x), u[x]));
+        for (int x = 0; x < 8; x++)
+            _mm256_store_ps(ud + 8 * x, _mm256_mul_ps(bb, _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * x), u[x])));
+        __m256 acc[8];
+        for (int x = 0; x < 8; x++) acc[x] = _mm256_setzero_ps();
         for (int64_t i = 0; i < dk; i++) {
             const float *in = S_in + i * dv + j0;
             float *row = S + i * dv + j0;
             __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
-            if (S_in_next) _mm_prefetch((const char *)(S_in_next + i * dv + j0), _MM_HINT_T1);
-            if (S_in_next) _mm_prefetch((const char *)(S_in_next + i * dv + j0 + 16), _MM_HINT_T1);
-            for (int x = 0; x < 4; x++) {
-                __m256 sv = _mm256_fmadd_ps(ki, u[x], _mm256_mul_ps(_mm256_loadu_ps(in + 8 * x), decay));
+            if (S_in_next)
+                for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(S_in_next + i * dv + j0 + 16 * l), _MM_HINT_T1);
+            for (int x = 0; x < 8; x++) {
+                __m256 sv = _mm256_fmadd_ps(ki, _mm256_load_ps(ud + 8 * x), _mm256_mul_ps(_mm256_loadu_ps(in + 8 * x), decay));
                 if (nt)
                     _mm256_stream_ps(row + 8 * x, sv);
                 else
@@ -514,7 +519,7 @@ static void deltanet_decode_cols(float *S, const float *S_in, const float *q, co
                 acc[x] = _mm256_fmadd_ps(sv, qi, acc[x]);
             }
         }
-        for (int x = 0; x < 4; x++) _mm256_storeu_ps(o + j0 + 8 * x, acc[x]);
+        for (int x = 0; x < 8; x++) _mm256_storeu_ps(o + j0 + 8 * x, acc[x]);
     }
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
@@ -522,7 +527,7 @@ static void deltanet_decode_cols(float *S, const float *S_in, const float *q, co
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
-    if (n == 1 && dv % 32 == 0) {
+    if (n == 1 && dv % 64 == 0) {
         deltanet_decode_cols(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, dv, S_in_next);
         return;
     }
