@@ -394,7 +394,13 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 /* ---- attention: the tiled kernel of kern_avx512.c with 16 keys as two 8-lane halves ----------- */
 
 static float kv_at(uint32_t t, const void *base, int64_t i) {
-    return t == SLM_DTYPE_F16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+    return t == SLM_DTYPE_F16 ? _cvtsh_ss(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+/* 8 consecutive K/V elements from i as f32 (f16 converted exactly by F16C). */
+INLINE __m256 kv_at8(uint32_t t, const void *base, int64_t i) {
+    return t == SLM_DTYPE_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)))
+                              : _mm256_loadu_ps((const float *)base + i);
 }
 
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
@@ -411,10 +417,21 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     int64_t nk_max = nk0 + T - 1;
     for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
-        for (int j = 0; j < 16; j++)
-            for (int64_t i = 0; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
-        for (int j = 0; j < nbk; j++)
-            for (int64_t i = 0; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, v, (j0 + j) * vstride + i);
+        for (int j = 0; j < 16; j++) {
+            int64_t i = 0;
+            if (j < nbk)
+                for (; i + 8 <= hd; i += 8) {
+                    float kr[8];
+                    _mm256_storeu_ps(kr, kv_at8(kvt, k, (j0 + j) * kstride + i));
+                    for (int d = 0; d < 8; d++) Kt[16 * (i + d) + j] = kr[d];
+                }
+            for (; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
+        }
+        for (int j = 0; j < nbk; j++) {
+            int64_t i = 0;
+            for (; i + 8 <= hdv; i += 8) _mm256_storeu_ps(Vf + j * hdvp + i, kv_at8(kvt, v, (j0 + j) * vstride + i));
+            for (; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, v, (j0 + j) * vstride + i);
+        }
         int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
         for (int64_t r = t_first * G; r < R; r++) {
             const float *qr = q + (r / G) * qts + (r % G) * hd;
