@@ -397,6 +397,22 @@ static float kv_at(uint32_t t, const void *base, int64_t i) {
     return t == SLM_DTYPE_F16 ? _cvtsh_ss(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
+/* Transposes the 8 x 8 floats in t (row r = t[r]) in place. */
+INLINE void transpose8(__m256 t[8]) {
+    __m256 a0 = _mm256_unpacklo_ps(t[0], t[1]), a1 = _mm256_unpackhi_ps(t[0], t[1]);
+    __m256 a2 = _mm256_unpacklo_ps(t[2], t[3]), a3 = _mm256_unpackhi_ps(t[2], t[3]);
+    __m256 a4 = _mm256_unpacklo_ps(t[4], t[5]), a5 = _mm256_unpackhi_ps(t[4], t[5]);
+    __m256 a6 = _mm256_unpacklo_ps(t[6], t[7]), a7 = _mm256_unpackhi_ps(t[6], t[7]);
+    __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    t[0] = _mm256_permute2f128_ps(b0, b4, 0x20), t[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    t[1] = _mm256_permute2f128_ps(b1, b5, 0x20), t[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    t[2] = _mm256_permute2f128_ps(b2, b6, 0x20), t[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    t[3] = _mm256_permute2f128_ps(b3, b7, 0x20), t[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
 /* 8 consecutive K/V elements from i as f32 (f16 converted exactly by F16C). */
 INLINE __m256 kv_at8(uint32_t t, const void *base, int64_t i) {
     return t == SLM_DTYPE_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)))
@@ -417,16 +433,17 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     int64_t nk_max = nk0 + T - 1;
     for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
-        for (int j = 0; j < 16; j++) {
-            int64_t i = 0;
-            if (j < nbk)
-                for (; i + 8 <= hd; i += 8) {
-                    float kr[8];
-                    _mm256_storeu_ps(kr, kv_at8(kvt, k, (j0 + j) * kstride + i));
-                    for (int d = 0; d < 8; d++) Kt[16 * (i + d) + j] = kr[d];
-                }
-            for (; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
-        }
+        int64_t hd8 = hd & ~(int64_t)7;
+        for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
+            for (int64_t i = 0; i < hd8; i += 8) {
+                __m256 t[8];
+                for (int j = 0; j < 8; j++)
+                    t[j] = jg + j < nbk ? kv_at8(kvt, k, (j0 + jg + j) * kstride + i) : _mm256_setzero_ps();
+                transpose8(t);
+                for (int d = 0; d < 8; d++) _mm256_storeu_ps(Kt + 16 * (i + d) + jg, t[d]);
+            }
+        for (int j = 0; j < 16; j++)
+            for (int64_t i = hd8; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
         for (int j = 0; j < nbk; j++) {
             int64_t i = 0;
             for (; i + 8 <= hdv; i += 8) _mm256_storeu_ps(Vf + j * hdvp + i, kv_at8(kvt, v, (j0 + j) * vstride + i));
