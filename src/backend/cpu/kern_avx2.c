@@ -762,8 +762,8 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
 /* One column against blocks [b0, b1) of a pair of tiles at pk, quarters [Q0, Q1) of its 32 rows (8
  * lanes each): one sequential pass, each activation broadcast shared by the quarters; the
  * arithmetic of each row is tile_half_q32's, continued from the sums in y when b0 > 0. y: row 0 of
- * the pair, nr rows from there are valid. Decode takes all four quarters at once (+10% tg); prefill
- * one at a time, which ran 5-12% faster than two or four (fewer live registers). */
+ * the pair, nr rows from there are valid. Decode takes all four quarters at once (+10% tg against
+ * one at a time); prefill goes through pair_quarter_cols. */
 INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const uint8_t *pk, int64_t b0, int64_t b1,
                          int64_t nb, int64_t k, const uint8_t *ac, float *y, int64_t nr, pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -872,19 +872,20 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
     for (int c = 0; c < NC; c++) _mm256_maskstore_ps(y + c * ldy + 8 * Q, rows, acc[c]);
 }
 
-/* pair_quarter_cols with the weight type, column count (1..4) and quarter as constants */
-#define PQC_NC(wt, NC, Q, ...)                                                                         \
+/* fn(type, ...) with a 32-block weight type as a constant, so fn's loads and branches fold */
+#define Q32_CALL(fn, wt, ...)                                                                          \
     do {                                                                                               \
-        if ((wt) == SLM_DTYPE_Q4_0) pair_quarter_cols(SLM_DTYPE_Q4_0, NC, Q, __VA_ARGS__);             \
-        else if ((wt) == SLM_DTYPE_Q4_1) pair_quarter_cols(SLM_DTYPE_Q4_1, NC, Q, __VA_ARGS__);        \
-        else pair_quarter_cols(SLM_DTYPE_Q8_0, NC, Q, __VA_ARGS__);                                    \
+        if ((wt) == SLM_DTYPE_Q4_0) fn(SLM_DTYPE_Q4_0, __VA_ARGS__);                                   \
+        else if ((wt) == SLM_DTYPE_Q4_1) fn(SLM_DTYPE_Q4_1, __VA_ARGS__);                              \
+        else fn(SLM_DTYPE_Q8_0, __VA_ARGS__);                                                          \
     } while (0)
+/* pair_quarter_cols with the weight type, column count (1..4) and quarter as constants */
 #define PQC(wt, nc, Q, ...)                                                                            \
     do {                                                                                               \
-        if ((nc) == 4) PQC_NC(wt, 4, Q, __VA_ARGS__);                                                  \
-        else if ((nc) == 3) PQC_NC(wt, 3, Q, __VA_ARGS__);                                             \
-        else if ((nc) == 2) PQC_NC(wt, 2, Q, __VA_ARGS__);                                             \
-        else PQC_NC(wt, 1, Q, __VA_ARGS__);                                                            \
+        if ((nc) == 4) Q32_CALL(pair_quarter_cols, wt, 4, Q, __VA_ARGS__);                             \
+        else if ((nc) == 3) Q32_CALL(pair_quarter_cols, wt, 3, Q, __VA_ARGS__);                        \
+        else if ((nc) == 2) Q32_CALL(pair_quarter_cols, wt, 2, Q, __VA_ARGS__);                        \
+        else Q32_CALL(pair_quarter_cols, wt, 1, Q, __VA_ARGS__);                                       \
     } while (0)
 
 /* 8 bytes at p widened to int32 lanes (u8 or int8). */
@@ -970,13 +971,6 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
 
 /* Blocks of a tile pair per column pass in prefill: 32 x 576 bytes (Q4_0) to 32 x 1088 (Q8_0). */
 #define PAIR_CHUNK_BLOCKS 32
-/* pair_col_q32 with the weight type and quarters as constants */
-#define PAIR_COL_Q32(wt, Q0, Q1, ...)                                                                  \
-    do {                                                                                               \
-        if ((wt) == SLM_DTYPE_Q4_0) pair_col_q32(SLM_DTYPE_Q4_0, Q0, Q1, __VA_ARGS__);                 \
-        else if ((wt) == SLM_DTYPE_Q4_1) pair_col_q32(SLM_DTYPE_Q4_1, Q0, Q1, __VA_ARGS__);            \
-        else pair_col_q32(SLM_DTYPE_Q8_0, Q0, Q1, __VA_ARGS__);                                        \
-    } while (0)
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
@@ -991,7 +985,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
             for (int64_t b0 = 0; b0 < nb; b0 += PAIR_CHUNK_BLOCKS) {
                 int64_t b1 = b0 + PAIR_CHUNK_BLOCKS < nb ? b0 + PAIR_CHUNK_BLOCKS : nb;
                 if (ncols == 1) {
-                    PAIR_COL_Q32(wt, 0, 4, tp, b0, b1, nb, k, act, y + 16 * t, nr - 16 * t, &pf);
+                    Q32_CALL(pair_col_q32, wt, 0, 4, tp, b0, b1, nb, k, act, y + 16 * t, nr - 16 * t, &pf);
                     continue;
                 }
                 /* a quarter of the pair against 4 columns at a time, weights unpacked once per block */
