@@ -352,8 +352,8 @@ static void cpu_destroy(backend *be) {
     al_free(&a, cb);
 }
 
-static const backend_vtable cpu_vtable = {"cpu",          cpu_scratch_need,   cpu_exec, cpu_exec_matmul_group,
-                                          cpu_exec_conv_step, cpu_reserve,  cpu_destroy};
+static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_exec_matmul_group,
+                                          cpu_exec_conv_step, cpu_reserve, cpu_destroy};
 
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e) {
@@ -384,8 +384,8 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default). Unknown values
- * mean "auto". SLM_REPACK=0 keeps quantised weights in their file layout only. Read once per
+/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default).
+ * Unknown values mean "auto". SLM_REPACK=0 keeps quantised weights in their file layout only. Read once per
  * backend. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
     const char *env = getenv("SLM_KERNELS");
