@@ -64,12 +64,15 @@ static double nmse(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-/* The ISA levels this machine and build have (generic always). */
-static int levels(cpu_isa_level out[5]) {
+/* Every ISA level (cpu.h), and the ones this machine and build have (generic always). */
+static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
+                                           CPU_ISA_AVX512};
+#define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
+static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;
-    cpu_isa_level all[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512};
+    const cpu_isa_level *all = all_levels;
     cpu_isa_level best = cpu_isa_detect();
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < N_LEVELS; i++)
         if (all[i] <= best && cpu_isa_get(all[i])->level == all[i]) out[n++] = all[i];
     return n;
 }
@@ -180,7 +183,7 @@ static void matmul_all(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_F32,  SLM_DTYPE_F16,  SLM_DTYPE_BF16, SLM_DTYPE_Q4_0,
                               SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -287,7 +290,7 @@ static void embed_all(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_F16, SLM_DTYPE_BF16, SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1,
                               SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -339,7 +342,7 @@ static void embed_all(void **unused) {
 static void quant_act_bytes(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
@@ -370,7 +373,7 @@ static void quant_act_bytes(void **unused) {
 static void matmul_group_all(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
@@ -488,7 +491,7 @@ static void copy_all(void **unused) {
 
 static void attention_all(void **unused) {
     (void)unused;
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     const int64_t hds[] = {16, 64, 80, 256, 40, 7};
@@ -552,7 +555,7 @@ static void attention_all(void **unused) {
 
 static void deltanet_all(void **unused) {
     (void)unused;
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     /* dv 128 and 64 (trials 1, 3) take the one-token fast paths of kern_avx512.c and kern_avx2.c (any
@@ -622,7 +625,7 @@ typedef struct case_spec {
 
 static void rowwise_all(void **unused) {
     (void)unused;
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     const g_op ops[] = {G_OP_ADD,     G_OP_MUL,     G_OP_SWIGLU,  G_OP_SCALE,   G_OP_SILU,          G_OP_SIGMOID,
@@ -759,7 +762,7 @@ static void rowwise_all(void **unused) {
  * (more than CPU_CONV_STEP_MAX_TOKENS tokens, the reference backend) run nothing. */
 static void conv_step_all(void **unused) {
     (void)unused;
-    cpu_isa_level lv[5];
+    cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     slm_err e;
