@@ -59,7 +59,7 @@ expect_fail "tensor shape disagrees with config" "tensor blk\.0\.attn_q\.weight 
 
 # Bad prompts and options: a status and a message, nothing generated
 expect_fail "token id out of range" "out-of-range id|out of range" "$statelm" run -m "$gguf" --prompt-ids 1,2,999999 -n 1
-expect_fail "negative token id" "invalid or out-of-range" "$statelm" run -m "$gguf" --prompt-ids 1,-5 -n 1
+expect_fail "negative token id" "entry 2 '-5' has a sign" "$statelm" run -m "$gguf" --prompt-ids 1,-5 -n 1
 expect_fail "prompt longer than the context" "do not fit" "$statelm" run -m "$gguf" --prompt-ids 1,2,3,4,5,6 -c 4 -n 1
 expect_fail "malformed option value" "expects a number" "$statelm" run -m "$gguf" --prompt-ids 1 --temp abc
 expect_fail "unknown option" "unknown option" "$statelm" run -m "$gguf" --prompt-ids 1 --frobnicate

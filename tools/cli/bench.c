@@ -29,7 +29,7 @@ static void usage_bench(void) {
          "  -p N      prompt tokens processed as one batch (default 512; 0 = skip)\n"
          "  -n N      tokens generated one at a time (default 128; 0 = skip)\n"
          "  -r N      timed repetitions (default 5)\n"
-         "  -t N      threads (default: the number of online CPUs)\n"
+         "  -t N      threads (default: the online CPUs; more are capped unless --force-threads)\n"
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
          "  --ckpt N  checkpoint interval of the session (0 = library default, -1 = none); hybrid\n"
          "            models split a prefill at checkpoint boundaries\n"
@@ -96,6 +96,7 @@ static void json_samples(const char *key, const double *v, int n) {
 
 int cmd_bench(int argc, char **argv) {
     bench_opts o = {NULL, 512, 128, 5, 0, 0, false};
+    bool force_threads = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
@@ -118,11 +119,14 @@ int cmd_bench(int argc, char **argv) {
             o.ckpt = (int32_t)iv;
         } else if (!strcmp(a, "--json")) {
             o.json = true;
+        } else if (!strcmp(a, "--force-threads")) {
+            force_threads = true;
         } else {
             return cli_fail("bench: unknown option '%s' (try 'statelm bench --help')", a);
         }
     }
     if (!o.model) return cli_fail("bench: -m MODEL is required");
+    o.n_threads = cli_cap_threads(o.n_threads, force_threads);
 
     char err[512];
     slm_model_params mp = slm_model_params_default();

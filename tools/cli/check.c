@@ -18,6 +18,7 @@ int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl) {
         cli_fail("%s (%s)", err, slm_status_name(st));
         return 2;
     }
+    if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
     slm_plan_params pp = slm_plan_params_default();
     pp.target = o->target;
     pp.n_ctx = o->n_ctx;
@@ -56,6 +57,8 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!VALUE() || !cli_parse_i64(a, v, 1, 1024, &iv)) return 2;
             o->n_threads = (int32_t)iv;
+        } else if (!strcmp(a, "--force-threads")) {
+            o->force_threads = true;
         } else if (is_plan && !strcmp(a, "--simulate")) {
             o->simulate = true;
         } else if (is_plan && (!strcmp(a, "-n") || !strcmp(a, "--steps"))) {
@@ -73,7 +76,8 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             if (is_plan)
                 puts("usage: statelm plan -m MODEL [--target cpu|cuda|ane] [--json] [--simulate [-n STEPS]\n"
-                     "         [-p TEXT | --prompt-ids 1,2,3]] [-c N_CTX] [--kv-f32] [--prefill N] [-t N]\n"
+                     "         [-p TEXT | --prompt-ids 1,2,3]] [-c N_CTX] [--kv-f32] [--prefill N]\n"
+                     "         [-t N [--force-threads]]\n"
                      "  the compute plan: rewrites, per node op/shapes/dtype/device/reason/bytes/FLOPs/share,\n"
                      "  per state logical and allocated shape and every write's window, totals per device.\n"
                      "  --simulate runs the original and the legalised program on the CPU and compares their\n"
@@ -98,6 +102,7 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
         cli_fail("plan: give at most one of -p TEXT and --prompt-ids");
         return 2;
     }
+    o->n_threads = cli_cap_threads(o->n_threads, o->force_threads);
     return -1;
 }
 

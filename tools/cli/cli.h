@@ -23,6 +23,7 @@ typedef struct plan_opts {
     const char *prompt_ids;
     bool json;
     bool simulate;
+    bool force_threads;
     int32_t n_ctx;
     int32_t n_threads;
     int32_t n_steps;
@@ -49,5 +50,23 @@ bool cli_parse_f64(const char *opt, const char *s, double lo, double hi, double 
 const char *cli_value(int argc, char **argv, int *i);
 /* "1.5 MiB" style sizes. */
 void cli_fmt_bytes(uint64_t n, char *buf, size_t cap);
+
+/* Parses a --prompt-ids list: decimal ids separated by commas (spaces around them allowed) or by
+ * spaces alone, so `run --ids` output can be fed back. Every entry is validated before anything
+ * runs: empty entries, signs, non-digits, values past INT32_MAX and, when n_vocab > 0, ids
+ * >= n_vocab are refused with a one-line message naming the entry and its position (1-based).
+ * On success *ids (caller frees) holds *n >= 1 ids; on failure *ids is NULL and *n 0. */
+bool cli_parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n);
+/* The thread count to use for `-t n` (0 = library default): n itself with force or when n is
+ * at most the online CPU count, else that count, with a warning on stderr. */
+int32_t cli_cap_threads(int32_t n, bool force);
+/* Warns on stderr when n_ctx exceeds the model's training context (with the state size). */
+void cli_warn_ctx(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype);
+/* Index of the first non-finite value of v[0, n), or -1 when all are finite. */
+int32_t cli_first_nonfinite(const float *v, int32_t n);
+/* Prints "statelm: the model produced a non-finite logit ..." naming the position; returns 1. */
+int cli_fail_nonfinite(const float *logits, int32_t at, int32_t pos);
+/* Copy of s with every invalid UTF-8 sequence replaced by U+FFFD (caller frees); NULL on OOM. */
+char *cli_utf8_sanitize(const char *s);
 
 #endif

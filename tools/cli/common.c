@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -59,4 +61,152 @@ void cli_fmt_bytes(uint64_t n, char *buf, size_t cap) {
     }
     if (u == 0) snprintf(buf, cap, "%llu B", (unsigned long long)n);
     else snprintf(buf, cap, "%.2f %s", v, units[u]);
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Checks the entry e[0, len) (position pos, 1-based) and stores its value; false with a message. */
+static bool parse_id_entry(const char *e, size_t len, size_t pos, int32_t n_vocab, int32_t *out) {
+    int shown = len > 40 ? 40 : (int)len;
+    const char *more = len > 40 ? "..." : "";
+    if (e[0] == '+' || e[0] == '-') {
+        cli_fail("--prompt-ids: entry %zu '%.*s%s' has a sign: ids are unsigned decimal numbers", pos, shown, e, more);
+        return false;
+    }
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (e[i] < '0' || e[i] > '9') {
+            cli_fail("--prompt-ids: entry %zu '%.*s%s' is not a decimal id", pos, shown, e, more);
+            return false;
+        }
+        v = v * 10 + (e[i] - '0');
+        if (v > INT32_MAX) {
+            cli_fail("--prompt-ids: entry %zu '%.*s%s' is larger than %d", pos, shown, e, more, INT32_MAX);
+            return false;
+        }
+    }
+    if (n_vocab > 0 && v >= n_vocab) {
+        cli_fail("--prompt-ids: entry %zu '%.*s' is out of range: the vocabulary has ids 0 to %d", pos, shown, e,
+                 n_vocab - 1);
+        return false;
+    }
+    *out = (int32_t)v;
+    return true;
+}
+
+bool cli_parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    /* every entry takes at least one character */
+    int32_t *v = malloc((strlen(s) + 1) * sizeof *v);
+    if (!v) {
+        cli_fail("out of memory");
+        return false;
+    }
+    size_t count = 0;
+    const char *p = s;
+    while (is_space(*p)) p++;
+    if (!*p) {
+        free(v);
+        cli_fail("--prompt-ids: no ids given");
+        return false;
+    }
+    for (;;) {
+        while (is_space(*p)) p++;
+        const char *e = p;
+        while (*p && *p != ',' && !is_space(*p)) p++;
+        if (p == e) {
+            free(v);
+            cli_fail("--prompt-ids: entry %zu is empty", count + 1);
+            return false;
+        }
+        if (!parse_id_entry(e, (size_t)(p - e), count + 1, n_vocab, &v[count])) {
+            free(v);
+            return false;
+        }
+        count++;
+        while (is_space(*p)) p++;
+        if (*p == ',') p++;
+        else if (!*p) break;
+    }
+    *ids = v;
+    *n = count;
+    return true;
+}
+
+int32_t cli_cap_threads(int32_t n, bool force) {
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (force || n_cpu < 1 || n <= n_cpu) return n;
+    fprintf(stderr, "statelm: warning: -t %d is more than the %ld online CPUs: using %ld (--force-threads keeps %d)\n", n,
+            n_cpu, n_cpu, n);
+    return (int32_t)n_cpu;
+}
+
+void cli_warn_ctx(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype) {
+    int32_t n_train = slm_model_n_ctx_train(m);
+    if (n_train <= 0 || n_ctx <= n_train) return;
+    uint64_t total = 0;
+    for (int32_t i = 0; i < slm_model_n_states(m); i++) {
+        slm_state_info st;
+        if (slm_model_state(m, n_ctx, kv_dtype, i, &st) == SLM_OK) total += st.size_bytes;
+    }
+    char b[32];
+    cli_fmt_bytes(total, b, sizeof b);
+    fprintf(stderr,
+            "statelm: warning: -c %d exceeds the model's training context (%d): output past it may degrade; the states "
+            "take %s\n",
+            n_ctx, n_train, b);
+}
+
+int32_t cli_first_nonfinite(const float *v, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return -1;
+}
+
+int cli_fail_nonfinite(const float *logits, int32_t at, int32_t pos) {
+    return cli_fail("the model produced a non-finite logit (%s for token %d) at position %d: its weights or "
+                    "activations are damaged",
+                    isnan(logits[at]) ? "nan" : logits[at] > 0 ? "+inf" : "-inf", at, pos);
+}
+
+/* Length of the valid UTF-8 sequence at p (1 to 4), or 0 when p does not start one. */
+static size_t utf8_seq_len(const unsigned char *p) {
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned min;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+    else return 0;
+    unsigned cp = c & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+char *cli_utf8_sanitize(const char *s) {
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t len = utf8_seq_len(p);
+        if (len) {
+            memcpy(out + o, p, len);
+            o += len;
+            p += len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            p++;
+        }
+    }
+    out[o] = '\0';
+    return out;
 }

@@ -88,12 +88,20 @@ static cJSON *shape_json(const int64_t *ne, int32_t n_dims) {
     return a;
 }
 
+/* Strings from the file or the command line may hold invalid UTF-8, which cJSON copies as is:
+ * each invalid sequence becomes U+FFFD so that the output is valid JSON. */
+static void add_file_string(cJSON *obj, const char *key, const char *value) {
+    char *clean = cli_utf8_sanitize(value ? value : "");
+    cJSON_AddStringToObject(obj, key, clean ? clean : "");
+    free(clean);
+}
+
 static int print_json(const slm_model *m, const info_opts *o) {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "model", o->model);
+    add_file_string(root, "model", o->model);
     cJSON_AddStringToObject(root, "format", slm_model_get_format(m) == SLM_FORMAT_GGUF ? "gguf" : "hf");
     cJSON_AddStringToObject(root, "architecture", slm_model_arch(m));
-    cJSON_AddStringToObject(root, "name", slm_model_name(m));
+    add_file_string(root, "name", slm_model_name(m));
     cJSON *hp = cJSON_AddObjectToObject(root, "hparams");
     for (int32_t i = 0; i < slm_model_n_hparams(m); i++) {
         const char *name;
@@ -120,7 +128,7 @@ static int print_json(const slm_model *m, const info_opts *o) {
     if (tok) {
         cJSON *t = cJSON_AddObjectToObject(root, "tokenizer");
         cJSON_AddStringToObject(t, "kind", slm_tokenizer_get_kind(tok) == SLM_TOKENIZER_BPE ? "bpe" : "spm");
-        cJSON_AddStringToObject(t, "pre", slm_tokenizer_pre_name(tok));
+        add_file_string(t, "pre", slm_tokenizer_pre_name(tok));
         cJSON_AddNumberToObject(t, "vocab_size", slm_tokenizer_n_vocab(tok));
         cJSON_AddNumberToObject(t, "bos", slm_tokenizer_bos(tok));
         cJSON_AddNumberToObject(t, "eos", slm_tokenizer_eos(tok));
@@ -188,6 +196,7 @@ int cmd_info(int argc, char **argv) {
     char err[512];
     slm_status st = slm_model_load(o.model, NULL, &m, err, sizeof err);
     if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
+    if (o.n_ctx) cli_warn_ctx(m, o.n_ctx, o.kv_dtype);
     int rc = o.json ? print_json(m, &o) : (print_text(m, &o), 0);
     slm_model_destroy(m);
     return rc;

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
           "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "  bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]   prompt and generation speed\n"
+          "  --version                                      print the version\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
 }
@@ -33,6 +34,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "score") == 0) return cmd_score(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
+        printf("statelm %d.%d.%d\n", SLM_VERSION_MAJOR, SLM_VERSION_MINOR, SLM_VERSION_PATCH);
+        return 0;
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

@@ -86,28 +86,9 @@ static void print_states(const slm_plan *pl) {
     }
 }
 
-/* Growable id list for the prompt. */
-static int parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n) {
-    size_t cap = strlen(s) / 2 + 2;
-    *ids = malloc(cap * sizeof **ids);
-    *n = 0;
-    if (!*ids) return cli_fail("out of memory") + 1;
-    for (const char *p = s; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= n_vocab || *n == cap)
-            return cli_fail("--prompt-ids: invalid or out-of-range id near '%s' (vocabulary %d)", p, n_vocab) + 1;
-        (*ids)[(*n)++] = (int32_t)v;
-        p = end;
-        while (*p == ',' || *p == ' ') p++;
-    }
-    if (*n == 0) return cli_fail("--prompt-ids: no ids given") + 1;
-    return 0;
-}
-
 /* The prompt of the simulation: --prompt-ids, -p TEXT (with BOS), or a fixed default text. */
 static int simulation_prompt(const slm_model *m, const plan_opts *o, int32_t **ids, size_t *n) {
-    if (o->prompt_ids) return parse_ids(o->prompt_ids, slm_model_n_vocab(m), ids, n);
+    if (o->prompt_ids) return cli_parse_ids(o->prompt_ids, slm_model_n_vocab(m), ids, n) ? 0 : 2;
     const slm_tokenizer *tok = slm_model_tokenizer(m);
     const char *text = o->prompt ? o->prompt : "The state of a model is first-class.";
     size_t cap = strlen(text) + 16;

@@ -7,6 +7,7 @@
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,25 +29,45 @@ typedef struct gen_opts {
     bool ids_only;
     bool no_chat;
     bool ignore_eos;
+    bool force_threads;
     slm_dtype kv_dtype;
     slm_sampler_params sp;
 } gen_opts;
 
+/* Options shared by run and chat. */
+static const char usage_common[] =
+    "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+    "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "  -t N                 threads (default: the online CPUs; more than those is capped)\n"
+    "  --force-threads      use -t N even beyond the online CPU count\n"
+    "  -c N_CTX             context size (a warning past the model's training context)\n"
+    "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3\n"
+    "  --system TEXT        system message for the chat template\n"
+    "  --ignore-eos         keep generating after an end-of-generation token\n"
+    "  --kv-f32             keep the KV cache in f32 (default f16)\n";
+
 static void usage_run(void) {
-    puts("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
-         "  -n N                 tokens to generate (default 128)\n"
-         "  --temp T             temperature, 0 = greedy (default 0.8)\n"
-         "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
-         "  -t N                 threads;  -c N_CTX  context size\n"
-         "  --no-chat            feed the prompt raw (no chat template)\n"
-         "  --chat-template NAME chatml | smollm2 | qwen3 | lfm2 | llama3\n"
-         "  --system TEXT        system message for the chat template\n"
+    fputs("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
+          "  --prompt-ids IDS     token ids fed as given (no template, no BOS), separated by commas or spaces\n"
+          "  -n N                 tokens to generate (default 128; stops earlier at a full context, said on stderr)\n",
+          stdout);
+    fputs(usage_common, stdout);
+    puts("  --no-chat            feed the prompt raw (no chat template)\n"
          "  --ids                print only the generated token ids\n"
          "  --logprobs K         print one JSON line per token with the top-K log-probabilities\n"
-         "  --ignore-eos         keep generating after an end-of-generation token\n"
-         "  --kv-f32             keep the KV cache in f32 (default f16)\n"
          "  --prompt-cache FILE  reuse the session state saved in FILE for a repeated prompt prefix\n"
          "                       (exact on hybrid models too), and save the prompt's state there");
+}
+
+static void usage_chat(void) {
+    fputs("usage: statelm chat -m MODEL [options]\n"
+          "  interactive multi-turn chat in one session: one user message per line on stdin, the reply on\n"
+          "  stdout. Ctrl-C during a reply stops it (the partial reply stays in the conversation); Ctrl-C\n"
+          "  at the prompt or end of input exits. When a turn does not fit the context, the oldest turns\n"
+          "  (not the system message) are dropped, said on stderr.\n"
+          "  -n N                 most tokens per reply (default 512)\n",
+          stdout);
+    fputs(usage_common, stdout);
 }
 
 /* Parses the options shared by run and chat; returns -1 to continue, else an exit code. */
@@ -117,8 +138,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->ignore_eos = true;
         } else if (!strcmp(a, "--kv-f32")) {
             o->kv_dtype = SLM_DTYPE_F32;
+        } else if (!strcmp(a, "--force-threads")) {
+            o->force_threads = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_run();
+            if (is_chat) usage_chat();
+            else usage_run();
             return 0;
         } else {
             return cli_fail("%s: unknown option '%s'", is_chat ? "chat" : "run", a);
@@ -128,6 +152,14 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
     if (!o->model) return cli_fail("-m MODEL is required");
     if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
+    if (o->prompt_ids) {
+        /* the syntax now, before anything loads; the vocabulary range once the model is loaded */
+        int32_t *ids;
+        size_t n;
+        if (!cli_parse_ids(o->prompt_ids, 0, &ids, &n)) return 1;
+        free(ids);
+    }
+    o->n_threads = cli_cap_threads(o->n_threads, o->force_threads);
     return -1;
 }
 
@@ -150,16 +182,11 @@ static bool ids_push(ids_buf *b, int32_t id) {
 }
 
 static int parse_ids(const char *s, int32_t n_vocab, ids_buf *out) {
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= n_vocab) return cli_fail("--prompt-ids: invalid or out-of-range id near '%s' (vocabulary %d)", p, n_vocab);
-        if (!ids_push(out, (int32_t)v)) return cli_fail("out of memory");
-        p = end;
-        while (*p == ',' || *p == ' ') p++;
-    }
-    if (out->n == 0) return cli_fail("--prompt-ids: no ids given");
+    int32_t *v;
+    size_t n;
+    if (!cli_parse_ids(s, n_vocab, &v, &n)) return 1;
+    free(out->v);
+    *out = (ids_buf){v, n, n};
     return 0;
 }
 
@@ -227,21 +254,38 @@ static void print_logprobs(const float *logits, int32_t n_vocab, int32_t pos, in
     free(top);
 }
 
+/* Set by chat's SIGINT handler; the session's abort callback and the generation loop read it. */
+static volatile sig_atomic_t interrupted;
+
+static bool abort_on_interrupt(void *user_data) {
+    (void)user_data;
+    return interrupted != 0;
+}
+
 typedef struct gen_ctx {
     const slm_model *m;
     slm_session *s;
     slm_sampler *smp;
     const gen_opts *o;
+    bool interrupted; /* out: stopped by SIGINT (the session holds what was computed before) */
+    bool ctx_full;    /* out: stopped because the context was full */
 } gen_ctx;
 
 /* Brings the session to prompt[0, n) reusing the longest common prefix of its history (prefix
  * reuse), then generates up to n_predict tokens, streaming per the options. Generated ids are
- * appended to `generated`. Returns 0 or an exit code. */
+ * appended to `generated`. A full context ends the generation with a note on stderr; non-finite
+ * logits are an error. Returns 0 or an exit code. */
 static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *generated) {
     const slm_tokenizer *tok = slm_model_tokenizer(g->m);
     const float *logits = NULL;
     slm_status st = slm_session_sync(g->s, prompt, n, &logits, NULL);
+    if (st == SLM_ERR_ABORTED) {
+        g->interrupted = true;
+        return 0;
+    }
     if (st != SLM_OK) return cli_fail("prefill failed: %s (%s)", slm_session_errmsg(g->s), slm_status_name(st));
+    int32_t bad = cli_first_nonfinite(logits, slm_model_n_vocab(g->m));
+    if (bad >= 0) return cli_fail_nonfinite(logits, bad, slm_session_pos(g->s) - 1);
     slm_detokenizer *dt = NULL;
     bool stream_text = !g->o->ids_only && !g->o->logprobs;
     if (stream_text && (!tok || slm_detokenizer_create(tok, &dt) != SLM_OK))
@@ -249,6 +293,10 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
     int32_t n_vocab = slm_model_n_vocab(g->m);
     int rc = 0;
     for (int32_t i = 0; i < g->o->n_predict; i++) {
+        if (interrupted) {
+            g->interrupted = true;
+            break;
+        }
         size_t n_hist;
         const int32_t *hist = slm_session_history(g->s, &n_hist);
         int32_t id;
@@ -271,9 +319,20 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
             }
         }
         if (i + 1 == g->o->n_predict) break;
-        if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) break;
-        if ((st = slm_session_decode(g->s, id, &logits)) != SLM_OK) {
+        if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) {
+            g->ctx_full = true;
+            break;
+        }
+        if ((st = slm_session_decode(g->s, id, &logits)) == SLM_ERR_ABORTED) {
+            g->interrupted = true;
+            break;
+        }
+        if (st != SLM_OK) {
             rc = cli_fail("decode failed: %s (%s)", slm_session_errmsg(g->s), slm_status_name(st));
+            break;
+        }
+        if ((bad = cli_first_nonfinite(logits, n_vocab)) >= 0) {
+            rc = cli_fail_nonfinite(logits, bad, slm_session_pos(g->s) - 1);
             break;
         }
     }
@@ -282,6 +341,11 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
         size_t len;
         if (slm_detokenizer_flush(dt, &text, &len) == SLM_OK && len) fwrite(text, 1, len, stdout);
         slm_detokenizer_destroy(dt);
+    }
+    if (g->ctx_full) {
+        fflush(stdout);
+        fprintf(stderr, "%sstatelm: the context is full (%d tokens): stopped after %zu generated tokens\n",
+                stream_text ? "\n" : "", slm_session_n_ctx(g->s), generated->n);
     }
     return rc;
 }
@@ -292,10 +356,12 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     mp.n_threads = o->n_threads;
     slm_status st = slm_model_load(o->model, &mp, m, err, sizeof err);
     if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
+    if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
     sp.kv_dtype = o->kv_dtype;
     sp.n_threads = o->n_threads;
+    sp.abort_fn = abort_on_interrupt;
     if ((st = slm_session_create(*m, &sp, s, err, sizeof err)) != SLM_OK)
         return cli_fail("%s (%s)", err, slm_status_name(st));
     if ((st = slm_sampler_create(&o->sp, smp)) != SLM_OK) return cli_fail("invalid sampler options (%s)", slm_status_name(st));
@@ -329,7 +395,7 @@ int cmd_run(int argc, char **argv) {
         }
         fprintf(stderr, "statelm: prompt cache: %zu of %zu prompt tokens reused\n", reused, prompt.n);
     }
-    gen_ctx g = {m, s, smp, &o};
+    gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o};
     rc = generate(&g, prompt.v, prompt.n, &generated);
     if (!rc && o.ids_only) {
         for (size_t i = 0; i < generated.n; i++) printf("%s%d", i ? " " : "", generated.v[i]);
@@ -375,6 +441,54 @@ static bool chat_add(chat_log *c, const char *role, const char *text, size_t len
     return true;
 }
 
+/* Removes c->msgs[i], freeing its text. */
+static void chat_remove(chat_log *c, size_t i) {
+    free(c->owned[i]);
+    memmove(c->msgs + i, c->msgs + i + 1, (c->n - i - 1) * sizeof *c->msgs);
+    memmove(c->owned + i, c->owned + i + 1, (c->n - i - 1) * sizeof *c->owned);
+    c->n--;
+}
+
+/* Drops the oldest turn (a user message and the replies after it) at c->msgs[first], keeping the
+ * last message (the turn being answered); false when there is nothing left to drop. */
+static bool chat_drop_oldest(chat_log *c, size_t first) {
+    if (c->n <= first + 1) return false;
+    chat_remove(c, first);
+    while (c->n > first + 1 && strcmp(c->msgs[first].role, "user") != 0) chat_remove(c, first);
+    return true;
+}
+
+/* Renders the conversation with the generation prompt and tokenizes it into *ids (caller frees). */
+static int chat_tokenize(const slm_model *m, const gen_opts *o, const chat_log *c, int32_t **ids, size_t *n_ids) {
+    char *rendered = NULL;
+    *ids = NULL;
+    slm_status st = slm_chat_render(m, o->chat_template, c->msgs, c->n, true, &rendered);
+    if (st != SLM_OK) return cli_fail("cannot render the chat template (%s)", slm_status_name(st));
+    size_t len = strlen(rendered);
+    *ids = malloc((len + 16) * sizeof **ids);
+    if (!*ids ||
+        slm_tokenizer_encode(slm_model_tokenizer(m), rendered, len, SLM_TOKENIZE_PARSE_SPECIAL, *ids, len + 16, n_ids) !=
+            SLM_OK) {
+        free(*ids);
+        *ids = NULL;
+        slm_free(rendered);
+        return cli_fail("cannot tokenize the conversation");
+    }
+    slm_free(rendered);
+    return 0;
+}
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* Chat loop. Invariants between turns: log holds the conversation (optional system message, then
+ * alternating user and assistant messages); the session holds a prefix-compatible rendering of it
+ * (generate() syncs it to the full rendering, computing only what changed). An interrupted reply
+ * is kept as the assistant's message as far as it went; a turn interrupted before its first token
+ * is removed. When a turn does not fit, the oldest turns are dropped and the session re-syncs to
+ * the shorter rendering (a recomputation from the first changed token: exact). */
 int cmd_chat(int argc, char **argv) {
     gen_opts o;
     int rc = parse_opts(argc, argv, &o, true);
@@ -385,44 +499,73 @@ int cmd_chat(int argc, char **argv) {
     chat_log log = {0};
     char *line = NULL;
     size_t line_cap = 0;
-    if ((rc = open_all(&o, &m, &s, &smp))) goto done;
+    /* Ctrl-C sets `interrupted`, without SA_RESTART so a read at the prompt returns. SIGINT is
+     * blocked while the session starts its worker threads, so that only this thread takes it. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    rc = open_all(&o, &m, &s, &smp);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) goto done;
+    sigaction(SIGINT, &sa, NULL);
     const slm_tokenizer *tok = slm_model_tokenizer(m);
     if (!tok || !(o.chat_template || slm_chat_template_detect(m))) {
         rc = cli_fail("chat: the model has no tokenizer or no known chat template (use --chat-template NAME)");
         goto done;
     }
-    if (o.system && !chat_add(&log, "system", o.system, strlen(o.system))) {
-        rc = cli_fail("out of memory");
-        goto done;
+    size_t first_turn = 0;
+    if (o.system) {
+        if (!chat_add(&log, "system", o.system, strlen(o.system))) {
+            rc = cli_fail("out of memory");
+            goto done;
+        }
+        first_turn = 1;
     }
+    size_t n_ctx = (size_t)slm_session_n_ctx(s);
+    /* room kept for a reply when deciding whether a turn fits */
+    size_t reserve = (size_t)o.n_predict < n_ctx / 2 ? (size_t)o.n_predict : n_ctx / 2;
     for (;;) {
-        fputs("> ", stderr);
-        ssize_t got = getline(&line, &line_cap, stdin);
-        if (got < 0) break;
+        if (!interrupted) fputs("> ", stderr);
+        ssize_t got = interrupted ? -1 : getline(&line, &line_cap, stdin);
+        if (got < 0) {
+            if (interrupted) {
+                fputc('\n', stderr);
+                rc = 130;
+            }
+            break;
+        }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
         if (got == 0) continue;
         if (!chat_add(&log, "user", line, (size_t)got)) {
             rc = cli_fail("out of memory");
             break;
         }
-        char *rendered = NULL;
-        slm_status st = slm_chat_render(m, o.chat_template, log.msgs, log.n, true, &rendered);
-        if (st != SLM_OK) {
-            rc = cli_fail("cannot render the chat template (%s)", slm_status_name(st));
-            break;
-        }
-        size_t len = strlen(rendered), n_ids = 0;
-        int32_t *ids = malloc((len + 16) * sizeof *ids);
-        if (!ids || slm_tokenizer_encode(tok, rendered, len, SLM_TOKENIZE_PARSE_SPECIAL, ids, len + 16, &n_ids) != SLM_OK) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0, n_dropped = 0;
+        if ((rc = chat_tokenize(m, &o, &log, &ids, &n_ids))) break;
+        while (n_ids + reserve > n_ctx && chat_drop_oldest(&log, first_turn)) {
             free(ids);
-            slm_free(rendered);
-            rc = cli_fail("cannot tokenize the conversation");
-            break;
+            n_dropped++;
+            if ((rc = chat_tokenize(m, &o, &log, &ids, &n_ids))) break;
         }
-        slm_free(rendered);
-        /* generate() syncs the session to the whole conversation: only the new turn is computed */
+        if (rc) break;
+        if (n_dropped)
+            fprintf(stderr, "statelm: the context (%zu tokens) is full: dropped the oldest %zu turn(s), %zu tokens now\n",
+                    n_ctx, n_dropped, n_ids);
+        if (n_ids >= n_ctx) {
+            fprintf(stderr, "statelm: this message takes %zu tokens with the template, more than the context (%zu): "
+                            "not sent\n", n_ids, n_ctx);
+            free(ids);
+            chat_remove(&log, log.n - 1);
+            continue;
+        }
         ids_buf reply = {0};
-        gen_ctx g = {m, s, smp, &o};
+        gen_ctx g = {m, s, smp, &o, false, false};
         rc = generate(&g, ids, n_ids, &reply);
         free(ids);
         printf("\n");
@@ -430,6 +573,16 @@ int cmd_chat(int argc, char **argv) {
         if (rc) {
             free(reply.v);
             break;
+        }
+        if (g.interrupted) {
+            interrupted = 0;
+            fprintf(stderr, "statelm: reply interrupted after %zu tokens%s\n", reply.n,
+                    reply.n ? " (kept in the conversation)" : ": the message is dropped");
+            if (!reply.n) {
+                chat_remove(&log, log.n - 1);
+                free(reply.v);
+                continue;
+            }
         }
         size_t cap = reply.n * 64 + 64, n_text = 0;
         char *text = malloc(cap);

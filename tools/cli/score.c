@@ -14,6 +14,7 @@ int cmd_score(int argc, char **argv) {
     const char *model = NULL, *ids_arg = NULL;
     int64_t top_k = 1, n_threads = 0, n_ctx = 0;
     slm_dtype kv = SLM_DTYPE_F16;
+    bool force_threads = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -28,30 +29,23 @@ int cmd_score(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1 << 24, &n_ctx)) return 1;
         } else if (!strcmp(a, "--kv-f32")) {
             kv = SLM_DTYPE_F32;
+        } else if (!strcmp(a, "--force-threads")) {
+            force_threads = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            puts("usage: statelm score -m MODEL --prompt-ids 1,2,3 [--top K] [-t N] [-c N_CTX] [--kv-f32]");
+            puts("usage: statelm score -m MODEL --prompt-ids 1,2,3 [--top K] [-t N [--force-threads]] [-c N_CTX]\n"
+                 "         [--kv-f32]\n"
+                 "  ids are separated by commas or spaces; -t beyond the CPU count is capped unless forced");
             return 0;
         } else {
             return cli_fail("score: unknown option '%s'", a);
         }
     }
     if (!model || !ids_arg) return cli_fail("score: -m MODEL and --prompt-ids are required");
-    size_t n = 1;
-    for (const char *p = ids_arg; *p; p++) n += *p == ',';
-    int32_t *ids = malloc(n * sizeof *ids);
+    n_threads = cli_cap_threads((int32_t)n_threads, force_threads);
     int32_t *top = malloc((size_t)top_k * sizeof *top);
-    if (!ids || !top) return cli_fail("out of memory");
+    if (!top) return cli_fail("out of memory");
+    int32_t *ids = NULL;
     size_t n_ids = 0;
-    for (const char *p = ids_arg; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) {
-            free(ids), free(top);
-            return cli_fail("--prompt-ids: not an id near '%s'", p);
-        }
-        ids[n_ids++] = (int32_t)v;
-        p = *end == ',' ? end + 1 : end;
-    }
     slm_model *m = NULL;
     slm_session *s = NULL;
     char err[512];
@@ -59,6 +53,12 @@ int cmd_score(int argc, char **argv) {
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = (int32_t)n_threads;
     slm_status st = slm_model_load(model, &mp, &m, err, sizeof err);
+    if (st == SLM_OK && !cli_parse_ids(ids_arg, slm_model_n_vocab(m), &ids, &n_ids)) {
+        free(top);
+        slm_model_destroy(m);
+        return 1;
+    }
+    if (st == SLM_OK && n_ctx) cli_warn_ctx(m, (int32_t)n_ctx, kv);
     if (st == SLM_OK) {
         slm_session_params sp = slm_session_params_default();
         sp.n_ctx = n_ctx ? (int32_t)n_ctx : (int32_t)n_ids;
@@ -71,6 +71,11 @@ int cmd_score(int argc, char **argv) {
         const float *l;
         if ((st = slm_session_decode(s, ids[t], &l)) != SLM_OK) {
             rc = cli_fail("position %zu: %s (%s)", t, slm_session_errmsg(s), slm_status_name(st));
+            break;
+        }
+        int32_t bad = cli_first_nonfinite(l, n_vocab);
+        if (bad >= 0) {
+            rc = cli_fail_nonfinite(l, bad, (int32_t)t);
             break;
         }
         double mx = -INFINITY, sum = 0.0;
@@ -89,7 +94,7 @@ int cmd_score(int argc, char **argv) {
             top[j] = i;
         }
         printf("{\"pos\":%zu", t);
-        if (t + 1 < n_ids && ids[t + 1] >= 0 && ids[t + 1] < n_vocab)
+        if (t + 1 < n_ids)
             printf(",\"next\":%d,\"logprob\":%.6f", ids[t + 1], (double)l[ids[t + 1]] - lse);
         printf(",\"top\":[");
         for (int32_t i = 0; i < n_top; i++) printf("%s[%d,%.6f]", i ? "," : "", top[i], (double)l[top[i]] - lse);
