@@ -1,7 +1,7 @@
 /* run.c — `statelm run` (one prompt, streamed generation) and `statelm chat` (interactive
  * multi-turn chat in one session). Contract of run (relied on; extend, do not change):
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
- *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N] [-c N_CTX] [--no-chat]
+ *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
@@ -48,8 +48,8 @@ static const char usage_common[] =
 
 static void usage_run(void) {
     fputs("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
-          "  --prompt-ids IDS     token ids fed as given (no template, no BOS), separated by commas or spaces\n"
-          "  -n N                 tokens to generate (default 128; stops earlier at a full context, said on stderr)\n",
+          "  --prompt-ids IDS     ids fed as given (no template, no BOS), separated by commas or spaces\n"
+          "  -n N                 tokens to generate (default 128; a full context stops it earlier)\n",
           stdout);
     fputs(usage_common, stdout);
     puts("  --no-chat            feed the prompt raw (no chat template)\n"
