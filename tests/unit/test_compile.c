@@ -1,5 +1,5 @@
 /* test_compile.c — compile/: target profiles, check, legalize, place and the compute plan, with
- * the field reports (shared/field-reports) as programs built by the IR builder:
+ * the field reports (docs/architecture.md, "Why it exists") as programs built by the IR builder:
  *   (a) report 2's module: a [1,16,8] buffer state scaled in place in a slice, then overwritten by
  *       a slice copy of itself plus the input; returns the sum over the middle axis plus the input.
  *       It runs correctly with the state bound (expected values by hand), and `check --target ane`
