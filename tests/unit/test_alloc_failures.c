@@ -6,11 +6,13 @@
  * continues to the same logits, bit for bit, as one that never did. The allocator is
  * tests/support's tu_failing, passed in slm_model_params (sessions allocate through their model's
  * allocator). A refused checkpoint allocation is not a failure (checkpoints are best effort), so a
- * call may succeed without it; the sweep then rolls it back and goes on. Leaks: a failed load leaves 0 live blocks; a failed session creation leaves the
- * model's (the model memoises a weight cache when its first session is created, so the sweep
- * starts after one session has run); a failed call may leave buffers the session keeps (arena,
- * undo record), so it must not hold more than the successful call does, and destroying the
- * session and the model brings the count back to 0. */
+ * call may succeed without it; the sweep then rolls it back and goes on.
+ * Leaks: a failed load leaves 0 live blocks; a failed session creation leaves the model's (the
+ * model memoises a weight cache when its first session is created, so the sweep starts after one
+ * session has run); a failed call may leave buffers the session keeps (arena, undo record), so it
+ * must not hold more than the successful call does, and destroying the session and the model
+ * brings the count back to 0. Sessions run 2 threads, so the thread pool's allocations are swept
+ * too. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -40,7 +42,7 @@ static slm_model_params model_params(tu_failing *f) {
 static slm_session *new_session(const slm_model *m, char *err, size_t err_cap, slm_status *st) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = N_CTX;
-    sp.n_threads = 1;
+    sp.n_threads = 2;
     sp.kv_dtype = SLM_DTYPE_F32;
     sp.checkpoint_interval = 4; /* hybrid models take checkpoints inside the sweeps */
     slm_session *s = NULL;
