@@ -1,7 +1,7 @@
 /* statelm.h — the only public header of statelm, a C11 runtime for small language models whose
  * state (KV caches, LFM2 conv state, Qwen3.5 DeltaNet state) is first-class.
  *
- * Conventions (see STYLE.md):
+ * Conventions (see docs/style.md):
  *  - Every fallible call returns slm_status: 0 = SLM_OK, negative = error. Codes are append-only.
  *  - Out-params are set to NULL/0 on failure; inputs are left unchanged on failure.
  *  - Error detail lives on the handle (slm_session_errmsg) or, for constructors, in an optional
@@ -59,7 +59,7 @@ SLM_API const char *slm_status_name(slm_status status);
 SLM_API const char *slm_status_str(slm_status status);
 
 /* ---------------------------------------------------------------------------------------------
- * Tensor data types. Values are the GGUF/ggml type ids (spec/gguf.md §2). */
+ * Tensor data types. Values are the GGUF/ggml type ids (docs/spec/gguf.md §2). */
 typedef enum slm_dtype {
     SLM_DTYPE_F32 = 0,
     SLM_DTYPE_F16 = 1,
@@ -396,7 +396,7 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
                                       size_t n_history, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
- * Compute plans: a model's Program compiled for a target (DESIGN.md compile/). Creating a plan
+ * Compute plans: a model's Program compiled for a target (docs/architecture.md compile/). Creating a plan
  * checks the Program against the target's rules (findings, before anything is rewritten),
  * legalises it (rewrites, each recorded), places every node on a device (a reason for every node
  * off the target's device) and estimates bytes moved and FLOPs per node. Targets: "cpu", "cuda",

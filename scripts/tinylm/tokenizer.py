@@ -38,7 +38,7 @@ token tokens tokenizer model models modeling layer layers head heads state state
 
 
 def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable unicode character map (spec/gguf.md section 7)."""
+    """GPT-2's byte -> printable unicode character map (docs/spec/gguf.md section 7)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) \
         + list(range(ord("\u00ae"), ord("\u00ff") + 1))
     cs = bs[:]

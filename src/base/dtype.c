@@ -1,5 +1,5 @@
-/* dtype.c — block geometry of every ggml type statelm knows (spec/gguf.md §2–§3) and the scalar
- * dequantisers (spec/gguf.md §4; ggml-quants.c dequantize_row_*).
+/* dtype.c — block geometry of every ggml type statelm knows (docs/spec/gguf.md §2–§3) and the scalar
+ * dequantisers (docs/spec/gguf.md §4; ggml-quants.c dequantize_row_*).
  * These loops are the oracle for SIMD/CUDA kernels, so they are written plainly and keep ggml's
  * operation order: the scale product (d·sc, dmin·mn) first, then ·q, then the subtraction or
  * addition, each in its own statement so no compiler contracts them into an FMA. With that order
@@ -219,7 +219,7 @@ static void deq_q3_k(const uint8_t *x, float *y, int64_t nb) {
     }
 }
 
-/* 6-bit scale and min of sub-block s ∈ [0,8) of a Q4_K/Q5_K block (spec/gguf.md §4). */
+/* 6-bit scale and min of sub-block s ∈ [0,8) of a Q4_K/Q5_K block (docs/spec/gguf.md §4). */
 static void k_scale_min(const uint8_t *scales, int s, uint8_t *sc, uint8_t *mn) {
     if (s < 4) {
         *sc = scales[s] & 63;
@@ -292,7 +292,7 @@ static void deq_q5_k(const uint8_t *x, float *y, int64_t nb) {
 }
 
 /* Q6_K: ql[128] | qh[64] | scales int8[16] | d f16. Half n (128 elements) reads ql[64n, 64n+64)
- * and qh[32n, 32n+32); element 128n + l + 32k uses q_k (spec/gguf.md §4) and scale (e / 16). */
+ * and qh[32n, 32n+32); element 128n + l + 32k uses q_k (docs/spec/gguf.md §4) and scale (e / 16). */
 static void deq_q6_k(const uint8_t *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += 210, y += QK_K) {
         const uint8_t *ql = x;

@@ -1,5 +1,5 @@
-/* dtype.h — tensor element types: block geometry (spec/gguf.md §3) and scalar dequantisation of
- * every supported type to f32 (spec/gguf.md §4). These scalar routines are the reference the
+/* dtype.h — tensor element types: block geometry (docs/spec/gguf.md §3) and scalar dequantisation of
+ * every supported type to f32 (docs/spec/gguf.md §4). These scalar routines are the reference the
  * SIMD and CUDA kernels are tested against. */
 #ifndef SLM_BASE_DTYPE_H
 #define SLM_BASE_DTYPE_H

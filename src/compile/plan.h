@@ -1,4 +1,4 @@
-/* plan.h — compiling a Program for a target (DESIGN.md compile/): check (findings of the target's
+/* plan.h — compiling a Program for a target (docs/architecture.md compile/): check (findings of the target's
  * rules, before anything is rewritten), legalize (a new Program with the known rewrites applied
  * and recorded), place (a device and a reason per node) and the compute plan (struct slm_plan, the
  * public handle: costs per node, state layouts and windows, totals per device, simulation).

@@ -2,9 +2,9 @@
  * knows about a target lives in these rows; check, legalize and place only interpret them.
  *  - cpu:  the reference backend (backend/cpu/kern_ref.c) has a kernel for every op and reads and
  *          writes states in f32, f16 and bf16 (test_compile checks the table against the kernels).
- *  - cuda: there is no CUDA backend yet (DESIGN.md backend/cuda), so every op falls back to the
+ *  - cuda: there is no CUDA backend yet (docs/architecture.md backend/cuda), so every op falls back to the
  *          CPU, and says so.
- *  - ane:  the Apple Neural Engine rules known from the field reports (shared/field-reports 1–3);
+ *  - ane:  the Apple Neural Engine rules known from the field reports (docs/architecture.md, field reports 1–3);
  *          statelm cannot run it here: plans for it are simulated on the CPU. */
 #include "compile/target.h"
 
@@ -53,7 +53,7 @@ static const tgt_state_rule cpu_rules[] = {
 
 /* ---- cuda ------------------------------------------------------------------------------------ */
 
-#define NO_CUDA "no CUDA kernel: statelm has no CUDA backend yet (DESIGN.md backend/cuda)"
+#define NO_CUDA "no CUDA kernel: statelm has no CUDA backend yet (docs/architecture.md backend/cuda)"
 static const tgt_op_rule cuda_ops[] = {
     {G_OP_EMBED, 0, TGT_FALLBACK, NO_CUDA},    {G_OP_MATMUL, 0, TGT_FALLBACK, NO_CUDA},
     {G_OP_ADD, 0, TGT_FALLBACK, NO_CUDA},      {G_OP_MUL, 0, TGT_FALLBACK, NO_CUDA},
@@ -73,7 +73,7 @@ static const tgt_op_rule cuda_ops[] = {
 
 static const tgt_state_rule cuda_rules[] = {
     {"cuda.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, STATE_DTYPES_CPU, SLM_DTYPE_F32, 0,
-     "states are f32, f16 or bf16", "DESIGN.md backend/cuda: the same ops as the CPU"},
+     "states are f32, f16 or bf16", "docs/architecture.md backend/cuda: the same ops as the CPU"},
     {"cuda.write.declared", TGT_WRITE_DECLARED, TGT_REJECT, 0, SLM_DTYPE_F32, 0,
      "an in-place write goes into a declared state that the session binds", "runtime/session.c"},
 };

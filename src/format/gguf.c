@@ -1,4 +1,4 @@
-/* gguf.c — GGUF v2/v3 reader (spec/gguf.md §1): header, metadata key/values of every value type
+/* gguf.c — GGUF v2/v3 reader (docs/spec/gguf.md §1): header, metadata key/values of every value type
  * (nested arrays up to GGUF_MAX_ARRAY_DEPTH), general.alignment, tensor infos and the tensor data
  * directory as views into the image.
  * Owns: copies of keys and tensor names, the kv/tensor arrays and the per-array element tables

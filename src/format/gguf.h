@@ -1,4 +1,4 @@
-/* gguf.h — GGUF v2/v3 reader (spec/gguf.md): header, metadata of every value type including nested
+/* gguf.h — GGUF v2/v3 reader (docs/spec/gguf.md): header, metadata of every value type including nested
  * arrays, tensor infos, general.alignment, and tensor data as views into a read-only memory map.
  * Owns the parsed directory; does not interpret architectures (model/ does) or dequantise
  * (base/dtype does). Every count, offset and size is bounds- and overflow-checked; a bad file is
@@ -14,14 +14,14 @@
 #include "base/err.h"
 #include "base/fmap.h"
 
-/* Value type ids (spec/gguf.md §1.2). */
+/* Value type ids (docs/spec/gguf.md §1.2). */
 typedef enum gguf_vtype {
     GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3, GGUF_UINT32 = 4, GGUF_INT32 = 5,
     GGUF_FLOAT32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_UINT64 = 10, GGUF_INT64 = 11,
     GGUF_FLOAT64 = 12, GGUF_VTYPE_COUNT = 13
 } gguf_vtype;
 
-/* Hard caps (STYLE.md: strings, n_dims, n_tensors, n_kv and alignment have caps). */
+/* Hard caps (docs/style.md: strings, n_dims, n_tensors, n_kv and alignment have caps). */
 #define GGUF_MAX_KEY_LEN 65535u
 #define GGUF_MAX_STRING_LEN (1u << 28)  /* 256 MiB; a chat template or tokenizer.json fits */
 #define GGUF_MAX_NAME_LEN 256u          /* tensor names (ggml uses 64; allow some slack) */

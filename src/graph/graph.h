@@ -1,4 +1,4 @@
-/* graph.h — the Program: statelm's small typed IR (DESIGN.md, graph/).
+/* graph.h — the Program: statelm's small typed IR (docs/architecture.md, graph/).
  *
  * A Program holds tensors, nodes from a closed op set, declared states, and named functions
  * (at least "prefill" over n tokens and "decode" over 1) that share the weights and the states.
@@ -103,7 +103,7 @@ typedef struct g_tensor {
     char name[G_NAME_CAP];
 } g_tensor;
 
-/* Rope variants (spec/llama.md §3). */
+/* Rope variants (docs/spec/llama.md §3). */
 typedef enum g_rope_style { G_ROPE_NORM = 0, G_ROPE_NEOX = 1 } g_rope_style;
 
 typedef struct g_node {

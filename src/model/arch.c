@@ -341,7 +341,7 @@ static slm_status lfm2_gguf(slm_model *m, slm_err *e) {
     if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) || (st = gguf_common(m, e))) return st;
     hp->conv_kernel = 3;
     if ((st = g_int(m, "shortconv.l_cache", false, 2, 64, &hp->conv_kernel, e))) return st;
-    /* Layer kinds: head_count_kv is an array with 0 for conv layers (spec/lfm2.md §2.2). */
+    /* Layer kinds: head_count_kv is an array with 0 for conv layers (docs/spec/lfm2.md §2.2). */
     char key[128];
     const gguf_value *arr = NULL;
     akey(m, "attention.head_count_kv", key, sizeof key);
@@ -442,7 +442,7 @@ static slm_status qwen35_check(slm_model *m, slm_err *e) {
     return check_common(m, e);
 }
 
-/* Layer i is linear attention iff (i + 1) % interval != 0 (spec/qwen35.md §1, §5.1). */
+/* Layer i is linear attention iff (i + 1) % interval != 0 (docs/spec/qwen35.md §1, §5.1). */
 static void qwen35_interval_kinds(mdl_hparams *hp, int32_t interval) {
     for (int32_t il = 0; il < hp->n_layer; il++)
         hp->layer_kind[il] = (il + 1) % interval != 0 ? SLM_LAYER_LINEAR_ATTENTION : SLM_LAYER_ATTENTION;

@@ -2,7 +2,7 @@
  * Program (graph/graph.h) with functions "prefill" (n tokens) and "decode" (1 token) sharing the
  * states of model/states.c. Every weight's shape is checked against the hyper-parameters before
  * use. Builders contain model math only: no kernels, no memory management.
- * Specs: spec/llama.md §2–3, spec/lfm2.md §3–4, spec/qwen35.md §2–4. */
+ * Specs: docs/spec/llama.md §2–3, docs/spec/lfm2.md §3–4, docs/spec/qwen35.md §2–4. */
 #include "model/build.h"
 
 #include <math.h>
@@ -83,7 +83,7 @@ static int32_t ffn(bctx *c, int32_t x, int il, const char *pre_norm) {
 }
 
 /* Softmax attention with a KV cache (all four families); h is the normalised input (d, n).
- * qwen35 adds the per-head output gate carried in attn_q (spec/qwen35.md §3). */
+ * qwen35 adds the per-head output gate carried in attn_q (docs/spec/qwen35.md §3). */
 static int32_t attention(bctx *c, int32_t h, int il) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;
@@ -123,7 +123,7 @@ static int32_t attention(bctx *c, int32_t h, int il) {
     return o;
 }
 
-/* LFM2 gated short convolution (spec/lfm2.md §4.2–4.3). */
+/* LFM2 gated short convolution (docs/spec/lfm2.md §4.2–4.3). */
 static int32_t short_conv(bctx *c, int32_t h, int il) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;
@@ -143,7 +143,7 @@ static int32_t short_conv(bctx *c, int32_t h, int il) {
     return o;
 }
 
-/* Qwen3.5 gated DeltaNet (spec/qwen35.md §4). */
+/* Qwen3.5 gated DeltaNet (docs/spec/qwen35.md §4). */
 static int32_t gated_deltanet(bctx *c, int32_t h, int il) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;

@@ -1,7 +1,7 @@
 /* hparams.h — hyper-parameters of a loaded model exactly as the program builders see them, after
  * defaults, format-specific conventions (GGUF vs Hugging Face) and derivations (n_ff from tensor
  * shapes, layer kinds from head_count_kv / layer_types). Filled by model/arch_*.c; read by the
- * builders and by `statelm info`. Specs: spec/llama.md, spec/lfm2.md, spec/qwen35.md. */
+ * builders and by `statelm info`. Specs: docs/spec/llama.md, docs/spec/lfm2.md, docs/spec/qwen35.md. */
 #ifndef SLM_MODEL_HPARAMS_H
 #define SLM_MODEL_HPARAMS_H
 

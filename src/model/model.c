@@ -76,8 +76,9 @@ static slm_status load_gguf(slm_model *m, slm_err *e) {
     if (!m->arch)
         return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", name, arch_supported_list());
     gguf_str gname;
-    if (gguf_get_str(&m->gguf, "general.name", &gname, e) == SLM_OK)
-        m->name = al_strndup(&m->alloc, gname.ptr, (size_t)gname.len);
+    if (gguf_get_str(&m->gguf, "general.name", &gname, e) == SLM_OK &&
+        !(m->name = al_strndup(&m->alloc, gname.ptr, (size_t)gname.len)))
+        return err_set(e, SLM_ERR_NOMEM, "out of memory");
     err_clear(e);
     if (m->gguf.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
     m->tensors = al_calloc(&m->alloc, (size_t)m->gguf.n_tensors, sizeof(mdl_tensor));
@@ -148,7 +149,8 @@ static slm_status load_hf(slm_model *m, slm_err *e) {
         return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", model_type,
                        arch_supported_list());
     const char *slash = strrchr(m->path, '/');
-    m->name = al_strdup(&m->alloc, slash && slash[1] ? slash + 1 : m->path);
+    if (!(m->name = al_strdup(&m->alloc, slash && slash[1] ? slash + 1 : m->path)))
+        return err_set(e, SLM_ERR_NOMEM, "out of memory");
     if ((st = st_open_dir(&m->st, m->path, &m->alloc, e))) return st;
     if (m->st.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
     m->tensors = al_calloc(&m->alloc, (size_t)m->st.n_tensors, sizeof(mdl_tensor));

@@ -1,5 +1,5 @@
 /* states.c — the states a session of a model holds, derived from the hyper-parameters
- * (spec/llama.md, spec/lfm2.md §4.3, spec/qwen35.md §4.4). The program builders declare exactly
+ * (docs/spec/llama.md, docs/spec/lfm2.md §4.3, docs/spec/qwen35.md §4.4). The program builders declare exactly
  * these, so `statelm info` and a running session agree by construction. */
 #include <stdio.h>
 #include <string.h>

@@ -121,5 +121,9 @@ void sess_ckpt_free(slm_session *s);
 /* Undo record: conv/recurrent states, position, and KV rows and history from `from` to pos. */
 slm_status sess_undo_begin(slm_session *s, int32_t from);
 void sess_undo_restore(slm_session *s);
+/* Parses a state file image (data[0, size), the bytes slm_session_save writes) into a snapshot
+ * checked against s; on success *out is a new snapshot for slm_session_restore (caller destroys),
+ * on failure *out is NULL and s->err names the reason. s itself does not change. */
+slm_status sess_parse_state_file(slm_session *s, const uint8_t *data, size_t size, slm_snapshot **out);
 
 #endif

@@ -1,5 +1,5 @@
 /* simulate.c — runs a plan's original and legalised Programs side by side on the CPU backend and
- * compares their greedy outputs (DESIGN.md compile/: "a plan for a non-executable target can be
+ * compares their greedy outputs (docs/architecture.md compile/: "a plan for a non-executable target can be
  * simulated"). Lives in runtime/ because it needs sessions; compile/ knows nothing of them. Each
  * Program runs in its own session on its own copy (sessions own their Program). */
 #include <math.h>

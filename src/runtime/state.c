@@ -580,7 +580,7 @@ static slm_status truncated(slm_err *e) {
 /* Parses a state file image into a snapshot, checking in order: magic, version, structure
  * (truncation), checksum (damage), then compatibility with s (model, context, dtype, states).
  * Messages name the reason; nothing of s changes. */
-static slm_status parse_state_file(slm_session *s, const uint8_t *data, size_t size, slm_snapshot **out) {
+slm_status sess_parse_state_file(slm_session *s, const uint8_t *data, size_t size, slm_snapshot **out) {
     slm_err *e = &s->err;
     *out = NULL;
     if (size >= 8 && memcmp(data, STATE_MAGIC, 8) != 0)
@@ -677,7 +677,7 @@ SLM_API slm_status slm_session_load(slm_session *s, const char *path) {
     slm_status st = fmap_open(&m, path, &s->err);
     if (st) return st;
     slm_snapshot *snap = NULL;
-    st = parse_state_file(s, m.data, m.size, &snap);
+    st = sess_parse_state_file(s, m.data, m.size, &snap);
     fmap_close(&m);
     if (st) {
         err_prefix(&s->err, "%s: ", path);

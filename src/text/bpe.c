@@ -2,7 +2,7 @@
  * mapped character, then the adjacent pair with the lowest merge rank (leftmost on ties) is merged
  * until no pair has a rank. A binary heap of candidate pairs with lazy invalidation makes a piece
  * of n bytes cost O(n log n). Does not split text (pretok.c) or match special tokens (tokenizer.c).
- * References: spec/gguf.md §7 (byte mapping, merge ranks); HF tokenizers models/bpe/word.rs
+ * References: docs/spec/gguf.md §7 (byte mapping, merge ranks); HF tokenizers models/bpe/word.rs
  * (tie-breaking by position, ignore_merges). */
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * first message is not a system message), "qwen3" / "qwen3-nothink" (Qwen3: reasoning handling of
  * assistant turns, tool turns as <tool_response> user turns; "-nothink" is enable_thinking=false,
  * an empty think block after the generation prompt), "lfm2" (BOS + ChatML, tool turns wrapped in
- * <|tool_response_start|>..., spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first).
+ * <|tool_response_start|>..., docs/spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first).
  * Tools and non-string contents are not modelled (messages carry strings). chat_detect maps a
  * stored Jinja template to a name by distinctive substrings. Tests compare against jinja2
  * renderings of the real templates (scripts/gen-chat-golden.py). */

@@ -2,8 +2,8 @@
  * tolerated: invalid bytes never match and end up in the gaps between matches), with the Hugging
  * Face Split behaviours (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous; invert),
  * and the named llama.cpp pre-tokenizers (tokenizer.ggml.pre). Owns compiled patterns; does not
- * normalise or merge. References: spec/gguf.md §7, spec/llama.md §7, spec/lfm2.md §6,
- * spec/qwen35.md §6; HF tokenizers pre_tokenizers/split.rs and normalizer.rs (split behaviours). */
+ * normalise or merge. References: docs/spec/gguf.md §7, docs/spec/llama.md §7, docs/spec/lfm2.md §6,
+ * docs/spec/qwen35.md §6; HF tokenizers pre_tokenizers/split.rs and normalizer.rs (split behaviours). */
 #include <string.h>
 
 #include "base/utf8.h"

@@ -1,7 +1,7 @@
 /* tok_gguf.c — tok_from_gguf: the tokenizer.ggml.* metadata of a parsed GGUF file -> tok_spec ->
  * tok_build. Reads the gguf_file directory directly (keys, typed values, arrays as laid out by the
  * reader) and validates every type and length. Does not parse the file (format/gguf.c does).
- * References: spec/gguf.md §7; llama.cpp llama-vocab.cpp (key names, defaults). */
+ * References: docs/spec/gguf.md §7; llama.cpp llama-vocab.cpp (key names, defaults). */
 #include <stddef.h>
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * post_processor TemplateProcessing for the BOS) plus tokenizer_config.json and
  * generation_config.json for special ids -> tok_spec -> tok_build. Anything else is
  * SLM_ERR_UNSUPPORTED naming the construct. Parsed with cJSON. Does not read config.json's model
- * fields. References: HF tokenizers serialisation (tokenizer.json), spec/gguf.md §7. */
+ * fields. References: HF tokenizers serialisation (tokenizer.json), docs/spec/gguf.md §7. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>

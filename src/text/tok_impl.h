@@ -2,7 +2,7 @@
  * files: the format-independent core constructor (tok_build from a tok_spec, used by tok_from_gguf,
  * tok_from_hf and tests), the pre-tokenizer (pretok.c, PCRE2 UTF+UCP), the byte-level BPE merge
  * loop (bpe.c) and the SentencePiece BPE (spm.c). Does not parse files (tok_gguf.c, tok_hf.c do).
- * References: spec/gguf.md §7; llama.cpp llama-vocab.cpp (pre-tokenizer ids, SPM algorithm);
+ * References: docs/spec/gguf.md §7; llama.cpp llama-vocab.cpp (pre-tokenizer ids, SPM algorithm);
  * Hugging Face tokenizers (tokenizer.json semantics: added tokens, Split behaviours, ByteLevel). */
 #ifndef SLM_TEXT_TOK_IMPL_H
 #define SLM_TEXT_TOK_IMPL_H
@@ -20,7 +20,7 @@
 
 struct cJSON;
 
-/* Token types (GGUF tokenizer.ggml.token_type, spec/gguf.md §7). */
+/* Token types (GGUF tokenizer.ggml.token_type, docs/spec/gguf.md §7). */
 enum {
     TOK_TYPE_UNDEFINED = 0, TOK_TYPE_NORMAL = 1, TOK_TYPE_UNKNOWN = 2, TOK_TYPE_CONTROL = 3,
     TOK_TYPE_USER_DEFINED = 4, TOK_TYPE_UNUSED = 5, TOK_TYPE_BYTE = 6
@@ -176,7 +176,7 @@ slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, 
 /* SentencePiece BPE of one escaped text segment ("▁" for spaces), appending ids. */
 slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out);
 
-/* GPT-2 byte<->unicode mapping (spec/gguf.md §7). */
+/* GPT-2 byte<->unicode mapping (docs/spec/gguf.md §7). */
 uint32_t tok_byte_to_cp(uint8_t b);
 /* Byte of code point cp under the mapping, or -1 if cp is not a mapped char. */
 int tok_cp_to_byte(uint32_t cp);

@@ -7,7 +7,7 @@
  * bytes never match a regex class, become pieces of their own and are encoded byte by byte (byte-
  * level BPE: the token of each byte's mapped character, as HF's ByteLevel maps any byte; SPM: byte
  * fallback), so decode(encode(x)) == x for any bytes x when the vocabulary has all byte tokens.
- * References: spec/gguf.md §7; HF tokenizers (added tokens, ByteLevel); llama.cpp llama-vocab.cpp. */
+ * References: docs/spec/gguf.md §7; HF tokenizers (added tokens, ByteLevel); llama.cpp llama-vocab.cpp. */
 #include <stdlib.h>
 #include <string.h>
 #include <uninorm.h>

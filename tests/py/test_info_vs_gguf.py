@@ -4,7 +4,7 @@
 For every tiny GGUF model in tests/data/tiny and, when present, the real SmolLM2-135M-Instruct
 Q4_1 file, the architecture, hyper-parameters, layer kinds, tensor count, type histogram, weight
 bytes, tokenizer ids and chat-template presence come from gguf.GGUFReader, and the states a
-session holds are computed here from the metadata with the formulas of spec/*.md — independently
+session holds are computed here from the metadata with the formulas of docs/spec/*.md — independently
 of statelm. Usage: test_info_vs_gguf.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
 import json
 import os

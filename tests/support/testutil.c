@@ -90,3 +90,40 @@ double tu_max_rel_err(const float *a, const float *b, size_t n) {
     }
     return maxb > 0 ? maxd / maxb : maxd;
 }
+
+tu_failing tu_failing_at(long fail_at) {
+    tu_failing f;
+    memset(&f, 0, sizeof f);
+    f.fail_at = fail_at;
+    return f;
+}
+
+#define TU_FAIL_HEADER 16 /* keeps malloc's 16-byte alignment */
+
+void *tu_fail_alloc(void *user_data, size_t size) {
+    tu_failing *f = user_data;
+    long i = f->n_alloc++;
+    if (f->fail_at >= 0 && (i == f->fail_at || (f->keep_failing && i > f->fail_at))) {
+        f->n_refused++;
+        return NULL;
+    }
+    if (size > SIZE_MAX - TU_FAIL_HEADER) return NULL;
+    uint8_t *p = malloc(size + TU_FAIL_HEADER);
+    if (!p) return NULL;
+    memcpy(p, &size, sizeof size);
+    f->n_live++;
+    f->live_bytes += size;
+    return p + TU_FAIL_HEADER;
+}
+
+void tu_fail_free(void *user_data, void *p) {
+    tu_failing *f = user_data;
+    if (!p) return;
+    uint8_t *block = (uint8_t *)p - TU_FAIL_HEADER;
+    size_t size;
+    memcpy(&size, block, sizeof size);
+    f->n_free++;
+    f->n_live--;
+    f->live_bytes -= size;
+    free(block);
+}

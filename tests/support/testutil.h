@@ -1,5 +1,6 @@
-/* testutil.h — shared helpers for cmocka tests: test-data paths, file loading, temp files and
- * tolerance checks. Tests use cmocka's assert_* macros. */
+/* testutil.h — shared helpers for cmocka tests: test-data paths, file loading, temp files,
+ * tolerance checks and a failing allocator for allocation-failure sweeps. Tests use cmocka's
+ * assert_* macros. */
 #ifndef SLM_TESTUTIL_H
 #define SLM_TESTUTIL_H
 
@@ -28,5 +29,28 @@ void tu_rm_dir(char *dir);
 
 /* max_i |a_i - b_i| / max_i |b_i| */
 double tu_max_rel_err(const float *a, const float *b, size_t n);
+
+/* Failing allocator for allocation-failure sweeps (STYLE: fail allocation N = 0, 1, 2, ... until
+ * the run succeeds). Pass tu_fail_alloc/tu_fail_free with a tu_failing as user data, or use
+ * tu_failing_allocator(). Allocation number fail_at (0-based, counted in n_alloc) returns NULL;
+ * with keep_failing every later one does too. Blocks carry a 16-byte size header (malloc's
+ * alignment is kept), so live blocks and bytes are exact: both are 0 when nothing leaked.
+ * Invariants: n_live = n_alloc - n_refused - n_free; live_bytes = sum of live block sizes. */
+typedef struct tu_failing {
+    long fail_at;       /* allocation to refuse; < 0 = never */
+    bool keep_failing;  /* refuse every allocation after fail_at too */
+    long n_alloc;       /* allocations asked for, refused ones included */
+    long n_refused;     /* allocations refused */
+    long n_free;        /* blocks freed (free(NULL) not counted) */
+    long n_live;        /* blocks allocated and not freed */
+    size_t live_bytes;  /* bytes in those blocks */
+} tu_failing;
+
+/* A counter that refuses allocation fail_at (< 0: none). */
+tu_failing tu_failing_at(long fail_at);
+void *tu_fail_alloc(void *user_data, size_t size);
+void tu_fail_free(void *user_data, void *p);
+/* The library's allocator hook (base/alloc.h) over f. */
+#define tu_failing_allocator(f) ((slm_allocator){tu_fail_alloc, tu_fail_free, (f)})
 
 #endif

@@ -1,5 +1,5 @@
 /* test_compile.c — compile/: target profiles, check, legalize, place and the compute plan, with
- * the field reports (shared/field-reports) as programs built by the IR builder:
+ * the field reports (docs/architecture.md, "Why it exists") as programs built by the IR builder:
  *   (a) report 2's module: a [1,16,8] buffer state scaled in place in a slice, then overwritten by
  *       a slice copy of itself plus the input; returns the sum over the middle axis plus the input.
  *       It runs correctly with the state bound (expected values by hand), and `check --target ane`
@@ -745,24 +745,6 @@ static void lfm2_350m_check_lists_state_writes(void **unused) {
 
 /* ---- allocation failures --------------------------------------------------------------------------- */
 
-typedef struct failing {
-    long n_alloc, n_live, fail_at; /* fail_at < 0: never */
-} failing;
-
-static void *failing_alloc(void *ud, size_t n) {
-    failing *f = ud;
-    if (f->fail_at >= 0 && f->n_alloc++ == f->fail_at) return NULL;
-    void *q = malloc(n);
-    if (q) f->n_live++;
-    return q;
-}
-
-static void failing_free(void *ud, void *ptr) {
-    failing *f = ud;
-    if (ptr) f->n_live--;
-    free(ptr);
-}
-
 /* Fails allocation N = 0, 1, 2, ... of plan creation (check, legalise, place, cost) until it
  * succeeds: every failing run returns NOMEM and leaks nothing (the program is owned and freed). */
 static void plan_allocation_failures(void **unused) {
@@ -771,8 +753,8 @@ static void plan_allocation_failures(void **unused) {
     for (int k = 0; k < 2; k++) {
         bool done = false;
         for (long n = 0; !done && n < 100000; n++) {
-            failing f = {0, 0, -1};
-            slm_allocator a = {failing_alloc, failing_free, &f};
+            tu_failing f = tu_failing_at(-1);
+            slm_allocator a = tu_failing_allocator(&f);
             /* the program, copied under the failing allocator (not armed yet) */
             g_program *src = builders[k]();
             src->alloc = a;

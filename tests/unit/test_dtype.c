@@ -1,4 +1,4 @@
-/* test_dtype.c — base/dtype: block geometry against spec/gguf.md §3, and the scalar dequantisers
+/* test_dtype.c — base/dtype: block geometry against docs/spec/gguf.md §3, and the scalar dequantisers
  * bit-for-bit against gguf-py (tests/data/gguf/dtype_golden.bin, written by gen_gguf_golden.py;
  * Q8_1 and Q8_K, which gguf-py lacks, against the numpy formula there) and against hand-built
  * blocks whose values are worked out in the comments.

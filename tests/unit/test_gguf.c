@@ -522,26 +522,6 @@ static void getters(void **unused) {
 
 /* ---- allocation failures ------------------------------------------------------------------- */
 
-typedef struct fail_alloc {
-    int countdown; /* allocations left before failing; < 0 = never fail */
-    int live;
-} fail_alloc;
-
-static void *fa_alloc(void *ud, size_t size) {
-    fail_alloc *f = ud;
-    if (f->countdown == 0) return NULL;
-    if (f->countdown > 0) f->countdown--;
-    void *p = malloc(size);
-    if (p) f->live++;
-    return p;
-}
-
-static void fa_free(void *ud, void *p) {
-    fail_alloc *f = ud;
-    if (p) f->live--;
-    free(p);
-}
-
 static void allocation_failure_sweep(void **unused) {
     (void)unused;
     const char *files[] = {"gguf/meta.gguf", "gguf/small.gguf"};
@@ -550,19 +530,20 @@ static void allocation_failure_sweep(void **unused) {
         uint8_t *buf = load_data(files[k], &size);
         int n = 0;
         for (;; n++) {
-            fail_alloc f = {n, 0};
-            slm_allocator a = {fa_alloc, fa_free, &f};
+            tu_failing f = tu_failing_at(n);
+            f.keep_failing = true;
+            slm_allocator a = tu_failing_allocator(&f);
             gguf_file g;
             slm_err e;
             slm_status st = gguf_parse(&g, buf, size, &a, &e);
             if (st == SLM_OK) {
                 gguf_close(&g);
-                assert_int_equal(f.live, 0);
+                assert_int_equal(f.n_live, 0);
                 break;
             }
             if (st != SLM_ERR_NOMEM) fail_msg("%s: failing allocation %d gave %s: %s", files[k], n,
                                               slm_status_name(st), e.msg);
-            assert_int_equal(f.live, 0);
+            assert_int_equal(f.n_live, 0);
             assert_null(g.kv);
             gguf_close(&g);
         }

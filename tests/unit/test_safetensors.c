@@ -229,18 +229,6 @@ static void custom_allocator(void **unused) {
 
 /* Allocation-failure sweep: fail the k-th allocation of the set for k = 0, 1, ... until the open
  * succeeds; each failing run must report NOMEM and free everything it allocated. */
-typedef struct failing {
-    long n_alloc, n_free, fail_at;
-} failing;
-static void *failing_alloc(void *ud, size_t n) {
-    failing *f = ud;
-    if (f->n_alloc++ == f->fail_at) return NULL;
-    return malloc(n);
-}
-static void failing_free(void *ud, void *p) {
-    ((failing *)ud)->n_free++;
-    free(p);
-}
 
 static void alloc_failures(void **unused) {
     (void)unused;
@@ -248,8 +236,8 @@ static void alloc_failures(void **unused) {
     for (size_t d = 0; d < 2; d++) {
         long k = 0;
         for (;; k++) {
-            failing f = {0, 0, k};
-            slm_allocator a = {failing_alloc, failing_free, &f};
+            tu_failing f = tu_failing_at(k);
+            slm_allocator a = tu_failing_allocator(&f);
             st_set s;
             slm_err e;
             err_clear(&e);
@@ -263,6 +251,7 @@ static void alloc_failures(void **unused) {
             assert_int_equal(st, SLM_ERR_NOMEM);
             msg_has(&e, "out of memory");
             assert_int_equal(f.n_alloc - 1, f.n_free); /* all but the refused one were freed */
+            assert_int_equal(f.n_live, 0);
             assert_null(s.tensors);
             assert_true(k < 1000);
         }

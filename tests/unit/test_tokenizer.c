@@ -505,28 +505,20 @@ static void detokenizer_stream(void **unused) {
 }
 
 /* ---- allocation failure ------------------------------------------------------------------------ */
-static long fail_after = -1;
-static void *failing_alloc(void *ud, size_t n) {
-    (void)ud;
-    if (fail_after == 0) return NULL;
-    if (fail_after > 0) fail_after--;
-    return malloc(n);
-}
-static void failing_free(void *ud, void *p) {
-    (void)ud;
-    free(p);
-}
 
 static void allocation_failures(void **unused) {
     (void)unused;
     size_t n = 0;
     uint8_t *json = tu_read_file(tu_data_path("tokenizer/tiny_bpe.json"), &n);
     assert_non_null(json);
-    slm_allocator a = {failing_alloc, failing_free, NULL};
+    tu_failing f = tu_failing_at(-1);
+    f.keep_failing = true;
+    slm_allocator a = tu_failing_allocator(&f);
     slm_tokenizer *t = NULL;
     int runs = 0;
     for (long k = 0;; k++) {
-        fail_after = k;
+        f.n_alloc = 0;
+        f.fail_at = k;
         slm_err e;
         err_clear(&e);
         slm_status st = tok_from_json((const char *)json, n, NULL, NULL, &a, &t, &e);
@@ -534,15 +526,18 @@ static void allocation_failures(void **unused) {
         if (st == SLM_OK) break;
         assert_int_equal(st, SLM_ERR_NOMEM);
         assert_null(t);
+        assert_int_equal(f.n_live, 0);
     }
-    fail_after = -1;
+    f.fail_at = -1;
     assert_true(runs > 3);
     const char *s = "Encode this text, caf\xc3\xa9 <|im_start|> and   more   1234567!";
     int32_t ids[128];
     size_t want = 0;
     assert_int_equal(slm_tokenizer_encode(t, s, strlen(s), SLM_TOKENIZE_PARSE_SPECIAL, ids, 128, &want), SLM_OK);
+    long live_before = f.n_live;
     for (long k = 0;; k++) {
-        fail_after = k;
+        f.n_alloc = 0;
+        f.fail_at = k;
         size_t got = 0;
         slm_status st = slm_tokenizer_encode(t, s, strlen(s), SLM_TOKENIZE_PARSE_SPECIAL, ids, 128, &got);
         if (st == SLM_OK) {
@@ -551,9 +546,12 @@ static void allocation_failures(void **unused) {
         }
         assert_int_equal(st, SLM_ERR_NOMEM);
         assert_int_equal(got, 0);
+        assert_int_equal(f.n_live, live_before);
     }
-    fail_after = -1;
+    f.fail_at = -1;
     tok_destroy(t);
+    assert_int_equal(f.n_live, 0);
+    assert_int_equal(f.live_bytes, 0);
     free(json);
 }
 

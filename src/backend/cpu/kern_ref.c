@@ -286,7 +286,7 @@ static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
-/* ---- DELTANET (recurrent form, spec/qwen35.md §4.2 step 6) -----------------------------------
+/* ---- DELTANET (recurrent form, docs/spec/qwen35.md §4.2 step 6) -----------------------------------
  * o (dv, Hv, n), S' (dv, dk, Hv) <- q, k (dk, Hk, n), v (dv, Hv, n), g (Hv, n), beta (Hv, n),
  * S (dv, dk, Hv). Per v-head h with k-head kh (tiled: h mod Hk; grouped: h / (Hv / Hk)), per token:
  *   S *= exp(g); u = S^T k; S += k (beta (v - u))^T; o = S^T q.  S[h][i][j]: i in dk, j in dv. */
@@ -332,7 +332,7 @@ static void dn_task(void *vctx, int64_t h, int32_t thread) {
     }
 }
 
-/* Chunked form (spec/qwen35.md §4.3), the same recurrence rearranged per chunk of DN_CHUNK tokens.
+/* Chunked form (docs/spec/qwen35.md §4.3), the same recurrence rearranged per chunk of DN_CHUNK tokens.
  * With G_i the cumulative log-decay inside the chunk (G_i - G_j <= 0 for j <= i, so no exponent
  * ever grows) and A_ij = beta_i e^{G_i - G_j} (k_i . k_j) for j < i, the deltas solve
  *   (I + A) D = beta (V - e^{G} K S0)   ->  D = U - W S0  by forward substitution,

@@ -54,7 +54,7 @@ VT_NAME = {V.UINT8: "u8", V.INT8: "i8", V.UINT16: "u16", V.INT16: "i16", V.UINT3
            V.INT64: "i64", V.FLOAT64: "f64"}
 VT_ELEM_NAME = {**VT_NAME, V.STRING: "string", V.ARRAY: "array"}
 
-# Block geometry from spec/gguf.md §3 (ggml-common.h static asserts). gguf-py 0.19's
+# Block geometry from docs/spec/gguf.md §3 (ggml-common.h static asserts). gguf-py 0.19's
 # GGML_QUANT_SIZES agrees except for Q8_1, which it lists with the old 40-byte layout (f32 d and s);
 # ggml's block_q8_1 has been 36 bytes (f16 d, f16 s, 32 int8) for a long time, so Q8_1 tensors are
 # written and sliced here with the spec's size, never gguf-py's.
@@ -135,7 +135,7 @@ def sane_blocks(t: T, n_blocks: int, rng) -> np.ndarray:
 
 def numpy_dequant(t: T, raw: np.ndarray) -> np.ndarray:
     """Dequantisation by an independent implementation: gguf-py, or for the two types gguf-py lacks
-    the block formula of spec/gguf.md §4 written directly in numpy (y = d * q)."""
+    the block formula of docs/spec/gguf.md §4 written directly in numpy (y = d * q)."""
     raw = np.ascontiguousarray(raw).reshape(-1)
     if t == T.Q8_1:
         b = raw.reshape(-1, 36)

@@ -6,7 +6,7 @@ The safetensors files are written by the `safetensors` package (the reference wr
 tensor values follow simple formulas chosen to be exact in their dtype, so the C tests know them
 by construction. BF16 data is produced with numpy by taking the top 16 bits of exactly representable
 float32 values. Config JSON mirrors the public config.json files of SmolLM2-135M (llama), Qwen3-0.6B,
-LFM2-350M and Qwen3.5-0.8B (nested text_config), as summarised in shared/spec/.
+LFM2-350M and Qwen3.5-0.8B (nested text_config), as summarised in docs/spec/.
 
 Run from anywhere:  ~/.cache/statelm/venv/bin/python tests/data/hf/gen_hf_fixtures.py
 """

@@ -1,0 +1,244 @@
+/* test_alloc_failures.c — allocation-failure sweeps through the public API (STYLE: fail allocation
+ * N = 0, 1, 2, ... until the run succeeds). For the tiny models (GGUF files and a Hugging Face
+ * folder): model load, session creation on a loaded model, and a prefill, decode, rollback and
+ * snapshot on a session. Every failing run must return SLM_ERR_NOMEM with a message, leak nothing,
+ * and leave the handle usable: the run after it succeeds, and a session that saw a failed call
+ * continues to the same logits, bit for bit, as one that never did. The allocator is
+ * tests/support's tu_failing, passed in slm_model_params (sessions allocate through their model's
+ * allocator). A refused checkpoint allocation is not a failure (checkpoints are best effort), so a
+ * call may succeed without it; the sweep then rolls it back and goes on.
+ * Leaks: a failed load leaves 0 live blocks; a failed session creation leaves the model's (the
+ * model memoises a weight cache when its first session is created, so the sweep starts after one
+ * session has run); a failed call may leave buffers the session keeps (arena, undo record), so it
+ * must not hold more than the successful call does, and destroying the session and the model
+ * brings the count back to 0. Sessions run 2 threads, so the thread pool's allocations are swept
+ * too. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "statelm.h"
+
+static const char *const models[] = {
+    "tiny/llama/llama-q8_0.gguf", "tiny/lfm2/lfm2-f32.gguf", "tiny/qwen35/qwen35-f32.gguf", "tiny/qwen3/hf",
+};
+#define N_MODELS (sizeof models / sizeof models[0])
+#define SWEEP_CAP 100000 /* a sweep that never succeeds is a failure, not a hang */
+
+static const int32_t seq[] = {1, 70, 81, 90, 100, 120, 7, 33, 250, 251, 12, 44};
+#define N_SEQ ((size_t)(sizeof seq / sizeof seq[0]))
+#define N_CTX 32
+
+static slm_model_params model_params(tu_failing *f) {
+    slm_model_params mp = slm_model_params_default();
+    mp.alloc_fn = tu_fail_alloc;
+    mp.free_fn = tu_fail_free;
+    mp.alloc_user_data = f;
+    mp.n_threads = 1;
+    return mp;
+}
+
+static slm_session *new_session(const slm_model *m, char *err, size_t err_cap, slm_status *st) {
+    slm_session_params sp = slm_session_params_default();
+    sp.n_ctx = N_CTX;
+    sp.n_threads = 2;
+    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.checkpoint_interval = 4; /* hybrid models take checkpoints inside the sweeps */
+    slm_session *s = NULL;
+    *st = slm_session_create(m, &sp, &s, err, err_cap);
+    return s;
+}
+
+/* Arms f to refuse the k-th allocation from now on. */
+static void arm(tu_failing *f, long k) {
+    f->fail_at = f->n_alloc + k;
+    f->n_refused = 0;
+}
+
+static void model_load_sweep(void **unused) {
+    (void)unused;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        const char *path = tu_data_path(models[i]);
+        long k = 0;
+        for (; k < SWEEP_CAP; k++) {
+            tu_failing f = tu_failing_at(k);
+            slm_model_params mp = model_params(&f);
+            slm_model *m = (slm_model *)&f; /* must be reset to NULL on failure */
+            char err[512] = "";
+            slm_status st = slm_model_load(path, &mp, &m, err, sizeof err);
+            if (st == SLM_OK) {
+                if (f.n_refused != 0) fail_msg("%s: loaded although allocation %ld was refused", models[i], k);
+                slm_model_destroy(m);
+                assert_int_equal(f.n_live, 0);
+                break;
+            }
+            if (st != SLM_ERR_NOMEM)
+                fail_msg("%s: refusing allocation %ld gave %s: %s", models[i], k, slm_status_name(st), err);
+            assert_int_equal(f.n_refused, 1);
+            assert_null(m);
+            assert_true(err[0] != '\0');
+            if (f.n_live != 0 || f.live_bytes != 0)
+                fail_msg("%s: refusing allocation %ld leaked %ld blocks (%zu bytes)", models[i], k, f.n_live,
+                         f.live_bytes);
+        }
+        assert_true(k > 3 && k < SWEEP_CAP);
+    }
+}
+
+/* Logits after seq[0, split) as one prefill and the rest one decode step at a time, on a session
+ * that never sees a failure. (n_vocab) floats, caller frees. */
+static float *reference_logits(const slm_model *m, size_t split) {
+    slm_status st;
+    char err[512];
+    slm_session *s = new_session(m, err, sizeof err, &st);
+    assert_int_equal(st, SLM_OK);
+    const float *l = NULL;
+    assert_int_equal(slm_session_prefill(s, seq, split, &l), SLM_OK);
+    for (size_t i = split; i < N_SEQ; i++) assert_int_equal(slm_session_decode(s, seq[i], &l), SLM_OK);
+    size_t n_vocab = (size_t)slm_model_n_vocab(m);
+    float *out = malloc(n_vocab * sizeof(float));
+    memcpy(out, l, n_vocab * sizeof(float));
+    slm_session_destroy(s);
+    return out;
+}
+
+static void session_create_sweep(void **unused) {
+    (void)unused;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        tu_failing f = tu_failing_at(-1);
+        slm_model_params mp = model_params(&f);
+        slm_model *m = NULL;
+        char err[512] = "";
+        assert_int_equal(slm_model_load(tu_data_path(models[i]), &mp, &m, err, sizeof err), SLM_OK);
+        free(reference_logits(m, N_SEQ)); /* the model's weight cache, filled */
+        long live_model = f.n_live;
+        long k = 0;
+        for (; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            slm_status st;
+            err[0] = '\0';
+            slm_session *s = new_session(m, err, sizeof err, &st);
+            if (st == SLM_OK) {
+                assert_int_equal(f.n_refused, 0);
+                slm_session_destroy(s);
+                assert_int_equal(f.n_live, live_model);
+                break;
+            }
+            if (st != SLM_ERR_NOMEM)
+                fail_msg("%s: refusing session allocation %ld gave %s: %s", models[i], k, slm_status_name(st), err);
+            assert_null(s);
+            assert_true(err[0] != '\0');
+            if (f.n_live != live_model)
+                fail_msg("%s: refusing session allocation %ld leaked %ld blocks", models[i], k, f.n_live - live_model);
+        }
+        assert_true(k > 3 && k < SWEEP_CAP);
+        f.fail_at = -1;
+        slm_model_destroy(m);
+        assert_int_equal(f.n_live, 0);
+    }
+}
+
+/* Runs step under a sweep on s: each refused allocation must give NOMEM with a message and keep
+ * the position; no failed run holds more blocks than the successful one. Returns the number of
+ * failed runs. */
+typedef slm_status (*step_fn)(slm_session *s, size_t i);
+static const float *last_logits; /* of the last successful step */
+
+static slm_status step_prefill(slm_session *s, size_t split) {
+    return slm_session_prefill(s, seq, split, &last_logits);
+}
+
+static slm_status step_decode(slm_session *s, size_t i) {
+    return slm_session_decode(s, seq[i], &last_logits);
+}
+
+static long sweep_step(const char *what, slm_session *s, tu_failing *f, step_fn fn, size_t arg) {
+    int32_t pos = slm_session_pos(s);
+    long live_failed = 0;
+    for (long k = 0; k < SWEEP_CAP; k++) {
+        arm(f, k);
+        slm_status st = fn(s, arg);
+        if (st == SLM_OK && f->n_refused) {
+            /* checkpoints are best effort (a missing one only lengthens a later replay): the call
+             * succeeded without it; undo it and go on to the next allocation */
+            f->fail_at = -1;
+            assert_int_equal(slm_session_rollback(s, pos), SLM_OK);
+            continue;
+        }
+        if (st == SLM_OK) {
+            f->fail_at = -1;
+            if (live_failed > f->n_live)
+                fail_msg("%s: a failed run left %ld blocks, the successful one %ld", what, live_failed, f->n_live);
+            return k;
+        }
+        if (st != SLM_ERR_NOMEM) fail_msg("%s: refusing allocation %ld gave %s: %s", what, k, slm_status_name(st),
+                                          slm_session_errmsg(s));
+        assert_int_equal(f->n_refused, 1);
+        assert_true(slm_session_errmsg(s)[0] != '\0');
+        assert_int_equal(slm_session_pos(s), pos);
+        if (f->n_live > live_failed) live_failed = f->n_live;
+    }
+    fail_msg("%s: no success in %d runs", what, SWEEP_CAP);
+    return -1;
+}
+
+static void session_call_sweep(void **unused) {
+    (void)unused;
+    const size_t split = 7;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        tu_failing f = tu_failing_at(-1);
+        slm_model_params mp = model_params(&f);
+        slm_model *m = NULL;
+        char err[512] = "";
+        assert_int_equal(slm_model_load(tu_data_path(models[i]), &mp, &m, err, sizeof err), SLM_OK);
+        float *want = reference_logits(m, split);
+        slm_status st;
+        slm_session *s = new_session(m, err, sizeof err, &st);
+        assert_int_equal(st, SLM_OK);
+        sweep_step(models[i], s, &f, step_prefill, split);
+        for (size_t t = split; t < N_SEQ; t++) sweep_step(models[i], s, &f, step_decode, t);
+        size_t n_vocab = (size_t)slm_model_n_vocab(m);
+        assert_memory_equal(last_logits, want, n_vocab * sizeof(float));
+        const float *l = NULL;
+        /* rollback (a replay from a checkpoint on hybrid models) and snapshot under the sweep */
+        for (long k = 0; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            st = slm_session_rollback(s, 5);
+            if (st == SLM_OK) break;
+            assert_int_equal(st, SLM_ERR_NOMEM);
+            assert_int_equal(slm_session_pos(s), (int32_t)N_SEQ);
+        }
+        f.fail_at = -1;
+        assert_int_equal(slm_session_pos(s), 5);
+        slm_snapshot *snap = NULL;
+        for (long k = 0; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            st = slm_session_snapshot(s, &snap);
+            if (st == SLM_OK) break;
+            assert_int_equal(st, SLM_ERR_NOMEM);
+            assert_null(snap);
+        }
+        f.fail_at = -1;
+        slm_snapshot_destroy(snap);
+        /* the tail again as one prefill: batch invariance makes it equal the decode steps bit for bit */
+        assert_int_equal(slm_session_prefill(s, seq + 5, N_SEQ - 5, &l), SLM_OK);
+        assert_memory_equal(l, want, n_vocab * sizeof(float));
+        free(want);
+        long live_session = f.n_live;
+        slm_session_destroy(s);
+        assert_true(f.n_live < live_session);
+        slm_model_destroy(m);
+        assert_int_equal(f.n_live, 0);
+        assert_int_equal(f.live_bytes, 0);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(model_load_sweep),
+        cmocka_unit_test(session_create_sweep),
+        cmocka_unit_test(session_call_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
