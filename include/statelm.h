@@ -358,7 +358,10 @@ SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
 
 /* Saves the session to a file: magic, format version, model fingerprint, context size, KV dtype,
  * per-state name, dtype, shape and data (KV states up to the position), position, token history and
- * a checksum. The file is written to PATH.tmp and renamed into place. */
+ * a checksum. The file is written to a fresh temporary file beside path (path.XXXXXX), flushed and
+ * renamed over path: readers and concurrent savers see the old file or one whole new one, never a
+ * mix. On failure path is untouched and no temporary file is left. A new file has mode 0600 (it
+ * holds the prompt's tokens); a replaced file keeps its mode. */
 SLM_API slm_status slm_session_save(slm_session *s, const char *path);
 /* Loads a file written by slm_session_save. A missing, truncated, damaged (checksum), foreign-model,
  * other-context, other-dtype, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or
