@@ -11,6 +11,19 @@
  *  - Params structs are zero-initialisable, append-only, begin with `size`, and have a
  *    slm_*_params_default() constructor.
  *  - The library never prints, exits or aborts on bad input.
+ *
+ * NULL policy (every function; tests/unit/test_api_null.c calls each one with NULL):
+ *  - Calls returning slm_status return SLM_ERR_INVALID_ARG for a NULL handle, a NULL required
+ *    out-param, or a NULL array with a non-zero count; their non-NULL out-params are cleared first
+ *    (NULL, 0, false; -1 for token ids and first_diff). Out-params documented as optional may be NULL.
+ *  - Getters of a NULL handle return "nothing": 0 for counts, sizes, positions and n_ctx, -1 for
+ *    token ids, false for predicates, NULL for pointers and strings, and the first enumerator
+ *    (SLM_FORMAT_GGUF, SLM_LAYER_ATTENTION, SLM_TOKENIZER_BPE) for enums. Their out-params get the
+ *    same: slm_session_history(NULL, &n) sets n = 0, slm_session_checkpoint_stats(NULL, &st) zeroes
+ *    st, slm_model_fingerprint(NULL, out) zeroes out.
+ *  - slm_session_errmsg(NULL) and slm_plan_errmsg(NULL) return "invalid argument: NULL handle".
+ *  - Destroy functions, slm_free and slm_session_reset do nothing with NULL.
+ *  - Params pointers may be NULL (defaults); a NULL err buffer means no message.
  */
 #ifndef STATELM_H
 #define STATELM_H

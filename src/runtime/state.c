@@ -200,7 +200,9 @@ static slm_status ckpt_load(slm_session *s, int32_t i) {
 }
 
 SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_stats *st) {
+    if (!st) return;
     memset(st, 0, sizeof *st);
+    if (!s) return;
     st->bytes_each = s->ckpt_bytes;
     for (int32_t i = 0; i < s->n_ckpt; i++) {
         if (s->ckpts[i].data) {
@@ -214,6 +216,8 @@ SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_s
 }
 
 SLM_API const int32_t *slm_session_checkpoints(const slm_session *s, size_t *n) {
+    if (n) *n = 0;
+    if (!s) return NULL;
     for (int32_t i = 0; i < s->n_ckpt; i++) s->ckpt_pos[i] = s->ckpts[i].pos;
     if (n) *n = (size_t)s->n_ckpt;
     return s->ckpt_pos;
@@ -377,8 +381,8 @@ SLM_API void slm_snapshot_destroy(slm_snapshot *snap) {
     al_free(&a, snap);
 }
 
-SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap) { return snap->pos; }
-SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap) { return snap->total_bytes; }
+SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap) { return snap ? snap->pos : 0; }
+SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap) { return snap ? snap->total_bytes : 0; }
 
 static void session_fingerprint(const slm_session *s, uint8_t out[16]) {
     if (s->model) slm_model_fingerprint(s->model, out);

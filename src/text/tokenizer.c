@@ -418,7 +418,7 @@ fail:
 
 /* ---- public getters --------------------------------------------------------------------------- */
 SLM_API slm_tokenizer_kind slm_tokenizer_get_kind(const slm_tokenizer *tok) { return tok ? tok->kind : SLM_TOKENIZER_BPE; }
-SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok) { return tok ? tok->pre_name : ""; }
+SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok) { return tok ? tok->pre_name : NULL; }
 SLM_API int32_t slm_tokenizer_n_vocab(const slm_tokenizer *tok) { return tok ? tok->n_vocab : 0; }
 SLM_API int32_t slm_tokenizer_bos(const slm_tokenizer *tok) { return tok ? tok->bos : -1; }
 SLM_API int32_t slm_tokenizer_eos(const slm_tokenizer *tok) { return tok ? tok->eos : -1; }
