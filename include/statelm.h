@@ -11,6 +11,19 @@
  *  - Params structs are zero-initialisable, append-only, begin with `size`, and have a
  *    slm_*_params_default() constructor.
  *  - The library never prints, exits or aborts on bad input.
+ *
+ * NULL policy (every function; tests/unit/test_api_null.c calls each one with NULL):
+ *  - Calls returning slm_status return SLM_ERR_INVALID_ARG for a NULL handle, a NULL required
+ *    out-param, or a NULL array with a non-zero count; their non-NULL out-params are cleared first
+ *    (NULL, 0, false; -1 for token ids and first_diff). Out-params documented as optional may be NULL.
+ *  - Getters of a NULL handle return "nothing": 0 for counts, sizes, positions and n_ctx, -1 for
+ *    token ids, false for predicates, NULL for pointers and strings, and the first enumerator
+ *    (SLM_FORMAT_GGUF, SLM_LAYER_ATTENTION, SLM_TOKENIZER_BPE) for enums. Their out-params get the
+ *    same: slm_session_history(NULL, &n) sets n = 0, slm_session_checkpoint_stats(NULL, &st) zeroes
+ *    st, slm_model_fingerprint(NULL, out) zeroes out.
+ *  - slm_session_errmsg(NULL) and slm_plan_errmsg(NULL) return "invalid argument: NULL handle".
+ *  - Destroy functions, slm_free and slm_session_reset do nothing with NULL.
+ *  - Params pointers may be NULL (defaults); a NULL err buffer means no message.
  */
 #ifndef STATELM_H
 #define STATELM_H
@@ -226,16 +239,27 @@ SLM_API const char *slm_tokenizer_token_text(const slm_tokenizer *tok, int32_t i
 /* Encodes text[0, len) into ids. *n_out receives the number of ids; if it exceeds cap, the ids are
  * not written beyond cap and SLM_ERR_RANGE is returned (call again with a larger buffer).
  * Invalid UTF-8 in text is not an error: its bytes are encoded one by one (byte-level tokens, or
- * <0xNN> byte fallback), so decoding gives the same bytes back. Thread-safe. */
+ * <0xNN> byte fallback). Text never encodes to a control token unless it spells one and
+ * SLM_TOKENIZE_PARSE_SPECIAL is set: a byte (BPE) or character (SPM) the vocabulary cannot spell —
+ * no token, no byte token — becomes the unknown token when the model has one that is not a
+ * control token, else the call fails with SLM_ERR_INVALID_ARG and *n_out receives the byte offset
+ * of that text (in text, or in its NFC form when the tokenizer normalises and NFC changed it).
+ * E.g. SmolLM2's byte-level vocabulary has no token for 21 bytes (0xC0, 0xC1, 0xF5-0xFF, some
+ * ASCII controls such as 0x04) and names the control token <|endoftext|> as unknown: "a\xff" fails
+ * at offset 1.
+ * Thread-safe. */
 SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
                                         int32_t *ids, size_t cap, size_t *n_out);
 /* Raw bytes of a token after undoing the byte-level mapping / byte fallback (may be a partial
  * UTF-8 sequence). Writes up to cap bytes; *n_out receives the full length. */
 SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *buf, size_t cap,
                                              size_t *n_out);
-/* Decodes ids to the concatenated token bytes (not NUL-terminated; exactly the encoded text, after
- * the tokenizer's NFC normalisation if it has one). Control tokens are skipped unless
- * render_special. Ids out of range fail with SLM_ERR_RANGE. Same cap rule. */
+/* Decodes ids to the concatenated token bytes (not NUL-terminated). Control tokens are skipped
+ * unless render_special; SentencePiece's added space prefix is removed. Decoding what
+ * slm_tokenizer_encode made gives the text back byte for byte when the text is unchanged by the
+ * tokenizer's NFC normalisation (if it has one), no part of it became the unknown token, and
+ * render_special is set for control tokens it spelled (SLM_TOKENIZE_PARSE_SPECIAL, ADD_BOS).
+ * Ids out of range fail with SLM_ERR_RANGE. Same cap rule. */
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                         bool render_special, char *buf, size_t cap, size_t *n_out);
 
@@ -358,7 +382,10 @@ SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
 
 /* Saves the session to a file: magic, format version, model fingerprint, context size, KV dtype,
  * per-state name, dtype, shape and data (KV states up to the position), position, token history and
- * a checksum. The file is written to PATH.tmp and renamed into place. */
+ * a checksum. The file is written to a fresh temporary file beside path (path.XXXXXX), flushed and
+ * renamed over path: readers and concurrent savers see the old file or one whole new one, never a
+ * mix. On failure path is untouched and no temporary file is left. A new file has mode 0600 (it
+ * holds the prompt's tokens); a replaced file keeps its mode. */
 SLM_API slm_status slm_session_save(slm_session *s, const char *path);
 /* Loads a file written by slm_session_save. A missing, truncated, damaged (checksum), foreign-model,
  * other-context, other-dtype, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or

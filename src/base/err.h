@@ -7,6 +7,8 @@
 #include "statelm.h"
 
 #define SLM_ERR_MSG_CAP 512
+/* What slm_session_errmsg and slm_plan_errmsg return for a NULL handle (statelm.h NULL policy). */
+#define SLM_NULL_HANDLE_MSG "invalid argument: NULL handle"
 
 typedef struct slm_err {
     slm_status status;

@@ -288,17 +288,17 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
 
 /* ---- accessors --------------------------------------------------------------------------------- */
 
-SLM_API const char *slm_plan_errmsg(const slm_plan *pl) { return pl ? pl->err.msg : ""; }
-SLM_API const char *slm_plan_target(const slm_plan *pl) { return pl->target->name; }
-SLM_API const char *slm_plan_device(const slm_plan *pl) { return pl->target->device.name; }
-SLM_API const char *slm_plan_fallback_device(const slm_plan *pl) { return pl->target->fallback.name; }
-SLM_API bool slm_plan_executable(const slm_plan *pl) { return pl->target->executable; }
-SLM_API int32_t slm_plan_n_ctx(const slm_plan *pl) { return pl->n_ctx; }
-SLM_API int32_t slm_plan_n_findings(const slm_plan *pl) { return pl->findings.n; }
-SLM_API int32_t slm_plan_n_residual(const slm_plan *pl) { return pl->residual.n; }
-SLM_API int32_t slm_plan_n_rewrites(const slm_plan *pl) { return pl->rewrites.n; }
-SLM_API int32_t slm_plan_n_functions(const slm_plan *pl) { return pl->legal->n_functions; }
-SLM_API int32_t slm_plan_n_states(const slm_plan *pl) { return pl->legal->n_states; }
+SLM_API const char *slm_plan_errmsg(const slm_plan *pl) { return pl ? pl->err.msg : SLM_NULL_HANDLE_MSG; }
+SLM_API const char *slm_plan_target(const slm_plan *pl) { return pl ? pl->target->name : NULL; }
+SLM_API const char *slm_plan_device(const slm_plan *pl) { return pl ? pl->target->device.name : NULL; }
+SLM_API const char *slm_plan_fallback_device(const slm_plan *pl) { return pl ? pl->target->fallback.name : NULL; }
+SLM_API bool slm_plan_executable(const slm_plan *pl) { return pl && pl->target->executable; }
+SLM_API int32_t slm_plan_n_ctx(const slm_plan *pl) { return pl ? pl->n_ctx : 0; }
+SLM_API int32_t slm_plan_n_findings(const slm_plan *pl) { return pl ? pl->findings.n : 0; }
+SLM_API int32_t slm_plan_n_residual(const slm_plan *pl) { return pl ? pl->residual.n : 0; }
+SLM_API int32_t slm_plan_n_rewrites(const slm_plan *pl) { return pl ? pl->rewrites.n : 0; }
+SLM_API int32_t slm_plan_n_functions(const slm_plan *pl) { return pl ? pl->legal->n_functions : 0; }
+SLM_API int32_t slm_plan_n_states(const slm_plan *pl) { return pl ? pl->legal->n_states : 0; }
 
 static void finding_out(const g_program *p, const plan_finding *x, slm_plan_finding *out) {
     out->rule = x->rule;
@@ -316,19 +316,22 @@ static void finding_out(const g_program *p, const plan_finding *x, slm_plan_find
 }
 
 SLM_API slm_status slm_plan_finding_at(const slm_plan *pl, int32_t i, slm_plan_finding *out) {
-    if (!pl || !out || i < 0 || i >= pl->findings.n) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->findings.n) return SLM_ERR_RANGE;
     finding_out(pl->orig, &pl->findings.v[i], out);
     return SLM_OK;
 }
 
 SLM_API slm_status slm_plan_residual_at(const slm_plan *pl, int32_t i, slm_plan_finding *out) {
-    if (!pl || !out || i < 0 || i >= pl->residual.n) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->residual.n) return SLM_ERR_RANGE;
     finding_out(pl->legal, &pl->residual.v[i], out);
     return SLM_OK;
 }
 
 SLM_API slm_status slm_plan_rewrite_at(const slm_plan *pl, int32_t i, slm_plan_rewrite *out) {
-    if (!pl || !out || i < 0 || i >= pl->rewrites.n) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->rewrites.n) return SLM_ERR_RANGE;
     const plan_rewrite *r = &pl->rewrites.v[i];
     out->pass = r->pass;
     out->function = r->fn >= 0 ? pl->legal->functions[r->fn].name : NULL;
@@ -351,7 +354,8 @@ SLM_API int32_t slm_plan_n_nodes(const slm_plan *pl, int32_t fn) {
 }
 
 SLM_API slm_status slm_plan_node_at(const slm_plan *pl, int32_t fn, int32_t i, slm_plan_node *out) {
-    if (!pl || !out || fn < 0 || fn >= pl->legal->n_functions || i < 0 || i >= pl->legal->functions[fn].n_nodes)
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (fn < 0 || fn >= pl->legal->n_functions || i < 0 || i >= pl->legal->functions[fn].n_nodes)
         return SLM_ERR_RANGE;
     const g_program *p = pl->legal;
     int32_t id = p->functions[fn].nodes[i];
@@ -391,7 +395,8 @@ SLM_API int32_t slm_plan_n_devices(const slm_plan *pl, int32_t fn) {
 }
 
 SLM_API slm_status slm_plan_device_total_at(const slm_plan *pl, int32_t fn, int32_t i, slm_plan_device_total *out) {
-    if (!pl || !out || fn < 0 || fn >= pl->legal->n_functions) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (fn < 0 || fn >= pl->legal->n_functions) return SLM_ERR_RANGE;
     const char *dev[4];
     int32_t n = devices_of(pl, fn, dev);
     if (i < 0 || i >= n) return SLM_ERR_RANGE;
@@ -416,7 +421,8 @@ static uint64_t state_alloc_bytes(const g_state *s) {
 }
 
 SLM_API slm_status slm_plan_state_at(const slm_plan *pl, int32_t i, slm_plan_state *out) {
-    if (!pl || !out || i < 0 || i >= pl->legal->n_states) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->legal->n_states) return SLM_ERR_RANGE;
     const g_state *s = &pl->legal->states[i], *o = &pl->orig->states[i];
     out->name = s->name;
     out->role = s->role;
@@ -435,7 +441,7 @@ SLM_API slm_status slm_plan_state_at(const slm_plan *pl, int32_t i, slm_plan_sta
 }
 
 SLM_API slm_status slm_plan_state_write_at(const slm_plan *pl, int32_t state, int32_t k, slm_plan_write *out) {
-    if (!pl || !out) return SLM_ERR_RANGE;
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
     for (int32_t j = 0; j < pl->n_writes; j++) {
         const plan_write *w = &pl->writes[j];
         if (w->state != state || k-- != 0) continue;

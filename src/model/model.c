@@ -240,7 +240,9 @@ static void compute_fingerprint(slm_model *m) {
     XXH3_freeState(h);
 }
 
-SLM_API void slm_model_fingerprint(const slm_model *m, uint8_t out[16]) { memcpy(out, m->fingerprint, 16); }
+SLM_API void slm_model_fingerprint(const slm_model *m, uint8_t out[16]) {
+    if (out) memcpy(out, m ? m->fingerprint : (const uint8_t[16]){0}, 16);
+}
 
 static bool is_dir(const char *path) {
     struct stat st;
@@ -319,17 +321,18 @@ SLM_API void slm_model_destroy(slm_model *m) {
     al_free(&a, m);
 }
 
-SLM_API slm_model_format slm_model_get_format(const slm_model *m) { return m->format; }
-SLM_API const char *slm_model_arch(const slm_model *m) { return m->arch->name; }
-SLM_API const char *slm_model_name(const slm_model *m) { return m->name; }
-SLM_API int32_t slm_model_n_layer(const slm_model *m) { return m->hp.n_layer; }
+SLM_API slm_model_format slm_model_get_format(const slm_model *m) { return m ? m->format : SLM_FORMAT_GGUF; }
+SLM_API const char *slm_model_arch(const slm_model *m) { return m ? m->arch->name : NULL; }
+SLM_API const char *slm_model_name(const slm_model *m) { return m ? m->name : NULL; }
+SLM_API int32_t slm_model_n_layer(const slm_model *m) { return m ? m->hp.n_layer : 0; }
 SLM_API slm_layer_kind slm_model_layer_kind(const slm_model *m, int32_t il) {
-    return il >= 0 && il < m->hp.n_layer ? m->hp.layer_kind[il] : SLM_LAYER_ATTENTION;
+    return m && il >= 0 && il < m->hp.n_layer ? m->hp.layer_kind[il] : SLM_LAYER_ATTENTION;
 }
-SLM_API int32_t slm_model_n_vocab(const slm_model *m) { return m->hp.n_vocab; }
-SLM_API int32_t slm_model_n_embd(const slm_model *m) { return m->hp.n_embd; }
-SLM_API int32_t slm_model_n_ctx_train(const slm_model *m) { return m->hp.n_ctx_train; }
+SLM_API int32_t slm_model_n_vocab(const slm_model *m) { return m ? m->hp.n_vocab : 0; }
+SLM_API int32_t slm_model_n_embd(const slm_model *m) { return m ? m->hp.n_embd : 0; }
+SLM_API int32_t slm_model_n_ctx_train(const slm_model *m) { return m ? m->hp.n_ctx_train : 0; }
 SLM_API int32_t slm_model_n_ctx_default(const slm_model *m) {
+    if (!m) return 0;
     return m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
 }
 
@@ -352,17 +355,21 @@ SLM_API const char *slm_state_role_name(slm_state_role role) {
     return "unknown";
 }
 
-SLM_API int32_t slm_model_n_hparams(const slm_model *m) { return m->n_hparams; }
+SLM_API int32_t slm_model_n_hparams(const slm_model *m) { return m ? m->n_hparams : 0; }
 SLM_API slm_status slm_model_hparam(const slm_model *m, int32_t i, const char **name, double *value) {
+    if (name) *name = NULL;
+    if (value) *value = 0;
+    if (!m) return SLM_ERR_INVALID_ARG;
     if (i < 0 || i >= m->n_hparams) return SLM_ERR_RANGE;
     if (name) *name = m->hparams[i].name;
     if (value) *value = m->hparams[i].value;
     return SLM_OK;
 }
 
-SLM_API int32_t slm_model_n_tensors(const slm_model *m) { return m->n_tensors; }
+SLM_API int32_t slm_model_n_tensors(const slm_model *m) { return m ? m->n_tensors : 0; }
 SLM_API slm_status slm_model_tensor(const slm_model *m, int32_t i, slm_tensor_info *info) {
-    if (!info || i < 0 || i >= m->n_tensors) return SLM_ERR_RANGE;
+    if (!m || !info) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= m->n_tensors) return SLM_ERR_RANGE;
     const mdl_tensor *t = &m->tensors[i];
     info->name = t->name;
     info->file_name = t->file_name;
@@ -372,14 +379,15 @@ SLM_API slm_status slm_model_tensor(const slm_model *m, int32_t i, slm_tensor_in
     info->size_bytes = t->size_bytes;
     return SLM_OK;
 }
-SLM_API uint64_t slm_model_weight_bytes(const slm_model *m) { return m->weight_bytes; }
-SLM_API const char *slm_model_chat_template(const slm_model *m) { return m->chat_template; }
-SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *m) { return m->tok; }
+SLM_API uint64_t slm_model_weight_bytes(const slm_model *m) { return m ? m->weight_bytes : 0; }
+SLM_API const char *slm_model_chat_template(const slm_model *m) { return m ? m->chat_template : NULL; }
+SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *m) { return m ? m->tok : NULL; }
 
-SLM_API int32_t slm_model_n_states(const slm_model *m) { return m->n_states; }
+SLM_API int32_t slm_model_n_states(const slm_model *m) { return m ? m->n_states : 0; }
 SLM_API slm_status slm_model_state(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, int32_t i,
                                    slm_state_info *info) {
-    if (!info || i < 0 || i >= m->n_states) return SLM_ERR_RANGE;
+    if (!m || !info) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= m->n_states) return SLM_ERR_RANGE;
     if (n_ctx <= 0) n_ctx = slm_model_n_ctx_default(m);
     if (kv_dtype != SLM_DTYPE_F16 && kv_dtype != SLM_DTYPE_F32) return SLM_ERR_INVALID_ARG;
     mdl_state_spec s;
@@ -398,7 +406,7 @@ SLM_API slm_status slm_model_state(const slm_model *m, int32_t n_ctx, slm_dtype 
 }
 
 SLM_API const char *slm_chat_template_detect(const slm_model *m) {
-    return m->chat_template ? chat_detect(m->chat_template) : NULL;
+    return m && m->chat_template ? chat_detect(m->chat_template) : NULL;
 }
 
 SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name, const slm_chat_message *msgs,

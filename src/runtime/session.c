@@ -291,16 +291,17 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s);
 }
 
-SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err.msg : ""; }
-SLM_API int32_t slm_session_pos(const slm_session *s) { return s->pos; }
-SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s->n_ctx; }
-SLM_API const slm_model *slm_session_model(const slm_session *s) { return s->model; }
+SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err.msg : SLM_NULL_HANDLE_MSG; }
+SLM_API int32_t slm_session_pos(const slm_session *s) { return s ? s->pos : 0; }
+SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s ? s->n_ctx : 0; }
+SLM_API const slm_model *slm_session_model(const slm_session *s) { return s ? s->model : NULL; }
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n) {
-    if (n) *n = (size_t)s->pos;
-    return s->history;
+    if (n) *n = s ? (size_t)s->pos : 0;
+    return s ? s->history : NULL;
 }
 
 SLM_API void slm_session_reset(slm_session *s) {
+    if (!s) return;
     for (int32_t i = 0; i < s->prog->n_states; i++) {
         sess_state *ss = &s->states[i];
         memset(ss->buf[ss->front], 0, ss->bytes);
@@ -311,10 +312,11 @@ SLM_API void slm_session_reset(slm_session *s) {
     err_clear(&s->err);
 }
 
-SLM_API int32_t slm_session_n_states(const slm_session *s) { return s->prog->n_states; }
+SLM_API int32_t slm_session_n_states(const slm_session *s) { return s ? s->prog->n_states : 0; }
 
 SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_info *info) {
-    if (!info || i < 0 || i >= s->prog->n_states) return SLM_ERR_RANGE;
+    if (!s || !info) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= s->prog->n_states) return SLM_ERR_RANGE;
     const g_state *gs = &s->prog->states[i];
     info->name = gs->name;
     info->role = gs->role;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -199,7 +200,9 @@ static slm_status ckpt_load(slm_session *s, int32_t i) {
 }
 
 SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_stats *st) {
+    if (!st) return;
     memset(st, 0, sizeof *st);
+    if (!s) return;
     st->bytes_each = s->ckpt_bytes;
     for (int32_t i = 0; i < s->n_ckpt; i++) {
         if (s->ckpts[i].data) {
@@ -213,6 +216,8 @@ SLM_API void slm_session_checkpoint_stats(const slm_session *s, slm_checkpoint_s
 }
 
 SLM_API const int32_t *slm_session_checkpoints(const slm_session *s, size_t *n) {
+    if (n) *n = 0;
+    if (!s) return NULL;
     for (int32_t i = 0; i < s->n_ckpt; i++) s->ckpt_pos[i] = s->ckpts[i].pos;
     if (n) *n = (size_t)s->n_ckpt;
     return s->ckpt_pos;
@@ -376,8 +381,8 @@ SLM_API void slm_snapshot_destroy(slm_snapshot *snap) {
     al_free(&a, snap);
 }
 
-SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap) { return snap->pos; }
-SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap) { return snap->total_bytes; }
+SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap) { return snap ? snap->pos : 0; }
+SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap) { return snap ? snap->total_bytes : 0; }
 
 static void session_fingerprint(const slm_session *s, uint8_t out[16]) {
     if (s->model) slm_model_fingerprint(s->model, out);
@@ -525,19 +530,8 @@ static bool put_u64(FILE *f, XXH3_state_t *h, uint64_t v) {
     return put_u32(f, h, (uint32_t)v) && put_u32(f, h, (uint32_t)(v >> 32));
 }
 
-SLM_API slm_status slm_session_save(slm_session *s, const char *path) {
-    if (!s || !path) return SLM_ERR_INVALID_ARG;
-    err_clear(&s->err);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(&s->err, SLM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) {
-        fclose(f);
-        unlink(tmp);
-        return err_set(&s->err, SLM_ERR_NOMEM, "out of memory");
-    }
+/* Writes the state file image of s to f (see the layout at the top). False on a write error. */
+static bool write_state(slm_session *s, FILE *f, XXH3_state_t *h) {
     XXH3_64bits_reset(h);
     uint8_t fp[16];
     session_fingerprint(s, fp);
@@ -556,17 +550,57 @@ SLM_API slm_status slm_session_save(slm_session *s, const char *path) {
     ok = ok && put_u32(f, h, (uint32_t)s->pos);
     for (int32_t i = 0; ok && i < s->pos; i++) ok = put_u32(f, h, (uint32_t)s->history[i]);
     uint64_t sum = XXH3_64bits_digest(h);
-    XXH3_freeState(h);
     uint8_t b[8];
     for (int k = 0; k < 8; k++) b[k] = (uint8_t)(sum >> (8 * k));
-    ok = ok && fwrite(b, 1, 8, f) == 8;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int en = errno;
-        unlink(tmp);
-        return err_set(&s->err, SLM_ERR_IO, "cannot write %s: %s", path, strerror(en));
+    return ok && fwrite(b, 1, 8, f) == 8 && fflush(f) == 0;
+}
+
+/* The file is written to a fresh temporary file beside path (path.XXXXXX, mkstemp), flushed to
+ * disk and renamed over path, so concurrent savers and crashes leave either the old or one whole
+ * new file, never a mix; on failure the temporary file is removed and path is untouched. */
+SLM_API slm_status slm_session_save(slm_session *s, const char *path) {
+    if (!s) return SLM_ERR_INVALID_ARG;
+    err_clear(&s->err);
+    if (!path) return err_set(&s->err, SLM_ERR_INVALID_ARG, "slm_session_save: path is NULL");
+    size_t path_len = strlen(path);
+    char *tmp = al_malloc(&s->alloc, path_len + 8);
+    XXH3_state_t *h = XXH3_createState();
+    if (!tmp || !h) {
+        al_free(&s->alloc, tmp);
+        XXH3_freeState(h);
+        return err_set(&s->err, SLM_ERR_NOMEM, "out of memory");
     }
-    return SLM_OK;
+    memcpy(tmp, path, path_len);
+    memcpy(tmp + path_len, ".XXXXXX", 8);
+    slm_status st = SLM_OK;
+    FILE *f = NULL;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = err_set(&s->err, SLM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    struct stat old;
+    if (stat(path, &old) == 0) (void)fchmod(fd, old.st_mode & 07777); /* keep the replaced file's mode */
+    if (!(f = fdopen(fd, "wb"))) {
+        st = err_set(&s->err, SLM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        close(fd);
+        goto fail;
+    }
+    bool ok = write_state(s, f, h) && fsync(fd) == 0;
+    int en = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) ok = false, en = errno;
+    if (ok && rename(tmp, path) != 0) ok = false, en = errno;
+    if (!ok) {
+        st = err_set(&s->err, SLM_ERR_IO, "cannot write %s: %s", path, strerror(en ? en : EIO));
+        goto fail;
+    }
+    goto done;
+fail:
+    unlink(tmp);
+done:
+    XXH3_freeState(h);
+    al_free(&s->alloc, tmp);
+    return st;
 }
 
 /* Replaces a reader error ("truncated: field at byte offset ...") with a state-file message. */

@@ -72,15 +72,17 @@ static void try_cand(const slm_tokenizer *t, const int32_t *id, cand *h, size_t 
     if (merge_lookup(t, id[left], id[right], &c.rank, &c.result)) heap_push(h, nh, c);
 }
 
-static slm_status emit(const slm_tokenizer *t, int32_t id, tok_ids *out) {
+/* id < 0: the byte at offset off has no token of its own (and took part in no merge). */
+static slm_status emit(const slm_tokenizer *t, int32_t id, size_t off, tok_ids *out, size_t *bad_off) {
     if (id >= 0) return tok_ids_push(out, id, &t->alloc);
-    if (t->unk >= 0) return tok_ids_push(out, t->unk, &t->alloc);
-    return SLM_OK; /* a byte whose character is not in the vocabulary and no unknown token: dropped */
+    if (t->text_unk >= 0) return tok_ids_push(out, t->text_unk, &t->alloc);
+    *bad_off = off;
+    return SLM_ERR_INVALID_ARG;
 }
 
-slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out) {
+slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out, size_t *bad_off) {
     if (n == 0) return SLM_OK;
-    if (n == 1) return emit(t, t->byte_id[s[0]], out);
+    if (n == 1) return emit(t, t->byte_id[s[0]], 0, out, bad_off);
     if (n > INT32_MAX / 4) return SLM_ERR_RANGE;
     const slm_allocator *a = &t->alloc;
     if (t->ignore_merges) {
@@ -130,7 +132,7 @@ slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, 
         try_cand(t, id, h, &nh, c.left, after);
     }
     slm_status st = SLM_OK;
-    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = next[i]) st = emit(t, id[i], out);
+    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = next[i]) st = emit(t, id[i], (size_t)i, out, bad_off);
     al_free(a, id);
     al_free(a, h);
     return st;

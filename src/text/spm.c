@@ -70,15 +70,17 @@ static void try_bigram(const slm_tokenizer *t, const char *s, const sym *sy, big
     bq_push(h, nh, b);
 }
 
-static slm_status emit_symbol(const slm_tokenizer *t, const char *s, const sym *y, tok_ids *out) {
+static slm_status emit_symbol(const slm_tokenizer *t, const char *s, const sym *y, tok_ids *out, size_t *bad_off) {
     int32_t id = tok_find(t, s + y->off, y->len);
     if (id >= 0 && t->tokens[id].type != TOK_TYPE_BYTE && t->tokens[id].type != TOK_TYPE_CONTROL)
         return tok_ids_push(out, id, &t->alloc);
     for (uint32_t k = 0; k < y->len; k++) {
         int32_t b = t->byte_id[(uint8_t)s[y->off + k]];
         if (b < 0) {
-            /* No byte fallback: one unknown token for the whole symbol (dropped without one). */
-            return t->unk >= 0 ? tok_ids_push(out, t->unk, &t->alloc) : SLM_OK;
+            /* No byte fallback: one unknown token for the whole symbol (refused without one). */
+            if (t->text_unk >= 0) return tok_ids_push(out, t->text_unk, &t->alloc);
+            *bad_off = y->off;
+            return SLM_ERR_INVALID_ARG;
         }
         slm_status st = tok_ids_push(out, b, &t->alloc);
         if (st != SLM_OK) return st;
@@ -86,7 +88,7 @@ static slm_status emit_symbol(const slm_tokenizer *t, const char *s, const sym *
     return SLM_OK;
 }
 
-slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out) {
+slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off) {
     if (n == 0) return SLM_OK;
     if (n > INT32_MAX / 4) return SLM_ERR_RANGE;
     const slm_allocator *a = &t->alloc;
@@ -120,7 +122,7 @@ slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, t
         try_bigram(t, s, sy, h, &nh, b.left, l->next);
     }
     slm_status st = SLM_OK;
-    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = sy[i].next) st = emit_symbol(t, s, &sy[i], out);
+    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = sy[i].next) st = emit_symbol(t, s, &sy[i], out, bad_off);
     al_free(a, sy);
     al_free(a, h);
     return st;

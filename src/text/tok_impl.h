@@ -100,6 +100,8 @@ typedef struct tok_merge_slot {
  * 4. match_ids are the ids of control and user-defined tokens with non-empty text, sorted by text
  *    length, longest first; first_byte_match[b] says whether some such text starts with byte b.
  * 5. bos/eos/eot/eom/pad/unk are -1 or in [0, n_vocab). eog (n_vocab bits) marks end-of-generation.
+ *    text_unk is unk when that is not a control token, else -1: text never encodes to a control
+ *    token (GGUF files often name <|endoftext|> as the unknown token).
  * 6. The tokenizer is immutable after tok_build; all per-call scratch lives on the call. */
 struct slm_tokenizer {
     slm_allocator alloc;
@@ -125,6 +127,7 @@ struct slm_tokenizer {
     bool add_space_prefix; /* SPM */
     bool add_bos, add_eos;
     int32_t bos, eos, eot, eom, pad, unk;
+    int32_t text_unk;     /* the token for text the vocabulary cannot spell; -1 = refuse such text */
     uint8_t *eog;         /* (n_vocab + 7) / 8 */
 };
 
@@ -171,10 +174,14 @@ typedef struct tok_ids {
 } tok_ids;
 slm_status tok_ids_push(tok_ids *ids, int32_t id, const slm_allocator *a);
 
-/* Byte-level BPE of one pre-tokenised piece (raw bytes s[0, n)), appending ids. */
-slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out);
-/* SentencePiece BPE of one escaped text segment ("▁" for spaces), appending ids. */
-slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out);
+/* Byte-level BPE of one pre-tokenised piece (raw bytes s[0, n)), appending ids. A byte whose
+ * character is not in the vocabulary becomes text_unk; without one the call fails with
+ * SLM_ERR_INVALID_ARG and *bad_off receives the byte's offset in s. */
+slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out, size_t *bad_off);
+/* SentencePiece BPE of one escaped text segment ("▁" for spaces), appending ids. A symbol with
+ * neither a token nor byte-fallback tokens becomes text_unk; without one SLM_ERR_INVALID_ARG with
+ * the symbol's offset in s in *bad_off. */
+slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off);
 
 /* GPT-2 byte<->unicode mapping (docs/spec/gguf.md §7). */
 uint32_t tok_byte_to_cp(uint8_t b);

@@ -362,6 +362,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     if ((st = check_special("eom", spec->eom, n, &t->eom, e)) != SLM_OK) goto fail;
     if ((st = check_special("padding", spec->pad, n, &t->pad, e)) != SLM_OK) goto fail;
     if ((st = check_special("unknown", spec->unk, n, &t->unk, e)) != SLM_OK) goto fail;
+    t->text_unk = t->unk >= 0 && t->tokens[t->unk].type != TOK_TYPE_CONTROL ? t->unk : -1;
     /* Tokens matched on the raw text. */
     size_t n_match = 0;
     for (size_t i = 0; i < n; i++) {
@@ -418,7 +419,7 @@ fail:
 
 /* ---- public getters --------------------------------------------------------------------------- */
 SLM_API slm_tokenizer_kind slm_tokenizer_get_kind(const slm_tokenizer *tok) { return tok ? tok->kind : SLM_TOKENIZER_BPE; }
-SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok) { return tok ? tok->pre_name : ""; }
+SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok) { return tok ? tok->pre_name : NULL; }
 SLM_API int32_t slm_tokenizer_n_vocab(const slm_tokenizer *tok) { return tok ? tok->n_vocab : 0; }
 SLM_API int32_t slm_tokenizer_bos(const slm_tokenizer *tok) { return tok ? tok->bos : -1; }
 SLM_API int32_t slm_tokenizer_eos(const slm_tokenizer *tok) { return tok ? tok->eos : -1; }
@@ -492,6 +493,7 @@ typedef struct enc_ctx {
     char *esc;
     size_t esc_cap;
     bool prev_special; /* SPM: the segment follows the start or a special token */
+    size_t bad_off;    /* SLM_ERR_INVALID_ARG: offset of the text the vocabulary cannot spell, in the segment */
 } enc_ctx;
 
 static slm_status encode_bpe_text(enc_ctx *c, const char *s, size_t n) {
@@ -500,8 +502,10 @@ static slm_status encode_bpe_text(enc_ctx *c, const char *s, size_t n) {
     slm_status st = pretok_vec_push(&c->pieces, 0, n, &t->alloc);
     for (size_t k = 0; k < t->n_steps && st == SLM_OK; k++)
         st = pretok_apply(&t->steps[k], s, &c->pieces, &c->scratch, &t->alloc);
-    for (size_t i = 0; i < c->pieces.n && st == SLM_OK; i++)
-        st = bpe_encode_piece(t, (const uint8_t *)s + c->pieces.v[i].off, c->pieces.v[i].len, &c->ids);
+    for (size_t i = 0; i < c->pieces.n && st == SLM_OK; i++) {
+        st = bpe_encode_piece(t, (const uint8_t *)s + c->pieces.v[i].off, c->pieces.v[i].len, &c->ids, &c->bad_off);
+        if (st == SLM_ERR_INVALID_ARG) c->bad_off += c->pieces.v[i].off;
+    }
     return st;
 }
 
@@ -528,7 +532,14 @@ static slm_status encode_spm_text(enc_ctx *c, const char *s, size_t n) {
             c->esc[k++] = s[i];
         }
     }
-    return spm_encode_segment(t, c->esc, k, &c->ids);
+    size_t esc_off = 0;
+    slm_status st = spm_encode_segment(t, c->esc, k, &c->ids, &esc_off);
+    if (st == SLM_ERR_INVALID_ARG) { /* back to an offset in s: each space took 3 escaped bytes */
+        size_t at = t->add_space_prefix && c->prev_special ? 3 : 0, i = 0;
+        while (i < n && at + (s[i] == ' ' ? 3 : 1) <= esc_off) at += s[i++] == ' ' ? 3 : 1;
+        c->bad_off = i;
+    }
+    return st;
 }
 
 static slm_status encode_text(enc_ctx *c, const char *s, size_t n) {
@@ -592,12 +603,14 @@ SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *te
             continue;
         }
         st = encode_text(&c, text + seg, i - seg);
+        if (st == SLM_ERR_INVALID_ARG) c.bad_off += seg;
         if (st == SLM_OK) st = tok_ids_push(&c.ids, id, &tok->alloc);
         c.prev_special = true;
         i += mlen;
         seg = i;
     }
-    if (st == SLM_OK) st = encode_text(&c, text + seg, len - seg);
+    if (st == SLM_OK && (st = encode_text(&c, text + seg, len - seg)) == SLM_ERR_INVALID_ARG) c.bad_off += seg;
+    if (st == SLM_ERR_INVALID_ARG) *n_out = c.bad_off;
     if (st == SLM_OK) {
         *n_out = c.ids.n;
         if (ids && c.ids.n) memcpy(ids, c.ids.v, (c.ids.n < cap ? c.ids.n : cap) * sizeof *ids);

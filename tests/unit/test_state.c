@@ -8,6 +8,8 @@
  * unchanged (checked by continuing and comparing with the uninterrupted run). */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +351,78 @@ static void refusals(void **unused) {
     slm_model_destroy(m);
 }
 
+/* Concurrent saves to one path (issue 13, defect 3): N_SAVERS threads, each with its own session
+ * at its own position, save at once, for many rounds. Every save succeeds, the file then loads
+ * cleanly and is one of the written states (position and history agree), and the directory holds
+ * nothing but the file (no temporary files left). */
+enum { N_SAVERS = 8, N_ROUNDS = 40 };
+typedef struct saver {
+    slm_session *s;
+    const char *path;
+    pthread_barrier_t *go;
+    slm_status st;
+} saver;
+
+static void *saver_main(void *arg) {
+    saver *sv = arg;
+    pthread_barrier_wait(sv->go);
+    sv->st = slm_session_save(sv->s, sv->path);
+    return NULL;
+}
+
+static int dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void concurrent_saves(void **unused) {
+    (void)unused;
+    slm_model *m = load_model(tu_data_path("tiny/llama/llama-f32.gguf"));
+    char *dir = tu_temp_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/cache", dir);
+    saver sv[N_SAVERS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N_SAVERS);
+    const float *l;
+    for (int i = 0; i < N_SAVERS; i++) {
+        sv[i].s = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+        assert_int_equal(slm_session_prefill(sv[i].s, toks, (size_t)(3 + 4 * i), &l), SLM_OK);
+        sv[i].path = path;
+        sv[i].go = &go;
+    }
+    slm_session *probe = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+    for (int round = 0; round < N_ROUNDS; round++) {
+        pthread_t th[N_SAVERS];
+        for (int i = 0; i < N_SAVERS; i++) assert_int_equal(pthread_create(&th[i], NULL, saver_main, &sv[i]), 0);
+        for (int i = 0; i < N_SAVERS; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < N_SAVERS; i++)
+            if (sv[i].st != SLM_OK)
+                fail_msg("round %d: save %d: %s (%s)", round, i, slm_status_name(sv[i].st), slm_session_errmsg(sv[i].s));
+        if (slm_session_load(probe, path) != SLM_OK)
+            fail_msg("round %d: the saved file does not load: %s", round, slm_session_errmsg(probe));
+        int32_t pos = slm_session_pos(probe);
+        if (pos < 3 || (pos - 3) % 4 != 0 || (pos - 3) / 4 >= N_SAVERS)
+            fail_msg("round %d: loaded position %d was never saved", round, pos);
+        size_t nh;
+        const int32_t *h = slm_session_history(probe, &nh);
+        assert_int_equal(nh, (size_t)pos);
+        assert_memory_equal(h, toks, (size_t)pos * sizeof(int32_t));
+        if (dir_entries(dir) != 1) fail_msg("round %d: %d files in the directory, want only the saved one", round,
+                                            dir_entries(dir));
+    }
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < N_SAVERS; i++) slm_session_destroy(sv[i].s);
+    slm_session_destroy(probe);
+    tu_rm_dir(dir);
+    slm_model_destroy(m);
+}
+
 /* Thinning keeps the checkpoints spread and within budget; the newest stays. */
 static void checkpoint_budget(void **unused) {
     (void)unused;
@@ -457,6 +531,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(sync_qwen35),      cmocka_unit_test(newproc_llama),    cmocka_unit_test(newproc_lfm2),
         cmocka_unit_test(newproc_qwen35),   cmocka_unit_test(refusals),         cmocka_unit_test(checkpoint_budget),
         cmocka_unit_test(conv_steps),       cmocka_unit_test(full_size_lfm2),
+        cmocka_unit_test(concurrent_saves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

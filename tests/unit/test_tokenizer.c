@@ -555,11 +555,121 @@ static void allocation_failures(void **unused) {
     free(json);
 }
 
+/* ---- text the vocabulary cannot spell (issue 13, defect 8) --------------------------------------- */
+/* A vocabulary of the given kind, without byte tokens, whose unknown token is unk (-1 = none).
+ * Tokens: 0 "a", 1 "b", 2 "<|endoftext|>" (control), 3 "<unk>" (type unknown), 4 "▁a". */
+static slm_tokenizer *tiny_no_bytes(slm_tokenizer_kind kind, int64_t unk) {
+    static const char *const text[] = {"a", "b", "<|endoftext|>", "<unk>", "\xe2\x96\x81" "a"};
+    tok_str toks[5];
+    for (int i = 0; i < 5; i++) toks[i] = (tok_str){text[i], strlen(text[i])};
+    const uint8_t types[5] = {TOK_TYPE_NORMAL, TOK_TYPE_NORMAL, TOK_TYPE_CONTROL, TOK_TYPE_UNKNOWN, TOK_TYPE_NORMAL};
+    const float scores[5] = {-1, -1, 0, 0, -0.5f};
+    tok_spec sp;
+    tok_spec_init(&sp);
+    sp.kind = kind;
+    sp.n_vocab = kind == SLM_TOKENIZER_BPE ? 4 : 5; /* "▁a" is SentencePiece's */
+    sp.tokens = toks;
+    sp.types = types;
+    sp.scores = scores;
+    sp.pre_preset = kind == SLM_TOKENIZER_BPE ? "gpt2" : NULL;
+    sp.unk = unk;
+    slm_tokenizer *t = NULL;
+    slm_err e;
+    err_clear(&e);
+    if (tok_build(&sp, NULL, &t, &e) != SLM_OK) fail_msg("tok_build: %s", e.msg);
+    return t;
+}
+
+static void expect_refused_at(const slm_tokenizer *t, const char *text, uint32_t flags, size_t want_off) {
+    int32_t ids[16];
+    size_t n = 99;
+    slm_status st = slm_tokenizer_encode(t, text, strlen(text), flags, ids, 16, &n);
+    if (st != SLM_ERR_INVALID_ARG) fail_msg("'%s': status %s, want SLM_ERR_INVALID_ARG", text, slm_status_name(st));
+    if (n != want_off) fail_msg("'%s': offset %zu, want %zu", text, n, want_off);
+}
+
+/* Never a control token for text: a byte (BPE) or character (SPM) without a token becomes the
+ * unknown token only when that is not a control token; else the call fails at the byte's offset. */
+static void unencodable_text(void **unused) {
+    (void)unused;
+    int32_t ids[16];
+    size_t n = 0;
+    /* Byte-level BPE: 'a' and 'b' are tokens; 0xFF ("ÿ") and the space ("Ġ") are not. */
+    slm_tokenizer *t = tiny_no_bytes(SLM_TOKENIZER_BPE, 2); /* unknown = <|endoftext|>, a control token */
+    expect_refused_at(t, "a\xff" "b", 0, 1);
+    expect_refused_at(t, "ab\xff", 0, 2);
+    expect_refused_at(t, "ab a", 0, 2);
+    expect_refused_at(t, "<|endoftext|>a\xff", SLM_TOKENIZE_PARSE_SPECIAL, 14);
+    assert_int_equal(slm_tokenizer_encode(t, "<|endoftext|>ab", 15, SLM_TOKENIZE_PARSE_SPECIAL, ids, 16, &n), SLM_OK);
+    assert_int_equal(n, 3); /* text that spells a control token still may, when asked */
+    assert_int_equal(ids[0], 2);
+    tok_destroy(t);
+    t = tiny_no_bytes(SLM_TOKENIZER_BPE, -1); /* no unknown token: refused, not dropped */
+    expect_refused_at(t, "a\xff" "b", 0, 1);
+    tok_destroy(t);
+    t = tiny_no_bytes(SLM_TOKENIZER_BPE, 3); /* a real unknown token stands in */
+    assert_int_equal(slm_tokenizer_encode(t, "a\xff" "b", 3, 0, ids, 16, &n), SLM_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], 0);
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(ids[2], 1);
+    tok_destroy(t);
+    /* SentencePiece without byte fallback: "é" has no token; offsets are in the text, not in its
+     * escaped form (each space became the 3-byte "▁"). */
+    t = tiny_no_bytes(SLM_TOKENIZER_SPM, 2);
+    expect_refused_at(t, "a a\xc3\xa9", 0, 3);
+    assert_int_equal(slm_tokenizer_encode(t, "a a", 3, 0, ids, 16, &n), SLM_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[1], 4);
+    tok_destroy(t);
+    t = tiny_no_bytes(SLM_TOKENIZER_SPM, 3);
+    assert_int_equal(slm_tokenizer_encode(t, "a\xc3\xa9", 3, 0, ids, 16, &n), SLM_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[1], 3);
+    tok_destroy(t);
+}
+
+/* The real SmolLM2 vocabulary (GGUF; its unknown token is <|endoftext|>, a control token): the
+ * bytes whose GPT-2 character has no token — listed by reading the GGUF with the gguf Python
+ * package and applying the GPT-2 byte mapping — are refused at their offset; every other byte
+ * encodes to tokens none of which is a control token. */
+static void smollm2_unencodable_bytes(void **unused) {
+    (void)unused;
+    char path[1024];
+    const char *cache = getenv("STATELM_CACHE"), *home = getenv("HOME");
+    if (cache) snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+    else snprintf(path, sizeof path, "%s/.cache/statelm/models/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : "");
+    if (!tu_file_exists(path)) TU_SKIP("%s not found (scripts/fetch-models.sh)", path);
+    slm_model *m = NULL;
+    char err[256];
+    if (slm_model_load(path, NULL, &m, err, sizeof err) != SLM_OK) fail_msg("%s", err);
+    const slm_tokenizer *t = slm_model_tokenizer(m);
+    static const uint8_t missing[] = {0x04, 0x06, 0x13, 0x14, 0x16, 0x1d, 0xc0, 0xc1, 0xf1, 0xf2, 0xf5,
+                                      0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff};
+    for (int b = 0; b < 256; b++) {
+        char text[3] = {'x', (char)b, 0};
+        int32_t ids[8];
+        size_t n = 0;
+        slm_status st = slm_tokenizer_encode(t, text, 2, 0, ids, 8, &n);
+        bool is_missing = memchr(missing, b, sizeof missing) != NULL;
+        if (is_missing) {
+            if (st != SLM_ERR_INVALID_ARG || n != 1) fail_msg("byte 0x%02x: %s, offset %zu", b, slm_status_name(st), n);
+            continue;
+        }
+        if (st != SLM_OK) fail_msg("byte 0x%02x: %s", b, slm_status_name(st));
+        for (size_t i = 0; i < n; i++)
+            if (t->tokens[ids[i]].type == TOK_TYPE_CONTROL) fail_msg("byte 0x%02x: control token %d", b, ids[i]);
+    }
+    expect_refused_at(t, "Hello \xff\xfe", 0, 6);
+    slm_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gguf_bad_metadata), cmocka_unit_test(gguf_small_encode), cmocka_unit_test(json_bad_files),
         cmocka_unit_test(special_tokens),    cmocka_unit_test(invalid_utf8_input), cmocka_unit_test(buffer_caps_and_args),
         cmocka_unit_test(spm_behaviour),     cmocka_unit_test(long_pieces),     cmocka_unit_test(detokenizer_stream), cmocka_unit_test(allocation_failures),
+        cmocka_unit_test(unencodable_text), cmocka_unit_test(smollm2_unencodable_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
  *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
- *     [--prompt-cache FILE]
+ *     [--prompt-cache FILE | --prompt-cache-ro FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token. */
 #include <math.h>
@@ -22,6 +22,7 @@ typedef struct gen_opts {
     const char *chat_template;
     const char *system;
     const char *prompt_cache;
+    bool prompt_cache_ro; /* load the prompt cache, never write it */
     int32_t n_predict;
     int32_t n_threads;
     int32_t n_ctx;
@@ -56,7 +57,11 @@ static void usage_run(void) {
          "  --ids                print only the generated token ids\n"
          "  --logprobs K         print one JSON line per token with the top-K log-probabilities\n"
          "  --prompt-cache FILE  reuse the session state saved in FILE for a repeated prompt prefix\n"
-         "                       (exact on hybrid models too), and save the prompt's state there");
+         "                       (exact on hybrid models too), and save the prompt's state there;\n"
+         "                       a FILE of another model, context or KV dtype, or a damaged one, is\n"
+         "                       refused and left alone; if FILE cannot be written the run goes on\n"
+         "                       with a warning\n"
+         "  --prompt-cache-ro FILE  as --prompt-cache, but only read FILE, never write it");
 }
 
 static void usage_chat(void) {
@@ -127,9 +132,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--system")) {
             if (!VALUE()) return 1;
             o->system = v;
-        } else if (!is_chat && !strcmp(a, "--prompt-cache")) {
+        } else if (!is_chat && (!strcmp(a, "--prompt-cache") || !strcmp(a, "--prompt-cache-ro"))) {
             if (!VALUE()) return 1;
             o->prompt_cache = v;
+            o->prompt_cache_ro = !strcmp(a, "--prompt-cache-ro");
         } else if (!is_chat && !strcmp(a, "--ids")) {
             o->ids_only = true;
         } else if (!is_chat && !strcmp(a, "--no-chat")) {
@@ -381,18 +387,26 @@ int cmd_run(int argc, char **argv) {
     else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
     if (rc) goto done;
     if (o.prompt_cache) {
-        /* Load what an earlier run saved (refusals are warnings: the run starts fresh), bring the
-         * session to all but the last prompt token, and save that: a later run with the same prefix
-         * then only computes what follows it, even on hybrid models. */
-        if (access(o.prompt_cache, F_OK) == 0 && slm_session_load(s, o.prompt_cache) != SLM_OK)
-            fprintf(stderr, "statelm: ignoring prompt cache: %s\n", slm_session_errmsg(s));
+        /* Load what an earlier run saved, bring the session to all but the last prompt token, and
+         * save that (not with --prompt-cache-ro): a later run with the same prefix then only
+         * computes what follows it, even on hybrid models. An existing file that cannot be loaded
+         * (another model, context or KV dtype; damaged; unreadable) is refused and never
+         * overwritten. A failed save (read-only place, full disk) leaves the file as it was
+         * (slm_session_save is atomic) and the run goes on with a warning. */
+        slm_status st = SLM_OK;
+        if (access(o.prompt_cache, F_OK) == 0 && (st = slm_session_load(s, o.prompt_cache)) != SLM_OK) {
+            rc = cli_fail("prompt cache refused, file left unchanged: %s (%s); delete it or choose another file",
+                          slm_session_errmsg(s), slm_status_name(st));
+            goto done;
+        }
         size_t reused = 0;
-        slm_status st = prompt.n > 1 ? slm_session_sync(s, prompt.v, prompt.n - 1, NULL, &reused) : SLM_OK;
-        if (st == SLM_OK && prompt.n > 1) st = slm_session_save(s, o.prompt_cache);
-        if (st != SLM_OK) {
+        if (prompt.n > 1 && (st = slm_session_sync(s, prompt.v, prompt.n - 1, NULL, &reused)) != SLM_OK) {
             rc = cli_fail("prompt cache: %s (%s)", slm_session_errmsg(s), slm_status_name(st));
             goto done;
         }
+        if (!o.prompt_cache_ro && prompt.n > 1 && (st = slm_session_save(s, o.prompt_cache)) != SLM_OK)
+            fprintf(stderr, "statelm: warning: the prompt cache could not be updated: %s (%s)\n",
+                    slm_session_errmsg(s), slm_status_name(st));
         fprintf(stderr, "statelm: prompt cache: %zu of %zu prompt tokens reused\n", reused, prompt.n);
     }
     gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o};

@@ -41,7 +41,9 @@ int cmd_tokenize(int argc, char **argv) {
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!tok) rc = cli_fail("tokenize: the model has no tokenizer");
     else if (!ids) rc = cli_fail("out of memory");
-    else if ((st = slm_tokenizer_encode(tok, text, len, flags, ids, cap, &n)) != SLM_OK)
+    else if ((st = slm_tokenizer_encode(tok, text, len, flags, ids, cap, &n)) == SLM_ERR_INVALID_ARG)
+        rc = cli_fail("tokenize: the text at byte offset %zu has no token in this vocabulary (SLM_ERR_INVALID_ARG)", n);
+    else if (st != SLM_OK)
         rc = cli_fail("tokenize failed (%s)", slm_status_name(st));
     for (size_t i = 0; !rc && i < n; i++) {
         if (pieces) {

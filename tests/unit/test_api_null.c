@@ -1,0 +1,313 @@
+/* test_api_null.c — the NULL policy of statelm.h: every public function called with NULL handles
+ * (and NULL out-params where they are required) returns the documented value instead of crashing,
+ * and clears the out-params it was given. To keep it complete, `every_function_is_covered` reads
+ * include/statelm.h and this file and fails when a function declared SLM_API is never called here:
+ * a new public function needs its NULL case below. */
+#include "testutil.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "statelm.h"
+
+#define NULL_MSG "invalid argument: NULL handle"
+
+static void enums_and_names(void **unused) {
+    (void)unused;
+    /* No handles: total over their inputs, static strings. */
+    assert_string_equal(slm_status_name((slm_status)-99), "SLM_UNKNOWN_STATUS");
+    assert_non_null(slm_status_str((slm_status)-99));
+    assert_string_equal(slm_dtype_name((slm_dtype)99), "unknown");
+    assert_non_null(slm_layer_kind_name((slm_layer_kind)99));
+    assert_non_null(slm_state_role_name((slm_state_role)99));
+    assert_non_null(slm_plan_effect_name((slm_plan_effect)99));
+    assert_true(slm_n_targets() > 0);
+    assert_null(slm_target_name(-1));
+    assert_null(slm_target_name(slm_n_targets()));
+    assert_int_equal(slm_model_params_default().size, sizeof(slm_model_params));
+    assert_int_equal(slm_session_params_default().size, sizeof(slm_session_params));
+    assert_int_equal(slm_sampler_params_default().size, sizeof(slm_sampler_params));
+    assert_int_equal(slm_plan_params_default().size, sizeof(slm_plan_params));
+    slm_free(NULL);
+}
+
+static void model_null(void **unused) {
+    (void)unused;
+    char err[128] = "x";
+    slm_model *m = (slm_model *)1;
+    assert_int_equal(slm_model_load(NULL, NULL, &m, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(m);
+    assert_true(err[0] != '\0');
+    assert_int_equal(slm_model_load("x.gguf", NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_model_destroy(NULL);
+    assert_int_equal(slm_model_get_format(NULL), SLM_FORMAT_GGUF);
+    assert_null(slm_model_arch(NULL));
+    assert_null(slm_model_name(NULL));
+    assert_int_equal(slm_model_n_layer(NULL), 0);
+    assert_int_equal(slm_model_layer_kind(NULL, 0), SLM_LAYER_ATTENTION);
+    assert_int_equal(slm_model_n_vocab(NULL), 0);
+    assert_int_equal(slm_model_n_embd(NULL), 0);
+    assert_int_equal(slm_model_n_ctx_train(NULL), 0);
+    assert_int_equal(slm_model_n_ctx_default(NULL), 0);
+    assert_int_equal(slm_model_n_hparams(NULL), 0);
+    const char *name = "x";
+    double value = 1;
+    assert_int_equal(slm_model_hparam(NULL, 0, &name, &value), SLM_ERR_INVALID_ARG);
+    assert_null(name);
+    assert_true(value == 0);
+    assert_int_equal(slm_model_hparam(NULL, 0, NULL, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_n_tensors(NULL), 0);
+    slm_tensor_info ti;
+    assert_int_equal(slm_model_tensor(NULL, 0, &ti), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_tensor(NULL, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_weight_bytes(NULL), 0);
+    assert_null(slm_model_chat_template(NULL));
+    assert_int_equal(slm_model_n_states(NULL), 0);
+    slm_state_info si;
+    assert_int_equal(slm_model_state(NULL, 0, SLM_DTYPE_F16, 0, &si), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_state(NULL, 0, SLM_DTYPE_F16, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_null(slm_model_tokenizer(NULL));
+    uint8_t fp[16];
+    memset(fp, 0xAB, sizeof fp);
+    slm_model_fingerprint(NULL, fp);
+    for (int i = 0; i < 16; i++) assert_int_equal(fp[i], 0);
+    slm_model_fingerprint(NULL, NULL);
+    assert_null(slm_chat_template_detect(NULL));
+    char *out = (char *)1;
+    slm_chat_message msg = {"user", "hi"};
+    assert_int_equal(slm_chat_render(NULL, "chatml", &msg, 1, true, &out), SLM_ERR_INVALID_ARG);
+    assert_null(out);
+    assert_int_equal(slm_chat_render(NULL, "chatml", &msg, 1, true, NULL), SLM_ERR_INVALID_ARG);
+}
+
+static void tokenizer_null(void **unused) {
+    (void)unused;
+    assert_int_equal(slm_tokenizer_get_kind(NULL), SLM_TOKENIZER_BPE);
+    assert_null(slm_tokenizer_pre_name(NULL));
+    assert_int_equal(slm_tokenizer_n_vocab(NULL), 0);
+    assert_int_equal(slm_tokenizer_bos(NULL), -1);
+    assert_int_equal(slm_tokenizer_eos(NULL), -1);
+    assert_int_equal(slm_tokenizer_eot(NULL), -1);
+    assert_int_equal(slm_tokenizer_pad(NULL), -1);
+    assert_false(slm_tokenizer_add_bos(NULL));
+    assert_false(slm_tokenizer_is_eog(NULL, 0));
+    assert_null(slm_tokenizer_token_text(NULL, 0));
+    int32_t ids[4];
+    size_t n = 7;
+    assert_int_equal(slm_tokenizer_encode(NULL, "a", 1, 0, ids, 4, &n), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n, 0);
+    assert_int_equal(slm_tokenizer_encode(NULL, "a", 1, 0, ids, 4, NULL), SLM_ERR_INVALID_ARG);
+    char buf[8];
+    n = 7;
+    assert_int_equal(slm_tokenizer_token_bytes(NULL, 0, buf, sizeof buf, &n), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n, 0);
+    n = 7;
+    assert_int_equal(slm_tokenizer_decode(NULL, ids, 1, false, buf, sizeof buf, &n), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n, 0);
+    slm_detokenizer *d = (slm_detokenizer *)1;
+    assert_int_equal(slm_detokenizer_create(NULL, &d), SLM_ERR_INVALID_ARG);
+    assert_null(d);
+    assert_int_equal(slm_detokenizer_create(NULL, NULL), SLM_ERR_INVALID_ARG);
+    slm_detokenizer_destroy(NULL);
+    const char *text = NULL;
+    size_t len = 7;
+    assert_int_equal(slm_detokenizer_push(NULL, 0, &text, &len), SLM_ERR_INVALID_ARG);
+    assert_int_equal(len, 0);
+    len = 7;
+    assert_int_equal(slm_detokenizer_flush(NULL, &text, &len), SLM_ERR_INVALID_ARG);
+    assert_int_equal(len, 0);
+}
+
+static void session_null(void **unused) {
+    (void)unused;
+    char err[128] = "";
+    slm_session *s = (slm_session *)1;
+    assert_int_equal(slm_session_create(NULL, NULL, &s, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(s);
+    assert_true(err[0] != '\0');
+    slm_session_destroy(NULL);
+    assert_string_equal(slm_session_errmsg(NULL), NULL_MSG);
+    const float *logits = (const float *)1;
+    int32_t tok = 1;
+    assert_int_equal(slm_session_prefill(NULL, &tok, 1, &logits), SLM_ERR_INVALID_ARG);
+    assert_null(logits);
+    logits = (const float *)1;
+    assert_int_equal(slm_session_decode(NULL, tok, &logits), SLM_ERR_INVALID_ARG);
+    assert_null(logits);
+    assert_int_equal(slm_session_pos(NULL), 0);
+    assert_int_equal(slm_session_n_ctx(NULL), 0);
+    assert_null(slm_session_model(NULL));
+    size_t n = 7;
+    assert_null(slm_session_history(NULL, &n));
+    assert_int_equal(n, 0);
+    assert_null(slm_session_history(NULL, NULL));
+    slm_session_reset(NULL);
+    assert_int_equal(slm_session_rollback(NULL, 0), SLM_ERR_INVALID_ARG);
+    size_t reused = 7;
+    logits = (const float *)1;
+    assert_int_equal(slm_session_sync(NULL, &tok, 1, &logits, &reused), SLM_ERR_INVALID_ARG);
+    assert_null(logits);
+    assert_int_equal(reused, 0);
+    slm_checkpoint_stats st;
+    memset(&st, 0xAB, sizeof st);
+    slm_session_checkpoint_stats(NULL, &st);
+    assert_int_equal(st.n_in_memory, 0);
+    assert_int_equal(st.n_on_disk, 0);
+    assert_int_equal(st.bytes_each, 0);
+    slm_session_checkpoint_stats(NULL, NULL);
+    n = 7;
+    assert_null(slm_session_checkpoints(NULL, &n));
+    assert_int_equal(n, 0);
+    slm_snapshot *snap = (slm_snapshot *)1;
+    assert_int_equal(slm_session_snapshot(NULL, &snap), SLM_ERR_INVALID_ARG);
+    assert_null(snap);
+    assert_int_equal(slm_session_snapshot(NULL, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_restore(NULL, NULL), SLM_ERR_INVALID_ARG);
+    s = (slm_session *)1;
+    assert_int_equal(slm_session_fork(NULL, NULL, &s, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(s);
+    slm_snapshot_destroy(NULL);
+    assert_int_equal(slm_snapshot_pos(NULL), 0);
+    assert_int_equal(slm_snapshot_bytes(NULL), 0);
+    assert_int_equal(slm_session_save(NULL, "x"), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_load(NULL, "x"), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_n_states(NULL), 0);
+    slm_state_info si;
+    assert_int_equal(slm_session_state(NULL, 0, &si), SLM_ERR_INVALID_ARG);
+}
+
+static void sampler_null(void **unused) {
+    (void)unused;
+    assert_int_equal(slm_sampler_create(NULL, NULL), SLM_ERR_INVALID_ARG);
+    slm_sampler *smp = NULL;
+    assert_int_equal(slm_sampler_create(NULL, &smp), SLM_OK); /* NULL params: the defaults */
+    float logits[2] = {0, 1};
+    int32_t tok = 5;
+    assert_int_equal(slm_sampler_sample(NULL, logits, 2, NULL, 0, &tok), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_sample(smp, NULL, 2, NULL, 0, &tok), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, &tok), SLM_OK);
+    assert_true(tok == 0 || tok == 1);
+    slm_sampler_destroy(smp);
+    slm_sampler_destroy(NULL);
+}
+
+static void plan_null(void **unused) {
+    (void)unused;
+    char err[128] = "";
+    slm_plan *pl = (slm_plan *)1;
+    assert_int_equal(slm_plan_create(NULL, NULL, &pl, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(pl);
+    slm_plan_destroy(NULL);
+    assert_string_equal(slm_plan_errmsg(NULL), NULL_MSG);
+    assert_null(slm_plan_target(NULL));
+    assert_null(slm_plan_device(NULL));
+    assert_null(slm_plan_fallback_device(NULL));
+    assert_false(slm_plan_executable(NULL));
+    assert_int_equal(slm_plan_n_ctx(NULL), 0);
+    assert_int_equal(slm_plan_n_findings(NULL), 0);
+    assert_int_equal(slm_plan_n_residual(NULL), 0);
+    assert_int_equal(slm_plan_n_rewrites(NULL), 0);
+    assert_int_equal(slm_plan_n_functions(NULL), 0);
+    assert_int_equal(slm_plan_n_states(NULL), 0);
+    assert_null(slm_plan_function_name(NULL, 0));
+    assert_int_equal(slm_plan_function_tokens(NULL, 0), 0);
+    assert_int_equal(slm_plan_n_nodes(NULL, 0), 0);
+    assert_int_equal(slm_plan_n_devices(NULL, 0), 0);
+    slm_plan_finding f;
+    slm_plan_rewrite r;
+    slm_plan_node nd;
+    slm_plan_device_total dt;
+    slm_plan_state ps;
+    slm_plan_write w;
+    assert_int_equal(slm_plan_finding_at(NULL, 0, &f), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_residual_at(NULL, 0, &f), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_rewrite_at(NULL, 0, &r), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_node_at(NULL, 0, 0, &nd), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_device_total_at(NULL, 0, 0, &dt), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_state_at(NULL, 0, &ps), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_state_write_at(NULL, 0, 0, &w), SLM_ERR_INVALID_ARG);
+    bool identical = true;
+    int32_t first_diff = 3, tok = 1;
+    assert_int_equal(slm_plan_simulate(NULL, &tok, 1, 1, 0, &identical, &first_diff), SLM_ERR_INVALID_ARG);
+    assert_false(identical);
+    assert_int_equal(first_diff, -1);
+    char *json = (char *)1;
+    assert_int_equal(slm_plan_json(NULL, false, &json), SLM_ERR_INVALID_ARG);
+    assert_null(json);
+}
+
+/* With real handles, the required out-params of the status calls are checked too. */
+static void null_out_params(void **unused) {
+    (void)unused;
+    slm_model *m = NULL;
+    char err[256];
+    assert_int_equal(slm_model_load(tu_data_path("tiny/llama/llama-f32.gguf"), NULL, &m, err, sizeof err), SLM_OK);
+    assert_int_equal(slm_model_tensor(m, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_state(m, 0, SLM_DTYPE_F16, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_model_tensor(m, -1, &(slm_tensor_info){0}), SLM_ERR_RANGE);
+    assert_int_equal(slm_session_create(m, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_session *s = NULL;
+    assert_int_equal(slm_session_create(m, NULL, &s, err, sizeof err), SLM_OK);
+    assert_int_equal(slm_session_state(s, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_prefill(s, NULL, 1, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_sync(s, NULL, 1, NULL, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_save(s, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_load(s, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_restore(s, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_snapshot(s, NULL), SLM_ERR_INVALID_ARG);
+    slm_session_checkpoint_stats(s, NULL);
+    assert_int_equal(slm_session_pos(s), 0); /* the session is as it was */
+    slm_plan *pl = NULL;
+    assert_int_equal(slm_plan_create(m, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_create(m, NULL, &pl, err, sizeof err), SLM_OK);
+    assert_int_equal(slm_plan_finding_at(pl, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_node_at(pl, 0, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_state_at(pl, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_json(pl, false, NULL), SLM_ERR_INVALID_ARG);
+    slm_plan_destroy(pl);
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+}
+
+/* Every name declared SLM_API in statelm.h is called somewhere in this file. */
+static void every_function_is_covered(void **unused) {
+    (void)unused;
+    char hdr_path[1024];
+    snprintf(hdr_path, sizeof hdr_path, "%s/../../include/statelm.h", SLM_TEST_DATA_DIR);
+    size_t hn = 0, sn = 0;
+    char *hdr = (char *)tu_read_file(hdr_path, &hn);
+    char *self = (char *)tu_read_file(__FILE__, &sn);
+    if (!hdr || !self) fail_msg("cannot read %s or %s", hdr_path, __FILE__);
+    int n_funcs = 0, missing = 0;
+    for (char *p = strstr(hdr, "\nSLM_API "); p; p = strstr(p + 1, "\nSLM_API ")) { /* declarations start lines */
+        char *paren = strchr(p, '(');
+        if (!paren) break;
+        char *end = paren;
+        char *start = end;
+        while (start > p && (isalnum((unsigned char)start[-1]) || start[-1] == '_')) start--;
+        char call[128];
+        snprintf(call, sizeof call, "%.*s(", (int)(end - start), start);
+        n_funcs++;
+        /* called: the name followed by '(' somewhere after this function's own text */
+        if (!strstr(strstr(self, "static void enums_and_names"), call)) {
+            fprintf(stderr, "no NULL test calls %s\n", call);
+            missing++;
+        }
+    }
+    assert_true(n_funcs > 100);
+    assert_int_equal(missing, 0);
+    free(hdr);
+    free(self);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(enums_and_names), cmocka_unit_test(model_null),      cmocka_unit_test(tokenizer_null),
+        cmocka_unit_test(session_null),    cmocka_unit_test(sampler_null),    cmocka_unit_test(plan_null),
+        cmocka_unit_test(null_out_params), cmocka_unit_test(every_function_is_covered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
