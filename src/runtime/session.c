@@ -295,6 +295,7 @@ SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err
 SLM_API int32_t slm_session_pos(const slm_session *s) { return s->pos; }
 SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s->n_ctx; }
 SLM_API const slm_model *slm_session_model(const slm_session *s) { return s->model; }
+SLM_API const char *slm_session_kernels(const slm_session *s) { return cpu_backend_kernels(s->be); }
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n) {
     if (n) *n = (size_t)s->pos;
     return s->history;

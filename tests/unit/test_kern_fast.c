@@ -64,16 +64,15 @@ static double nmse(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-/* Every ISA level (cpu.h), and the ones this machine and build have (generic always). */
+/* Every ISA level (cpu.h), and the ones this machine and build have (generic always): each level
+ * asked on its own, as the levels are not nested (AVX512 CPUs without AVX-VNNI exist). */
 static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
                                            CPU_ISA_AVX512};
 #define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;
-    const cpu_isa_level *all = all_levels;
-    cpu_isa_level best = cpu_isa_detect();
     for (int i = 0; i < N_LEVELS; i++)
-        if (all[i] <= best && cpu_isa_get(all[i])->level == all[i]) out[n++] = all[i];
+        if (cpu_isa_supported(all_levels[i])) out[n++] = all_levels[i];
     return n;
 }
 
@@ -853,7 +852,7 @@ static void dispatch_falls_back(void **unused) {
     be_view in[2] = {v4(SLM_DTYPE_F32, 2, 4, 3, 1, table), v4(SLM_DTYPE_I32, 1, 2, 1, 1, ids)};
     be_view out = v4(SLM_DTYPE_F32, 2, 4, 2, 1, y);
     assert_null(cpu_fast_lookup(&nd, &out, in));
-    backend *be = mk(true, CPU_ISA_AVX512, 2);
+    backend *be = mk(true, cpu_isa_detect(), 2);
     run(be, &nd, &out, in, 2, 0);
     check_guard(y, 8, "embed");
     assert_true(y[0] == 9.0f && y[4] == 1.0f);
@@ -866,12 +865,65 @@ static void dispatch_falls_back(void **unused) {
     free(y);
 }
 
+/* A level this CPU or build lacks is never run: creating a backend for it fails with a message
+ * naming the level (directly and through SLM_KERNELS), and cpu_isa_get gives a level the CPU has. */
+static void missing_level_refused(void **unused) {
+    (void)unused;
+    assert_true(cpu_isa_supported(CPU_ISA_GENERIC));
+    assert_true(cpu_isa_supported(cpu_isa_detect()));
+    int n_missing = 0;
+    for (int i = 0; i < N_LEVELS; i++) {
+        cpu_isa_level lv = all_levels[i];
+        const char *name = cpu_isa_name(lv);
+        if (cpu_isa_supported(lv)) {
+            assert_null(cpu_isa_missing(lv));
+            assert_int_equal(cpu_isa_get(lv)->level, lv);
+            continue;
+        }
+        n_missing++;
+        assert_non_null(cpu_isa_missing(lv));
+        assert_true(cpu_isa_supported(cpu_isa_get(lv)->level));
+        backend *be = NULL;
+        slm_err e;
+        err_clear(&e);
+        assert_int_equal(cpu_backend_create_with(&al_default, 2, true, lv, &be, &e), SLM_ERR_UNSUPPORTED);
+        assert_null(be);
+        if (!strstr(e.msg, name) || !strstr(e.msg, cpu_isa_missing(lv))) fail_msg("message: %s", e.msg);
+        /* the reference kernels ignore the level */
+        err_clear(&e);
+        assert_int_equal(cpu_backend_create_with(&al_default, 2, false, lv, &be, &e), SLM_OK);
+        be->vt->destroy(be);
+        be = NULL;
+        assert_int_equal(setenv("SLM_KERNELS", name, 1), 0);
+        err_clear(&e);
+        slm_status st = cpu_backend_create(&al_default, 2, &be, &e);
+        unsetenv("SLM_KERNELS");
+        assert_int_equal(st, SLM_ERR_UNSUPPORTED);
+        assert_null(be);
+        if (!strstr(e.msg, "SLM_KERNELS") || !strstr(e.msg, name)) fail_msg("message: %s", e.msg);
+    }
+    if (!n_missing) fprintf(stderr, "missing_level_refused: this CPU has every level; nothing refused to check\n");
+    /* a supported level through SLM_KERNELS runs exactly that level */
+    backend *be = NULL;
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(setenv("SLM_KERNELS", "generic", 1), 0);
+    slm_status st = cpu_backend_create(&al_default, 1, &be, &e);
+    unsetenv("SLM_KERNELS");
+    assert_int_equal(st, SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), "generic");
+    be->vt->destroy(be);
+    assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
+    be->vt->destroy(be);
+}
+
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
-        cmocka_unit_test(dispatch_falls_back),
+        cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
