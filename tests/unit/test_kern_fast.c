@@ -12,7 +12,10 @@
  *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
  *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
  *  - the fused causal-conv step: bit-identical to the CONV1D (+ SILU) nodes it replaces;
- *  - activation quantisation: every ISA writes the same bytes as the portable C.
+ *  - activation quantisation: every ISA writes the same bytes as the portable C;
+ *  - every tier gives the same bits: for attention, DeltaNet, conv, the conv step, elementwise ops
+ *    and activations, norms (gated RMSNorm too), rope and state writes, every level's output equals
+ *    the portable C level's bit for bit (same_as_generic), as for the matmuls.
  * Every output buffer has guard floats after it that must stay untouched. */
 #include "testutil.h"
 
@@ -74,6 +77,27 @@ static int levels(cpu_isa_level out[N_LEVELS]) {
     for (int i = 0; i < N_LEVELS; i++)
         if (cpu_isa_supported(all_levels[i])) out[n++] = all_levels[i];
     return n;
+}
+
+/* Bit identity across the tiers: levels() lists GENERIC first; its output (n floats) is kept in
+ * *gen, and every other level's must equal it. */
+static void same_as_generic(cpu_isa_level lv, const float *y, size_t n, float **gen, const char *what) {
+    if (lv == CPU_ISA_GENERIC) {
+        free(*gen);
+        *gen = malloc(n * sizeof(float) + 1);
+        assert_non_null(*gen);
+        memcpy(*gen, y, n * sizeof(float));
+        return;
+    }
+    assert_non_null(*gen);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, y + i, 4);
+        memcpy(&b, *gen + i, 4);
+        if (a != b)
+            fail_msg("%s: element %zu is %.9g (0x%08x), the portable C gives %.9g (0x%08x)", what, i, (double)y[i], a,
+                     (double)(*gen)[i], b);
+    }
 }
 
 static backend *mk(bool fast, cpu_isa_level isa, int threads) {
@@ -519,6 +543,7 @@ static void attention_all(void **unused) {
         float *y_ref = out_alloc(ny);
         be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
         run(ref, &nd, &out, in, n, pos);
+        float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[160];
             snprintf(what, sizeof what, "attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld n=%lld pos=%lld",
@@ -531,6 +556,7 @@ static void attention_all(void **unused) {
             check_guard(y, ny, what);
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
+            same_as_generic(lv[li], y, ny, &y_gen, what);
             /* n one-token calls give the same bits */
             for (int64_t t = 0; t < n; t++) {
                 float *y1 = out_alloc((size_t)(hdv * H));
@@ -545,7 +571,7 @@ static void attention_all(void **unused) {
             free(y);
             be->vt->destroy(be);
         }
-        free(K), free(V), free(q), free(y_ref);
+        free(K), free(V), free(q), free(y_ref), free(y_gen);
     }
     ref->vt->destroy(ref);
 }
@@ -578,6 +604,7 @@ static void deltanet_all(void **unused) {
         float *o_ref = out_alloc(nv), *s_ref = out_alloc(ns);
         be_view out[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o_ref), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s_ref)};
         run(ref, &nd, out, in, n, 0);
+        float *o_gen = NULL, *s_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "deltanet %s Hk=%lld Hv=%lld dk=%lld dv=%lld n=%lld", cpu_isa_name(lv[li]),
@@ -590,6 +617,8 @@ static void deltanet_all(void **unused) {
             check_guard(s, ns, what);
             if (!(nmse(o, o_ref, nv) <= 1e-10) || !(nmse(s, s_ref, ns) <= 1e-10))
                 fail_msg("%s: NMSE output %.3g state %.3g", what, nmse(o, o_ref, nv), nmse(s, s_ref, ns));
+            same_as_generic(lv[li], o, nv, &o_gen, what);
+            same_as_generic(lv[li], s, ns, &s_gen, what);
             /* token by token, threading the state: the same bits */
             float *st = malloc(ns * 4), *st2 = out_alloc(ns), *o1 = out_alloc((size_t)(dv * Hv));
             memcpy(st, s0, ns * 4);
@@ -610,7 +639,7 @@ static void deltanet_all(void **unused) {
             free(st), free(st2), free(o1), free(o), free(s);
             be->vt->destroy(be);
         }
-        free(q), free(k), free(v), free(g), free(beta), free(s0), free(o_ref), free(s_ref);
+        free(q), free(k), free(v), free(g), free(beta), free(s0), free(o_ref), free(s_ref), free(o_gen), free(s_gen);
     }
     ref->vt->destroy(ref);
 }
@@ -714,6 +743,7 @@ static void rowwise_all(void **unused) {
             memset(y_ref, 0, ny * sizeof(float));
             out.data = y_ref;
             run(ref, &nd, &out, in, n_call, pos);
+            float *y_gen = NULL;
             for (int li = 0; li < n_lv; li++) {
                 char what[128];
                 snprintf(what, sizeof what, "%s %s ne0=%lld rows=%lld", g_op_name(op), cpu_isa_name(lv[li]),
@@ -724,6 +754,7 @@ static void rowwise_all(void **unused) {
                 out.data = y;
                 run(be, &nd, &out, in, n_call, pos);
                 check_guard(y, ny, what);
+                same_as_generic(lv[li], y, ny, &y_gen, what);
                 if (op == G_OP_CONV1D) { /* one token at a time (weights read in the file layout) */
                     float *y1 = out_alloc((size_t)C);
                     for (int64_t t = 0; t < n_call; t++) {
@@ -747,7 +778,7 @@ static void rowwise_all(void **unused) {
                 be->vt->destroy(be);
             }
             (void)sw_rows;
-            free(a), free(b), free(c), free(y_ref);
+            free(a), free(b), free(c), free(y_ref), free(y_gen);
         }
     }
     ref->vt->destroy(ref);
@@ -792,6 +823,7 @@ static void conv_step_all(void **unused) {
         }
         be_view out_ref[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y_tmp), v4(SLM_DTYPE_F32, 2, C, S, 1, NULL)};
         assert_int_equal(ref->vt->exec_conv_step(ref, out_ref, in, silu, &e), SLM_ERR_UNSUPPORTED);
+        float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "conv step %s C=%lld K=%lld n=%lld%s", cpu_isa_name(lv[li]), (long long)C,
@@ -813,6 +845,7 @@ static void conv_step_all(void **unused) {
             check_guard(y, ny, what);
             check_guard(st_new, ns, what);
             if (memcmp(y, y_nodes, ny * sizeof(float)) != 0) fail_msg("%s: output differs from the nodes", what);
+            same_as_generic(lv[li], y, ny, &y_gen, what);
             if (memcmp(st_new, xc + C * n, ns * sizeof(float)) != 0) fail_msg("%s: new state is not the last columns", what);
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-11)) fail_msg("%s: NMSE %.3g against the reference", what, err);
@@ -824,7 +857,7 @@ static void conv_step_all(void **unused) {
             free(y_nodes), free(y), free(st_new), free(x_over);
             be->vt->destroy(be);
         }
-        free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp);
+        free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp), free(y_gen);
     }
     /* too many tokens for one step: nothing runs */
     backend *be = mk(true, cpu_isa_detect(), 2);
