@@ -31,6 +31,9 @@
  *  - F32, F16, BF16 weights: f32 activations, weights widened exactly to f32, 16 lanes:
  *        acc[l] = fmaf(w_i, x_i, acc[l]) for i ≡ l (mod 16), i ascending (a short tail is
  *        zero-padded), then acc[l] += acc[l + s] for s = 8, 4, 2, 1; y = acc[0].
+ * The other fast kernels are ISA-independent the same way (tests check every tier against
+ * kern_generic.c bit for bit): each spells out its operation order below, and e^x is cpu_exp
+ * (kern_common.h) in every tier.
  */
 #ifndef SLM_BACKEND_CPU_CPU_H
 #define SLM_BACKEND_CPU_CPU_H
@@ -118,7 +121,8 @@ typedef struct cpu_isa {
      * out + t*o_tstride + h*hdv. Key/value j at k + j*kstride / v + j*vstride (elements), dtype
      * kvt (F16 or F32). Canonical per row (f32): keys in blocks of 16; the block's scores are
      * s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd i of q_i k_ji; online
-     * softmax (running max m, sum l, accumulator rescaled by e^(m_old - m_new)); accumulator
+     * softmax (running max m, sum l, accumulator rescaled by c = m_new == m_old ? 1 :
+     * cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j - m)); accumulator
      * += p_j v_j for the row's keys of the block in order; out = acc / l. The arithmetic of a row
      * does not depend on T, G or the other rows. scratch >= cpu_attn_scratch_bytes(hd, hdv, T*G). */
     void (*attn_block)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
