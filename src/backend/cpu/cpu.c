@@ -29,8 +29,8 @@ const char *cpu_isa_name(cpu_isa_level isa) {
     }
 }
 
-/* The CPU features each level needs, read once (cpuid is cheap, but this is on every backend's
- * creation path); levels are checked one by one, never assumed nested. */
+/* The CPU features the levels need, read on each query (a few cpuid instructions; backend creation
+ * and the tests ask); each level checks its own, never assuming the levels nested. */
 typedef struct cpu_features {
     bool avx2, fma, f16c, avx_os;                  /* avx_os: XCR0 has the XMM and YMM states */
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512_os; /* + opmask, ZMM states */
