@@ -56,6 +56,7 @@ INLINE __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     /* 2^n for n in [-124, 128]: n = 128 only at the clamp, split as 2^(n-1) * 2 */
     __m512i ni = _mm512_cvtps_epi32(n);
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, _mm512_set1_epi32(1)), _mm512_set1_epi32(127)), 23);
