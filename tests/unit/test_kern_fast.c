@@ -898,6 +898,27 @@ static void dispatch_falls_back(void **unused) {
     free(y);
 }
 
+/* cpu_exp, the e^x of every fast tier, within 1 ulp of the double-precision exp on [-86, 88] (about
+ * 0.93 measured), 1 at 0, and clamped outside: below -86 (and for NaN) e^-86, above 88.376 the
+ * finite e^88.376 ~ 2.4e38. */
+static void exp_accuracy(void **unused) {
+    (void)unused;
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -86.0f + 174.0f * (float)i / 200000.0f;
+        double ref = exp((double)x), ulp = ldexp(1.0, ilogb(ref) - 23);
+        double err = fabs((double)cpu_exp(x) - ref) / ulp;
+        if (err > worst) worst = err;
+        if (!(err <= 1.0))
+            fail_msg("cpu_exp(%.9g) = %.9g, exp gives %.9g: %.2f ulp", (double)x, (double)cpu_exp(x), ref, err);
+    }
+    if (getenv("SLM_TEST_VERBOSE")) fprintf(stderr, "cpu_exp: max error %.3f ulp\n", worst);
+    assert_true(cpu_exp(0.0f) == 1.0f);
+    assert_true(cpu_exp(-1000.0f) == cpu_exp(-86.0f) && cpu_exp(-86.0f) > 0.0f);
+    assert_true(cpu_exp(NAN) == cpu_exp(-86.0f));
+    assert_true(isfinite(cpu_exp(1000.0f)) && cpu_exp(1000.0f) >= cpu_exp(88.0f) && cpu_exp(1000.0f) > 2.4e38f);
+}
+
 /* A level this CPU or build lacks is never run: creating a backend for it fails with a message
  * naming the level (directly and through SLM_KERNELS), and cpu_isa_get gives a level the CPU has. */
 static void missing_level_refused(void **unused) {
@@ -957,6 +978,7 @@ int main(void) {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),
+        cmocka_unit_test(exp_accuracy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
