@@ -332,6 +332,9 @@ SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float
 SLM_API int32_t slm_session_pos(const slm_session *s);
 SLM_API int32_t slm_session_n_ctx(const slm_session *s);
 SLM_API const slm_model *slm_session_model(const slm_session *s);
+/* The CPU kernels the session runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (the
+ * tier chosen from the CPU and SLM_KERNELS when the session was created). Static storage. */
+SLM_API const char *slm_session_kernels(const slm_session *s);
 /* Tokens processed so far (borrowed until the next call on s). */
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n);
 /* Forgets everything: position 0, states zeroed, checkpoints dropped. */

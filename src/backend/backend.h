@@ -74,7 +74,11 @@ void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c);
 /* The CPU backend with n_threads workers (>= 1). It may keep repacked copies of quantised (Q4_0,
  * Q4_1, Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable
  * mapped weights that outlive the backend (they always are: activations and states are never
- * quantised). SLM_KERNELS and SLM_REPACK (cpu/cpu.c) are read here. */
+ * quantised). SLM_KERNELS and SLM_REPACK (cpu/cpu.c) are read here; SLM_KERNELS naming a kernel
+ * tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED and a message naming it. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
+/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
+ * storage). */
+const char *cpu_backend_kernels(const backend *be);
 
 #endif

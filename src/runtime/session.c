@@ -295,6 +295,7 @@ SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err
 SLM_API int32_t slm_session_pos(const slm_session *s) { return s ? s->pos : 0; }
 SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s ? s->n_ctx : 0; }
 SLM_API const slm_model *slm_session_model(const slm_session *s) { return s ? s->model : NULL; }
+SLM_API const char *slm_session_kernels(const slm_session *s) { return s ? cpu_backend_kernels(s->be) : NULL; }
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n) {
     if (n) *n = s ? (size_t)s->pos : 0;
     return s ? s->history : NULL;

@@ -13,7 +13,7 @@ if ! command -v "$cc" >/dev/null || ! command -v qemu-aarch64 >/dev/null; then
   exit 77
 fi
 mkdir -p "$out"
-"$cc" -std=c11 -O2 -march=armv8.2-a+dotprod -Wall -Wextra -Werror -fsanitize=undefined -fno-sanitize-recover=all \
+"$cc" -std=c11 -O2 -ffp-contract=off -march=armv8.2-a+dotprod -Wall -Wextra -Werror -fsanitize=undefined -fno-sanitize-recover=all \
   -I"$src/src" -I"$src/include" "$src/tests/cross/neon_kernels.c" "$src/src/backend/cpu/kern_neon.c" \
   "$src/src/backend/cpu/kern_generic.c" "$src/src/backend/cpu/kern_tiles.c" -lm -o "$out/neon_kernels"
 qemu-aarch64 -cpu max -L "$sysroot" "$out/neon_kernels"

@@ -139,6 +139,7 @@ static void session_null(void **unused) {
     assert_int_equal(slm_session_pos(NULL), 0);
     assert_int_equal(slm_session_n_ctx(NULL), 0);
     assert_null(slm_session_model(NULL));
+    assert_null(slm_session_kernels(NULL));
     size_t n = 7;
     assert_null(slm_session_history(NULL, &n));
     assert_int_equal(n, 0);

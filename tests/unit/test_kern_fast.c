@@ -12,7 +12,10 @@
  *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
  *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
  *  - the fused causal-conv step: bit-identical to the CONV1D (+ SILU) nodes it replaces;
- *  - activation quantisation: every ISA writes the same bytes as the portable C.
+ *  - activation quantisation: every ISA writes the same bytes as the portable C;
+ *  - every tier gives the same bits: for attention, DeltaNet, conv, the conv step, elementwise ops
+ *    and activations, norms (gated RMSNorm too), rope and state writes, every level's output equals
+ *    the portable C level's bit for bit (same_as_generic), as for the matmuls.
  * Every output buffer has guard floats after it that must stay untouched. */
 #include "testutil.h"
 
@@ -64,17 +67,37 @@ static double nmse(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-/* Every ISA level (cpu.h), and the ones this machine and build have (generic always). */
+/* Every ISA level (cpu.h), and the ones this machine and build have (generic always): each level
+ * asked on its own, as the levels are not nested (AVX512 CPUs without AVX-VNNI exist). */
 static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
                                            CPU_ISA_AVX512};
 #define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;
-    const cpu_isa_level *all = all_levels;
-    cpu_isa_level best = cpu_isa_detect();
     for (int i = 0; i < N_LEVELS; i++)
-        if (all[i] <= best && cpu_isa_get(all[i])->level == all[i]) out[n++] = all[i];
+        if (cpu_isa_supported(all_levels[i])) out[n++] = all_levels[i];
     return n;
+}
+
+/* Bit identity across the tiers: levels() lists GENERIC first; its output (n floats) is kept in
+ * *gen, and every other level's must equal it. */
+static void same_as_generic(cpu_isa_level lv, const float *y, size_t n, float **gen, const char *what) {
+    if (lv == CPU_ISA_GENERIC) {
+        free(*gen);
+        *gen = malloc(n * sizeof(float) + 1);
+        assert_non_null(*gen);
+        memcpy(*gen, y, n * sizeof(float));
+        return;
+    }
+    assert_non_null(*gen);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, y + i, 4);
+        memcpy(&b, *gen + i, 4);
+        if (a != b)
+            fail_msg("%s: element %zu is %.9g (0x%08x), the portable C gives %.9g (0x%08x)", what, i, (double)y[i], a,
+                     (double)(*gen)[i], b);
+    }
 }
 
 static backend *mk(bool fast, cpu_isa_level isa, int threads) {
@@ -520,6 +543,7 @@ static void attention_all(void **unused) {
         float *y_ref = out_alloc(ny);
         be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
         run(ref, &nd, &out, in, n, pos);
+        float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[160];
             snprintf(what, sizeof what, "attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld n=%lld pos=%lld",
@@ -532,6 +556,7 @@ static void attention_all(void **unused) {
             check_guard(y, ny, what);
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
+            same_as_generic(lv[li], y, ny, &y_gen, what);
             /* n one-token calls give the same bits */
             for (int64_t t = 0; t < n; t++) {
                 float *y1 = out_alloc((size_t)(hdv * H));
@@ -546,7 +571,7 @@ static void attention_all(void **unused) {
             free(y);
             be->vt->destroy(be);
         }
-        free(K), free(V), free(q), free(y_ref);
+        free(K), free(V), free(q), free(y_ref), free(y_gen);
     }
     ref->vt->destroy(ref);
 }
@@ -579,6 +604,7 @@ static void deltanet_all(void **unused) {
         float *o_ref = out_alloc(nv), *s_ref = out_alloc(ns);
         be_view out[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o_ref), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s_ref)};
         run(ref, &nd, out, in, n, 0);
+        float *o_gen = NULL, *s_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "deltanet %s Hk=%lld Hv=%lld dk=%lld dv=%lld n=%lld", cpu_isa_name(lv[li]),
@@ -591,6 +617,8 @@ static void deltanet_all(void **unused) {
             check_guard(s, ns, what);
             if (!(nmse(o, o_ref, nv) <= 1e-10) || !(nmse(s, s_ref, ns) <= 1e-10))
                 fail_msg("%s: NMSE output %.3g state %.3g", what, nmse(o, o_ref, nv), nmse(s, s_ref, ns));
+            same_as_generic(lv[li], o, nv, &o_gen, what);
+            same_as_generic(lv[li], s, ns, &s_gen, what);
             /* token by token, threading the state: the same bits */
             float *st = malloc(ns * 4), *st2 = out_alloc(ns), *o1 = out_alloc((size_t)(dv * Hv));
             memcpy(st, s0, ns * 4);
@@ -611,7 +639,7 @@ static void deltanet_all(void **unused) {
             free(st), free(st2), free(o1), free(o), free(s);
             be->vt->destroy(be);
         }
-        free(q), free(k), free(v), free(g), free(beta), free(s0), free(o_ref), free(s_ref);
+        free(q), free(k), free(v), free(g), free(beta), free(s0), free(o_ref), free(s_ref), free(o_gen), free(s_gen);
     }
     ref->vt->destroy(ref);
 }
@@ -715,6 +743,7 @@ static void rowwise_all(void **unused) {
             memset(y_ref, 0, ny * sizeof(float));
             out.data = y_ref;
             run(ref, &nd, &out, in, n_call, pos);
+            float *y_gen = NULL;
             for (int li = 0; li < n_lv; li++) {
                 char what[128];
                 snprintf(what, sizeof what, "%s %s ne0=%lld rows=%lld", g_op_name(op), cpu_isa_name(lv[li]),
@@ -725,6 +754,7 @@ static void rowwise_all(void **unused) {
                 out.data = y;
                 run(be, &nd, &out, in, n_call, pos);
                 check_guard(y, ny, what);
+                same_as_generic(lv[li], y, ny, &y_gen, what);
                 if (op == G_OP_CONV1D) { /* one token at a time (weights read in the file layout) */
                     float *y1 = out_alloc((size_t)C);
                     for (int64_t t = 0; t < n_call; t++) {
@@ -748,7 +778,7 @@ static void rowwise_all(void **unused) {
                 be->vt->destroy(be);
             }
             (void)sw_rows;
-            free(a), free(b), free(c), free(y_ref);
+            free(a), free(b), free(c), free(y_ref), free(y_gen);
         }
     }
     ref->vt->destroy(ref);
@@ -793,6 +823,7 @@ static void conv_step_all(void **unused) {
         }
         be_view out_ref[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y_tmp), v4(SLM_DTYPE_F32, 2, C, S, 1, NULL)};
         assert_int_equal(ref->vt->exec_conv_step(ref, out_ref, in, silu, &e), SLM_ERR_UNSUPPORTED);
+        float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "conv step %s C=%lld K=%lld n=%lld%s", cpu_isa_name(lv[li]), (long long)C,
@@ -814,6 +845,7 @@ static void conv_step_all(void **unused) {
             check_guard(y, ny, what);
             check_guard(st_new, ns, what);
             if (memcmp(y, y_nodes, ny * sizeof(float)) != 0) fail_msg("%s: output differs from the nodes", what);
+            same_as_generic(lv[li], y, ny, &y_gen, what);
             if (memcmp(st_new, xc + C * n, ns * sizeof(float)) != 0) fail_msg("%s: new state is not the last columns", what);
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-11)) fail_msg("%s: NMSE %.3g against the reference", what, err);
@@ -825,7 +857,7 @@ static void conv_step_all(void **unused) {
             free(y_nodes), free(y), free(st_new), free(x_over);
             be->vt->destroy(be);
         }
-        free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp);
+        free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp), free(y_gen);
     }
     /* too many tokens for one step: nothing runs */
     backend *be = mk(true, cpu_isa_detect(), 2);
@@ -853,7 +885,7 @@ static void dispatch_falls_back(void **unused) {
     be_view in[2] = {v4(SLM_DTYPE_F32, 2, 4, 3, 1, table), v4(SLM_DTYPE_I32, 1, 2, 1, 1, ids)};
     be_view out = v4(SLM_DTYPE_F32, 2, 4, 2, 1, y);
     assert_null(cpu_fast_lookup(&nd, &out, in));
-    backend *be = mk(true, CPU_ISA_AVX512, 2);
+    backend *be = mk(true, cpu_isa_detect(), 2);
     run(be, &nd, &out, in, 2, 0);
     check_guard(y, 8, "embed");
     assert_true(y[0] == 9.0f && y[4] == 1.0f);
@@ -866,12 +898,87 @@ static void dispatch_falls_back(void **unused) {
     free(y);
 }
 
+/* cpu_exp, the e^x of every fast tier, within 1 ulp of the double-precision exp on [-86, 88] (about
+ * 0.93 measured), 1 at 0, and clamped outside: below -86 (and for NaN) e^-86, above 88.376 the
+ * finite e^88.376 ~ 2.4e38. */
+static void exp_accuracy(void **unused) {
+    (void)unused;
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -86.0f + 174.0f * (float)i / 200000.0f;
+        double ref = exp((double)x), ulp = ldexp(1.0, ilogb(ref) - 23);
+        double err = fabs((double)cpu_exp(x) - ref) / ulp;
+        if (err > worst) worst = err;
+        if (!(err <= 1.0))
+            fail_msg("cpu_exp(%.9g) = %.9g, exp gives %.9g: %.2f ulp", (double)x, (double)cpu_exp(x), ref, err);
+    }
+    if (getenv("SLM_TEST_VERBOSE")) fprintf(stderr, "cpu_exp: max error %.3f ulp\n", worst);
+    assert_true(cpu_exp(0.0f) == 1.0f);
+    assert_true(cpu_exp(-1000.0f) == cpu_exp(-86.0f) && cpu_exp(-86.0f) > 0.0f);
+    assert_true(cpu_exp(NAN) == cpu_exp(-86.0f));
+    assert_true(isfinite(cpu_exp(1000.0f)) && cpu_exp(1000.0f) >= cpu_exp(88.0f) && cpu_exp(1000.0f) > 2.4e38f);
+}
+
+/* A level this CPU or build lacks is never run: creating a backend for it fails with a message
+ * naming the level (directly and through SLM_KERNELS), and cpu_isa_get gives a level the CPU has. */
+static void missing_level_refused(void **unused) {
+    (void)unused;
+    assert_true(cpu_isa_supported(CPU_ISA_GENERIC));
+    assert_true(cpu_isa_supported(cpu_isa_detect()));
+    int n_missing = 0;
+    for (int i = 0; i < N_LEVELS; i++) {
+        cpu_isa_level lv = all_levels[i];
+        const char *name = cpu_isa_name(lv);
+        if (cpu_isa_supported(lv)) {
+            assert_null(cpu_isa_missing(lv));
+            assert_int_equal(cpu_isa_get(lv)->level, lv);
+            continue;
+        }
+        n_missing++;
+        assert_non_null(cpu_isa_missing(lv));
+        assert_true(cpu_isa_supported(cpu_isa_get(lv)->level));
+        backend *be = NULL;
+        slm_err e;
+        err_clear(&e);
+        assert_int_equal(cpu_backend_create_with(&al_default, 2, true, lv, &be, &e), SLM_ERR_UNSUPPORTED);
+        assert_null(be);
+        if (!strstr(e.msg, name) || !strstr(e.msg, cpu_isa_missing(lv))) fail_msg("message: %s", e.msg);
+        /* the reference kernels ignore the level */
+        err_clear(&e);
+        assert_int_equal(cpu_backend_create_with(&al_default, 2, false, lv, &be, &e), SLM_OK);
+        be->vt->destroy(be);
+        be = NULL;
+        assert_int_equal(setenv("SLM_KERNELS", name, 1), 0);
+        err_clear(&e);
+        slm_status st = cpu_backend_create(&al_default, 2, &be, &e);
+        unsetenv("SLM_KERNELS");
+        assert_int_equal(st, SLM_ERR_UNSUPPORTED);
+        assert_null(be);
+        if (!strstr(e.msg, "SLM_KERNELS") || !strstr(e.msg, name)) fail_msg("message: %s", e.msg);
+    }
+    if (!n_missing) fprintf(stderr, "missing_level_refused: this CPU has every level; nothing refused to check\n");
+    /* a supported level through SLM_KERNELS runs exactly that level */
+    backend *be = NULL;
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(setenv("SLM_KERNELS", "generic", 1), 0);
+    slm_status st = cpu_backend_create(&al_default, 1, &be, &e);
+    unsetenv("SLM_KERNELS");
+    assert_int_equal(st, SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), "generic");
+    be->vt->destroy(be);
+    assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
+    be->vt->destroy(be);
+}
+
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
-        cmocka_unit_test(dispatch_falls_back),
+        cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),
+        cmocka_unit_test(exp_accuracy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

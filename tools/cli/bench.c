@@ -33,7 +33,8 @@ static void usage_bench(void) {
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
          "  --ckpt N  checkpoint interval of the session (0 = library default, -1 = none); hybrid\n"
          "            models split a prefill at checkpoint boundaries\n"
-         "environment: SLM_KERNELS=ref|generic|avx2|avx512|auto selects the CPU kernels");
+         "environment: SLM_KERNELS=ref|generic|neon|avx2|avxvnni|avx512|auto selects the CPU kernels (a\n"
+         "tier this CPU lacks is refused); the table and --json name the tier used");
 }
 
 static double now_s(void) {
@@ -180,7 +181,7 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024u;
-    const char *kernels = getenv("SLM_KERNELS") ? getenv("SLM_KERNELS") : "auto";
+    const char *kernels = slm_session_kernels(s);
     double pp_s[1000], tg_s[1000];
     memcpy(pp_s, pp, sizeof(double) * (size_t)o.reps);
     memcpy(tg_s, tg, sizeof(double) * (size_t)o.reps);

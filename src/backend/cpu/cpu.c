@@ -29,41 +29,99 @@ const char *cpu_isa_name(cpu_isa_level isa) {
     }
 }
 
-cpu_isa_level cpu_isa_detect(void) {
+/* The CPU features the levels need, read on each query (a few cpuid instructions; backend creation
+ * and the tests ask); each level checks its own, never assuming the levels nested. */
+typedef struct cpu_features {
+    bool avx2, fma, f16c, avx_os;                  /* avx_os: XCR0 has the XMM and YMM states */
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512_os; /* + opmask, ZMM states */
+    bool avxvnni;
+    bool dotprod;
+} cpu_features;
+
+static cpu_features read_features(void) {
+    cpu_features f = {0};
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512vnni");
-    /* F16C has no __builtin_cpu_supports name in older compilers; every AVX2 CPU has it. AVX-VNNI
-     * (CPUID.(EAX=7, ECX=1):EAX bit 4) neither. */
     unsigned int a = 0, b = 0, c = 0, d = 0;
-    bool avxvnni = avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
-    if (avx512 && cpu_isa_avx512()) return CPU_ISA_AVX512;
-    if (avxvnni && cpu_isa_avx2_vnni()) return CPU_ISA_AVX2_VNNI;
-    if (avx2 && cpu_isa_avx2()) return CPU_ISA_AVX2;
-    return CPU_ISA_GENERIC;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    f.fma = (c >> 12) & 1;
+    f.f16c = (c >> 29) & 1;
+    if (osxsave && avx) {
+        unsigned int xlo = 0, xhi = 0;
+        __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+        f.avx_os = (xlo & 0x6u) == 0x6u;
+        f.avx512_os = (xlo & 0xE6u) == 0xE6u;
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        f.avx2 = (b >> 5) & 1;
+        f.avx512f = (b >> 16) & 1;
+        f.avx512dq = (b >> 17) & 1;
+        f.avx512bw = (b >> 30) & 1;
+        f.avx512vl = (b >> 31) & 1;
+        f.avx512vnni = (c >> 11) & 1;
+        unsigned int max_sub = a;
+        if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = (a >> 4) & 1;
+    }
 #elif defined(__aarch64__)
-    /* kern_neon.c needs the dot-product extension (sdot) */
 #if defined(__linux__)
-    bool dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 #else
-    bool dotprod = true; /* Apple silicon and other ARMv8.4+ targets */
+    f.dotprod = true; /* Apple silicon and other ARMv8.4+ targets */
 #endif
-    return dotprod && cpu_isa_neon() ? CPU_ISA_NEON : CPU_ISA_GENERIC;
-#else
+#endif
+    return f;
+}
+
+static const cpu_isa *built_in(cpu_isa_level level) {
+    switch (level) {
+    case CPU_ISA_GENERIC: return cpu_isa_generic();
+    case CPU_ISA_NEON: return cpu_isa_neon();
+    case CPU_ISA_AVX2: return cpu_isa_avx2();
+    case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
+    case CPU_ISA_AVX512: return cpu_isa_avx512();
+    default: return NULL;
+    }
+}
+
+/* What the AVX2 kernels need (the AVX2_VNNI and AVX512 files use it all too), or NULL. */
+static const char *avx2_missing(const cpu_features *f) {
+    if (!f->avx2) return "AVX2";
+    if (!f->fma) return "FMA";
+    if (!f->f16c) return "F16C";
+    if (!f->avx_os) return "OS support for the AVX registers";
+    return NULL;
+}
+
+const char *cpu_isa_missing(cpu_isa_level level) {
+    if (!built_in(level)) return "not built in";
+    cpu_features f = read_features();
+    switch (level) {
+    case CPU_ISA_NEON: return f.dotprod ? NULL : "the dot-product extension";
+    case CPU_ISA_AVX2: return avx2_missing(&f);
+    case CPU_ISA_AVX2_VNNI: return avx2_missing(&f) ? avx2_missing(&f) : f.avxvnni ? NULL : "AVX-VNNI";
+    case CPU_ISA_AVX512:
+        if (avx2_missing(&f)) return avx2_missing(&f);
+        if (!f.avx512f) return "AVX-512F";
+        if (!f.avx512bw) return "AVX-512BW";
+        if (!f.avx512vl) return "AVX-512VL";
+        if (!f.avx512dq) return "AVX-512DQ";
+        if (!f.avx512vnni) return "AVX-512 VNNI";
+        return f.avx512_os ? NULL : "OS support for the AVX-512 registers";
+    default: return NULL;
+    }
+}
+
+bool cpu_isa_supported(cpu_isa_level level) { return cpu_isa_missing(level) == NULL; }
+
+cpu_isa_level cpu_isa_detect(void) {
+    const cpu_isa_level pref[] = {CPU_ISA_AVX512, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX2, CPU_ISA_NEON};
+    for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++)
+        if (cpu_isa_supported(pref[i])) return pref[i];
     return CPU_ISA_GENERIC;
-#endif
 }
 
 const cpu_isa *cpu_isa_get(cpu_isa_level level) {
-    const cpu_isa *t = NULL;
-    if (level >= CPU_ISA_AVX512) t = cpu_isa_avx512();
-    if (!t && level >= CPU_ISA_AVX2_VNNI) t = cpu_isa_avx2_vnni();
-    if (!t && level >= CPU_ISA_AVX2) t = cpu_isa_avx2();
-    if (!t && level >= CPU_ISA_NEON) t = cpu_isa_neon();
-    return t ? t : cpu_isa_generic();
+    return built_in(cpu_isa_supported(level) ? level : cpu_isa_detect());
 }
 
 static size_t cpu_scratch_need(backend *be, const g_node *nd, const be_view *out, const be_view *in) {
@@ -352,6 +410,11 @@ static void cpu_destroy(backend *be) {
     al_free(&a, cb);
 }
 
+const char *cpu_backend_kernels(const backend *be) {
+    const cpu_backend *cb = (const cpu_backend *)be;
+    return cb->use_fast ? cpu_isa_name(cb->isa->level) : "ref";
+}
+
 static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_exec_matmul_group,
                                           cpu_exec_conv_step, cpu_reserve, cpu_destroy};
 
@@ -366,8 +429,13 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     cb->n_threads = n_threads;
     cb->use_fast = use_fast;
     cb->repack = true;
-    cpu_isa_level best = cpu_isa_detect();
-    cb->isa = cpu_isa_get(isa < best ? isa : best);
+    const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;
+    if (missing) {
+        al_free(a, cb);
+        return err_set(e, SLM_ERR_UNSUPPORTED, "cpu: the %s kernels cannot run here: %s%s", cpu_isa_name(isa),
+                       strcmp(missing, "not built in") ? "this CPU lacks " : "", missing);
+    }
+    cb->isa = cpu_isa_get(isa);
     cb->scratch = al_calloc(a, (size_t)n_threads, sizeof(uint8_t *));
     if (!cb->scratch) {
         al_free(a, cb);
@@ -384,19 +452,27 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default).
- * Unknown values mean "auto". SLM_REPACK=0 keeps quantised weights in their file layout only. Read once per
- * backend. */
+/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default: the
+ * best level this CPU has). A named level the build or the CPU lacks is refused (never run, never
+ * replaced by another). Unknown values mean "auto". SLM_REPACK=0 keeps quantised weights in their
+ * file layout only. Read once per backend. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
     const char *env = getenv("SLM_KERNELS");
     bool use_fast = true;
-    cpu_isa_level isa = CPU_ISA_AVX512;
+    cpu_isa_level isa = cpu_isa_detect();
     if (env) {
         if (!strcmp(env, "ref")) use_fast = false;
         else if (!strcmp(env, "generic")) isa = CPU_ISA_GENERIC;
         else if (!strcmp(env, "neon")) isa = CPU_ISA_NEON;
         else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
         else if (!strcmp(env, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
+        else if (!strcmp(env, "avx512")) isa = CPU_ISA_AVX512;
+    }
+    const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;
+    if (missing) {
+        *out = NULL;
+        return err_set(e, SLM_ERR_UNSUPPORTED, "SLM_KERNELS=%s: the %s kernels cannot run here: %s%s", env ? env : "",
+                       cpu_isa_name(isa), strcmp(missing, "not built in") ? "this CPU lacks " : "", missing);
     }
     slm_status st = cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
     const char *rp = getenv("SLM_REPACK");

@@ -10,7 +10,8 @@
  *    a cpu_isa table (kern_generic.c: portable C; kern_avx2.c, and once more with AVX-VNNI as
  *    kern_avx2_vnni.c; kern_avx512.c; kern_neon.c), chosen once per backend from the CPU's
  *    features (cpu_isa_detect) and the SLM_KERNELS environment variable: "ref" (reference kernels
- *    only), "generic", "avx2", "avxvnni", "avx512" (caps), or unset/"auto" (the best the CPU has).
+ *    only), "generic", "neon", "avx2", "avxvnni", "avx512" (exactly that level: refused with a
+ *    message when the build or the CPU lacks it), or unset/"auto" (the best the CPU has).
  *
  * Batch invariance (relied on by tests/golden and state replay): every output element is
  * computed by one task with the same arithmetic whatever the number of tokens in the call and the
@@ -30,6 +31,9 @@
  *  - F32, F16, BF16 weights: f32 activations, weights widened exactly to f32, 16 lanes:
  *        acc[l] = fmaf(w_i, x_i, acc[l]) for i ≡ l (mod 16), i ascending (a short tail is
  *        zero-padded), then acc[l] += acc[l + s] for s = 8, 4, 2, 1; y = acc[0].
+ * The other fast kernels are ISA-independent the same way (tests check every tier against
+ * kern_generic.c bit for bit): each spells out its operation order below, and e^x is cpu_exp
+ * (kern_common.h) in every tier.
  */
 #ifndef SLM_BACKEND_CPU_CPU_H
 #define SLM_BACKEND_CPU_CPU_H
@@ -43,7 +47,9 @@
 #include "backend/backend.h"
 #include "backend/cpu/pool.h"
 
-/* Instruction-set levels, in increasing order. */
+/* Instruction-set levels, in order of preference. They are not nested: a CPU may have a level
+ * without one numbered below it (AMD Zen 4/5 have AVX512 but not AVX2_VNNI); cpu_isa_supported
+ * says which levels this CPU has. */
 typedef enum cpu_isa_level {
     CPU_ISA_GENERIC = 0, /* portable C */
     CPU_ISA_NEON = 1,    /* aarch64 with NEON and the dot-product extension */
@@ -54,8 +60,14 @@ typedef enum cpu_isa_level {
 
 /* "generic", "neon", "avx2", "avxvnni", "avx512". */
 const char *cpu_isa_name(cpu_isa_level isa);
-/* The best level this CPU and build support. Reads the CPU's feature bits (cpuid through the
- * compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
+/* True when the level's kernels are built in and this CPU has every feature they need (CPUID, and
+ * XGETBV for the OS saving the AVX / AVX-512 registers). Reads the CPU's feature bits (cpuid and
+ * the compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
+bool cpu_isa_supported(cpu_isa_level level);
+/* Why a level is not supported: "not built in", or the first CPU feature it lacks ("AVX-VNNI");
+ * NULL when cpu_isa_supported(level). Static storage. */
+const char *cpu_isa_missing(cpu_isa_level level);
+/* The most preferred supported level (AVX512, AVX2_VNNI, AVX2, NEON, else GENERIC). */
 cpu_isa_level cpu_isa_detect(void);
 
 /* ---- activation formats for the integer matmuls ---------------------------------------------
@@ -109,7 +121,8 @@ typedef struct cpu_isa {
      * out + t*o_tstride + h*hdv. Key/value j at k + j*kstride / v + j*vstride (elements), dtype
      * kvt (F16 or F32). Canonical per row (f32): keys in blocks of 16; the block's scores are
      * s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd i of q_i k_ji; online
-     * softmax (running max m, sum l, accumulator rescaled by e^(m_old - m_new)); accumulator
+     * softmax (running max m, sum l, accumulator rescaled by c = m_new == m_old ? 1 :
+     * cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j - m)); accumulator
      * += p_j v_j for the row's keys of the block in order; out = acc / l. The arithmetic of a row
      * does not depend on T, G or the other rows. scratch >= cpu_attn_scratch_bytes(hd, hdv, T*G). */
     void (*attn_block)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
@@ -146,7 +159,8 @@ const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
 const cpu_isa *cpu_isa_avx2_vnni(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
-/* The table for a level (falls back to lower levels that are built in). */
+/* The table for a level; for a level this CPU lacks (cpu_isa_supported), the table of
+ * cpu_isa_detect() instead, so the result is always safe to run. */
 const cpu_isa *cpu_isa_get(cpu_isa_level level);
 
 /* Per-thread scratch bytes the micro-kernels need. */
@@ -230,7 +244,8 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
 
 /* Creates a backend with an explicit kernel choice (tests): use_fast false = reference kernels;
- * isa caps the level (ignored when use_fast is false). */
+ * else the kernels of level isa, which must be supported: SLM_ERR_UNSUPPORTED with a message
+ * naming the level and what it lacks otherwise (isa is ignored when use_fast is false). */
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e);
 

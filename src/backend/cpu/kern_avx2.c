@@ -47,7 +47,7 @@ INLINE float hsum8_tail(__m256 s8) {
 /* The canonical 16-lane reduction of (lanes 0-7, lanes 8-15). */
 INLINE float hsum16(__m256 lo, __m256 hi) { return hsum8_tail(_mm256_add_ps(lo, hi)); }
 
-/* e^x for -86 <= x <= 88 (about 1 ulp); saturates above 88.37 and below -86 (e^-86 ~ 4e-38). */
+/* cpu_exp (kern_common.h) on 8 lanes: the same operations, so the same bits. */
 INLINE __m256 exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-86.0f)), _mm256_set1_ps(88.3762626647949f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
@@ -475,7 +475,7 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             float mb = -INFINITY;
             for (int j = 0; j < nj; j++) mb = fmaxf(mb, s[j]);
             float mn = fmaxf(M[r], mb);
-            float corr = mn == M[r] ? 1.0f : expf(M[r] - mn);
+            float corr = mn == M[r] ? 1.0f : cpu_exp(M[r] - mn);
             __m256 vm = _mm256_set1_ps(mn);
             _mm256_storeu_ps(ps, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), vm)));
             _mm256_storeu_ps(ps + 8, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + 8), vm)));
@@ -562,13 +562,13 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
     if (n == 1 && dv % 64 == 0) {
-        deltanet_decode_cols(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, dv, S_in_next);
+        deltanet_decode_cols(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, dv, S_in_next);
         return;
     }
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
         const float *src = t == 0 ? S_in : S;
-        float decay = expf(g[t * gb_stride]), b = beta[t * gb_stride];
+        float decay = cpu_exp(g[t * gb_stride]), b = beta[t * gb_stride];
         float *ot = o + t * v_stride;
         for (int64_t j0 = 0; j0 < dv; j0 += 64) {
             int64_t nj = dv - j0 < 64 ? dv - j0 : 64;

@@ -41,9 +41,10 @@ INLINE float hsum16(__m512 v) {
     return _mm_cvtss_f32(s1);
 }
 
-/* e^x for |x| <= 88 with about 1 ulp error; below -88 it tends to 0, above 88.37 it saturates. */
+/* cpu_exp (kern_common.h) on 16 lanes: the same operations as it and exp8 (kern_avx2.c), so the
+ * same bits. */
 INLINE __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.3762626647949f));
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-86.0f)), _mm512_set1_ps(88.3762626647949f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -56,7 +57,10 @@ INLINE __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    /* 2^n for n in [-124, 128]: n = 128 only at the clamp, split as 2^(n-1) * 2 */
+    __m512i ni = _mm512_cvtps_epi32(n);
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, _mm512_set1_epi32(1)), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(e)), _mm512_set1_ps(2.0f));
 }
 
 /* ---- activation quantisation ----------------------------------------------------------------- */
@@ -1026,9 +1030,9 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
                           int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
     if (n == 1 && (dv == 128 || dv == 64)) {
         if (dv == 128)
-            deltanet_decode_rows(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, 8, S_in_next);
+            deltanet_decode_rows(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, 8, S_in_next);
         else
-            deltanet_decode_rows(S, S_in, q, k, v, expf(g[0]), beta[0], o, dk, 4, S_in_next);
+            deltanet_decode_rows(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, 4, S_in_next);
         return;
     }
     for (int64_t j0 = 0; j0 < dv; j0 += 64) {
@@ -1040,7 +1044,7 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
         m3 = nv > 3 ? mask16(dv - j0 - 48) : 0;
         float *Sj = S + j0;
         /* token 0: decay the old state into S and u = S^T k */
-        __m512 decay = _mm512_set1_ps(expf(g[0]));
+        __m512 decay = _mm512_set1_ps(cpu_exp(g[0]));
         __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
         for (int64_t i = 0; i < dk; i++) {
             const float *in = S_in + j0 + i * dv;
@@ -1071,7 +1075,7 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
             __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
             bool next = t + 1 < n;
             const float *kn = next ? k + (t + 1) * qk_stride : kt;
-            decay = _mm512_set1_ps(next ? expf(g[(t + 1) * gb_stride]) : 1.0f);
+            decay = _mm512_set1_ps(next ? cpu_exp(g[(t + 1) * gb_stride]) : 1.0f);
             u0 = u1 = u2 = u3 = _mm512_setzero_ps();
             for (int64_t i = 0; i < dk; i++) {
                 float *row = Sj + i * dv;

@@ -3,8 +3,10 @@
 #ifndef SLM_BACKEND_CPU_KERN_COMMON_H
 #define SLM_BACKEND_CPU_KERN_COMMON_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/cpu.h"
 
@@ -13,6 +15,38 @@ static inline float cpu_reduce16(float acc[16]) {
     for (int s = 8; s >= 1; s /= 2)
         for (int l = 0; l < s; l++) acc[l] += acc[l + s];
     return acc[0];
+}
+
+/* e^x as every fast tier computes it (kern_ref.c, the oracle, keeps libm's expf): x clamped to
+ * [-86, 88.3762626647949] (x > lo ? x : lo, then x < hi ? x : hi, as MAXPS/MINPS do: a NaN becomes
+ * -86), n = round-half-even(x · log2 e), r = x - n ln 2 in two FMA steps, p = the degree-7 Taylor
+ * polynomial of e^r by Horner with FMAs, e^x = (p · 2^(n-1)) · 2 with 2^(n-1) built from its
+ * exponent bits (n in [-124, 128]). Within 1 ulp on [-86, 88] (0.93 measured); constant outside:
+ * e^-86 ~ 4e-38 below, e^88.376 ~ 2.4e38 above. Each step is one IEEE operation (fmaf explicit;
+ * the build has -ffp-contract=off), and exp8 (kern_avx2.c) and exp16 (kern_avx512.c) perform the
+ * same operations lane by lane, so every tier gives the same bits. So do the expressions built on
+ * it, written the same way everywhere: SiLU x / (1 + e^-x) (e^-x as cpu_exp(0 - x)), sigmoid
+ * 1 / (1 + e^-x), SwiGLU silu(a) · b, gated RMSNorm (w · (x · inv)) · silu(z), softplus
+ * log1pf(e^x) (x <= 20), the softmax factors e^(s - m) and the correction (1 when the max is
+ * unchanged, else e^(m_old - m_new)), DeltaNet's decay e^g. */
+static inline float cpu_exp(float x) {
+    x = x > -86.0f ? x : -86.0f;
+    x = x < 88.3762626647949f ? x : 88.3762626647949f;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    uint32_t bits = (uint32_t)((int32_t)n - 1 + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale * 2.0f;
 }
 
 /* K-quant tiles: per super-block of 256, KT_Q4K / KT_Q6K bytes (the GGUF's 16 x 144 / 16 x 210,

@@ -269,9 +269,9 @@ void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
                     mb = fmaxf(mb, s[j]);
                 }
                 float mn = fmaxf(m, mb);
-                float corr = expf(m - mn);
+                float corr = mn == m ? 1.0f : cpu_exp(m - mn);
                 float ps[16], psum[16] = {0};
-                for (int j = 0; j < nbk; j++) psum[j] = ps[j] = expf(s[j] - mn);
+                for (int j = 0; j < nbk; j++) psum[j] = ps[j] = cpu_exp(s[j] - mn);
                 l = l * corr + cpu_reduce16(psum);
                 for (int64_t i = 0; i < hdv; i++) {
                     float a = acc[i] * corr;
@@ -298,7 +298,7 @@ void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, cons
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
         const float *src = t == 0 ? S_in : S;
-        float decay = expf(g[t * gb_stride]), b = beta[t * gb_stride];
+        float decay = cpu_exp(g[t * gb_stride]), b = beta[t * gb_stride];
         float *ot = o + t * v_stride;
         for (int64_t j0 = 0; j0 < dv; j0 += 512) {
             int64_t nj = dv - j0 < 512 ? dv - j0 : 512;
@@ -342,7 +342,7 @@ void cpu_vec_mul_generic(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 void cpu_vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + cpu_exp(0.0f - a[i])) * b[i];
 }
 
 void cpu_vec_unary_generic(g_op op, float *y, const float *x, int64_t n, float scale) {
@@ -350,10 +350,10 @@ void cpu_vec_unary_generic(g_op op, float *y, const float *x, int64_t n, float s
         float v = x[i];
         switch (op) {
         case G_OP_SCALE: y[i] = v * scale; break;
-        case G_OP_SILU: y[i] = v / (1.0f + expf(-v)); break;
-        case G_OP_SIGMOID: y[i] = 1.0f / (1.0f + expf(-v)); break;
-        case G_OP_SOFTPLUS: y[i] = v > 20.0f ? v : log1pf(expf(v)); break;
-        default: y[i] = expf(v); break;
+        case G_OP_SILU: y[i] = v / (1.0f + cpu_exp(0.0f - v)); break;
+        case G_OP_SIGMOID: y[i] = 1.0f / (1.0f + cpu_exp(0.0f - v)); break;
+        case G_OP_SOFTPLUS: y[i] = v > 20.0f ? v : log1pf(cpu_exp(v)); break;
+        default: y[i] = cpu_exp(v); break;
         }
     }
 }
@@ -376,7 +376,7 @@ void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, con
     if (op == G_OP_RMSNORM) {
         for (int64_t i = 0; i < n; i++) y[i] = w ? (x[i] * inv) * (w[i] + w_offset) : x[i] * inv;
     } else {
-        for (int64_t i = 0; i < n; i++) y[i] = (w[i] * (x[i] * inv)) * (z[i] / (1.0f + expf(-z[i])));
+        for (int64_t i = 0; i < n; i++) y[i] = (w[i] * (x[i] * inv)) * (z[i] / (1.0f + cpu_exp(0.0f - z[i])));
     }
 }
 
