@@ -62,7 +62,7 @@ INLINE __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^n for n in [-126, 128]: n = 128 only at the clamp, split as 2^(n-1) * 2 */
+    /* 2^n for n in [-124, 128]: n = 128 only at the clamp, split as 2^(n-1) * 2 */
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, _mm256_set1_epi32(1)), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.0f));
