@@ -46,9 +46,15 @@ if [ ! -f "$tree/vendor/llama.cpp/CMakeLists.txt" ]; then
   tar xzf "$sdist" -C "$src_dir"
 fi
 
-# A stale binary (other CPU or compiler) must not survive a failed rebuild.
+# A stale binary (other CPU or compiler) must not survive a failed rebuild, and objects compiled with
+# -march=native for another CPU must not be relinked: the build folder is kept only to resume a build
+# interrupted on this same CPU.
 rm -f "$out/llama-bench" "$out/cpu.txt"
-mkdir -p "$out"
+if [ ! -f "$out/build/statelm-cpu.txt" ] || [ "$(cat "$out/build/statelm-cpu.txt")" != "$fingerprint" ]; then
+  rm -rf "$out/build"
+fi
+mkdir -p "$out/build"
+echo "$fingerprint" >"$out/build/statelm-cpu.txt"
 log "configuring (GGML_NATIVE=ON, Release) in $out/build"
 # Offline and minimal: no HTTPS client, no tests/examples/server; static libraries so the binary stands alone.
 cmake -S "$tree/vendor/llama.cpp" -B "$out/build" -G "Unix Makefiles" \
