@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/quantize_k.py — writes a K-quant mix (default Q4_K_M) of an F32/F16 GGUF with llama.cpp's own
 quantiser (llama-cpp-python's llama_model_quantize), for benchmarking statelm on the format most
-GGUF downloads use. Run it with the interpreter bench/compare uses for llama.cpp, e.g.
+GGUF downloads use. Run it with an interpreter that imports llama_cpp (llama-cpp-python), e.g.
 
     ~/.cache/statelm/venv-llama-new/bin/python bench/quantize_k.py \\
         ~/.cache/statelm/models/random-lfm2-350m-f32.gguf ~/.cache/statelm/models/random-lfm2-350m-q4_k_m.gguf
