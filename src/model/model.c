@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: the fingerprint never allocates */
 #include <xxhash.h>
 
 #include "base/dtype.h"
@@ -219,8 +220,8 @@ static slm_status build_hparam_list(slm_model *m, slm_err *e) {
 /* Hash of what the Program depends on: architecture, hyper-parameters, layer kinds, and each
  * tensor's canonical name, type and shape (not the weights' values, so it is cheap). */
 static void compute_fingerprint(slm_model *m) {
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return;
+    XXH3_state_t state;
+    XXH3_state_t *h = &state;
     XXH3_128bits_reset(h);
     XXH3_128bits_update(h, m->arch->name, strlen(m->arch->name) + 1);
     for (int32_t i = 0; i < m->n_hparams; i++) {
@@ -237,7 +238,6 @@ static void compute_fingerprint(slm_model *m) {
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
     memcpy(m->fingerprint, c.digest, 16);
-    XXH3_freeState(h);
 }
 
 SLM_API void slm_model_fingerprint(const slm_model *m, uint8_t out[16]) {
