@@ -970,6 +970,21 @@ static void missing_level_refused(void **unused) {
     assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
     assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
     be->vt->destroy(be);
+    /* a value that names no tier is refused, not taken as "auto" */
+    be = NULL;
+    err_clear(&e);
+    assert_int_equal(setenv("SLM_KERNELS", "avx51", 1), 0);
+    st = cpu_backend_create(&al_default, 1, &be, &e);
+    unsetenv("SLM_KERNELS");
+    assert_int_equal(st, SLM_ERR_INVALID_ARG);
+    assert_null(be);
+    if (!strstr(e.msg, "avx51") || !strstr(e.msg, "not a kernel tier")) fail_msg("message: %s", e.msg);
+    assert_int_equal(setenv("SLM_KERNELS", "auto", 1), 0);
+    st = cpu_backend_create(&al_default, 1, &be, &e);
+    unsetenv("SLM_KERNELS");
+    assert_int_equal(st, SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
+    be->vt->destroy(be);
 }
 
 int main(void) {

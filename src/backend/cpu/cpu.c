@@ -454,7 +454,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
 
 /* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default: the
  * best level this CPU has). A named level the build or the CPU lacks is refused (never run, never
- * replaced by another). Unknown values mean "auto". SLM_REPACK=0 keeps quantised weights in their
+ * replaced by another); so is a value not in that list (empty means "auto"). SLM_REPACK=0 keeps quantised weights in their
  * file layout only. Read once per backend. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
     const char *env = getenv("SLM_KERNELS");
@@ -467,6 +467,11 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
         else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
         else if (!strcmp(env, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
         else if (!strcmp(env, "avx512")) isa = CPU_ISA_AVX512;
+        else if (*env && strcmp(env, "auto")) {
+            *out = NULL;
+            return err_set(e, SLM_ERR_INVALID_ARG,
+                           "SLM_KERNELS=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512 or auto", env);
+        }
     }
     const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;
     if (missing) {
