@@ -1,6 +1,8 @@
 /* backend.h — the interface between the executor (runtime/) and a backend that runs Program nodes
  * (cpu/, later cuda/). A backend knows graph ops and dtypes, nothing of architectures or tokens.
- * The executor binds every operand to a concrete view before calling exec. */
+ * The executor binds every operand to a concrete view before calling exec. runtime/ reaches a
+ * backend only through this header: backend_create by kind, the vtable, and the per-model cache
+ * (be_model_cache); backend.c is the one place that maps a kind to its implementation. */
 #ifndef SLM_BACKEND_BACKEND_H
 #define SLM_BACKEND_BACKEND_H
 
@@ -25,9 +27,35 @@ typedef struct be_call {
     int64_t pos;      /* position of the first token */
 } be_call;
 
+/* The backends of this build (backend.c maps each to its vtable). */
+typedef enum backend_kind {
+    BACKEND_CPU = 0,
+    BACKEND_KIND_COUNT
+} backend_kind;
+
+/* What a backend is created with. Zero-initialised: the CPU backend, one thread, the best kernels. */
+typedef struct backend_params {
+    backend_kind kind;
+    int32_t n_threads;      /* workers (< 1 is taken as 1) */
+    bool reference_kernels; /* run the reference kernels (the oracle) only, whatever the environment says */
+} backend_params;
+
 typedef struct backend backend;
-typedef struct backend_vtable {
+typedef struct backend_vtable backend_vtable;
+
+/* Data a backend keeps per model and shares between the backends of every session on that model
+ * (CPU: repacked weights, so that weights are repacked once per model, not per session).
+ * Thread-safe. Every kind's cache begins with this header; vt is the kind that made it. */
+typedef struct be_model_cache {
+    const backend_vtable *vt;
+} be_model_cache;
+
+struct backend_vtable {
     const char *name;
+    /* Creates a backend of this kind (p->kind names it). Returns SLM_OK, or an error with a message
+     * and *out = NULL (CPU: SLM_KERNELS naming a tier the build or the CPU lacks fails with
+     * SLM_ERR_UNSUPPORTED, a value naming no tier with SLM_ERR_INVALID_ARG). */
+    slm_status (*create)(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e);
     /* Bytes of per-thread scratch the node needs (the executor sizes scratch before a call). */
     size_t (*scratch_bytes)(backend *be, const g_node *nd, const be_view *out, const be_view *in);
     /* Runs one node. out[i] / in[i] follow nd->out / nd->in. STATE_WRITE gets the state's storage as
@@ -51,34 +79,33 @@ typedef struct backend_vtable {
     slm_status (*exec_conv_step)(backend *be, const be_view *out, const be_view *in, bool silu, slm_err *e);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
+    /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "avx2",
+     * "avxvnni" or "avx512"). Static storage. */
+    const char *(*kernels)(const backend *be);
+    /* The per-model cache of this kind: cache_create makes an empty one (SLM_OK or SLM_ERR_NOMEM);
+     * cache_destroy releases it (accepts NULL); cache_set_file_map declares [data, data + size) a
+     * read-only mapping of the model's file, which the backend may drop pages of once it holds
+     * its own copy of what lies there (CPU: repacked matrices; the pages stay in the page cache);
+     * use_cache makes be use c (borrowed; must outlive be) in place of a cache of its own. All four
+     * NULL for a backend that keeps nothing per model. */
+    slm_status (*cache_create)(const slm_allocator *a, be_model_cache **out, slm_err *e);
+    void (*cache_destroy)(be_model_cache *c);
+    void (*cache_set_file_map)(be_model_cache *c, const void *data, size_t size);
+    void (*use_cache)(backend *be, be_model_cache *c);
     void (*destroy)(backend *be);
-} backend_vtable;
+};
 
 struct backend {
     const backend_vtable *vt;
 };
 
-/* A table of repacked weights shared by the backends of every session on one model, so weights
- * are repacked once per model, not per session. Thread-safe. */
-typedef struct be_weight_cache be_weight_cache;
-slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out, slm_err *e);
-void cpu_weight_cache_destroy(be_weight_cache *c);
-/* Declares [data, data + size) a read-only mapping of a file (the model's GGUF): after repacking a
- * matrix inside it the backend drops its pages from the process (MADV_DONTNEED; they stay in the
- * page cache and a later read faults them back). The token embeddings, when they are also the
- * output head, are then read by EMBED from the repacked copy. Weights elsewhere are left alone. */
-void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size);
-/* Makes be use c (borrowed; must outlive be) instead of a table of its own. */
-void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c);
+/* The vtable of each kind, defined by its implementation (cpu/cpu.c). */
+extern const backend_vtable backend_cpu_vtable;
 
-/* The CPU backend with n_threads workers (>= 1). It may keep repacked copies of quantised (Q4_0,
- * Q4_1, Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable
- * mapped weights that outlive the backend (they always are: activations and states are never
- * quantised). SLM_KERNELS and SLM_REPACK (cpu/cpu.c) are read here; SLM_KERNELS naming a kernel
- * tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED and a message naming it. */
-slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
-/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
- * storage). */
-const char *cpu_backend_kernels(const backend *be);
+/* A backend of kind p->kind (vtable create). An unknown kind fails with SLM_ERR_INVALID_ARG;
+ * *out is NULL on failure. Destroy with be->vt->destroy. */
+slm_status backend_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e);
+/* Releases a per-model cache of any kind (c->vt->cache_destroy); accepts NULL. */
+void backend_cache_destroy(be_model_cache *c);
 
 #endif

@@ -26,24 +26,28 @@ static size_t state_bytes(const g_state *st) {
     return n;
 }
 
-static void weight_cache_free(void *c) { cpu_weight_cache_destroy(c); }
+static void model_cache_free(void *c) { backend_cache_destroy(c); }
 
-/* Points the backend at the model's table of repacked weights, creating it on first use. */
-static slm_status share_weight_cache(const slm_model *model, backend *be, slm_err *e) {
+/* Points the backend at the model's per-model backend cache (repacked weights), creating it on
+ * first use. The model keeps one cache, of the kind that asked first; a backend of another kind,
+ * or one that keeps nothing per model, is left with its own. */
+static slm_status share_model_cache(const slm_model *model, backend *be, slm_err *e) {
+    if (!be->vt->cache_create) return SLM_OK;
     slm_model *m = (slm_model *)model; /* the memoised cache is the model's only mutable part */
     slm_status st = SLM_OK;
     pthread_mutex_lock(&m->rt_mu);
     if (!m->rt_cache) {
-        be_weight_cache *c = NULL;
-        if ((st = cpu_weight_cache_create(&m->alloc, &c, e)) == SLM_OK) {
+        be_model_cache *c = NULL;
+        if ((st = be->vt->cache_create(&m->alloc, &c, e)) == SLM_OK) {
             if (m->format == SLM_FORMAT_GGUF && m->gguf.owns_map)
-                cpu_weight_cache_set_file_map(c, m->gguf.map.data, m->gguf.map.size);
+                c->vt->cache_set_file_map(c, m->gguf.map.data, m->gguf.map.size);
             m->rt_cache = c;
-            m->rt_cache_free = weight_cache_free;
+            m->rt_cache_free = model_cache_free;
         }
     }
     pthread_mutex_unlock(&m->rt_mu);
-    if (st == SLM_OK) cpu_backend_use_weight_cache(be, m->rt_cache);
+    be_model_cache *c = m->rt_cache;
+    if (st == SLM_OK && c->vt == be->vt) be->vt->use_cache(be, c);
     return st;
 }
 
@@ -161,8 +165,9 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     if (s->fn_prefill < 0) s->fn_prefill = s->fn_decode;
     s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
     s->n_token_ids = token_id_limit(prog, s->fn_decode);
-    if ((st = cpu_backend_create(&s->alloc, s->n_threads, &s->be, e))) goto fail;
-    if (model && (st = share_weight_cache(model, s->be, e))) goto fail;
+    backend_params bp = {.kind = BACKEND_CPU, .n_threads = s->n_threads, .reference_kernels = false};
+    if ((st = backend_create(&s->alloc, &bp, &s->be, e))) goto fail;
+    if (model && (st = share_model_cache(model, s->be, e))) goto fail;
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
     s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
     s->direct_state = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(int32_t));
@@ -295,7 +300,7 @@ SLM_API const char *slm_session_errmsg(const slm_session *s) { return s ? s->err
 SLM_API int32_t slm_session_pos(const slm_session *s) { return s ? s->pos : 0; }
 SLM_API int32_t slm_session_n_ctx(const slm_session *s) { return s ? s->n_ctx : 0; }
 SLM_API const slm_model *slm_session_model(const slm_session *s) { return s ? s->model : NULL; }
-SLM_API const char *slm_session_kernels(const slm_session *s) { return s ? cpu_backend_kernels(s->be) : NULL; }
+SLM_API const char *slm_session_kernels(const slm_session *s) { return s ? s->be->vt->kernels(s->be) : NULL; }
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n) {
     if (n) *n = s ? (size_t)s->pos : 0;
     return s ? s->history : NULL;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h"
+#include "backend/backend.h"
 #include "compile/plan.h"
 #include "runtime/session.h"
 
@@ -25,7 +25,8 @@ static slm_status open_session(slm_plan *pl, const g_program *p, int32_t n_threa
     slm_status st = sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, s, e);
     if (st) return st;
     backend *ref = NULL;
-    if ((st = cpu_backend_create_with(&(*s)->alloc, (*s)->n_threads, false, CPU_ISA_GENERIC, &ref, e))) {
+    backend_params bp = {.kind = BACKEND_CPU, .n_threads = (*s)->n_threads, .reference_kernels = true};
+    if ((st = backend_create(&(*s)->alloc, &bp, &ref, e))) {
         slm_session_destroy(*s);
         *s = NULL;
         return st;

@@ -64,7 +64,7 @@ static void check_model(const char *rel, bool quantised) {
         assert_int_equal(serial[k].status, SLM_OK);
     }
     /* quantised weights are repacked once per model, not per session */
-    be_weight_cache *wc = m->rt_cache;
+    cpu_weight_cache *wc = m->rt_cache;
     assert_non_null(wc);
     int32_t n_packs = wc->n_packs;
     if (quantised && !getenv("SLM_KERNELS") && !getenv("SLM_REPACK") && cpu_isa_get(cpu_isa_detect())->repack_tiles)

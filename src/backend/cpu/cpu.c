@@ -165,15 +165,16 @@ void *cpu_work(cpu_backend *cb, size_t bytes, slm_err *e) {
 
 void cpu_backend_set_repack(backend *be, bool on) { ((cpu_backend *)be)->repack = on; }
 
-slm_status cpu_weight_cache_create(const slm_allocator *a, be_weight_cache **out, slm_err *e) {
+static slm_status weight_cache_create(const slm_allocator *a, cpu_weight_cache **out, slm_err *e) {
     *out = al_calloc(a, 1, sizeof **out);
     if (!*out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    (*out)->base.vt = &backend_cpu_vtable;
     (*out)->alloc = *a;
     pthread_mutex_init(&(*out)->mu, NULL);
     return SLM_OK;
 }
 
-void cpu_weight_cache_destroy(be_weight_cache *c) {
+static void weight_cache_destroy(cpu_weight_cache *c) {
     if (!c) return;
     for (int32_t i = 0; i < c->n_slabs; i++) al_free_aligned(&c->alloc, c->slabs[i].base);
     al_free(&c->alloc, c->slabs);
@@ -183,9 +184,8 @@ void cpu_weight_cache_destroy(be_weight_cache *c) {
     al_free(&a, c);
 }
 
-void cpu_backend_use_weight_cache(backend *be, be_weight_cache *c) { ((cpu_backend *)be)->wc = c; }
 
-static size_t pack_slot(const be_weight_cache *wc, const void *src) {
+static size_t pack_slot(const cpu_weight_cache *wc, const void *src) {
     uintptr_t h = (uintptr_t)src;
     h ^= h >> 17;
     h *= (uintptr_t)0x9E3779B97F4A7C15ull;
@@ -193,7 +193,7 @@ static size_t pack_slot(const be_weight_cache *wc, const void *src) {
 }
 
 /* Inserts e (no entry for e.src exists); false when the table cannot grow. Caller holds wc->mu. */
-static bool pack_insert(be_weight_cache *wc, cpu_wpack e) {
+static bool pack_insert(cpu_weight_cache *wc, cpu_wpack e) {
     if (2 * (wc->n_packs + 1) > wc->cap_packs) {
         int32_t cap = wc->cap_packs ? 2 * wc->cap_packs : 64;
         cpu_wpack *t = al_calloc(&wc->alloc, (size_t)cap, sizeof *t), *old = wc->packs;
@@ -215,7 +215,7 @@ static bool pack_insert(be_weight_cache *wc, cpu_wpack e) {
 
 /* bytes (a multiple of 64) from the last slab, or a new one; NULL when out of memory. Caller holds
  * wc->mu. */
-static uint8_t *slab_take(be_weight_cache *wc, size_t bytes) {
+static uint8_t *slab_take(cpu_weight_cache *wc, size_t bytes) {
     cpu_wpack_slab *last = wc->n_slabs ? &wc->slabs[wc->n_slabs - 1] : NULL;
     if (last && last->cap - last->used >= bytes) {
         uint8_t *p = last->base + last->used;
@@ -241,7 +241,7 @@ static uint8_t *slab_take(be_weight_cache *wc, size_t bytes) {
  * process, so resident memory does not hold the weights twice — only inside the model's read-only
  * file mapping, where MADV_DONTNEED loses nothing (the pages stay in the page cache, and a later
  * read faults them back). Caller holds wc->mu. */
-static bool releasable(const be_weight_cache *wc, const uint8_t *p, size_t bytes) {
+static bool releasable(const cpu_weight_cache *wc, const uint8_t *p, size_t bytes) {
     return wc->file_lo && p >= wc->file_lo && p + bytes <= wc->file_hi;
 }
 
@@ -278,7 +278,12 @@ static void repack_task(void *vctx, int64_t task, int32_t thread) {
     if (c->release) drop_pages(c->w + (size_t)(16 * t0) * c->row_bytes, (size_t)(r1 - 16 * t0) * c->row_bytes);
 }
 
-void cpu_weight_cache_set_file_map(be_weight_cache *c, const void *data, size_t size) {
+/* vtable cache_set_file_map: after repacking a matrix inside [data, data + size) (the model's
+ * GGUF) the backend drops its pages from the process (MADV_DONTNEED; they stay in the page cache
+ * and a later read faults them back). The token embeddings, when they are also the output head,
+ * are then read by EMBED from the repacked copy. Weights elsewhere are left alone. */
+static void weight_cache_set_file_map(be_model_cache *mc, const void *data, size_t size) {
+    cpu_weight_cache *c = (cpu_weight_cache *)mc;
     pthread_mutex_lock(&c->mu);
     c->file_lo = data;
     c->file_hi = data ? (const uint8_t *)data + size : NULL;
@@ -303,7 +308,7 @@ static void copy_task(void *vctx, int64_t task, int32_t thread) {
 static bool is_float_type(uint32_t wt) { return wt == SLM_DTYPE_F32 || wt == SLM_DTYPE_F16 || wt == SLM_DTYPE_BF16; }
 
 const uint8_t *cpu_wpack_find(cpu_backend *cb, uint32_t wt, const void *w, int64_t k, int64_t m) {
-    be_weight_cache *wc = cb->wc;
+    cpu_weight_cache *wc = cb->wc;
     if (!wc) return NULL;
     const uint8_t *pk = NULL;
     pthread_mutex_lock(&wc->mu);
@@ -322,7 +327,7 @@ const uint8_t *cpu_wpack_find(cpu_backend *cb, uint32_t wt, const void *w, int64
 /* Looks up (or, under the table's lock, builds over this backend's pool) the repacked copy. */
 const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t row_bytes, int64_t k, int64_t m) {
     const cpu_isa *isa = cb->isa;
-    be_weight_cache *wc = cb->wc;
+    cpu_weight_cache *wc = cb->wc;
     if (!cb->repack || !wc) return NULL;
     bool copy = is_float_type(wt);
     if (!copy && (!isa->repack_tiles || !isa->mm_quant_packed || !isa->tile_block_bytes || !isa->tile_group ||
@@ -405,7 +410,7 @@ static void cpu_destroy(backend *be) {
     pool_destroy(cb->pool);
     for (int32_t t = 0; cb->scratch && t < cb->n_threads; t++) al_free_aligned(&a, cb->scratch[t]);
     al_free_aligned(&a, cb->work);
-    cpu_weight_cache_destroy(cb->own_wc);
+    weight_cache_destroy(cb->own_wc);
     al_free(&a, cb->scratch);
     al_free(&a, cb);
 }
@@ -415,8 +420,6 @@ const char *cpu_backend_kernels(const backend *be) {
     return cb->use_fast ? cpu_isa_name(cb->isa->level) : "ref";
 }
 
-static const backend_vtable cpu_vtable = {"cpu", cpu_scratch_need, cpu_exec, cpu_exec_matmul_group,
-                                          cpu_exec_conv_step, cpu_reserve, cpu_destroy};
 
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e) {
@@ -424,7 +427,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     if (n_threads < 1) n_threads = 1;
     cpu_backend *cb = al_calloc(a, 1, sizeof *cb);
     if (!cb) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    cb->base.vt = &cpu_vtable;
+    cb->base.vt = &backend_cpu_vtable;
     cb->alloc = *a;
     cb->n_threads = n_threads;
     cb->use_fast = use_fast;
@@ -442,7 +445,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
         return err_set(e, SLM_ERR_NOMEM, "out of memory");
     }
     slm_status st = pool_create(a, n_threads, &cb->pool, e);
-    if (!st) st = cpu_weight_cache_create(a, &cb->own_wc, e);
+    if (!st) st = weight_cache_create(a, &cb->own_wc, e);
     if (st) {
         cpu_destroy(&cb->base);
         return st;
@@ -484,3 +487,37 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend
     if (st == SLM_OK && rp && !strcmp(rp, "0")) cpu_backend_set_repack(*out, false);
     return st;
 }
+
+/* ---- the vtable ------------------------------------------------------------------------------- */
+
+static slm_status cpu_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {
+    if (p->reference_kernels) return cpu_backend_create_with(a, p->n_threads, false, CPU_ISA_GENERIC, out, e);
+    return cpu_backend_create(a, p->n_threads, out, e);
+}
+
+static slm_status cpu_cache_create(const slm_allocator *a, be_model_cache **out, slm_err *e) {
+    cpu_weight_cache *c = NULL;
+    slm_status st = weight_cache_create(a, &c, e);
+    *out = c ? &c->base : NULL;
+    return st;
+}
+
+static void cpu_cache_destroy(be_model_cache *c) { weight_cache_destroy((cpu_weight_cache *)c); }
+
+static void cpu_use_cache(backend *be, be_model_cache *c) { ((cpu_backend *)be)->wc = (cpu_weight_cache *)c; }
+
+const backend_vtable backend_cpu_vtable = {
+    .name = "cpu",
+    .create = cpu_create,
+    .scratch_bytes = cpu_scratch_need,
+    .exec = cpu_exec,
+    .exec_matmul_group = cpu_exec_matmul_group,
+    .exec_conv_step = cpu_exec_conv_step,
+    .reserve_scratch = cpu_reserve,
+    .kernels = cpu_backend_kernels,
+    .cache_create = cpu_cache_create,
+    .cache_destroy = cpu_cache_destroy,
+    .cache_set_file_map = weight_cache_set_file_map,
+    .use_cache = cpu_use_cache,
+    .destroy = cpu_destroy,
+};

@@ -187,17 +187,18 @@ typedef struct cpu_wpack_slab {
     size_t used, cap;
 } cpu_wpack_slab;
 
-/* The table of repacked weights: one per model, shared by every session's backend (see
- * be_weight_cache in backend.h); a mutex guards lookups and inserts. */
-struct be_weight_cache {
+/* The table of repacked weights: the CPU's per-model cache (be_model_cache in backend.h), shared
+ * by every session's backend on one model; a mutex guards lookups and inserts. */
+typedef struct cpu_weight_cache {
+    be_model_cache base; /* base.vt = &backend_cpu_vtable */
     slm_allocator alloc;
     pthread_mutex_t mu;
     cpu_wpack *packs; /* (cap_packs) */
     int32_t n_packs, cap_packs;
     cpu_wpack_slab *slabs; /* (cap_slabs); the last one takes new packs */
     int32_t n_slabs, cap_slabs;
-    const uint8_t *file_lo, *file_hi; /* the model's read-only file mapping (cpu_weight_cache_set_file_map) */
-};
+    const uint8_t *file_lo, *file_hi; /* the model's read-only file mapping (vtable cache_set_file_map) */
+} cpu_weight_cache;
 
 typedef struct cpu_backend {
     backend base;
@@ -210,8 +211,8 @@ typedef struct cpu_backend {
     size_t work_bytes;
     bool use_fast;         /* false: reference kernels only (SLM_KERNELS=ref) */
     bool repack;           /* keep repacked copies of quantised matmul weights (SLM_REPACK=0: off) */
-    be_weight_cache *wc;   /* repacked weights: the model's shared table, or own_wc */
-    be_weight_cache *own_wc;
+    cpu_weight_cache *wc;  /* repacked weights: the model's shared table, or own_wc */
+    cpu_weight_cache *own_wc;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
 } cpu_backend;
 
@@ -242,6 +243,17 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
 
 /* The fast kernel for this node, or NULL (then the reference kernel runs). */
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
+
+/* The CPU backend with n_threads workers (>= 1) and the kernels SLM_KERNELS names (backend_create
+ * with reference_kernels false comes here). It may keep repacked copies of quantised (Q4_0, Q4_1,
+ * Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be
+ * immutable mapped weights that outlive the backend (they always are: activations and states are
+ * never quantised). SLM_KERNELS and SLM_REPACK (cpu.c) are read here; SLM_KERNELS naming a kernel
+ * tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED and a message naming it. */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
+/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
+ * storage; vtable kernels). */
+const char *cpu_backend_kernels(const backend *be);
 
 /* Creates a backend with an explicit kernel choice (tests): use_fast false = reference kernels;
  * else the kernels of level isa, which must be supported: SLM_ERR_UNSUPPORTED with a message

@@ -1,0 +1,19 @@
+/* backend.c — the one place that maps a backend kind to its implementation (its vtable), and the
+ * backend-neutral calls runtime/ makes. A new backend adds its kind to backend_kind (backend.h)
+ * and its vtable to the table below; nothing in runtime/ changes. */
+#include "backend/backend.h"
+
+static const backend_vtable *const vtables[BACKEND_KIND_COUNT] = {
+    [BACKEND_CPU] = &backend_cpu_vtable,
+};
+
+slm_status backend_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {
+    *out = NULL;
+    if ((unsigned)p->kind >= BACKEND_KIND_COUNT || !vtables[p->kind])
+        return err_set(e, SLM_ERR_INVALID_ARG, "backend kind %d is not in this build", (int)p->kind);
+    return vtables[p->kind]->create(a, p, out, e);
+}
+
+void backend_cache_destroy(be_model_cache *c) {
+    if (c) c->vt->cache_destroy(c);
+}
