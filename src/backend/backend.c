@@ -4,7 +4,7 @@
 #include "backend/backend.h"
 
 static const backend_vtable *const vtables[BACKEND_KIND_COUNT] = {
-    [BACKEND_CPU] = &backend_cpu_vtable,
+    [BACKEND_CPU] = &backend_vtable_cpu,
 };
 
 slm_status backend_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {

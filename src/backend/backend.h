@@ -100,7 +100,7 @@ struct backend {
 };
 
 /* The vtable of each kind, defined by its implementation (cpu/cpu.c). */
-extern const backend_vtable backend_cpu_vtable;
+extern const backend_vtable backend_vtable_cpu;
 
 /* A backend of kind p->kind (vtable create). An unknown kind fails with SLM_ERR_INVALID_ARG;
  * *out is NULL on failure. Destroy with be->vt->destroy. */

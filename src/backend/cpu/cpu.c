@@ -168,7 +168,7 @@ void cpu_backend_set_repack(backend *be, bool on) { ((cpu_backend *)be)->repack 
 static slm_status weight_cache_create(const slm_allocator *a, cpu_weight_cache **out, slm_err *e) {
     *out = al_calloc(a, 1, sizeof **out);
     if (!*out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    (*out)->base.vt = &backend_cpu_vtable;
+    (*out)->base.vt = &backend_vtable_cpu;
     (*out)->alloc = *a;
     pthread_mutex_init(&(*out)->mu, NULL);
     return SLM_OK;
@@ -427,7 +427,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     if (n_threads < 1) n_threads = 1;
     cpu_backend *cb = al_calloc(a, 1, sizeof *cb);
     if (!cb) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    cb->base.vt = &backend_cpu_vtable;
+    cb->base.vt = &backend_vtable_cpu;
     cb->alloc = *a;
     cb->n_threads = n_threads;
     cb->use_fast = use_fast;
@@ -506,7 +506,7 @@ static void cpu_cache_destroy(be_model_cache *c) { weight_cache_destroy((cpu_wei
 
 static void cpu_use_cache(backend *be, be_model_cache *c) { ((cpu_backend *)be)->wc = (cpu_weight_cache *)c; }
 
-const backend_vtable backend_cpu_vtable = {
+const backend_vtable backend_vtable_cpu = {
     .name = "cpu",
     .create = cpu_create,
     .scratch_bytes = cpu_scratch_need,

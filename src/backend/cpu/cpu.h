@@ -190,7 +190,7 @@ typedef struct cpu_wpack_slab {
 /* The table of repacked weights: the CPU's per-model cache (be_model_cache in backend.h), shared
  * by every session's backend on one model; a mutex guards lookups and inserts. */
 typedef struct cpu_weight_cache {
-    be_model_cache base; /* base.vt = &backend_cpu_vtable */
+    be_model_cache base; /* base.vt = &backend_vtable_cpu */
     slm_allocator alloc;
     pthread_mutex_t mu;
     cpu_wpack *packs; /* (cap_packs) */
