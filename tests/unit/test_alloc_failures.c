@@ -39,6 +39,15 @@ static slm_model_params model_params(tu_failing *f) {
     return mp;
 }
 
+/* Loads model `name` with every allocation counted by f (never failing); the load must succeed. */
+static slm_model *load_counted(const char *name, tu_failing *f) {
+    slm_model_params mp = model_params(f);
+    slm_model *m = NULL;
+    char err[512] = "";
+    if (slm_model_load(tu_data_path(name), &mp, &m, err, sizeof err) != SLM_OK) fail_msg("%s: %s", name, err);
+    return m;
+}
+
 static slm_session *new_session(const slm_model *m, char *err, size_t err_cap, slm_status *st) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = N_CTX;
@@ -107,10 +116,8 @@ static void session_create_sweep(void **unused) {
     (void)unused;
     for (size_t i = 0; i < N_MODELS; i++) {
         tu_failing f = tu_failing_at(-1);
-        slm_model_params mp = model_params(&f);
-        slm_model *m = NULL;
+        slm_model *m = load_counted(models[i], &f);
         char err[512] = "";
-        assert_int_equal(slm_model_load(tu_data_path(models[i]), &mp, &m, err, sizeof err), SLM_OK);
         free(reference_logits(m, N_SEQ)); /* the model's weight cache, filled */
         long live_model = f.n_live;
         long k = 0;
@@ -188,10 +195,8 @@ static void session_call_sweep(void **unused) {
     const size_t split = 7;
     for (size_t i = 0; i < N_MODELS; i++) {
         tu_failing f = tu_failing_at(-1);
-        slm_model_params mp = model_params(&f);
-        slm_model *m = NULL;
+        slm_model *m = load_counted(models[i], &f);
         char err[512] = "";
-        assert_int_equal(slm_model_load(tu_data_path(models[i]), &mp, &m, err, sizeof err), SLM_OK);
         float *want = reference_logits(m, split);
         slm_status st;
         slm_session *s = new_session(m, err, sizeof err, &st);
