@@ -313,6 +313,11 @@ typedef struct slm_session_params {
      * or moved to checkpoint_dir when it is set. */
     int32_t checkpoint_budget_mib;
     const char *checkpoint_dir; /* optional folder for spilled checkpoints; must exist */
+    /* CPU kernels: NULL, "" or "auto" = the best tier this CPU has; "ref" = the reference kernels
+     * only; "generic", "neon", "avx2", "avxvnni", "avx512" = exactly that tier. A tier the build
+     * or the CPU lacks fails with SLM_ERR_UNSUPPORTED, an unknown name with SLM_ERR_INVALID_ARG. */
+    const char *kernels;
+    bool no_repack;       /* keep quantised weights in their file layout only (no repacked copies) */
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -442,6 +447,8 @@ typedef struct slm_plan_params {
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
     slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
+    const char *kernels;  /* the CPU kernels an executable target's plan is compiled for (as in
+                           * slm_session_params) */
 } slm_plan_params;
 
 SLM_API slm_plan_params slm_plan_params_default(void);
@@ -502,23 +509,40 @@ typedef struct slm_plan_rewrite {
 SLM_API int32_t slm_plan_n_rewrites(const slm_plan *plan);
 SLM_API slm_status slm_plan_rewrite_at(const slm_plan *plan, int32_t i, slm_plan_rewrite *out);
 
-/* The compute plan of the legalised program, per function and node. */
+/* The compute plan of the legalised program, per function: the nodes a session executes, in
+ * order (a session of this plan runs exactly these; a fused node stands for several IR nodes). */
 SLM_API int32_t slm_plan_n_functions(const slm_plan *plan);
 SLM_API const char *slm_plan_function_name(const slm_plan *plan, int32_t fn);
 /* Tokens per call the costs of fn assume (prefill: n_prefill; decode: 1). */
 SLM_API int32_t slm_plan_function_tokens(const slm_plan *plan, int32_t fn);
+/* Bytes of the activation arena of a call of fn over slm_plan_function_tokens tokens. */
+SLM_API uint64_t slm_plan_function_arena_bytes(const slm_plan *plan, int32_t fn);
+/* The kernel tier the plan was compiled for ("avx2", "ref", ...; "" for a target not run here). */
+SLM_API const char *slm_plan_kernels(const slm_plan *plan);
 SLM_API int32_t slm_plan_n_nodes(const slm_plan *plan, int32_t fn);
 typedef struct slm_plan_node {
-    const char *op;
-    const char *name;       /* output tensor name, e.g. "blk.3.q" */
+    const char *op;         /* IR op, or "MATMUL_GROUP" / "CONV_STEP" for a fused node */
+    const char *name;       /* output tensor name of its first IR node, e.g. "blk.3.q" */
     int32_t layer;
-    const char *shapes;     /* "(1024, n) <- (1024, 3072), (1024, n)": output(s) <- inputs, ggml order */
+    const char *shapes;     /* "(1024, n) <- (1024, 3072), (1024, n)": output(s) <- inputs, ggml order
+                             * (a fused node: its first IR node's) */
     const char *dtype;      /* weight dtype (EMBED, MATMUL), state dtype (state ops), else "f32" */
     const char *device;
     const char *reason;     /* "" on the target's device */
     double bytes;           /* estimated bytes moved per call: weights + activations + state */
     double flops;
     double cost_share;      /* of the function's estimated cost, in [0, 1] */
+    const char *pass;       /* the fusion pass that made it ("direct_write", "conv_step",
+                             * "matmul_group"), NULL for a plain node */
+    int32_t n_ir_nodes;     /* IR nodes it runs: positions in the function of the legalised program */
+    const int32_t *ir_nodes;
+    const char *kernel;     /* what the backend runs ("avx2 q4_0 x 8-bit activations, 16-row tiles",
+                             * "view"); "" when the plan was not compiled for a backend */
+    const char *output;     /* where its output lives: "arena", "state" (the back buffer of
+                             * output_state), "view", "none" */
+    const char *output_state;
+    double measured_us;     /* median microseconds per call (slm_plan_profile), -1 when not measured */
+    double measured_share;  /* of the function's measured time, -1 when not measured */
 } slm_plan_node;
 SLM_API slm_status slm_plan_node_at(const slm_plan *plan, int32_t fn, int32_t i, slm_plan_node *out);
 /* Totals of fn on one device; i in [0, slm_plan_n_devices(plan, fn)). */
@@ -543,6 +567,7 @@ typedef struct slm_plan_state {
     slm_dtype orig_dtype;
     uint64_t size_bytes;    /* allocated bytes of one buffer */
     int32_t n_writes;
+    int32_t n_buffers;      /* 2 for double-buffered (conv, recurrent) states, else 1 */
 } slm_plan_state;
 SLM_API int32_t slm_plan_n_states(const slm_plan *plan);
 SLM_API slm_status slm_plan_state_at(const slm_plan *plan, int32_t i, slm_plan_state *out);
@@ -560,6 +585,27 @@ SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, 
  * n_threads 0 = the model's default. Needs n_prompt + n_steps <= n_ctx. */
 SLM_API slm_status slm_plan_simulate(slm_plan *plan, const int32_t *prompt, size_t n_prompt, int32_t n_steps,
                                      int32_t n_threads, bool *identical, int32_t *first_diff);
+
+/* Runs the plan on this machine and measures every node (the target must be executable here):
+ * a warm-up call of each function (it prepares the weights), then `reps` prefills of prompt from
+ * position 0 (n_prompt >= 2) and n_decode greedy decode steps after the last one. Each node gets
+ * the median of its times per call (slm_plan_node.measured_us) and its share of the function's
+ * measured time; slm_plan_json then carries them. Needs n_prompt + n_decode + 1 <= n_ctx.
+ * n_threads 0 = the model's default. A failed call leaves the plan's measurements as they were. */
+SLM_API slm_status slm_plan_profile(slm_plan *plan, const int32_t *prompt, size_t n_prompt, int32_t n_decode,
+                                    int32_t reps, int32_t n_threads);
+/* Median wall microseconds per call of fn over the profile (kernels plus the executor between
+ * them), -1 when not measured. */
+SLM_API double slm_plan_function_measured_us(const slm_plan *plan, int32_t fn);
+
+/* Creates a session that executes plan (compiled for model, on a target executable here). The
+ * session keeps its own copy of what it runs; plan may be destroyed after. Refused with
+ * SLM_ERR_INVALID_ARG (nothing created) when the plan was compiled for another model (by
+ * fingerprint), when params name an n_ctx, kv_dtype or kernels other than the plan's, or for a
+ * target not executable here (SLM_ERR_UNSUPPORTED). params may be NULL. */
+SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const slm_plan *plan,
+                                                const slm_session_params *params, slm_session **out, char *err,
+                                                size_t err_cap);
 
 /* The whole plan as JSON (src/compile/plan.schema.json describes it); check_only limits it to
  * the check (target, findings, clean). *out is NUL-terminated; caller frees with slm_free. */

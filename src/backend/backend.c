@@ -3,9 +3,17 @@
  * and its vtable to the table below; nothing in runtime/ changes. */
 #include "backend/backend.h"
 
+#include <string.h>
+
 static const backend_vtable *const vtables[BACKEND_KIND_COUNT] = {
     [BACKEND_CPU] = &backend_vtable_cpu,
 };
+
+int32_t backend_kind_find(const char *name) {
+    for (int32_t k = 0; name && k < BACKEND_KIND_COUNT; k++)
+        if (vtables[k] && strcmp(vtables[k]->name, name) == 0) return k;
+    return -1;
+}
 
 slm_status backend_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {
     *out = NULL;

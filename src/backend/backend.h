@@ -21,10 +21,11 @@ typedef struct be_view {
     void *data;
 } be_view;
 
-/* Per-call bindings of the symbolic values. */
+/* Per-call bindings of the symbolic values, and the kernel the compiled plan chose for the node. */
 typedef struct be_call {
     int64_t n;        /* tokens of this call */
     int64_t pos;      /* position of the first token */
+    int32_t kernel;   /* select_kernel's choice for this node; 0 = let the backend choose */
 } be_call;
 
 /* The backends of this build (backend.c maps each to its vtable). */
@@ -38,6 +39,8 @@ typedef struct backend_params {
     backend_kind kind;
     int32_t n_threads;      /* workers (< 1 is taken as 1) */
     bool reference_kernels; /* run the reference kernels (the oracle) only, whatever the environment says */
+    const char *kernels;    /* slm_session_params.kernels */
+    bool no_repack;
 } backend_params;
 
 typedef struct backend backend;
@@ -64,8 +67,8 @@ struct backend_vtable {
                        slm_err *e);
     /* Runs n >= 2 MATMUL nodes that read the same activations (in[2 i + 1] are one view) as one job,
      * with the bits n exec calls would give: out[i] <- in[2 i] (weights) x in[2 i + 1]. No output
-     * overlaps an input or another output. Returns SLM_ERR_UNSUPPORTED, having run nothing, for a
-     * group the backend does not take (the executor then runs the nodes one by one). May be NULL. */
+     * overlaps an input or another output. Called only for groups takes_matmul_group accepted; a
+     * group it would not take fails with SLM_ERR_UNSUPPORTED, having run nothing. May be NULL. */
     slm_status (*exec_matmul_group)(backend *be, int32_t n, const be_view *out, const be_view *in, slm_err *e);
     /* Runs one step of a causal convolution whose left context is a state, as one job, with the bits
      * the nodes it replaces would give (xc = CONCAT(state, x) along tokens, y = CONV1D(xc, w), then
@@ -73,10 +76,23 @@ struct backend_vtable {
      * materialising xc:
      *   in[0] state (C, K - 1), in[1] x (C, n), in[2] w (K, C) (the CONV1D weight layout);
      *   out[0] y (C, n), out[1] new state (C, K - 1).
-     * out[0] is in[1] or overlaps no input; out[1] overlaps no input or output. Returns
-     * SLM_ERR_UNSUPPORTED, having run nothing, for shapes the backend does not take (the executor
-     * then runs the nodes one by one). May be NULL. */
+     * out[0] is in[1] or overlaps no input; out[1] overlaps no input or output. Called only for
+     * steps takes_conv_step accepted; shapes it would not take fail with SLM_ERR_UNSUPPORTED,
+     * having run nothing. May be NULL. */
     slm_status (*exec_conv_step)(backend *be, const be_view *out, const be_view *in, bool silu, slm_err *e);
+    /* Compile-time choices (compile/lower.c), made on views whose data is NULL: shapes and dtypes
+     * only. select_kernel returns the kernel (> 0) exec runs for the node when be_call.kernel
+     * names it, and describes it in text ("avx2 q4_0 x q8_0, 16-row tiles"); exec runs exactly
+     * that kernel or fails. takes_matmul_group / takes_conv_step say whether exec_matmul_group /
+     * exec_conv_step run such a group (describing the job in text); the plan asks them at the
+     * largest token count the function runs with, and a backend that takes a fused step at n
+     * takes it at every smaller n. NULL: the backend makes no such fused steps. */
+    int32_t (*select_kernel)(const backend *be, const g_node *nd, const be_view *out, const be_view *in, char *text,
+                             size_t cap);
+    bool (*takes_matmul_group)(const backend *be, int32_t n, const be_view *out, const be_view *in, char *text,
+                               size_t cap);
+    bool (*takes_conv_step)(const backend *be, const be_view *out, const be_view *in, bool silu, char *text,
+                            size_t cap);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
     /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "avx2",
@@ -102,6 +118,8 @@ struct backend {
 /* The vtable of each kind, defined by its implementation (cpu/cpu.c). */
 extern const backend_vtable backend_vtable_cpu;
 
+/* The kind named name ("cpu"), or -1 when this build has no such backend. */
+int32_t backend_kind_find(const char *name);
 /* A backend of kind p->kind (vtable create). An unknown kind fails with SLM_ERR_INVALID_ARG;
  * *out is NULL on failure. Destroy with be->vt->destroy. */
 slm_status backend_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e);

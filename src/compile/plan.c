@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "base/dtype.h"
 #include "model/build.h"
 
@@ -221,11 +222,59 @@ SLM_API void slm_plan_destroy(slm_plan *pl) {
     al_free(&a, pl->rewrites.v);
     al_free(&a, pl->nodes);
     al_free(&a, pl->writes);
+    for (int32_t fn = 0; fn < G_MAX_FUNCTIONS; fn++) {
+        al_free(&a, pl->exec[fn].steps);
+        al_free(&a, pl->exec[fn].step_of);
+        al_free(&a, pl->measure.step_us[fn]);
+    }
+    al_free(&a, pl->tensor_state);
+    al_free(&a, pl->tensor_home);
     al_free(&a, pl);
 }
 
+slm_plan *plan_clone_exec(const slm_plan *src) {
+    const slm_allocator *a = &src->alloc;
+    slm_plan *pl = al_calloc(a, 1, sizeof *pl);
+    if (!pl) return NULL;
+    pl->alloc = src->alloc;
+    pl->model = src->model;
+    pl->target = src->target;
+    pl->n_ctx = src->n_ctx;
+    pl->kv_dtype = src->kv_dtype;
+    pl->n_prefill = src->n_prefill;
+    memcpy(pl->fn_tokens, src->fn_tokens, sizeof pl->fn_tokens);
+    pl->lowered = src->lowered;
+    memcpy(pl->kernels, src->kernels, sizeof pl->kernels);
+    const g_program *p = src->legal;
+    bool ok = (pl->legal = graph_clone(p)) != NULL;
+    size_t nt = (size_t)p->n_tensors + 1;
+    ok = ok && (pl->tensor_state = al_array(a, nt, sizeof(int32_t))) && (pl->tensor_home = al_array(a, nt, 1)) &&
+         (pl->nodes = al_array(a, (size_t)p->n_nodes + 1, sizeof(plan_node)));
+    if (ok) {
+        memcpy(pl->tensor_state, src->tensor_state, nt * sizeof(int32_t));
+        memcpy(pl->tensor_home, src->tensor_home, nt);
+        memcpy(pl->nodes, src->nodes, ((size_t)p->n_nodes + 1) * sizeof(plan_node));
+    }
+    for (int32_t fn = 0; ok && fn < p->n_functions; fn++) {
+        const plan_fn_exec *x = &src->exec[fn];
+        plan_fn_exec *y = &pl->exec[fn];
+        size_t nn = (size_t)p->functions[fn].n_nodes + 1;
+        ok = (y->steps = al_array(a, nn, sizeof(plan_step))) && (y->step_of = al_array(a, nn, sizeof(int32_t)));
+        if (!ok) break;
+        memcpy(y->steps, x->steps, (size_t)x->n_steps * sizeof(plan_step));
+        memcpy(y->step_of, x->step_of, nn * sizeof(int32_t));
+        y->n_steps = x->n_steps;
+        y->arena_bytes = x->arena_bytes;
+    }
+    if (!ok) {
+        slm_plan_destroy(pl);
+        return NULL;
+    }
+    return pl;
+}
+
 slm_status plan_create_program(const slm_model *model, g_program *prog, const tgt_profile *t, int32_t n_ctx,
-                               slm_dtype kv_dtype, int32_t n_prefill, slm_plan **out, slm_err *e) {
+                               slm_dtype kv_dtype, int32_t n_prefill, backend *be, slm_plan **out, slm_err *e) {
     *out = NULL;
     slm_plan *pl = al_calloc(&prog->alloc, 1, sizeof *pl);
     if (!pl) {
@@ -253,11 +302,23 @@ slm_status plan_create_program(const slm_model *model, g_program *prog, const tg
     place_program(pl->legal, t, &pl->residual, pl->nodes);
     cost_plan(pl);
     if ((st = collect_writes(pl, e))) goto fail;
+    if ((st = lower_plan(pl, be, e))) goto fail;
     *out = pl;
     return SLM_OK;
 fail:
     slm_plan_destroy(pl);
     return st;
+}
+
+/* The backend a plan for t is compiled against (one thread: it only answers the compile-time
+ * questions), or *be = NULL for a target no backend of this build runs. */
+static slm_status plan_backend(const slm_allocator *a, const tgt_profile *t, const char *kernels, backend **be,
+                               slm_err *e) {
+    *be = NULL;
+    int32_t kind = t->executable ? backend_kind_find(t->backend) : -1;
+    if (kind < 0) return SLM_OK;
+    backend_params bp = {.kind = (backend_kind)kind, .n_threads = 1, .kernels = kernels};
+    return backend_create(a, &bp, be, e);
 }
 
 SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params *params, slm_plan **out, char *err,
@@ -271,6 +332,7 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
     const tgt_profile *t = tgt_find(p.target ? p.target : "cpu");
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
     g_program *prog = NULL;
+    backend *be = NULL;
     slm_status st = SLM_OK;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_plan_create: model and out are required");
     else if (!t) st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown target '%s' (targets: cpu, cuda, ane)", p.target);
@@ -280,8 +342,10 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if (p.n_prefill < 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
-    else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = plan_create_program(model, prog, t, n_ctx, p.kv_dtype, p.n_prefill, out, &e);
+    else if ((st = plan_backend(&model->alloc, t, p.kernels, &be, &e)) == SLM_OK &&
+             (st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
+        st = plan_create_program(model, prog, t, n_ctx, p.kv_dtype, p.n_prefill, be, out, &e);
+    if (be) be->vt->destroy(be);
     err_copy_out(&e, err, err_cap);
     return st;
 }
@@ -349,29 +413,79 @@ SLM_API int32_t slm_plan_function_tokens(const slm_plan *pl, int32_t fn) {
     return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->fn_tokens[fn] : 0;
 }
 
+SLM_API uint64_t slm_plan_function_arena_bytes(const slm_plan *pl, int32_t fn) {
+    return pl && fn >= 0 && fn < pl->legal->n_functions ? (uint64_t)pl->exec[fn].arena_bytes : 0;
+}
+
+SLM_API const char *slm_plan_kernels(const slm_plan *pl) { return pl ? pl->kernels : NULL; }
+
 SLM_API int32_t slm_plan_n_nodes(const slm_plan *pl, int32_t fn) {
-    return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->legal->functions[fn].n_nodes : 0;
+    return pl && fn >= 0 && fn < pl->legal->n_functions ? pl->exec[fn].n_steps : 0;
+}
+
+static const char *step_op_name(const g_program *p, const g_function *f, const plan_step *s) {
+    switch (s->kind) {
+    case PLAN_STEP_MATMUL_GROUP: return "MATMUL_GROUP";
+    case PLAN_STEP_CONV_STEP: return "CONV_STEP";
+    default: return g_op_name(p->nodes[f->nodes[s->nodes[0]]].op);
+    }
+}
+
+/* Where the output of step s lives: its last IR node's first output (plan_home). */
+static const char *step_output(const slm_plan *pl, const g_function *f, const plan_step *s, const char **state) {
+    const g_program *p = pl->legal;
+    int32_t t = p->nodes[f->nodes[s->nodes[s->n_nodes - 1]]].out[0];
+    *state = NULL;
+    if (s->kind == PLAN_STEP_VIEW) return "view";
+    if (p->tensors[t].storage == G_NONE) return "none";
+    if (pl->tensor_home && pl->tensor_home[t] == PLAN_HOME_STATE) {
+        *state = p->states[pl->tensor_state[t]].name;
+        return "state";
+    }
+    return "arena";
 }
 
 SLM_API slm_status slm_plan_node_at(const slm_plan *pl, int32_t fn, int32_t i, slm_plan_node *out) {
     if (!pl || !out) return SLM_ERR_INVALID_ARG;
-    if (fn < 0 || fn >= pl->legal->n_functions || i < 0 || i >= pl->legal->functions[fn].n_nodes)
-        return SLM_ERR_RANGE;
+    if (fn < 0 || fn >= pl->legal->n_functions || i < 0 || i >= pl->exec[fn].n_steps) return SLM_ERR_RANGE;
     const g_program *p = pl->legal;
-    int32_t id = p->functions[fn].nodes[i];
+    const g_function *f = &p->functions[fn];
+    const plan_step *s = &pl->exec[fn].steps[i];
+    int32_t id = f->nodes[s->nodes[0]];
     const g_node *nd = &p->nodes[id];
     const plan_node *pn = &pl->nodes[id];
-    out->op = g_op_name(nd->op);
+    memset(out, 0, sizeof *out);
+    out->op = step_op_name(p, f, s);
     out->name = p->tensors[nd->out[0]].name;
     out->layer = nd->layer;
     out->shapes = pn->shapes;
     out->dtype = slm_dtype_name((slm_dtype)tgt_node_dtype(p, nd));
     out->device = pn->device;
     out->reason = pn->reason;
-    out->bytes = pn->bytes;
-    out->flops = pn->flops;
-    out->cost_share = pn->share;
+    for (int32_t k = 0; k < s->n_nodes; k++) {
+        const plan_node *m = &pl->nodes[f->nodes[s->nodes[k]]];
+        out->bytes += m->bytes;
+        out->flops += m->flops;
+        out->cost_share += m->share;
+        if (!out->reason[0]) out->reason = m->reason;
+    }
+    out->pass = s->pass;
+    out->n_ir_nodes = s->n_nodes;
+    out->ir_nodes = s->nodes;
+    out->kernel = s->kernel_text;
+    out->output = step_output(pl, f, s, &out->output_state);
+    out->measured_us = pl->measure.ran && pl->measure.step_us[fn] ? pl->measure.step_us[fn][i] : -1.0;
+    out->measured_share = -1.0;
+    if (out->measured_us >= 0) {
+        double total = 0;
+        for (int32_t k = 0; k < pl->exec[fn].n_steps; k++) total += pl->measure.step_us[fn][k];
+        out->measured_share = total > 0 ? out->measured_us / total : 0.0;
+    }
     return SLM_OK;
+}
+
+SLM_API double slm_plan_function_measured_us(const slm_plan *pl, int32_t fn) {
+    return pl && pl->measure.ran && fn >= 0 && fn < pl->legal->n_functions ? pl->measure.call_us[fn] : -1.0;
 }
 
 /* Devices used by fn, in order: the target's device first. */
@@ -402,14 +516,14 @@ SLM_API slm_status slm_plan_device_total_at(const slm_plan *pl, int32_t fn, int3
     if (i < 0 || i >= n) return SLM_ERR_RANGE;
     memset(out, 0, sizeof *out);
     out->device = dev[i];
-    const g_function *f = &pl->legal->functions[fn];
-    for (int32_t k = 0; k < f->n_nodes; k++) {
-        const plan_node *pn = &pl->nodes[f->nodes[k]];
-        if (strcmp(pn->device, dev[i]) != 0) continue;
+    for (int32_t k = 0; k < slm_plan_n_nodes(pl, fn); k++) {
+        slm_plan_node nd;
+        slm_plan_node_at(pl, fn, k, &nd);
+        if (strcmp(nd.device, dev[i]) != 0) continue;
         out->n_nodes++;
-        out->bytes += pn->bytes;
-        out->flops += pn->flops;
-        out->cost_share += pn->share;
+        out->bytes += nd.bytes;
+        out->flops += nd.flops;
+        out->cost_share += nd.cost_share;
     }
     return SLM_OK;
 }
@@ -437,6 +551,7 @@ SLM_API slm_status slm_plan_state_at(const slm_plan *pl, int32_t i, slm_plan_sta
     out->size_bytes = state_alloc_bytes(s);
     out->n_writes = 0;
     for (int32_t k = 0; k < pl->n_writes; k++) out->n_writes += pl->writes[k].state == i;
+    out->n_buffers = plan_state_double_buffered(s) ? 2 : 1;
     return SLM_OK;
 }
 
@@ -524,7 +639,25 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
             cJSON_AddNumberToObject(jn, "bytes", n.bytes);
             cJSON_AddNumberToObject(jn, "flops", n.flops);
             cJSON_AddNumberToObject(jn, "cost_share", n.cost_share);
+            if (n.pass) cJSON_AddStringToObject(jn, "pass", n.pass);
+            else cJSON_AddNullToObject(jn, "pass");
+            cJSON *ir = cJSON_AddArrayToObject(jn, "ir_nodes");
+            for (int32_t k = 0; k < n.n_ir_nodes; k++) cJSON_AddItemToArray(ir, cJSON_CreateNumber(n.ir_nodes[k]));
+            cJSON_AddStringToObject(jn, "kernel", n.kernel);
+            cJSON_AddStringToObject(jn, "output", n.output);
+            if (n.output_state) cJSON_AddStringToObject(jn, "output_state", n.output_state);
+            if (n.measured_us >= 0) {
+                cJSON *jm = cJSON_AddObjectToObject(jn, "measured");
+                cJSON_AddNumberToObject(jm, "median_us", n.measured_us);
+                cJSON_AddNumberToObject(jm, "share", n.measured_share);
+            }
             cJSON_AddItemToArray(nodes, jn);
+        }
+        cJSON_AddNumberToObject(jf, "arena_bytes", (double)slm_plan_function_arena_bytes(pl, fn));
+        if (pl->measure.ran) {
+            cJSON *jm = cJSON_AddObjectToObject(jf, "measured");
+            cJSON_AddNumberToObject(jm, "calls", pl->measure.calls[fn]);
+            cJSON_AddNumberToObject(jm, "median_call_us", pl->measure.call_us[fn]);
         }
         cJSON *tot = cJSON_AddArrayToObject(jf, "totals");
         for (int32_t i = 0; i < slm_plan_n_devices(pl, fn); i++) {
@@ -553,6 +686,7 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
         cJSON_AddStringToObject(js, "dtype", slm_dtype_name(s.dtype));
         cJSON_AddStringToObject(js, "original_dtype", slm_dtype_name(s.orig_dtype));
         cJSON_AddNumberToObject(js, "bytes", (double)s.size_bytes);
+        cJSON_AddNumberToObject(js, "buffers", s.n_buffers);
         cJSON *ws = cJSON_AddArrayToObject(js, "writes");
         for (int32_t k = 0; k < s.n_writes; k++) {
             slm_plan_write w;
@@ -574,6 +708,13 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
             cJSON_AddItemToArray(ws, jw);
         }
         cJSON_AddItemToArray(sts, js);
+    }
+    if (pl->measure.ran) {
+        cJSON *jp = cJSON_AddObjectToObject(root, "profile");
+        cJSON_AddNumberToObject(jp, "n_prompt", pl->measure.n_prompt);
+        cJSON_AddNumberToObject(jp, "n_decode", pl->measure.n_decode);
+        cJSON_AddNumberToObject(jp, "reps", pl->measure.n_reps);
+        cJSON_AddStringToObject(jp, "statistic", "median per call over the timed calls");
     }
     if (pl->sim.ran) {
         cJSON *js = cJSON_AddObjectToObject(root, "simulation");
@@ -599,6 +740,7 @@ SLM_API slm_status slm_plan_json(const slm_plan *pl, bool check_only, char **out
     cJSON_AddStringToObject(root, "device", t->device.name);
     cJSON_AddStringToObject(root, "fallback_device", t->fallback.name);
     cJSON_AddBoolToObject(root, "executable", t->executable);
+    cJSON_AddStringToObject(root, "kernels", pl->kernels);
     cJSON_AddNumberToObject(root, "n_ctx", pl->n_ctx);
     cJSON_AddStringToObject(root, "kv_dtype", slm_dtype_name(pl->kv_dtype));
     cJSON_AddStringToObject(root, "shape_order", "ggml: ne[0] innermost");
@@ -619,6 +761,8 @@ SLM_API slm_status slm_plan_json(const slm_plan *pl, bool check_only, char **out
             cJSON_AddNumberToObject(jd, "bytes_per_s", d2[k]->bytes_per_s);
             cJSON_AddItemToArray(devs, jd);
         }
+        cJSON *fu = cJSON_AddArrayToObject(root, "fusions");
+        for (int32_t k = 0; k < t->n_fusions; k++) cJSON_AddItemToArray(fu, cJSON_CreateString(t->fusions[k]));
         add_plan_body(pl, root);
     }
     char *text = cJSON_PrintUnformatted(root);

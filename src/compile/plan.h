@@ -81,6 +81,64 @@ typedef struct plan_write {
     char rules[320];
 } plan_write;
 
+/* ---- the executable plan: what a session runs (compile/lower.c) --------------------------------
+ * Lowering turns each function of the legalised program into steps, one per IR node, then runs the
+ * target's fusion passes over them (tgt_profile.fusions), each replacing a pattern of steps by one
+ * fused step that records its pass and the IR nodes it stands for; then it picks a backend kernel
+ * for every step and plans the activation memory. A session runs the steps in order and nothing
+ * else (runtime/session.c), so the list a plan prints is the list a session executes.
+ *
+ * Invariants:
+ *  1. Every node of a function belongs to exactly one step of that function.
+ *  2. Steps run in order; a step's inputs are produced by earlier steps (or are weights, states).
+ *  3. A fused step gives the bits its nodes give one by one (each pass says why).
+ *  4. tensor_state[t] >= 0 only for a value whose only use is its function's one full, static write
+ *     of a double-buffered f32 state: it is computed in that state's back buffer, and the write is
+ *     a COMMIT step (it makes the back buffer current, copying nothing). */
+typedef enum plan_step_kind {
+    PLAN_STEP_NODE = 0,      /* one IR node on the backend (exec) */
+    PLAN_STEP_VIEW,          /* RESHAPE or STATE_READ: binds a view, runs nothing */
+    PLAN_STEP_COMMIT,        /* direct_write: a STATE_WRITE whose value is already in the back buffer */
+    PLAN_STEP_MATMUL_GROUP,  /* matmul_group: MATMULs reading the same activations, one backend job */
+    PLAN_STEP_CONV_STEP      /* conv_step: CONCAT(state, x), SLICE, STATE_WRITE, CONV1D[, SILU], one job */
+} plan_step_kind;
+
+#define PLAN_STEP_MAX_NODES 8
+
+/* Where an activation lives during a call: the arena (memplan), the back buffer of
+ * tensor_state[t], or nowhere (only inside a fused step). */
+typedef enum plan_home { PLAN_HOME_ARENA = 0, PLAN_HOME_STATE = 1, PLAN_HOME_FUSED = 2 } plan_home;
+
+/* Conv and recurrent states are double-buffered by sessions (runtime/session.h invariant 2). */
+static inline bool plan_state_double_buffered(const g_state *s) {
+    return s->role == SLM_STATE_CONV || s->role == SLM_STATE_RECURRENT;
+}
+
+typedef struct plan_step {
+    plan_step_kind kind;
+    const char *pass;       /* the fusion pass that made it (static), NULL for a plain node */
+    int32_t n_nodes;
+    int32_t nodes[PLAN_STEP_MAX_NODES]; /* positions in the function, ascending; nodes[0] names it */
+    int32_t kernel;         /* be_call.kernel for NODE steps; 0 when the backend chooses or none runs */
+    char kernel_text[80];   /* the kernel or job the backend runs ("" when not lowered for a backend) */
+} plan_step;
+
+typedef struct plan_fn_exec {
+    int32_t n_steps;
+    plan_step *steps;
+    int32_t *step_of;       /* (n_nodes of the function) the step each position belongs to */
+    size_t arena_bytes;     /* activation arena of a call over the plan's tokens for this function */
+} plan_fn_exec;
+
+/* Measured time per step (slm_plan_profile, runtime/profile.c). */
+typedef struct plan_measure {
+    bool ran;
+    int32_t n_prompt, n_decode, n_reps;
+    double *step_us[G_MAX_FUNCTIONS];   /* (exec[fn].n_steps) median microseconds per call */
+    double call_us[G_MAX_FUNCTIONS];    /* median wall microseconds per call (kernels + executor) */
+    int32_t calls[G_MAX_FUNCTIONS];     /* timed calls */
+} plan_measure;
+
 /* Result of simulating a plan: greedy tokens of orig and legal over n_steps on the CPU. */
 typedef struct plan_sim {
     bool ran;
@@ -109,13 +167,34 @@ struct slm_plan {
     plan_write *writes;       /* every STATE_WRITE of legal, by function then position */
     int32_t n_writes;
     plan_sim sim;
+    /* the executable plan (lower_plan) */
+    bool lowered;             /* steps exist (every target; kernels only with a backend) */
+    char kernels[16];         /* the backend's kernel tier it was lowered for, "" without a backend */
+    plan_fn_exec exec[G_MAX_FUNCTIONS];
+    int32_t *tensor_state;    /* (legal->n_tensors) invariant 4, else -1 */
+    uint8_t *tensor_home;     /* (legal->n_tensors) plan_home: where an activation lives */
+    plan_measure measure;
     slm_err err;
 };
 
-/* Compiles prog (owned by the plan from here on, also on failure) for target t. model may be
- * NULL; n_ctx and kv_dtype are what prog was built for (sessions for simulation use them). */
+struct backend;
+/* Lowers pl->legal into steps (fusion passes of pl->target), choosing kernels on be when given
+ * (the backend a session runs or one made for the plan; NULL: no kernels, no backend-dependent
+ * fusions). Fusions a backend must take are asked of it at the largest token count a function
+ * runs with (its fixed count; n_ctx for symbolic functions). */
+slm_status lower_plan(slm_plan *pl, struct backend *be, slm_err *e);
+/* A copy of pl's executable part (legal program, steps, memory, target, context, tier) for a
+ * session to own; findings, rewrites and orig are not copied. NULL on OOM. */
+slm_plan *plan_clone_exec(const slm_plan *pl);
+/* The arena layout of function fn of pl for a call over n tokens (memplan_build on its steps). */
+struct memplan;
+slm_status plan_memplan(const slm_plan *pl, int32_t fn, int64_t n, struct memplan *mp, slm_err *e);
+
+/* Compiles prog (owned by the plan from here on, also on failure) for target t and lowers it
+ * (lower_plan on be; be may be NULL). model may be NULL; n_ctx and kv_dtype are what prog was
+ * built for (sessions use them). */
 slm_status plan_create_program(const slm_model *model, g_program *prog, const tgt_profile *t, int32_t n_ctx,
-                               slm_dtype kv_dtype, int32_t n_prefill, slm_plan **out, slm_err *e);
+                               slm_dtype kv_dtype, int32_t n_prefill, struct backend *be, slm_plan **out, slm_err *e);
 
 /* Runs orig and legal side by side on the CPU: prefill prompt[0, n_prompt), then n_steps greedy
  * tokens, each fed back to both; fills pl->sim. Stops at the first differing token. */

@@ -67,6 +67,9 @@ typedef struct tgt_profile {
     tgt_device fallback;        /* where nodes run that the device does not take */
     bool executable;            /* statelm can run a plan for this target on this machine */
     const char *executable_why; /* why not, when it cannot */
+    const char *backend;        /* the backend (backend_kind_find) that runs its plans; NULL when none */
+    const char *const *fusions; /* the fusion passes lowering applies, in order (compile/lower.c) */
+    int32_t n_fusions;
     const tgt_op_rule *ops;
     int32_t n_ops;
     const tgt_state_rule *rules;

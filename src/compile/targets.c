@@ -130,15 +130,21 @@ static const tgt_state_rule ane_rules[] = {
 
 /* ---- the profiles ----------------------------------------------------------------------------- */
 
+/* The CPU backend's fused jobs (backend_vtable exec_matmul_group, exec_conv_step) and values
+ * computed straight into a state's back buffer. The ANE leaves fusion to the Core ML compiler;
+ * there is no CUDA backend to fuse for. */
+static const char *const cpu_fusions[] = {"direct_write", "conv_step", "matmul_group"};
+
 #define N(a) (int32_t)(sizeof(a) / sizeof((a)[0]))
 static const tgt_profile profiles[] = {
-    {"cpu", "statelm's CPU backend (reference kernels)", {"cpu", 50e9, 20e9}, {"cpu", 50e9, 20e9}, true, NULL,
-     cpu_ops, N(cpu_ops), cpu_rules, N(cpu_rules)},
+    {"cpu", "statelm's CPU backend", {"cpu", 50e9, 20e9}, {"cpu", 50e9, 20e9}, true, NULL, "cpu", cpu_fusions,
+     N(cpu_fusions), cpu_ops, N(cpu_ops), cpu_rules, N(cpu_rules)},
     {"cuda", "statelm's CUDA backend (not written yet: everything falls back to the CPU)", {"cuda", 60e12, 3e12},
-     {"cpu", 50e9, 20e9}, false, "statelm has no CUDA backend yet", cuda_ops, N(cuda_ops), cuda_rules, N(cuda_rules)},
+     {"cpu", 50e9, 20e9}, false, "statelm has no CUDA backend yet", NULL, NULL, 0, cuda_ops, N(cuda_ops), cuda_rules,
+     N(cuda_rules)},
     {"ane", "Apple Neural Engine through Core ML (rules from the field reports)", {"ane", 15e12, 60e9},
-     {"cpu", 50e9, 20e9}, false, "the Neural Engine is not on this machine: plans are simulated on the CPU", ane_ops,
-     N(ane_ops), ane_rules, N(ane_rules)},
+     {"cpu", 50e9, 20e9}, false, "the Neural Engine is not on this machine: plans are simulated on the CPU", NULL,
+     NULL, 0, ane_ops, N(ane_ops), ane_rules, N(ane_rules)},
 };
 
 int32_t tgt_count(void) { return N(profiles); }

@@ -51,85 +51,6 @@ static slm_status share_model_cache(const slm_model *model, backend *be, slm_err
     return st;
 }
 
-/* Values whose only use is a static write of a whole double-buffered f32 state are computed
- * straight into the state's back buffer, so the write copies nothing (the DeltaNet state: 18 MiB
- * a token on Qwen3.5-0.8B). Only for states written once per function; the back buffer becomes
- * current only when the write itself runs, so reads in between still see the old state. */
-static void find_direct_writes(slm_session *s) {
-    const g_program *p = s->prog;
-    for (int32_t t = 0; t < p->n_tensors; t++) s->direct_state[t] = -1;
-    for (int32_t f = 0; f < p->n_functions; f++) {
-        const g_function *fn = &p->functions[f];
-        for (int32_t i = 0; i < fn->n_nodes; i++) {
-            const g_node *w = &p->nodes[fn->nodes[i]];
-            if (w->op != G_OP_STATE_WRITE) continue;
-            int32_t si = w->p.write.state, t = w->in[0], writes = 0, uses = 0;
-            const g_state *st = &p->states[si];
-            const g_tensor *v = &p->tensors[t];
-            if (!s->states[si].double_buffered || st->dtype != SLM_DTYPE_F32 || v->storage != G_ACTIVATION || v->n_mask)
-                continue;
-            bool whole = true;
-            for (int d = 0; d < 4; d++) {
-                const g_affine *b = &w->p.write.begin[d];
-                whole &= b->base == 0 && !b->has_n && !b->has_pos && v->ne[d] == st->ne[d];
-                whole &= d == st->n_dims - 1 || st->alloc_ne[d] == st->ne[d]; /* logical = prefix */
-            }
-            for (int32_t j = 0; j < fn->n_nodes; j++) {
-                const g_node *nd = &p->nodes[fn->nodes[j]];
-                writes += nd->op == G_OP_STATE_WRITE && nd->p.write.state == si;
-                for (int k = 0; k < nd->n_in; k++) uses += nd->in[k] == t;
-            }
-            if (whole && writes == 1 && uses == 1 && t != fn->logits) s->direct_state[t] = si;
-        }
-    }
-}
-
-/* Marks the causal-conv steps the backend may run as one job (backend_vtable.exec_conv_step): at
- * position i of a function,
- *   i      xc = CONCAT(state_read(s), x) along axis 1        (C, K - 1 + n)
- *   i + 1  SLICE(xc, axis 1, [n, n + K - 1)), computed into s's back buffer (direct_state)
- *   i + 2  STATE_WRITE(s) of that slice, its only write of s
- *   i + 3  y = CONV1D(xc, w)                                   (C, n)
- *   i + 4  SILU(y), taken in when y has no other use
- * with xc read by the SLICE and the CONV1D only. conv_step[node of i] = the number of nodes. */
-static slm_status find_conv_steps(slm_session *s, slm_err *e) {
-    const g_program *p = s->prog;
-    int32_t *uses = al_calloc(&s->alloc, (size_t)p->n_tensors, sizeof(int32_t));
-    if (!uses) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    for (int32_t f = 0; f < p->n_functions; f++) {
-        const g_function *fn = &p->functions[f];
-        memset(uses, 0, (size_t)p->n_tensors * sizeof(int32_t));
-        for (int32_t i = 0; i < fn->n_nodes; i++) {
-            const g_node *nd = &p->nodes[fn->nodes[i]];
-            for (int k = 0; k < nd->n_in; k++) uses[nd->in[k]]++;
-        }
-        for (int32_t i = 0; i + 3 < fn->n_nodes; i++) {
-            const g_node *cat = &p->nodes[fn->nodes[i]], *sl = &p->nodes[fn->nodes[i + 1]],
-                         *wr = &p->nodes[fn->nodes[i + 2]], *cv = &p->nodes[fn->nodes[i + 3]];
-            if (cat->op != G_OP_CONCAT || cat->p.concat.axis != 1) continue;
-            const g_tensor *st = &p->tensors[cat->in[0]];
-            int32_t xc = cat->out[0], si = st->src;
-            if (st->storage != G_STATE_VIEW || st->n_dims != 2 || uses[xc] != 2 || xc == fn->logits) continue;
-            const g_affine *begin = &sl->p.slice.begin;
-            if (sl->op != G_OP_SLICE || sl->in[0] != xc || sl->p.slice.axis != 1 || begin->base != 0 ||
-                !begin->has_n || begin->has_pos || s->direct_state[sl->out[0]] != si)
-                continue;
-            if (wr->op != G_OP_STATE_WRITE || wr->in[0] != sl->out[0] || wr->p.write.state != si) continue;
-            if (cv->op != G_OP_CONV1D || cv->in[0] != xc || p->tensors[cv->in[1]].ne[0] != st->ne[1] + 1) continue;
-            uint8_t span = 4;
-            if (i + 4 < fn->n_nodes) {
-                const g_node *act = &p->nodes[fn->nodes[i + 4]];
-                if (act->op == G_OP_SILU && act->in[0] == cv->out[0] && uses[cv->out[0]] == 1 &&
-                    cv->out[0] != fn->logits)
-                    span = 5;
-            }
-            s->conv_step[fn->nodes[i]] = span;
-        }
-    }
-    al_free(&s->alloc, uses);
-    return SLM_OK;
-}
-
 /* Range of valid token ids: rows of the table the EMBED of the decode function's token input reads. */
 static int32_t token_id_limit(const g_program *p, int32_t fn) {
     const g_function *f = &p->functions[fn];
@@ -140,21 +61,42 @@ static int32_t token_id_limit(const g_program *p, int32_t fn) {
     return 0;
 }
 
-slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
-                               slm_dtype kv_dtype, slm_session **out, slm_err *e) {
+slm_status sess_backend(const slm_model *model, const tgt_profile *t, int32_t n_threads, const char *kernels,
+                        bool no_repack, backend **out, slm_err *e) {
+    *out = NULL;
+    int32_t kind = t->executable ? backend_kind_find(t->backend) : -1;
+    if (kind < 0) return err_set(e, SLM_ERR_UNSUPPORTED, "target %s is not executable here: %s", t->name, t->executable_why);
+    backend_params bp = {.kind = (backend_kind)kind,
+                         .n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1,
+                         .kernels = kernels,
+                         .no_repack = no_repack};
+    slm_status st = backend_create(model ? &model->alloc : &al_default, &bp, out, e);
+    if (st == SLM_OK && model && (st = share_model_cache(model, *out, e))) {
+        (*out)->vt->destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, int32_t n_threads, slm_session **out,
+                            slm_err *e) {
     *out = NULL;
     slm_status st;
     const slm_allocator *a = model ? &model->alloc : &al_default;
     slm_session *s = al_calloc(a, 1, sizeof *s);
     if (!s) {
-        graph_destroy(prog);
+        slm_plan_destroy(pl);
+        be->vt->destroy(be);
         return err_set(e, SLM_ERR_NOMEM, "out of memory");
     }
+    g_program *prog = pl->legal;
     s->model = model;
     s->alloc = *a;
+    s->plan = pl;
     s->prog = prog;
-    s->n_ctx = n_ctx;
-    s->kv_dtype = kv_dtype;
+    s->be = be;
+    s->n_ctx = pl->n_ctx;
+    s->kv_dtype = pl->kv_dtype;
     s->n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1;
     s->fn_decode = graph_find_function(prog, "decode");
     s->fn_prefill = graph_find_function(prog, "prefill");
@@ -162,23 +104,19 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
         st = err_set(e, SLM_ERR_INVALID_ARG, "the program has no decode function");
         goto fail;
     }
+    if (!pl->lowered || strcmp(pl->kernels, be->vt->kernels(be)) != 0) {
+        st = err_set(e, SLM_ERR_INVALID_ARG, "the plan was compiled for the %s kernels, the session runs %s",
+                     pl->kernels[0] ? pl->kernels : "(no backend)", be->vt->kernels(be));
+        goto fail;
+    }
     if (s->fn_prefill < 0) s->fn_prefill = s->fn_decode;
     s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
     s->n_token_ids = token_id_limit(prog, s->fn_decode);
-    backend_params bp = {.kind = BACKEND_CPU, .n_threads = s->n_threads, .reference_kernels = false};
-    if ((st = backend_create(&s->alloc, &bp, &s->be, e))) goto fail;
-    if (model && (st = share_model_cache(model, s->be, e))) goto fail;
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
     s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
-    s->direct_state = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(int32_t));
-    s->conv_step = al_calloc(&s->alloc, (size_t)prog->n_nodes + 1, 1);
-    s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
+    s->history = al_calloc(&s->alloc, (size_t)s->n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
-    if (getenv("SLM_PROFILE") && !(s->profile = al_calloc(&s->alloc, 1, sizeof *s->profile))) {
-        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    if (!s->states || !s->tensor_ptr || !s->direct_state || !s->conv_step || !s->history || !s->logits) {
+    if (!s->states || !s->tensor_ptr || !s->history || !s->logits) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -187,7 +125,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
         const g_state *gs = &prog->states[i];
         sess_state *ss = &s->states[i];
         ss->bytes = state_bytes(gs);
-        ss->double_buffered = gs->role == SLM_STATE_CONV || gs->role == SLM_STATE_RECURRENT;
+        ss->double_buffered = plan_state_double_buffered(gs);
         if (ss->double_buffered) {
             s->has_recurrent = true;
             s->ckpt_bytes += ss->bytes;
@@ -212,14 +150,50 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
             off += (ss->bytes + AL_ALIGN - 1) & ~(size_t)(AL_ALIGN - 1);
         }
     }
-    find_direct_writes(s);
-    if ((st = find_conv_steps(s, e))) goto fail;
     if ((st = sess_ckpt_init(s, 0, 0, NULL, e))) goto fail;
     *out = s;
     return SLM_OK;
 fail:
     slm_session_destroy(s);
     return st;
+}
+
+/* Compiles prog for the CPU target on a new backend and makes a session of it. */
+static slm_status create_compiled(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
+                                  slm_dtype kv_dtype, const char *kernels, bool no_repack, slm_session **out,
+                                  slm_err *e) {
+    *out = NULL;
+    const tgt_profile *t = tgt_find("cpu");
+    backend *be = NULL;
+    slm_plan *pl = NULL;
+    slm_status st = sess_backend(model, t, n_threads, kernels, no_repack, &be, e);
+    if (st) {
+        graph_destroy(prog);
+        return st;
+    }
+    if ((st = plan_create_program(model, prog, t, n_ctx, kv_dtype, 0, be, &pl, e))) {
+        be->vt->destroy(be);
+        return st;
+    }
+    return sess_create_plan(model, pl, be, n_threads, out, e);
+}
+
+slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
+                               slm_dtype kv_dtype, const char *kernels, slm_session **out, slm_err *e) {
+    return create_compiled(model, prog, n_threads, n_ctx, kv_dtype, kernels, false, out, e);
+}
+
+/* Checkpoints and the abort callback from the public params. */
+static slm_status apply_params(slm_session *s, const slm_session_params *p, slm_err *e) {
+    s->abort_fn = p->abort_fn;
+    s->abort_user_data = p->abort_user_data;
+    return sess_ckpt_init(s, p->checkpoint_interval, p->checkpoint_budget_mib, p->checkpoint_dir, e);
+}
+
+static slm_session_params params_or_default(const slm_session_params *params) {
+    slm_session_params p = slm_session_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    return p;
 }
 
 SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_params *params, slm_session **out,
@@ -229,8 +203,7 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     if (out) *out = NULL;
     if (err && err_cap) err[0] = '\0';
     slm_status st = SLM_OK;
-    slm_session_params p = slm_session_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_session_params p = params_or_default(params);
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
     g_program *prog = NULL;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
@@ -239,15 +212,58 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = sess_create_program(model, prog, p.n_threads, n_ctx, p.kv_dtype, out, &e);
+        st = create_compiled(model, prog, p.n_threads, n_ctx, p.kv_dtype, p.kernels, p.no_repack, out, &e);
+    if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
+        slm_session_destroy(*out);
+        *out = NULL;
+    }
+    err_copy_out(&e, err, err_cap);
+    return st;
+}
+
+SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const slm_plan *plan,
+                                                const slm_session_params *params, slm_session **out, char *err,
+                                                size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    if (err && err_cap) err[0] = '\0';
+    slm_session_params p = params_or_default(params);
+    slm_status st = SLM_OK;
+    uint8_t fm[16] = {0}, fp[16] = {0};
+    if (model) slm_model_fingerprint(model, fm);
+    if (plan && plan->model) slm_model_fingerprint(plan->model, fp);
+    const char *kernels = p.kernels && *p.kernels && strcmp(p.kernels, "auto") ? p.kernels : NULL;
+    if (!model || !plan || !out)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create_from_plan: model, plan and out are required");
+    else if (!plan->model || memcmp(fm, fp, sizeof fm) != 0)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for another model (fingerprints differ)");
+    else if (!plan->target->executable)
+        st = err_set(&e, SLM_ERR_UNSUPPORTED, "a plan for target %s cannot run here: %s", plan->target->name,
+                     plan->target->executable_why);
+    else if (p.n_ctx != 0 && p.n_ctx != plan->n_ctx)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for a %d-token context, not %d", plan->n_ctx, p.n_ctx);
+    else if (params && p.kv_dtype != plan->kv_dtype)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not %s",
+                     slm_dtype_name(plan->kv_dtype), slm_dtype_name(p.kv_dtype));
+    else if (kernels && strcmp(kernels, plan->kernels) != 0)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for the %s kernels, not %s", plan->kernels, kernels);
     if (st == SLM_OK) {
-        (*out)->abort_fn = p.abort_fn;
-        (*out)->abort_user_data = p.abort_user_data;
-        st = sess_ckpt_init(*out, p.checkpoint_interval, p.checkpoint_budget_mib, p.checkpoint_dir, &e);
-        if (st) {
-            slm_session_destroy(*out);
-            *out = NULL;
+        backend *be = NULL;
+        slm_plan *copy = NULL;
+        if ((st = sess_backend(model, plan->target, p.n_threads, plan->kernels, p.no_repack, &be, &e)) == SLM_OK) {
+            if (!(copy = plan_clone_exec(plan))) {
+                be->vt->destroy(be);
+                st = err_set(&e, SLM_ERR_NOMEM, "out of memory copying the plan");
+            } else {
+                copy->model = model;
+                st = sess_create_plan(model, copy, be, p.n_threads, out, &e);
+            }
         }
+    }
+    if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
+        slm_session_destroy(*out);
+        *out = NULL;
     }
     err_copy_out(&e, err, err_cap);
     return st;
@@ -259,26 +275,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void profile_print(const sess_profile *pf) {
-    double total = 0;
-    for (int op = 0; op < G_OP_COUNT; op++) total += pf->seconds[op];
-    if (total <= 0) return;
-    double per_token = 1e3 / (double)(pf->tokens ? pf->tokens : 1);
-    fprintf(stderr, "SLM_PROFILE: %lld tokens, %.3f ms of kernels and %.3f ms of calls per token\n",
-            (long long)pf->tokens, total * per_token, pf->call_seconds * per_token);
-    fprintf(stderr, "%-14s %10s %12s %12s %7s\n", "op", "calls", "ms", "us/call", "share");
-    for (int op = 0; op < G_OP_COUNT; op++) {
-        if (!pf->calls[op]) continue;
-        fprintf(stderr, "%-14s %10lld %12.3f %12.3f %6.1f%%\n", g_op_name((g_op)op), (long long)pf->calls[op],
-                1e3 * pf->seconds[op], 1e6 * pf->seconds[op] / (double)pf->calls[op], 100.0 * pf->seconds[op] / total);
-    }
-}
-
 SLM_API void slm_session_destroy(slm_session *s) {
     if (!s) return;
     slm_allocator a = s->alloc;
-    if (s->profile) profile_print(s->profile);
-    al_free(&a, s->profile);
+    sess_profile_free(s);
     al_free_aligned(&a, s->state_block);
     for (int f = 0; s->prog && f < G_MAX_FUNCTIONS; f++) memplan_free(s->prog, &s->plans[f]);
     sess_ckpt_free(s);
@@ -286,13 +286,11 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->undo_kv);
     al_free(&a, s->states);
     al_free(&a, s->tensor_ptr);
-    al_free(&a, s->direct_state);
-    al_free(&a, s->conv_step);
     al_free(&a, s->history);
     al_free(&a, s->logits);
     al_free_aligned(&a, s->arena);
     if (s->be) s->be->vt->destroy(s->be);
-    graph_destroy(s->prog);
+    slm_plan_destroy(s->plan);
     al_free(&a, s);
 }
 
@@ -369,54 +367,6 @@ static bool views_overlap(const be_view *a, const be_view *b) {
     return pa < pb + view_bytes(b) && pb < pa + view_bytes(a);
 }
 
-#define MATMUL_GROUP_MAX 8
-
-/* A matmul group from f->nodes[i]: the MATMULs of one layer that read the same activation tensor,
- * with nothing between them but RESHAPEs (views, which run no kernel: LFM2 and Qwen3.5 reshape q
- * and k between their projections). Fills members[] with their positions in f->nodes and returns
- * their count; *span is the number of nodes from i through the last member. */
-static int32_t matmul_group(const g_program *p, const g_function *f, int32_t i, int32_t members[MATMUL_GROUP_MAX],
-                            int32_t *span) {
-    const g_node *first = &p->nodes[f->nodes[i]];
-    int32_t n = 0;
-    members[n++] = i;
-    *span = 1;
-    for (int32_t j = i + 1; n < MATMUL_GROUP_MAX && j < f->n_nodes; j++) {
-        const g_node *nd = &p->nodes[f->nodes[j]];
-        if (nd->op == G_OP_RESHAPE) continue;
-        if (nd->op != G_OP_MATMUL || nd->layer != first->layer || nd->in[1] != first->in[1]) break;
-        members[n++] = j;
-        *span = j - i + 1;
-    }
-    return n;
-}
-
-/* Runs the matmul group at positions members[0, len) of f->nodes as one backend job;
- * SLM_ERR_UNSUPPORTED (nothing run) when the backend does not take it or its outputs overlap its
- * inputs. */
-static slm_status run_matmul_group(slm_session *s, const g_function *f, const int32_t *members, int32_t len, int64_t n,
-                                   slm_err *e) {
-    const g_program *p = s->prog;
-    be_view out[MATMUL_GROUP_MAX], in[2 * MATMUL_GROUP_MAX];
-    size_t scratch = 0;
-    for (int32_t j = 0; j < len; j++) {
-        const g_node *nd = &p->nodes[f->nodes[members[j]]];
-        bind_view(s, nd->in[0], n, &in[2 * j]);
-        bind_view(s, nd->in[1], n, &in[2 * j + 1]);
-        bind_view(s, nd->out[0], n, &out[j]);
-        size_t need = s->be->vt->scratch_bytes(s->be, nd, &out[j], &in[2 * j]);
-        if (need > scratch) scratch = need;
-    }
-    for (int32_t j = 0; j < len; j++) {
-        if (views_overlap(&out[j], &in[1])) return SLM_ERR_UNSUPPORTED;
-        for (int32_t k = 0; k < j; k++)
-            if (views_overlap(&out[j], &out[k])) return SLM_ERR_UNSUPPORTED;
-    }
-    slm_status st;
-    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) return st;
-    return s->be->vt->exec_matmul_group(s->be, len, out, in, e);
-}
-
 /* Current storage of state i for this call (the back buffer once written). */
 static uint8_t *state_current(slm_session *s, int32_t i) {
     sess_state *ss = &s->states[i];
@@ -434,26 +384,6 @@ static uint8_t *state_for_write(slm_session *s, int32_t i, bool full) {
     return ss->buf[1 - ss->front];
 }
 
-/* Runs the causal-conv step of find_conv_steps at position i of f (span nodes) as one backend job;
- * SLM_ERR_UNSUPPORTED (nothing run) when the backend does not take it or its output partly
- * overlaps its input. */
-static slm_status run_conv_step(slm_session *s, const g_function *f, int32_t i, int32_t span, int64_t n, slm_err *e) {
-    const g_program *p = s->prog;
-    const g_node *cat = &p->nodes[f->nodes[i]], *sl = &p->nodes[f->nodes[i + 1]], *cv = &p->nodes[f->nodes[i + 3]];
-    const g_node *last = &p->nodes[f->nodes[i + span - 1]];
-    be_view in[3], out[2];
-    bind_view(s, cat->in[0], n, &in[0]);
-    bind_view(s, cat->in[1], n, &in[1]);
-    bind_view(s, cv->in[1], n, &in[2]);
-    bind_view(s, last->out[0], n, &out[0]);
-    bind_view(s, sl->out[0], n, &out[1]); /* the state's back buffer (direct_state) */
-    if (out[0].data != in[1].data && views_overlap(&out[0], &in[1])) return SLM_ERR_UNSUPPORTED;
-    if (!s->be->vt->exec_conv_step) return SLM_ERR_UNSUPPORTED;
-    slm_status st = s->be->vt->exec_conv_step(s->be, out, in, span == 5, e);
-    if (st == SLM_OK) (void)state_for_write(s, p->nodes[f->nodes[i + 2]].p.write.state, true);
-    return st;
-}
-
 static bool write_is_full(const g_program *p, const g_node *nd, int64_t n, int64_t pos) {
     const g_state *st = &p->states[nd->p.write.state];
     const g_tensor *v = &p->tensors[nd->in[0]];
@@ -462,14 +392,98 @@ static bool write_is_full(const g_program *p, const g_node *nd, int64_t n, int64
     return true;
 }
 
+static const g_node *step_node(const slm_session *s, const g_function *f, const plan_step *ps, int32_t k) {
+    return &s->prog->nodes[f->nodes[ps->nodes[k]]];
+}
+
+/* A fused step the backend refused at run time although it took it at compile time. */
+static slm_status refused(slm_err *e, slm_status st, const char *what) {
+    if (st != SLM_ERR_UNSUPPORTED) return st;
+    return err_set(e, SLM_ERR_BACKEND, "the backend refused the planned %s", what);
+}
+
+/* PLAN_STEP_MATMUL_GROUP: the MATMULs of ps as one backend job. */
+static slm_status run_matmul_group(slm_session *s, const g_function *f, const plan_step *ps, int64_t n, slm_err *e) {
+    be_view out[PLAN_STEP_MAX_NODES], in[2 * PLAN_STEP_MAX_NODES];
+    size_t scratch = 0;
+    for (int32_t j = 0; j < ps->n_nodes; j++) {
+        const g_node *nd = step_node(s, f, ps, j);
+        bind_view(s, nd->in[0], n, &in[2 * j]);
+        bind_view(s, nd->in[1], n, &in[2 * j + 1]);
+        bind_view(s, nd->out[0], n, &out[j]);
+        size_t need = s->be->vt->scratch_bytes(s->be, nd, &out[j], &in[2 * j]);
+        if (need > scratch) scratch = need;
+    }
+    for (int32_t j = 0; j < ps->n_nodes; j++) { /* memplan's step lifetimes rule this out */
+        bool overlap = views_overlap(&out[j], &in[1]);
+        for (int32_t k = 0; k < j; k++) overlap |= views_overlap(&out[j], &out[k]);
+        if (overlap) return err_set(e, SLM_ERR_BACKEND, "matmul group output %d overlaps its operands", j);
+    }
+    slm_status st;
+    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) return st;
+    return refused(e, s->be->vt->exec_matmul_group(s->be, ps->n_nodes, out, in, e), "matmul group");
+}
+
+/* PLAN_STEP_CONV_STEP: CONCAT, SLICE (into the state's back buffer), COMMIT, CONV1D [, SILU]. */
+static slm_status run_conv_step(slm_session *s, const g_function *f, const plan_step *ps, int64_t n, slm_err *e) {
+    const g_node *cat = step_node(s, f, ps, 0), *sl = step_node(s, f, ps, 1), *wr = step_node(s, f, ps, 2),
+                 *cv = step_node(s, f, ps, 3), *last = step_node(s, f, ps, ps->n_nodes - 1);
+    be_view in[3], out[2];
+    bind_view(s, cat->in[0], n, &in[0]);
+    bind_view(s, cat->in[1], n, &in[1]);
+    bind_view(s, cv->in[1], n, &in[2]);
+    bind_view(s, last->out[0], n, &out[0]);
+    bind_view(s, sl->out[0], n, &out[1]); /* the state's back buffer (direct_write) */
+    if (out[0].data != in[1].data && views_overlap(&out[0], &in[1]))
+        return err_set(e, SLM_ERR_BACKEND, "conv step output overlaps its input");
+    slm_status st = refused(e, s->be->vt->exec_conv_step(s->be, out, in, ps->n_nodes == 5, e), "conv step");
+    if (st == SLM_OK) (void)state_for_write(s, wr->p.write.state, true);
+    return st;
+}
+
+/* PLAN_STEP_NODE: one node on the backend, with the plan's kernel. */
+static slm_status run_node(slm_session *s, const g_node *nd, const be_call *call, slm_err *e) {
+    be_view in[G_MAX_IN], out[G_MAX_OUT];
+    for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], call->n, &in[k]);
+    if (nd->op == G_OP_STATE_WRITE) {
+        const g_state *gs = &s->prog->states[nd->p.write.state];
+        out[0].dtype = gs->dtype;
+        out[0].n_dims = gs->n_dims;
+        for (int d = 0; d < 4; d++) out[0].ne[d] = gs->alloc_ne[d];
+        out[0].data = state_for_write(s, nd->p.write.state, write_is_full(s->prog, nd, call->n, call->pos));
+    } else {
+        for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], call->n, &out[k]);
+    }
+    size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
+    slm_status st;
+    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) return st;
+    return s->be->vt->exec(s->be, nd, out, in, call, e);
+}
+
+/* Runs step ps of function f. */
+static slm_status run_step(slm_session *s, const g_function *f, const plan_step *ps, be_call *call, slm_err *e) {
+    const g_node *nd = step_node(s, f, ps, 0);
+    switch (ps->kind) {
+    case PLAN_STEP_VIEW:
+        if (nd->op == G_OP_STATE_READ) s->tensor_ptr[nd->out[0]] = state_current(s, nd->p.read.state);
+        return SLM_OK;
+    case PLAN_STEP_COMMIT: (void)state_for_write(s, nd->p.write.state, true); return SLM_OK;
+    case PLAN_STEP_MATMUL_GROUP: return run_matmul_group(s, f, ps, call->n, e);
+    case PLAN_STEP_CONV_STEP: return run_conv_step(s, f, ps, call->n, e);
+    case PLAN_STEP_NODE: call->kernel = ps->kernel; return run_node(s, nd, call, e);
+    }
+    return err_set(e, SLM_ERR_BACKEND, "unknown plan step kind %d", (int)ps->kind);
+}
+
 slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n) {
     g_program *p = s->prog;
     const g_function *f = &p->functions[fn];
+    const plan_fn_exec *x = &s->plan->exec[fn];
     slm_err *e = &s->err;
     memplan *mp = &s->plans[fn];
     slm_status st;
     if (mp->offset == NULL || mp->n != n) {
-        if ((st = memplan_build(p, fn, n, mp, e))) return st;
+        if ((st = plan_memplan(s->plan, fn, n, mp, e))) return st;
     }
     if (mp->arena_bytes > s->arena_bytes) {
         uint8_t *a = al_malloc_aligned(&s->alloc, mp->arena_bytes);
@@ -478,89 +492,39 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         s->arena = a;
         s->arena_bytes = mp->arena_bytes;
     }
+    const int32_t *tensor_state = s->plan->tensor_state;
     for (int32_t t = 0; t < p->n_tensors; t++) {
         s->tensor_ptr[t] = mp->offset[t] != MEMPLAN_NONE ? s->arena + mp->offset[t] : NULL;
-        int32_t si = s->direct_state[t];
+        int32_t si = tensor_state[t];
         if (si >= 0 && p->tensors[t].fn == fn) s->tensor_ptr[t] = s->states[si].buf[1 - s->states[si].front];
     }
     memcpy(s->tensor_ptr[f->tokens], tokens, (size_t)n * sizeof(int32_t));
     for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
-    be_call call = {n, s->pos};
-    be_view in[G_MAX_IN], out[G_MAX_OUT];
-    double call_t0 = s->profile ? now_s() : 0;
-    sess_profile before; /* restored after a function's first call */
-    bool first_call = s->profile && !s->profile->seen[fn];
-    if (first_call) before = *s->profile;
+    be_call call = {n, s->pos, 0};
+    sess_profile *pf = s->profile && s->profile->recording && s->profile->n_calls[fn] < s->profile->cap_calls
+                           ? s->profile
+                           : NULL;
+    double *times = pf ? pf->step_s[fn] + (size_t)pf->n_calls[fn] * (size_t)x->n_steps : NULL;
+    double call_t0 = pf ? now_s() : 0;
     int32_t last_layer = -2;
     st = SLM_OK;
-    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
-        const g_node *nd = &p->nodes[f->nodes[i]];
-        if (nd->layer != last_layer) {
-            last_layer = nd->layer;
+    for (int32_t i = 0; i < x->n_steps && !st; i++) {
+        const plan_step *ps = &x->steps[i];
+        int32_t layer = step_node(s, f, ps, 0)->layer;
+        if (layer != last_layer) {
+            last_layer = layer;
             if (s->abort_fn && s->abort_fn(s->abort_user_data)) {
                 st = err_set(e, SLM_ERR_ABORTED, "aborted by the abort callback");
                 break;
             }
         }
-        if (nd->op == G_OP_STATE_READ) {
-            s->tensor_ptr[nd->out[0]] = state_current(s, nd->p.read.state);
-            continue;
-        }
-        if (nd->op == G_OP_RESHAPE) continue;
-        if (s->conv_step[f->nodes[i]]) {
-            int32_t span = s->conv_step[f->nodes[i]];
-            double t0 = s->profile ? now_s() : 0;
-            st = run_conv_step(s, f, i, span, n, e);
-            if (st == SLM_OK) {
-                if (s->profile) {
-                    s->profile->seconds[G_OP_CONV1D] += now_s() - t0;
-                    s->profile->calls[G_OP_CONV1D]++;
-                }
-                i += span - 1;
-                continue;
-            }
-            if (st != SLM_ERR_UNSUPPORTED) break;
-            st = SLM_OK; /* node by node */
-        }
-        int32_t members[MATMUL_GROUP_MAX], span = 1;
-        int32_t group = nd->op == G_OP_MATMUL && s->be->vt->exec_matmul_group ? matmul_group(p, f, i, members, &span) : 1;
-        if (group > 1) {
-            double t0 = s->profile ? now_s() : 0;
-            st = run_matmul_group(s, f, members, group, n, e);
-            if (st == SLM_OK) {
-                if (s->profile) {
-                    s->profile->seconds[G_OP_MATMUL] += now_s() - t0;
-                    s->profile->calls[G_OP_MATMUL] += group;
-                }
-                i += span - 1; /* the RESHAPEs inside the span are views: nothing to run */
-                continue;
-            }
-            if (st != SLM_ERR_UNSUPPORTED) break;
-            st = SLM_OK; /* one by one */
-        }
-        for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], n, &in[k]);
-        if (nd->op == G_OP_STATE_WRITE) {
-            const g_state *gs = &p->states[nd->p.write.state];
-            out[0].dtype = gs->dtype;
-            out[0].n_dims = gs->n_dims;
-            for (int d = 0; d < 4; d++) out[0].ne[d] = gs->alloc_ne[d];
-            out[0].data = state_for_write(s, nd->p.write.state, write_is_full(p, nd, n, s->pos));
-            if (out[0].data == in[0].data) continue; /* computed in place (find_direct_writes) */
-        } else {
-            for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], n, &out[k]);
-        }
-        size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
-        if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) break;
-        double t0 = s->profile ? now_s() : 0;
-        st = s->be->vt->exec(s->be, nd, out, in, &call, e);
-        if (s->profile) {
-            s->profile->seconds[nd->op] += now_s() - t0;
-            s->profile->calls[nd->op]++;
-        }
+        if (s->trace) s->trace(s->trace_user, fn, i, ps->nodes, ps->n_nodes);
+        double t0 = pf ? now_s() : 0;
+        st = run_step(s, f, ps, &call, e);
+        if (pf) times[i] = now_s() - t0;
     }
     if (st) {
         for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
-        if (first_call) *s->profile = before;
         return st;
     }
     for (int32_t i = 0; i < p->n_states; i++) {
@@ -568,14 +532,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         if (ss->written) ss->front = 1 - ss->front;
         ss->written = false;
     }
-    if (s->profile) {
-        s->profile->tokens += n;
-        s->profile->call_seconds += now_s() - call_t0;
-    }
-    if (first_call) {
-        *s->profile = before;
-        s->profile->seen[fn] = true;
-    }
+    if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
     memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "compile/memplan.h"
+#include "compile/plan.h"
 #include "graph/graph.h"
 #include "model/model.h"
 
@@ -36,22 +37,25 @@ typedef struct sess_state {
     bool written;          /* written during the running call (its back buffer is current) */
 } sess_state;
 
-/* Time per op kind over the session's Program calls, kept when SLM_PROFILE is set in the
- * environment and printed to stderr when the session is destroyed (a diagnostic for benchmarks;
- * the timed nodes run exactly as untimed ones). A function's first call is not counted: it repacks
- * the weights it reads. */
+/* Times of the plan's steps over the session's calls while recording (slm_plan_profile,
+ * runtime/profile.c): a sample per step per completed call, up to cap_calls calls per function.
+ * The timed steps run exactly as untimed ones; a failed call leaves no samples. */
 typedef struct sess_profile {
-    bool seen[G_MAX_FUNCTIONS]; /* the function has completed a call */
-    double seconds[G_OP_COUNT];
-    int64_t calls[G_OP_COUNT];
-    int64_t tokens;      /* tokens processed by the timed calls */
-    double call_seconds; /* wall time of those calls: kernels plus the executor between them */
+    bool recording;
+    int32_t cap_calls;
+    int32_t n_calls[G_MAX_FUNCTIONS];
+    double *step_s[G_MAX_FUNCTIONS]; /* (cap_calls x n_steps of the function), call-major */
+    double *call_s[G_MAX_FUNCTIONS]; /* (cap_calls) wall seconds of each call */
 } sess_profile;
+
+/* Called with every step the executor runs, before it runs (tests record what executes). */
+typedef void (*sess_trace_fn)(void *user, int32_t fn, int32_t step, const int32_t *nodes, int32_t n_nodes);
 
 struct slm_session {
     const slm_model *model;
     slm_allocator alloc;
-    g_program *prog;
+    slm_plan *plan;        /* what the session executes (owned): plan->legal and its steps */
+    g_program *prog;       /* plan->legal */
     int32_t fn_prefill, fn_decode;
     backend *be;
     int32_t n_threads;
@@ -63,17 +67,15 @@ struct slm_session {
     uint8_t *arena;
     size_t arena_bytes;
     void **tensor_ptr;     /* (prog->n_tensors) pointers bound during a call */
-    int32_t *direct_state; /* (prog->n_tensors) state whose back buffer the tensor is computed into
-                            * (its only use is a full write of that state), or -1 */
-    uint8_t *conv_step;    /* (prog->n_nodes) nodes from a CONCAT that runs a causal-conv step as one
-                            * backend job (find_conv_steps), else 0 */
     int32_t pos;
     int32_t *history;      /* (n_ctx) */
     int32_t n_vocab;       /* logits per step */
     int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
     bool logits_valid;     /* logits belong to history[pos - 1] */
-    sess_profile *profile; /* NULL unless SLM_PROFILE is set */
+    sess_profile *profile; /* NULL unless profiling (runtime/profile.c) */
+    sess_trace_fn trace;   /* NULL unless a test traces the executor */
+    void *trace_user;
     slm_abort_fn abort_fn;
     void *abort_user_data;
     slm_err err;
@@ -95,11 +97,21 @@ struct slm_session {
     int32_t undo_pos, undo_from;
 };
 
-/* Creates a session that runs prog (owned by the session from here on, also on failure). model may
- * be NULL for programs built directly (tests, field-report reproductions); prog needs a "decode"
- * function and may have a "prefill" function. n_threads 0 = the model's default (1 without one). */
+/* Creates a session that runs prog (owned by the session from here on, also on failure), compiled
+ * for the CPU target (check, legalise, lower on the session's backend). model may be NULL for
+ * programs built directly (tests, field-report reproductions); prog needs a "decode" function and
+ * may have a "prefill" function. n_threads 0 = the model's default (1 without one); kernels as in
+ * slm_session_params (NULL = the best this CPU has). */
 slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
-                               slm_dtype kv_dtype, slm_session **out, slm_err *e);
+                               slm_dtype kv_dtype, const char *kernels, slm_session **out, slm_err *e);
+/* Creates a session that executes pl (owned from here on, also on failure), which must have been
+ * lowered on be (owned likewise): pl->legal is the session's Program. */
+slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, int32_t n_threads, slm_session **out,
+                            slm_err *e);
+/* The backend of the plan's target for a session: n_threads, kernels and no_repack as in
+ * slm_session_params; shares model's per-model cache. */
+slm_status sess_backend(const slm_model *model, const tgt_profile *t, int32_t n_threads, const char *kernels,
+                        bool no_repack, backend **out, slm_err *e);
 
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
  * history and copies the logits. Inputs must already be validated. */
@@ -112,6 +124,9 @@ slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atom
 slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);
 /* Bytes of one position of KV state i (the row along its position axis), 0 for other states. */
 size_t sess_kv_row_bytes(const slm_session *s, int32_t i);
+
+/* runtime/profile.c: releases s->profile (accepts none). */
+void sess_profile_free(slm_session *s);
 
 /* runtime/state.c */
 slm_status sess_ckpt_init(slm_session *s, int32_t interval, int32_t budget_mib, const char *dir, slm_err *e);

@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "compile/plan.h"
 #include "runtime/session.h"
 
@@ -22,18 +21,7 @@ static int32_t argmax(const float *v, int32_t n) {
 static slm_status open_session(slm_plan *pl, const g_program *p, int32_t n_threads, slm_session **s, slm_err *e) {
     g_program *copy = graph_clone(p);
     if (!copy) return err_set(e, SLM_ERR_NOMEM, "out of memory copying the program");
-    slm_status st = sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, s, e);
-    if (st) return st;
-    backend *ref = NULL;
-    backend_params bp = {.kind = BACKEND_CPU, .n_threads = (*s)->n_threads, .reference_kernels = true};
-    if ((st = backend_create(&(*s)->alloc, &bp, &ref, e))) {
-        slm_session_destroy(*s);
-        *s = NULL;
-        return st;
-    }
-    (*s)->be->vt->destroy((*s)->be);
-    (*s)->be = ref;
-    return SLM_OK;
+    return sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, "ref", s, e);
 }
 
 /* Feeds tokens[0, n) to s (prefill for n > 1, decode for one). */

@@ -215,6 +215,9 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_plan_n_states(NULL), 0);
     assert_null(slm_plan_function_name(NULL, 0));
     assert_int_equal(slm_plan_function_tokens(NULL, 0), 0);
+    assert_int_equal(slm_plan_function_arena_bytes(NULL, 0), 0);
+    assert_null(slm_plan_kernels(NULL));
+    assert_true(slm_plan_function_measured_us(NULL, 0) < 0);
     assert_int_equal(slm_plan_n_nodes(NULL, 0), 0);
     assert_int_equal(slm_plan_n_devices(NULL, 0), 0);
     slm_plan_finding f;
@@ -235,6 +238,12 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_plan_simulate(NULL, &tok, 1, 1, 0, &identical, &first_diff), SLM_ERR_INVALID_ARG);
     assert_false(identical);
     assert_int_equal(first_diff, -1);
+    assert_int_equal(slm_plan_profile(NULL, &tok, 1, 1, 1, 0), SLM_ERR_INVALID_ARG);
+    slm_session *from = (slm_session *)1;
+    char err2[128] = "";
+    assert_int_equal(slm_session_create_from_plan(NULL, NULL, NULL, &from, err2, sizeof err2), SLM_ERR_INVALID_ARG);
+    assert_null(from);
+    assert_true(err2[0] != '\0');
     char *json = (char *)1;
     assert_int_equal(slm_plan_json(NULL, false, &json), SLM_ERR_INVALID_ARG);
     assert_null(json);
@@ -268,6 +277,8 @@ static void null_out_params(void **unused) {
     assert_int_equal(slm_plan_node_at(pl, 0, 0, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_state_at(pl, 0, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_json(pl, false, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_profile(pl, NULL, 4, 1, 1, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_session_create_from_plan(m, pl, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
     slm_plan_destroy(pl);
     slm_session_destroy(s);
     slm_model_destroy(m);

@@ -113,7 +113,7 @@ static void run(backend *be, const g_node *nd, be_view *out, be_view *in, int64_
     err_clear(&e);
     size_t s = be->vt->scratch_bytes(be, nd, out, in);
     if (s) assert_int_equal(be->vt->reserve_scratch(be, s, &e), SLM_OK);
-    be_call call = {n, pos};
+    be_call call = {.n = n, .pos = pos};
     slm_status st = be->vt->exec(be, nd, out, in, &call, &e);
     if (st) fail_msg("exec %s: %s", g_op_name(nd->op), e.msg);
 }

@@ -51,7 +51,7 @@ static void run_deltanet(backend *be, bool chunked, bool tiled, int64_t T, int64
     err_clear(&e);
     size_t scratch = be->vt->scratch_bytes(be, &nd, out, in);
     assert_int_equal(be->vt->reserve_scratch(be, scratch, &e), SLM_OK);
-    be_call call = {T, 0};
+    be_call call = {.n = T, .pos = 0};
     assert_int_equal(be->vt->exec(be, &nd, out, in, &call, &e), SLM_OK);
 }
 
@@ -119,7 +119,7 @@ static void thread_count_does_not_change_bits(void **unused) {
         assert_int_equal(cpu_backend_create_with(&al_default, threads[r], false, CPU_ISA_GENERIC, &be, &e), SLM_OK);
         be_view out = {SLM_DTYPE_F32, 2, {m, cols, 1, 1}, outs[r]};
         assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, &out, in), &e), SLM_OK);
-        be_call call = {cols, 0};
+        be_call call = {.n = cols, .pos = 0};
         assert_int_equal(be->vt->exec(be, &nd, &out, in, &call, &e), SLM_OK);
         be->vt->destroy(be);
     }
@@ -151,7 +151,7 @@ static void state_write_rounds_to_f16(void **unused) {
     slm_err e;
     err_clear(&e);
     assert_int_equal(cpu_backend_create_with(&al_default, 1, false, CPU_ISA_GENERIC, &be, &e), SLM_OK);
-    be_call call = {2, 1}; /* rows 1..2 */
+    be_call call = {.n = 2, .pos = 1}; /* rows 1..2 */
     assert_int_equal(be->vt->exec(be, &nd, &out, &in, &call, &e), SLM_OK);
     assert_int_equal(state[0], 0); /* row 0 untouched */
     assert_int_equal(state[4], 0x3C00);
@@ -160,7 +160,7 @@ static void state_write_rounds_to_f16(void **unused) {
     assert_int_equal(state[7], 0xC100);
     assert_int_equal(state[8], 0x7BFF);
     /* a window past the end is refused, not written */
-    be_call bad = {2, 2};
+    be_call bad = {.n = 2, .pos = 2};
     assert_int_equal(be->vt->exec(be, &nd, &out, &in, &bad, &e), SLM_ERR_BACKEND);
     be->vt->destroy(be);
 }

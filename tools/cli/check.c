@@ -61,6 +61,11 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
             o->force_threads = true;
         } else if (is_plan && !strcmp(a, "--simulate")) {
             o->simulate = true;
+        } else if (is_plan && !strcmp(a, "--profile")) {
+            o->profile = true;
+        } else if (is_plan && (!strcmp(a, "-r") || !strcmp(a, "--reps"))) {
+            if (!VALUE() || !cli_parse_i64(a, v, 1, 1000, &iv)) return 2;
+            o->reps = (int32_t)iv;
         } else if (is_plan && (!strcmp(a, "-n") || !strcmp(a, "--steps"))) {
             if (!VALUE() || !cli_parse_i64(a, v, 1, 1 << 20, &iv)) return 2;
             o->n_steps = (int32_t)iv;
@@ -77,12 +82,20 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
             if (is_plan)
                 puts("usage: statelm plan -m MODEL [--target cpu|cuda|ane] [--json] [--simulate [-n STEPS]\n"
                      "         [-p TEXT | --prompt-ids 1,2,3]] [-c N_CTX] [--kv-f32] [--prefill N]\n"
-                     "         [-t N [--force-threads]]\n"
-                     "  the compute plan: rewrites, per node op/shapes/dtype/device/reason/bytes/FLOPs/share,\n"
-                     "  per state logical and allocated shape and every write's window, totals per device.\n"
+                     "         [--profile [-p P] [-n N] [-r REPS]] [-t N [--force-threads]]\n"
+                     "  the compute plan: the nodes a session executes, in order (a fused node names its pass\n"
+                     "  and the IR nodes it runs), per node op/shapes/dtype/device/kernel/bytes/FLOPs/share,\n"
+                     "  the activation arena per function, per state logical and allocated shape, buffers and\n"
+                     "  every write's window, totals per device, the rewrites legalisation applied.\n"
                      "  --simulate runs the original and the legalised program on the CPU and compares their\n"
                      "  greedy tokens over STEPS (default 64): prints 'identical' or the first differing step\n"
-                     "  (exit status 1). Shapes are in ggml order (ne[0] innermost).");
+                     "  (exit status 1).\n"
+                     "  --profile runs the plan here: REPS (default 3) prefills of P tokens (default 128, the\n"
+                     "  --prompt-ids when given) and N greedy decode steps (default 64), after a warm-up call\n"
+                     "  of each; every node gets its median time per call and share, next to the estimate.\n"
+                     "  With --profile, -p is the prefill length (as in statelm bench), not a text.\n"
+                     "  Environment: SLM_KERNELS selects the CPU kernels the plan is compiled for.\n"
+                     "  Shapes are in ggml order (ne[0] innermost).");
             else
                 puts("usage: statelm check -m MODEL [--target cpu|cuda|ane] [--json] [-c N_CTX] [--kv-f32]\n"
                      "  every node and state write the target rejects or runs elsewhere, with the rule and the\n"
@@ -96,6 +109,20 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
     }
     if (!o->model) {
         cli_fail("%s: -m MODEL is required", cmd);
+        return 2;
+    }
+    if (o->profile) {
+        o->n_profile_prompt = 128;
+        if (o->prompt) {
+            int64_t iv;
+            if (!cli_parse_i64("-p", o->prompt, 2, 1 << 24, &iv)) return 2;
+            o->n_profile_prompt = (int32_t)iv;
+            o->prompt = NULL;
+        }
+        if (!o->reps) o->reps = 3;
+        if (!o->n_prefill) o->n_prefill = o->n_profile_prompt;
+    } else if (o->reps) {
+        cli_fail("plan: -r REPS needs --profile");
         return 2;
     }
     if (o->prompt && o->prompt_ids) {

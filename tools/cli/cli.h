@@ -23,11 +23,14 @@ typedef struct plan_opts {
     const char *prompt_ids;
     bool json;
     bool simulate;
+    bool profile;
     bool force_threads;
     int32_t n_ctx;
     int32_t n_threads;
     int32_t n_steps;
     int32_t n_prefill;
+    int32_t n_profile_prompt; /* --profile: tokens of the timed prefill (-p P) */
+    int32_t reps;             /* --profile: timed prefills */
     slm_dtype kv_dtype;
 } plan_opts;
 /* Parses check/plan options: -1 to continue, else an exit code (0 after --help, 2 on errors). */

@@ -1,10 +1,12 @@
-/* plan.c — `statelm plan -m MODEL --target T [--json] [--simulate] ...`: the compute plan of the
- * model for the target: the check's findings, the rewrites legalisation applied (with precision
- * warnings), per function every node (op, shapes, dtype, device, reason, bytes, FLOPs, share of
- * the cost), totals per device, per state the logical and allocated shapes and each write's window
- * with the rules it keeps. --simulate runs the original and legalised programs on the CPU and
- * compares their greedy tokens: prints "identical" or the first differing step (exit status 1).
- * Exit status 2 on errors. Shapes are printed in ggml order (ne[0] innermost). */
+/* plan.c — `statelm plan -m MODEL --target T [--json] [--simulate] [--profile] ...`: the compute
+ * plan of the model for the target: the check's findings, the rewrites legalisation applied (with
+ * precision warnings), per function the nodes a session executes, in order (a fused node names its
+ * pass and IR nodes; op, shapes, dtype, device, kernel, reason, bytes, FLOPs, share of the cost),
+ * the arena, totals per device, per state the logical and allocated shapes, buffers and each
+ * write's window with the rules it keeps. --simulate runs the original and legalised programs on
+ * the CPU and compares their greedy tokens: prints "identical" or the first differing step (exit
+ * status 1). --profile runs the plan and adds each node's measured median time per call. Exit
+ * status 2 on errors. Shapes are printed in ggml order (ne[0] innermost). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,20 +34,34 @@ static void fmt_num(double v, const char *unit, char *buf, size_t cap) {
     snprintf(buf, cap, k ? "%.2f %s%s" : "%.0f %s%s", v, pre[k], unit);
 }
 
-static void print_function(const slm_plan *pl, int32_t fn) {
+static void print_function(const slm_plan *pl, int32_t fn, bool measured) {
     int32_t n = slm_plan_n_nodes(pl, fn);
-    printf("\nfunction %s: %d nodes, costs for %d token(s) per call\n", slm_plan_function_name(pl, fn), n,
-           slm_plan_function_tokens(pl, fn));
-    printf("  %4s %-13s %-24s %5s %-6s %-5s %10s %11s %6s  %s\n", "#", "op", "name", "layer", "dtype", "dev", "bytes",
-           "flops", "share", "shapes (ggml order) / reason");
+    char arena[32];
+    cli_fmt_bytes(slm_plan_function_arena_bytes(pl, fn), arena, sizeof arena);
+    printf("\nfunction %s: %d nodes executed in this order, costs for %d token(s) per call, %s of activations\n",
+           slm_plan_function_name(pl, fn), n, slm_plan_function_tokens(pl, fn), arena);
+    if (measured)
+        printf("  measured: median %.1f us per call (kernels and the executor between them)\n",
+               slm_plan_function_measured_us(pl, fn));
+    printf("  %4s %-13s %-24s %5s %-6s %-5s %10s %11s %6s%s  %s\n", "#", "op", "name", "layer", "dtype", "dev", "bytes",
+           "flops", "share", measured ? "  median us  share" : "", "kernel / shapes (ggml order) / reason");
     for (int32_t i = 0; i < n; i++) {
         slm_plan_node nd;
         slm_plan_node_at(pl, fn, i, &nd);
-        char b[32], f[32];
+        char b[32], f[32], m[40] = "";
         fmt_num(nd.bytes, "B", b, sizeof b);
         fmt_num(nd.flops, "", f, sizeof f);
-        printf("  %4d %-13s %-24s %5d %-6s %-5s %10s %11s %5.1f%%  %s\n", i, nd.op, nd.name, nd.layer, nd.dtype, nd.device,
-               b, f, 100.0 * nd.cost_share, nd.shapes);
+        if (measured) snprintf(m, sizeof m, "  %9.2f %5.1f%%", nd.measured_us, 100.0 * nd.measured_share);
+        printf("  %4d %-13s %-24s %5d %-6s %-5s %10s %11s %5.1f%%%s  %s\n", i, nd.op, nd.name, nd.layer, nd.dtype,
+               nd.device, b, f, 100.0 * nd.cost_share, m, nd.kernel[0] ? nd.kernel : nd.shapes);
+        if (nd.pass) {
+            printf("  %4s %-13s %s of IR nodes", "", "", nd.pass);
+            for (int32_t k = 0; k < nd.n_ir_nodes; k++) printf("%s#%d", k ? ", " : " ", nd.ir_nodes[k]);
+            if (nd.output_state) printf("; output in state %s", nd.output_state);
+            printf("\n");
+        } else if (nd.output_state) {
+            printf("  %4s %-13s output computed in state %s (direct_write)\n", "", "", nd.output_state);
+        }
         if (nd.reason[0]) printf("  %4s %-13s reason: %s\n", "", "", nd.reason);
     }
     for (int32_t d = 0; d < slm_plan_n_devices(pl, fn); d++) {
@@ -76,7 +92,8 @@ static void print_states(const slm_plan *pl) {
         char dt[32];
         if (s.dtype != s.orig_dtype) snprintf(dt, sizeof dt, "%s->%s", slm_dtype_name(s.orig_dtype), slm_dtype_name(s.dtype));
         else snprintf(dt, sizeof dt, "%s", slm_dtype_name(s.dtype));
-        printf("  %-16s %-10s %-18s -> %-18s %-8s %s\n", s.name, slm_state_role_name(s.role), lo, al, dt, by);
+        printf("  %-16s %-10s %-18s -> %-18s %-8s %s%s\n", s.name, slm_state_role_name(s.role), lo, al, dt, by,
+               s.n_buffers == 2 ? " x 2 (double-buffered)" : "");
         for (int32_t k = 0; k < s.n_writes; k++) {
             slm_plan_write w;
             slm_plan_state_write_at(pl, i, k, &w);
@@ -105,6 +122,16 @@ static int simulation_prompt(const slm_model *m, const plan_opts *o, int32_t **i
     return 0;
 }
 
+/* The prefill of --profile: --prompt-ids, else n ids spread over the vocabulary. */
+static int profile_prompt(const slm_model *m, const plan_opts *o, int32_t **ids, size_t *n) {
+    if (o->prompt_ids) return cli_parse_ids(o->prompt_ids, slm_model_n_vocab(m), ids, n) ? 0 : 2;
+    *n = (size_t)o->n_profile_prompt;
+    if (!(*ids = malloc(*n * sizeof **ids))) return cli_fail("out of memory") + 1;
+    int64_t vocab = slm_model_n_vocab(m);
+    for (size_t i = 0; i < *n; i++) (*ids)[i] = (int32_t)((1 + (int64_t)i * 7919) % vocab);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
     plan_opts o;
     int rc = cli_plan_parse(argc, argv, &o, true);
@@ -121,6 +148,17 @@ int cmd_plan(int argc, char **argv) {
         slm_status st = slm_plan_simulate(pl, prompt, n_prompt, o.n_steps, o.n_threads, &identical, &first_diff);
         if (st != SLM_OK) {
             rc = cli_fail("simulation failed: %s (%s)", slm_plan_errmsg(pl), slm_status_name(st)) + 1;
+            goto done;
+        }
+    }
+    if (o.profile) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        if ((rc = profile_prompt(m, &o, &ids, &n_ids))) goto done;
+        slm_status st = slm_plan_profile(pl, ids, n_ids, o.n_steps, o.reps, o.n_threads);
+        free(ids);
+        if (st != SLM_OK) {
+            rc = cli_fail("profile failed: %s (%s)", slm_plan_errmsg(pl), slm_status_name(st)) + 1;
             goto done;
         }
     }
@@ -142,7 +180,8 @@ int cmd_plan(int argc, char **argv) {
         cli_print_findings(pl);
         printf("\n");
         print_rewrites(pl);
-        for (int32_t fn = 0; fn < slm_plan_n_functions(pl); fn++) print_function(pl, fn);
+        if (slm_plan_kernels(pl)[0]) printf("\nkernels: %s\n", slm_plan_kernels(pl));
+        for (int32_t fn = 0; fn < slm_plan_n_functions(pl); fn++) print_function(pl, fn, o.profile);
         print_states(pl);
     }
     if (o.simulate) {

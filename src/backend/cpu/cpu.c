@@ -3,6 +3,7 @@
  * takes the node, else to its reference kernel (kern_ref.c). */
 #include "backend/cpu/cpu.h"
 
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,13 +380,60 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
     return e.pk;
 }
 
+/* Kernel ids of select_kernel / be_call.kernel. */
+enum { CPU_KERNEL_ANY = 0, CPU_KERNEL_REF = 1, CPU_KERNEL_FAST = 2 };
+
+static int32_t cpu_select_kernel(const backend *be, const g_node *nd, const be_view *out, const be_view *in, char *text,
+                                 size_t cap) {
+    const cpu_backend *cb = (const cpu_backend *)be;
+    const char *op = g_op_name(nd->op);
+    if (!cb->use_fast || !cpu_fast_lookup(nd, out, in)) {
+        snprintf(text, cap, "ref %s", op);
+        return CPU_KERNEL_REF;
+    }
+    const char *isa = cpu_isa_name(cb->isa->level);
+    uint32_t wt = in[0].dtype;
+    if (nd->op == G_OP_MATMUL && cpu_mm_is_quant(wt)) {
+        bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
+        snprintf(text, cap, "%s %s x 8-bit activations%s", isa, slm_dtype_name((slm_dtype)wt),
+                 tiles ? ", 16-row tiles" : "");
+    } else if (nd->op == G_OP_MATMUL || nd->op == G_OP_EMBED) {
+        snprintf(text, cap, "%s %s %s", isa, op, slm_dtype_name((slm_dtype)wt));
+    } else {
+        snprintf(text, cap, "%s %s", isa, op);
+    }
+    return CPU_KERNEL_FAST;
+}
+
+static bool cpu_takes_matmul_group(const backend *be, int32_t n, const be_view *out, const be_view *in, char *text,
+                                   size_t cap) {
+    const cpu_backend *cb = (const cpu_backend *)be;
+    if (!cb->use_fast || !cpu_matmul_group_takes(n, out, in)) return false;
+    uint32_t wt = in[0].dtype;
+    bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
+    snprintf(text, cap, "%s %d x %s, activations quantised once%s", cpu_isa_name(cb->isa->level), n,
+             slm_dtype_name((slm_dtype)wt), tiles ? ", 16-row tiles" : "");
+    return true;
+}
+
+static bool cpu_takes_conv_step(const backend *be, const be_view *out, const be_view *in, bool silu, char *text,
+                                size_t cap) {
+    const cpu_backend *cb = (const cpu_backend *)be;
+    if (!cb->use_fast || !cpu_conv_step_takes(out, in)) return false;
+    snprintf(text, cap, "%s conv step%s", cpu_isa_name(cb->isa->level), silu ? " + SILU" : "");
+    return true;
+}
+
 static slm_status cpu_exec(backend *be, const g_node *nd, const be_view *out, const be_view *in, const be_call *call,
                            slm_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
-    if (cb->use_fast) {
+    if (call->kernel != CPU_KERNEL_REF && cb->use_fast) {
         const cpu_fast_kernel *k = cpu_fast_lookup(nd, out, in);
         if (k) return k->run(cb, nd, out, in, call, e);
     }
+    if (call->kernel == CPU_KERNEL_FAST)
+        return err_set(e, SLM_ERR_BACKEND, "cpu: the planned %s kernel does not take these operands",
+                       g_op_name(nd->op));
     cpu_kernel_fn fn = cpu_ref_kernels[nd->op];
     if (!fn) return err_set(e, SLM_ERR_UNSUPPORTED, "cpu: no kernel for %s", g_op_name(nd->op));
     return fn(cb, nd, out, in, call, e);
@@ -513,6 +561,9 @@ const backend_vtable backend_vtable_cpu = {
     .exec = cpu_exec,
     .exec_matmul_group = cpu_exec_matmul_group,
     .exec_conv_step = cpu_exec_conv_step,
+    .select_kernel = cpu_select_kernel,
+    .takes_matmul_group = cpu_takes_matmul_group,
+    .takes_conv_step = cpu_takes_conv_step,
     .reserve_scratch = cpu_reserve,
     .kernels = cpu_backend_kernels,
     .cache_create = cpu_cache_create,

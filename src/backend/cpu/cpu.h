@@ -234,12 +234,16 @@ typedef struct cpu_fast_kernel {
 /* backend_vtable.exec_matmul_group for the fast kernels (kern_fast.c): quantised weights of one
  * dtype and depth; the activations are quantised once and all matrices' row tiles are one job. */
 slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, const be_view *in, slm_err *e);
+/* Whether cpu_matmul_group runs this group (shapes and dtypes; in[2 i + 1] must be one view). */
+bool cpu_matmul_group_takes(int32_t n, const be_view *out, const be_view *in);
 
 /* backend_vtable.exec_conv_step for the fast kernels (kern_fast.c): f32 operands, up to
  * CPU_CONV_STEP_MAX_TOKENS tokens (decode and short prefills; longer runs go node by node, where the
  * copies are small next to the matmuls). */
 #define CPU_CONV_STEP_MAX_TOKENS 8
 slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in, bool silu, slm_err *e);
+/* Whether cpu_conv_step runs a step of these shapes and dtypes. */
+bool cpu_conv_step_takes(const be_view *out, const be_view *in);
 
 /* The fast kernel for this node, or NULL (then the reference kernel runs). */
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);

@@ -168,15 +168,21 @@ static void mm_group_task(void *vctx, int64_t task, int32_t thread) {
     mm_task(&g->mm[i], task - g->first_task[i], thread);
 }
 
-slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, const be_view *in, slm_err *e) {
-    if (n < 2 || n > MM_GROUP_MAX) return SLM_ERR_UNSUPPORTED;
+bool cpu_matmul_group_takes(int32_t n, const be_view *out, const be_view *in) {
+    if (n < 2 || n > MM_GROUP_MAX) return false;
     uint32_t wt = in[0].dtype;
     for (int32_t i = 0; i < n; i++) {
         const be_view *w = &in[2 * i], *x = &in[2 * i + 1];
         if (!mm_supports(NULL, &out[i], w) || !cpu_mm_is_quant(w->dtype) || w->dtype != wt || w->ne[0] != in[0].ne[0] ||
             x->data != in[1].data || ncols(x) != ncols(&in[1]))
-            return SLM_ERR_UNSUPPORTED;
+            return false;
     }
+    return true;
+}
+
+slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, const be_view *in, slm_err *e) {
+    if (!cpu_matmul_group_takes(n, out, in)) return SLM_ERR_UNSUPPORTED;
+    uint32_t wt = in[0].dtype;
     uint8_t *act = quantise_act(cb, wt, in[1].data, in[0].ne[0], ncols(&in[1]), e);
     if (!act) return SLM_ERR_NOMEM;
     mm_group_ctx g;
@@ -385,15 +391,19 @@ static void conv_step_task(void *vctx, int64_t task, int32_t thread) {
     }
 }
 
+bool cpu_conv_step_takes(const be_view *out, const be_view *in) {
+    for (int i = 0; i < 3; i++)
+        if (!is_f32(&in[i])) return false;
+    if (!is_f32(&out[0]) || !is_f32(&out[1])) return false;
+    int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1], K = in[2].ne[0];
+    return n >= 1 && n <= CPU_CONV_STEP_MAX_TOKENS && S >= 1 && K == S + 1 && S + n <= CONV_STEP_COLS &&
+           nel(&in[0]) == C * S && nel(&in[2]) == K * C && nel(&out[0]) == C * n && nel(&out[1]) == C * S;
+}
+
 slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in, bool silu, slm_err *e) {
     (void)e;
-    for (int i = 0; i < 3; i++)
-        if (!is_f32(&in[i])) return SLM_ERR_UNSUPPORTED;
-    if (!is_f32(&out[0]) || !is_f32(&out[1])) return SLM_ERR_UNSUPPORTED;
-    int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1], K = in[2].ne[0];
-    if (n < 1 || n > CPU_CONV_STEP_MAX_TOKENS || S < 1 || K != S + 1 || S + n > CONV_STEP_COLS ||
-        nel(&in[0]) != C * S || nel(&in[2]) != K * C || nel(&out[0]) != C * n || nel(&out[1]) != C * S)
-        return SLM_ERR_UNSUPPORTED;
+    if (!cpu_conv_step_takes(out, in)) return SLM_ERR_UNSUPPORTED;
+    int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1];
     conv_step_ctx c = {cb->isa, in[0].data, in[1].data, in[2].data, out[0].data, out[1].data, C, S, n, C, silu};
     if (n * C >= PAR_MIN_ELEMS / 8)
         c.per_task = ((C + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 15) / 16 * 16;
