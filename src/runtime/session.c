@@ -141,7 +141,7 @@ static int32_t token_id_limit(const g_program *p, int32_t fn) {
 }
 
 slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
-                               slm_dtype kv_dtype, slm_session **out, slm_err *e) {
+                               slm_dtype kv_dtype, const slm_session_params *opts, slm_session **out, slm_err *e) {
     *out = NULL;
     slm_status st;
     const slm_allocator *a = model ? &model->alloc : &al_default;
@@ -165,7 +165,8 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     if (s->fn_prefill < 0) s->fn_prefill = s->fn_decode;
     s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
     s->n_token_ids = token_id_limit(prog, s->fn_decode);
-    backend_params bp = {.kind = BACKEND_CPU, .n_threads = s->n_threads, .reference_kernels = false};
+    backend_params bp = {.kind = BACKEND_CPU, .n_threads = s->n_threads, .kernels = opts ? opts->kernels : NULL,
+                         .no_repack = opts && opts->no_repack};
     if ((st = backend_create(&s->alloc, &bp, &s->be, e))) goto fail;
     if (model && (st = share_model_cache(model, s->be, e))) goto fail;
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
@@ -174,7 +175,7 @@ slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t 
     s->conv_step = al_calloc(&s->alloc, (size_t)prog->n_nodes + 1, 1);
     s->history = al_calloc(&s->alloc, (size_t)n_ctx, sizeof(int32_t));
     s->logits = al_calloc(&s->alloc, (size_t)s->n_vocab, sizeof(float));
-    if (getenv("SLM_PROFILE") && !(s->profile = al_calloc(&s->alloc, 1, sizeof *s->profile))) {
+    if (opts && opts->profile && !(s->profile = al_calloc(&s->alloc, 1, sizeof *s->profile))) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -239,7 +240,7 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = sess_create_program(model, prog, p.n_threads, n_ctx, p.kv_dtype, out, &e);
+        st = sess_create_program(model, prog, p.n_threads, n_ctx, p.kv_dtype, &p, out, &e);
     if (st == SLM_OK) {
         (*out)->abort_fn = p.abort_fn;
         (*out)->abort_user_data = p.abort_user_data;

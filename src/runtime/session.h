@@ -36,8 +36,8 @@ typedef struct sess_state {
     bool written;          /* written during the running call (its back buffer is current) */
 } sess_state;
 
-/* Time per op kind over the session's Program calls, kept when SLM_PROFILE is set in the
- * environment and printed to stderr when the session is destroyed (a diagnostic for benchmarks;
+/* Time per op kind over the session's Program calls, kept when slm_session_params.profile is set
+ * and printed to stderr when the session is destroyed (a diagnostic for benchmarks;
  * the timed nodes run exactly as untimed ones). A function's first call is not counted: it repacks
  * the weights it reads. */
 typedef struct sess_profile {
@@ -73,7 +73,7 @@ struct slm_session {
     int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
     bool logits_valid;     /* logits belong to history[pos - 1] */
-    sess_profile *profile; /* NULL unless SLM_PROFILE is set */
+    sess_profile *profile; /* NULL unless slm_session_params.profile is set */
     slm_abort_fn abort_fn;
     void *abort_user_data;
     slm_err err;
@@ -97,9 +97,10 @@ struct slm_session {
 
 /* Creates a session that runs prog (owned by the session from here on, also on failure). model may
  * be NULL for programs built directly (tests, field-report reproductions); prog needs a "decode"
- * function and may have a "prefill" function. n_threads 0 = the model's default (1 without one). */
+ * function and may have a "prefill" function. n_threads 0 = the model's default (1 without one).
+ * opts gives kernels, no_repack and profile (slm_session_params); NULL = their defaults. */
 slm_status sess_create_program(const slm_model *model, g_program *prog, int32_t n_threads, int32_t n_ctx,
-                               slm_dtype kv_dtype, slm_session **out, slm_err *e);
+                               slm_dtype kv_dtype, const slm_session_params *opts, slm_session **out, slm_err *e);
 
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
  * history and copies the logits. Inputs must already be validated. */

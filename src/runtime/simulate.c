@@ -22,10 +22,10 @@ static int32_t argmax(const float *v, int32_t n) {
 static slm_status open_session(slm_plan *pl, const g_program *p, int32_t n_threads, slm_session **s, slm_err *e) {
     g_program *copy = graph_clone(p);
     if (!copy) return err_set(e, SLM_ERR_NOMEM, "out of memory copying the program");
-    slm_status st = sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, s, e);
+    slm_status st = sess_create_program(pl->model, copy, n_threads, pl->n_ctx, pl->kv_dtype, NULL, s, e);
     if (st) return st;
     backend *ref = NULL;
-    backend_params bp = {.kind = BACKEND_CPU, .n_threads = (*s)->n_threads, .reference_kernels = true};
+    backend_params bp = {.kind = BACKEND_CPU, .n_threads = (*s)->n_threads, .kernels = "ref"};
     if ((st = backend_create(&(*s)->alloc, &bp, &ref, e))) {
         slm_session_destroy(*s);
         *s = NULL;

@@ -95,8 +95,8 @@ static void assert_runs_identical(slm_plan *pl, const int32_t *tokens, int32_t n
     slm_err e;
     err_clear(&e);
     slm_session *a = NULL, *b = NULL;
-    assert_int_equal(sess_create_program(NULL, graph_clone(pl->orig), 1, pl->n_ctx, SLM_DTYPE_F16, &a, &e), SLM_OK);
-    assert_int_equal(sess_create_program(NULL, graph_clone(pl->legal), 2, pl->n_ctx, SLM_DTYPE_F16, &b, &e), SLM_OK);
+    assert_int_equal(sess_create_program(NULL, graph_clone(pl->orig), 1, pl->n_ctx, SLM_DTYPE_F16, NULL, &a, &e), SLM_OK);
+    assert_int_equal(sess_create_program(NULL, graph_clone(pl->legal), 2, pl->n_ctx, SLM_DTYPE_F16, NULL, &b, &e), SLM_OK);
     for (int32_t i = 0; i < n_steps; i++) {
         const float *la = NULL, *lb = NULL;
         assert_int_equal(slm_session_decode(a, tokens[i], &la), SLM_OK);
@@ -157,7 +157,7 @@ static void run_node(g_node *nd, be_view *out, be_view *in, int64_t n, int64_t p
     backend *be = NULL;
     slm_err e;
     err_clear(&e);
-    assert_int_equal(cpu_backend_create(&al_default, 2, &be, &e), SLM_OK);
+    assert_int_equal(cpu_backend_create(&al_default, 2, NULL, &be, &e), SLM_OK);
     be_call call = {n, pos};
     assert_int_equal(be->vt->exec(be, nd, out, in, &call, &e), SLM_OK);
     be->vt->destroy(be);
@@ -247,7 +247,7 @@ static void deltanet_reads_f16_state(void **unused) {
         backend *be = NULL;
         slm_err e;
         err_clear(&e);
-        assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
+        assert_int_equal(cpu_backend_create(&al_default, 1, NULL, &be, &e), SLM_OK);
         assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, out, in), &e), SLM_OK);
         be_call call = {T, 0};
         assert_int_equal(be->vt->exec(be, &nd, out, in, &call, &e), SLM_OK);
@@ -299,7 +299,7 @@ static void report2_slice_mutation(void **unused) {
     slm_err e;
     err_clear(&e);
     slm_session *s = NULL;
-    assert_int_equal(sess_create_program(NULL, graph_clone(p), 1, 64, SLM_DTYPE_F16, &s, &e), SLM_OK);
+    assert_int_equal(sess_create_program(NULL, graph_clone(p), 1, 64, SLM_DTYPE_F16, NULL, &s, &e), SLM_OK);
     const int32_t toks[3] = {1, 2, 3};
     double cache[8] = {0};
     for (int step = 0; step < 3; step++) {
@@ -345,8 +345,8 @@ static void report2_slice_mutation(void **unused) {
     assert_int_equal(pl->residual.n, 0);
     assert_placement_honest(pl);
     slm_session *lo = NULL, *ll = NULL;
-    assert_int_equal(sess_create_program(NULL, graph_clone(pl->orig), 1, 64, SLM_DTYPE_F16, &lo, &e), SLM_OK);
-    assert_int_equal(sess_create_program(NULL, graph_clone(pl->legal), 1, 64, SLM_DTYPE_F16, &ll, &e), SLM_OK);
+    assert_int_equal(sess_create_program(NULL, graph_clone(pl->orig), 1, 64, SLM_DTYPE_F16, NULL, &lo, &e), SLM_OK);
+    assert_int_equal(sess_create_program(NULL, graph_clone(pl->legal), 1, 64, SLM_DTYPE_F16, NULL, &ll, &e), SLM_OK);
     for (int step = 0; step < 8; step++) {
         const float *ya = NULL, *yb = NULL;
         assert_int_equal(slm_session_decode(lo, step % 4, &ya), SLM_OK);

@@ -244,13 +244,15 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
 /* The fast kernel for this node, or NULL (then the reference kernel runs). */
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
 
-/* The CPU backend with n_threads workers (>= 1) and the kernels SLM_KERNELS names (backend_create
- * with reference_kernels false comes here). It may keep repacked copies of quantised (Q4_0, Q4_1,
- * Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be
- * immutable mapped weights that outlive the backend (they always are: activations and states are
- * never quantised). SLM_KERNELS and SLM_REPACK (cpu.c) are read here; SLM_KERNELS naming a kernel
- * tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED and a message naming it. */
-slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
+/* The CPU backend with n_threads workers (>= 1) and the kernels named by kernels (backend_params
+ * kernels: NULL, "" or "auto" = the best tier this CPU has, "ref" = the reference kernels only,
+ * else exactly that tier). It may keep repacked copies of quantised (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)
+ * matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
+ * weights that outlive the backend (they always are: activations and states are never quantised).
+ * A tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED, a value naming no tier with
+ * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
+                              slm_err *e);
 /* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
  * storage; vtable kernels). */
 const char *cpu_backend_kernels(const backend *be);
