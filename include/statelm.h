@@ -313,11 +313,12 @@ typedef struct slm_session_params {
      * or moved to checkpoint_dir when it is set. */
     int32_t checkpoint_budget_mib;
     const char *checkpoint_dir; /* optional folder for spilled checkpoints; must exist */
-    /* CPU kernels: NULL, "" or "auto" = the best tier this CPU has; "ref" = the reference kernels
-     * only; "generic", "neon", "avx2", "avxvnni", "avx512" = exactly that tier. A tier the build
-     * or the CPU lacks fails with SLM_ERR_UNSUPPORTED, an unknown name with SLM_ERR_INVALID_ARG. */
+    /* CPU kernel tier: NULL, "" or "auto" = the best this CPU has; "ref" = the scalar reference
+     * kernels only; "generic", "neon", "avx2", "avxvnni" or "avx512" = exactly that tier. A tier the
+     * build or the CPU lacks fails with SLM_ERR_UNSUPPORTED (never replaced by another), any other
+     * value with SLM_ERR_INVALID_ARG. The library reads no environment variable for this. */
     const char *kernels;
-    bool no_repack;       /* keep quantised weights in their file layout only (no repacked copies) */
+    bool no_repack; /* keep quantised weights in their file layout only (no repacked copies) */
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -338,7 +339,8 @@ SLM_API int32_t slm_session_pos(const slm_session *s);
 SLM_API int32_t slm_session_n_ctx(const slm_session *s);
 SLM_API const slm_model *slm_session_model(const slm_session *s);
 /* The CPU kernels the session runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (the
- * tier chosen from the CPU and SLM_KERNELS when the session was created). Static storage. */
+ * tier chosen from the CPU and slm_session_params.kernels when the session was created). Static
+ * storage. */
 SLM_API const char *slm_session_kernels(const slm_session *s);
 /* Tokens processed so far (borrowed until the next call on s). */
 SLM_API const int32_t *slm_session_history(const slm_session *s, size_t *n);
@@ -447,8 +449,7 @@ typedef struct slm_plan_params {
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
     slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
-    const char *kernels;  /* the CPU kernels an executable target's plan is compiled for (as in
-                           * slm_session_params) */
+    const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
 } slm_plan_params;
 
 SLM_API slm_plan_params slm_plan_params_default(void);

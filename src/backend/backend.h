@@ -34,13 +34,15 @@ typedef enum backend_kind {
     BACKEND_KIND_COUNT
 } backend_kind;
 
-/* What a backend is created with. Zero-initialised: the CPU backend, one thread, the best kernels. */
+/* What a backend is created with. Zero-initialised: the CPU backend, one thread, the best kernels,
+ * weights repacked. */
 typedef struct backend_params {
     backend_kind kind;
-    int32_t n_threads;      /* workers (< 1 is taken as 1) */
-    bool reference_kernels; /* run the reference kernels (the oracle) only, whatever the environment says */
-    const char *kernels;    /* slm_session_params.kernels */
-    bool no_repack;
+    int32_t n_threads;   /* workers (< 1 is taken as 1) */
+    const char *kernels; /* CPU: NULL, "" or "auto" = the best tier this CPU has; "ref" = the reference
+                          * kernels (the oracle) only; "generic", "neon", "avx2", "avxvnni" or
+                          * "avx512" = exactly that tier */
+    bool no_repack;      /* CPU: keep quantised weights in their file layout only */
 } backend_params;
 
 typedef struct backend backend;
@@ -56,7 +58,7 @@ typedef struct be_model_cache {
 struct backend_vtable {
     const char *name;
     /* Creates a backend of this kind (p->kind names it). Returns SLM_OK, or an error with a message
-     * and *out = NULL (CPU: SLM_KERNELS naming a tier the build or the CPU lacks fails with
+     * and *out = NULL (CPU: p->kernels naming a tier the build or the CPU lacks fails with
      * SLM_ERR_UNSUPPORTED, a value naming no tier with SLM_ERR_INVALID_ARG). */
     slm_status (*create)(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e);
     /* Bytes of per-thread scratch the node needs (the executor sizes scratch before a call). */

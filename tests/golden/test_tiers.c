@@ -2,7 +2,8 @@
  * (tests/data/tiny: llama, qwen3, lfm2, qwen35, as F32 and Q8_0 GGUF; attention, conv, DeltaNet,
  * gated RMSNorm, the activations and the quantised matmuls) is fed its golden ids (the prompt as one
  * prefill, then one decode per id) in a session per tier this CPU has (cpu_isa_supported), selected
- * with SLM_KERNELS, and every step's logits must equal those of SLM_KERNELS=generic bit for bit.
+ * with slm_session_params.kernels, and every step's logits must equal those of the generic tier bit
+ * for bit.
  * slm_session_kernels must name the tier. KV in f16 for the Q8_0 files, f32 for the F32 ones. */
 #include "testutil.h"
 
@@ -17,19 +18,18 @@
 static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512};
 #define N_TIERS ((int)(sizeof tiers / sizeof tiers[0]))
 
-/* The logits (n_ids, n_vocab) of the golden ids of arch under SLM_KERNELS=tier. */
+/* The logits (n_ids, n_vocab) of the golden ids of arch with the kernels of tier. */
 static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, const int32_t *ids, int32_t n_prompt,
                        int32_t n_ids, int32_t n_vocab) {
-    assert_int_equal(setenv("SLM_KERNELS", tier, 1), 0);
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = 64;
     sp.kv_dtype = kv_dtype;
     sp.n_threads = 2;
+    sp.kernels = tier;
     slm_session *s = NULL;
     char err[512];
     slm_status st = slm_session_create(m, &sp, &s, err, sizeof err);
-    unsetenv("SLM_KERNELS");
-    if (st != SLM_OK) fail_msg("session with SLM_KERNELS=%s: %s", tier, err);
+    if (st != SLM_OK) fail_msg("session with kernels=%s: %s", tier, err);
     assert_string_equal(slm_session_kernels(s), tier);
     float *rows = calloc((size_t)n_ids * (size_t)n_vocab, sizeof(float));
     assert_non_null(rows);

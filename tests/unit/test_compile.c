@@ -157,7 +157,7 @@ static void run_node(g_node *nd, be_view *out, be_view *in, int64_t n, int64_t p
     backend *be = NULL;
     slm_err e;
     err_clear(&e);
-    assert_int_equal(cpu_backend_create(&al_default, 2, &be, &e), SLM_OK);
+    assert_int_equal(cpu_backend_create(&al_default, 2, NULL, &be, &e), SLM_OK);
     be_call call = {.n = n, .pos = pos};
     assert_int_equal(be->vt->exec(be, nd, out, in, &call, &e), SLM_OK);
     be->vt->destroy(be);
@@ -247,7 +247,7 @@ static void deltanet_reads_f16_state(void **unused) {
         backend *be = NULL;
         slm_err e;
         err_clear(&e);
-        assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
+        assert_int_equal(cpu_backend_create(&al_default, 1, NULL, &be, &e), SLM_OK);
         assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, out, in), &e), SLM_OK);
         be_call call = {.n = T, .pos = 0};
         assert_int_equal(be->vt->exec(be, &nd, out, in, &call, &e), SLM_OK);

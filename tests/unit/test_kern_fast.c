@@ -920,7 +920,8 @@ static void exp_accuracy(void **unused) {
 }
 
 /* A level this CPU or build lacks is never run: creating a backend for it fails with a message
- * naming the level (directly and through SLM_KERNELS), and cpu_isa_get gives a level the CPU has. */
+ * naming the level (directly and through the kernels parameter), and cpu_isa_get gives a level the
+ * CPU has. */
 static void missing_level_refused(void **unused) {
     (void)unused;
     assert_true(cpu_isa_supported(CPU_ISA_GENERIC));
@@ -948,43 +949,35 @@ static void missing_level_refused(void **unused) {
         assert_int_equal(cpu_backend_create_with(&al_default, 2, false, lv, &be, &e), SLM_OK);
         be->vt->destroy(be);
         be = NULL;
-        assert_int_equal(setenv("SLM_KERNELS", name, 1), 0);
         err_clear(&e);
-        slm_status st = cpu_backend_create(&al_default, 2, &be, &e);
-        unsetenv("SLM_KERNELS");
-        assert_int_equal(st, SLM_ERR_UNSUPPORTED);
+        assert_int_equal(cpu_backend_create(&al_default, 2, name, &be, &e), SLM_ERR_UNSUPPORTED);
         assert_null(be);
-        if (!strstr(e.msg, "SLM_KERNELS") || !strstr(e.msg, name)) fail_msg("message: %s", e.msg);
+        if (!strstr(e.msg, "kernels=") || !strstr(e.msg, name)) fail_msg("message: %s", e.msg);
     }
     if (!n_missing) fprintf(stderr, "missing_level_refused: this CPU has every level; nothing refused to check\n");
-    /* a supported level through SLM_KERNELS runs exactly that level */
+    /* a supported level named by the kernels parameter runs exactly that level */
     backend *be = NULL;
     slm_err e;
     err_clear(&e);
-    assert_int_equal(setenv("SLM_KERNELS", "generic", 1), 0);
-    slm_status st = cpu_backend_create(&al_default, 1, &be, &e);
-    unsetenv("SLM_KERNELS");
-    assert_int_equal(st, SLM_OK);
+    assert_int_equal(cpu_backend_create(&al_default, 1, "generic", &be, &e), SLM_OK);
     assert_string_equal(cpu_backend_kernels(be), "generic");
     be->vt->destroy(be);
-    assert_int_equal(cpu_backend_create(&al_default, 1, &be, &e), SLM_OK);
-    assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
+    assert_int_equal(cpu_backend_create(&al_default, 1, "ref", &be, &e), SLM_OK);
+    assert_string_equal(cpu_backend_kernels(be), "ref");
     be->vt->destroy(be);
+    /* NULL, "" and "auto" are the best level this CPU has */
+    const char *autos[] = {NULL, "", "auto"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cpu_backend_create(&al_default, 1, autos[i], &be, &e), SLM_OK);
+        assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
+        be->vt->destroy(be);
+    }
     /* a value that names no tier is refused, not taken as "auto" */
     be = NULL;
     err_clear(&e);
-    assert_int_equal(setenv("SLM_KERNELS", "avx51", 1), 0);
-    st = cpu_backend_create(&al_default, 1, &be, &e);
-    unsetenv("SLM_KERNELS");
-    assert_int_equal(st, SLM_ERR_INVALID_ARG);
+    assert_int_equal(cpu_backend_create(&al_default, 1, "avx51", &be, &e), SLM_ERR_INVALID_ARG);
     assert_null(be);
     if (!strstr(e.msg, "avx51") || !strstr(e.msg, "not a kernel tier")) fail_msg("message: %s", e.msg);
-    assert_int_equal(setenv("SLM_KERNELS", "auto", 1), 0);
-    st = cpu_backend_create(&al_default, 1, &be, &e);
-    unsetenv("SLM_KERNELS");
-    assert_int_equal(st, SLM_OK);
-    assert_string_equal(cpu_backend_kernels(be), cpu_isa_name(cpu_isa_detect()));
-    be->vt->destroy(be);
 }
 
 int main(void) {

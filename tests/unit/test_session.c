@@ -1,12 +1,16 @@
 /* test_session.c — the session contract of statelm.h on the tiny models: a failed call (token id
  * out of range, context overflow, abort callback mid-prefill) leaves the session exactly as it was,
  * so continuing gives bit-identical logits to a session that never saw the failure; reset returns
- * to a fresh state; the thread count does not change a bit; state listings agree with the model's. */
+ * to a fresh state; the thread count does not change a bit; state listings agree with the model's;
+ * the kernel tier and repacking come from the params, never from the environment. */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h" /* white box: cpu_isa_supported, the model's table of repacked weights */
+#include "model/model.h"
 #include "statelm.h"
 
 static slm_model *load(const char *rel) {
@@ -178,11 +182,90 @@ static void states_and_getters(void **unused) {
     slm_model_destroy(m);
 }
 
+static slm_status create_with(const slm_model *m, const char *kernels, bool no_repack, slm_session **s, char *err,
+                              size_t cap) {
+    slm_session_params p = slm_session_params_default();
+    p.n_ctx = 16;
+    p.n_threads = 1;
+    p.kernels = kernels;
+    p.no_repack = no_repack;
+    return slm_session_create(m, &p, s, err, cap);
+}
+
+/* SLM_KERNELS and SLM_REPACK in the environment change nothing the library does (the CLI reads
+ * them); params.kernels naming no tier fails with SLM_ERR_INVALID_ARG, a tier this CPU or build
+ * lacks with SLM_ERR_UNSUPPORTED, each with a message naming the value; no_repack keeps the
+ * quantised weights unrepacked. */
+static void kernels_from_params_not_env(void **unused) {
+    (void)unused;
+    slm_model *m = load("tiny/llama/llama-q8_0.gguf");
+    const char *best = cpu_isa_name(cpu_isa_detect());
+    char err[256];
+    slm_session *s = NULL;
+    assert_int_equal(setenv("SLM_KERNELS", "nonsense", 1), 0);
+    assert_int_equal(setenv("SLM_REPACK", "0", 1), 0);
+    slm_status st = create_with(m, NULL, false, &s, err, sizeof err);
+    if (st != SLM_OK) fail_msg("with SLM_KERNELS=nonsense in the environment: %s", err);
+    assert_string_equal(slm_session_kernels(s), best);
+    const float *l = NULL;
+    assert_int_equal(slm_session_prefill(s, seq, 4, &l), SLM_OK);
+    slm_session_destroy(s);
+    cpu_weight_cache *wc = m->rt_cache;
+    assert_non_null(wc);
+    if (cpu_isa_get(cpu_isa_detect())->repack_tiles) assert_true(wc->n_packs > 0); /* SLM_REPACK=0 ignored */
+    assert_int_equal(create_with(m, "generic", false, &s, err, sizeof err), SLM_OK);
+    assert_string_equal(slm_session_kernels(s), "generic");
+    slm_session_destroy(s);
+    assert_int_equal(setenv("SLM_KERNELS", "ref", 1), 0);
+    assert_int_equal(create_with(m, "", false, &s, err, sizeof err), SLM_OK);
+    assert_string_equal(slm_session_kernels(s), best);
+    slm_session_destroy(s);
+    unsetenv("SLM_KERNELS");
+    unsetenv("SLM_REPACK");
+    assert_int_equal(create_with(m, "ref", false, &s, err, sizeof err), SLM_OK);
+    assert_string_equal(slm_session_kernels(s), "ref");
+    slm_session_destroy(s);
+    s = (slm_session *)&s;
+    assert_int_equal(create_with(m, "nonsense", false, &s, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(s);
+    if (!strstr(err, "nonsense") || !strstr(err, "not a kernel tier")) fail_msg("message: %s", err);
+    /* every tier this machine lacks is refused, never replaced by another */
+    static const cpu_isa_level levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
+                                           CPU_ISA_AVX512};
+    int n_missing = 0;
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        const char *name = cpu_isa_name(levels[i]);
+        if (cpu_isa_supported(levels[i])) {
+            assert_int_equal(create_with(m, name, false, &s, err, sizeof err), SLM_OK);
+            assert_string_equal(slm_session_kernels(s), name);
+            slm_session_destroy(s);
+            continue;
+        }
+        n_missing++;
+        s = (slm_session *)&s;
+        assert_int_equal(create_with(m, name, false, &s, err, sizeof err), SLM_ERR_UNSUPPORTED);
+        assert_null(s);
+        if (!strstr(err, name) || !strstr(err, "cannot run here")) fail_msg("message: %s", err);
+    }
+    /* a machine with every tier (none exist today: NEON and x86 exclude each other) has none to refuse */
+    if (!n_missing) fprintf(stderr, "kernels_from_params_not_env: every tier runs here; nothing refused to check\n");
+    slm_model_destroy(m);
+    /* no_repack: a fresh model whose only session keeps weights in file layout repacks nothing */
+    m = load("tiny/llama/llama-q8_0.gguf");
+    assert_int_equal(create_with(m, NULL, true, &s, err, sizeof err), SLM_OK);
+    assert_int_equal(slm_session_prefill(s, seq, 4, &l), SLM_OK);
+    slm_session_destroy(s);
+    wc = m->rt_cache;
+    assert_true(!wc || wc->n_packs == 0);
+    slm_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(failures_llama), cmocka_unit_test(failures_lfm2),    cmocka_unit_test(failures_qwen35),
         cmocka_unit_test(context_overflow), cmocka_unit_test(abort_lfm2),     cmocka_unit_test(abort_qwen35),
         cmocka_unit_test(reset_and_threads), cmocka_unit_test(states_and_getters),
+        cmocka_unit_test(kernels_from_params_not_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,6 +138,7 @@ int cmd_bench(int argc, char **argv) {
     sp.n_threads = o.n_threads;
     sp.n_ctx = o.n_prompt + o.n_gen > 16 ? o.n_prompt + o.n_gen : 16;
     sp.checkpoint_interval = o.ckpt;
+    cli_apply_env(&sp, NULL);
     slm_session *s = NULL;
     int rc = 1;
     int32_t n_ids = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
@@ -148,6 +149,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     if (slm_session_create(m, &sp, &s, err, sizeof err) != SLM_OK) {
+        cli_name_env(err, sizeof err);
         cli_fail("%s", err);
         goto done;
     }

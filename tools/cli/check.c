@@ -24,7 +24,9 @@ int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl) {
     pp.n_ctx = o->n_ctx;
     pp.kv_dtype = o->kv_dtype;
     pp.n_prefill = o->n_prefill;
+    cli_apply_env(NULL, &pp);
     if ((st = slm_plan_create(*m, &pp, pl, err, sizeof err)) != SLM_OK) {
+        cli_name_env(err, sizeof err);
         cli_fail("%s (%s)", err, slm_status_name(st));
         return 2;
     }

@@ -43,6 +43,13 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* The one place the environment reaches the library: SLM_KERNELS (kernel tier) sets sp->kernels
+ * and pp->kernels, SLM_REPACK=0 sets sp->no_repack.
+ * Either pointer may be NULL. Every command that creates a session or a plan calls it. */
+void cli_apply_env(slm_session_params *sp, slm_plan_params *pp);
+/* Rewrites err from a failed slm_session_create / slm_plan_create in place so that a refused
+ * kernel tier names SLM_KERNELS=<value> when the tier came from the environment. */
+void cli_name_env(char *err, size_t cap);
 /* Prints "statelm: <message>" to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a decimal integer/float option value; false (with a message) when malformed or outside

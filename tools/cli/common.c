@@ -9,6 +9,25 @@
 
 #include "cli.h"
 
+void cli_apply_env(slm_session_params *sp, slm_plan_params *pp) {
+    const char *kernels = getenv("SLM_KERNELS");
+    const char *repack = getenv("SLM_REPACK");
+    if (sp) {
+        sp->kernels = kernels;
+        sp->no_repack = repack && !strcmp(repack, "0");
+    }
+    if (pp) pp->kernels = kernels;
+}
+
+void cli_name_env(char *err, size_t cap) {
+    static const char lib_prefix[] = "kernels=";
+    const char *kernels = getenv("SLM_KERNELS");
+    if (!kernels || strncmp(err, lib_prefix, sizeof lib_prefix - 1)) return;
+    char named[512];
+    snprintf(named, sizeof named, "SLM_KERNELS=%s", err + sizeof lib_prefix - 1);
+    snprintf(err, cap, "%s", named);
+}
+
 int cli_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -368,8 +368,11 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     sp.kv_dtype = o->kv_dtype;
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
-    if ((st = slm_session_create(*m, &sp, s, err, sizeof err)) != SLM_OK)
+    cli_apply_env(&sp, NULL);
+    if ((st = slm_session_create(*m, &sp, s, err, sizeof err)) != SLM_OK) {
+        cli_name_env(err, sizeof err);
         return cli_fail("%s (%s)", err, slm_status_name(st));
+    }
     if ((st = slm_sampler_create(&o->sp, smp)) != SLM_OK) return cli_fail("invalid sampler options (%s)", slm_status_name(st));
     return 0;
 }

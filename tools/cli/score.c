@@ -63,7 +63,8 @@ int cmd_score(int argc, char **argv) {
         slm_session_params sp = slm_session_params_default();
         sp.n_ctx = n_ctx ? (int32_t)n_ctx : (int32_t)n_ids;
         sp.kv_dtype = kv;
-        st = slm_session_create(m, &sp, &s, err, sizeof err);
+        cli_apply_env(&sp, NULL);
+        if ((st = slm_session_create(m, &sp, &s, err, sizeof err)) != SLM_OK) cli_name_env(err, sizeof err);
     }
     if (st != SLM_OK) rc = cli_fail("%s (%s)", err, slm_status_name(st));
     int32_t n_vocab = m ? slm_model_n_vocab(m) : 0;

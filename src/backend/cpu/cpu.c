@@ -503,44 +503,42 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* SLM_KERNELS: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (default: the
- * best level this CPU has). A named level the build or the CPU lacks is refused (never run, never
- * replaced by another); so is a value not in that list (empty means "auto"). SLM_REPACK=0 keeps quantised weights in their
- * file layout only. Read once per backend. */
-slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e) {
-    const char *env = getenv("SLM_KERNELS");
+/* kernels: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (NULL and "" mean
+ * "auto": the best level this CPU has). A named level the build or the CPU lacks is refused (never
+ * run, never replaced by another); so is a value not in that list. */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
+                              slm_err *e) {
     bool use_fast = true;
     cpu_isa_level isa = cpu_isa_detect();
-    if (env) {
-        if (!strcmp(env, "ref")) use_fast = false;
-        else if (!strcmp(env, "generic")) isa = CPU_ISA_GENERIC;
-        else if (!strcmp(env, "neon")) isa = CPU_ISA_NEON;
-        else if (!strcmp(env, "avx2")) isa = CPU_ISA_AVX2;
-        else if (!strcmp(env, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
-        else if (!strcmp(env, "avx512")) isa = CPU_ISA_AVX512;
-        else if (*env && strcmp(env, "auto")) {
+    if (kernels) {
+        if (!strcmp(kernels, "ref")) use_fast = false;
+        else if (!strcmp(kernels, "generic")) isa = CPU_ISA_GENERIC;
+        else if (!strcmp(kernels, "neon")) isa = CPU_ISA_NEON;
+        else if (!strcmp(kernels, "avx2")) isa = CPU_ISA_AVX2;
+        else if (!strcmp(kernels, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
+        else if (!strcmp(kernels, "avx512")) isa = CPU_ISA_AVX512;
+        else if (*kernels && strcmp(kernels, "auto")) {
             *out = NULL;
             return err_set(e, SLM_ERR_INVALID_ARG,
-                           "SLM_KERNELS=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512 or auto", env);
+                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512 or auto", kernels);
         }
     }
     const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;
     if (missing) {
         *out = NULL;
-        return err_set(e, SLM_ERR_UNSUPPORTED, "SLM_KERNELS=%s: the %s kernels cannot run here: %s%s", env ? env : "",
-                       cpu_isa_name(isa), strcmp(missing, "not built in") ? "this CPU lacks " : "", missing);
+        return err_set(e, SLM_ERR_UNSUPPORTED, "kernels=%s: the %s kernels cannot run here: %s%s",
+                       kernels ? kernels : "", cpu_isa_name(isa), strcmp(missing, "not built in") ? "this CPU lacks " : "",
+                       missing);
     }
-    slm_status st = cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
-    const char *rp = getenv("SLM_REPACK");
-    if (st == SLM_OK && rp && !strcmp(rp, "0")) cpu_backend_set_repack(*out, false);
-    return st;
+    return cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
 }
 
 /* ---- the vtable ------------------------------------------------------------------------------- */
 
 static slm_status cpu_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {
-    if (p->reference_kernels) return cpu_backend_create_with(a, p->n_threads, false, CPU_ISA_GENERIC, out, e);
-    return cpu_backend_create(a, p->n_threads, out, e);
+    slm_status st = cpu_backend_create(a, p->n_threads, p->kernels, out, e);
+    if (st == SLM_OK && p->no_repack) cpu_backend_set_repack(*out, false);
+    return st;
 }
 
 static slm_status cpu_cache_create(const slm_allocator *a, be_model_cache **out, slm_err *e) {

@@ -9,9 +9,9 @@
  *    one added later), runs the reference kernel. The fast kernels call ISA micro-kernels through
  *    a cpu_isa table (kern_generic.c: portable C; kern_avx2.c, and once more with AVX-VNNI as
  *    kern_avx2_vnni.c; kern_avx512.c; kern_neon.c), chosen once per backend from the CPU's
- *    features (cpu_isa_detect) and the SLM_KERNELS environment variable: "ref" (reference kernels
- *    only), "generic", "neon", "avx2", "avxvnni", "avx512" (exactly that level: refused with a
- *    message when the build or the CPU lacks it), or unset/"auto" (the best the CPU has).
+ *    features (cpu_isa_detect) and backend_params.kernels: "ref" (reference kernels only),
+ *    "generic", "neon", "avx2", "avxvnni", "avx512" (exactly that level: refused with a message
+ *    when the build or the CPU lacks it), or NULL/""/"auto" (the best the CPU has).
  *
  * Batch invariance (relied on by tests/golden and state replay): every output element is
  * computed by one task with the same arithmetic whatever the number of tokens in the call and the
@@ -209,8 +209,8 @@ typedef struct cpu_backend {
     uint8_t **scratch;     /* (n_threads) 64-byte aligned buffers */
     uint8_t *work;         /* shared buffer of one node (quantised activations, transposes) */
     size_t work_bytes;
-    bool use_fast;         /* false: reference kernels only (SLM_KERNELS=ref) */
-    bool repack;           /* keep repacked copies of quantised matmul weights (SLM_REPACK=0: off) */
+    bool use_fast;         /* false: reference kernels only (kernels "ref") */
+    bool repack;           /* keep repacked copies of quantised matmul weights (no_repack: off) */
     cpu_weight_cache *wc;  /* repacked weights: the model's shared table, or own_wc */
     cpu_weight_cache *own_wc;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
@@ -248,13 +248,15 @@ bool cpu_conv_step_takes(const be_view *out, const be_view *in);
 /* The fast kernel for this node, or NULL (then the reference kernel runs). */
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in);
 
-/* The CPU backend with n_threads workers (>= 1) and the kernels SLM_KERNELS names (backend_create
- * with reference_kernels false comes here). It may keep repacked copies of quantised (Q4_0, Q4_1,
- * Q8_0, Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be
- * immutable mapped weights that outlive the backend (they always are: activations and states are
- * never quantised). SLM_KERNELS and SLM_REPACK (cpu.c) are read here; SLM_KERNELS naming a kernel
- * tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED and a message naming it. */
-slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, backend **out, slm_err *e);
+/* The CPU backend with n_threads workers (>= 1) and the kernels named by kernels (backend_params
+ * kernels: NULL, "" or "auto" = the best tier this CPU has, "ref" = the reference kernels only,
+ * else exactly that tier). It may keep repacked copies of quantised (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)
+ * matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
+ * weights that outlive the backend (they always are: activations and states are never quantised).
+ * A tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED, a value naming no tier with
+ * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */
+slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
+                              slm_err *e);
 /* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
  * storage; vtable kernels). */
 const char *cpu_backend_kernels(const backend *be);
@@ -265,7 +267,7 @@ const char *cpu_backend_kernels(const backend *be);
 slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bool use_fast, cpu_isa_level isa,
                                    backend **out, slm_err *e);
 
-/* Repacking of quantised weights on (default, as SLM_REPACK unset or not "0") or off. */
+/* Repacking of quantised weights on (default; backend_params.no_repack false) or off. */
 void cpu_backend_set_repack(backend *be, bool on);
 /* The repacked copy of weights w (dtype wt, k x m), created on first use (over the pool) on huge
  * pages: quantised types as tiles (cpu_isa.repack_tiles), float types (F32, F16, BF16) as a plain
