@@ -140,9 +140,7 @@ static int new_session(const slm_model *m, const options *o, slm_session **out) 
     sp.n_ctx = o->n_ctx;
     sp.kv_dtype = o->kv_dtype;
     sp.n_threads = o->n_threads;
-#ifdef SLM_SESSION_PARAMS_HAS_KERNELS
-    if (o->kernels) sp.kernels = o->kernels;
-#endif
+    sp.kernels = o->kernels;
     char err[512] = "";
     slm_status st = slm_session_create(m, &sp, out, err, sizeof err);
     return st == SLM_OK ? 0 : fail("session", st, err);
@@ -216,12 +214,6 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &o)) {
         usage(stderr);
         return 2;
-    }
-    /* The library picks its CPU kernels from SLM_KERNELS when a backend is created; sessions get
-     * the tier through their params too once slm_session_params carries one. */
-    if (o.kernels && setenv("SLM_KERNELS", o.kernels, 1)) {
-        fprintf(stderr, "logits_digest: setenv failed\n");
-        return 1;
     }
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = o.n_threads;
