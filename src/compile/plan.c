@@ -98,7 +98,7 @@ static void node_cost(const g_program *p, const g_node *nd, int64_t n, int64_t k
         *flops = 2.0 * nel * (double)g_ne(x, 1, n);
         return;
     }
-    case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: case G_OP_SWIGLU:
+    case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: case G_OP_SWIGLU: case G_OP_GEGLU:
     case G_OP_RMSNORM: case G_OP_L2NORM: case G_OP_GATED_RMSNORM: case G_OP_ROPE:
         *bytes = in_b + out_b;
         *flops = 4.0 * nel;

@@ -287,13 +287,16 @@ static int32_t binary(g_builder *b, g_op op, int32_t a, int32_t x) {
 int32_t gb_add(g_builder *b, int32_t a, int32_t x) { return binary(b, G_OP_ADD, a, x); }
 int32_t gb_mul(g_builder *b, int32_t a, int32_t x) { return binary(b, G_OP_MUL, a, x); }
 
-int32_t gb_swiglu(g_builder *b, int32_t gate, int32_t up) {
+static int32_t gated(g_builder *b, g_op op, int32_t gate, int32_t up) {
     if (!live(b, 2, gate, up)) return -1;
-    if (!same_shape(T(b, gate), T(b, up))) return shape_fail(b, G_OP_SWIGLU, up, "up");
+    if (!same_shape(T(b, gate), T(b, up))) return shape_fail(b, op, up, "up");
     int32_t out = act_like(b, gate);
     int32_t in[2] = {gate, up};
-    return out < 0 ? -1 : node(b, G_OP_SWIGLU, 2, in, 1, &out, NULL);
+    return out < 0 ? -1 : node(b, op, 2, in, 1, &out, NULL);
 }
+
+int32_t gb_swiglu(g_builder *b, int32_t gate, int32_t up) { return gated(b, G_OP_SWIGLU, gate, up); }
+int32_t gb_geglu(g_builder *b, int32_t gate, int32_t up) { return gated(b, G_OP_GEGLU, gate, up); }
 
 int32_t gb_scale(g_builder *b, int32_t x, float s) {
     if (!live(b, 1, x)) return -1;
@@ -704,6 +707,7 @@ int32_t gb_clone_node(g_builder *b, const g_program *src, const g_node *nd, cons
     case G_OP_SCALE: r = gb_scale(b, in[0], nd->p.f[0]); break;
     case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: r = gb_unary(b, nd->op, in[0]); break;
     case G_OP_SWIGLU: r = gb_swiglu(b, in[0], in[1]); break;
+    case G_OP_GEGLU: r = gb_geglu(b, in[0], in[1]); break;
     case G_OP_RMSNORM:
         r = gb_rmsnorm(b, in[0], nd->n_in > 1 ? in[1] : -1, nd->p.norm.eps, nd->p.norm.w_offset);
         break;

@@ -54,6 +54,7 @@ typedef enum g_storage {
     X(SOFTPLUS)      /* log(1 + exp(x)), x when x > 20                                       */ \
     X(EXP)           /* exp(x)                                                               */ \
     X(SWIGLU)        /* silu(a) * b                                                          */ \
+    X(GEGLU)         /* gelu_tanh(a) * b, gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */ \
     X(RMSNORM)       /* x / sqrt(mean(x^2 over ne0) + eps) * (w + p.f[1]); w optional        */ \
     X(L2NORM)        /* x / sqrt(sum(x^2 over ne0) + eps)                                    */ \
     X(GATED_RMSNORM) /* rmsnorm(x; w, eps) * silu(z) over ne0                                */ \
@@ -214,6 +215,7 @@ int32_t gb_mul(g_builder *b, int32_t a, int32_t x);
 int32_t gb_scale(g_builder *b, int32_t x, float s);
 int32_t gb_unary(g_builder *b, g_op op, int32_t x); /* SILU, SIGMOID, SOFTPLUS, EXP */
 int32_t gb_swiglu(g_builder *b, int32_t gate, int32_t up);
+int32_t gb_geglu(g_builder *b, int32_t gate, int32_t up);
 int32_t gb_rmsnorm(g_builder *b, int32_t x, int32_t w, float eps, float w_offset);
 int32_t gb_l2norm(g_builder *b, int32_t x, float eps);
 int32_t gb_gated_rmsnorm(g_builder *b, int32_t x, int32_t z, int32_t w, float eps);

@@ -108,7 +108,13 @@ static slm_status k_matmul(cpu_backend *cb, const g_node *nd, const be_view *out
 
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
-/* ADD/MUL/SWIGLU: out (same as a) <- a, b (same shape, or (ne0) broadcast). b may be a weight. */
+/* gelu with the tanh approximation (HF gelu_pytorch_tanh), in double: the oracle. */
+static float gelu_tanh(float x) {
+    double u = 0.7978845608028654 * ((double)x + 0.044715 * (double)x * (double)x * (double)x);
+    return (float)(0.5 * (double)x * (1.0 + tanh(u)));
+}
+
+/* ADD/MUL/SWIGLU/GEGLU: out (same as a) <- a, b (same shape, or (ne0) broadcast). b may be a weight. */
 static slm_status k_binary(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                            const be_call *call, slm_err *e) {
     (void)call, (void)e;
@@ -124,6 +130,7 @@ static slm_status k_binary(cpu_backend *cb, const g_node *nd, const be_view *out
         switch (nd->op) {
         case G_OP_ADD: for (int64_t i = 0; i < ne0; i++) yr[i] = ar[i] + br[i]; break;
         case G_OP_MUL: for (int64_t i = 0; i < ne0; i++) yr[i] = ar[i] * br[i]; break;
+        case G_OP_GEGLU: for (int64_t i = 0; i < ne0; i++) yr[i] = gelu_tanh(ar[i]) * br[i]; break;
         default: /* SWIGLU */
             for (int64_t i = 0; i < ne0; i++) yr[i] = ar[i] / (1.0f + expf(-ar[i])) * br[i];
             break;
@@ -592,7 +599,7 @@ const cpu_kernel_fn cpu_ref_kernels[G_OP_COUNT] = {
     [G_OP_EMBED] = k_embed,         [G_OP_MATMUL] = k_matmul,       [G_OP_ADD] = k_binary,
     [G_OP_MUL] = k_binary,          [G_OP_SCALE] = k_unary,         [G_OP_SILU] = k_unary,
     [G_OP_SIGMOID] = k_unary,       [G_OP_SOFTPLUS] = k_unary,      [G_OP_EXP] = k_unary,
-    [G_OP_SWIGLU] = k_binary,       [G_OP_RMSNORM] = k_norm,        [G_OP_L2NORM] = k_norm,
+    [G_OP_SWIGLU] = k_binary,       [G_OP_GEGLU] = k_binary,       [G_OP_RMSNORM] = k_norm,        [G_OP_L2NORM] = k_norm,
     [G_OP_GATED_RMSNORM] = k_norm,  [G_OP_ROPE] = k_rope,           [G_OP_ATTENTION] = k_attention,
     [G_OP_CONV1D] = k_conv1d,       [G_OP_DELTANET] = k_deltanet,   [G_OP_SLICE] = k_slice,
     [G_OP_CONCAT] = k_concat,       [G_OP_RESHAPE] = k_view,        [G_OP_STATE_READ] = k_view,
@@ -606,7 +613,7 @@ size_t cpu_ref_scratch_bytes(const g_node *nd, const be_view *out, const be_view
     switch (nd->op) {
     case G_OP_EMBED: return 0;
     case G_OP_MATMUL: return (size_t)in[0].ne[0] * f;
-    case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: return (size_t)in[1].ne[0] * f;
+    case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: case G_OP_GEGLU: return (size_t)in[1].ne[0] * f;
     case G_OP_SCALE: case G_OP_SILU: case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP:
         return (size_t)in[0].ne[0] * f;
     case G_OP_RMSNORM: case G_OP_GATED_RMSNORM: return (size_t)in[0].ne[0] * f;
