@@ -14,14 +14,16 @@ void plan_affine_text(g_affine a, char *buf, size_t cap) {
     buf[0] = '\0';
     if (a.has_pos) o += (size_t)snprintf(buf + o, cap - o, "pos");
     if (a.has_n && o < cap) o += (size_t)snprintf(buf + o, cap - o, "%sn", o ? "+" : "");
-    if (o < cap && (a.base != 0 || o == 0)) snprintf(buf + o, cap - o, o ? "%+lld" : "%lld", (long long)a.base);
+    if (o < cap && (a.base != 0 || o == 0))
+        o += (size_t)snprintf(buf + o, cap - o, o ? "%+lld" : "%lld", (long long)a.base);
+    if (o < cap && a.mod > 0) snprintf(buf + o, cap - o, " mod %lld", (long long)a.mod);
 }
 
 void plan_shape_text(const g_tensor *t, char *buf, size_t cap) {
     size_t o = (size_t)snprintf(buf, cap, "(");
     for (int d = 0; d < t->n_dims && o < cap; d++) {
         char ax[32];
-        g_affine a = {t->ne[d], ((t->n_mask >> d) & 1) != 0, false};
+        g_affine a = {t->ne[d], ((t->n_mask >> d) & 1) != 0, false, 0};
         plan_affine_text(a, ax, sizeof ax);
         o += (size_t)snprintf(buf + o, cap - o, "%s%s", d ? ", " : "", ax);
     }
@@ -35,7 +37,7 @@ void plan_window_text(const g_program *p, const g_node *nd, char *buf, size_t ca
     buf[0] = '\0';
     for (int d = 0; d < s->n_dims && o < cap; d++) {
         g_affine b = nd->p.write.begin[d];
-        g_affine end = {b.base + v->ne[d], b.has_n || ((v->n_mask >> d) & 1), b.has_pos};
+        g_affine end = {b.base + v->ne[d], b.has_n || ((v->n_mask >> d) & 1), b.has_pos, b.mod};
         char tb[32], te[32];
         plan_affine_text(b, tb, sizeof tb);
         plan_affine_text(end, te, sizeof te);

@@ -264,7 +264,8 @@ static void emit_write(lctx *c, const g_node *nd) {
     const g_program *p = c->src;
     int32_t s = nd->p.write.state;
     int32_t v = map_input(c, nd->in[0]);
-    static const g_affine origin[4] = {{0, false, false}, {0, false, false}, {0, false, false}, {0, false, false}};
+    static const g_affine origin[4] = {{0, false, false, 0}, {0, false, false, 0}, {0, false, false, 0},
+                                       {0, false, false, 0}};
     if (v < 0) return;
     switch (c->strategy[s]) {
     case ST_MASK:

@@ -372,6 +372,11 @@ int32_t gb_rope(g_builder *b, int32_t x, int32_t n_rot, g_rope_style style, floa
 }
 
 int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale) {
+    return gb_attention_window(b, q, k_state, v_state, n_head_kv, scale, 0, 0);
+}
+
+int32_t gb_attention_window(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale,
+                            int32_t window, int32_t ring) {
     if (!live(b, 3, q, k_state, v_state)) return -1;
     const g_tensor *Q = T(b, q), *K = T(b, k_state), *V = T(b, v_state);
     if (Q->n_dims != 3 || (Q->n_mask & 3)) return shape_fail(b, G_OP_ATTENTION, q, "query");
@@ -380,6 +385,9 @@ int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, 
     if (K->storage != G_STATE_VIEW || K->ne[0] != hd * n_head_kv) return shape_fail(b, G_OP_ATTENTION, k_state, "key state");
     if (V->storage != G_STATE_VIEW || V->ne[0] % n_head_kv || V->ne[1] != K->ne[1])
         return shape_fail(b, G_OP_ATTENTION, v_state, "value state");
+    if (window < 0 || ring < 0 || ring % 16 || ring > K->ne[1])
+        return fail(b, SLM_ERR_SHAPE, "ATTENTION: window %d / ring %d invalid for %lld key rows", window, ring,
+                    (long long)K->ne[1]);
     int64_t ne[4] = {V->ne[0] / n_head_kv, H, Q->ne[2], 1};
     int32_t out = act(b, 3, ne, Q->n_mask);
     int32_t in[3] = {q, k_state, v_state};
@@ -387,6 +395,8 @@ int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, 
     if (out < 0 || node(b, G_OP_ATTENTION, 3, in, 1, &out, &nd) < 0) return -1;
     nd->p.attn.n_head_kv = n_head_kv;
     nd->p.attn.scale = scale;
+    nd->p.attn.window = window;
+    nd->p.attn.ring = ring;
     return out;
 }
 
@@ -691,7 +701,7 @@ int32_t gb_round(g_builder *b, int32_t x, slm_dtype dtype) {
 
 /* Extent of axis d of t as an affine (what gb_slice/gb_reshape take). */
 static g_affine extent_of(const g_tensor *t, int d) {
-    g_affine a = {t->ne[d], ((t->n_mask >> d) & 1) != 0, false};
+    g_affine a = {t->ne[d], ((t->n_mask >> d) & 1) != 0, false, 0};
     return a;
 }
 
@@ -716,7 +726,10 @@ int32_t gb_clone_node(g_builder *b, const g_program *src, const g_node *nd, cons
     case G_OP_ROPE:
         r = gb_rope(b, in[0], nd->p.rope.n_rot, nd->p.rope.style, nd->p.rope.base, nd->p.rope.freq_scale);
         break;
-    case G_OP_ATTENTION: r = gb_attention(b, in[0], in[1], in[2], nd->p.attn.n_head_kv, nd->p.attn.scale); break;
+    case G_OP_ATTENTION:
+        r = gb_attention_window(b, in[0], in[1], in[2], nd->p.attn.n_head_kv, nd->p.attn.scale, nd->p.attn.window,
+                                nd->p.attn.ring);
+        break;
     case G_OP_CONV1D: r = gb_conv1d(b, in[0], in[1]); break;
     case G_OP_DELTANET:
         r = gb_deltanet(b, in[0], in[1], in[2], in[3], in[4], in[5], nd->p.dn.v_heads_tiled, &second);

@@ -83,11 +83,14 @@ typedef enum g_op {
 
 const char *g_op_name(g_op op);
 
-/* An affine extent or offset: base + (has_n ? n : 0) + (has_pos ? pos : 0). */
+/* An affine extent or offset: base + (has_n ? n : 0) + (has_pos ? pos : 0), taken modulo mod
+ * when mod > 0 (a ring: the write begin of a sliding-window KV state). A write or ONEHOT whose
+ * begin has a mod wraps: token t goes to row (begin + t) mod mod. */
 typedef struct g_affine {
     int64_t base;
     bool has_n;
     bool has_pos;
+    int64_t mod;
 } g_affine;
 
 typedef struct g_tensor {
@@ -118,7 +121,9 @@ typedef struct g_node {
         float f[4];
         struct { float eps; float w_offset; } norm;                 /* RMSNORM, L2NORM, GATED_RMSNORM */
         struct { int32_t n_rot; g_rope_style style; float base; float freq_scale; } rope;
-        struct { int32_t n_head_kv; float scale; } attn;
+        /* ATTENTION: a query at position q attends keys at positions (q - window, q] (window 0:
+         * [0, q]); the key at position P is row P mod ring of the states (ring 0: row P). */
+        struct { int32_t n_head_kv; float scale; int32_t window; int32_t ring; } attn;
         struct { bool v_heads_tiled; bool chunked; } dn;             /* DELTANET */
         struct { int32_t axis; g_affine begin; } slice;             /* SLICE (len = output shape) */
         struct { int32_t axis; } concat;
@@ -176,7 +181,8 @@ static inline int64_t g_ne(const g_tensor *t, int d, int64_t n) {
     return t->ne[d] + (((t->n_mask >> d) & 1) ? n : 0);
 }
 static inline int64_t g_affine_eval(g_affine a, int64_t n, int64_t pos) {
-    return a.base + (a.has_n ? n : 0) + (a.has_pos ? pos : 0);
+    int64_t v = a.base + (a.has_n ? n : 0) + (a.has_pos ? pos : 0);
+    return a.mod > 0 ? ((v % a.mod) + a.mod) % a.mod : v;
 }
 /* Elements of t for n tokens. */
 int64_t g_nelements(const g_tensor *t, int64_t n);
@@ -221,6 +227,10 @@ int32_t gb_l2norm(g_builder *b, int32_t x, float eps);
 int32_t gb_gated_rmsnorm(g_builder *b, int32_t x, int32_t z, int32_t w, float eps);
 int32_t gb_rope(g_builder *b, int32_t x, int32_t n_rot, g_rope_style style, float base, float freq_scale);
 int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale);
+/* Sliding-window attention over ring states (see g_node.p.attn): window >= 1; ring = 0 or a
+ * multiple of 16 no larger than the states' rows. */
+int32_t gb_attention_window(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale,
+                            int32_t window, int32_t ring);
 int32_t gb_conv1d(g_builder *b, int32_t x, int32_t w);
 /* Returns o; *s_new receives the updated state tensor. */
 int32_t gb_deltanet(g_builder *b, int32_t q, int32_t k, int32_t v, int32_t g, int32_t beta, int32_t s,
@@ -260,8 +270,10 @@ void gb_set_logits(g_builder *b, int32_t x);
 /* Names tensor t (for plans and errors); the layer is prefixed as "blk.N." when set. */
 void gb_name(g_builder *b, int32_t t, const char *name);
 
-static inline g_affine g_const(int64_t v) { g_affine a = {v, false, false}; return a; }
-static inline g_affine g_n_plus(int64_t v) { g_affine a = {v, true, false}; return a; }
-static inline g_affine g_pos_plus(int64_t v) { g_affine a = {v, false, true}; return a; }
+static inline g_affine g_const(int64_t v) { g_affine a = {v, false, false, 0}; return a; }
+static inline g_affine g_n_plus(int64_t v) { g_affine a = {v, true, false, 0}; return a; }
+static inline g_affine g_pos_plus(int64_t v) { g_affine a = {v, false, true, 0}; return a; }
+/* (pos + v) mod m: the begin of a ring write. */
+static inline g_affine g_pos_mod(int64_t v, int64_t m) { g_affine a = {v, false, true, m}; return a; }
 
 #endif

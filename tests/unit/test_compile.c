@@ -57,7 +57,7 @@ static g_program *new_program(void) {
     return p;
 }
 
-static const g_affine origin[4] = {{0, false, false}, {0, false, false}, {0, false, false}, {0, false, false}};
+static const g_affine origin[4] = {{0, false, false, 0}, {0, false, false, 0}, {0, false, false, 0}, {0, false, false, 0}};
 
 static slm_plan *make_plan(g_program *p, const char *target, int32_t n_ctx) {
     slm_err e;

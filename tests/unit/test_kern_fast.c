@@ -492,7 +492,7 @@ static void copy_all(void **unused) {
         int64_t len = irand(1, ne[axis]), begin = irand(0, ne[axis] - len);
         g_node ns = node(G_OP_SLICE, 1, 1);
         ns.p.slice.axis = axis;
-        ns.p.slice.begin = (g_affine){begin, 0, 0};
+        ns.p.slice.begin = (g_affine){begin, 0, 0, 0};
         be_view os = va;
         os.ne[axis] = len;
         size_t nsz = (size_t)(na / ne[axis] * len);
