@@ -147,7 +147,9 @@ SLM_API const char *slm_model_name(const slm_model *model);
 typedef enum slm_layer_kind {
     SLM_LAYER_ATTENTION = 0,        /* softmax attention with a KV cache */
     SLM_LAYER_CONV = 1,             /* LFM2 gated short convolution */
-    SLM_LAYER_LINEAR_ATTENTION = 2  /* Qwen3.5 gated DeltaNet */
+    SLM_LAYER_LINEAR_ATTENTION = 2, /* Qwen3.5 gated DeltaNet */
+    SLM_LAYER_SLIDING_ATTENTION = 3 /* Gemma 3 local layers: attention over the last W positions, whose
+                                     * KV state is a ring of rows independent of the context */
 } slm_layer_kind;
 SLM_API const char *slm_layer_kind_name(slm_layer_kind kind);
 

@@ -362,6 +362,7 @@ slm_status legalize_program(const g_program *p, const tgt_profile *t, g_program 
     size_t ns = (size_t)p->n_states + 1;
     slm_status st = graph_create(a, &c.dst);
     if (st) return err_set(e, st, "out of memory legalising the program");
+    c.dst->max_call_tokens = p->max_call_tokens;
     c.map = al_array(a, (size_t)p->n_tensors + 1, sizeof(int32_t));
     c.aligned = al_calloc(a, ns, sizeof(bool));
     c.feeds_attention = al_calloc(a, ns, sizeof(bool));

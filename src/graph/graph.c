@@ -780,6 +780,7 @@ g_program *graph_clone(const g_program *p) {
     q->n_tensors = p->n_tensors;
     q->n_nodes = p->n_nodes;
     q->n_states = p->n_states;
+    q->max_call_tokens = p->max_call_tokens;
     for (int32_t f = 0; f < p->n_functions; f++) {
         g_function *qf = &q->functions[f];
         *qf = p->functions[f];

@@ -168,6 +168,8 @@ typedef struct g_program {
     g_state *states;
     int32_t n_functions;
     g_function functions[G_MAX_FUNCTIONS];
+    int32_t max_call_tokens; /* most tokens one call may take (a ring write covers at most that
+                              * many rows without overwriting keys still in a window); 0 = any */
 } g_program;
 
 slm_status graph_create(const slm_allocator *a, g_program **out);

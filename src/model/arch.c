@@ -5,6 +5,7 @@
  * Also maps Hugging Face tensor names to canonical GGUF names. Does not check tensor shapes in
  * detail (the program builders do, per layer). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,9 +143,9 @@ static slm_status derive_from_tensors(slm_model *m, slm_err *e) {
 static slm_status check_layer_kinds(slm_model *m, slm_err *e) {
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         slm_layer_kind k = m->hp.layer_kind[il];
-        const char *probe = k == SLM_LAYER_ATTENTION ? "attn_q.weight"
-                            : k == SLM_LAYER_CONV    ? "shortconv.in_proj.weight"
-                                                     : "attn_qkv.weight";
+        const char *probe = k == SLM_LAYER_ATTENTION || k == SLM_LAYER_SLIDING_ATTENTION ? "attn_q.weight"
+                            : k == SLM_LAYER_CONV                                     ? "shortconv.in_proj.weight"
+                                                                                      : "attn_qkv.weight";
         if (!mdl_find_tensorf(m, "blk.%d.%s", il, probe))
             return err_set(e, SLM_ERR_FORMAT, "layer %d is a%s %s layer per the metadata, but tensor blk.%d.%s is missing",
                            il, k == SLM_LAYER_ATTENTION ? "n" : "", slm_layer_kind_name(k), il, probe);
@@ -552,19 +553,148 @@ static bool qwen35_hf_name(const char *hf, char *out, size_t cap) {
     return map_common(hf, qwen35_pairs, "output_norm.weight", out, cap);
 }
 
+/* ---- gemma3 --------------------------------------------------------------------------------- */
+
+/* Every period-th layer (il % period == period - 1) is full attention, the others sliding
+ * (llama.cpp's gemma3 convention, set_swa_pattern(6), when the file has no per-layer pattern). */
+static void gemma3_period_kinds(mdl_hparams *hp, int32_t period) {
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        hp->layer_kind[il] = il % period == period - 1 ? SLM_LAYER_ATTENTION : SLM_LAYER_SLIDING_ATTENTION;
+}
+
+static slm_status gemma3_check(slm_model *m, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    if (hp->swa_window < 1 || hp->swa_window > (1 << 20))
+        return err_set(e, SLM_ERR_FORMAT, "sliding window %d is out of range [1, %d]", hp->swa_window, 1 << 20);
+    hp->rope_style = MDL_ROPE_NEOX;
+    hp->qk_norm = true;
+    hp->embd_scale = true;
+    hp->sandwich_norms = true;
+    hp->geglu = true;
+    return check_common(m, e);
+}
+
+static slm_status gemma3_gguf(slm_model *m, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    slm_status st;
+    if ((st = g_int(m, "block_count", true, 1, MDL_MAX_LAYERS, &hp->n_layer, e)) || (st = gguf_common(m, e))) return st;
+    hp->n_head_kv = hp->n_head;
+    hp->rope_base = 1000000.0f;
+    hp->rope_base_swa = 10000.0f;
+    hp->rope_freq_scale = 1.0f;
+    hp->rms_eps = 1e-6f;
+    int32_t period = 6;
+    if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
+        (st = g_int(m, "attention.sliding_window", true, 1, 1 << 20, &hp->swa_window, e)) ||
+        (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e)) ||
+        (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)))
+        return st;
+    char key[128];
+    gguf_str type;
+    if (gguf_get_str(&m->gguf, akey(m, "rope.scaling.type", key, sizeof key), &type, e) == SLM_OK) {
+        float factor = 1.0f;
+        if (type.len == 6 && memcmp(type.ptr, "linear", 6) == 0) {
+            if ((st = g_float(m, "rope.scaling.factor", true, &factor, e))) return st;
+            hp->rope_freq_scale = 1.0f / factor;
+        } else if (!(type.len == 4 && memcmp(type.ptr, "none", 4) == 0)) {
+            return err_set(e, SLM_ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported yet", (int)type.len, type.ptr);
+        }
+    }
+    err_clear(e);
+    /* per-layer pattern when the file carries one (newer llama.cpp: a bool per layer, true = sliding) */
+    const gguf_value *arr = NULL;
+    st = gguf_get_arr(&m->gguf, akey(m, "attention.sliding_window_pattern", key, sizeof key), &arr, e);
+    if (st == SLM_OK) {
+        if (arr->v.arr.n < (uint64_t)hp->n_layer)
+            return err_set(e, SLM_ERR_FORMAT, "%s has %llu entries, expected %d", key, (unsigned long long)arr->v.arr.n,
+                           hp->n_layer);
+        for (int32_t il = 0; il < hp->n_layer; il++) {
+            int64_t v;
+            if (!gguf_arr_i64(arr, (uint64_t)il, &v)) return err_set(e, SLM_ERR_FORMAT, "%s[%d] is not a flag", key, il);
+            hp->layer_kind[il] = v ? SLM_LAYER_SLIDING_ATTENTION : SLM_LAYER_ATTENTION;
+        }
+    } else if (st == SLM_ERR_NOT_FOUND || st == SLM_ERR_FORMAT) {
+        err_clear(e);
+        if ((st = g_int(m, "attention.sliding_window_pattern", false, 1, MDL_MAX_LAYERS, &period, e))) return st;
+        gemma3_period_kinds(hp, period);
+    } else {
+        return st;
+    }
+    /* llama.cpp: 1 / sqrt(key_length) (its 27B rule, n_embd / n_head, is not used by the small models) */
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->norm_plus_one = false; /* convert_hf_to_gguf stores 1 + w */
+    return gemma3_check(m, e);
+}
+
+static slm_status gemma3_hf(slm_model *m, slm_err *e) {
+    mdl_hparams *hp = &m->hp;
+    const cJSON *c = m->hf.text;
+    defaults(hp);
+    hp->rms_eps = 1e-6f;
+    hp->rope_base = 1000000.0f;
+    hp->rope_base_swa = 10000.0f;
+    hp->rope_freq_scale = 1.0f;
+    int32_t period = 6, qpas = 0;
+    slm_status st;
+    if ((st = hf_common(m, "rms_norm_eps", NULL, e)) ||
+        (st = h_int(c, "sliding_window", true, 1, 1 << 20, &hp->swa_window, e)) ||
+        (st = h_float(c, "rope_local_base_freq", &hp->rope_base_swa, e)) ||
+        (st = h_int(c, "sliding_window_pattern", false, 1, MDL_MAX_LAYERS, &period, e)) ||
+        (st = h_int(c, "query_pre_attn_scalar", false, 1, 1 << 20, &qpas, e)))
+        return st;
+    static const char *const softcaps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        double v;
+        if (hf_get_num(c, softcaps[i], &v, e) == SLM_OK)
+            return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: %s is not supported", softcaps[i]);
+        err_clear(e);
+    }
+    st = hf_layer_types(m, "sliding_attention", SLM_LAYER_SLIDING_ATTENTION, "full_attention", SLM_LAYER_ATTENTION, e);
+    if (st == SLM_ERR_NOT_FOUND) {
+        err_clear(e);
+        gemma3_period_kinds(hp, period);
+    } else if (st) {
+        return st;
+    }
+    hp->attn_scale = 1.0f / sqrtf((float)(qpas ? qpas : hp->head_dim));
+    hp->norm_plus_one = true; /* Gemma3RMSNorm: x * (1 + w) */
+    return gemma3_check(m, e);
+}
+
+static const name_pair gemma3_pairs[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},           {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},             {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},  {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},              {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},              {NULL, NULL},
+};
+
+static bool gemma3_hf_name(const char *hf, char *out, size_t cap) {
+    char buf[512];
+    if (strncmp(hf, "model.language_model.", 21) == 0) {
+        snprintf(buf, sizeof buf, "model.%s", hf + 21);
+        hf = buf;
+    }
+    return map_common(hf, gemma3_pairs, "output_norm.weight", out, cap);
+}
+
 /* ---- registry ------------------------------------------------------------------------------- */
 
 static const char *const llama_types[] = {"llama", NULL};
 static const char *const qwen3_types[] = {"qwen3", NULL};
 static const char *const lfm2_types[] = {"lfm2", NULL};
 static const char *const qwen35_types[] = {"qwen3_5", "qwen3_5_text", NULL};
+static const char *const gemma3_types[] = {"gemma3_text", NULL};
 
 static const arch_def arch_llama = {"llama", llama_types, llama_gguf, llama_hf, dense_hf_name};
 static const arch_def arch_qwen3 = {"qwen3", qwen3_types, qwen3_gguf, qwen3_hf, dense_hf_name};
 static const arch_def arch_lfm2 = {"lfm2", lfm2_types, lfm2_gguf, lfm2_hf, lfm2_hf_name};
 static const arch_def arch_qwen35 = {"qwen35", qwen35_types, qwen35_gguf, qwen35_hf, qwen35_hf_name};
+static const arch_def arch_gemma3 = {"gemma3", gemma3_types, gemma3_gguf, gemma3_hf, gemma3_hf_name};
 
-const arch_def *const arch_table[] = {&arch_llama, &arch_qwen3, &arch_lfm2, &arch_qwen35, NULL};
+const arch_def *const arch_table[] = {&arch_llama, &arch_qwen3, &arch_lfm2, &arch_qwen35, &arch_gemma3, NULL};
 
 const arch_def *arch_find(const char *gguf_arch) {
     for (int i = 0; arch_table[i]; i++)
@@ -579,4 +709,4 @@ const arch_def *arch_find_hf(const char *model_type) {
     return NULL;
 }
 
-const char *arch_supported_list(void) { return "llama, qwen3, lfm2, qwen35"; }
+const char *arch_supported_list(void) { return "llama, qwen3, lfm2, qwen35, gemma3"; }

@@ -1,8 +1,9 @@
-/* build.c — the program builders: model math of llama, qwen3, lfm2 and qwen35 written as a
- * Program (graph/graph.h) with functions "prefill" (n tokens) and "decode" (1 token) sharing the
+/* build.c — the program builders: model math of llama, qwen3, lfm2, qwen35 and gemma3 written as
+ * a Program (graph/graph.h) with functions "prefill" (n tokens) and "decode" (1 token) sharing the
  * states of model/states.c. Every weight's shape is checked against the hyper-parameters before
  * use. Builders contain model math only: no kernels, no memory management.
- * Specs: docs/spec/llama.md §2–3, docs/spec/lfm2.md §3–4, docs/spec/qwen35.md §2–4. */
+ * Specs: docs/spec/llama.md §2–3, docs/spec/lfm2.md §3–4, docs/spec/qwen35.md §2–4,
+ * docs/spec/gemma3.md. */
 #include "model/build.h"
 
 #include <math.h>
@@ -19,6 +20,7 @@ typedef struct bctx {
     g_builder b;
     slm_err *e;
     int32_t (*layer_states)[2]; /* (n_layer) program state ids per layer: [kv_k|conv|ssm_conv, kv_v|ssm_state] */
+    int32_t swa_ring;           /* rows of the sliding layers' ring states, 0 when they hold the whole context */
 } bctx;
 
 /* Adds the weight `fmt` (formatted with the current layer) after checking its shape; n_dims and
@@ -71,13 +73,16 @@ static float norm_offset(const bctx *c) { return c->hp->norm_plus_one ? 1.0f : 0
 
 static int32_t norm(bctx *c, int32_t x, int32_t w) { return gb_rmsnorm(&c->b, x, w, c->hp->rms_eps, norm_offset(c)); }
 
-/* SwiGLU FFN: down(silu(gate x) * up x). pre_norm names the norm weight suffix. */
+/* Gated FFN: down(act(gate x) * up x), act = SiLU or (gemma3) tanh GELU, after the norm named
+ * pre_norm; gemma3 normalises the output again (post_ffw_norm) before the residual add. */
 static int32_t ffn(bctx *c, int32_t x, int il, const char *pre_norm) {
     const mdl_hparams *hp = c->hp;
     int32_t h = norm(c, x, weight(c, hp->n_embd, 0, "blk.%d.%s", il, pre_norm));
     int32_t g = gb_matmul(&c->b, weight(c, hp->n_embd, hp->n_ff, "blk.%d.ffn_gate.weight", il), h);
     int32_t u = gb_matmul(&c->b, weight(c, hp->n_embd, hp->n_ff, "blk.%d.ffn_up.weight", il), h);
-    int32_t y = gb_matmul(&c->b, weight(c, hp->n_ff, hp->n_embd, "blk.%d.ffn_down.weight", il), gb_swiglu(&c->b, g, u));
+    int32_t act = hp->geglu ? gb_geglu(&c->b, g, u) : gb_swiglu(&c->b, g, u);
+    int32_t y = gb_matmul(&c->b, weight(c, hp->n_ff, hp->n_embd, "blk.%d.ffn_down.weight", il), act);
+    if (hp->sandwich_norms) y = norm(c, y, weight(c, hp->n_embd, 0, "blk.%d.post_ffw_norm.weight", il));
     gb_name(&c->b, y, "ffn_out");
     return gb_add(&c->b, x, y);
 }
@@ -107,18 +112,26 @@ static int32_t attention(bctx *c, int32_t h, int il) {
         k = norm(c, k, weight(c, hd, 0, "blk.%d.attn_k_norm.weight", il));
     }
     g_rope_style style = hp->rope_style == MDL_ROPE_NORM ? G_ROPE_NORM : G_ROPE_NEOX;
-    q = gb_rope(b, q, hp->n_rot, style, hp->rope_base, 1.0f);
-    k = gb_rope(b, k, hp->n_rot, style, hp->rope_base, 1.0f);
+    /* sliding layers (gemma3): their own rope base, no rope scaling, a window and maybe a ring */
+    bool sliding = hp->layer_kind[il] == SLM_LAYER_SLIDING_ATTENTION;
+    float base = sliding ? hp->rope_base_swa : hp->rope_base;
+    float freq_scale = sliding || hp->rope_freq_scale == 0.0f ? 1.0f : hp->rope_freq_scale;
+    int32_t window = sliding ? hp->swa_window : 0, ring = sliding ? c->swa_ring : 0;
+    q = gb_rope(b, q, hp->n_rot, style, base, freq_scale);
+    k = gb_rope(b, k, hp->n_rot, style, base, freq_scale);
     gb_name(b, q, "q");
     gb_name(b, k, "k");
     gb_name(b, v, "v");
-    g_affine at_pos[4] = {g_const(0), g_pos_plus(0), g_const(0), g_const(0)};
+    g_affine at_pos[4] = {g_const(0), ring ? g_pos_mod(0, ring) : g_pos_plus(0), g_const(0), g_const(0)};
     int32_t s_k = c->layer_states[il][0], s_v = c->layer_states[il][1];
     gb_state_write(b, s_k, reshape2(c, k, hd * Hkv), at_pos);
     gb_state_write(b, s_v, v, at_pos);
-    int32_t a = gb_attention(b, q, gb_state_read(b, s_k), gb_state_read(b, s_v), (int32_t)Hkv, 1.0f / sqrtf((float)hd));
+    float scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    int32_t a = gb_attention_window(b, q, gb_state_read(b, s_k), gb_state_read(b, s_v), (int32_t)Hkv, scale, window,
+                                    ring);
     if (gate >= 0) a = gb_mul(b, a, gb_unary(b, G_OP_SIGMOID, gate));
     int32_t o = gb_matmul(b, weight(c, hdv * H, d, "blk.%d.attn_output.weight", il), reshape2(c, a, hdv * H));
+    if (hp->sandwich_norms) o = norm(c, o, weight(c, d, 0, "blk.%d.post_attention_norm.weight", il));
     gb_name(b, o, "attn_out");
     return o;
 }
@@ -185,6 +198,7 @@ static void build_function(bctx *c) {
     int64_t d = hp->n_embd;
     b->layer = -1;
     int32_t x = gb_embed(b, weight(c, d, hp->n_vocab, "token_embd.weight"), gb_tokens(b));
+    if (hp->embd_scale) x = gb_scale(b, x, sqrtf((float)d));
     const char *ffn_norm = hp->attn_output_gate ? "post_attention_norm.weight" : "ffn_norm.weight";
     for (int il = 0; il < hp->n_layer && !b->status; il++) {
         b->layer = il;
@@ -237,6 +251,8 @@ slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dty
     c.hp = &m->hp;
     c.p = p;
     c.e = e;
+    (void)mdl_swa_rows(&m->hp, n_ctx, &c.swa_ring);
+    p->max_call_tokens = mdl_swa_call_tokens(&m->hp, n_ctx);
     static const struct {
         const char *name;
         bool symbolic;

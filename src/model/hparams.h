@@ -46,6 +46,14 @@ typedef struct mdl_hparams {
     int32_t ssm_head_v_dim;   /* dv */
     bool ssm_a_is_log;        /* HF stores A_log; GGUF stores ssm_a = -exp(A_log) */
     bool ssm_v_heads_tiled;   /* GGUF: v-head j uses k-head j mod Hk; HF: j / (Hv/Hk) */
+    /* gemma3 (docs/spec/gemma3.md) */
+    bool embd_scale;          /* embeddings times sqrt(n_embd) */
+    bool sandwich_norms;      /* norms after attention and after the FFN, before the residual adds */
+    bool geglu;               /* FFN down(gelu_tanh(gate x) * up x) instead of SwiGLU */
+    float attn_scale;         /* softmax scale; 0 = 1 / sqrt(head_dim) */
+    float rope_freq_scale;    /* linear rope scaling of full-attention layers (1 = none) */
+    int32_t swa_window;       /* W of SLM_LAYER_SLIDING_ATTENTION layers */
+    float rope_base_swa;      /* rope base of sliding layers */
 } mdl_hparams;
 
 /* Named numeric view of the hyper-parameters for `statelm info` (arch-relevant ones only). */

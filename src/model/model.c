@@ -214,6 +214,13 @@ static slm_status build_hparam_list(slm_model *m, slm_err *e) {
         add_hparam(m, "ssm_head_v_dim", hp->ssm_head_v_dim);
         add_hparam(m, "ssm_v_heads_tiled", hp->ssm_v_heads_tiled);
     }
+    if (strcmp(m->arch->name, "gemma3") == 0) {
+        add_hparam(m, "norm_plus_one", hp->norm_plus_one);
+        add_hparam(m, "sliding_window", hp->swa_window);
+        add_hparam(m, "rope_base_swa", hp->rope_base_swa);
+        add_hparam(m, "rope_freq_scale", hp->rope_freq_scale);
+        add_hparam(m, "attn_scale", hp->attn_scale);
+    }
     return SLM_OK;
 }
 
@@ -341,6 +348,7 @@ SLM_API const char *slm_layer_kind_name(slm_layer_kind kind) {
     case SLM_LAYER_ATTENTION: return "attention";
     case SLM_LAYER_CONV: return "conv";
     case SLM_LAYER_LINEAR_ATTENTION: return "linear_attention";
+    case SLM_LAYER_SLIDING_ATTENTION: return "sliding_attention";
     }
     return "unknown";
 }

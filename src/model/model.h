@@ -85,10 +85,11 @@ const char *arch_supported_list(void);
 
 /* ---- states a session of this model holds (model/states.c) ---------------------------------
  * One source of truth for `statelm info` and the program builders. Order: by layer; attention
- * layers hold kv_k then kv_v, conv layers one conv state, linear-attention layers ssm_conv then
- * ssm_state. Shapes in ggml order (innermost first):
+ * and sliding-attention layers hold kv_k then kv_v, conv layers one conv state, linear-attention
+ * layers ssm_conv then ssm_state. Shapes in ggml order (innermost first):
  *   kv_k      (head_dim * n_head_kv, n_ctx)            kv dtype, pos_axis 1
  *   kv_v      (head_dim_v * n_head_kv, n_ctx)          kv dtype, pos_axis 1
+ *             sliding layers: R = mdl_swa_rows rows instead of n_ctx (a ring when R < n_ctx)
  *   conv      (n_embd, conv_kernel - 1)                f32, pos_axis 1 (sliding window)
  *   ssm_conv  (2*Hk*dk + Hv*dv, ssm_conv_kernel - 1)   f32, pos_axis 1 (sliding window)
  *   ssm_state (dv, dk, Hv)                             f32, no pos axis */
@@ -103,6 +104,12 @@ typedef struct mdl_state_spec {
 } mdl_state_spec;
 
 int32_t mdl_n_states(const slm_model *m);
+/* Rows of a sliding layer's KV states for a context of n_ctx: a ring of R = 2 W rounded up to a
+ * multiple of 16 (key P in row P mod R; a call then writes at most W rows, mdl_swa_call_tokens),
+ * or n_ctx rows when n_ctx <= R (no ring: key P in row P). *ring = R, or 0 without a ring. */
+int32_t mdl_swa_rows(const mdl_hparams *hp, int32_t n_ctx, int32_t *ring);
+/* Most tokens one Program call of a context of n_ctx may take (0 = any). */
+int32_t mdl_swa_call_tokens(const mdl_hparams *hp, int32_t n_ctx);
 /* Fills spec i for a session of n_ctx tokens and KV dtype kv_dtype (F16 or F32). */
 void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, int32_t i, mdl_state_spec *spec);
 /* Builds m's state-name table (called once by the loader). */

@@ -9,6 +9,21 @@
 
 int32_t mdl_n_states(const slm_model *m) { return m->n_states; }
 
+int32_t mdl_swa_rows(const mdl_hparams *hp, int32_t n_ctx, int32_t *ring) {
+    int64_t R = ((2 * (int64_t)hp->swa_window) + 15) / 16 * 16;
+    *ring = R < n_ctx ? (int32_t)R : 0;
+    return *ring ? *ring : n_ctx;
+}
+
+int32_t mdl_swa_call_tokens(const mdl_hparams *hp, int32_t n_ctx) {
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        int32_t ring = 0;
+        if (hp->layer_kind[il] == SLM_LAYER_SLIDING_ATTENTION && (mdl_swa_rows(hp, n_ctx, &ring), ring))
+            return ring - hp->swa_window; /* >= W: no row of a query's window is overwritten */
+    }
+    return 0;
+}
+
 slm_status mdl_states_init(slm_model *m, slm_err *e) {
     int32_t n = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++) n += 2; /* every kind holds two, except conv */
@@ -24,10 +39,11 @@ slm_status mdl_states_init(slm_model *m, slm_err *e) {
         static const struct {
             const char *suffix;
             slm_state_role role;
-        } kinds[3][2] = {
+        } kinds[4][2] = {
             {{"kv_k", SLM_STATE_KV_KEY}, {"kv_v", SLM_STATE_KV_VALUE}},
             {{"conv", SLM_STATE_CONV}, {NULL, SLM_STATE_CONV}},
             {{"ssm_conv", SLM_STATE_CONV}, {"ssm_state", SLM_STATE_RECURRENT}},
+            {{"kv_k", SLM_STATE_KV_KEY}, {"kv_v", SLM_STATE_KV_VALUE}},
         };
         int k = (int)m->hp.layer_kind[il];
         for (int j = 0; j < 2 && kinds[k][j].suffix; j++, i++) {
@@ -59,6 +75,10 @@ void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, in
         spec->dtype = kv_dtype;
         spec->ne[0] = (int64_t)(spec->role == SLM_STATE_KV_KEY ? hp->head_dim : hp->head_dim_v) * hp->n_head_kv;
         spec->ne[1] = n_ctx;
+        if (kind == SLM_LAYER_SLIDING_ATTENTION) {
+            int32_t ring = 0;
+            spec->ne[1] = mdl_swa_rows(hp, n_ctx, &ring);
+        }
         break;
     case SLM_STATE_CONV:
         if (kind == SLM_LAYER_CONV) {

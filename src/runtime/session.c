@@ -126,7 +126,12 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
         sess_state *ss = &s->states[i];
         ss->bytes = state_bytes(gs);
         ss->double_buffered = plan_state_double_buffered(gs);
-        if (ss->double_buffered) {
+        for (int32_t n = 0; n < prog->n_nodes; n++) {
+            const g_node *nd = &prog->nodes[n];
+            if (nd->op == G_OP_ATTENTION && nd->p.attn.ring > 0)
+                ss->ring |= prog->tensors[nd->in[1]].src == i || prog->tensors[nd->in[2]].src == i;
+        }
+        if (sess_state_checkpointed(ss)) {
             s->has_recurrent = true;
             s->ckpt_bytes += ss->bytes;
         }
@@ -542,7 +547,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
 
 size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
     const g_state *gs = &s->prog->states[i];
-    if (s->states[i].double_buffered || gs->pos_axis != gs->n_dims - 1) return 0;
+    if (sess_state_checkpointed(&s->states[i]) || gs->pos_axis != gs->n_dims - 1) return 0;
     size_t row = gs->dtype == SLM_DTYPE_F16 ? 2 : 4;
     for (int d = 0; d < gs->n_dims - 1; d++) row *= (size_t)gs->alloc_ne[d];
     return row;
@@ -550,8 +555,9 @@ size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
 
 slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic) {
     bool split = s->has_recurrent && s->ckpt_interval > 0;
-    int32_t first = n;
+    int32_t first = n, max_call = s->prog->max_call_tokens;
     if (split && (s->pos % s->ckpt_interval) + n > s->ckpt_interval) first = s->ckpt_interval - s->pos % s->ckpt_interval;
+    if (max_call > 0 && first > max_call) first = max_call;
     bool several = first < n;
     slm_status st = SLM_OK;
     if (atomic && several && (st = sess_undo_begin(s, s->pos))) return st;
@@ -562,6 +568,7 @@ slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atom
             int32_t to_boundary = s->ckpt_interval - s->pos % s->ckpt_interval;
             if (len > to_boundary) len = to_boundary;
         }
+        if (max_call > 0 && len > max_call) len = max_call;
         st = sess_run(s, len == 1 ? s->fn_decode : s->fn_prefill, tokens + done, len);
         if (st) break;
         done += len;

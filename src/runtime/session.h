@@ -3,7 +3,9 @@
  *
  * Invariants:
  *  1. Positions [0, pos) of every KV state hold the keys/values of history[0, pos); cells at and
- *     beyond pos are scratch (a failed call may have written there).
+ *     beyond pos are scratch (a failed call may have written there). A KV ring of R rows (sliding
+ *     layers) holds positions [pos - W, pos) of its window W at rows P mod R; its other rows are
+ *     scratch (a call writes at most R - W rows: program max_call_tokens).
  *  2. Conv and recurrent states are the state after history[0, pos). They are double-buffered: a
  *     call writes into the back buffer and only a successful call swaps it to the front, so a
  *     failed call (bad input, abort, out of memory) leaves the session exactly as it was.
@@ -34,8 +36,13 @@ typedef struct sess_state {
     uint8_t *buf[2];       /* buf[front] is current; buf[1 - front] exists when double_buffered */
     int front;
     bool double_buffered;
+    bool ring;             /* a sliding-window KV ring (attn.ring): written in place at pos mod R */
     bool written;          /* written during the running call (its back buffer is current) */
 } sess_state;
+
+/* States a rollback cannot truncate, so checkpoints and undo records copy them whole: the
+ * double-buffered (conv, recurrent) states and the KV rings. */
+static inline bool sess_state_checkpointed(const sess_state *ss) { return ss->double_buffered || ss->ring; }
 
 /* Times of the plan's steps over the session's calls while recording (slm_plan_profile,
  * runtime/profile.c): a sample per step per completed call, up to cap_calls calls per function.
@@ -80,7 +87,7 @@ struct slm_session {
     void *abort_user_data;
     slm_err err;
     /* checkpoints (runtime/state.c) */
-    bool has_recurrent;    /* any double-buffered (conv / recurrent) state */
+    bool has_recurrent;    /* any checkpointed state (sess_state_checkpointed): rollback replays */
     size_t ckpt_bytes;     /* bytes of one checkpoint */
     int32_t ckpt_interval; /* 0 = no interval checkpoints */
     bool ckpt_at_prefill_end;

@@ -87,7 +87,7 @@ void sess_ckpt_free(slm_session *s) {
 static void recurrent_save(const slm_session *s, uint8_t *dst) {
     for (int32_t i = 0; i < s->prog->n_states; i++) {
         const sess_state *ss = &s->states[i];
-        if (!ss->double_buffered) continue;
+        if (!sess_state_checkpointed(ss)) continue;
         memcpy(dst, ss->buf[ss->front], ss->bytes);
         dst += ss->bytes;
     }
@@ -97,7 +97,7 @@ static void recurrent_save(const slm_session *s, uint8_t *dst) {
 static void recurrent_load(slm_session *s, const uint8_t *src) {
     for (int32_t i = 0; i < s->prog->n_states; i++) {
         sess_state *ss = &s->states[i];
-        if (!ss->double_buffered) continue;
+        if (!sess_state_checkpointed(ss)) continue;
         if (src) {
             memcpy(ss->buf[ss->front], src, ss->bytes);
             src += ss->bytes;
