@@ -10,7 +10,10 @@ and tests/data/tiny/tokenizer_vectors.json (HF tokenizers ids of fixed strings, 
 
 The script also runs HF's own incremental path (prefill the 11 prompt ids, then one id at a time
 with the model's cache) and records max|a-b|/max|b| against the full pass, per step; it fails if
-that exceeds 1e-4. Run with ~/.cache/statelm/venv.
+that exceeds 1e-4. For models with a sliding window (gemma3) it also records how the logits move
+when the window is one shorter, one longer or absent (`window_sensitivity`), and fails unless
+rows q < W - 1 are unchanged and every variant changes the rows past the window. Run with
+~/.cache/statelm/venv.
 """
 from __future__ import annotations
 
@@ -84,6 +87,35 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
+def first_differing_row(a: np.ndarray, b: np.ndarray) -> int:
+    rows = np.nonzero(np.any(a != b, axis=1))[0]
+    return int(rows[0]) if len(rows) else -1
+
+
+def window_sensitivity(hf: Path, x, full: np.ndarray, window: int) -> dict:
+    """The goldens recomputed with sliding_window W-1, W+1 and 'none' (a window longer than the
+    sequence, local rope base kept): the first row that changes and the largest change. With the
+    mask q - W < k <= q, W-1 first differs at row W-1, W+1 and 'none' at row W."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = {"window": window, "mask": "query q sees keys k with q - W < k <= q (local layers only)",
+           "metric": "max|a-b|/max|b| per row, max over rows (b = golden)"}
+    n = full.shape[0]
+    for name, w in (("w_minus_1", window - 1), ("w_plus_1", window + 1), ("none", 1 << 20)):
+        m = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32, attn_implementation="eager",
+                                                 sliding_window=w).eval()
+        with torch.no_grad():
+            lg = m(input_ids=x, use_cache=False).logits[0].float().numpy()
+        first = first_differing_row(lg, full)
+        want_first = window - 1 if w == window - 1 else window
+        if first != want_first:
+            raise RuntimeError(f"sliding_window {w}: first changed row {first}, want {want_first}")
+        out[name] = {"sliding_window": w if w < n else None, "first_changed_row": first,
+                     "max_rel_err": max(rel_err(lg[i], full[i]) for i in range(n))}
+    return out
+
+
 def run_arch(arch: str, root: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -123,6 +155,10 @@ def run_arch(arch: str, root: Path) -> dict:
     if max_inc > MAX_INCREMENTAL_REL_ERR:
         raise RuntimeError(f"{arch}: HF incremental vs full max rel err {max_inc:.3g} > {MAX_INCREMENTAL_REL_ERR}")
 
+    window = None
+    if getattr(model.config, "sliding_window", None) and "sliding_attention" in (model.config.layer_types or []):
+        window = int(model.config.sliding_window)
+
     srt = np.sort(full, axis=1)
     manifest = {
         "arch": arch,
@@ -151,6 +187,7 @@ def run_arch(arch: str, root: Path) -> dict:
             "tokens": greedy,
             "top2_margins": margins,
         },
+        **({"window_sensitivity": window_sensitivity(hf, x, full, window)} if window else {}),
         "model_sha256": {p.relative_to(adir).as_posix(): sha256(p)
                          for p in [hf / "model.safetensors", hf / "config.json",
                                    adir / f"{arch}-f32.gguf", adir / f"{arch}-q8_0.gguf"]},

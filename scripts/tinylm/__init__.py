@@ -1,7 +1,7 @@
 """Helpers for statelm's tiny random-weight test models (see tests/data/tiny/README.md).
 
 Modules:
-  spec       configs of the four tiny models and the two full-size shapes, paths, seeds
+  spec       configs of the five tiny models and the two full-size shapes, paths, seeds
   tokenizer  the shared tiny byte-level BPE tokenizer and its per-family tokenizer.json variants
   weights    deterministic random weights (numpy only)
   convert    HF (safetensors + config.json) -> GGUF, mirroring llama.cpp's convert_hf_to_gguf.py

@@ -1,7 +1,7 @@
 """HF checkpoint -> GGUF, written the way llama.cpp's convert_hf_to_gguf.py writes it (numpy only).
 
-Mirrors, per architecture (classes LlamaModel, Qwen3Model, LFM2Model, Qwen3_5TextModel and their
-bases TextModel / Qwen3NextModel / _LinearAttentionVReorderBase / _Qwen35MRopeMixin):
+Mirrors, per architecture (classes LlamaModel, Qwen3Model, LFM2Model, Qwen3_5TextModel, Gemma3Model
+and their bases TextModel / Qwen3NextModel / _LinearAttentionVReorderBase / _Qwen35MRopeMixin):
   * tensor names through gguf-py's TensorNameMap (the converter's map_tensor_name);
   * llama: q_proj/k_proj rows permuted per head ([n_head, 2, hd/2] -> [n_head, hd/2, 2]) so the
     GGUF uses NORM (adjacent-pair) rope;
@@ -11,6 +11,11 @@ bases TextModel / Qwen3NextModel / _LinearAttentionVReorderBase / _Qwen35MRopeMi
     A_log -> ssm_a = -exp(A_log); dt_bias -> ssm_dt.bias; conv1d [C,1,K] squeezed; when
     linear_num_key_heads != linear_num_value_heads the v-head-indexed tensors are reordered from
     grouped (v-head j uses k-head j // r) to tiled order (v-head j uses k-head j % Hk);
+  * gemma3 (conversion/gemma.py Gemma3Model): every `*norm.weight` gets +1 (q_norm and k_norm
+    included); rope.freq_base from rope_parameters.full_attention, rope.freq_base_swa from
+    .sliding_attention (TextModel); attention.sliding_window unless sliding_window_pattern == 1;
+    final_logit_softcapping only when set; no sliding_window_pattern key (llama.cpp derives 5:1);
+    token_embd cut to len(tokenizer.json vocab) + len(added_tokens) rows (a no-op here);
   * tensor types for a quantised file: 1-D tensors, `*_norm.weight`, ssm_conv1d, shortconv.conv
     and names not ending in ".weight" (ssm_a, ssm_dt.bias) stay F32; everything else, including
     token_embd, gets the requested type (F16 fallback if a row is not a whole number of blocks);
@@ -40,7 +45,8 @@ FTYPES = {
 }
 
 _MODEL_ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen3": gguf.MODEL_ARCH.QWEN3,
-               "lfm2": gguf.MODEL_ARCH.LFM2, "qwen35": gguf.MODEL_ARCH.QWEN35}
+               "lfm2": gguf.MODEL_ARCH.LFM2, "qwen35": gguf.MODEL_ARCH.QWEN35,
+               "gemma3": gguf.MODEL_ARCH.GEMMA3}
 
 
 def lfm2_effective_ff(hp: dict) -> int:
@@ -60,6 +66,9 @@ def lfm2_effective_ff(hp: dict) -> int:
 def add_model_keys(w: gguf.GGUFWriter, arch: str, hp: dict, ftype: int) -> None:
     """Architecture keys (TextModel.set_gguf_parameters + the per-arch overrides)."""
     rp = hp.get("rope_parameters") or {}
+    if arch == "gemma3":
+        rp_swa = rp.get("sliding_attention") or {}
+        rp = rp.get("full_attention", rp)
     w.add_block_count(hp["num_hidden_layers"])
     w.add_context_length(hp["max_position_embeddings"])
     w.add_embedding_length(hp["hidden_size"])
@@ -77,6 +86,8 @@ def add_model_keys(w: gguf.GGUFWriter, arch: str, hp: dict, ftype: int) -> None:
         sec += [0] * (4 - len(sec))
         w.add_rope_dimension_sections(sec[:4])
     w.add_rope_freq_base(rp["rope_theta"])
+    if arch == "gemma3" and rp_swa.get("rope_theta") is not None:
+        w.add_rope_freq_base_swa(rp_swa["rope_theta"])
     w.add_layer_norm_rms_eps(hp["norm_eps"] if arch == "lfm2" else hp["rms_norm_eps"])
     if hp.get("head_dim") is not None:
         w.add_key_length(hp["head_dim"])
@@ -97,6 +108,11 @@ def add_model_keys(w: gguf.GGUFWriter, arch: str, hp: dict, ftype: int) -> None:
         w.add_full_attention_interval(hp.get("full_attention_interval", 4))
         hd = hp.get("head_dim") or hp["hidden_size"] // hp["num_attention_heads"]
         w.add_rope_dimension_count(int(hd * rp.get("partial_rotary_factor", hp.get("partial_rotary_factor", 0.25))))
+    elif arch == "gemma3":
+        if hp.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(hp["final_logit_softcapping"])
+        if hp.get("sliding_window_pattern") != 1:
+            w.add_sliding_window(hp["sliding_window"])
 
 
 def add_tokenizer_keys(w: gguf.GGUFWriter, arch: str, hf_dir: Path, n_vocab: int) -> None:
@@ -174,6 +190,9 @@ def hf_to_gguf_tensor(arch: str, hp: dict, name: str, t: np.ndarray, tmap) -> tu
         elif "conv1d" in name:
             t = t.reshape(t.shape[0], -1)
         elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+            t = t + np.float32(1.0)
+    elif arch == "gemma3":
+        if name.endswith("norm.weight"):
             t = t + np.float32(1.0)
     new = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
     if new is None:

@@ -85,6 +85,23 @@ def hf_shapes(arch: str, hp: dict) -> dict[str, tuple[int, ...]]:
                 s[p + "self_attn.o_proj.weight"] = (d, H * hd)
                 s[p + "self_attn.q_norm.weight"] = (hd,)
                 s[p + "self_attn.k_norm.weight"] = (hd,)
+    elif arch == "gemma3":
+        ff = hp["intermediate_size"]
+        s["model.norm.weight"] = (d,)
+        for i in range(L):
+            p = f"model.layers.{i}."
+            for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                      "post_feedforward_layernorm"):
+                s[p + n + ".weight"] = (d,)
+            s[p + "self_attn.q_proj.weight"] = (H * hd, d)
+            s[p + "self_attn.k_proj.weight"] = (Hkv * hd, d)
+            s[p + "self_attn.v_proj.weight"] = (Hkv * hd, d)
+            s[p + "self_attn.o_proj.weight"] = (d, H * hd)
+            s[p + "self_attn.q_norm.weight"] = (hd,)
+            s[p + "self_attn.k_norm.weight"] = (hd,)
+            s[p + "mlp.gate_proj.weight"] = (ff, d)
+            s[p + "mlp.up_proj.weight"] = (ff, d)
+            s[p + "mlp.down_proj.weight"] = (d, ff)
     else:
         raise ValueError(arch)
     return s

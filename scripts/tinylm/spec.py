@@ -3,7 +3,7 @@
 Every number that defines a committed file lives here, so the generator, the golden script, the
 llama.cpp check and the reproducibility check all agree. The HF config dicts are passed as keyword
 arguments to the transformers config classes (LlamaConfig, Qwen3Config, Lfm2Config,
-Qwen3_5TextConfig); the GGUF keys are derived from the saved config.json by convert.py, the way
+Qwen3_5TextConfig, Gemma3TextConfig); the GGUF keys are derived from the saved config.json by convert.py, the way
 llama.cpp's convert_hf_to_gguf.py derives them.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_DIR = REPO / "tests" / "data" / "tiny"
-ARCHS = ("llama", "qwen3", "lfm2", "qwen35")
+ARCHS = ("llama", "qwen3", "lfm2", "qwen35", "gemma3")
 
 # Base seed of everything random in the tiny models (weights, golden decode ids).
 SEED = 20250601
@@ -80,6 +80,21 @@ TEMPLATE_LFM2 = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
 )
+# Gemma 3's template (role "model" for the assistant, the system turn folded into the first user
+# turn, contents trimmed) with the shared vocabulary's tokens standing in for Gemma's:
+# <|startoftext|> for <bos>, <|im_start|> for <start_of_turn>, <|im_end|> for <end_of_turn>.
+TEMPLATE_GEMMA3 = (
+    "{{- bos_token -}}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+    "{{- '<|im_start|>' + role + '\n' + (first_user_prefix if loop.first else '') + (message['content'] | trim)"
+    " + '<|im_end|>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>model\n' -}}{%- endif -%}"
+)
 
 # Tokenizer side of each family: GGUF pre-tokenizer name, HF pre-tokenizer, special tokens.
 # bos/eos/pad/unk are token texts (None = absent). eos is the end-of-turn token of the chat
@@ -97,6 +112,11 @@ FAMILY_TOK = {
     "qwen35": dict(pre="qwen35", hf_pre=RE_QWEN35, ignore_merges=False, bos=None,
                    eos="<|im_end|>", pad="<|endoftext|>", unk=None, add_bos=False,
                    template=TEMPLATE_QWEN35),
+    # Real Gemma 3 GGUFs carry a SentencePiece vocabulary (tokenizer.ggml.model "llama", pre
+    # "default"); the tiny model keeps the shared byte-level BPE with GPT-2's split ("gpt-2").
+    "gemma3": dict(pre="gpt-2", hf_pre="gpt2", ignore_merges=False, bos="<|startoftext|>",
+                   eos="<|im_end|>", pad="<|pad|>", unk=None, add_bos=True,
+                   template=TEMPLATE_GEMMA3),
 }
 
 # HF model class and config of each tiny model (kwargs of the transformers config class).
@@ -105,6 +125,7 @@ HF_CLASS = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
     "lfm2": ("Lfm2Config", "Lfm2ForCausalLM"),
     "qwen35": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
 }
 
 HF_CONFIG = {
@@ -152,6 +173,22 @@ HF_CONFIG = {
         tie_word_embeddings=True, attention_bias=False,
         bos_token_id=None, eos_token_id=TOK["<|endoftext|>"], pad_token_id=None,
     ),
+    "gemma3": dict(
+        # Gemma 3 270M in miniature: 5 sliding-window layers, 1 global, then one more local
+        # (layer_types = the 5:1 pattern llama.cpp derives when the GGUF has no pattern key);
+        # H*hd = 128 != d; query_pre_attn_scalar = head_dim (llama.cpp's 1/sqrt(hd) agrees).
+        # sliding_window 8 < the 43 golden ids, so the goldens cover positions past the window.
+        vocab_size=VOCAB, hidden_size=D_MODEL, intermediate_size=128, num_hidden_layers=7,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, hidden_activation="gelu_pytorch_tanh",
+        layer_types=["sliding_attention"] * 5 + ["full_attention", "sliding_attention"],
+        sliding_window=8, query_pre_attn_scalar=32,
+        max_position_embeddings=2048, rms_norm_eps=1e-6,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        final_logit_softcapping=None, attn_logit_softcapping=None, use_bidirectional_attention=False,
+        tie_word_embeddings=True, attention_bias=False,
+        bos_token_id=TOK["<|startoftext|>"], eos_token_id=TOK["<|im_end|>"], pad_token_id=TOK["<|pad|>"],
+    ),
 }
 
 # generation_config.json: eos may list several stop ids.
@@ -161,9 +198,11 @@ GEN_CONFIG = {
                   pad_token_id=TOK["<|endoftext|>"]),
     "lfm2": dict(bos_token_id=TOK["<|startoftext|>"], eos_token_id=TOK["<|im_end|>"], pad_token_id=TOK["<|pad|>"]),
     "qwen35": dict(eos_token_id=[TOK["<|im_end|>"], TOK["<|endoftext|>"]], pad_token_id=TOK["<|endoftext|>"]),
+    "gemma3": dict(bos_token_id=TOK["<|startoftext|>"], eos_token_id=[TOK["<|im_end|>"], TOK["<|endoftext|>"]],
+                   pad_token_id=TOK["<|pad|>"]),
 }
 
-GGUF_ARCH = {"llama": "llama", "qwen3": "qwen3", "lfm2": "lfm2", "qwen35": "qwen35"}
+GGUF_ARCH = {"llama": "llama", "qwen3": "qwen3", "lfm2": "lfm2", "qwen35": "qwen35", "gemma3": "gemma3"}
 
 # Golden sequence: N_PROMPT prompt ids (a ChatML-ish start, see golden_ids) + N_DECODE fixed
 # random "decode" ids.

@@ -104,6 +104,10 @@ def family_tokenizer_json(base: dict, arch: str) -> str:
             {"type": "Digits", "individual_digits": True},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
         ]}
+    elif fam["hf_pre"] == "gpt2":
+        # GPT-2's ByteLevel regex alone (llama.cpp pre "gpt-2").
+        j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                              "use_regex": True}
     else:
         j["pre_tokenizer"] = _split_pre(fam["hf_pre"])
     j["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}

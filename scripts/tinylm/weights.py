@@ -8,7 +8,8 @@ What every parameter kind gets (chosen so that no parameter sits at an identity-
 that would hide a bug, e.g. a missing or extra +1 on a norm):
   matrices, embeddings        N(0, 0.1^2)
   plain RMSNorm weights        1 + N(0, 0.1^2)       (llama, qwen3, lfm2, qwen35 linear_attn.norm)
-  zero-centred qwen35 norms    N(0, 0.1^2)           (HF applies 1 + w; GGUF stores 1 + w)
+  zero-centred norms           N(0, 0.1^2)           (qwen35 and every gemma3 norm: HF applies
+                                                      1 + w; GGUF stores 1 + w)
   conv kernels                 N(0, 0.3^2)
   qwen35 A_log                 log U(0.1, 4)         (decay rate A = exp(A_log))
   qwen35 dt_bias               U(-3, 0)              (decays exp(g) mostly in 0.6..0.99)
@@ -42,6 +43,8 @@ def uniform(rng: np.random.Generator, shape, lo: float, hi: float) -> np.ndarray
 
 
 def is_zero_centred_norm(arch: str, name: str) -> bool:
+    if arch == "gemma3":
+        return name.endswith("norm.weight")
     return arch == "qwen35" and name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight")
 
 
