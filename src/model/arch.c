@@ -587,6 +587,7 @@ static slm_status gemma3_gguf(slm_model *m, slm_err *e) {
     if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
         (st = g_int(m, "attention.sliding_window", true, 1, 1 << 20, &hp->swa_window, e)) ||
         (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e)) ||
+        (st = g_float(m, "rope.freq_base_swa", false, &hp->rope_base_swa, e)) ||
         (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)))
         return st;
     char key[128];
