@@ -8,9 +8,12 @@
  *    whether the columns go together (GEMM) or one by one (GEMV), for 2 or 3 threads, and with
  *    or without the repacked weight copies;
  *  - attention (f16 and f32 KV, GQA, head dims 16..256 incl. odd): NMSE; a prefill of n tokens
- *    equals n one-token calls bit for bit;
- *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
- *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
+ *    equals n one-token calls bit for bit; the same with sliding windows over ring states (rows
+ *    outside every query's window hold NaN, infinities or large values), and a ring too short for
+ *    the call is refused;
+ *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes (ring writes that wrap
+ *    too): NMSE (rope and state writes bit-identical to the reference); DeltaNet over n tokens
+ *    equals n one-token calls;
  *  - the fused causal-conv step: bit-identical to the CONV1D (+ SILU) nodes it replaces;
  *  - activation quantisation: every ISA writes the same bytes as the portable C;
  *  - every tier gives the same bits: for attention, DeltaNet, conv, the conv step, elementwise ops
