@@ -8,9 +8,12 @@
  *    whether the columns go together (GEMM) or one by one (GEMV), for 2 or 3 threads, and with
  *    or without the repacked weight copies;
  *  - attention (f16 and f32 KV, GQA, head dims 16..256 incl. odd): NMSE; a prefill of n tokens
- *    equals n one-token calls bit for bit;
- *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes: NMSE (rope and state
- *    writes bit-identical to the reference); DeltaNet over n tokens equals n one-token calls;
+ *    equals n one-token calls bit for bit; the same with sliding windows over ring states (rows
+ *    outside every query's window hold NaN, infinities or large values), and a ring too short for
+ *    the call is refused;
+ *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes (ring writes that wrap
+ *    too): NMSE (rope and state writes bit-identical to the reference); DeltaNet over n tokens
+ *    equals n one-token calls;
  *  - the fused causal-conv step: bit-identical to the CONV1D (+ SILU) nodes it replaces;
  *  - activation quantisation: every ISA writes the same bytes as the portable C;
  *  - every tier gives the same bits: for attention, DeltaNet, conv, the conv step, elementwise ops
@@ -576,6 +579,193 @@ static void attention_all(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* Sliding-window attention over ring states (Gemma 3's local layers): keys at positions
+ * (q - W, q], the key of position P in row P mod R. The states hold the keys of the positions the
+ * call can see, [lo of the first query, pos + n - 1], each in its row; every other row (stale ring
+ * rows, rows below the window) holds NaN, infinities or large values that must never reach an
+ * output or the running max. Positions run past R
+ * several times. Checked against the reference (NMSE), bit for bit against the portable C on every
+ * level, and the n-token call against n one-token calls. */
+typedef struct attn_win_case {
+    int64_t hd, hdv, H, Hkv, window, ring, n_max, pos_max;
+} attn_win_case;
+
+static void kv_put(uint32_t kvt, void *base, int64_t i, float f) {
+    if (kvt == SLM_DTYPE_F16) ((uint16_t *)base)[i] = f32_to_f16(f);
+    else ((float *)base)[i] = f;
+}
+
+static void attention_window_ring(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    const attn_win_case cases[] = {
+        {16, 16, 2, 1, 5, 16, 12, 150},   {32, 32, 4, 2, 8, 32, 25, 150},   {64, 64, 3, 1, 17, 32, 16, 150},
+        {128, 128, 2, 2, 40, 64, 25, 150}, {256, 256, 4, 1, 512, 1024, 24, 2600}, /* Gemma 3 270M */
+        {64, 80, 2, 1, 17, 0, 30, 150},   {40, 40, 2, 2, 8, 0, 20, 150},    {32, 32, 2, 1, 0, 64, 20, 44},
+        {7, 7, 1, 1, 5, 16, 12, 150},     {16, 32, 6, 3, 40, 48, 9, 150},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int trial = 0; trial < 4; trial++) {
+            attn_win_case cs = cases[ci];
+            uint32_t kvt = trial % 2 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
+            int64_t hd = cs.hd, hdv = cs.hdv, H = cs.H, Hkv = cs.Hkv, W = cs.window, Rg = cs.ring;
+            int64_t n = trial == 0 ? cs.n_max : irand(1, cs.n_max);
+            int64_t pos = trial == 1 ? irand(0, W > 1 ? W - 1 : 0) : irand(0, cs.pos_max);
+            if (Rg && !W && pos + n > Rg) pos = Rg - n; /* a ring without a window: no wrap yet */
+            int64_t lo0 = W && pos - W + 1 > 0 ? pos - W + 1 : 0;
+            int64_t ctx = Rg ? Rg + 16 * (trial % 2) : pos + n + irand(0, 20);
+            size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+            int64_t kw = hd * Hkv, vw = hdv * Hkv;
+            uint8_t *K = malloc(el * (size_t)(kw * ctx)), *V = malloc(el * (size_t)(vw * ctx));
+            assert_true(K && V);
+            /* rows outside the call's keys: NaN, infinities or large finite values, by row */
+            const float junk[4] = {nanf(""), INFINITY, 30000.0f, -30000.0f};
+            for (int64_t i = 0; i < kw * ctx; i++) kv_put(kvt, K, i, junk[(i / kw) % 4]);
+            for (int64_t i = 0; i < vw * ctx; i++) kv_put(kvt, V, i, junk[(i / vw) % 4]);
+            for (int64_t P = lo0; P < pos + n; P++) {
+                int64_t row = Rg ? P % Rg : P;
+                for (int64_t i = 0; i < kw; i++) kv_put(kvt, K, row * kw + i, frand());
+                for (int64_t i = 0; i < vw; i++) kv_put(kvt, V, row * vw + i, frand());
+            }
+            float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
+            for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
+            g_node nd = node(G_OP_ATTENTION, 3, 1);
+            nd.p.attn.n_head_kv = (int32_t)Hkv;
+            nd.p.attn.scale = 1.0f / sqrtf((float)hd);
+            nd.p.attn.window = (int32_t)W;
+            nd.p.attn.ring = (int32_t)Rg;
+            be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, vw, ctx, 1, V)};
+            size_t ny = (size_t)(hdv * H * n);
+            float *y_ref = out_alloc(ny);
+            be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
+            run(ref, &nd, &out, in, n, pos);
+            float *y_gen = NULL;
+            for (int li = 0; li < n_lv; li++) {
+                char what[200];
+                snprintf(what, sizeof what,
+                         "window attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld W=%lld R=%lld n=%lld pos=%lld",
+                         slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)hdv, (long long)H,
+                         (long long)Hkv, (long long)W, (long long)Rg, (long long)n, (long long)pos);
+                backend *be = mk(true, lv[li], 2);
+                float *y = out_alloc(ny);
+                out.data = y;
+                run(be, &nd, &out, in, n, pos);
+                check_guard(y, ny, what);
+                double err = nmse(y, y_ref, ny);
+                if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
+                same_as_generic(lv[li], y, ny, &y_gen, what);
+                for (int64_t t = 0; t < n; t++) {
+                    float *y1 = out_alloc((size_t)(hdv * H));
+                    be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                    be_view out1 = v4(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+                    run(be, &nd, &out1, in1, 1, pos + t);
+                    check_guard(y1, (size_t)(hdv * H), what);
+                    if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
+                        fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
+                    free(y1);
+                }
+                free(y);
+                be->vt->destroy(be);
+            }
+            free(K), free(V), free(q), free(y_ref), free(y_gen);
+        }
+    ref->vt->destroy(ref);
+}
+
+/* A ring too short for the call (the first query's oldest key shares a row with the newest
+ * position) is refused by the reference and the fast kernels, and the output is not written. */
+static void attention_ring_too_short(void **unused) {
+    (void)unused;
+    const int64_t hd = 16, ring = 32, window = 20, n = 14; /* needs ring >= window + n - 1 = 33 */
+    float *K = calloc((size_t)(hd * ring), sizeof(float)), *V = calloc((size_t)(hd * ring), sizeof(float));
+    float q[16 * 14] = {0}, *y = out_alloc((size_t)(hd * n));
+    assert_true(K && V);
+    g_node nd = node(G_OP_ATTENTION, 3, 1);
+    nd.p.attn.n_head_kv = 1;
+    nd.p.attn.scale = 0.25f;
+    nd.p.attn.window = (int32_t)window;
+    nd.p.attn.ring = (int32_t)ring;
+    be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, 1, n, q), v4(SLM_DTYPE_F32, 2, hd, ring, 1, K),
+                     v4(SLM_DTYPE_F32, 2, hd, ring, 1, V)};
+    be_view out = v4(SLM_DTYPE_F32, 3, hd, 1, n, y);
+    for (int fast = 0; fast < 2; fast++) {
+        backend *be = mk(fast, cpu_isa_detect(), 1);
+        slm_err e;
+        err_clear(&e);
+        assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, &out, in), &e), SLM_OK);
+        be_call call = {.n = n, .pos = 100};
+        assert_int_equal(be->vt->exec(be, &nd, &out, in, &call, &e), SLM_ERR_BACKEND);
+        check_guard(y, 0, "refused attention"); /* nothing written, guard included */
+        be_call fits = {.n = n - 1, .pos = 100};
+        out.ne[2] = in[0].ne[2] = n - 1;
+        assert_int_equal(be->vt->exec(be, &nd, &out, in, &fits, &e), SLM_OK);
+        out.ne[2] = in[0].ne[2] = n;
+        for (int64_t i = 0; i < hd * n + GUARD; i++) memcpy(y + i, &(uint32_t){GUARD_BITS}, 4);
+        be->vt->destroy(be);
+    }
+    free(K), free(V), free(y);
+}
+
+/* The fast STATE_WRITE with a wrapping begin (a ring of R rows on axis 1): token t's row lands in
+ * row (pos + t) mod R, every other row is untouched; bit-identical to the reference, f16 and f32. */
+static void state_write_ring(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    for (int trial = 0; trial < 12; trial++) {
+        uint32_t dt = trial % 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
+        int64_t ring = 16 * irand(1, 4), ne0 = irand(1, 70), n = irand(1, ring), pos = irand(0, 300);
+        int64_t srows = ring + 16 * (trial % 3); /* rows past the ring are never written */
+        size_t el = dt == SLM_DTYPE_F16 ? 2 : 4, sbytes = el * (size_t)(ne0 * srows);
+        float *val = malloc(sizeof(float) * (size_t)(ne0 * n));
+        for (int64_t i = 0; i < ne0 * n; i++) val[i] = 100.0f * frand();
+        uint8_t *s_init = malloc(sbytes), *s_ref = malloc(sbytes);
+        for (size_t i = 0; i < sbytes; i++) s_init[i] = (uint8_t)rnd();
+        memcpy(s_ref, s_init, sbytes);
+        g_node nd = node(G_OP_STATE_WRITE, 1, 1);
+        nd.p.write.begin[1] = g_pos_mod(0, ring);
+        be_view in = v4(SLM_DTYPE_F32, 2, ne0, n, 1, val);
+        be_view out = v4(dt, 2, ne0, srows, 1, s_ref);
+        run(ref, &nd, &out, &in, n, pos);
+        for (int64_t r = 0; r < srows; r++) { /* placement, from the definition */
+            int64_t t = ((r - pos) % ring + ring) % ring;
+            bool written = r < ring && t < n;
+            for (int64_t i = 0; i < ne0; i++) {
+                size_t off = el * (size_t)(r * ne0 + i);
+                if (!written) {
+                    if (memcmp(s_ref + off, s_init + off, el) != 0) fail_msg("ring write: row %lld touched", (long long)r);
+                    continue;
+                }
+                float want = val[t * ne0 + i];
+                if (dt == SLM_DTYPE_F16) {
+                    uint16_t h = f32_to_f16(want);
+                    if (memcmp(s_ref + off, &h, 2) != 0) fail_msg("ring write: row %lld is not token %lld", (long long)r, (long long)t);
+                } else if (memcmp(s_ref + off, &want, 4) != 0) {
+                    fail_msg("ring write: row %lld is not token %lld", (long long)r, (long long)t);
+                }
+            }
+        }
+        for (int li = 0; li < n_lv; li++) {
+            backend *be = mk(true, lv[li], 2);
+            uint8_t *s = malloc(sbytes);
+            memcpy(s, s_init, sbytes);
+            out.data = s;
+            run(be, &nd, &out, &in, n, pos);
+            if (memcmp(s, s_ref, sbytes) != 0)
+                fail_msg("ring write %s %s ring=%lld ne0=%lld n=%lld pos=%lld differs from the reference",
+                         slm_dtype_name(dt), cpu_isa_name(lv[li]), (long long)ring, (long long)ne0, (long long)n,
+                         (long long)pos);
+            free(s);
+            be->vt->destroy(be);
+        }
+        free(val), free(s_init), free(s_ref);
+    }
+    ref->vt->destroy(ref);
+}
+
 /* ---- DELTANET ---------------------------------------------------------------------------------- */
 
 static void deltanet_all(void **unused) {
@@ -983,7 +1173,8 @@ static void missing_level_refused(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
+        cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),
         cmocka_unit_test(exp_accuracy),

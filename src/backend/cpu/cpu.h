@@ -117,17 +117,28 @@ typedef struct cpu_isa {
     void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch);
     /* Attention for a block of T query tokens and the G query heads that share one KV head.
-     * Row (t, h): q at q + t*q_tstride + h*hd (hd f32), attends keys [0, n_keys0 + t), writes
-     * out + t*o_tstride + h*hdv. Key/value j at k + j*kstride / v + j*vstride (elements), dtype
-     * kvt (F16 or F32). Canonical per row (f32): keys in blocks of 16; the block's scores are
-     * s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd i of q_i k_ji; online
-     * softmax (running max m, sum l, accumulator rescaled by c = m_new == m_old ? 1 :
-     * cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j - m)); accumulator
-     * += p_j v_j for the row's keys of the block in order; out = acc / l. The arithmetic of a row
-     * does not depend on T, G or the other rows. scratch >= cpu_attn_scratch_bytes(hd, hdv, T*G). */
+     * Row (t, h): q at q + t*q_tstride + h*hd (hd f32), writes out + t*o_tstride + h*hdv; it
+     * attends the keys at positions [lo, hi], hi = n_keys0 + t - 1 (its own position), lo =
+     * window ? max(0, hi - window + 1) : 0. The key/value at position P is row r = (ring ? P mod
+     * ring : P) at k + r*kstride / v + r*vstride (elements), dtype kvt (F16 or F32); ring is 0 or a
+     * multiple of 16 no larger than the states' rows, and the caller guarantees that the rows of
+     * [lo, hi] hold those positions (rows of other positions may hold anything, NaN included).
+     * Canonical per row (f32): keys in blocks of 16 aligned to absolute positions, j0 = floor(lo
+     * / 16)*16, j0 + 16, ... <= hi (block j0 is the 16 contiguous rows from j0 mod ring: ring is a
+     * multiple of 16); lane j of a block is position j0 + j, and lanes outside [lo, hi] are
+     * masked: they never enter the max, their p is exactly 0 and they are never multiplied into
+     * the accumulator (a kernel may load and compute them, then select before any use, except
+     * lanes past hi without a ring, which may lie past the end of the state and are not read).
+     * The block's scores are s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd
+     * i of q_i k_ji; online softmax (running max m, sum l, accumulator rescaled by c = m_new ==
+     * m_old ? 1 : cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j
+     * - m), masked lanes 0); accumulator += p_j v_j for the row's keys of the block in order; out
+     * = acc / l. With window 0 and ring 0 this is causal attention over [0, hi] (blocks from key
+     * 0). The arithmetic of a row does not depend on T, G or the other rows. scratch >=
+     * cpu_attn_scratch_bytes(hd, hdv, T*G). */
     void (*attn_block)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
                        uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys0,
-                       float scale, float *out, int64_t o_tstride, void *scratch);
+                       int64_t window, int64_t ring, float scale, float *out, int64_t o_tstride, void *scratch);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
     /* One recurrent DeltaNet head over n >= 1 tokens: S (dk, dv) is read from S_in and the updated

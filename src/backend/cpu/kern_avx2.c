@@ -420,8 +420,8 @@ INLINE __m256 kv_at8(uint32_t t, const void *base, int64_t i) {
 }
 
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
-                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, float scale, float *out,
-                       int64_t ots, void *scratch) {
+                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
+                       int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
     int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
     float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
     float *M = P + 16 * R, *L = M + R, *C = L + R;
@@ -430,30 +430,38 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         M[r] = -INFINITY;
         L[r] = 0.0f;
     }
-    int64_t nk_max = nk0 + T - 1;
-    for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
+    /* row of token t: keys [lo_t, hi_t], hi_t = nk0 - 1 + t, lo_t = window ? max(0, hi_t - window + 1) : 0
+     * (both ascending in t); each block of 16 is loaded once for the tokens whose keys meet it */
+    int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
+    for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
         int64_t hd8 = hd & ~(int64_t)7;
+        int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
+        size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+        const void *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
+        const void *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
         for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
             for (int64_t i = 0; i < hd8; i += 8) {
                 __m256 t[8];
                 for (int j = 0; j < 8; j++)
-                    t[j] = jg + j < nbk ? kv_at8(kvt, k, (j0 + jg + j) * kstride + i) : _mm256_setzero_ps();
+                    t[j] = jg + j < nbk ? kv_at8(kvt, kblk, (jg + j) * kstride + i) : _mm256_setzero_ps();
                 transpose8(t);
                 for (int d = 0; d < 8; d++) _mm256_storeu_ps(Kt + 16 * (i + d) + jg, t[d]);
             }
         for (int j = 0; j < 16; j++)
-            for (int64_t i = hd8; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, k, (j0 + j) * kstride + i) : 0.0f;
+            for (int64_t i = hd8; i < hd; i++) Kt[16 * i + j] = j < nbk ? kv_at(kvt, kblk, j * kstride + i) : 0.0f;
         for (int j = 0; j < nbk; j++) {
             int64_t i = 0;
-            for (; i + 8 <= hdv; i += 8) _mm256_storeu_ps(Vf + j * hdvp + i, kv_at8(kvt, v, (j0 + j) * vstride + i));
-            for (; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, v, (j0 + j) * vstride + i);
+            for (; i + 8 <= hdv; i += 8) _mm256_storeu_ps(Vf + j * hdvp + i, kv_at8(kvt, vblk, j * vstride + i));
+            for (; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, vblk, j * vstride + i);
         }
+        /* tokens [t_first, t_end) have keys in this block: hi_t >= j0 and lo_t <= j0 + 15 */
         int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
-        for (int64_t r = t_first * G; r < R; r++) {
+        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
+        for (int64_t r = t_first * G; r < t_end * G; r++) {
             const float *qr = q + (r / G) * qts + (r % G) * hd;
-            int64_t nk = nk0 + r / G;
-            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
+            int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
             __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
             int64_t i = 0;
             for (; i + 2 <= hd; i += 2) {
@@ -473,26 +481,27 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
             _mm256_storeu_ps(s + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
             float mb = -INFINITY;
-            for (int j = 0; j < nj; j++) mb = fmaxf(mb, s[j]);
+            for (int j = jlo; j < nj; j++) mb = fmaxf(mb, s[j]);
             float mn = fmaxf(M[r], mb);
             float corr = mn == M[r] ? 1.0f : cpu_exp(M[r] - mn);
             __m256 vm = _mm256_set1_ps(mn);
             _mm256_storeu_ps(ps, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), vm)));
             _mm256_storeu_ps(ps + 8, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + 8), vm)));
+            for (int j = 0; j < jlo; j++) ps[j] = 0.0f;
             for (int j = nj; j < 16; j++) ps[j] = 0.0f;
             L[r] = L[r] * corr + hsum16(_mm256_loadu_ps(ps), _mm256_loadu_ps(ps + 8));
             M[r] = mn;
             C[r] = corr;
             memcpy(P + 16 * r, ps, sizeof ps);
         }
-        for (int64_t r = t_first * G; r < R; r++) {
-            int64_t nk = nk0 + r / G;
-            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
+        for (int64_t r = t_first * G; r < t_end * G; r++) {
+            int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
             float *ar = acc + r * hdvp;
             __m256 vc = _mm256_set1_ps(C[r]);
             for (int64_t i = 0; i < hdvp; i += 8) {
                 __m256 a = _mm256_mul_ps(_mm256_loadu_ps(ar + i), vc);
-                for (int j = 0; j < nj; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * r + j]), _mm256_loadu_ps(Vf + j * hdvp + i), a);
+                for (int j = jlo; j < nj; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * r + j]), _mm256_loadu_ps(Vf + j * hdvp + i), a);
                 _mm256_storeu_ps(ar + i, a);
             }
         }

@@ -857,10 +857,10 @@ INLINE void attn_scores4(const float *const qr[4], int nr, const float *Kt, int6
     }
 }
 
-/* acc_r = acc_r * c_r + sum_{j < nj} p_r[j] V[j] for two rows sharing nj (a0 may equal a1), 64
- * floats (4 vectors) of the accumulators at a time. */
+/* acc_r = acc_r * c_r + sum_{jlo <= j < nj} p_r[j] V[j] for two rows sharing jlo and nj (a0 may
+ * equal a1), 64 floats (4 vectors) of the accumulators at a time. */
 INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, float c0s, float c1s, const float *Vf,
-                     int64_t hdvp, int nj) {
+                     int64_t hdvp, int jlo, int nj) {
     __m512 c0 = _mm512_set1_ps(c0s), c1 = _mm512_set1_ps(c1s);
     int64_t i0 = 0;
     for (; i0 + 64 <= hdvp; i0 += 64) {
@@ -868,8 +868,8 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
         __m512 u2 = _mm512_mul_ps(_mm512_load_ps(a0 + i0 + 32), c0), u3 = _mm512_mul_ps(_mm512_load_ps(a0 + i0 + 48), c0);
         __m512 w0 = _mm512_mul_ps(_mm512_load_ps(a1 + i0), c1), w1 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 16), c1);
         __m512 w2 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 32), c1), w3 = _mm512_mul_ps(_mm512_load_ps(a1 + i0 + 48), c1);
-        const float *vj = Vf + i0;
-        for (int j = 0; j < nj; j++, vj += hdvp) {
+        const float *vj = Vf + jlo * hdvp + i0;
+        for (int j = jlo; j < nj; j++, vj += hdvp) {
             __m512 q0 = _mm512_set1_ps(p0[j]), q1 = _mm512_set1_ps(p1[j]);
             __m512 v0 = _mm512_load_ps(vj), v1 = _mm512_load_ps(vj + 16), v2 = _mm512_load_ps(vj + 32),
                    v3 = _mm512_load_ps(vj + 48);
@@ -893,7 +893,7 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
     }
     for (; i0 < hdvp; i0 += 16) {
         __m512 u = _mm512_mul_ps(_mm512_load_ps(a0 + i0), c0), w = _mm512_mul_ps(_mm512_load_ps(a1 + i0), c1);
-        for (int j = 0; j < nj; j++) {
+        for (int j = jlo; j < nj; j++) {
             __m512 vv = _mm512_load_ps(Vf + j * hdvp + i0);
             u = _mm512_fmadd_ps(_mm512_set1_ps(p0[j]), vv, u);
             w = _mm512_fmadd_ps(_mm512_set1_ps(p1[j]), vv, w);
@@ -904,8 +904,8 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
 }
 
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
-                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, float scale, float *out,
-                       int64_t ots, void *scratch) {
+                       int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
+                       int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
     int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
     float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
     float *M = P + 16 * R, *L = M + R, *C = L + R;
@@ -915,26 +915,34 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         L[r] = 0.0f;
     }
     const __m512 vscale = _mm512_set1_ps(scale);
-    int64_t nk_max = nk0 + T - 1;
-    for (int64_t j0 = 0; j0 < nk_max; j0 += 16) {
+    /* row of token t: keys [lo_t, hi_t], hi_t = nk0 - 1 + t, lo_t = window ? max(0, hi_t - window + 1) : 0
+     * (both ascending in t); each block of 16 is loaded once for the tokens whose keys meet it */
+    int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
+    for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
+        int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
+        size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+        const void *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
+        const void *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
         /* K block -> Kt (hd, 16) f32; V block -> Vf (16, hdvp) f32; keys past the block's end are 0 */
         for (int64_t i0 = 0; i0 < hd; i0 += 16) {
             __m512 t[16];
             __mmask16 mi = mask16(hd - i0);
             for (int j = 0; j < 16; j++)
-                t[j] = j < nbk ? load_kv16(kvt, k, (j0 + j) * kstride + i0, mi) : _mm512_setzero_ps();
+                t[j] = j < nbk ? load_kv16(kvt, kblk, j * kstride + i0, mi) : _mm512_setzero_ps();
             transpose16(t);
             int64_t nd = hd - i0 < 16 ? hd - i0 : 16;
             for (int64_t d = 0; d < nd; d++) _mm512_store_ps(Kt + 16 * (i0 + d), t[d]);
         }
         for (int j = 0; j < nbk; j++)
             for (int64_t i = 0; i < hdvp; i += 16)
-                _mm512_store_ps(Vf + j * hdvp + i, load_kv16(kvt, v, (j0 + j) * vstride + i, mask16(hdv - i)));
-        /* scores and online-softmax update, 4 rows at a time; rows whose keys ended are skipped */
-        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0; /* first token with a key in this block */
-        for (int64_t r0 = t_first * G; r0 < R; r0 += 4) {
-            int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+                _mm512_store_ps(Vf + j * hdvp + i, load_kv16(kvt, vblk, j * vstride + i, mask16(hdv - i)));
+        /* scores and online-softmax update, 4 rows at a time; tokens [t_first, t_end) have keys in
+         * this block (hi_t >= j0, lo_t <= j0 + 15) */
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
+        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T, r_end = t_end * G;
+        for (int64_t r0 = t_first * G; r0 < r_end; r0 += 4) {
+            int nr = r_end - r0 < 4 ? (int)(r_end - r0) : 4;
             const float *qr[4];
             for (int x = 0; x < nr; x++) {
                 int64_t r = r0 + x;
@@ -943,8 +951,8 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             __m512 sv[4];
             attn_scores4(qr, nr, Kt, hd, sv);
             for (int x = 0; x < nr; x++) {
-                int64_t r = r0 + x, nk = nk0 + r / G;
-                __mmask16 km = mask16(nk - j0);
+                int64_t r = r0 + x, nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
+                __mmask16 km = (__mmask16)(mask16(nk - j0) & ~mask16(lo - j0));
                 __m512 s1 = _mm512_mul_ps(sv[x], vscale);
                 float mn = fmaxf(M[r], _mm512_mask_reduce_max_ps(km, s1));
                 float corr = mn == M[r] ? 1.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(M[r] - mn)));
@@ -957,11 +965,11 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         }
         /* accumulators: acc = acc * corr + sum_j p_j v_j over the row's keys of the block; rows of
          * one token (same keys) in pairs so that 8 FMA chains are in flight */
-        for (int64_t r = t_first * G; r < R;) {
-            int64_t nk = nk0 + r / G;
-            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16;
-            int64_t r1 = r + 1 < R && (r + 1) / G == r / G ? r + 1 : r;
-            attn_pv2(acc + r * hdvp, acc + r1 * hdvp, P + 16 * r, P + 16 * r1, C[r], C[r1], Vf, hdvp, nj);
+        for (int64_t r = t_first * G; r < r_end;) {
+            int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
+            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
+            int64_t r1 = r + 1 < r_end && (r + 1) / G == r / G ? r + 1 : r;
+            attn_pv2(acc + r * hdvp, acc + r1 * hdvp, P + 16 * r, P + 16 * r1, C[r], C[r1], Vf, hdvp, jlo, nj);
             r = r1 + 1;
         }
     }

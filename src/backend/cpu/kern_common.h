@@ -129,7 +129,7 @@ void cpu_mm_float_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64
                           int64_t ncols, float *y, int64_t ldy, void *scratch);
 void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
                             uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
-                            float scale, float *out, int64_t ots, void *scratch);
+                            int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch);
 void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
                                int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next);

@@ -198,7 +198,7 @@ slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, cons
 typedef struct attn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *out;
-    int64_t hd, hdv, H, Hkv, pos, n;
+    int64_t hd, hdv, H, Hkv, pos, n, window, ring;
     float scale;
 } attn_ctx;
 
@@ -216,14 +216,14 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
     const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
     float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
     c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                           c->pos + t0 + 1, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
+                           c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
     uint32_t kt = in[1].dtype;
     int32_t hkv = nd->p.attn.n_head_kv;
     return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt &&
-           hkv > 0 && in[0].ne[1] % hkv == 0;
+           hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
 }
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
@@ -231,11 +231,16 @@ static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_vie
     return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv));
 }
 
+/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel). */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
-    (void)e;
+    int64_t window = nd->p.attn.window, ring = nd->p.attn.ring, n = in[0].ne[2];
+    int64_t lo0 = window && call->pos - window + 1 > 0 ? call->pos - window + 1 : 0;
+    if (ring && (ring > in[1].ne[1] || lo0 + ring < call->pos + n))
+        return err_set(e, SLM_ERR_BACKEND, "ATTENTION: a ring of %lld rows cannot hold window %lld for %lld tokens",
+                       (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
-                  nd->p.attn.n_head_kv, call->pos, in[0].ne[2], nd->p.attn.scale};
+                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale};
     pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     return SLM_OK;
 }
@@ -537,29 +542,34 @@ static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, 
 }
 
 /* ---- STATE_WRITE of f32 values into an f32 or f16 state: as the reference (f16 rounding to
- * nearest even), converting whole rows. ---------------------------------------------------------- */
+ * nearest even), converting whole rows; a wrapping begin (a ring) on axes 1-3 places each row at its
+ * index modulo the ring. ------------------------------------------------------------------------- */
 static bool sw_supports(const g_node *nd, const be_view *out, const be_view *in) {
-    (void)nd;
-    return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16);
+    return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16) &&
+           nd->p.write.begin[0].mod == 0; /* a wrap within rows: the reference */
 }
 
 typedef struct sw_ctx {
     const cpu_isa *isa;
     const be_view *in, *out;
-    int64_t b[4], rows, per_task;
+    int64_t b[4], mod[4], rows, per_task; /* mod[d] > 0: axis d wraps (a ring), index (b[d] + i) mod mod[d] */
 } sw_ctx;
 
 /* Rows (axis 0 runs) [task * per_task, ...) of the value box. */
 static void sw_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     sw_ctx *c = vctx;
-    const int64_t *sne = c->in->ne, *dne = c->out->ne, *b = c->b;
+    const int64_t *sne = c->in->ne, *dne = c->out->ne, *b = c->b, *mod = c->mod;
     bool f16 = c->out->dtype == SLM_DTYPE_F16;
     int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1 = r % sne[1], i2 = (r / sne[1]) % sne[2], i3 = r / (sne[1] * sne[2]);
         const float *src = (const float *)c->in->data + sne[0] * r;
-        int64_t d = b[0] + dne[0] * ((b[1] + i1) + dne[1] * ((b[2] + i2) + dne[2] * (b[3] + i3)));
+        int64_t o1 = b[1] + i1, o2 = b[2] + i2, o3 = b[3] + i3;
+        if (mod[1]) o1 %= mod[1];
+        if (mod[2]) o2 %= mod[2];
+        if (mod[3]) o3 %= mod[3];
+        int64_t d = b[0] + dne[0] * (o1 + dne[1] * (o2 + dne[2] * o3));
         if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
         else memcpy((float *)c->out->data + d, src, (size_t)sne[0] * sizeof(float));
     }
@@ -567,11 +577,13 @@ static void sw_task(void *vctx, int64_t task, int32_t thread) {
 
 static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                                 const be_call *call, slm_err *e) {
-    sw_ctx c = {cb->isa, &in[0], out, {0, 0, 0, 0}, in[0].ne[1] * in[0].ne[2] * in[0].ne[3], 0};
+    sw_ctx c = {cb->isa, &in[0], out, {0, 0, 0, 0}, {0, 0, 0, 0}, in[0].ne[1] * in[0].ne[2] * in[0].ne[3], 0};
     for (int d = 0; d < 4; d++) {
         c.b[d] = g_affine_eval(nd->p.write.begin[d], call->n, call->pos);
-        if (c.b[d] < 0 || c.b[d] + in[0].ne[d] > out->ne[d])
-            return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
+        c.mod[d] = nd->p.write.begin[d].mod > 0 ? nd->p.write.begin[d].mod : 0;
+        bool bad = c.mod[d] ? c.mod[d] > out->ne[d] || in[0].ne[d] > c.mod[d]
+                            : c.b[d] < 0 || c.b[d] + in[0].ne[d] > out->ne[d];
+        if (bad) return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
     }
     /* large writes (recurrent states: 1 MiB per layer) are split over threads */
     c.per_task = nel(&in[0]) < 4 * PAR_MIN_ELEMS ? c.rows : (c.rows + 2 * cb->n_threads - 1) / (2 * cb->n_threads);

@@ -247,20 +247,22 @@ static float kv_load(uint32_t t, const void *base, int64_t i) {
 /* The canonical attention of cpu.h, row by row. Scratch: acc (hdv). */
 void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
                                uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
-                               float scale, float *out, int64_t ots, void *scratch) {
+                               int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
     float *acc = scratch;
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < G; h++) {
             const float *qr = q + t * qts + h * hd;
-            int64_t n_keys = nk0 + t;
+            int64_t hi = nk0 + t - 1, lo = window && hi - window + 1 > 0 ? hi - window + 1 : 0;
             float m = -INFINITY, l = 0.0f, s[16];
             for (int64_t i = 0; i < hdv; i++) acc[i] = 0.0f;
-            for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
-                int nbk = n_keys - j0 < 16 ? (int)(n_keys - j0) : 16;
+            for (int64_t j0 = lo & ~(int64_t)15; j0 <= hi; j0 += 16) {
+                /* lanes [jlo, nbk) of the block are the row's keys; row0 is the block's first row */
+                int jlo = lo > j0 ? (int)(lo - j0) : 0, nbk = hi - j0 < 15 ? (int)(hi - j0 + 1) : 16;
+                int64_t row0 = ring ? j0 % ring : j0;
                 float mb = -INFINITY;
-                for (int j = 0; j < nbk; j++) {
+                for (int j = jlo; j < nbk; j++) {
                     float c0 = 0.0f, c1 = 0.0f;
-                    int64_t base = (j0 + j) * kstride;
+                    int64_t base = (row0 + j) * kstride;
                     for (int64_t i = 0; i < hd; i++) {
                         if (i & 1) c1 = fmaf(qr[i], kv_load(kvt, k, base + i), c1);
                         else c0 = fmaf(qr[i], kv_load(kvt, k, base + i), c0);
@@ -271,11 +273,11 @@ void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
                 float mn = fmaxf(m, mb);
                 float corr = mn == m ? 1.0f : cpu_exp(m - mn);
                 float ps[16], psum[16] = {0};
-                for (int j = 0; j < nbk; j++) psum[j] = ps[j] = cpu_exp(s[j] - mn);
+                for (int j = jlo; j < nbk; j++) psum[j] = ps[j] = cpu_exp(s[j] - mn);
                 l = l * corr + cpu_reduce16(psum);
                 for (int64_t i = 0; i < hdv; i++) {
                     float a = acc[i] * corr;
-                    for (int j = 0; j < nbk; j++) a = fmaf(ps[j], kv_load(kvt, v, (j0 + j) * vstride + i), a);
+                    for (int j = jlo; j < nbk; j++) a = fmaf(ps[j], kv_load(kvt, v, (row0 + j) * vstride + i), a);
                     acc[i] = a;
                 }
                 m = mn;

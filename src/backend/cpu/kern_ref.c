@@ -228,24 +228,28 @@ static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, 
 }
 
 /* ---- ATTENTION: (hdv, H, n) <- q (hd, H, n), K state (hd*Hkv, ctx), V state (hdv*Hkv, ctx) ----
- * Query t (position pos + t) attends keys [0, pos + t]; head h reads kv head h / (H / Hkv). */
+ * Query t (position q = pos + t) attends the keys at positions [lo, q], lo = window ? max(0,
+ * q - window + 1) : 0; the key at position P is row (ring ? P mod ring : P) of the states; head h
+ * reads kv head h / (H / Hkv). */
 typedef struct attn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *out;
-    int64_t hd, hdv, H, Hkv, pos;
+    int64_t hd, hdv, H, Hkv, pos, window, ring;
     float scale;
 } attn_ctx;
 
 static void attn_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
     int64_t t = task / c->H, h = task % c->H, g = h / (c->H / c->Hkv);
-    int64_t n_keys = c->pos + t + 1;
+    int64_t hi = c->pos + t, lo = c->window && hi - c->window + 1 > 0 ? hi - c->window + 1 : 0;
+    int64_t n_keys = hi - lo + 1;
     const float *q = (const float *)c->q->data + (t * c->H + h) * c->hd;
     float *scores = cpu_scratch(c->cb, thread);
     double *acc = (double *)(scores + ((n_keys + 1) & ~(int64_t)1));
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_keys; j++) {
-        int64_t kbase = j * c->hd * c->Hkv + g * c->hd;
+        int64_t row = c->ring ? (lo + j) % c->ring : lo + j;
+        int64_t kbase = row * c->hd * c->Hkv + g * c->hd;
         double s = 0.0;
         for (int64_t i = 0; i < c->hd; i++) s += (double)q[i] * (double)load_elem(c->k->dtype, c->k->data, kbase + i);
         scores[j] = (float)s * c->scale;
@@ -258,19 +262,26 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
     }
     for (int64_t i = 0; i < c->hdv; i++) acc[i] = 0.0;
     for (int64_t j = 0; j < n_keys; j++) {
-        int64_t vbase = j * c->hdv * c->Hkv + g * c->hdv;
+        int64_t row = c->ring ? (lo + j) % c->ring : lo + j;
+        int64_t vbase = row * c->hdv * c->Hkv + g * c->hdv;
         for (int64_t i = 0; i < c->hdv; i++) acc[i] += (double)scores[j] * (double)load_elem(c->v->dtype, c->v->data, vbase + i);
     }
     float *y = (float *)c->out->data + (t * c->H + h) * c->hdv;
     for (int64_t i = 0; i < c->hdv; i++) y[i] = (float)(acc[i] / sum);
 }
 
+/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys: the first query's oldest key
+ * (position lo(pos)) must not share its row with the call's newest position pos + n - 1. */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
-    (void)e;
+    int64_t window = nd->p.attn.window, ring = nd->p.attn.ring, n = in[0].ne[2];
+    int64_t lo0 = window && call->pos - window + 1 > 0 ? call->pos - window + 1 : 0;
+    if (ring && (ring > in[1].ne[1] || lo0 + ring < call->pos + n))
+        return err_set(e, SLM_ERR_BACKEND, "ATTENTION: a ring of %lld rows cannot hold window %lld for %lld tokens",
+                       (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb, &in[0], &in[1], &in[2], &out[0], in[0].ne[0], out->ne[0], in[0].ne[1], nd->p.attn.n_head_kv,
-                  call->pos, nd->p.attn.scale};
-    pool_run(cb->pool, in[0].ne[2] * c.H, attn_task, &c);
+                  call->pos, window, ring, nd->p.attn.scale};
+    pool_run(cb->pool, n * c.H, attn_task, &c);
     return SLM_OK;
 }
 
@@ -474,17 +485,36 @@ static slm_status k_concat(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
-/* STATE_WRITE: state (out[0], allocated shape, state dtype)[window] <- value. */
+/* STATE_WRITE: state (out[0], allocated shape, state dtype)[window] <- value. An axis whose begin
+ * has a mod M (a ring, M <= the state's extent) wraps: value index i lands at (begin + i) mod M. */
 static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                                 const be_call *call, slm_err *e) {
     (void)cb;
-    int64_t begin[4], zero[4] = {0, 0, 0, 0};
+    int64_t begin[4], zero[4] = {0, 0, 0, 0}, mod[4];
+    bool wraps = false;
     for (int d = 0; d < 4; d++) {
         begin[d] = g_affine_eval(nd->p.write.begin[d], call->n, call->pos);
-        if (begin[d] < 0 || begin[d] + in[0].ne[d] > out->ne[d])
-            return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
+        mod[d] = nd->p.write.begin[d].mod;
+        bool bad = mod[d] > 0 ? mod[d] > out->ne[d] || in[0].ne[d] > mod[d]
+                              : begin[d] < 0 || begin[d] + in[0].ne[d] > out->ne[d];
+        if (bad) return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
+        wraps = wraps || mod[d] > 0;
     }
-    copy_box(out->data, out->dtype, out->ne, begin, in[0].data, in[0].dtype, in[0].ne, zero, in[0].ne);
+    if (!wraps) {
+        copy_box(out->data, out->dtype, out->ne, begin, in[0].data, in[0].dtype, in[0].ne, zero, in[0].ne);
+        return SLM_OK;
+    }
+    const int64_t *sne = in[0].ne, *dne = out->ne;
+    int64_t i[4], o[4];
+    for (i[3] = 0; i[3] < sne[3]; i[3]++)
+        for (i[2] = 0; i[2] < sne[2]; i[2]++)
+            for (i[1] = 0; i[1] < sne[1]; i[1]++)
+                for (i[0] = 0; i[0] < sne[0]; i[0]++) {
+                    for (int d = 0; d < 4; d++) o[d] = mod[d] > 0 ? (begin[d] + i[d]) % mod[d] : begin[d] + i[d];
+                    int64_t src = i[0] + sne[0] * (i[1] + sne[1] * (i[2] + sne[2] * i[3]));
+                    int64_t dst = o[0] + dne[0] * (o[1] + dne[1] * (o[2] + dne[2] * o[3]));
+                    store_elem(out->dtype, out->data, dst, load_elem(in[0].dtype, in[0].data, src));
+                }
     return SLM_OK;
 }
 
@@ -544,15 +574,18 @@ static slm_status k_select(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
-/* ONEHOT: (L, n): out[j, t] = 1 when j == begin + t (begin evaluated at the call's n and pos). */
+/* ONEHOT: (L, n): out[j, t] = 1 when j == begin + t (begin evaluated at the call's n and pos),
+ * or j == (begin + t) mod M when the begin has a mod M (a ring). */
 static slm_status k_onehot(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                            const be_call *call, slm_err *e) {
     (void)cb, (void)in, (void)e;
     int64_t L = out->ne[0], n = out->ne[1];
-    int64_t begin = g_affine_eval(nd->p.onehot.begin, call->n, call->pos);
+    int64_t begin = g_affine_eval(nd->p.onehot.begin, call->n, call->pos), mod = nd->p.onehot.begin.mod;
     float *y = out->data;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < L; j++) y[t * L + j] = j == begin + t ? 1.0f : 0.0f;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t hot = mod > 0 ? (begin + t) % mod : begin + t;
+        for (int64_t j = 0; j < L; j++) y[t * L + j] = j == hot ? 1.0f : 0.0f;
+    }
     return SLM_OK;
 }
 
