@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$py" -c 'import jsonschema' 2>/dev/null || { echo "SKIPPED: no Python jsonschema for $py"; exit 77; }
 fail=0
 files=()
-for arch in llama qwen3 lfm2 qwen35; do
+for arch in llama qwen3 lfm2 qwen35 gemma3; do
   for target in cpu cuda ane; do
     f=$tmp/$arch-$target-plan.json
     "$slm" plan -m "$data/tiny/$arch/$arch-q8_0.gguf" --target "$target" --json -c 128 > "$f"

@@ -146,12 +146,15 @@ static void lfm2_gguf(void **u) { (void)u, check_arch_form("lfm2", "f32"); }
 static void lfm2_hf(void **u) { (void)u, check_arch_form("lfm2", "hf"); }
 static void qwen35_gguf(void **u) { (void)u, check_arch_form("qwen35", "f32"); }
 static void qwen35_hf(void **u) { (void)u, check_arch_form("qwen35", "hf"); }
+static void gemma3_gguf(void **u) { (void)u, check_arch_form("gemma3", "f32"); }
+static void gemma3_hf(void **u) { (void)u, check_arch_form("gemma3", "hf"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_gguf), cmocka_unit_test(llama_hf), cmocka_unit_test(qwen3_gguf),
         cmocka_unit_test(qwen3_hf),   cmocka_unit_test(lfm2_gguf), cmocka_unit_test(lfm2_hf),
-        cmocka_unit_test(qwen35_gguf), cmocka_unit_test(qwen35_hf),
+        cmocka_unit_test(qwen35_gguf), cmocka_unit_test(qwen35_hf),   cmocka_unit_test(gemma3_gguf),
+        cmocka_unit_test(gemma3_hf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,6 +96,7 @@ static void llama(void **u) { (void)u, check_arch("llama", "f32"), check_arch("l
 static void qwen3(void **u) { (void)u, check_arch("qwen3", "f32"), check_arch("qwen3", "q8_0"); }
 static void lfm2(void **u) { (void)u, check_arch("lfm2", "f32"), check_arch("lfm2", "q8_0"); }
 static void qwen35(void **u) { (void)u, check_arch("qwen35", "f32"), check_arch("qwen35", "q8_0"); }
+static void gemma3(void **u) { (void)u, check_arch("gemma3", "f32"), check_arch("gemma3", "q8_0"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -103,6 +104,7 @@ int main(void) {
         cmocka_unit_test(qwen3),
         cmocka_unit_test(lfm2),
         cmocka_unit_test(qwen35),
+        cmocka_unit_test(gemma3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,10 @@ def expected(path):
         interval = a("full_attention_interval", 4)
         kinds = ["linear_attention" if (i + 1) % interval else "attention" for i in range(n_layer)]
         n_head_kv = kv
+    elif arch == "gemma3":
+        # llama.cpp's rule without a pattern key: every 6th layer global, the others sliding
+        kinds = ["sliding_attention" if i % 6 < 5 else "attention" for i in range(n_layer)]
+        n_head_kv = kv
     else:
         kinds = ["attention"] * n_layer
         n_head_kv = kv
@@ -67,10 +71,13 @@ def expected(path):
     tokens = field(r, "tokenizer.ggml.tokens", [])
     ctx = min(a("context_length", 4096), 4096)
     states = []
+    # sliding layers: a ring of 2 W rows rounded up to 16 (docs/spec/gemma3.md), unless the context is smaller
+    ring = (2 * a("attention.sliding_window", 0) + 15) // 16 * 16
     for il, kind in enumerate(kinds):
-        if kind == "attention":
+        if kind in ("attention", "sliding_attention"):
+            rows = min(ring, ctx) if kind == "sliding_attention" else ctx
             for suffix, hd in (("kv_k", head_dim), ("kv_v", head_dim_v)):
-                states.append((f"blk.{il}.{suffix}", [hd * n_head_kv, ctx], hd * n_head_kv * ctx * 2))
+                states.append((f"blk.{il}.{suffix}", [hd * n_head_kv, rows], hd * n_head_kv * rows * 2))
         elif kind == "conv":
             k = a("shortconv.l_cache", 3)
             states.append((f"blk.{il}.conv", [n_embd, k - 1], n_embd * (k - 1) * 4))

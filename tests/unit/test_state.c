@@ -468,6 +468,14 @@ static void sync_qwen35(void **u) { (void)u, check_sync(tu_data_path("tiny/qwen3
 static void newproc_llama(void **u) { (void)u, check_save_load_new_process(tu_data_path("tiny/llama/llama-f32.gguf")); }
 static void newproc_lfm2(void **u) { (void)u, check_save_load_new_process(tu_data_path("tiny/lfm2/lfm2-f32.gguf")); }
 static void newproc_qwen35(void **u) { (void)u, check_save_load_new_process(tu_data_path("tiny/qwen35/qwen35-f32.gguf")); }
+/* gemma3: sliding layers hold KV rings of 16 rows (window 8) at this context; N_TOK = 40 wraps them */
+static void snapshot_gemma3(void **u) { (void)u, check_snapshot(tu_data_path("tiny/gemma3/gemma3-f32.gguf")); }
+static void rollback_gemma3(void **u) { (void)u, check_rollback(tu_data_path("tiny/gemma3/gemma3-f32.gguf"), 0, NULL); }
+static void rollback_gemma3_thinned(void **u) {
+    (void)u, check_rollback(tu_data_path("tiny/gemma3/gemma3-f32.gguf"), 2, NULL);
+}
+static void sync_gemma3(void **u) { (void)u, check_sync(tu_data_path("tiny/gemma3/gemma3-f32.gguf")); }
+static void newproc_gemma3(void **u) { (void)u, check_save_load_new_process(tu_data_path("tiny/gemma3/gemma3-f32.gguf")); }
 
 /* The full-size random LFM2-350M shape, where generated (scripts/gen_tiny_models.py --full). */
 static const char *full_lfm2(void) {
@@ -534,6 +542,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(sync_qwen35),      cmocka_unit_test(newproc_llama),    cmocka_unit_test(newproc_lfm2),
         cmocka_unit_test(newproc_qwen35),   cmocka_unit_test(refusals),         cmocka_unit_test(checkpoint_budget),
         cmocka_unit_test(conv_steps),       cmocka_unit_test(full_size_lfm2),
+        cmocka_unit_test(snapshot_gemma3),  cmocka_unit_test(rollback_gemma3),  cmocka_unit_test(rollback_gemma3_thinned),
+        cmocka_unit_test(sync_gemma3),      cmocka_unit_test(newproc_gemma3),
         cmocka_unit_test(concurrent_saves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,7 +36,7 @@ static void print_text(const slm_model *m, const info_opts *o) {
         printf("  %-18s %g\n", name, v);
     }
     printf("layers (%d):\n", slm_model_n_layer(m));
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = SLM_LAYER_ATTENTION; kind <= SLM_LAYER_SLIDING_ATTENTION; kind++) {
         int count = 0;
         for (int32_t il = 0; il < slm_model_n_layer(m); il++) count += slm_model_layer_kind(m, il) == (slm_layer_kind)kind;
         if (!count) continue;
