@@ -127,8 +127,8 @@ typedef struct cpu_isa {
      * / 16)*16, j0 + 16, ... <= hi (block j0 is the 16 contiguous rows from j0 mod ring: ring is a
      * multiple of 16); lane j of a block is position j0 + j, and lanes outside [lo, hi] are
      * masked: they never enter the max, their p is exactly 0 and they are never multiplied into
-     * the accumulator (a kernel may load and compute them, then select before any use, except
-     * lanes past hi without a ring, which may lie past the end of the state and are not read).
+     * the accumulator (a kernel may load and compute them, then select before any use; without
+     * a ring it never reads rows past the last row's hi, which may lie past the end of the state).
      * The block's scores are s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd
      * i of q_i k_ji; online softmax (running max m, sum l, accumulator rescaled by c = m_new ==
      * m_old ? 1 : cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j
