@@ -151,8 +151,29 @@ static void sample_ids_raw(void **s) {
     assert_int_equal(check_file("tokenizer/gemma_sample.txt", "tokenizer/golden_gemma3_sample_raw.bin", 0), 0);
 }
 
+/* Invalid UTF-8 (not compared with llama.cpp, see the top): each invalid byte becomes its own
+ * <0xNN> token (id 238 + byte in this vocabulary) and the text round-trips. */
+static void invalid_utf8(void **s) {
+    (void)s;
+    NEED_MODEL();
+    static const char text[] = "ab\xE4" "cd \xFF\xFE x\xE4\xB8 y \xC3(";
+    int32_t ids[64];
+    size_t n = 0, nd = 0;
+    assert_int_equal(slm_tokenizer_encode(tok, text, sizeof text - 1, 0, ids, 64, &n), SLM_OK);
+    static const uint8_t invalid[] = {0xE4, 0xFF, 0xFE, 0xE4, 0xB8, 0xC3};
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof invalid; i++)
+        if (ids[i] == 238 + invalid[k]) k++;
+    assert_int_equal(k, sizeof invalid);
+    char dec[64];
+    assert_int_equal(slm_tokenizer_decode(tok, ids, n, true, dec, sizeof dec, &nd), SLM_OK);
+    assert_int_equal(nd, sizeof text - 1);
+    assert_memory_equal(dec, text, nd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(metadata), cmocka_unit_test(corpus_ids),
-                                       cmocka_unit_test(sample_ids), cmocka_unit_test(sample_ids_raw)};
+                                       cmocka_unit_test(sample_ids), cmocka_unit_test(sample_ids_raw),
+                                       cmocka_unit_test(invalid_utf8)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
