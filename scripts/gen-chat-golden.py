@@ -6,10 +6,14 @@ loopcontrols) from the model's real stored chat template:
            by scripts/fetch-models.sh);
   qwen3    chat_template of Qwen/Qwen3-30B-A3B's tokenizer_config.json;
   lfm2     chat_template of LiquidAI/LFM2-350M's tokenizer_config.json;
-  llama3   chat_template of meta-llama/Meta-Llama-3-8B-Instruct's tokenizer_config.json.
-The last three are not redistributed here: put them as qwen3.jinja, lfm2.jinja and llama3.jinja in
-$STATELM_CACHE/templates (default ~/.cache/statelm/templates) before running. Writes
-tests/data/chat/golden.json: [{template, bos, messages, add_generation_prompt, expected}].
+  llama3   chat_template of meta-llama/Meta-Llama-3-8B-Instruct's tokenizer_config.json;
+  gemma    chat_template of google/gemma-3-270m-it's tokenizer_config.json (the same in every
+           Gemma 3 -it model; the base-model GGUF fetched by scripts/fetch-models.sh has none).
+The last four are not redistributed here: put them as qwen3.jinja, lfm2.jinja, llama3.jinja and
+gemma.jinja in $STATELM_CACHE/templates (default ~/.cache/statelm/templates) before running; the
+cases of a template whose file is missing are kept from the existing golden.json. Writes
+tests/data/chat/golden.json: [{template, bos, messages, add_generation_prompt, expected}], expected
+null where the template raises (Gemma: roles that do not alternate).
 
 Run with the statelm venv: ~/.cache/statelm/venv/bin/python scripts/gen-chat-golden.py
 """
@@ -31,17 +35,27 @@ def load_templates():
     spec.loader.exec_module(mk)
     kv = mk.gguf_metadata(os.path.join(CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     out = {"smollm2": kv["tokenizer.chat_template"]}
-    for name in ["qwen3", "lfm2", "llama3"]:
-        with open(os.path.join(CACHE, "templates", name + ".jinja"), encoding="utf-8") as f:
-            out[name] = f.read()
+    for name in ["qwen3", "lfm2", "llama3", "gemma"]:
+        path = os.path.join(CACHE, "templates", name + ".jinja")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                out[name] = f.read()
     return out
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
 
 
 def render(src, messages, gen, bos, **extra):
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                        extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
-    return env.from_string(src).render(messages=messages, add_generation_prompt=gen, bos_token=bos, **extra)
+    try:
+        return env.from_string(src).render(messages=messages, add_generation_prompt=gen, bos_token=bos,
+                                           raise_exception=raise_exception, **extra)
+    except jinja2.exceptions.TemplateError:
+        return None
 
 
 M = lambda role, content: {"role": role, "content": content}
@@ -61,14 +75,34 @@ CASES = [
     [M("user", "<tool_response>\nr\n</tool_response>"), M("assistant", "<think>\nt\n</think>\n\nok")],
 ]
 
-BOS = {"smollm2": "<|im_start|>", "qwen3": "", "lfm2": "<|startoftext|>", "llama3": "<|begin_of_text|>"}
+# Gemma only: Python's whitespace trimmed, roles that do not alternate, a system message alone.
+GEMMA_CASES = [
+    [M("system", "  Keep it short.\n"), M("user", "\u00a0\u3000 unicode spaces\u2003\n"), M("assistant", "\tok\u2028"),
+     M("user", "again")],
+    [M("assistant", "I speak first")],
+    [M("user", "one"), M("user", "two")],
+    [M("system", "only a system message")],
+]
+
+BOS = {"smollm2": "<|im_start|>", "qwen3": "", "lfm2": "<|startoftext|>", "llama3": "<|begin_of_text|>",
+       "gemma": "<bos>"}
+FAMILY = {"qwen3-nothink": "qwen3"}
 
 
 def main():
     templates = load_templates()
+    path = os.path.join(ROOT, "tests", "data", "chat", "golden.json")
+    kept = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kept = json.load(f)
     out = []
-    for name, src in templates.items():
-        for msgs in CASES:
+    for name in BOS:
+        if name not in templates:
+            out += [c for c in kept if FAMILY.get(c["template"], c["template"]) == name]
+            continue
+        src = templates[name]
+        for msgs in CASES + (GEMMA_CASES if name == "gemma" else []):
             if name == "llama3" and any(m["role"] == "tool" for m in msgs):
                 continue
             for gen in (False, True):
@@ -78,7 +112,6 @@ def main():
                 for label, extra in variants:
                     out.append({"template": label, "bos": BOS[name], "messages": msgs, "add_generation_prompt": gen,
                                 "expected": render(src, msgs, gen, BOS[name], **extra)})
-    path = os.path.join(ROOT, "tests", "data", "chat", "golden.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)

@@ -3,12 +3,15 @@
  * first message is not a system message), "qwen3" / "qwen3-nothink" (Qwen3: reasoning handling of
  * assistant turns, tool turns as <tool_response> user turns; "-nothink" is enable_thinking=false,
  * an empty think block after the generation prompt), "lfm2" (BOS + ChatML, tool turns wrapped in
- * <|tool_response_start|>..., docs/spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first).
+ * <|tool_response_start|>..., docs/spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first),
+ * "gemma" (Gemma 3: BOS, <start_of_turn>user|model ... <end_of_turn>, a system message folded into
+ * the first turn, contents trimmed as Python's str.strip does, roles required to alternate).
  * Tools and non-string contents are not modelled (messages carry strings). chat_detect maps a
  * stored Jinja template to a name by distinctive substrings. Tests compare against jinja2
  * renderings of the real templates (scripts/gen-chat-golden.py). */
 #include <string.h>
 
+#include "base/utf8.h"
 #include "text/tok_impl.h"
 
 typedef struct sbuf {
@@ -41,6 +44,7 @@ static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 const char *chat_detect(const char *t) {
     if (!t) return NULL;
     if (strstr(t, "<|start_header_id|>")) return "llama3";
+    if (strstr(t, "<start_of_turn>")) return "gemma";
     if (!strstr(t, "<|im_start|>")) return NULL;
     if (strstr(t, "<|tool_list_start|>") || strstr(t, "<|tool_response_start|>")) return "lfm2";
     if (strstr(t, "SmolLM")) return "smollm2";
@@ -190,6 +194,62 @@ static void render_llama3(sbuf *b, const slm_tokenizer *tok, const slm_chat_mess
     if (gen) sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Python's str.isspace() code points (what Jinja's trim filter strips). */
+static bool is_py_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Appends s with leading and trailing Python whitespace removed (invalid UTF-8 is kept as it is). */
+static void put_py_trimmed(sbuf *b, const char *s) {
+    size_t n = strlen(s), lo = 0, hi = n;
+    while (lo < n) {
+        uint32_t c = 0;
+        size_t l = utf8_decode((const uint8_t *)s + lo, n - lo, &c);
+        if (l == 0 || !is_py_space(c)) break;
+        lo += l;
+    }
+    for (size_t i = lo; i < n;) {
+        uint32_t c = 0;
+        size_t l = utf8_decode((const uint8_t *)s + i, n - i, &c);
+        if (l == 0) { /* an invalid byte */
+            l = 1;
+            c = 0;
+        }
+        i += l;
+        if (!is_py_space(c)) hi = i;
+    }
+    if (hi < lo) hi = lo;
+    sb_put(b, s + lo, hi - lo);
+}
+
+/* Gemma 3's template (google/gemma-3-*-it): a leading system message becomes "content\n\n" at the
+ * start of the first turn; the rest must go user, other, user, other... (the template raises
+ * otherwise; here SLM_ERR_INVALID_ARG); "assistant" is written "model". */
+static slm_status render_gemma(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen,
+                               slm_err *e) {
+    sb_puts(b, bos_text(tok, "<bos>"));
+    size_t start = n > 0 && strcmp(m[0].role, "system") == 0 ? 1 : 0;
+    for (size_t i = start; i < n; i++) {
+        bool is_user = strcmp(m[i].role, "user") == 0;
+        if (is_user != ((i - start) % 2 == 0))
+            return err_set(e, SLM_ERR_INVALID_ARG,
+                           "chat: gemma: message %zu is '%.20s'; roles must alternate user/assistant after an optional "
+                           "system message", i, m[i].role);
+        sb_puts(b, "<start_of_turn>");
+        sb_puts(b, strcmp(m[i].role, "assistant") == 0 ? "model" : m[i].role);
+        sb_puts(b, "\n");
+        if (i == start && start == 1) {
+            sb_puts(b, m[0].content);
+            sb_puts(b, "\n\n");
+        }
+        put_py_trimmed(b, m[i].content);
+        sb_puts(b, "<end_of_turn>\n");
+    }
+    if (gen) sb_puts(b, "<start_of_turn>model\n");
+    return SLM_OK;
+}
+
 #define SMOLLM2_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
@@ -219,6 +279,12 @@ slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_cha
         render_lfm2(&b, tok, msgs, n_msgs, add_generation_prompt);
     } else if (strcmp(name, "llama3") == 0) {
         render_llama3(&b, tok, msgs, n_msgs, add_generation_prompt);
+    } else if (strcmp(name, "gemma") == 0) {
+        slm_status st = render_gemma(&b, tok, msgs, n_msgs, add_generation_prompt, e);
+        if (st != SLM_OK) {
+            al_free(a, b.p);
+            return st;
+        }
     } else {
         al_free(a, b.p);
         return err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s'", name);

@@ -21,8 +21,10 @@ slm_status tok_from_hf(const hf_config *c, const slm_allocator *a, slm_tokenizer
 void tok_destroy(slm_tokenizer *t);
 
 /* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3",
- * "qwen3-nothink", "lfm2", "llama3". chat_detect picks one from a stored Jinja template string
- * (NULL if none fits). tok (may be NULL) supplies the BOS text for "lfm2" and "llama3". */
+ * "qwen3-nothink", "lfm2", "llama3", "gemma". chat_detect picks one from a stored Jinja template string
+ * (NULL if none fits). tok (may be NULL) supplies the BOS text for "lfm2", "llama3" and "gemma".
+ * "gemma" fails with SLM_ERR_INVALID_ARG when roles do not alternate user/other after an optional
+ * system message (the Jinja template raises there). */
 const char *chat_detect(const char *stored_template);
 /* Renders messages with the named template. *out is allocated with a (caller frees with al_free). */
 slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,

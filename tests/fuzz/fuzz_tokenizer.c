@@ -146,10 +146,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(z, text, len);
     z[len] = 0;
     (void)chat_detect(z);
-    static const char *const names[] = {"chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3"};
+    static const char *const names[] = {"chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3", "gemma"};
     slm_chat_message m[3] = {{"system", z}, {"user", z}, {(mode & 8) ? "tool" : "assistant", z}};
     char *out = NULL;
-    if (chat_render(names[(mode >> 4) % 6], t, m, 3, true, NULL, &out, NULL) != SLM_OK) abort();
+    if (chat_render(names[(mode >> 4) % (sizeof names / sizeof names[0])], t, m, 3, true, NULL, &out, NULL) != SLM_OK) abort();
     free(out);
     free(z);
     free(dec);

@@ -42,7 +42,7 @@ static const char usage_common[] =
     "  -t N                 threads (default: the online CPUs; more than those is capped)\n"
     "  --force-threads      use -t N even beyond the online CPU count\n"
     "  -c N_CTX             context size (a warning past the model's training context)\n"
-    "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3\n"
+    "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma\n"
     "  --system TEXT        system message for the chat template\n"
     "  --ignore-eos         keep generating after an end-of-generation token\n"
     "  --kv-f32             keep the KV cache in f32 (default f16)\n";
