@@ -71,7 +71,7 @@ INLINE __m256 exp8(__m256 x) {
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         cpu_quant_act_k_generic(x, k, dst);
         return;
     }
@@ -107,11 +107,11 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         int32_t sum = _mm_cvtsi128_si32(s4);
         float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = _cvtsh_ss(_cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -127,12 +127,25 @@ INLINE __m256i rowsum8(const __m256i a[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
-/* Block b of row p unpacked to 32 weights in element order: u8 nibbles (Q4_0, Q4_1) or int8 (Q8_0). */
+/* Byte j (of 32) = 0x10 where bit j of the 4 bytes at p is set, else 0: the 5th bits of a Q5_0 /
+ * Q5_1 block's qh in element order (byte j of the broadcast selects qh byte j/8, then bit j%8). */
+INLINE __m256i q5_high_bits(const uint8_t *p) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(ldi(p)), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
+}
+
+/* Block b of row p unpacked to 32 weights in element order: u8 nibbles (Q4_0, Q4_1), u8 5-bit
+ * values (Q5_0, Q5_1) or int8 (Q8_0). */
 INLINE __m256i unpack_block(uint32_t wt, const uint8_t *blk) {
     if (wt == SLM_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == SLM_DTYPE_Q4_1 ? 4 : 2)));
+    size_t qoff = cpu_q32_quant_off(wt);
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + qoff));
     const __m128i m4 = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    if (wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1) v = _mm256_or_si256(v, q5_high_bits(blk + qoff - 4));
+    return v;
 }
 
 /* 8 int32 partial sums of one row-block: weights w (as unpack_block), activations a (32 int8). */
@@ -145,7 +158,8 @@ INLINE __m256i dot_block(uint32_t wt, __m256i w, __m256i wabs, __m256i a) {
 static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                    size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     int64_t nb = k / CPU_QK;
-    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t bsz = cpu_q32_block_bytes(wt);
+    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1, has_aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
     float *accs = scratch; /* (ncols, 8) */
     for (int64_t r0 = 0; r0 < nr; r0 += 8) {
         int64_t n = nr - r0 < 8 ? nr - r0 : 8;
@@ -160,7 +174,7 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                 wv[r] = unpack_block(wt, blk);
                 wa[r] = wt == SLM_DTYPE_Q8_0 ? _mm256_abs_epi8(wv[r]) : wv[r];
                 dh[r] = ldh(blk);
-                mh[r] = wt == SLM_DTYPE_Q4_1 ? ldh(blk + 2) : 0;
+                mh[r] = has_min ? ldh(blk + 2) : 0;
             }
             __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
             __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
@@ -170,10 +184,10 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                 __m256i part[8];
                 for (int r = 0; r < 8; r++) part[r] = dot_block(wt, wv[r], wa[r], av);
                 __m256i is = rowsum8(part);
-                if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+                if (has_aux) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
                 __m256 acc = _mm256_loadu_ps(accs + 8 * c);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
-                if (wt == SLM_DTYPE_Q4_1) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
+                if (has_min) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
                 _mm256_storeu_ps(accs + 8 * c, acc);
             }
         }
@@ -196,14 +210,15 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
     uint8_t *u = scratch;                           /* (nbk, 256) unpacked weights */
     int32_t *sc = (int32_t *)(u + (size_t)nbk * 256); /* (nbk, 16) scales (Q6_K) or 8 scales + 8 mins (Q4_K) */
     const __m256i ones = _mm256_set1_epi16(1);
-    bool q4 = wt == SLM_DTYPE_Q4_K;
+    bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    size_t bsz = q5 ? 176 : q4 ? 144 : 210;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *x = w + (size_t)r * row_bytes;
         for (int64_t b = 0; b < nbk; b++) {
             uint8_t *ub = u + b * 256;
             int32_t *sb = sc + 16 * b;
-            if (q4) {
-                const uint8_t *xb = x + 144 * b, *s = xb + 4;
+            if (q4) { /* Q5_K: qh[32] at 16, the quants at 48 */
+                const uint8_t *xb = x + bsz * (size_t)b, *s = xb + 4, *qs = xb + (q5 ? 48 : 16);
                 for (int j = 0; j < 8; j++) {
                     if (j < 4) {
                         sb[j] = s[j] & 63;
@@ -213,11 +228,18 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
                         sb[8 + j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
                     }
                 }
-                const __m256i m4 = _mm256_set1_epi8(0x0F);
+                const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+                __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(xb + 16)) : _mm256_setzero_si256();
                 for (int c = 0; c < 4; c++) {
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(xb + 16 + 32 * c));
-                    _mm256_storeu_si256((__m256i *)(ub + 64 * c), _mm256_and_si256(q, m4));
-                    _mm256_storeu_si256((__m256i *)(ub + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    if (q5) { /* bit 2c of qh[l] to bit 4 of element l, bit 2c+1 to bit 4 of element 32+l */
+                        __m256i h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c));
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
+                    }
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c), lo);
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c + 32), hi);
                 }
             } else {
                 const uint8_t *xb = x + 210 * b;
@@ -257,7 +279,7 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
                     isum = hsum_i32(tot);
                     int32_t msum = 0;
                     for (int j = 0; j < 8; j++) msum += sb[8 + j] * (bs[2 * j] + bs[2 * j + 1]);
-                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * 144;
+                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * bsz;
                     acc = fmaf((float)isum, f16_to_f32(ldh(xb)) * da, acc);
                     acc = fmaf(-(float)msum, f16_to_f32(ldh(xb + 2)) * da, acc);
                 } else {
@@ -286,7 +308,7 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
 
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+    if (cpu_wt_is_k(wt)) mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
     else mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
 
@@ -651,6 +673,20 @@ static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i += 8) {
         __m256i m = lanes(n - i);
         __m256 r = _mm256_mul_ps(silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
+/* cpu.h's GEGLU: x / (1 + e^-(u + u)) · b, u = 0.7978845608 (x + 0.044715 ((x x) x)). */
+static void vec_geglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m256 c0 = _mm256_set1_ps(0.7978845608f), c1 = _mm256_set1_ps(0.044715f), one = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 x = _mm256_maskload_ps(a + i, m);
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 u = _mm256_mul_ps(c0, _mm256_add_ps(x, _mm256_mul_ps(c1, x3)));
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_add_ps(u, u)));
+        __m256 r = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_maskload_ps(b + i, m));
         _mm256_maskstore_ps(y + i, m, r);
     }
 }
@@ -1053,6 +1089,7 @@ static const cpu_isa k_avx2 = {
     .vec_add = vec_add,
     .vec_mul = vec_mul,
     .vec_swiglu = vec_swiglu,
+    .vec_geglu = vec_geglu,
     .vec_unary = vec_unary,
     .row_norm = row_norm,
     .conv_row = conv_row,

@@ -10,6 +10,37 @@
 
 #include "backend/cpu/cpu.h"
 
+/* True for the 256-element super-block types, whose activations are Q8_K (Q4_K, Q5_K, Q6_K). */
+static inline bool cpu_wt_is_k(uint32_t wt) {
+    return wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K || wt == SLM_DTYPE_Q6_K;
+}
+
+/* Bytes of one 32-block of a 32-block weight type, and the offset of its quants (Q5_0 / Q5_1:
+ * the 4 bytes of qh sit just before them). */
+static inline size_t cpu_q32_block_bytes(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_0: return 18;
+    case SLM_DTYPE_Q4_1: return 20;
+    case SLM_DTYPE_Q5_0: return 22;
+    case SLM_DTYPE_Q5_1: return 24;
+    default: return 34; /* Q8_0 */
+    }
+}
+static inline size_t cpu_q32_quant_off(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_1: return 4;
+    case SLM_DTYPE_Q5_0: return 6;
+    case SLM_DTYPE_Q5_1: return 8;
+    default: return 2; /* Q4_0, Q8_0 */
+    }
+}
+
+/* The int32 aux of a 32-block activation column for weights of type wt (cpu.h): the factor of Σa
+ * (Q4_0: -8, Q5_0: -16, Q8_0: -128); Q4_1 and Q5_1 keep an f32 sa instead. */
+static inline int32_t cpu_act_aux_mul(uint32_t wt) {
+    return wt == SLM_DTYPE_Q8_0 ? -128 : wt == SLM_DTYPE_Q5_0 ? -16 : -8;
+}
+
 /* The canonical reduction of 16 lanes (cpu.h): acc[l] += acc[l + s] for s = 8, 4, 2, 1. */
 static inline float cpu_reduce16(float acc[16]) {
     for (int s = 8; s >= 1; s /= 2)
@@ -138,6 +169,7 @@ void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w,
 void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
                           float w_offset);
 void cpu_vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n);
+void cpu_vec_geglu_generic(float *y, const float *a, const float *b, int64_t n);
 void cpu_vec_add_generic(float *y, const float *a, const float *b, int64_t n);
 void cpu_vec_mul_generic(float *y, const float *a, const float *b, int64_t n);
 /* Element i of a float-type weight row (F32, F16, BF16). */

@@ -5,8 +5,8 @@
  * plain ARMv8.0, -march=armv8.2-a+dotprod (see CMakeLists.txt).
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
- * quantised matmuls in the file layout (exact block sums with sdot on signed weights, then cpu.h's
- * canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1, Q8_0,
+ * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
+ * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1, Q8_0,
  * Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
@@ -29,7 +29,7 @@ static uint16_t ldh(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; 
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         cpu_quant_act_k_generic(x, k, dst);
         return;
     }
@@ -59,11 +59,11 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         int32_t sum = vaddvq_s32(s);
         float dr = f16_to_f32(f32_to_f16(d));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = f16_to_f32(f32_to_f16(d * (float)sum));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -78,11 +78,21 @@ static inline void unpack_block(uint32_t wt, const uint8_t *blk, int8x16_t *lo, 
         *hi = vld1q_s8((const int8_t *)(blk + 18));
         return;
     }
-    uint8x16_t q = vld1q_u8(blk + (wt == SLM_DTYPE_Q4_1 ? 4 : 2));
-    int8x16_t l = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), h = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-    if (wt == SLM_DTYPE_Q4_0) {
-        l = vsubq_s8(l, vdupq_n_s8(8));
-        h = vsubq_s8(h, vdupq_n_s8(8));
+    size_t qoff = cpu_q32_quant_off(wt);
+    uint8x16_t q = vld1q_u8(blk + qoff);
+    uint8x16_t ql = vandq_u8(q, vdupq_n_u8(0x0F)), qh = vshrq_n_u8(q, 4);
+    if (wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1) { /* bit j of the 4 qh bytes: element j's 5th bit */
+        static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+        const uint8_t *h = blk + qoff - 4;
+        uint8x16_t sel = vld1q_u8(bit), b16 = vdupq_n_u8(0x10);
+        ql = vorrq_u8(ql, vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(h[0]), vdup_n_u8(h[1])), sel), b16));
+        qh = vorrq_u8(qh, vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(h[2]), vdup_n_u8(h[3])), sel), b16));
+    }
+    int8x16_t l = vreinterpretq_s8_u8(ql), h = vreinterpretq_s8_u8(qh);
+    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0) { /* q - 8, q - 16 */
+        int8x16_t off = vdupq_n_s8(wt == SLM_DTYPE_Q4_0 ? 8 : 16);
+        l = vsubq_s8(l, off);
+        h = vsubq_s8(h, off);
     }
     *lo = l;
     *hi = h;
@@ -91,7 +101,8 @@ static inline void unpack_block(uint32_t wt, const uint8_t *blk, int8x16_t *lo, 
 static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                    size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
     int64_t nb = k / CPU_QK;
-    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t bsz = cpu_q32_block_bytes(wt);
+    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         int64_t n = nr - r0 < 4 ? nr - r0 : 4;
         const uint8_t *p[4];
@@ -109,11 +120,11 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                     unpack_block(wt, blk, &lo, &hi);
                     is[r] = vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, alo), hi, ahi));
                     dw[r] = f16_to_f32(ldh(blk));
-                    mw[r] = wt == SLM_DTYPE_Q4_1 ? f16_to_f32(ldh(blk + 2)) : 0.0f;
+                    mw[r] = has_min ? f16_to_f32(ldh(blk + 2)) : 0.0f;
                 }
                 float32x4_t sc = vmulq_n_f32(vld1q_f32(dw), ldf(ac + k + 4 * b));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(vld1q_s32(is)), sc);
-                if (wt == SLM_DTYPE_Q4_1) acc = vfmaq_f32(acc, vld1q_f32(mw), vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
+                if (has_min) acc = vfmaq_f32(acc, vld1q_f32(mw), vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
             float out[4];
             vst1q_f32(out, acc);
@@ -125,7 +136,7 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
 
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
-    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0)
+    if (!cpu_wt_is_k(wt))
         mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy);
     else
         cpu_mm_quant_generic(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
@@ -332,6 +343,7 @@ static const cpu_isa k_neon = {
     .vec_add = cpu_vec_add_generic,
     .vec_mul = cpu_vec_mul_generic,
     .vec_swiglu = cpu_vec_swiglu_generic,
+    .vec_geglu = cpu_vec_geglu_generic,
     .vec_unary = cpu_vec_unary_generic,
     .row_norm = cpu_row_norm_generic,
     .conv_row = cpu_conv_row_generic,
