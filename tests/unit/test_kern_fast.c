@@ -172,7 +172,8 @@ static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_byte
 static double mm_tol(uint32_t wt) {
     switch (wt) {
     case SLM_DTYPE_F32: case SLM_DTYPE_F16: case SLM_DTYPE_BF16: return 1e-13;
-    default: return 1e-5; /* 8-bit activations; observed <= 4e-7 */
+    case SLM_DTYPE_Q4_1: return 1e-5; /* 8-bit activations and the f16 sa; observed <= 1.5e-6 */
+    default: return 2e-6;             /* 8-bit activations; observed <= 4.2e-7 (Q5_0) */
     }
 }
 
