@@ -6,8 +6,9 @@
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
  * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
- * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1, Q8_0,
- * Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), Q4_K and Q5_K in the
+ * file layout (exact sub-block sums with sdot), the matmuls on the repacked tiles of Q4_0, Q4_1,
+ * Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
  * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
@@ -134,10 +135,66 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
     (void)ldi;
 }
 
+/* ---- Q4_K, Q5_K in the file layout: a super-block unpacked once for all columns -------------- */
+
+/* Rows [0, nr) against ncols columns: each super-block unpacked to 256 u8 values (nibbles, plus
+ * Q5_K's 5th bits: bit 2c of qh[l] for element 64c + l, bit 2c+1 for 64c + 32 + l), then per
+ * 32-element sub-block an exact sdot sum times its scale, and cpu.h's two FMAs per super-block. */
+static void mm_q45k(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                    size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    const bool q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t bsz = q5 ? 176 : 144;
+    const int64_t nbk = k / CPU_QK_K;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), b16 = vdupq_n_u8(0x10);
+    uint8_t u[256];
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t c = 0; c < ncols; c++) y[c * ldy + r] = 0.0f;
+        for (int64_t b = 0; b < nbk; b++) {
+            const uint8_t *x = w + (size_t)r * row_bytes + (size_t)b * bsz, *s = x + 4, *qs = x + (q5 ? 48 : 16);
+            int32_t sc[8], mn[8];
+            for (int j = 0; j < 8; j++) {
+                sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+                mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+            for (int ch = 0; ch < 4; ch++)
+                for (int half = 0; half < 2; half++) {
+                    uint8x16_t q = vld1q_u8(qs + 32 * ch + 16 * half);
+                    uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+                    if (q5) {
+                        uint8x16_t h = vld1q_u8(x + 16 + 16 * half);
+                        lo = vorrq_u8(lo, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - 2 * ch))), b16));
+                        hi = vorrq_u8(hi, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(3 - 2 * ch))), b16));
+                    }
+                    vst1q_u8(u + 64 * ch + 16 * half, lo);
+                    vst1q_u8(u + 64 * ch + 32 + 16 * half, hi);
+                }
+            float d = f16_to_f32(ldh(x)), dmin = f16_to_f32(ldh(x + 2));
+            for (int64_t c = 0; c < ncols; c++) {
+                const uint8_t *ab = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
+                const int8_t *a = (const int8_t *)ab + 4;
+                int16_t bs[16];
+                memcpy(bs, ab + 260, sizeof bs);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32x4_t dj = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vld1q_u8(u + 32 * j)), vld1q_s8(a + 32 * j));
+                    dj = vdotq_s32(dj, vreinterpretq_s8_u8(vld1q_u8(u + 32 * j + 16)), vld1q_s8(a + 32 * j + 16));
+                    isum += sc[j] * vaddvq_s32(dj);
+                    msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+                }
+                float da = ldf(ab), *yc = y + c * ldy + r;
+                *yc = fmaf((float)isum, d * da, *yc);
+                *yc = fmaf(-(float)msum, dmin * da, *yc);
+            }
+        }
+    }
+}
+
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     if (!cpu_wt_is_k(wt))
         mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy);
+    else if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K)
+        mm_q45k(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy);
     else
         cpu_mm_quant_generic(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
