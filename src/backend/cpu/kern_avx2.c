@@ -766,6 +766,21 @@ INLINE __m256i q8_block(const uint8_t *q, const uint8_t *a, int32_t aux) {
 #endif
 }
 
+/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
+ * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+INLINE __m256i q5_bits4(__m256i qh, int s) {
+    const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
+                                         8, 8, 12, 12, 12, 12);
+    const __m256i sel = _mm256_set1_epi32(0x08040201);
+    __m256i t = _mm256_shuffle_epi8(_mm256_srl_epi32(qh, _mm_cvtsi32_si128(s)), rep);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(t, sel), sel), _mm256_set1_epi8(0x10));
+}
+
+INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
+/* 32-block types with Q4_1's f16 mins; with an int32 aux offset in the activations (Q4_0, Q5_0). */
+INLINE bool has_mins(uint32_t wt) { return wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1; }
+INLINE bool has_aux(uint32_t wt) { return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0; }
+
 /* Rows 8h..8h+7 of one 32-block tile against one column (cpu.h's canonical arithmetic). */
 INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
                             const uint8_t *ac, int h, pf_state *pf) {
@@ -779,16 +794,22 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
         if (wt == SLM_DTYPE_Q8_0) {
             is = q8_block(q + 32 * h, a, ldi(ac + k + 4 * nb + 4 * b));
         } else {
+            __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * h)) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * j + 32 * h));
-                is = dot4(is, _mm256_and_si256(v, m4), a + 4 * j);
-                is = dot4(is, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 16 + 4 * j);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (is_q5(wt)) {
+                    lo = _mm256_or_si256(lo, q5_bits4(qh, 4 * j));
+                    hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
+                }
+                is = dot4(is, lo, a + 4 * j);
+                is = dot4(is, hi, a + 16 + 4 * j);
             }
-            if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+            if (has_aux(wt)) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
         }
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 16 * h)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
-        if (wt == SLM_DTYPE_Q4_1)
+        if (has_mins(wt))
             acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32 + 16 * h))),
                                   _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
     }
@@ -803,8 +824,8 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
 INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const uint8_t *pk, int64_t b0, int64_t b1,
                          int64_t nb, int64_t k, const uint8_t *ac, float *y, int64_t nr, pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
-    const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt);
+    const size_t sb = has_mins(wt) ? 64 : 32;
     __m256 acc[4];
     for (int q = Q0; q < Q1; q++) acc[q] = b0 ? _mm256_maskload_ps(y + 8 * q, lanes(nr - 8 * q)) : _mm256_setzero_ps();
     pk += (size_t)b0 * stride;
@@ -816,15 +837,24 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
             int32_t aux = ldi(ac + k + 4 * nb + 4 * b);
             for (int q = Q0; q < Q1; q++) is[q] = q8_block(pk + (size_t)(q >> 1) * qb + 32 * (q & 1), a, aux);
         } else {
+            __m256i qh[4];
+            if (is_q5(wt))
+                for (int q = Q0; q < Q1; q++)
+                    qh[q] = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 256 + 32 * (q & 1)));
             for (int j = 0; j < 4; j++) {
                 __m256i lo = _mm256_set1_epi32(ldi(a + 4 * j)), hi = _mm256_set1_epi32(ldi(a + 16 + 4 * j));
                 for (int q = Q0; q < Q1; q++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 64 * j + 32 * (q & 1)));
-                    is[q] = dpbusd(is[q], _mm256_and_si256(v, m4), lo);
-                    is[q] = dpbusd(is[q], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi);
+                    __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (is_q5(wt)) {
+                        vl = _mm256_or_si256(vl, q5_bits4(qh[q], 4 * j));
+                        vh = _mm256_or_si256(vh, q5_bits4(qh[q], 16 + 4 * j));
+                    }
+                    is[q] = dpbusd(is[q], vl, lo);
+                    is[q] = dpbusd(is[q], vh, hi);
                 }
             }
-            if (wt == SLM_DTYPE_Q4_0) {
+            if (has_aux(wt)) {
                 __m256i aux = _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b));
                 for (int q = Q0; q < Q1; q++) is[q] = _mm256_add_epi32(is[q], aux);
             }
@@ -834,7 +864,7 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
             const uint8_t *sc = pk + 2 * qb + (size_t)(q >> 1) * sb + 16 * (q & 1);
             __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
             acc[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[q]), _mm256_mul_ps(dw, da), acc[q]);
-            if (wt == SLM_DTYPE_Q4_1)
+            if (has_mins(wt))
                 acc[q] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32))),
                                          _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc[q]);
         }
@@ -850,8 +880,8 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
                               int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y, int64_t ldy,
                               int64_t nr, pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), rows = lanes(nr - 8 * Q);
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
-    const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt);
+    const size_t sb = has_mins(wt) ? 64 : 32;
     const uint8_t *ac[4];
     __m256 acc[4];
     for (int c = 0; c < NC; c++) {
@@ -884,15 +914,20 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
 #endif
         } else {
             for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
+            __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(qp + 256)) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
                 __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (is_q5(wt)) {
+                    lo = _mm256_or_si256(lo, q5_bits4(qh, 4 * j));
+                    hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
+                }
                 for (int c = 0; c < NC; c++) {
                     is[c] = dot4(is[c], lo, ac[c] + 32 * b + 4 * j);
                     is[c] = dot4(is[c], hi, ac[c] + 32 * b + 16 + 4 * j);
                 }
             }
-            if (wt == SLM_DTYPE_Q4_0)
+            if (has_aux(wt))
                 for (int c = 0; c < NC; c++) is[c] = _mm256_add_epi32(is[c], _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b)));
         }
         const uint8_t *sc = blk + 2 * qb + (size_t)(Q >> 1) * sb + 16 * (Q & 1);
@@ -900,7 +935,7 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
         for (int c = 0; c < NC; c++) {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac[c] + k + 4 * b))),
                                      acc[c]);
-            if (wt == SLM_DTYPE_Q4_1)
+            if (has_mins(wt))
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32))),
                                          _mm256_set1_ps(ldf(ac[c] + k + 4 * nb + 4 * b)), acc[c]);
         }
@@ -913,6 +948,8 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
     do {                                                                                               \
         if ((wt) == SLM_DTYPE_Q4_0) fn(SLM_DTYPE_Q4_0, __VA_ARGS__);                                   \
         else if ((wt) == SLM_DTYPE_Q4_1) fn(SLM_DTYPE_Q4_1, __VA_ARGS__);                              \
+        else if ((wt) == SLM_DTYPE_Q5_0) fn(SLM_DTYPE_Q5_0, __VA_ARGS__);                              \
+        else if ((wt) == SLM_DTYPE_Q5_1) fn(SLM_DTYPE_Q5_1, __VA_ARGS__);                              \
         else fn(SLM_DTYPE_Q8_0, __VA_ARGS__);                                                          \
     } while (0)
 /* pair_quarter_cols with the weight type, column count (1..4) and quarter as constants */
@@ -1010,7 +1047,7 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
+    bool kq = cpu_wt_is_k(wt);
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
     size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};

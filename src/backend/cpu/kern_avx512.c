@@ -1266,11 +1266,17 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
+/* The shared tile layouts but Q5_0 / Q5_1's: this file's packed kernels do not read those, so
+ * Q5_0 / Q5_1 weights stay in the file layout (mm_quant). */
+static size_t tile_block_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 0 : cpu_tile_block_bytes(wt);
+}
+
 static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = cpu_tile_block_bytes,
+    .tile_block_bytes = tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,

@@ -99,15 +99,22 @@ int32_t cpu_tile_group(uint32_t wt);
  * cpu_repack_tiles; every tile layout keeps all the bits, so this is the exact inverse). */
 void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst);
 
+/* Bytes of one tile's quants per 32-block of a 32-block type: 8 vectors (Q8_0), 4 vectors of
+ * nibbles (Q4_0, Q4_1), or those plus one vector of the 16 rows' qh (Q5_0, Q5_1). */
+static inline size_t cpu_tile_quant_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q8_0 ? 512 : wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 320 : 256;
+}
+
 /* Where one tile of a 32-block type keeps block b, relative to the start of its pair (tile t & ~1):
- * quants at b * stride + quants, scales (then Q4_1's mins) at b * stride + scales. */
+ * quants at b * stride + quants (Q5_0, Q5_1: then the 16 rows' qh), scales (then Q4_1's and
+ * Q5_1's mins) at b * stride + scales. */
 typedef struct cpu_tile_sub {
     size_t stride, quants, scales;
 } cpu_tile_sub;
 
 /* Tile t of ntiles (kern_tiles.c's layout): the member of a pair, or the last tile alone. */
 static inline cpu_tile_sub cpu_tile_sub_of(uint32_t wt, int64_t t, int64_t ntiles) {
-    size_t tbb = cpu_tile_block_bytes(wt), q = wt == SLM_DTYPE_Q8_0 ? 512 : 256, s = tbb - q;
+    size_t tbb = cpu_tile_block_bytes(wt), q = cpu_tile_quant_bytes(wt), s = tbb - q;
     if ((t | 1) >= ntiles) return (cpu_tile_sub){tbb, 0, q};
     return (cpu_tile_sub){2 * tbb, (size_t)(t & 1) * q, 2 * q + (size_t)(t & 1) * s};
 }

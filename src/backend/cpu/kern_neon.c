@@ -385,11 +385,17 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
         for (int64_t r = 0; r < nr; r++) y[c * ldy + r] = dot_f(wt, w + (size_t)r * row_bytes, x + c * k, k);
 }
 
+/* The shared tile layouts but Q5_0 / Q5_1's: this file's packed kernels do not read those, so
+ * Q5_0 / Q5_1 weights stay in the file layout (mm_quant). */
+static size_t tile_block_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 0 : cpu_tile_block_bytes(wt);
+}
+
 static const cpu_isa k_neon = {
     .level = CPU_ISA_NEON,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = cpu_tile_block_bytes,
+    .tile_block_bytes = tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,

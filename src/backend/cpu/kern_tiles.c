@@ -8,7 +8,9 @@
  * serves 32 rows. Block b of pair p (at (2p * nb + 2b) * tbb, tbb = cpu_tile_block_bytes) holds the
  * quants of tile 2p, those of tile 2p+1 (each 16 x 4-byte columns: Q4_0 / Q4_1 nibbles as stored,
  * so a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80),
- * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). A last tile
+ * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). Q5_0 / Q5_1
+ * tiles are Q4_0 / Q4_1 tiles whose quants are followed by one more vector, the 16 rows' qh (4
+ * bytes each: bit j the 5th bit of element j), and whose scales are as Q4_0's / Q4_1's. A last tile
  * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
  * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K,
  * Q6_K): tile after tile, each super-block in the layout kern_common.h describes.
@@ -24,6 +26,8 @@ size_t cpu_tile_block_bytes(uint32_t wt) {
     switch (wt) {
     case SLM_DTYPE_Q4_0: return 256 + 32;
     case SLM_DTYPE_Q4_1: return 256 + 64;
+    case SLM_DTYPE_Q5_0: return 320 + 32;
+    case SLM_DTYPE_Q5_1: return 320 + 64;
     case SLM_DTYPE_Q8_0: return 512 + 32;
     case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
     case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
@@ -104,9 +108,10 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
         return;
     }
     int64_t nb = k / CPU_QK, ntiles = (m + 15) / 16;
-    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = cpu_q32_block_bytes(wt);
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t qoff = cpu_q32_quant_off(wt);
+    bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1, mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     for (int64_t t = t0; t < t1; t++) {
         cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
         uint8_t *base = dst + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
@@ -115,9 +120,9 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
             for (int r = 0; r < 16; r++) {
                 int64_t row = 16 * t + r;
                 if (row >= m) {
-                    for (int j = 0; j < nq; j++) memset(q + 64 * j + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
+                    for (int j = 0; j < nq + q5; j++) memset(q + 64 * j + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
                     memset(sc + 2 * r, 0, 2);
-                    if (wt == SLM_DTYPE_Q4_1) memset(sc + 32 + 2 * r, 0, 2);
+                    if (mins) memset(sc + 32 + 2 * r, 0, 2);
                     continue;
                 }
                 const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
@@ -127,15 +132,16 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
                     if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
                     memcpy(q + 64 * j + 4 * r, &d, 4);
                 }
+                if (q5) memcpy(q + 64 * nq + 4 * r, blk + qoff - 4, 4);
                 memcpy(sc + 2 * r, blk, 2);
-                if (wt == SLM_DTYPE_Q4_1) memcpy(sc + 32 + 2 * r, blk + 2, 2);
+                if (mins) memcpy(sc + 32 + 2 * r, blk + 2, 2);
             }
         }
     }
 }
 
 int32_t cpu_tile_group(uint32_t wt) {
-    return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? 2 : 1;
+    return cpu_wt_is_k(wt) ? 1 : 2;
 }
 
 /* ---- the inverse: a row's GGUF bytes back from the tiles ------------------------------------------ */
@@ -196,16 +202,18 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
         return;
     }
     int64_t nb = k / CPU_QK;
-    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = cpu_q32_block_bytes(wt);
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t qoff = cpu_q32_quant_off(wt);
+    bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1;
     cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
     const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = base + (size_t)b * sub.stride + sub.quants, *sc = base + (size_t)b * sub.stride + sub.scales;
         uint8_t *blk = dst + (size_t)b * bsz;
         memcpy(blk, sc + 2 * r, 2);
-        if (wt == SLM_DTYPE_Q4_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
+        if (q5) memcpy(blk + qoff - 4, q + 64 * nq + 4 * r, 4);
         for (int j = 0; j < nq; j++) {
             uint32_t d;
             memcpy(&d, q + 64 * j + 4 * r, 4);
