@@ -8,7 +8,7 @@
  * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
  * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), Q4_K and Q5_K in the
  * file layout (exact sub-block sums with sdot), the matmuls on the repacked tiles of Q4_0, Q4_1,
- * Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * Q5_0, Q5_1, Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
  * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
@@ -206,10 +206,20 @@ static inline float32x4_t f16x4(const uint8_t *p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
 }
 
+/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
+ * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
+    static const uint8_t rep[16] = {0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12};
+    static const uint8_t sel[16] = {1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
+    uint8x16_t t = vqtbl1q_u8(vreinterpretq_u8_u32(vshlq_u32(qh, vdupq_n_s32(-s))), vld1q_u8(rep));
+    return vandq_u8(vtstq_u8(t, vld1q_u8(sel)), vdupq_n_u8(0x10));
+}
+
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
  * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
- * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles as
- * non-negative int8 with Q4_0's -8 in the activations' aux sum; Q8_0 back to int8 from w ^ 0x80).
+ * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles, or Q5's
+ * 5-bit values, as non-negative int8 with Q4_0's -8 / Q5_0's -16 in the activations' aux sum;
+ * Q8_0 back to int8 from w ^ 0x80).
  * Then cpu.h's canonical FMA per row. Rows [0, nr) of the 16 are written. */
 static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k, const uint8_t *ac,
                      float *y, int64_t nr) {
@@ -217,7 +227,7 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
         const uint8_t *q = pk + sub.quants, *sc = pk + sub.scales, *a = ac + 32 * b;
-        int32_t aux = wt == SLM_DTYPE_Q4_0 ? ldi(ac + k + 4 * nb + 4 * b) : 0;
+        int32_t aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0 ? ldi(ac + k + 4 * nb + 4 * b) : 0;
         int32x4_t is[4];
         for (int g = 0; g < 4; g++) is[g] = vdupq_n_s32(aux);
         int8x16_t a0 = vld1q_s8((const int8_t *)a), a1 = vld1q_s8((const int8_t *)a + 16);
@@ -231,13 +241,19 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
 #undef Q8_STEP
             }
         } else {
+            const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1;
             for (int g = 0; g < 4; g++) {
                 const uint8_t *qg = q + 16 * g;
+                uint32x4_t qh = q5 ? vld1q_u32((const uint32_t *)(const void *)(qg + 256)) : vdupq_n_u32(0);
 #define Q4_STEP(j)                                                                                   \
     do {                                                                                             \
-        uint8x16_t v = vld1q_u8(qg + 64 * (j));                                                      \
-        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vandq_u8(v, m4)), a0, j);                 \
-        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), a1, j);                \
+        uint8x16_t v = vld1q_u8(qg + 64 * (j)), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);          \
+        if (q5) {                                                                                    \
+            lo = vorrq_u8(lo, q5_bits4(qh, 4 * (j)));                                                \
+            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * (j)));                                           \
+        }                                                                                            \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(lo), a0, j);                              \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(hi), a1, j);                              \
     } while (0)
                 Q4_STEP(0); Q4_STEP(1); Q4_STEP(2); Q4_STEP(3);
 #undef Q4_STEP
@@ -247,7 +263,7 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
         for (int g = 0; g < 4; g++) {
             float32x4_t dw = f16x4(sc + 8 * g);
             acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is[g]), vmulq_n_f32(dw, da));
-            if (wt == SLM_DTYPE_Q4_1) {
+            if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
                 float32x4_t mw = f16x4(sc + 32 + 8 * g);
                 acc[g] = vfmaq_f32(acc[g], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
@@ -385,17 +401,11 @@ static void mm_float(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
         for (int64_t r = 0; r < nr; r++) y[c * ldy + r] = dot_f(wt, w + (size_t)r * row_bytes, x + c * k, k);
 }
 
-/* The shared tile layouts but Q5_0 / Q5_1's: this file's packed kernels do not read those, so
- * Q5_0 / Q5_1 weights stay in the file layout (mm_quant). */
-static size_t tile_block_bytes(uint32_t wt) {
-    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 0 : cpu_tile_block_bytes(wt);
-}
-
 static const cpu_isa k_neon = {
     .level = CPU_ISA_NEON,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = tile_block_bytes,
+    .tile_block_bytes = cpu_tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
