@@ -1,8 +1,9 @@
 /* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
  * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
  * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the seven types with tiles
- * on the repacked tiles, whole matrices and ranges from tile 2; Q4_K, Q5_K, Q6_K in the file layout) and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier
- * give the same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
+ * on the repacked tiles, whole matrices and ranges from tile 2; Q4_K, Q5_K, Q6_K in the file layout)
+ * and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the
+ * same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
  * dot-product extension and run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86);
  * only the kernel files are linked. Exit status 0 when every case matches. */
 #include <stdio.h>

@@ -159,7 +159,8 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                    size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     int64_t nb = k / CPU_QK;
     size_t bsz = cpu_q32_block_bytes(wt);
-    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1, has_aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
+    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
+    const bool has_aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
     float *accs = scratch; /* (ncols, 8) */
     for (int64_t r0 = 0; r0 < nr; r0 += 8) {
         int64_t n = nr - r0 < 8 ? nr - r0 : 8;

@@ -717,11 +717,11 @@ static const cpu_fast_kernel k_fast_embed = {embed_supports, k_embed, embed_scra
 static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
     [G_OP_MATMUL] = &k_fast_matmul,  [G_OP_ATTENTION] = &k_fast_attention, [G_OP_DELTANET] = &k_fast_deltanet,
     [G_OP_CONV1D] = &k_fast_conv,    [G_OP_ADD] = &k_fast_rows,            [G_OP_MUL] = &k_fast_rows,
-    [G_OP_SWIGLU] = &k_fast_rows,    [G_OP_GEGLU] = &k_fast_rows,          [G_OP_SCALE] = &k_fast_rows,          [G_OP_SILU] = &k_fast_rows,
+    [G_OP_SWIGLU] = &k_fast_rows,    [G_OP_SCALE] = &k_fast_rows,          [G_OP_SILU] = &k_fast_rows,
     [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
     [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
     [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write, [G_OP_SLICE] = &k_fast_copy,
-    [G_OP_CONCAT] = &k_fast_copy,    [G_OP_EMBED] = &k_fast_embed,
+    [G_OP_CONCAT] = &k_fast_copy,    [G_OP_EMBED] = &k_fast_embed,          [G_OP_GEGLU] = &k_fast_rows,
 };
 
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {

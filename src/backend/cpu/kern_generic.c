@@ -185,7 +185,8 @@ static float dot_qk(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *act
                 k_scale_min(x + 4, 2 * c, &sc0, &mn0);
                 k_scale_min(x + 4, 2 * c + 1, &sc1, &mn1);
                 for (int l = 0; l < 32; l++) {
-                    int32_t h0 = q5 ? ((qh[l] >> (2 * c)) & 1) << 4 : 0, h1 = q5 ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+                    int32_t h0 = q5 ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+                    int32_t h1 = q5 ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
                     s0 += ((q[l] & 0x0F) | h0) * a[64 * c + l];
                     s1 += ((q[l] >> 4) | h1) * a[64 * c + 32 + l];
                 }

@@ -176,8 +176,8 @@ static void mm_q45k(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr,
                 memcpy(bs, ab + 260, sizeof bs);
                 int32_t isum = 0, msum = 0;
                 for (int j = 0; j < 8; j++) {
-                    int32x4_t dj = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vld1q_u8(u + 32 * j)), vld1q_s8(a + 32 * j));
-                    dj = vdotq_s32(dj, vreinterpretq_s8_u8(vld1q_u8(u + 32 * j + 16)), vld1q_s8(a + 32 * j + 16));
+                    int8x16_t u0 = vreinterpretq_s8_u8(vld1q_u8(u + 32 * j)), u1 = vreinterpretq_s8_u8(vld1q_u8(u + 32 * j + 16));
+                    int32x4_t dj = vdotq_s32(vdotq_s32(vdupq_n_s32(0), u0, vld1q_s8(a + 32 * j)), u1, vld1q_s8(a + 32 * j + 16));
                     isum += sc[j] * vaddvq_s32(dj);
                     msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
                 }
