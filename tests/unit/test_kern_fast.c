@@ -289,7 +289,7 @@ static void matmul_all(void **unused) {
 static void tiles_read_back(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
-                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         int64_t be_ = dtype_traits_of(wt)->block_elems;

@@ -972,8 +972,9 @@ INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_ep
 INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
                              size_t act_stride, int h, __m256 acc[2], pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
+    const __m256i b16 = _mm256_set1_epi8(0x10);
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
         const uint8_t *ab[2], *a[2];
@@ -995,6 +996,12 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
                     __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (q5) { /* bits 2ch, 2ch + 1 of the qh bytes to bit 4 (kern_common.h) */
+                        __m256i qh = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(pk + KT_Q4K + 64 * g + 32 * h)),
+                                                      _mm_cvtsi32_si128(2 * ch));
+                        vl = _mm256_or_si256(vl, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b16));
+                        vh = _mm256_or_si256(vh, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b16));
+                    }
                     for (int c = 0; c < NC; c++) {
                         lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
                         hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);

@@ -1266,10 +1266,10 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
-/* The shared tile layouts but Q5_0 / Q5_1's: this file's packed kernels do not read those, so
- * Q5_0 / Q5_1 weights stay in the file layout (mm_quant). */
+/* The shared tile layouts but the Q5 types': this file's packed kernels do not read those, so
+ * Q5_0, Q5_1 and Q5_K weights stay in the file layout (mm_quant). */
 static size_t tile_block_bytes(uint32_t wt) {
-    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 0 : cpu_tile_block_bytes(wt);
+    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q5_K ? 0 : cpu_tile_block_bytes(wt);
 }
 
 static const cpu_isa k_avx512 = {

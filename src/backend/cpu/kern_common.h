@@ -90,6 +90,11 @@ static inline float cpu_exp(float x) {
  *        groups of 4 (group g in bits 2g, 2g+1); scales int8 at 3072 + 16j; d f16 x 16 at 3328. */
 #define KT_Q4K 2368
 #define KT_Q6K 3360
+/* Q5_K: Q4_K's layout (nibbles, scales, mins, d, dmin as above) followed at 2368 by 8 vectors of
+ * qh: vector g holds qh bytes 4g..4g+3 of each row (bit 2c of qh[l] the 5th bit of element
+ * 64c + l, bit 2c + 1 that of 64c + 32 + l), so vector 8c+g's nibbles take their 5th bits from
+ * vector g shifted right by 2c (low) or 2c + 1 (high). */
+#define KT_Q5K (KT_Q4K + 512)
 
 /* The tiles (kern_tiles.c): cpu_isa.tile_block_bytes, tile_group and repack_tiles for the tiers
  * that read them. */

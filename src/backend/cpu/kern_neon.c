@@ -288,8 +288,9 @@ static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
  * cpu.h's canonical FMAs per row. Rows [0, nr) of the 16 are written. */
 static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, float *y, int64_t nr) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
+    const uint8x16_t b16 = vdupq_n_u8(0x10);
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
         const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES;
@@ -307,9 +308,14 @@ static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const u
                     const uint8_t *v = pk + 64 * 8 * c + 16 * g;
 #define Q4K_STEP(j, la, ha, lane)                                                                    \
     do {                                                                                             \
-        uint8x16_t w = vld1q_u8(v + 64 * (j));                                                       \
-        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(vandq_u8(w, m4)), la, lane);                    \
-        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(vshrq_n_u8(w, 4)), ha, lane);                   \
+        uint8x16_t w = vld1q_u8(v + 64 * (j)), wl = vandq_u8(w, m4), wh = vshrq_n_u8(w, 4);           \
+        if (q5) { /* bits 2c, 2c + 1 of the qh bytes to bit 4 (kern_common.h) */                     \
+            uint8x16_t qh = vld1q_u8(pk + KT_Q4K + 64 * (j) + 16 * g);                               \
+            wl = vorrq_u8(wl, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - 2 * c))), b16));         \
+            wh = vorrq_u8(wh, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(3 - 2 * c))), b16));         \
+        }                                                                                            \
+        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(wl), la, lane);                                 \
+        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(wh), ha, lane);                                 \
     } while (0)
                     Q4K_STEP(0, l0, h0, 0); Q4K_STEP(1, l0, h0, 1); Q4K_STEP(2, l0, h0, 2); Q4K_STEP(3, l0, h0, 3);
                     Q4K_STEP(4, l1, h1, 0); Q4K_STEP(5, l1, h1, 1); Q4K_STEP(6, l1, h1, 2); Q4K_STEP(7, l1, h1, 3);
@@ -351,7 +357,7 @@ static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const u
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
         size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         for (int64_t t = 0; t < ntiles; t++)

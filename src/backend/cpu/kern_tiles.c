@@ -12,7 +12,7 @@
  * tiles are Q4_0 / Q4_1 tiles whose quants are followed by one more vector, the 16 rows' qh (4
  * bytes each: bit j the 5th bit of element j), and whose scales are as Q4_0's / Q4_1's. A last tile
  * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
- * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K,
+ * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K, Q5_K,
  * Q6_K): tile after tile, each super-block in the layout kern_common.h describes.
  *
  * No layout drops a bit: cpu_tile_row gives any row's GGUF bytes back (EMBED reads a table tied to
@@ -30,21 +30,22 @@ size_t cpu_tile_block_bytes(uint32_t wt) {
     case SLM_DTYPE_Q5_1: return 320 + 64;
     case SLM_DTYPE_Q8_0: return 512 + 32;
     case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
+    case SLM_DTYPE_Q5_K: return KT_Q5K / 8;
     case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
     default: return 0;
     }
 }
 
 /* The 256 quants of one K-quant super-block as values (Q4_K: 0..15, Q6_K: 0..63, the -32 is in
- * the arithmetic), with its scales (and Q4_K mins). */
+ * the arithmetic), with its scales (and Q4_K mins); Q5_K: its scales and mins only. */
 static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t sc[16], int32_t mn[8]) {
-    if (wt == SLM_DTYPE_Q4_K) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K) {
         const uint8_t *s = x + 4;
         for (int j = 0; j < 8; j++) {
             sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
             mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
         }
-        for (int c = 0; c < 4; c++)
+        for (int c = 0; c < 4 && wt == SLM_DTYPE_Q4_K; c++)
             for (int l = 0; l < 32; l++) {
                 q[64 * c + l] = x[16 + 32 * c + l] & 0x0F;
                 q[64 * c + 32 + l] = x[16 + 32 * c + l] >> 4;
@@ -66,16 +67,17 @@ static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t
 /* Tile super-block B of tile t (layout above); rows past m are zero. */
 static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t t, int64_t B,
                           uint8_t *out) {
-    bool q4 = wt == SLM_DTYPE_Q4_K;
-    memset(out, 0, q4 ? KT_Q4K : KT_Q6K);
+    bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    memset(out, 0, q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K);
     for (int r = 0; r < 16 && 16 * t + r < m; r++) {
-        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q4 ? 144 : 210);
+        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q5 ? 176 : q4 ? 144 : 210);
         uint8_t q[256];
         int32_t sc[16], mn[8];
         kquant_values(wt, x, q, sc, mn);
         if (q4) {
             for (int v = 0; v < 32; v++) /* bytes 4g..4g+3 of chunk c = 32c + 4g: as stored */
-                memcpy(out + 64 * v + 4 * r, x + 16 + 4 * v, 4);
+                memcpy(out + 64 * v + 4 * r, x + (q5 ? 48 : 16) + 4 * v, 4);
+            for (int g = 0; g < 8 && q5; g++) memcpy(out + KT_Q4K + 64 * g + 4 * r, x + 16 + 4 * g, 4);
             for (int s = 0; s < 8; s++) {
                 out[2048 + 16 * s + r] = (uint8_t)sc[s];
                 out[2176 + 16 * s + r] = (uint8_t)mn[s];
@@ -100,7 +102,7 @@ static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64
 
 void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0,
                          int64_t t1, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K;
         size_t sbb = 8 * cpu_tile_block_bytes(wt);
         for (int64_t t = t0; t < t1; t++)
@@ -158,10 +160,10 @@ static void pack_q4k_scales(const int32_t sc[8], const int32_t mn[8], uint8_t s[
 void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst) {
     int64_t t = row / 16, ntiles = (m + 15) / 16;
     int r = (int)(row % 16);
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
-        bool q4 = wt == SLM_DTYPE_Q4_K;
+    if (cpu_wt_is_k(wt)) {
+        bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
         int64_t nbk = k / CPU_QK_K;
-        size_t sbb = q4 ? KT_Q4K : KT_Q6K, bsz = q4 ? 144 : 210;
+        size_t sbb = 8 * cpu_tile_block_bytes(wt), bsz = q5 ? 176 : q4 ? 144 : 210;
         for (int64_t B = 0; B < nbk; B++) {
             const uint8_t *in = pk + ((size_t)t * (size_t)nbk + (size_t)B) * sbb;
             uint8_t *x = dst + (size_t)B * bsz;
@@ -171,7 +173,8 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
                 memcpy(x, in + 2304 + 2 * r, 2);
                 memcpy(x + 2, in + 2336 + 2 * r, 2);
                 pack_q4k_scales(sc, mn, x + 4);
-                for (int v = 0; v < 32; v++) memcpy(x + 16 + 4 * v, in + 64 * v + 4 * r, 4);
+                for (int v = 0; v < 32; v++) memcpy(x + (q5 ? 48 : 16) + 4 * v, in + 64 * v + 4 * r, 4);
+                for (int g = 0; g < 8 && q5; g++) memcpy(x + 16 + 4 * g, in + KT_Q4K + 64 * g + 4 * r, 4);
                 continue;
             }
             uint8_t q[256];
