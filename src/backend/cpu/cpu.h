@@ -257,7 +257,7 @@ const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, con
 /* The CPU backend with n_threads workers (>= 1) and the kernels named by kernels (backend_params
  * kernels: NULL, "" or "auto" = the best tier this CPU has, "ref" = the reference kernels only,
  * else exactly that tier). It may keep repacked copies of quantised (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
+ * Q4_K, Q5_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
  * weights that outlive the backend (they always are: activations and states are never quantised).
  * A tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED, a value naming no tier with
  * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */
