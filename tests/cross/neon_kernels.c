@@ -1,9 +1,9 @@
 /* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
  * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
- * the quantised matmuls (Q4_0, Q4_1, Q8_0 in the file layout; all five types on the repacked tiles,
- * whole matrices and ranges from tile 2; Q4_K, Q6_K in the file layout through the portable
- * fallback) and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier
- * give the same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
+ * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the seven types with tiles
+ * on the repacked tiles, whole matrices and ranges from tile 2; Q4_K, Q5_K, Q6_K in the file layout)
+ * and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the
+ * same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
  * dot-product extension and run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86);
  * only the kernel files are linked. Exit status 0 when every case matches. */
 #include <stdio.h>
@@ -36,6 +36,9 @@ static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_byte
     switch (wt) {
     case SLM_DTYPE_Q4_0: bsz = 18, belems = 32; break;
     case SLM_DTYPE_Q4_1: bsz = 20, belems = 32; break;
+    case SLM_DTYPE_Q5_0: bsz = 22, belems = 32; break;
+    case SLM_DTYPE_Q5_1: bsz = 24, belems = 32; break;
+    case SLM_DTYPE_Q5_K: bsz = 176, belems = 256; break;
     case SLM_DTYPE_Q8_0: bsz = 34, belems = 32; break;
     case SLM_DTYPE_Q4_K: bsz = 144, belems = 256; break;
     case SLM_DTYPE_Q6_K: bsz = 210, belems = 256; break;
@@ -59,9 +62,9 @@ static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_byte
             h = f32_to_f16(0.01f * frand());
             memcpy(blk + 208, &h, 2);
         } else {
-            h = f32_to_f16(0.05f * frand()); /* d (Q4_K: then dmin) */
+            h = f32_to_f16(0.05f * frand()); /* d (Q4_1, Q5_1: then m; Q4_K, Q5_K: then dmin) */
             memcpy(blk, &h, 2);
-            if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q4_K) {
+            if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K) {
                 h = f32_to_f16(0.05f * frand());
                 memcpy(blk + 2, &h, 2);
             }
@@ -76,13 +79,14 @@ int main(void) {
         fprintf(stderr, "neon_kernels: this build has no NEON tier (needs __ARM_FEATURE_DOTPROD)\n");
         return 1;
     }
-    const uint32_t quant[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    const uint32_t quant[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     const uint32_t flt[] = {SLM_DTYPE_F32, SLM_DTYPE_F16, SLM_DTYPE_BF16};
     int cases = 0;
     for (int trial = 0; trial < 12; trial++) {
         for (size_t ti = 0; ti < sizeof quant / sizeof quant[0]; ti++) {
             uint32_t wt = quant[ti];
-            int64_t be = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K ? 256 : 32;
+            int64_t be = cpu_wt_is_k(wt) ? 256 : 32;
             int64_t k = be * irand(1, be == 256 ? 5 : 37), m = trial == 0 ? 1 : irand(1, 70);
             int64_t cols = trial < 3 ? 1 : irand(2, 9);
             size_t rb, as = cpu_act_bytes(wt, k);

@@ -1,9 +1,11 @@
 /* test_kern_ref.c — reference-kernel properties that golden model tests cannot isolate:
  * chunked DeltaNet equals the recurrent form (outputs and final state, within 1e-4) on sequences of
  * 1, 63, 64, 65 and 300 tokens, for tiled and grouped v-head layouts; the thread count never
- * changes a result bit; STATE_WRITE converts to f16 with round-to-nearest-even; and the ring forms
- * (Gemma 3's sliding window): ATTENTION with a window over a ring state against a softmax written
- * from the definition, STATE_WRITE and ONEHOT with a wrapping begin. */
+ * changes a result bit; STATE_WRITE converts to f16 with round-to-nearest-even; GEGLU matches
+ * independently computed values of PyTorch's gelu(approximate='tanh') (the reference kernel and the
+ * fast kernel of the best tier this CPU has); and the ring forms (Gemma 3's sliding window):
+ * ATTENTION with a window over a ring state against a softmax written from the definition,
+ * STATE_WRITE and ONEHOT with a wrapping begin. */
 #include "testutil.h"
 
 #include <math.h>
@@ -350,6 +352,43 @@ static void onehot_wraps(void **unused) {
     be->vt->destroy(be);
 }
 
+/* gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's
+ * gelu(approximate='tanh') and HF's gelu_pytorch_tanh, evaluated in float64 with numpy 1.x:
+ *   x = np.array([-3, -1, -0.5, 0, 0.5, 1, 3], dtype=np.float64)
+ *   0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+ * GEGLU(a, b) = gelu_tanh(a) b: row 0 with b = 1, row 1 with b = -2.5; within 1e-6 relative. */
+static void geglu_matches_pytorch_tanh_gelu(void **unused) {
+    (void)unused;
+    static const double expect[7] = {-0.0036373920817729943, -0.15880800939172329, -0.15428599017485606, 0.0,
+                                     0.34571400982514394,    0.84119199060827676,  2.9963626079182268};
+    float a[14] = {-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 3.0f, -3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 3.0f};
+    float b[14], y[14];
+    for (int i = 0; i < 14; i++) b[i] = i < 7 ? 1.0f : -2.5f;
+    g_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = G_OP_GEGLU;
+    nd.n_in = 2;
+    nd.n_out = 1;
+    be_view in[2] = {{SLM_DTYPE_F32, 2, {7, 2, 1, 1}, a}, {SLM_DTYPE_F32, 2, {7, 2, 1, 1}, b}};
+    be_view out = {SLM_DTYPE_F32, 2, {7, 2, 1, 1}, y};
+    for (int fast = 0; fast < 2; fast++) {
+        backend *be = NULL;
+        slm_err e;
+        err_clear(&e);
+        assert_int_equal(cpu_backend_create_with(&al_default, 1, fast, cpu_isa_detect(), &be, &e), SLM_OK);
+        assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, &out, in), &e), SLM_OK);
+        be_call call = {.n = 2, .pos = 0};
+        assert_int_equal(be->vt->exec(be, &nd, &out, in, &call, &e), SLM_OK);
+        for (int i = 0; i < 14; i++) {
+            double want = expect[i % 7] * (i < 7 ? 1.0 : -2.5);
+            if (!(fabs((double)y[i] - want) <= 1e-6 * fabs(want)))
+                fail_msg("GEGLU (%s) at x = %g, b = %g: %.9g, PyTorch's tanh gelu gives %.9g", fast ? "fast" : "reference",
+                         (double)a[i], (double)b[i], (double)y[i], want);
+        }
+        be->vt->destroy(be);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(deltanet_chunked_equals_recurrent),
@@ -358,6 +397,7 @@ int main(void) {
         cmocka_unit_test(attention_window_ring_matches_softmax),
         cmocka_unit_test(state_write_wraps),
         cmocka_unit_test(onehot_wraps),
+        cmocka_unit_test(geglu_matches_pytorch_tanh_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

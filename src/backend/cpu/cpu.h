@@ -19,14 +19,16 @@
  *
  * Canonical matmul arithmetic (every ISA implements exactly this, so the result of a fast matmul
  * is also independent of the ISA; tests check SIMD against kern_generic.c bit for bit):
- *  - Q4_0, Q4_1, Q8_0 weights: the activation column is quantised per 32-block to int8 a with
- *    scale da (ggml's x86 Q8_0/Q8_1 rule: d = amax/127, q = round-half-even(x·127/amax), da = f16(d)), and
- *    per output y = 0; for each block b in order:
+ *  - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights: the activation column is quantised per 32-block to int8
+ *    a with scale da (ggml's x86 Q8_0/Q8_1 rule: d = amax/127, q = round-half-even(x·127/amax),
+ *    da = f16(d)), and per output y = 0; for each block b in order:
  *        y = fmaf((float)isum_b, dw_b * da_b, y)        isum_b = exact Σ w_j a_j (int32)
- *        Q4_1 only:  y = fmaf(m_b, sa_b, y)             sa_b = f16(d · Σ a_j)
- *    with w_j = q-8 (Q4_0), the int8 (Q8_0), the nibble q (Q4_1), dw/m the block's f16 values.
- *  - Q4_K, Q6_K weights: activations quantised per 256 to Q8_K (ggml's rule) and per super-block
- *        Q4_K: y = fmaf((float)Σ_s sc_s·Σ q·a, d·da, y);  y = fmaf(-(float)Σ_s mn_s·bsum_s, dmin·da, y)
+ *        Q4_1, Q5_1 only:  y = fmaf(m_b, sa_b, y)       sa_b = f16(d · Σ a_j)
+ *    with w_j = q-8 (Q4_0), the 5-bit q-16 (Q5_0), the int8 (Q8_0), the nibble q (Q4_1), the
+ *    5-bit q (Q5_1), dw/m the block's f16 values.
+ *  - Q4_K, Q5_K, Q6_K weights: activations quantised per 256 to Q8_K (ggml's rule) and per super-block
+ *        Q4_K, Q5_K: y = fmaf((float)Σ_s sc_s·Σ q·a, d·da, y);  y = fmaf(-(float)Σ_s mn_s·bsum_s, dmin·da, y)
+ *                    (q the nibble, or for Q5_K the 5-bit value)
  *        Q6_K: y = fmaf((float)Σ_s sc_s·Σ (q-32)·a, d·da, y)
  *  - F32, F16, BF16 weights: f32 activations, weights widened exactly to f32, 16 lanes:
  *        acc[l] = fmaf(w_i, x_i, acc[l]) for i ≡ l (mod 16), i ascending (a short tail is
@@ -34,6 +36,9 @@
  * The other fast kernels are ISA-independent the same way (tests check every tier against
  * kern_generic.c bit for bit): each spells out its operation order below, and e^x is cpu_exp
  * (kern_common.h) in every tier.
+ *  - GEGLU (gelu_tanh(a) · b, HF's gelu_pytorch_tanh): per element, in f32 operations in this
+ *    order, u = 0.7978845608f · (x + 0.044715f · ((x·x)·x)), y = x / (1 + cpu_exp(0 - (u + u))) · b.
+ *    0.5·x·(1 + tanh(u)) = x·sigmoid(2u) exactly; this form has no cancellation for x < 0.
  */
 #ifndef SLM_BACKEND_CPU_CPU_H
 #define SLM_BACKEND_CPU_CPU_H
@@ -72,10 +77,10 @@ cpu_isa_level cpu_isa_detect(void);
 
 /* ---- activation formats for the integer matmuls ---------------------------------------------
  * One column of k activations quantised for weights of type wt:
- *  32-block types (Q4_0, Q4_1, Q8_0): qs int8 [k] | da f32 [k/32] | aux [k/32], where aux is
- *    int32 -8·Σa (Q4_0), int32 -128·Σa (Q8_0: lets offset-binary kernels use u8 weights), or f32
- *    sa (Q4_1). Column stride cpu_act_bytes (a multiple of 64).
- *  K types (Q4_K, Q6_K): ggml's block_q8_K [k/256]: d f32 | qs int8 [256] | bsums int16 [16]. */
+ *  32-block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): qs int8 [k] | da f32 [k/32] | aux [k/32], where
+ *    aux is int32 -8·Σa (Q4_0), -16·Σa (Q5_0), -128·Σa (Q8_0: lets offset-binary kernels use u8
+ *    weights), or f32 sa (Q4_1, Q5_1). Column stride cpu_act_bytes (a multiple of 64).
+ *  K types (Q4_K, Q5_K, Q6_K): ggml's block_q8_K [k/256]: d f32 | qs int8 [256] | bsums int16 [16]. */
 #define CPU_QK 32
 #define CPU_QK_K 256
 #define CPU_Q8K_BYTES 292
@@ -153,6 +158,7 @@ typedef struct cpu_isa {
     void (*vec_add)(float *y, const float *a, const float *b, int64_t n);
     void (*vec_mul)(float *y, const float *a, const float *b, int64_t n);
     void (*vec_swiglu)(float *y, const float *a, const float *b, int64_t n);
+    void (*vec_geglu)(float *y, const float *a, const float *b, int64_t n);
     void (*vec_unary)(g_op op, float *y, const float *x, int64_t n, float scale);
     /* RMSNORM (w may be NULL; w_offset added to w), L2NORM, GATED_RMSNORM (z != NULL) of one row. */
     void (*row_norm)(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
@@ -261,8 +267,8 @@ const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, con
 
 /* The CPU backend with n_threads workers (>= 1) and the kernels named by kernels (backend_params
  * kernels: NULL, "" or "auto" = the best tier this CPU has, "ref" = the reference kernels only,
- * else exactly that tier). It may keep repacked copies of quantised (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)
- * matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
+ * else exactly that tier). It may keep repacked copies of quantised (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K) matmul weights for its lifetime, keyed by address: such operands must be immutable mapped
  * weights that outlive the backend (they always are: activations and states are never quantised).
  * A tier the build or the CPU lacks fails with SLM_ERR_UNSUPPORTED, a value naming no tier with
  * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */

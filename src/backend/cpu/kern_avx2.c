@@ -71,7 +71,7 @@ INLINE __m256 exp8(__m256 x) {
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         cpu_quant_act_k_generic(x, k, dst);
         return;
     }
@@ -107,11 +107,11 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         int32_t sum = _mm_cvtsi128_si32(s4);
         float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = _cvtsh_ss(_cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -127,12 +127,25 @@ INLINE __m256i rowsum8(const __m256i a[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
-/* Block b of row p unpacked to 32 weights in element order: u8 nibbles (Q4_0, Q4_1) or int8 (Q8_0). */
+/* Byte j (of 32) = 0x10 where bit j of the 4 bytes at p is set, else 0: the 5th bits of a Q5_0 /
+ * Q5_1 block's qh in element order (byte j of the broadcast selects qh byte j/8, then bit j%8). */
+INLINE __m256i q5_high_bits(const uint8_t *p) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(ldi(p)), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
+}
+
+/* Block b of row p unpacked to 32 weights in element order: u8 nibbles (Q4_0, Q4_1), u8 5-bit
+ * values (Q5_0, Q5_1) or int8 (Q8_0). */
 INLINE __m256i unpack_block(uint32_t wt, const uint8_t *blk) {
     if (wt == SLM_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == SLM_DTYPE_Q4_1 ? 4 : 2)));
+    size_t qoff = cpu_q32_quant_off(wt);
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + qoff));
     const __m128i m4 = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    if (wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1) v = _mm256_or_si256(v, q5_high_bits(blk + qoff - 4));
+    return v;
 }
 
 /* 8 int32 partial sums of one row-block: weights w (as unpack_block), activations a (32 int8). */
@@ -145,7 +158,9 @@ INLINE __m256i dot_block(uint32_t wt, __m256i w, __m256i wabs, __m256i a) {
 static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                    size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     int64_t nb = k / CPU_QK;
-    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t bsz = cpu_q32_block_bytes(wt);
+    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
+    const bool has_aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
     float *accs = scratch; /* (ncols, 8) */
     for (int64_t r0 = 0; r0 < nr; r0 += 8) {
         int64_t n = nr - r0 < 8 ? nr - r0 : 8;
@@ -160,7 +175,7 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                 wv[r] = unpack_block(wt, blk);
                 wa[r] = wt == SLM_DTYPE_Q8_0 ? _mm256_abs_epi8(wv[r]) : wv[r];
                 dh[r] = ldh(blk);
-                mh[r] = wt == SLM_DTYPE_Q4_1 ? ldh(blk + 2) : 0;
+                mh[r] = has_min ? ldh(blk + 2) : 0;
             }
             __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
             __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
@@ -170,10 +185,10 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                 __m256i part[8];
                 for (int r = 0; r < 8; r++) part[r] = dot_block(wt, wv[r], wa[r], av);
                 __m256i is = rowsum8(part);
-                if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+                if (has_aux) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
                 __m256 acc = _mm256_loadu_ps(accs + 8 * c);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
-                if (wt == SLM_DTYPE_Q4_1) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
+                if (has_min) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
                 _mm256_storeu_ps(accs + 8 * c, acc);
             }
         }
@@ -196,14 +211,15 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
     uint8_t *u = scratch;                           /* (nbk, 256) unpacked weights */
     int32_t *sc = (int32_t *)(u + (size_t)nbk * 256); /* (nbk, 16) scales (Q6_K) or 8 scales + 8 mins (Q4_K) */
     const __m256i ones = _mm256_set1_epi16(1);
-    bool q4 = wt == SLM_DTYPE_Q4_K;
+    bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    size_t bsz = q5 ? 176 : q4 ? 144 : 210;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *x = w + (size_t)r * row_bytes;
         for (int64_t b = 0; b < nbk; b++) {
             uint8_t *ub = u + b * 256;
             int32_t *sb = sc + 16 * b;
-            if (q4) {
-                const uint8_t *xb = x + 144 * b, *s = xb + 4;
+            if (q4) { /* Q5_K: qh[32] at 16, the quants at 48 */
+                const uint8_t *xb = x + bsz * (size_t)b, *s = xb + 4, *qs = xb + (q5 ? 48 : 16);
                 for (int j = 0; j < 8; j++) {
                     if (j < 4) {
                         sb[j] = s[j] & 63;
@@ -213,11 +229,18 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
                         sb[8 + j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
                     }
                 }
-                const __m256i m4 = _mm256_set1_epi8(0x0F);
+                const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+                __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(xb + 16)) : _mm256_setzero_si256();
                 for (int c = 0; c < 4; c++) {
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(xb + 16 + 32 * c));
-                    _mm256_storeu_si256((__m256i *)(ub + 64 * c), _mm256_and_si256(q, m4));
-                    _mm256_storeu_si256((__m256i *)(ub + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    if (q5) { /* bit 2c of qh[l] to bit 4 of element l, bit 2c+1 to bit 4 of element 32+l */
+                        __m256i h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c));
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
+                    }
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c), lo);
+                    _mm256_storeu_si256((__m256i *)(ub + 64 * c + 32), hi);
                 }
             } else {
                 const uint8_t *xb = x + 210 * b;
@@ -257,7 +280,7 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
                     isum = hsum_i32(tot);
                     int32_t msum = 0;
                     for (int j = 0; j < 8; j++) msum += sb[8 + j] * (bs[2 * j] + bs[2 * j + 1]);
-                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * 144;
+                    const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * bsz;
                     acc = fmaf((float)isum, f16_to_f32(ldh(xb)) * da, acc);
                     acc = fmaf(-(float)msum, f16_to_f32(ldh(xb + 2)) * da, acc);
                 } else {
@@ -286,7 +309,7 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
 
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
+    if (cpu_wt_is_k(wt)) mm_qk(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
     else mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
 
@@ -664,6 +687,20 @@ static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
     }
 }
 
+/* cpu.h's GEGLU: x / (1 + e^-(u + u)) · b, u = 0.7978845608 (x + 0.044715 ((x x) x)). */
+static void vec_geglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m256 c0 = _mm256_set1_ps(0.7978845608f), c1 = _mm256_set1_ps(0.044715f), one = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = lanes(n - i);
+        __m256 x = _mm256_maskload_ps(a + i, m);
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 u = _mm256_mul_ps(c0, _mm256_add_ps(x, _mm256_mul_ps(c1, x3)));
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_add_ps(u, u)));
+        __m256 r = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_maskload_ps(b + i, m));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+}
+
 static void vec_unary(g_op op, float *y, const float *x, int64_t n, float scale) {
     if (op != G_OP_SCALE && op != G_OP_SILU && op != G_OP_SIGMOID) {
         cpu_vec_unary_generic(op, y, x, n, scale);
@@ -739,6 +776,21 @@ INLINE __m256i q8_block(const uint8_t *q, const uint8_t *a, int32_t aux) {
 #endif
 }
 
+/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
+ * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+INLINE __m256i q5_bits4(__m256i qh, int s) {
+    const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
+                                         8, 8, 12, 12, 12, 12);
+    const __m256i sel = _mm256_set1_epi32(0x08040201);
+    __m256i t = _mm256_shuffle_epi8(_mm256_srl_epi32(qh, _mm_cvtsi32_si128(s)), rep);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(t, sel), sel), _mm256_set1_epi8(0x10));
+}
+
+INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
+/* 32-block types with Q4_1's f16 mins; with an int32 aux offset in the activations (Q4_0, Q5_0). */
+INLINE bool has_mins(uint32_t wt) { return wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1; }
+INLINE bool has_aux(uint32_t wt) { return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0; }
+
 /* Rows 8h..8h+7 of one 32-block tile against one column (cpu.h's canonical arithmetic). */
 INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
                             const uint8_t *ac, int h, pf_state *pf) {
@@ -752,16 +804,22 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
         if (wt == SLM_DTYPE_Q8_0) {
             is = q8_block(q + 32 * h, a, ldi(ac + k + 4 * nb + 4 * b));
         } else {
+            __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * h)) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * j + 32 * h));
-                is = dot4(is, _mm256_and_si256(v, m4), a + 4 * j);
-                is = dot4(is, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), a + 16 + 4 * j);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (is_q5(wt)) {
+                    lo = _mm256_or_si256(lo, q5_bits4(qh, 4 * j));
+                    hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
+                }
+                is = dot4(is, lo, a + 4 * j);
+                is = dot4(is, hi, a + 16 + 4 * j);
             }
-            if (wt == SLM_DTYPE_Q4_0) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
+            if (has_aux(wt)) is = _mm256_add_epi32(is, _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b)));
         }
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 16 * h)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac + k + 4 * b))), acc);
-        if (wt == SLM_DTYPE_Q4_1)
+        if (has_mins(wt))
             acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32 + 16 * h))),
                                   _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc);
     }
@@ -776,8 +834,8 @@ INLINE __m256 tile_half_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, in
 INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const uint8_t *pk, int64_t b0, int64_t b1,
                          int64_t nb, int64_t k, const uint8_t *ac, float *y, int64_t nr, pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
-    const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt);
+    const size_t sb = has_mins(wt) ? 64 : 32;
     __m256 acc[4];
     for (int q = Q0; q < Q1; q++) acc[q] = b0 ? _mm256_maskload_ps(y + 8 * q, lanes(nr - 8 * q)) : _mm256_setzero_ps();
     pk += (size_t)b0 * stride;
@@ -789,15 +847,24 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
             int32_t aux = ldi(ac + k + 4 * nb + 4 * b);
             for (int q = Q0; q < Q1; q++) is[q] = q8_block(pk + (size_t)(q >> 1) * qb + 32 * (q & 1), a, aux);
         } else {
+            __m256i qh[4];
+            if (is_q5(wt))
+                for (int q = Q0; q < Q1; q++)
+                    qh[q] = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 256 + 32 * (q & 1)));
             for (int j = 0; j < 4; j++) {
                 __m256i lo = _mm256_set1_epi32(ldi(a + 4 * j)), hi = _mm256_set1_epi32(ldi(a + 16 + 4 * j));
                 for (int q = Q0; q < Q1; q++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + (size_t)(q >> 1) * qb + 64 * j + 32 * (q & 1)));
-                    is[q] = dpbusd(is[q], _mm256_and_si256(v, m4), lo);
-                    is[q] = dpbusd(is[q], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hi);
+                    __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (is_q5(wt)) {
+                        vl = _mm256_or_si256(vl, q5_bits4(qh[q], 4 * j));
+                        vh = _mm256_or_si256(vh, q5_bits4(qh[q], 16 + 4 * j));
+                    }
+                    is[q] = dpbusd(is[q], vl, lo);
+                    is[q] = dpbusd(is[q], vh, hi);
                 }
             }
-            if (wt == SLM_DTYPE_Q4_0) {
+            if (has_aux(wt)) {
                 __m256i aux = _mm256_set1_epi32(ldi(ac + k + 4 * nb + 4 * b));
                 for (int q = Q0; q < Q1; q++) is[q] = _mm256_add_epi32(is[q], aux);
             }
@@ -807,7 +874,7 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
             const uint8_t *sc = pk + 2 * qb + (size_t)(q >> 1) * sb + 16 * (q & 1);
             __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
             acc[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[q]), _mm256_mul_ps(dw, da), acc[q]);
-            if (wt == SLM_DTYPE_Q4_1)
+            if (has_mins(wt))
                 acc[q] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32))),
                                          _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc[q]);
         }
@@ -823,8 +890,8 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
                               int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y, int64_t ldy,
                               int64_t nr, pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), rows = lanes(nr - 8 * Q);
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = wt == SLM_DTYPE_Q8_0 ? 512 : 256;
-    const size_t sb = wt == SLM_DTYPE_Q4_1 ? 64 : 32;
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt);
+    const size_t sb = has_mins(wt) ? 64 : 32;
     const uint8_t *ac[4];
     __m256 acc[4];
     for (int c = 0; c < NC; c++) {
@@ -857,15 +924,20 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
 #endif
         } else {
             for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
+            __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(qp + 256)) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
                 __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (is_q5(wt)) {
+                    lo = _mm256_or_si256(lo, q5_bits4(qh, 4 * j));
+                    hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
+                }
                 for (int c = 0; c < NC; c++) {
                     is[c] = dot4(is[c], lo, ac[c] + 32 * b + 4 * j);
                     is[c] = dot4(is[c], hi, ac[c] + 32 * b + 16 + 4 * j);
                 }
             }
-            if (wt == SLM_DTYPE_Q4_0)
+            if (has_aux(wt))
                 for (int c = 0; c < NC; c++) is[c] = _mm256_add_epi32(is[c], _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b)));
         }
         const uint8_t *sc = blk + 2 * qb + (size_t)(Q >> 1) * sb + 16 * (Q & 1);
@@ -873,7 +945,7 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
         for (int c = 0; c < NC; c++) {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, _mm256_set1_ps(ldf(ac[c] + k + 4 * b))),
                                      acc[c]);
-            if (wt == SLM_DTYPE_Q4_1)
+            if (has_mins(wt))
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + 32))),
                                          _mm256_set1_ps(ldf(ac[c] + k + 4 * nb + 4 * b)), acc[c]);
         }
@@ -886,6 +958,8 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
     do {                                                                                               \
         if ((wt) == SLM_DTYPE_Q4_0) fn(SLM_DTYPE_Q4_0, __VA_ARGS__);                                   \
         else if ((wt) == SLM_DTYPE_Q4_1) fn(SLM_DTYPE_Q4_1, __VA_ARGS__);                              \
+        else if ((wt) == SLM_DTYPE_Q5_0) fn(SLM_DTYPE_Q5_0, __VA_ARGS__);                              \
+        else if ((wt) == SLM_DTYPE_Q5_1) fn(SLM_DTYPE_Q5_1, __VA_ARGS__);                              \
         else fn(SLM_DTYPE_Q8_0, __VA_ARGS__);                                                          \
     } while (0)
 /* pair_quarter_cols with the weight type, column count (1..4) and quarter as constants */
@@ -907,8 +981,9 @@ INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_ep
 INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
                              size_t act_stride, int h, __m256 acc[2], pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
+    const __m256i b16 = _mm256_set1_epi8(0x10);
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
         const uint8_t *ab[2], *a[2];
@@ -930,6 +1005,12 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
                     __m256i vl = _mm256_and_si256(v, m4), vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (q5) { /* bits 2ch, 2ch + 1 of the qh bytes to bit 4 (kern_common.h) */
+                        __m256i qh = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(pk + KT_Q4K + 64 * g + 32 * h)),
+                                                      _mm_cvtsi32_si128(2 * ch));
+                        vl = _mm256_or_si256(vl, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b16));
+                        vh = _mm256_or_si256(vh, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b16));
+                    }
                     for (int c = 0; c < NC; c++) {
                         lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
                         hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
@@ -983,7 +1064,7 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
+    bool kq = cpu_wt_is_k(wt);
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
     size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
@@ -1062,6 +1143,7 @@ static const cpu_isa k_avx2 = {
     .vec_add = vec_add,
     .vec_mul = vec_mul,
     .vec_swiglu = vec_swiglu,
+    .vec_geglu = vec_geglu,
     .vec_unary = vec_unary,
     .row_norm = row_norm,
     .conv_row = conv_row,

@@ -10,8 +10,9 @@
  *  - prefill (4+ columns): the 16-row tile is first repacked into scratch so that lane r of a
  *    register holds 4 consecutive weights of row r; each vpdpbusd then takes 4 activations of a
  *    column as a broadcast, and a block's 8 vpdpbusd give the 16 rows' exact sums directly.
- * Unsigned weights are fed as u8 (Q4_0, Q4_1 nibbles; Q8_0 as w ^ 0x80) with the offset term
- * (-8 or -128 times the block's activation sum) precomputed per activation block (cpu.h).
+ * Unsigned weights are fed as u8 (Q4_0, Q4_1 nibbles; Q5_0, Q5_1 5-bit values; Q8_0 as w ^ 0x80)
+ * with the offset term (-8, -16 or -128 times the block's activation sum) precomputed per
+ * activation block (cpu.h). Q5_0 and Q5_1 always take the repacked form (5th bits merged once).
  * Weights are never copied outside the per-thread tile. */
 #include "backend/cpu/cpu.h"
 
@@ -102,7 +103,7 @@ static void quant_act_k(const float *x, int64_t k, uint8_t *dst) {
 }
 
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         quant_act_k(x, k, dst);
         return;
     }
@@ -125,11 +126,11 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         float dr = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = _cvtsh_ss(_cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -228,13 +229,24 @@ static void gemv_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 #define PK_BLOCK 640 /* per block: 8 x 64 bytes of weights, dw[16] f32, mw[16] f32 */
 
+/* The 5th bits of 4 elements from bits 0..3 of each lane of t, at bit 4 of the lane's bytes 0..3. */
+INLINE __m512i q5_spread4(__m512i t) {
+    __m512i r = _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(1)), 4);
+    r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(2)), 11));
+    r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(4)), 18));
+    return _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(8)), 25));
+}
+
+/* Up to 16 rows of a 32-block type into PK_BLOCK blocks: vector j < 4 holds elements 4j..4j+3 of
+ * each row as u8 (Q4_0, Q4_1 nibbles; Q5_0, Q5_1 5-bit values), vector 4 + j elements 16+4j..; Q8_0
+ * 8 vectors of w ^ 0x80. */
 static void pack_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t nb, uint8_t *pk) {
     int32_t off[16];
     for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * row_bytes);
     const __m512i voff = _mm512_loadu_si512(off);
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
-    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t bsz = cpu_q32_block_bytes(wt), qoff = cpu_q32_quant_off(wt);
+    const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1;
     for (int64_t b = 0; b < nb; b++, pk += PK_BLOCK) {
         const uint8_t *base = w + (size_t)b * bsz;
         if (wt == SLM_DTYPE_Q8_0) {
@@ -243,10 +255,16 @@ static void pack_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
                 _mm512_store_si512(pk + 64 * j, _mm512_xor_si512(g, flip));
             }
         } else {
+            __m512i qh = q5 ? _mm512_i32gather_epi32(voff, (const void *)(base + qoff - 4), 1) : _mm512_setzero_si512();
             for (int j = 0; j < 4; j++) {
                 __m512i g = _mm512_i32gather_epi32(voff, (const void *)(base + qoff + 4 * j), 1);
-                _mm512_store_si512(pk + 64 * j, _mm512_and_si512(g, m4));
-                _mm512_store_si512(pk + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(g, 4), m4));
+                __m512i lo = _mm512_and_si512(g, m4), hi = _mm512_and_si512(_mm512_srli_epi16(g, 4), m4);
+                if (q5) {
+                    lo = _mm512_or_si512(lo, q5_spread4(_mm512_srli_epi32(qh, (unsigned)(4 * j))));
+                    hi = _mm512_or_si512(hi, q5_spread4(_mm512_srli_epi32(qh, (unsigned)(16 + 4 * j))));
+                }
+                _mm512_store_si512(pk + 64 * j, lo);
+                _mm512_store_si512(pk + 64 * (j + 4), hi);
             }
         }
         __m512i g = _mm512_i32gather_epi32(voff, (const void *)base, 1);
@@ -290,7 +308,7 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     int64_t nb = k / CPU_QK;
     uint8_t *pk = scratch;
     pack_q32(wt, w, row_bytes, nr, nb, pk);
-    bool q41 = wt == SLM_DTYPE_Q4_1;
+    bool q41 = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     __mmask16 m = mask16(nr);
     int64_t c = 0;
     for (; c + 4 <= ncols; c += 4)
@@ -528,9 +546,11 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
  * (16 int32 lanes each, the sub-block scale of the lanes of each 64-element chunk's vpdpbusd). */
 #define KU_BLOCK (256 + 256)
 
-static void unpack_q4k(const uint8_t *x, int64_t nbk, uint8_t *u, int32_t *mn) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < nbk; b++, x += 144, u += KU_BLOCK, mn += 8) {
+/* Q4_K, or with q5 Q5_K (qh[32] at 16, quants at 48; bit 2c of qh[l] is the 5th bit of element
+ * 64c + l, bit 2c+1 that of 64c + 32 + l). */
+static void unpack_q4k(bool q5, const uint8_t *x, int64_t nbk, uint8_t *u, int32_t *mn) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    for (int64_t b = 0; b < nbk; b++, x += q5 ? 176 : 144, u += KU_BLOCK, mn += 8) {
         const uint8_t *sc = x + 4;
         int32_t s[8];
         for (int j = 0; j < 8; j++) {
@@ -542,10 +562,17 @@ static void unpack_q4k(const uint8_t *x, int64_t nbk, uint8_t *u, int32_t *mn) {
                 mn[j] = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
             }
         }
+        __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(x + 16 + 32 * c));
-            _mm256_storeu_si256((__m256i *)(u + 64 * c), _mm256_and_si256(q, m4));
-            _mm256_storeu_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            __m256i q = _mm256_loadu_si256((const __m256i *)(x + (q5 ? 48 : 16) + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                __m256i h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
+            }
+            _mm256_storeu_si256((__m256i *)(u + 64 * c), lo);
+            _mm256_storeu_si256((__m256i *)(u + 64 * c + 32), hi);
             __m512i sv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(s[2 * c])),
                                             _mm256_set1_epi32(s[2 * c + 1]), 1);
             _mm512_storeu_si512(u + 256 + 64 * c, sv);
@@ -582,10 +609,11 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
     int64_t nbk = k / CPU_QK_K;
     uint8_t *u = scratch;
     int32_t *extra = (int32_t *)(u + (size_t)nbk * KU_BLOCK); /* mins (8) or scales (16) per block */
-    bool q4 = wt == SLM_DTYPE_Q4_K;
+    bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    size_t bsz = q5 ? 176 : q4 ? 144 : 210;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *x = w + (size_t)r * row_bytes;
-        if (q4) unpack_q4k(x, nbk, u, extra);
+        if (q4) unpack_q4k(q5, x, nbk, u, extra);
         else unpack_q6k(x, nbk, u, extra);
         for (int64_t c = 0; c < ncols; c++) {
             const uint8_t *ab = act + (size_t)c * act_stride;
@@ -602,7 +630,7 @@ static void mm_qk(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, i
                 int16_t bs[16];
                 memcpy(bs, ab + 260, sizeof bs);
                 float da = ldf(ab);
-                const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * (q4 ? 144 : 210);
+                const uint8_t *xb = w + (size_t)r * row_bytes + (size_t)b * bsz;
                 if (q4) {
                     const int32_t *mn = extra + 8 * b;
                     int32_t msum = 0;
@@ -629,9 +657,10 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
     for (int64_t r = 0; r < nr;) {
         int64_t n = nr - r < 16 ? nr - r : 16;
         const uint8_t *wr = w + (size_t)r * row_bytes;
-        if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        if (cpu_wt_is_k(wt)) {
             mm_qk(wt, wr, row_bytes, n, k, act, act_stride, ncols, y + r, ldy, scratch);
-        } else if (ncols >= GEMM_MIN_COLS) {
+        } else if (ncols >= GEMM_MIN_COLS || wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1) {
+            /* Q5_0, Q5_1 always through the packed form (the 5th bits are merged once per block) */
             gemm_q32(wt, wr, row_bytes, n, k, act, act_stride, ncols, y + r, ldy, scratch);
         } else {
             /* decode: the range is prefetched as it is read (first column only) */
@@ -1195,6 +1224,20 @@ static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
     }
 }
 
+/* cpu.h's GEGLU: x / (1 + e^-(u + u)) · b, u = 0.7978845608 (x + 0.044715 ((x x) x)). */
+static void vec_geglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m512 c0 = _mm512_set1_ps(0.7978845608f), c1 = _mm512_set1_ps(0.044715f), one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(m, a + i);
+        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        __m512 u = _mm512_mul_ps(c0, _mm512_add_ps(x, _mm512_mul_ps(c1, x3)));
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_add_ps(u, u)));
+        __m512 r = _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, b + i));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
 static void vec_unary(g_op op, float *y, const float *x, int64_t n, float scale) {
     if (op != G_OP_SCALE && op != G_OP_SILU && op != G_OP_SIGMOID) {
         cpu_vec_unary_generic(op, y, x, n, scale);
@@ -1231,11 +1274,17 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
+/* The shared tile layouts but the Q5 types': this file's packed kernels do not read those, so
+ * Q5_0, Q5_1 and Q5_K weights stay in the file layout (mm_quant). */
+static size_t tile_block_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q5_K ? 0 : cpu_tile_block_bytes(wt);
+}
+
 static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = cpu_tile_block_bytes,
+    .tile_block_bytes = tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
@@ -1246,6 +1295,7 @@ static const cpu_isa k_avx512 = {
     .vec_add = vec_add,
     .vec_mul = vec_mul,
     .vec_swiglu = vec_swiglu,
+    .vec_geglu = vec_geglu,
     .vec_unary = vec_unary,
     .row_norm = row_norm,
     .conv_row = conv_row,

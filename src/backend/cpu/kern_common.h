@@ -10,6 +10,37 @@
 
 #include "backend/cpu/cpu.h"
 
+/* True for the 256-element super-block types, whose activations are Q8_K (Q4_K, Q5_K, Q6_K). */
+static inline bool cpu_wt_is_k(uint32_t wt) {
+    return wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K || wt == SLM_DTYPE_Q6_K;
+}
+
+/* Bytes of one 32-block of a 32-block weight type, and the offset of its quants (Q5_0 / Q5_1:
+ * the 4 bytes of qh sit just before them). */
+static inline size_t cpu_q32_block_bytes(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_0: return 18;
+    case SLM_DTYPE_Q4_1: return 20;
+    case SLM_DTYPE_Q5_0: return 22;
+    case SLM_DTYPE_Q5_1: return 24;
+    default: return 34; /* Q8_0 */
+    }
+}
+static inline size_t cpu_q32_quant_off(uint32_t wt) {
+    switch (wt) {
+    case SLM_DTYPE_Q4_1: return 4;
+    case SLM_DTYPE_Q5_0: return 6;
+    case SLM_DTYPE_Q5_1: return 8;
+    default: return 2; /* Q4_0, Q8_0 */
+    }
+}
+
+/* The int32 aux of a 32-block activation column for weights of type wt (cpu.h): the factor of Σa
+ * (Q4_0: -8, Q5_0: -16, Q8_0: -128); Q4_1 and Q5_1 keep an f32 sa instead. */
+static inline int32_t cpu_act_aux_mul(uint32_t wt) {
+    return wt == SLM_DTYPE_Q8_0 ? -128 : wt == SLM_DTYPE_Q5_0 ? -16 : -8;
+}
+
 /* The canonical reduction of 16 lanes (cpu.h): acc[l] += acc[l + s] for s = 8, 4, 2, 1. */
 static inline float cpu_reduce16(float acc[16]) {
     for (int s = 8; s >= 1; s /= 2)
@@ -59,6 +90,11 @@ static inline float cpu_exp(float x) {
  *        groups of 4 (group g in bits 2g, 2g+1); scales int8 at 3072 + 16j; d f16 x 16 at 3328. */
 #define KT_Q4K 2368
 #define KT_Q6K 3360
+/* Q5_K: Q4_K's layout (nibbles, scales, mins, d, dmin as above) followed at 2368 by 8 vectors of
+ * qh: vector g holds qh bytes 4g..4g+3 of each row (bit 2c of qh[l] the 5th bit of element
+ * 64c + l, bit 2c + 1 that of 64c + 32 + l), so vector 8c+g's nibbles take their 5th bits from
+ * vector g shifted right by 2c (low) or 2c + 1 (high). */
+#define KT_Q5K (KT_Q4K + 512)
 
 /* The tiles (kern_tiles.c): cpu_isa.tile_block_bytes, tile_group and repack_tiles for the tiers
  * that read them. */
@@ -68,15 +104,22 @@ int32_t cpu_tile_group(uint32_t wt);
  * cpu_repack_tiles; every tile layout keeps all the bits, so this is the exact inverse). */
 void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst);
 
+/* Bytes of one tile's quants per 32-block of a 32-block type: 8 vectors (Q8_0), 4 vectors of
+ * nibbles (Q4_0, Q4_1), or those plus one vector of the 16 rows' qh (Q5_0, Q5_1). */
+static inline size_t cpu_tile_quant_bytes(uint32_t wt) {
+    return wt == SLM_DTYPE_Q8_0 ? 512 : wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 ? 320 : 256;
+}
+
 /* Where one tile of a 32-block type keeps block b, relative to the start of its pair (tile t & ~1):
- * quants at b * stride + quants, scales (then Q4_1's mins) at b * stride + scales. */
+ * quants at b * stride + quants (Q5_0, Q5_1: then the 16 rows' qh), scales (then Q4_1's and
+ * Q5_1's mins) at b * stride + scales. */
 typedef struct cpu_tile_sub {
     size_t stride, quants, scales;
 } cpu_tile_sub;
 
 /* Tile t of ntiles (kern_tiles.c's layout): the member of a pair, or the last tile alone. */
 static inline cpu_tile_sub cpu_tile_sub_of(uint32_t wt, int64_t t, int64_t ntiles) {
-    size_t tbb = cpu_tile_block_bytes(wt), q = wt == SLM_DTYPE_Q8_0 ? 512 : 256, s = tbb - q;
+    size_t tbb = cpu_tile_block_bytes(wt), q = cpu_tile_quant_bytes(wt), s = tbb - q;
     if ((t | 1) >= ntiles) return (cpu_tile_sub){tbb, 0, q};
     return (cpu_tile_sub){2 * tbb, (size_t)(t & 1) * q, 2 * q + (size_t)(t & 1) * s};
 }
@@ -138,6 +181,7 @@ void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w,
 void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,
                           float w_offset);
 void cpu_vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n);
+void cpu_vec_geglu_generic(float *y, const float *a, const float *b, int64_t n);
 void cpu_vec_add_generic(float *y, const float *a, const float *b, int64_t n);
 void cpu_vec_mul_generic(float *y, const float *a, const float *b, int64_t n);
 /* Element i of a float-type weight row (F32, F16, BF16). */

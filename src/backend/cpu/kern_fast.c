@@ -436,10 +436,11 @@ static void rows_task(void *vctx, int64_t task, int32_t thread) {
         float *y = (float *)c->out->data + r * c->ne0;
         const float *a = (const float *)c->in[0].data + r * c->ne0;
         switch (nd->op) {
-        case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: {
+        case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: case G_OP_GEGLU: {
             const float *b = (const float *)c->in[1].data + (c->bcast ? 0 : r * c->ne0);
             if (nd->op == G_OP_ADD) isa->vec_add(y, a, b, c->ne0);
             else if (nd->op == G_OP_MUL) isa->vec_mul(y, a, b, c->ne0);
+            else if (nd->op == G_OP_GEGLU) isa->vec_geglu(y, a, b, c->ne0);
             else isa->vec_swiglu(y, a, b, c->ne0);
             break;
         }
@@ -463,7 +464,7 @@ static bool rows_supports(const g_node *nd, const be_view *out, const be_view *i
         if (!is_f32(&in[i])) return false;
     if (!is_f32(out)) return false;
     switch (nd->op) {
-    case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU:
+    case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: case G_OP_GEGLU:
         return nel(&in[1]) == nel(&in[0]) || nel(&in[1]) == in[0].ne[0];
     case G_OP_RMSNORM: return nd->n_in < 2 || nel(&in[1]) == in[0].ne[0];
     case G_OP_GATED_RMSNORM: return nel(&in[2]) == in[0].ne[0] && nel(&in[1]) == nel(&in[0]);
@@ -475,7 +476,7 @@ static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, 
                          const be_call *call, slm_err *e) {
     (void)call, (void)e;
     rows_ctx c = {cb->isa, nd, out, in, in[0].ne[0], ncols(&in[0]), 0, false};
-    if (nd->op == G_OP_ADD || nd->op == G_OP_MUL || nd->op == G_OP_SWIGLU)
+    if (nd->op == G_OP_ADD || nd->op == G_OP_MUL || nd->op == G_OP_SWIGLU || nd->op == G_OP_GEGLU)
         c.bcast = nel(&in[1]) == c.ne0 && c.rows > 1;
     c.per_task = c.rows * c.ne0 < PAR_MIN_ELEMS ? c.rows : (c.rows + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
     pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, rows_task, &c);
@@ -732,7 +733,7 @@ static const cpu_fast_kernel *const k_fast[G_OP_COUNT] = {
     [G_OP_SIGMOID] = &k_fast_rows,   [G_OP_SOFTPLUS] = &k_fast_rows,       [G_OP_EXP] = &k_fast_rows,
     [G_OP_RMSNORM] = &k_fast_rows,   [G_OP_L2NORM] = &k_fast_rows,         [G_OP_GATED_RMSNORM] = &k_fast_rows,
     [G_OP_ROPE] = &k_fast_rope,      [G_OP_STATE_WRITE] = &k_fast_state_write, [G_OP_SLICE] = &k_fast_copy,
-    [G_OP_CONCAT] = &k_fast_copy,    [G_OP_EMBED] = &k_fast_embed,
+    [G_OP_CONCAT] = &k_fast_copy,    [G_OP_EMBED] = &k_fast_embed,          [G_OP_GEGLU] = &k_fast_rows,
 };
 
 const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, const be_view *in) {

@@ -15,8 +15,8 @@
 bool cpu_mm_supports(uint32_t wt) {
     switch (wt) {
     case SLM_DTYPE_F32: case SLM_DTYPE_F16: case SLM_DTYPE_BF16:
-    case SLM_DTYPE_Q4_0: case SLM_DTYPE_Q4_1: case SLM_DTYPE_Q8_0:
-    case SLM_DTYPE_Q4_K: case SLM_DTYPE_Q6_K: return true;
+    case SLM_DTYPE_Q4_0: case SLM_DTYPE_Q4_1: case SLM_DTYPE_Q5_0: case SLM_DTYPE_Q5_1: case SLM_DTYPE_Q8_0:
+    case SLM_DTYPE_Q4_K: case SLM_DTYPE_Q5_K: case SLM_DTYPE_Q6_K: return true;
     default: return false;
     }
 }
@@ -26,8 +26,10 @@ bool cpu_mm_is_quant(uint32_t wt) { return cpu_mm_supports(wt) && wt != SLM_DTYP
 size_t cpu_act_bytes(uint32_t wt, int64_t k) {
     size_t n;
     switch (wt) {
-    case SLM_DTYPE_Q4_0: case SLM_DTYPE_Q4_1: case SLM_DTYPE_Q8_0: n = (size_t)k + 8 * (size_t)(k / CPU_QK); break;
-    case SLM_DTYPE_Q4_K: case SLM_DTYPE_Q6_K: n = (size_t)(k / CPU_QK_K) * CPU_Q8K_BYTES; break;
+    case SLM_DTYPE_Q4_0: case SLM_DTYPE_Q4_1: case SLM_DTYPE_Q5_0: case SLM_DTYPE_Q5_1: case SLM_DTYPE_Q8_0:
+        n = (size_t)k + 8 * (size_t)(k / CPU_QK);
+        break;
+    case SLM_DTYPE_Q4_K: case SLM_DTYPE_Q5_K: case SLM_DTYPE_Q6_K: n = (size_t)(k / CPU_QK_K) * CPU_Q8K_BYTES; break;
     default: return 0;
     }
     return (n + 63) & ~(size_t)63;
@@ -53,11 +55,11 @@ void cpu_quant_act_32_generic(uint32_t wt, const float *x, int64_t k, uint8_t *d
         }
         float dr = f16_to_f32(f32_to_f16(d));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = f16_to_f32(f32_to_f16(d * (float)sum));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -97,7 +99,7 @@ void cpu_quant_act_k_generic(const float *x, int64_t k, uint8_t *dst) {
 }
 
 static void quant_act_generic(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) cpu_quant_act_k_generic(x, k, dst);
+    if (cpu_wt_is_k(wt)) cpu_quant_act_k_generic(x, k, dst);
     else cpu_quant_act_32_generic(wt, x, k, dst);
 }
 
@@ -127,6 +129,19 @@ static float dot_q32(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *ac
             for (int j = 0; j < 16; j++) isum += (x[4 + j] & 0x0F) * a[j] + (x[4 + j] >> 4) * a[j + 16];
             break;
         }
+        case SLM_DTYPE_Q5_0: case SLM_DTYPE_Q5_1: { /* 5-bit q: bit j of qh is element j's 5th bit */
+            bool q51 = wt == SLM_DTYPE_Q5_1;
+            const uint8_t *x = w + (q51 ? 24 : 22) * b, *qs = x + (q51 ? 8 : 6);
+            uint32_t qh = ld_u32(x + (q51 ? 4 : 2));
+            int32_t off = q51 ? 0 : 16;
+            dw = f16_to_f32(ld_u16(x));
+            for (int j = 0; j < 16; j++) {
+                int32_t lo = (qs[j] & 0x0F) | (int32_t)(((qh >> j) & 1) << 4);
+                int32_t hi = (qs[j] >> 4) | (int32_t)(((qh >> (j + 16)) & 1) << 4);
+                isum += (lo - off) * a[j] + (hi - off) * a[j + 16];
+            }
+            break;
+        }
         default: { /* Q8_0 */
             const uint8_t *x = w + 34 * b;
             dw = f16_to_f32(ld_u16(x));
@@ -136,6 +151,7 @@ static float dot_q32(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *ac
         }
         y = fmaf((float)isum, dw * ldf(da + 4 * b), y);
         if (wt == SLM_DTYPE_Q4_1) y = fmaf(f16_to_f32(ld_u16(w + 20 * b + 2)), ldf(aux + 4 * b), y);
+        if (wt == SLM_DTYPE_Q5_1) y = fmaf(f16_to_f32(ld_u16(w + 24 * b + 2)), ldf(aux + 4 * b), y);
     }
     return y;
 }
@@ -158,17 +174,21 @@ static float dot_qk(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *act
         float da = ldf(act);
         int16_t bs[16];
         memcpy(bs, act + 260, sizeof bs);
-        if (wt == SLM_DTYPE_Q4_K) {
-            const uint8_t *x = w + 144 * b;
-            const uint8_t *q = x + 16;
+        if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K) {
+            /* Q5_K: the Q4_K layout with qh[32] before the quants; bits 2c, 2c+1 of qh[l] */
+            bool q5 = wt == SLM_DTYPE_Q5_K;
+            const uint8_t *x = w + (q5 ? 176 : 144) * b;
+            const uint8_t *q = x + (q5 ? 48 : 16), *qh = x + 16;
             int32_t isum = 0, msum = 0;
             for (int c = 0; c < 4; c++, q += 32) {
                 int32_t sc0, mn0, sc1, mn1, s0 = 0, s1 = 0;
                 k_scale_min(x + 4, 2 * c, &sc0, &mn0);
                 k_scale_min(x + 4, 2 * c + 1, &sc1, &mn1);
                 for (int l = 0; l < 32; l++) {
-                    s0 += (q[l] & 0x0F) * a[64 * c + l];
-                    s1 += (q[l] >> 4) * a[64 * c + 32 + l];
+                    int32_t h0 = q5 ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+                    int32_t h1 = q5 ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+                    s0 += ((q[l] & 0x0F) | h0) * a[64 * c + l];
+                    s1 += ((q[l] >> 4) | h1) * a[64 * c + 32 + l];
                 }
                 isum += sc0 * s0 + sc1 * s1;
                 msum += mn0 * (bs[4 * c] + bs[4 * c + 1]) + mn1 * (bs[4 * c + 2] + bs[4 * c + 3]);
@@ -203,7 +223,7 @@ static float dot_qk(uint32_t wt, const uint8_t *w, int64_t k, const uint8_t *act
 void cpu_mm_quant_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                              size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
     (void)scratch;
-    bool kq = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K;
+    bool kq = cpu_wt_is_k(wt);
     for (int64_t c = 0; c < ncols; c++)
         for (int64_t r = 0; r < nr; r++) {
             const uint8_t *wr = w + (size_t)r * row_bytes, *ac = act + (size_t)c * act_stride;
@@ -346,6 +366,12 @@ void cpu_vec_mul_generic(float *y, const float *a, const float *b, int64_t n) {
 void cpu_vec_swiglu_generic(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + cpu_exp(0.0f - a[i])) * b[i];
 }
+void cpu_vec_geglu_generic(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i], u = 0.7978845608f * (x + 0.044715f * (x * x * x));
+        y[i] = x / (1.0f + cpu_exp(0.0f - (u + u))) * b[i];
+    }
+}
 
 void cpu_vec_unary_generic(g_op op, float *y, const float *x, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) {
@@ -393,6 +419,7 @@ static const cpu_isa k_generic = {
     .vec_add = cpu_vec_add_generic,
     .vec_mul = cpu_vec_mul_generic,
     .vec_swiglu = cpu_vec_swiglu_generic,
+    .vec_geglu = cpu_vec_geglu_generic,
     .vec_unary = cpu_vec_unary_generic,
     .row_norm = cpu_row_norm_generic,
     .conv_row = cpu_conv_row_generic,
@@ -405,8 +432,8 @@ size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols) {
      * (kern_avx512.c: per 32-block 512 bytes of weights and 2 x 64 of scales) or an unpacked
      * K-quant row (256 bytes + 16 scales per super-block) */
     size_t cols = (size_t)ncols * 8 * sizeof(float);
-    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0) return cols + (size_t)(k / CPU_QK) * 640 + 4096;
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) return cols + (size_t)(k / CPU_QK_K) * (512 + 64 * 4) + 4096;
+    if (cpu_mm_is_quant(wt) && !cpu_wt_is_k(wt)) return cols + (size_t)(k / CPU_QK) * 640 + 4096;
+    if (cpu_wt_is_k(wt)) return cols + (size_t)(k / CPU_QK_K) * (512 + 64 * 4) + 4096;
     return 4096;
 }
 

@@ -5,9 +5,10 @@
  * plain ARMv8.0, -march=armv8.2-a+dotprod (see CMakeLists.txt).
  *
  * Provided here: activation quantisation (bytes identical to kern_generic.c), the 32-block
- * quantised matmuls in the file layout (exact block sums with sdot on signed weights, then cpu.h's
- * canonical FMA with 4 rows in the 4 lanes), the matmuls on the repacked tiles of Q4_0, Q4_1, Q8_0,
- * Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
+ * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), Q4_K and Q5_K in the
+ * file layout (exact sub-block sums with sdot), the matmuls on the repacked tiles of Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
  * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
@@ -29,7 +30,7 @@ static uint16_t ldh(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; 
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         cpu_quant_act_k_generic(x, k, dst);
         return;
     }
@@ -59,11 +60,11 @@ static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
         int32_t sum = vaddvq_s32(s);
         float dr = f16_to_f32(f32_to_f16(d));
         memcpy(da + 4 * b, &dr, 4);
-        if (wt == SLM_DTYPE_Q4_1) {
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
             float sa = f16_to_f32(f32_to_f16(d * (float)sum));
             memcpy(aux + 4 * b, &sa, 4);
         } else {
-            int32_t c = (wt == SLM_DTYPE_Q8_0 ? -128 : -8) * sum;
+            int32_t c = cpu_act_aux_mul(wt) * sum;
             memcpy(aux + 4 * b, &c, 4);
         }
     }
@@ -78,11 +79,21 @@ static inline void unpack_block(uint32_t wt, const uint8_t *blk, int8x16_t *lo, 
         *hi = vld1q_s8((const int8_t *)(blk + 18));
         return;
     }
-    uint8x16_t q = vld1q_u8(blk + (wt == SLM_DTYPE_Q4_1 ? 4 : 2));
-    int8x16_t l = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), h = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-    if (wt == SLM_DTYPE_Q4_0) {
-        l = vsubq_s8(l, vdupq_n_s8(8));
-        h = vsubq_s8(h, vdupq_n_s8(8));
+    size_t qoff = cpu_q32_quant_off(wt);
+    uint8x16_t q = vld1q_u8(blk + qoff);
+    uint8x16_t ql = vandq_u8(q, vdupq_n_u8(0x0F)), qh = vshrq_n_u8(q, 4);
+    if (wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1) { /* bit j of the 4 qh bytes: element j's 5th bit */
+        static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+        const uint8_t *h = blk + qoff - 4;
+        uint8x16_t sel = vld1q_u8(bit), b16 = vdupq_n_u8(0x10);
+        ql = vorrq_u8(ql, vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(h[0]), vdup_n_u8(h[1])), sel), b16));
+        qh = vorrq_u8(qh, vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(h[2]), vdup_n_u8(h[3])), sel), b16));
+    }
+    int8x16_t l = vreinterpretq_s8_u8(ql), h = vreinterpretq_s8_u8(qh);
+    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0) { /* q - 8, q - 16 */
+        int8x16_t off = vdupq_n_s8(wt == SLM_DTYPE_Q4_0 ? 8 : 16);
+        l = vsubq_s8(l, off);
+        h = vsubq_s8(h, off);
     }
     *lo = l;
     *hi = h;
@@ -91,7 +102,8 @@ static inline void unpack_block(uint32_t wt, const uint8_t *blk, int8x16_t *lo, 
 static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                    size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
     int64_t nb = k / CPU_QK;
-    size_t bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t bsz = cpu_q32_block_bytes(wt);
+    const bool has_min = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         int64_t n = nr - r0 < 4 ? nr - r0 : 4;
         const uint8_t *p[4];
@@ -109,11 +121,11 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                     unpack_block(wt, blk, &lo, &hi);
                     is[r] = vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, alo), hi, ahi));
                     dw[r] = f16_to_f32(ldh(blk));
-                    mw[r] = wt == SLM_DTYPE_Q4_1 ? f16_to_f32(ldh(blk + 2)) : 0.0f;
+                    mw[r] = has_min ? f16_to_f32(ldh(blk + 2)) : 0.0f;
                 }
                 float32x4_t sc = vmulq_n_f32(vld1q_f32(dw), ldf(ac + k + 4 * b));
                 acc = vfmaq_f32(acc, vcvtq_f32_s32(vld1q_s32(is)), sc);
-                if (wt == SLM_DTYPE_Q4_1) acc = vfmaq_f32(acc, vld1q_f32(mw), vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
+                if (has_min) acc = vfmaq_f32(acc, vld1q_f32(mw), vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
             float out[4];
             vst1q_f32(out, acc);
@@ -123,10 +135,66 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
     (void)ldi;
 }
 
+/* ---- Q4_K, Q5_K in the file layout: a super-block unpacked once for all columns -------------- */
+
+/* Rows [0, nr) against ncols columns: each super-block unpacked to 256 u8 values (nibbles, plus
+ * Q5_K's 5th bits: bit 2c of qh[l] for element 64c + l, bit 2c+1 for 64c + 32 + l), then per
+ * 32-element sub-block an exact sdot sum times its scale, and cpu.h's two FMAs per super-block. */
+static void mm_q45k(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
+                    size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
+    const bool q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t bsz = q5 ? 176 : 144;
+    const int64_t nbk = k / CPU_QK_K;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), b16 = vdupq_n_u8(0x10);
+    uint8_t u[256];
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t c = 0; c < ncols; c++) y[c * ldy + r] = 0.0f;
+        for (int64_t b = 0; b < nbk; b++) {
+            const uint8_t *x = w + (size_t)r * row_bytes + (size_t)b * bsz, *s = x + 4, *qs = x + (q5 ? 48 : 16);
+            int32_t sc[8], mn[8];
+            for (int j = 0; j < 8; j++) {
+                sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+                mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+            for (int ch = 0; ch < 4; ch++)
+                for (int half = 0; half < 2; half++) {
+                    uint8x16_t q = vld1q_u8(qs + 32 * ch + 16 * half);
+                    uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+                    if (q5) {
+                        uint8x16_t h = vld1q_u8(x + 16 + 16 * half);
+                        lo = vorrq_u8(lo, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - 2 * ch))), b16));
+                        hi = vorrq_u8(hi, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(3 - 2 * ch))), b16));
+                    }
+                    vst1q_u8(u + 64 * ch + 16 * half, lo);
+                    vst1q_u8(u + 64 * ch + 32 + 16 * half, hi);
+                }
+            float d = f16_to_f32(ldh(x)), dmin = f16_to_f32(ldh(x + 2));
+            for (int64_t c = 0; c < ncols; c++) {
+                const uint8_t *ab = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
+                const int8_t *a = (const int8_t *)ab + 4;
+                int16_t bs[16];
+                memcpy(bs, ab + 260, sizeof bs);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int8x16_t u0 = vreinterpretq_s8_u8(vld1q_u8(u + 32 * j)), u1 = vreinterpretq_s8_u8(vld1q_u8(u + 32 * j + 16));
+                    int32x4_t dj = vdotq_s32(vdotq_s32(vdupq_n_s32(0), u0, vld1q_s8(a + 32 * j)), u1, vld1q_s8(a + 32 * j + 16));
+                    isum += sc[j] * vaddvq_s32(dj);
+                    msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+                }
+                float da = ldf(ab), *yc = y + c * ldy + r;
+                *yc = fmaf((float)isum, d * da, *yc);
+                *yc = fmaf(-(float)msum, dmin * da, *yc);
+            }
+        }
+    }
+}
+
 static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const uint8_t *act,
                      size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch) {
-    if (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0)
+    if (!cpu_wt_is_k(wt))
         mm_q32(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy);
+    else if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K)
+        mm_q45k(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy);
     else
         cpu_mm_quant_generic(wt, w, row_bytes, nr, k, act, act_stride, ncols, y, ldy, scratch);
 }
@@ -138,10 +206,20 @@ static inline float32x4_t f16x4(const uint8_t *p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
 }
 
+/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
+ * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
+    static const uint8_t rep[16] = {0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12};
+    static const uint8_t sel[16] = {1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
+    uint8x16_t t = vqtbl1q_u8(vreinterpretq_u8_u32(vshlq_u32(qh, vdupq_n_s32(-s))), vld1q_u8(rep));
+    return vandq_u8(vtstq_u8(t, vld1q_u8(sel)), vdupq_n_u8(0x10));
+}
+
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
  * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
- * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles as
- * non-negative int8 with Q4_0's -8 in the activations' aux sum; Q8_0 back to int8 from w ^ 0x80).
+ * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles, or Q5's
+ * 5-bit values, as non-negative int8 with Q4_0's -8 / Q5_0's -16 in the activations' aux sum;
+ * Q8_0 back to int8 from w ^ 0x80).
  * Then cpu.h's canonical FMA per row. Rows [0, nr) of the 16 are written. */
 static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k, const uint8_t *ac,
                      float *y, int64_t nr) {
@@ -149,7 +227,7 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
         const uint8_t *q = pk + sub.quants, *sc = pk + sub.scales, *a = ac + 32 * b;
-        int32_t aux = wt == SLM_DTYPE_Q4_0 ? ldi(ac + k + 4 * nb + 4 * b) : 0;
+        int32_t aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0 ? ldi(ac + k + 4 * nb + 4 * b) : 0;
         int32x4_t is[4];
         for (int g = 0; g < 4; g++) is[g] = vdupq_n_s32(aux);
         int8x16_t a0 = vld1q_s8((const int8_t *)a), a1 = vld1q_s8((const int8_t *)a + 16);
@@ -163,13 +241,19 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
 #undef Q8_STEP
             }
         } else {
+            const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1;
             for (int g = 0; g < 4; g++) {
                 const uint8_t *qg = q + 16 * g;
+                uint32x4_t qh = q5 ? vld1q_u32((const uint32_t *)(const void *)(qg + 256)) : vdupq_n_u32(0);
 #define Q4_STEP(j)                                                                                   \
     do {                                                                                             \
-        uint8x16_t v = vld1q_u8(qg + 64 * (j));                                                      \
-        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vandq_u8(v, m4)), a0, j);                 \
-        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), a1, j);                \
+        uint8x16_t v = vld1q_u8(qg + 64 * (j)), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);          \
+        if (q5) {                                                                                    \
+            lo = vorrq_u8(lo, q5_bits4(qh, 4 * (j)));                                                \
+            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * (j)));                                           \
+        }                                                                                            \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(lo), a0, j);                              \
+        is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(hi), a1, j);                              \
     } while (0)
                 Q4_STEP(0); Q4_STEP(1); Q4_STEP(2); Q4_STEP(3);
 #undef Q4_STEP
@@ -179,7 +263,7 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
         for (int g = 0; g < 4; g++) {
             float32x4_t dw = f16x4(sc + 8 * g);
             acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is[g]), vmulq_n_f32(dw, da));
-            if (wt == SLM_DTYPE_Q4_1) {
+            if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
                 float32x4_t mw = f16x4(sc + 32 + 8 * g);
                 acc[g] = vfmaq_f32(acc[g], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
@@ -204,8 +288,9 @@ static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
  * cpu.h's canonical FMAs per row. Rows [0, nr) of the 16 are written. */
 static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, float *y, int64_t nr) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
+    const uint8x16_t b16 = vdupq_n_u8(0x10);
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
         const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES;
@@ -223,9 +308,14 @@ static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const u
                     const uint8_t *v = pk + 64 * 8 * c + 16 * g;
 #define Q4K_STEP(j, la, ha, lane)                                                                    \
     do {                                                                                             \
-        uint8x16_t w = vld1q_u8(v + 64 * (j));                                                       \
-        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(vandq_u8(w, m4)), la, lane);                    \
-        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(vshrq_n_u8(w, 4)), ha, lane);                   \
+        uint8x16_t w = vld1q_u8(v + 64 * (j)), wl = vandq_u8(w, m4), wh = vshrq_n_u8(w, 4);           \
+        if (q5) { /* bits 2c, 2c + 1 of the qh bytes to bit 4 (kern_common.h) */                     \
+            uint8x16_t qh = vld1q_u8(pk + KT_Q4K + 64 * (j) + 16 * g);                               \
+            wl = vorrq_u8(wl, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - 2 * c))), b16));         \
+            wh = vorrq_u8(wh, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(3 - 2 * c))), b16));         \
+        }                                                                                            \
+        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(wl), la, lane);                                 \
+        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(wh), ha, lane);                                 \
     } while (0)
                     Q4K_STEP(0, l0, h0, 0); Q4K_STEP(1, l0, h0, 1); Q4K_STEP(2, l0, h0, 2); Q4K_STEP(3, l0, h0, 3);
                     Q4K_STEP(4, l1, h1, 0); Q4K_STEP(5, l1, h1, 1); Q4K_STEP(6, l1, h1, 2); Q4K_STEP(7, l1, h1, 3);
@@ -267,7 +357,7 @@ static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const u
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
         size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         for (int64_t t = 0; t < ntiles; t++)
@@ -332,6 +422,7 @@ static const cpu_isa k_neon = {
     .vec_add = cpu_vec_add_generic,
     .vec_mul = cpu_vec_mul_generic,
     .vec_swiglu = cpu_vec_swiglu_generic,
+    .vec_geglu = cpu_vec_geglu_generic,
     .vec_unary = cpu_vec_unary_generic,
     .row_norm = cpu_row_norm_generic,
     .conv_row = cpu_conv_row_generic,

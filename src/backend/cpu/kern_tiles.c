@@ -8,9 +8,11 @@
  * serves 32 rows. Block b of pair p (at (2p * nb + 2b) * tbb, tbb = cpu_tile_block_bytes) holds the
  * quants of tile 2p, those of tile 2p+1 (each 16 x 4-byte columns: Q4_0 / Q4_1 nibbles as stored,
  * so a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80),
- * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). A last tile
+ * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). Q5_0 / Q5_1
+ * tiles are Q4_0 / Q4_1 tiles whose quants are followed by one more vector, the 16 rows' qh (4
+ * bytes each: bit j the 5th bit of element j), and whose scales are as Q4_0's / Q4_1's. A last tile
  * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
- * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K,
+ * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K, Q5_K,
  * Q6_K): tile after tile, each super-block in the layout kern_common.h describes.
  *
  * No layout drops a bit: cpu_tile_row gives any row's GGUF bytes back (EMBED reads a table tied to
@@ -24,23 +26,26 @@ size_t cpu_tile_block_bytes(uint32_t wt) {
     switch (wt) {
     case SLM_DTYPE_Q4_0: return 256 + 32;
     case SLM_DTYPE_Q4_1: return 256 + 64;
+    case SLM_DTYPE_Q5_0: return 320 + 32;
+    case SLM_DTYPE_Q5_1: return 320 + 64;
     case SLM_DTYPE_Q8_0: return 512 + 32;
     case SLM_DTYPE_Q4_K: return KT_Q4K / 8; /* per 32 elements */
+    case SLM_DTYPE_Q5_K: return KT_Q5K / 8;
     case SLM_DTYPE_Q6_K: return KT_Q6K / 8;
     default: return 0;
     }
 }
 
 /* The 256 quants of one K-quant super-block as values (Q4_K: 0..15, Q6_K: 0..63, the -32 is in
- * the arithmetic), with its scales (and Q4_K mins). */
+ * the arithmetic), with its scales (and Q4_K mins); Q5_K: its scales and mins only. */
 static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t sc[16], int32_t mn[8]) {
-    if (wt == SLM_DTYPE_Q4_K) {
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K) {
         const uint8_t *s = x + 4;
         for (int j = 0; j < 8; j++) {
             sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
             mn[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
         }
-        for (int c = 0; c < 4; c++)
+        for (int c = 0; c < 4 && wt == SLM_DTYPE_Q4_K; c++)
             for (int l = 0; l < 32; l++) {
                 q[64 * c + l] = x[16 + 32 * c + l] & 0x0F;
                 q[64 * c + 32 + l] = x[16 + 32 * c + l] >> 4;
@@ -62,16 +67,17 @@ static void kquant_values(uint32_t wt, const uint8_t *x, uint8_t q[256], int32_t
 /* Tile super-block B of tile t (layout above); rows past m are zero. */
 static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t t, int64_t B,
                           uint8_t *out) {
-    bool q4 = wt == SLM_DTYPE_Q4_K;
-    memset(out, 0, q4 ? KT_Q4K : KT_Q6K);
+    bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    memset(out, 0, q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K);
     for (int r = 0; r < 16 && 16 * t + r < m; r++) {
-        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q4 ? 144 : 210);
+        const uint8_t *x = w + (size_t)(16 * t + r) * row_bytes + (size_t)B * (q5 ? 176 : q4 ? 144 : 210);
         uint8_t q[256];
         int32_t sc[16], mn[8];
         kquant_values(wt, x, q, sc, mn);
         if (q4) {
             for (int v = 0; v < 32; v++) /* bytes 4g..4g+3 of chunk c = 32c + 4g: as stored */
-                memcpy(out + 64 * v + 4 * r, x + 16 + 4 * v, 4);
+                memcpy(out + 64 * v + 4 * r, x + (q5 ? 48 : 16) + 4 * v, 4);
+            for (int g = 0; g < 8 && q5; g++) memcpy(out + KT_Q4K + 64 * g + 4 * r, x + 16 + 4 * g, 4);
             for (int s = 0; s < 8; s++) {
                 out[2048 + 16 * s + r] = (uint8_t)sc[s];
                 out[2176 + 16 * s + r] = (uint8_t)mn[s];
@@ -96,7 +102,7 @@ static void repack_kquant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64
 
 void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m, int64_t k, int64_t t0,
                          int64_t t1, uint8_t *dst) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K;
         size_t sbb = 8 * cpu_tile_block_bytes(wt);
         for (int64_t t = t0; t < t1; t++)
@@ -104,9 +110,10 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
         return;
     }
     int64_t nb = k / CPU_QK, ntiles = (m + 15) / 16;
-    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = cpu_q32_block_bytes(wt);
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t qoff = cpu_q32_quant_off(wt);
+    bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1, mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     for (int64_t t = t0; t < t1; t++) {
         cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
         uint8_t *base = dst + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
@@ -115,9 +122,9 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
             for (int r = 0; r < 16; r++) {
                 int64_t row = 16 * t + r;
                 if (row >= m) {
-                    for (int j = 0; j < nq; j++) memset(q + 64 * j + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
+                    for (int j = 0; j < nq + q5; j++) memset(q + 64 * j + 4 * r, wt == SLM_DTYPE_Q8_0 ? 0x80 : 0, 4);
                     memset(sc + 2 * r, 0, 2);
-                    if (wt == SLM_DTYPE_Q4_1) memset(sc + 32 + 2 * r, 0, 2);
+                    if (mins) memset(sc + 32 + 2 * r, 0, 2);
                     continue;
                 }
                 const uint8_t *blk = w + (size_t)row * row_bytes + (size_t)b * bsz;
@@ -127,15 +134,16 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
                     if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
                     memcpy(q + 64 * j + 4 * r, &d, 4);
                 }
+                if (q5) memcpy(q + 64 * nq + 4 * r, blk + qoff - 4, 4);
                 memcpy(sc + 2 * r, blk, 2);
-                if (wt == SLM_DTYPE_Q4_1) memcpy(sc + 32 + 2 * r, blk + 2, 2);
+                if (mins) memcpy(sc + 32 + 2 * r, blk + 2, 2);
             }
         }
     }
 }
 
 int32_t cpu_tile_group(uint32_t wt) {
-    return wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ? 2 : 1;
+    return cpu_wt_is_k(wt) ? 1 : 2;
 }
 
 /* ---- the inverse: a row's GGUF bytes back from the tiles ------------------------------------------ */
@@ -152,10 +160,10 @@ static void pack_q4k_scales(const int32_t sc[8], const int32_t mn[8], uint8_t s[
 void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t row, uint8_t *dst) {
     int64_t t = row / 16, ntiles = (m + 15) / 16;
     int r = (int)(row % 16);
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
-        bool q4 = wt == SLM_DTYPE_Q4_K;
+    if (cpu_wt_is_k(wt)) {
+        bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
         int64_t nbk = k / CPU_QK_K;
-        size_t sbb = q4 ? KT_Q4K : KT_Q6K, bsz = q4 ? 144 : 210;
+        size_t sbb = 8 * cpu_tile_block_bytes(wt), bsz = q5 ? 176 : q4 ? 144 : 210;
         for (int64_t B = 0; B < nbk; B++) {
             const uint8_t *in = pk + ((size_t)t * (size_t)nbk + (size_t)B) * sbb;
             uint8_t *x = dst + (size_t)B * bsz;
@@ -165,7 +173,8 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
                 memcpy(x, in + 2304 + 2 * r, 2);
                 memcpy(x + 2, in + 2336 + 2 * r, 2);
                 pack_q4k_scales(sc, mn, x + 4);
-                for (int v = 0; v < 32; v++) memcpy(x + 16 + 4 * v, in + 64 * v + 4 * r, 4);
+                for (int v = 0; v < 32; v++) memcpy(x + (q5 ? 48 : 16) + 4 * v, in + 64 * v + 4 * r, 4);
+                for (int g = 0; g < 8 && q5; g++) memcpy(x + 16 + 4 * g, in + KT_Q4K + 64 * g + 4 * r, 4);
                 continue;
             }
             uint8_t q[256];
@@ -196,16 +205,18 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
         return;
     }
     int64_t nb = k / CPU_QK;
-    size_t tbb = cpu_tile_block_bytes(wt), bsz = wt == SLM_DTYPE_Q4_0 ? 18 : wt == SLM_DTYPE_Q4_1 ? 20 : 34;
+    size_t tbb = cpu_tile_block_bytes(wt), bsz = cpu_q32_block_bytes(wt);
     int nq = wt == SLM_DTYPE_Q8_0 ? 8 : 4;
-    size_t qoff = wt == SLM_DTYPE_Q4_1 ? 4 : 2;
+    size_t qoff = cpu_q32_quant_off(wt);
+    bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1;
     cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
     const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * (size_t)nb * tbb;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = base + (size_t)b * sub.stride + sub.quants, *sc = base + (size_t)b * sub.stride + sub.scales;
         uint8_t *blk = dst + (size_t)b * bsz;
         memcpy(blk, sc + 2 * r, 2);
-        if (wt == SLM_DTYPE_Q4_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
+        if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
+        if (q5) memcpy(blk + qoff - 4, q + 64 * nq + 4 * r, 4);
         for (int j = 0; j < nq; j++) {
             uint32_t d;
             memcpy(&d, q + 64 * j + 4 * r, 4);
