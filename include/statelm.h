@@ -544,6 +544,8 @@ typedef struct slm_plan_node {
     const char *output;     /* where its output lives: "arena", "state" (the back buffer of
                              * output_state), "view", "none" */
     const char *output_state;
+    int64_t arena_offset;   /* byte offset of its output in the arena of a call over
+                             * slm_plan_function_tokens tokens, -1 when not in the arena */
     double measured_us;     /* median microseconds per call (slm_plan_profile), -1 when not measured */
     double measured_share;  /* of the function's measured time, -1 when not measured */
 } slm_plan_node;

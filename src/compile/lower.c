@@ -282,7 +282,7 @@ static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err 
     memplan mp = {0};
     if ((st = plan_memplan(pl, fn, pl->fn_tokens[fn] > 0 ? pl->fn_tokens[fn] : 1, &mp, e))) return st;
     x->arena_bytes = mp.arena_bytes;
-    memplan_free(p, &mp);
+    x->arena_offset = mp.offset; /* the plan keeps the offsets (allocated with p->alloc = pl->alloc) */
     return SLM_OK;
 }
 

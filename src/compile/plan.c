@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "base/dtype.h"
+#include "compile/memplan.h"
 #include "model/build.h"
 
 SLM_API slm_plan_params slm_plan_params_default(void) {
@@ -225,6 +226,7 @@ SLM_API void slm_plan_destroy(slm_plan *pl) {
     for (int32_t fn = 0; fn < G_MAX_FUNCTIONS; fn++) {
         al_free(&a, pl->exec[fn].steps);
         al_free(&a, pl->exec[fn].step_of);
+        al_free(&a, pl->exec[fn].arena_offset);
         al_free(&a, pl->measure.step_us[fn]);
     }
     al_free(&a, pl->tensor_state);
@@ -259,8 +261,10 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
         const plan_fn_exec *x = &src->exec[fn];
         plan_fn_exec *y = &pl->exec[fn];
         size_t nn = (size_t)p->functions[fn].n_nodes + 1;
-        ok = (y->steps = al_array(a, nn, sizeof(plan_step))) && (y->step_of = al_array(a, nn, sizeof(int32_t)));
+        ok = (y->steps = al_array(a, nn, sizeof(plan_step))) && (y->step_of = al_array(a, nn, sizeof(int32_t))) &&
+             (y->arena_offset = al_array(a, nt, sizeof(size_t)));
         if (!ok) break;
+        memcpy(y->arena_offset, x->arena_offset, (nt - 1) * sizeof(size_t));
         memcpy(y->steps, x->steps, (size_t)x->n_steps * sizeof(plan_step));
         memcpy(y->step_of, x->step_of, nn * sizeof(int32_t));
         y->n_steps = x->n_steps;
@@ -474,6 +478,9 @@ SLM_API slm_status slm_plan_node_at(const slm_plan *pl, int32_t fn, int32_t i, s
     out->ir_nodes = s->nodes;
     out->kernel = s->kernel_text;
     out->output = step_output(pl, f, s, &out->output_state);
+    int32_t last_out = p->nodes[f->nodes[s->nodes[s->n_nodes - 1]]].out[0];
+    const size_t *off = pl->exec[fn].arena_offset;
+    out->arena_offset = off && strcmp(out->output, "arena") == 0 && off[last_out] != MEMPLAN_NONE ? (int64_t)off[last_out] : -1;
     out->measured_us = pl->measure.ran && pl->measure.step_us[fn] ? pl->measure.step_us[fn][i] : -1.0;
     out->measured_share = -1.0;
     if (out->measured_us >= 0) {
@@ -645,6 +652,7 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
             for (int32_t k = 0; k < n.n_ir_nodes; k++) cJSON_AddItemToArray(ir, cJSON_CreateNumber(n.ir_nodes[k]));
             cJSON_AddStringToObject(jn, "kernel", n.kernel);
             cJSON_AddStringToObject(jn, "output", n.output);
+            if (n.arena_offset >= 0) cJSON_AddNumberToObject(jn, "arena_offset", (double)n.arena_offset);
             if (n.output_state) cJSON_AddStringToObject(jn, "output_state", n.output_state);
             if (n.measured_us >= 0) {
                 cJSON *jm = cJSON_AddObjectToObject(jn, "measured");

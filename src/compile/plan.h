@@ -128,6 +128,7 @@ typedef struct plan_fn_exec {
     plan_step *steps;
     int32_t *step_of;       /* (n_nodes of the function) the step each position belongs to */
     size_t arena_bytes;     /* activation arena of a call over the plan's tokens for this function */
+    size_t *arena_offset;   /* (legal->n_tensors) each tensor's offset in that arena, or MEMPLAN_NONE */
 } plan_fn_exec;
 
 /* Measured time per step (slm_plan_profile, runtime/profile.c). */
