@@ -8,7 +8,7 @@
  * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
  * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), Q4_K and Q5_K in the
  * file layout (exact sub-block sums with sdot), the matmuls on the repacked tiles of Q4_0, Q4_1,
- * Q5_0, Q5_1, Q8_0, Q4_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
  * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
