@@ -283,7 +283,8 @@ typedef struct slm_chat_message {
 } slm_chat_message;
 
 /* Template names: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false:
- * an empty think block after the generation prompt), "lfm2", "llama3". name NULL = pick from the
+ * an empty think block after the generation prompt), "lfm2", "llama3", "gemma" (Gemma 3: a system
+ * message opens the first user turn). name NULL = pick from the
  * model's stored template. Static storage or NULL if no template fits. */
 SLM_API const char *slm_chat_template_detect(const slm_model *model);
 /* Renders messages into *out (caller frees with slm_free). The rendered text contains the
