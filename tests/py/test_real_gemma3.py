@@ -21,6 +21,8 @@ teacher-forced (statelm score: the argmax after every prefix):
 4. a greedy plain-text continuation (default kernels) names Berlin after "The capital of France is
    Paris. The capital of Germany is". (A base model: the bare "The capital of France is" runs on, in
    llama.cpp too, to "the capital of the Republic of France" without naming Paris.)
+In a sanitizer build (ASan/TSan: ~10x slower) only the first case's prompt and a few tokens are
+run, through both kernel tiers (1 and 2); 3 and 4 are left to the release build.
 Skipped (exit 77, saying why) when the model file is absent or differs from the golden's.
 Usage: test_real_gemma3.py STATELM TESTS_DATA_DIR."""
 import hashlib
@@ -56,6 +58,11 @@ if sha.hexdigest() != golden["sha256"]:
     print(f"SKIPPED: {model} is not the file the goldens were made from")
     sys.exit(77)
 
+# A sanitizer build runs each position ~10x slower: the full check would take ~20 CPU minutes.
+sanitized = any(tag in Path(statelm).read_bytes() for tag in (b"__asan_init", b"__tsan_init"))
+cases = golden["cases"][:1] if sanitized else golden["cases"]
+if sanitized:
+    REF_GEN = 2
 failures = []
 
 
@@ -74,7 +81,7 @@ def score(ids, top, env_extra=None, kv_f32=False):
 
 
 n_agree = n_agree_fa_off = n_positions = worst_top5 = 0
-for k, case in enumerate(golden["cases"]):
+for k, case in enumerate(cases):
     ids, n_prompt = case["ids"], case["n_prompt"]
     got = [int(x) for x in run(["tokenize", "-m", str(model), "-p", case["text"]]).split()]
     if got != ids[1:n_prompt]:
@@ -94,13 +101,21 @@ for k, case in enumerate(golden["cases"]):
                 failures.append(f"case {k}: reference top-5 {top} vs llama.cpp f32 {case['top5_f32']}")
                 break
 
-    rows = score(ids, 1)
+    rows = score(ids[:n_prompt + REF_GEN] if sanitized else ids, 1)
+    if sanitized:
+        continue
     for t, (want_id, want_fa_off) in enumerate(zip(case["default"]["argmax"], case["fa_off"]["argmax"])):
         n_positions += 1
         n_agree += t < len(rows) and rows[t][0][0] == want_id
         n_agree_fa_off += t < len(rows) and rows[t][0][0] == want_fa_off
     print(f"case {k}: checked")
 
+if sanitized:
+    print("sanitizer build: first case, prompt and two tokens only, no agreement statistics")
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+    sys.exit(0)
 fa_agree, fa_total = golden["fa_agreement"]
 print(f"teacher-forced top-1 agreement, statelm default kernels: with llama.cpp default {n_agree}/{n_positions}, "
       f"with llama.cpp flash attention off {n_agree_fa_off}/{n_positions}; llama.cpp default with its flash "
