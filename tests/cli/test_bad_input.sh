@@ -47,7 +47,7 @@ head -c 120 "$data/tiny/qwen3/hf/config.json" >"$tmp/hf_broken/config.json"
 expect_fail "config.json truncated" "config.json.*offset [0-9]+" "$statelm" info -m "$tmp/hf_broken"
 cp -r "$data/tiny/qwen3/hf" "$tmp/hf_arch"
 sed -i 's/"model_type": "qwen3"/"model_type": "gpt_neox"/' "$tmp/hf_arch/config.json"
-expect_fail "unsupported architecture" "unsupported architecture 'gpt_neox' \(supported: llama, qwen3, lfm2, qwen35\)" \
+expect_fail "unsupported architecture" "unsupported architecture 'gpt_neox' \(supported: llama, qwen3, lfm2, qwen35, gemma3\)" \
   "$statelm" info -m "$tmp/hf_arch"
 cp -r "$data/tiny/qwen3/hf" "$tmp/hf_noweights"
 rm "$tmp/hf_noweights/model.safetensors"
