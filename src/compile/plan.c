@@ -250,12 +250,10 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
     const g_program *p = src->legal;
     bool ok = (pl->legal = graph_clone(p)) != NULL;
     size_t nt = (size_t)p->n_tensors + 1;
-    ok = ok && (pl->tensor_state = al_array(a, nt, sizeof(int32_t))) && (pl->tensor_home = al_array(a, nt, 1)) &&
-         (pl->nodes = al_array(a, (size_t)p->n_nodes + 1, sizeof(plan_node)));
+    ok = ok && (pl->tensor_state = al_array(a, nt, sizeof(int32_t))) && (pl->tensor_home = al_array(a, nt, 1));
     if (ok) {
         memcpy(pl->tensor_state, src->tensor_state, nt * sizeof(int32_t));
         memcpy(pl->tensor_home, src->tensor_home, nt);
-        memcpy(pl->nodes, src->nodes, ((size_t)p->n_nodes + 1) * sizeof(plan_node));
     }
     for (int32_t fn = 0; ok && fn < p->n_functions; fn++) {
         const plan_fn_exec *x = &src->exec[fn];

@@ -185,7 +185,8 @@ struct backend;
  * runs with (its fixed count; n_ctx for symbolic functions). */
 slm_status lower_plan(slm_plan *pl, struct backend *be, slm_err *e);
 /* A copy of pl's executable part (legal program, steps, memory, target, context, tier) for a
- * session to own; findings, rewrites and orig are not copied. NULL on OOM. */
+ * session to own; findings, rewrites, orig and the per-node costs are not
+ * copied (the copy serves execution, not the node accessors). NULL on OOM. */
 slm_plan *plan_clone_exec(const slm_plan *pl);
 /* The arena layout of function fn of pl for a call over n tokens (memplan_build on its steps). */
 struct memplan;

@@ -544,14 +544,18 @@ static const name_pair qwen35_pairs[] = {
     {NULL, NULL},
 };
 
-static bool qwen35_hf_name(const char *hf, char *out, size_t cap) {
+/* map_common for checkpoints of multimodal wrappers, whose text model lives under
+ * "model.language_model." instead of "model." (Qwen3.5, Gemma 3). */
+static bool map_text_model(const char *hf, const name_pair *pairs, char *out, size_t cap) {
     char buf[512];
     if (strncmp(hf, "model.language_model.", 21) == 0) {
         snprintf(buf, sizeof buf, "model.%s", hf + 21);
         hf = buf;
     }
-    return map_common(hf, qwen35_pairs, "output_norm.weight", out, cap);
+    return map_common(hf, pairs, "output_norm.weight", out, cap);
 }
+
+static bool qwen35_hf_name(const char *hf, char *out, size_t cap) { return map_text_model(hf, qwen35_pairs, out, cap); }
 
 /* ---- gemma3 --------------------------------------------------------------------------------- */
 
@@ -672,14 +676,7 @@ static const name_pair gemma3_pairs[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},              {NULL, NULL},
 };
 
-static bool gemma3_hf_name(const char *hf, char *out, size_t cap) {
-    char buf[512];
-    if (strncmp(hf, "model.language_model.", 21) == 0) {
-        snprintf(buf, sizeof buf, "model.%s", hf + 21);
-        hf = buf;
-    }
-    return map_common(hf, gemma3_pairs, "output_norm.weight", out, cap);
-}
+static bool gemma3_hf_name(const char *hf, char *out, size_t cap) { return map_text_model(hf, gemma3_pairs, out, cap); }
 
 /* ---- registry ------------------------------------------------------------------------------- */
 

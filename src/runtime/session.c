@@ -120,17 +120,17 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    for (int32_t n = 0; n < prog->n_nodes; n++) { /* KV rings: the states a ring ATTENTION reads */
+        const g_node *nd = &prog->nodes[n];
+        if (nd->op != G_OP_ATTENTION || nd->p.attn.ring <= 0) continue;
+        for (int k = 1; k < 3; k++) s->states[prog->tensors[nd->in[k]].src].ring = true;
+    }
     size_t state_block_bytes = 0;
     for (int32_t i = 0; i < prog->n_states; i++) {
         const g_state *gs = &prog->states[i];
         sess_state *ss = &s->states[i];
         ss->bytes = state_bytes(gs);
         ss->double_buffered = plan_state_double_buffered(gs);
-        for (int32_t n = 0; n < prog->n_nodes; n++) {
-            const g_node *nd = &prog->nodes[n];
-            if (nd->op == G_OP_ATTENTION && nd->p.attn.ring > 0)
-                ss->ring |= prog->tensors[nd->in[1]].src == i || prog->tensors[nd->in[2]].src == i;
-        }
         if (sess_state_checkpointed(ss)) {
             s->has_recurrent = true;
             s->ckpt_bytes += ss->bytes;
