@@ -9,9 +9,13 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-models.sh || echo "test.sh: could not fetch the real models; tests that need them will report SKIPPED"
 # Independent Python readers the tests compare against (no torch): a small cached venv.
+# venv_pkgs: what pip installs; venv_mods: the modules whose import proves it is there.
 venv="${STATELM_CACHE:-$HOME/.cache/statelm}/venv-test"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, jsonschema" 2>/dev/null; then
-  python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check gguf jsonschema numpy \
+venv_pkgs=(gguf jsonschema numpy)
+venv_mods=(gguf jsonschema numpy)
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import $(IFS=,; echo "${venv_mods[*]}")" 2>/dev/null; then
+  { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } \
+    && "$venv/bin/pip" install -q --disable-pip-version-check "${venv_pkgs[@]}" \
     || echo "test.sh: could not set up $venv; Python comparison tests will report SKIPPED"
 fi
 py="$venv/bin/python"
