@@ -70,9 +70,60 @@ INLINE __m256 exp8(__m256 x) {
 
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
+/* Q8_K (bytes identical to cpu_quant_act_k_generic): max is the first element of largest |x|,
+ * iscale = -127 / max, q = clamp(round-half-even(iscale x)), d = 1 / iscale, bsums per 16. NaN
+ * elements never set the scale and quantise to -128 there as here (vmaxps returns its second
+ * operand when one is NaN, as fmaxf returns the number). */
+static void quant_act_k(const float *x, int64_t k, uint8_t *dst) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < k / CPU_QK_K; b++, x += CPU_QK_K, dst += CPU_Q8K_BYTES) {
+        __m256 am = _mm256_setzero_ps();
+        for (int j = 0; j < CPU_QK_K; j += 8) am = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), absmask), am);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(dst, 0, CPU_Q8K_BYTES);
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < CPU_QK_K; j += 8) {
+            int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), absmask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hit) {
+                max = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+        int16_t bs[16];
+        for (int s = 0; s < 16; s++) {
+            __m256i q[2];
+            for (int i = 0; i < 2; i++) {
+                __m256 v = _mm256_round_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 16 * s + 8 * i)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+            }
+            __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(q[0]), _mm256_extracti128_si256(q[0], 1));
+            __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(q[1]), _mm256_extracti128_si256(q[1], 1));
+            _mm_storeu_si128((__m128i *)(dst + 4 + 16 * s), _mm_packs_epi16(w0, w1));
+            __m128i s8 = _mm_add_epi16(w0, w1);
+            s8 = _mm_madd_epi16(s8, _mm_set1_epi16(1));
+            s8 = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0x4E));
+            s8 = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0xB1));
+            bs[s] = (int16_t)_mm_cvtsi128_si32(s8);
+        }
+        float d = 1.0f / iscale;
+        memcpy(dst, &d, 4);
+        memcpy(dst + 260, bs, sizeof bs);
+    }
+}
+
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
     if (cpu_wt_is_k(wt)) {
-        cpu_quant_act_k_generic(x, k, dst);
+        quant_act_k(x, k, dst);
         return;
     }
     int64_t nb = k / CPU_QK;
@@ -752,6 +803,16 @@ INLINE __m256i dpbusd(__m256i acc, __m256i w, __m256i a) {
 #endif
 }
 
+/* Without vpdpbusd, vpmaddubsw's 16-bit pair sums of u8 weights times int8 activations (|a| <= 128)
+ * are added in 16 bits before vpmaddwd widens them, as long as the sum stays below 2^15: up to 16
+ * products of 4-bit weights (Q4_0, Q4_1, Q4_K: 16 * 15 * 128), 8 of 5-bit ones (Q5_0, Q5_1), 4 of
+ * Q6_K's 6-bit ones; the integer sums, and so the results, are those of dpbusd. */
+#ifdef SLM_AVX2_VNNI
+#define SUM16 0
+#else
+#define SUM16 1
+#endif
+
 /* dpbusd with the 4 activations at a broadcast to every lane. */
 INLINE __m256i dot4(__m256i acc, __m256i w, const uint8_t *a) { return dpbusd(acc, w, _mm256_set1_epi32(ldi(a))); }
 
@@ -923,8 +984,9 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
             }
 #endif
         } else {
-            for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
             __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(qp + 256)) : _mm256_setzero_si256();
+            __m256i s16[4];
+            for (int c = 0; c < NC; c++) is[c] = s16[c] = _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
                 __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -933,9 +995,21 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
                     hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
                 }
                 for (int c = 0; c < NC; c++) {
-                    is[c] = dot4(is[c], lo, ac[c] + 32 * b + 4 * j);
-                    is[c] = dot4(is[c], hi, ac[c] + 32 * b + 16 + 4 * j);
+                    const uint8_t *aj = ac[c] + 32 * b + 4 * j;
+                    if (SUM16) {
+                        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ldi(aj))),
+                                                     _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ldi(aj + 16))));
+                        s16[c] = _mm256_add_epi16(s16[c], p);
+                    } else {
+                        is[c] = dot4(is[c], lo, aj);
+                        is[c] = dot4(is[c], hi, aj + 16);
+                    }
                 }
+                if (SUM16 && (j == 3 || (is_q5(wt) && j == 1)))
+                    for (int c = 0; c < NC; c++) {
+                        is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(s16[c], _mm256_set1_epi16(1)));
+                        s16[c] = _mm256_setzero_si256();
+                    }
             }
             if (has_aux(wt))
                 for (int c = 0; c < NC; c++) is[c] = _mm256_add_epi32(is[c], _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b)));
@@ -1012,13 +1086,24 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                         vh = _mm256_or_si256(vh, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b16));
                     }
                     for (int c = 0; c < NC; c++) {
-                        lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
-                        hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
+                        if (SUM16 && !q5) {
+                            lo[c] = _mm256_add_epi16(lo[c], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(ldi(a[c] + 64 * ch + 4 * g))));
+                            hi[c] = _mm256_add_epi16(hi[c], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(ldi(a[c] + 64 * ch + 32 + 4 * g))));
+                        } else {
+                            lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
+                            hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
+                        }
                     }
                 }
                 __m256i slo = u8x8(pk + 2048 + 32 * ch + 8 * h), shi = u8x8(pk + 2048 + 32 * ch + 16 + 8 * h);
-                for (int c = 0; c < NC; c++)
-                    is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
+                if (SUM16 && !q5) { /* 16-bit sums of 8 pairs times the scale in both halves of each lane */
+                    __m256i slo16 = _mm256_or_si256(slo, _mm256_slli_epi32(slo, 16));
+                    __m256i shi16 = _mm256_or_si256(shi, _mm256_slli_epi32(shi, 16));
+                    for (int c = 0; c < NC; c++)
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_madd_epi16(lo[c], slo16), _mm256_madd_epi16(hi[c], shi16)));
+                } else
+                    for (int c = 0; c < NC; c++)
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
             }
             for (int sg = 0; sg < 8; sg++) {
                 __m256i mn = u8x8(pk + 2176 + 16 * sg + 8 * h);
@@ -1044,10 +1129,19 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                 __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
                 __m256i sc = i8x8(pk + 3072 + 16 * j + 8 * h);
+                __m256i sc16 = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xAA); /* in both halves */
                 for (int c = 0; c < NC; c++) {
                     const uint8_t *aj = a[c] + 16 * j;
-                    __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
-                    is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
+                    if (SUM16) { /* 16-bit sums of 2 pairs times the scale */
+                        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, _mm256_set1_epi32(ldi(aj))),
+                                                       _mm256_maddubs_epi16(q1, _mm256_set1_epi32(ldi(aj + 4))));
+                        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, _mm256_set1_epi32(ldi(aj + 8))),
+                                                       _mm256_maddubs_epi16(q3, _mm256_set1_epi32(ldi(aj + 12))));
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_madd_epi16(p01, sc16), _mm256_madd_epi16(p23, sc16)));
+                    } else {
+                        __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
+                        is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
+                    }
                     corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[c][j])));
                 }
             }
