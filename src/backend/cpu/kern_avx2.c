@@ -837,14 +837,14 @@ INLINE __m256i q8_block(const uint8_t *q, const uint8_t *a, int32_t aux) {
 #endif
 }
 
-/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
- * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
+ * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
+ * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
 INLINE __m256i q5_bits4(__m256i qh, int s) {
-    const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
-                                         8, 8, 12, 12, 12, 12);
-    const __m256i sel = _mm256_set1_epi32(0x08040201);
-    __m256i t = _mm256_shuffle_epi8(_mm256_srl_epi32(qh, _mm_cvtsi32_si128(s)), rep);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(t, sel), sel), _mm256_set1_epi8(0x10));
+    const __m256i b16 = _mm256_set1_epi8(0x10);
+    int j = (s & 15) / 4;
+    if (s < 16) return _mm256_and_si256(_mm256_slli_epi32(qh, 4 - j), b16);
+    return _mm256_and_si256(j ? _mm256_srli_epi32(qh, j) : qh, b16);
 }
 
 INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
