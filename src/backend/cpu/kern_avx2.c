@@ -493,12 +493,64 @@ INLINE __m256 kv_at8(uint32_t t, const void *base, int64_t i) {
                               : _mm256_loadu_ps((const float *)base + i);
 }
 
+/* The 16 scaled scores of two query rows q0, q1 against the transposed key block Kt (Kt[16 i + j]:
+ * dim i of key j): per row four accumulators, even dims into a0, odd into a1, lanes 0..7 and 8..15,
+ * s = (a0 + a1) * scale; both rows share each load of Kt. S: (2, 16). */
+INLINE void qk_rows(const float *q0, const float *q1, const float *Kt, int64_t hd, float scale, float S[32]) {
+    __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
+    __m256 b0l = a0l, b0h = a0l, b1l = a0l, b1h = a0l;
+    int64_t i = 0;
+    for (; i + 2 <= hd; i += 2) {
+        __m256 k0l = _mm256_loadu_ps(Kt + 16 * i), k0h = _mm256_loadu_ps(Kt + 16 * i + 8);
+        __m256 k1l = _mm256_loadu_ps(Kt + 16 * i + 16), k1h = _mm256_loadu_ps(Kt + 16 * i + 24);
+        __m256 x0 = _mm256_set1_ps(q0[i]), x1 = _mm256_set1_ps(q0[i + 1]);
+        a0l = _mm256_fmadd_ps(x0, k0l, a0l);
+        a0h = _mm256_fmadd_ps(x0, k0h, a0h);
+        a1l = _mm256_fmadd_ps(x1, k1l, a1l);
+        a1h = _mm256_fmadd_ps(x1, k1h, a1h);
+        __m256 y0 = _mm256_set1_ps(q1[i]), y1 = _mm256_set1_ps(q1[i + 1]);
+        b0l = _mm256_fmadd_ps(y0, k0l, b0l);
+        b0h = _mm256_fmadd_ps(y0, k0h, b0h);
+        b1l = _mm256_fmadd_ps(y1, k1l, b1l);
+        b1h = _mm256_fmadd_ps(y1, k1h, b1h);
+    }
+    if (i < hd) {
+        __m256 k0l = _mm256_loadu_ps(Kt + 16 * i), k0h = _mm256_loadu_ps(Kt + 16 * i + 8);
+        a0l = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), k0l, a0l);
+        a0h = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), k0h, a0h);
+        b0l = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), k0l, b0l);
+        b0h = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), k0h, b0h);
+    }
+    __m256 vs = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(S, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
+    _mm256_storeu_ps(S + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
+    _mm256_storeu_ps(S + 16, _mm256_mul_ps(_mm256_add_ps(b0l, b1l), vs));
+    _mm256_storeu_ps(S + 24, _mm256_mul_ps(_mm256_add_ps(b0h, b1h), vs));
+}
+
+/* NR (1..4) consecutive accumulator rows (stride hdvp) of queries with the same keys [jlo, nj) of the
+ * block: acc = acc * C, then + P[j] * V[j] for j ascending, 8 dims at a time; the rows share each
+ * load of V. P: (NR, 16), Vf: (16, hdvp). */
+INLINE void pv_rows(const int NR, float *acc, const float *P, const float *C, const float *Vf, int64_t hdvp, int jlo,
+                    int nj) {
+    for (int64_t i = 0; i < hdvp; i += 8) {
+        __m256 a[4];
+        for (int n = 0; n < NR; n++) a[n] = _mm256_mul_ps(_mm256_loadu_ps(acc + n * hdvp + i), _mm256_set1_ps(C[n]));
+        for (int j = jlo; j < nj; j++) {
+            __m256 v = _mm256_loadu_ps(Vf + j * hdvp + i);
+            for (int n = 0; n < NR; n++) a[n] = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * n + j]), v, a[n]);
+        }
+        for (int n = 0; n < NR; n++) _mm256_storeu_ps(acc + n * hdvp + i, a[n]);
+    }
+}
+
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
                        int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
     int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
     float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
     float *M = P + 16 * R, *L = M + R, *C = L + R;
+    float S2[32];
     for (int64_t r = 0; r < R; r++) {
         for (int64_t i = 0; i < hdvp; i++) acc[r * hdvp + i] = 0.0f;
         M[r] = -INFINITY;
@@ -533,27 +585,15 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         for (int64_t r = t_first * G; r < t_end * G; r++) {
-            const float *qr = q + (r / G) * qts + (r % G) * hd;
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
             int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
-            int64_t i = 0;
-            for (; i + 2 <= hd; i += 2) {
-                __m256 q0 = _mm256_set1_ps(qr[i]), q1 = _mm256_set1_ps(qr[i + 1]);
-                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
-                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
-                a1l = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 16), a1l);
-                a1h = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 24), a1h);
-            }
-            if (i < hd) {
-                __m256 q0 = _mm256_set1_ps(qr[i]);
-                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
-                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
-            }
-            __m256 vs = _mm256_set1_ps(scale);
             float s[16], ps[16];
-            _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
-            _mm256_storeu_ps(s + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
+            if ((r - t_first * G) % 2 == 0) { /* the scores of rows r and r + 1 (when in range) */
+                bool two = r + 1 < t_end * G;
+                qk_rows(q + (r / G) * qts + (r % G) * hd, q + ((r + two) / G) * qts + ((r + two) % G) * hd, Kt, hd,
+                        scale, S2);
+            }
+            memcpy(s, S2 + 16 * ((r - t_first * G) % 2), sizeof s);
             float mb = -INFINITY;
             for (int j = jlo; j < nj; j++) mb = fmaxf(mb, s[j]);
             float mn = fmaxf(M[r], mb);
@@ -568,16 +608,15 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             C[r] = corr;
             memcpy(P + 16 * r, ps, sizeof ps);
         }
-        for (int64_t r = t_first * G; r < t_end * G; r++) {
+        for (int64_t r = t_first * G; r < t_end * G;) { /* the rows of one token (same keys) 4 at a time */
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
             int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            float *ar = acc + r * hdvp;
-            __m256 vc = _mm256_set1_ps(C[r]);
-            for (int64_t i = 0; i < hdvp; i += 8) {
-                __m256 a = _mm256_mul_ps(_mm256_loadu_ps(ar + i), vc);
-                for (int j = jlo; j < nj; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * r + j]), _mm256_loadu_ps(Vf + j * hdvp + i), a);
-                _mm256_storeu_ps(ar + i, a);
-            }
+            int64_t n = (r / G + 1) * G - r < 4 ? (r / G + 1) * G - r : 4;
+            if (n == 4) pv_rows(4, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else if (n == 3) pv_rows(3, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else if (n == 2) pv_rows(2, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else pv_rows(1, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            r += n;
         }
     }
     for (int64_t r = 0; r < R; r++) {
