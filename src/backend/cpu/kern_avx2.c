@@ -1088,21 +1088,21 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
 INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
-/* Rows 8h..8h+7 of one K-quant tile against NC (1..2) columns (cpu.h's canonical arithmetic; the
+/* Rows 8h..8h+7 of one K-quant tile against NC (1..4) columns (cpu.h's canonical arithmetic; the
  * weights of each super-block are loaded and unpacked once for all columns): acc[c] for column c at
  * act + c * act_stride. */
 INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
-                             size_t act_stride, int h, __m256 acc[2], pf_state *pf) {
+                             size_t act_stride, int h, __m256 acc[4], pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
     const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
     const __m256i b16 = _mm256_set1_epi8(0x10);
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        const uint8_t *ab[2], *a[2];
-        int16_t bs[2][16];
-        __m256i is[2], corr[2];
-        __m256 da[2];
+        const uint8_t *ab[4], *a[4];
+        int16_t bs[4][16];
+        __m256i is[4], corr[4];
+        __m256 da[4];
         for (int c = 0; c < NC; c++) {
             ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
             a[c] = ab[c] + 4;
@@ -1113,7 +1113,7 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
         if (q4) {
             for (int ch = 0; ch < 4; ch++) {
                 if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
-                __m256i lo[2], hi[2];
+                __m256i lo[4], hi[4];
                 for (int c = 0; c < NC; c++) lo[c] = hi[c] = _mm256_setzero_si256();
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
@@ -1230,15 +1230,18 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         cpu_tile_sub sub = kq ? (cpu_tile_sub){0, 0, 0} : cpu_tile_sub_of(wt, t, ntiles);
         /* the first pass over a tile (a pair's first tile) streams it from memory (prefetched);
          * later ones hit cache */
-        if (kq) { /* two columns at a time */
-            for (int64_t c = 0; c < ncols; c += 2)
+        if (kq) { /* four columns at a time */
+            for (int64_t c = 0; c < ncols; c += 4)
                 for (int h = 0; h < 2 && 16 * t + 8 * h < nr; h++) {
                     pf_state *p = c == 0 && h == 0 ? &pf : NULL;
-                    __m256 acc[2];
+                    __m256 acc[4];
                     const uint8_t *ac = act + (size_t)c * act_stride;
-                    if (ncols - c >= 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    int64_t nc = ncols - c < 4 ? ncols - c : 4;
+                    if (nc == 4) tile_half_kquant(wt, 4, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    else if (nc == 3) tile_half_kquant(wt, 3, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    else if (nc == 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
                     else tile_half_kquant(wt, 1, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
-                    for (int64_t cc = c; cc < c + 2 && cc < ncols; cc++)
+                    for (int64_t cc = c; cc < c + nc; cc++)
                         _mm256_maskstore_ps(y + cc * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc[cc - c]);
                 }
             continue;
