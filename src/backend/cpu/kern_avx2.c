@@ -1100,13 +1100,11 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
         const uint8_t *ab[4], *a[4];
-        int16_t bs[4][16];
         __m256i is[4], corr[4];
         __m256 da[4];
         for (int c = 0; c < NC; c++) {
             ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
             a[c] = ab[c] + 4;
-            memcpy(bs[c], ab[c] + 260, sizeof bs[c]);
             is[c] = corr[c] = _mm256_setzero_si256();
             da[c] = _mm256_set1_ps(ldf(ab[c]));
         }
@@ -1144,10 +1142,11 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                     for (int c = 0; c < NC; c++)
                         is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
             }
-            for (int sg = 0; sg < 8; sg++) {
+            for (int sg = 0; sg < 8; sg++) { /* min times the two bsums of its 32 elements, one vpmaddwd */
                 __m256i mn = u8x8(pk + 2176 + 16 * sg + 8 * h);
+                mn = _mm256_or_si256(mn, _mm256_slli_epi32(mn, 16));
                 for (int c = 0; c < NC; c++)
-                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(mn, _mm256_set1_epi32(bs[c][2 * sg] + bs[c][2 * sg + 1])));
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_madd_epi16(mn, _mm256_set1_epi32(ldi(ab[c] + 260 + 4 * sg))));
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2304 + 16 * h)));
             __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2336 + 16 * h)));
@@ -1181,8 +1180,13 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                         __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
                         is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
                     }
-                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[c][j])));
                 }
+            }
+            for (int m = 0; m < 8; m++) { /* scales 2m, 2m + 1 times their bsums, one vpmaddwd */
+                __m256i sp = _mm256_blend_epi16(i8x8(pk + 3072 + 32 * m + 8 * h),
+                                                _mm256_slli_epi32(i8x8(pk + 3072 + 32 * m + 16 + 8 * h), 16), 0xAA);
+                for (int c = 0; c < NC; c++)
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_madd_epi16(sp, _mm256_set1_epi32(ldi(ab[c] + 260 + 4 * m))));
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 3328 + 16 * h)));
             for (int c = 0; c < NC; c++)
