@@ -382,13 +382,17 @@ static void quant_act_bytes(void **unused) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         bool kq = cpu_wt_is_k(wt);
-        int64_t k = kq ? 768 : 96;
-        float x[768];
+        int64_t k = kq ? 1024 : 96;
+        float x[1024];
         for (int64_t i = 0; i < k; i++) x[i] = frand() * (i % 7 == 0 ? 10.0f : 1.0f);
         for (int64_t i = kq ? 256 : 32; i < (kq ? 512 : 64); i++) x[i] = 0.0f; /* an all-zero block */
         if (kq) { /* ties of the largest |x|: the first one (negative) sets the scale's sign */
             x[600] = -20.0f;
             x[700] = 20.0f;
+            /* iscale -1: halves round to even (2.5 -> -2, -3.5 -> 4), a NaN never sets the scale */
+            x[768] = 127.0f;
+            for (int i = 1; i < 256; i++) x[768 + i] = (float)(i % 64) * (i % 2 ? -0.5f : 0.5f);
+            x[800] = NAN;
         }
         size_t n = cpu_act_bytes(wt, k);
         uint8_t *a0 = calloc(1, n), *a1 = calloc(1, n);

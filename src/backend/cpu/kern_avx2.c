@@ -70,9 +70,60 @@ INLINE __m256 exp8(__m256 x) {
 
 /* ---- activation quantisation (bytes identical to kern_generic.c) ------------------------------ */
 
+/* Q8_K (bytes identical to cpu_quant_act_k_generic): max is the first element of largest |x|,
+ * iscale = -127 / max, q = clamp(round-half-even(iscale x)), d = 1 / iscale, bsums per 16. NaN
+ * elements never set the scale and quantise to -128 there as here (vmaxps returns its second
+ * operand when one is NaN, as fmaxf returns the number). */
+static void quant_act_k(const float *x, int64_t k, uint8_t *dst) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < k / CPU_QK_K; b++, x += CPU_QK_K, dst += CPU_Q8K_BYTES) {
+        __m256 am = _mm256_setzero_ps();
+        for (int j = 0; j < CPU_QK_K; j += 8) am = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), absmask), am);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(dst, 0, CPU_Q8K_BYTES);
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < CPU_QK_K; j += 8) {
+            int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), absmask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hit) {
+                max = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+        int16_t bs[16];
+        for (int s = 0; s < 16; s++) {
+            __m256i q[2];
+            for (int i = 0; i < 2; i++) {
+                __m256 v = _mm256_round_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 16 * s + 8 * i)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+            }
+            __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(q[0]), _mm256_extracti128_si256(q[0], 1));
+            __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(q[1]), _mm256_extracti128_si256(q[1], 1));
+            _mm_storeu_si128((__m128i *)(dst + 4 + 16 * s), _mm_packs_epi16(w0, w1));
+            __m128i s8 = _mm_add_epi16(w0, w1);
+            s8 = _mm_madd_epi16(s8, _mm_set1_epi16(1));
+            s8 = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0x4E));
+            s8 = _mm_add_epi32(s8, _mm_shuffle_epi32(s8, 0xB1));
+            bs[s] = (int16_t)_mm_cvtsi128_si32(s8);
+        }
+        float d = 1.0f / iscale;
+        memcpy(dst, &d, 4);
+        memcpy(dst + 260, bs, sizeof bs);
+    }
+}
+
 static void quant_act(uint32_t wt, const float *x, int64_t k, uint8_t *dst) {
     if (cpu_wt_is_k(wt)) {
-        cpu_quant_act_k_generic(x, k, dst);
+        quant_act_k(x, k, dst);
         return;
     }
     int64_t nb = k / CPU_QK;
@@ -442,12 +493,64 @@ INLINE __m256 kv_at8(uint32_t t, const void *base, int64_t i) {
                               : _mm256_loadu_ps((const float *)base + i);
 }
 
+/* The 16 scaled scores of two query rows q0, q1 against the transposed key block Kt (Kt[16 i + j]:
+ * dim i of key j): per row four accumulators, even dims into a0, odd into a1, lanes 0..7 and 8..15,
+ * s = (a0 + a1) * scale; both rows share each load of Kt. S: (2, 16). */
+INLINE void qk_rows(const float *q0, const float *q1, const float *Kt, int64_t hd, float scale, float S[32]) {
+    __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
+    __m256 b0l = a0l, b0h = a0l, b1l = a0l, b1h = a0l;
+    int64_t i = 0;
+    for (; i + 2 <= hd; i += 2) {
+        __m256 k0l = _mm256_loadu_ps(Kt + 16 * i), k0h = _mm256_loadu_ps(Kt + 16 * i + 8);
+        __m256 k1l = _mm256_loadu_ps(Kt + 16 * i + 16), k1h = _mm256_loadu_ps(Kt + 16 * i + 24);
+        __m256 x0 = _mm256_set1_ps(q0[i]), x1 = _mm256_set1_ps(q0[i + 1]);
+        a0l = _mm256_fmadd_ps(x0, k0l, a0l);
+        a0h = _mm256_fmadd_ps(x0, k0h, a0h);
+        a1l = _mm256_fmadd_ps(x1, k1l, a1l);
+        a1h = _mm256_fmadd_ps(x1, k1h, a1h);
+        __m256 y0 = _mm256_set1_ps(q1[i]), y1 = _mm256_set1_ps(q1[i + 1]);
+        b0l = _mm256_fmadd_ps(y0, k0l, b0l);
+        b0h = _mm256_fmadd_ps(y0, k0h, b0h);
+        b1l = _mm256_fmadd_ps(y1, k1l, b1l);
+        b1h = _mm256_fmadd_ps(y1, k1h, b1h);
+    }
+    if (i < hd) {
+        __m256 k0l = _mm256_loadu_ps(Kt + 16 * i), k0h = _mm256_loadu_ps(Kt + 16 * i + 8);
+        a0l = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), k0l, a0l);
+        a0h = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), k0h, a0h);
+        b0l = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), k0l, b0l);
+        b0h = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), k0h, b0h);
+    }
+    __m256 vs = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(S, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
+    _mm256_storeu_ps(S + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
+    _mm256_storeu_ps(S + 16, _mm256_mul_ps(_mm256_add_ps(b0l, b1l), vs));
+    _mm256_storeu_ps(S + 24, _mm256_mul_ps(_mm256_add_ps(b0h, b1h), vs));
+}
+
+/* NR (1..4) consecutive accumulator rows (stride hdvp) of queries with the same keys [jlo, nj) of the
+ * block: acc = acc * C, then + P[j] * V[j] for j ascending, 8 dims at a time; the rows share each
+ * load of V. P: (NR, 16), Vf: (16, hdvp). */
+INLINE void pv_rows(const int NR, float *acc, const float *P, const float *C, const float *Vf, int64_t hdvp, int jlo,
+                    int nj) {
+    for (int64_t i = 0; i < hdvp; i += 8) {
+        __m256 a[4];
+        for (int n = 0; n < NR; n++) a[n] = _mm256_mul_ps(_mm256_loadu_ps(acc + n * hdvp + i), _mm256_set1_ps(C[n]));
+        for (int j = jlo; j < nj; j++) {
+            __m256 v = _mm256_loadu_ps(Vf + j * hdvp + i);
+            for (int n = 0; n < NR; n++) a[n] = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * n + j]), v, a[n]);
+        }
+        for (int n = 0; n < NR; n++) _mm256_storeu_ps(acc + n * hdvp + i, a[n]);
+    }
+}
+
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
                        int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
     int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
     float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
     float *M = P + 16 * R, *L = M + R, *C = L + R;
+    float S2[32];
     for (int64_t r = 0; r < R; r++) {
         for (int64_t i = 0; i < hdvp; i++) acc[r * hdvp + i] = 0.0f;
         M[r] = -INFINITY;
@@ -482,27 +585,15 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         for (int64_t r = t_first * G; r < t_end * G; r++) {
-            const float *qr = q + (r / G) * qts + (r % G) * hd;
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
             int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            __m256 a0l = _mm256_setzero_ps(), a0h = a0l, a1l = a0l, a1h = a0l;
-            int64_t i = 0;
-            for (; i + 2 <= hd; i += 2) {
-                __m256 q0 = _mm256_set1_ps(qr[i]), q1 = _mm256_set1_ps(qr[i + 1]);
-                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
-                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
-                a1l = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 16), a1l);
-                a1h = _mm256_fmadd_ps(q1, _mm256_loadu_ps(Kt + 16 * i + 24), a1h);
-            }
-            if (i < hd) {
-                __m256 q0 = _mm256_set1_ps(qr[i]);
-                a0l = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i), a0l);
-                a0h = _mm256_fmadd_ps(q0, _mm256_loadu_ps(Kt + 16 * i + 8), a0h);
-            }
-            __m256 vs = _mm256_set1_ps(scale);
             float s[16], ps[16];
-            _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(a0l, a1l), vs));
-            _mm256_storeu_ps(s + 8, _mm256_mul_ps(_mm256_add_ps(a0h, a1h), vs));
+            if ((r - t_first * G) % 2 == 0) { /* the scores of rows r and r + 1 (when in range) */
+                bool two = r + 1 < t_end * G;
+                qk_rows(q + (r / G) * qts + (r % G) * hd, q + ((r + two) / G) * qts + ((r + two) % G) * hd, Kt, hd,
+                        scale, S2);
+            }
+            memcpy(s, S2 + 16 * ((r - t_first * G) % 2), sizeof s);
             float mb = -INFINITY;
             for (int j = jlo; j < nj; j++) mb = fmaxf(mb, s[j]);
             float mn = fmaxf(M[r], mb);
@@ -517,16 +608,15 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             C[r] = corr;
             memcpy(P + 16 * r, ps, sizeof ps);
         }
-        for (int64_t r = t_first * G; r < t_end * G; r++) {
+        for (int64_t r = t_first * G; r < t_end * G;) { /* the rows of one token (same keys) 4 at a time */
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
             int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            float *ar = acc + r * hdvp;
-            __m256 vc = _mm256_set1_ps(C[r]);
-            for (int64_t i = 0; i < hdvp; i += 8) {
-                __m256 a = _mm256_mul_ps(_mm256_loadu_ps(ar + i), vc);
-                for (int j = jlo; j < nj; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(P[16 * r + j]), _mm256_loadu_ps(Vf + j * hdvp + i), a);
-                _mm256_storeu_ps(ar + i, a);
-            }
+            int64_t n = (r / G + 1) * G - r < 4 ? (r / G + 1) * G - r : 4;
+            if (n == 4) pv_rows(4, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else if (n == 3) pv_rows(3, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else if (n == 2) pv_rows(2, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            else pv_rows(1, acc + r * hdvp, P + 16 * r, C + r, Vf, hdvp, jlo, nj);
+            r += n;
         }
     }
     for (int64_t r = 0; r < R; r++) {
@@ -752,6 +842,16 @@ INLINE __m256i dpbusd(__m256i acc, __m256i w, __m256i a) {
 #endif
 }
 
+/* Without vpdpbusd, vpmaddubsw's 16-bit pair sums of u8 weights times int8 activations (|a| <= 128)
+ * are added in 16 bits before vpmaddwd widens them, as long as the sum stays below 2^15: up to 16
+ * products of 4-bit weights (Q4_0, Q4_1, Q4_K: 16 * 15 * 128), 8 of 5-bit ones (Q5_0, Q5_1), 4 of
+ * Q6_K's 6-bit ones; the integer sums, and so the results, are those of dpbusd. */
+#ifdef SLM_AVX2_VNNI
+#define SUM16 0
+#else
+#define SUM16 1
+#endif
+
 /* dpbusd with the 4 activations at a broadcast to every lane. */
 INLINE __m256i dot4(__m256i acc, __m256i w, const uint8_t *a) { return dpbusd(acc, w, _mm256_set1_epi32(ldi(a))); }
 
@@ -776,14 +876,14 @@ INLINE __m256i q8_block(const uint8_t *q, const uint8_t *a, int32_t aux) {
 #endif
 }
 
-/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
- * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
+ * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
+ * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
 INLINE __m256i q5_bits4(__m256i qh, int s) {
-    const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8,
-                                         8, 8, 12, 12, 12, 12);
-    const __m256i sel = _mm256_set1_epi32(0x08040201);
-    __m256i t = _mm256_shuffle_epi8(_mm256_srl_epi32(qh, _mm_cvtsi32_si128(s)), rep);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(t, sel), sel), _mm256_set1_epi8(0x10));
+    const __m256i b16 = _mm256_set1_epi8(0x10);
+    int j = (s & 15) / 4;
+    if (s < 16) return _mm256_and_si256(_mm256_slli_epi32(qh, 4 - j), b16);
+    return _mm256_and_si256(j ? _mm256_srli_epi32(qh, j) : qh, b16);
 }
 
 INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
@@ -923,8 +1023,9 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
             }
 #endif
         } else {
-            for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
             __m256i qh = is_q5(wt) ? _mm256_loadu_si256((const __m256i *)(qp + 256)) : _mm256_setzero_si256();
+            __m256i s16[4];
+            for (int c = 0; c < NC; c++) is[c] = s16[c] = _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(qp + 64 * j));
                 __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -933,9 +1034,21 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
                     hi = _mm256_or_si256(hi, q5_bits4(qh, 16 + 4 * j));
                 }
                 for (int c = 0; c < NC; c++) {
-                    is[c] = dot4(is[c], lo, ac[c] + 32 * b + 4 * j);
-                    is[c] = dot4(is[c], hi, ac[c] + 32 * b + 16 + 4 * j);
+                    const uint8_t *aj = ac[c] + 32 * b + 4 * j;
+                    if (SUM16) {
+                        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ldi(aj))),
+                                                     _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ldi(aj + 16))));
+                        s16[c] = _mm256_add_epi16(s16[c], p);
+                    } else {
+                        is[c] = dot4(is[c], lo, aj);
+                        is[c] = dot4(is[c], hi, aj + 16);
+                    }
                 }
+                if (SUM16 && (j == 3 || (is_q5(wt) && j == 1)))
+                    for (int c = 0; c < NC; c++) {
+                        is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(s16[c], _mm256_set1_epi16(1)));
+                        s16[c] = _mm256_setzero_si256();
+                    }
             }
             if (has_aux(wt))
                 for (int c = 0; c < NC; c++) is[c] = _mm256_add_epi32(is[c], _mm256_set1_epi32(ldi(ac[c] + k + 4 * nb + 4 * b)));
@@ -975,32 +1088,30 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
 INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
-/* Rows 8h..8h+7 of one K-quant tile against NC (1..2) columns (cpu.h's canonical arithmetic; the
+/* Rows 8h..8h+7 of one K-quant tile against NC (1..4) columns (cpu.h's canonical arithmetic; the
  * weights of each super-block are loaded and unpacked once for all columns): acc[c] for column c at
  * act + c * act_stride. */
 INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
-                             size_t act_stride, int h, __m256 acc[2], pf_state *pf) {
+                             size_t act_stride, int h, __m256 acc[4], pf_state *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
     const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
     const __m256i b16 = _mm256_set1_epi8(0x10);
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        const uint8_t *ab[2], *a[2];
-        int16_t bs[2][16];
-        __m256i is[2], corr[2];
-        __m256 da[2];
+        const uint8_t *ab[4], *a[4];
+        __m256i is[4], corr[4];
+        __m256 da[4];
         for (int c = 0; c < NC; c++) {
             ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
             a[c] = ab[c] + 4;
-            memcpy(bs[c], ab[c] + 260, sizeof bs[c]);
             is[c] = corr[c] = _mm256_setzero_si256();
             da[c] = _mm256_set1_ps(ldf(ab[c]));
         }
         if (q4) {
             for (int ch = 0; ch < 4; ch++) {
                 if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
-                __m256i lo[2], hi[2];
+                __m256i lo[4], hi[4];
                 for (int c = 0; c < NC; c++) lo[c] = hi[c] = _mm256_setzero_si256();
                 for (int g = 0; g < 8; g++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(pk + 64 * (8 * ch + g) + 32 * h));
@@ -1012,18 +1123,30 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                         vh = _mm256_or_si256(vh, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b16));
                     }
                     for (int c = 0; c < NC; c++) {
-                        lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
-                        hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
+                        if (SUM16 && !q5) {
+                            lo[c] = _mm256_add_epi16(lo[c], _mm256_maddubs_epi16(vl, _mm256_set1_epi32(ldi(a[c] + 64 * ch + 4 * g))));
+                            hi[c] = _mm256_add_epi16(hi[c], _mm256_maddubs_epi16(vh, _mm256_set1_epi32(ldi(a[c] + 64 * ch + 32 + 4 * g))));
+                        } else {
+                            lo[c] = dot4(lo[c], vl, a[c] + 64 * ch + 4 * g);
+                            hi[c] = dot4(hi[c], vh, a[c] + 64 * ch + 32 + 4 * g);
+                        }
                     }
                 }
                 __m256i slo = u8x8(pk + 2048 + 32 * ch + 8 * h), shi = u8x8(pk + 2048 + 32 * ch + 16 + 8 * h);
-                for (int c = 0; c < NC; c++)
-                    is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
+                if (SUM16 && !q5) { /* 16-bit sums of 8 pairs times the scale in both halves of each lane */
+                    __m256i slo16 = _mm256_or_si256(slo, _mm256_slli_epi32(slo, 16));
+                    __m256i shi16 = _mm256_or_si256(shi, _mm256_slli_epi32(shi, 16));
+                    for (int c = 0; c < NC; c++)
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_madd_epi16(lo[c], slo16), _mm256_madd_epi16(hi[c], shi16)));
+                } else
+                    for (int c = 0; c < NC; c++)
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_mullo_epi32(lo[c], slo), _mm256_mullo_epi32(hi[c], shi)));
             }
-            for (int sg = 0; sg < 8; sg++) {
+            for (int sg = 0; sg < 8; sg++) { /* min times the two bsums of its 32 elements, one vpmaddwd */
                 __m256i mn = u8x8(pk + 2176 + 16 * sg + 8 * h);
+                mn = _mm256_or_si256(mn, _mm256_slli_epi32(mn, 16));
                 for (int c = 0; c < NC; c++)
-                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(mn, _mm256_set1_epi32(bs[c][2 * sg] + bs[c][2 * sg + 1])));
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_madd_epi16(mn, _mm256_set1_epi32(ldi(ab[c] + 260 + 4 * sg))));
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2304 + 16 * h)));
             __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 2336 + 16 * h)));
@@ -1044,12 +1167,26 @@ INLINE void tile_half_kquant(uint32_t wt, const int NC, const uint8_t *pk, int64
                 __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
                 __m256i sc = i8x8(pk + 3072 + 16 * j + 8 * h);
+                __m256i sc16 = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xAA); /* in both halves */
                 for (int c = 0; c < NC; c++) {
                     const uint8_t *aj = a[c] + 16 * j;
-                    __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
-                    is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
-                    corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(sc, _mm256_set1_epi32(bs[c][j])));
+                    if (SUM16) { /* 16-bit sums of 2 pairs times the scale */
+                        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, _mm256_set1_epi32(ldi(aj))),
+                                                       _mm256_maddubs_epi16(q1, _mm256_set1_epi32(ldi(aj + 4))));
+                        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, _mm256_set1_epi32(ldi(aj + 8))),
+                                                       _mm256_maddubs_epi16(q3, _mm256_set1_epi32(ldi(aj + 12))));
+                        is[c] = _mm256_add_epi32(is[c], _mm256_add_epi32(_mm256_madd_epi16(p01, sc16), _mm256_madd_epi16(p23, sc16)));
+                    } else {
+                        __m256i sm = dot4(dot4(dot4(dot4(_mm256_setzero_si256(), q0, aj), q1, aj + 4), q2, aj + 8), q3, aj + 12);
+                        is[c] = _mm256_add_epi32(is[c], _mm256_mullo_epi32(sm, sc));
+                    }
                 }
+            }
+            for (int m = 0; m < 8; m++) { /* scales 2m, 2m + 1 times their bsums, one vpmaddwd */
+                __m256i sp = _mm256_blend_epi16(i8x8(pk + 3072 + 32 * m + 8 * h),
+                                                _mm256_slli_epi32(i8x8(pk + 3072 + 32 * m + 16 + 8 * h), 16), 0xAA);
+                for (int c = 0; c < NC; c++)
+                    corr[c] = _mm256_add_epi32(corr[c], _mm256_madd_epi16(sp, _mm256_set1_epi32(ldi(ab[c] + 260 + 4 * m))));
             }
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pk + 3328 + 16 * h)));
             for (int c = 0; c < NC; c++)
@@ -1097,15 +1234,18 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         cpu_tile_sub sub = kq ? (cpu_tile_sub){0, 0, 0} : cpu_tile_sub_of(wt, t, ntiles);
         /* the first pass over a tile (a pair's first tile) streams it from memory (prefetched);
          * later ones hit cache */
-        if (kq) { /* two columns at a time */
-            for (int64_t c = 0; c < ncols; c += 2)
+        if (kq) { /* four columns at a time */
+            for (int64_t c = 0; c < ncols; c += 4)
                 for (int h = 0; h < 2 && 16 * t + 8 * h < nr; h++) {
                     pf_state *p = c == 0 && h == 0 ? &pf : NULL;
-                    __m256 acc[2];
+                    __m256 acc[4];
                     const uint8_t *ac = act + (size_t)c * act_stride;
-                    if (ncols - c >= 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    int64_t nc = ncols - c < 4 ? ncols - c : 4;
+                    if (nc == 4) tile_half_kquant(wt, 4, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    else if (nc == 3) tile_half_kquant(wt, 3, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
+                    else if (nc == 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
                     else tile_half_kquant(wt, 1, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
-                    for (int64_t cc = c; cc < c + 2 && cc < ncols; cc++)
+                    for (int64_t cc = c; cc < c + nc; cc++)
                         _mm256_maskstore_ps(y + cc * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc[cc - c]);
                 }
             continue;

@@ -35,6 +35,28 @@ static inline size_t cpu_q32_quant_off(uint32_t wt) {
     }
 }
 
+/* A Q5_0 / Q5_1 block's qh (bit e: the 5th bit of element e) in the tile order of kern_tiles.c:
+ * bit j of byte i holds element 4j + i's, bit 4 + j element 16 + 4j + i's (i, j < 4). */
+static inline uint32_t cpu_q5_spread(uint32_t qh) {
+    uint32_t t = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            t |= ((qh >> (4 * j + i)) & 1u) << (8 * i + j);
+            t |= ((qh >> (16 + 4 * j + i)) & 1u) << (8 * i + 4 + j);
+        }
+    return t;
+}
+/* The inverse of cpu_q5_spread. */
+static inline uint32_t cpu_q5_gather(uint32_t t) {
+    uint32_t qh = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            qh |= ((t >> (8 * i + j)) & 1u) << (4 * j + i);
+            qh |= ((t >> (8 * i + 4 + j)) & 1u) << (16 + 4 * j + i);
+        }
+    return qh;
+}
+
 /* The int32 aux of a 32-block activation column for weights of type wt (cpu.h): the factor of Σa
  * (Q4_0: -8, Q5_0: -16, Q8_0: -128); Q4_1 and Q5_1 keep an f32 sa instead. */
 static inline int32_t cpu_act_aux_mul(uint32_t wt) {

@@ -206,13 +206,13 @@ static inline float32x4_t f16x4(const uint8_t *p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
 }
 
-/* Q5 tiles: the 5th bits of elements s..s+3 (bits s..s+3 of each lane's qh, s = 4j for the low
- * nibbles of vector j, 16 + 4j for its high ones) at bit 4 of the lane's bytes 0..3. */
+/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
+ * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
+ * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
 static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
-    static const uint8_t rep[16] = {0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12};
-    static const uint8_t sel[16] = {1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
-    uint8x16_t t = vqtbl1q_u8(vreinterpretq_u8_u32(vshlq_u32(qh, vdupq_n_s32(-s))), vld1q_u8(rep));
-    return vandq_u8(vtstq_u8(t, vld1q_u8(sel)), vdupq_n_u8(0x10));
+    int j = (s & 15) / 4;
+    int8x16_t sh = vdupq_n_s8((int8_t)(s < 16 ? 4 - j : -j));
+    return vandq_u8(vshlq_u8(vreinterpretq_u8_u32(qh), sh), vdupq_n_u8(0x10));
 }
 
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64

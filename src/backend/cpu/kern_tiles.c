@@ -9,8 +9,10 @@
  * quants of tile 2p, those of tile 2p+1 (each 16 x 4-byte columns: Q4_0 / Q4_1 nibbles as stored,
  * so a vector's low nibbles are elements 4j.. and its high nibbles 16+4j..; Q8_0 as w ^ 0x80),
  * then the scales of 2p, those of 2p+1 (16 f16, for Q4_1 followed by 16 f16 mins). Q5_0 / Q5_1
- * tiles are Q4_0 / Q4_1 tiles whose quants are followed by one more vector, the 16 rows' qh (4
- * bytes each: bit j the 5th bit of element j), and whose scales are as Q4_0's / Q4_1's. A last tile
+ * tiles are Q4_0 / Q4_1 tiles whose quants are followed by one more vector, the 16 rows' 5th bits
+ * (4 bytes each, regrouped by the vector that needs them: bit j of byte i is the 5th bit of element
+ * 4j + i, bit 4 + j that of element 16 + 4j + i, so a per-byte shift brings the bits of quant vector
+ * j's low or high nibbles to bit 4; cpu_q5_spread), and whose scales are as Q4_0's / Q4_1's. A last tile
  * without a partner (odd tile count) is alone: block b at (2p * nb + b) * tbb, quants then scales.
  * cpu_tile_sub_of() (kern_common.h) gives a tile's addressing in either case. K types (Q4_K, Q5_K,
  * Q6_K): tile after tile, each super-block in the layout kern_common.h describes.
@@ -134,7 +136,12 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
                     if (wt == SLM_DTYPE_Q8_0) d ^= 0x80808080u;
                     memcpy(q + 64 * j + 4 * r, &d, 4);
                 }
-                if (q5) memcpy(q + 64 * nq + 4 * r, blk + qoff - 4, 4);
+                if (q5) {
+                    uint32_t qh;
+                    memcpy(&qh, blk + qoff - 4, 4);
+                    qh = cpu_q5_spread(qh);
+                    memcpy(q + 64 * nq + 4 * r, &qh, 4);
+                }
                 memcpy(sc + 2 * r, blk, 2);
                 if (mins) memcpy(sc + 32 + 2 * r, blk + 2, 2);
             }
@@ -216,7 +223,12 @@ void cpu_tile_row(uint32_t wt, const uint8_t *pk, int64_t m, int64_t k, int64_t 
         uint8_t *blk = dst + (size_t)b * bsz;
         memcpy(blk, sc + 2 * r, 2);
         if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) memcpy(blk + 2, sc + 32 + 2 * r, 2);
-        if (q5) memcpy(blk + qoff - 4, q + 64 * nq + 4 * r, 4);
+        if (q5) {
+            uint32_t qh;
+            memcpy(&qh, q + 64 * nq + 4 * r, 4);
+            qh = cpu_q5_gather(qh);
+            memcpy(blk + qoff - 4, &qh, 4);
+        }
         for (int j = 0; j < nq; j++) {
             uint32_t d;
             memcpy(&d, q + 64 * j + 4 * r, 4);
