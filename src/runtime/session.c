@@ -100,6 +100,7 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
     s->n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1;
     s->fn_decode = graph_find_function(prog, "decode");
     s->fn_prefill = graph_find_function(prog, "prefill");
+    s->fn_verify = graph_find_function(prog, "verify");
     if (s->fn_decode < 0) {
         st = err_set(e, SLM_ERR_INVALID_ARG, "the program has no decode function");
         goto fail;
@@ -293,6 +294,8 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->tensor_ptr);
     al_free(&a, s->history);
     al_free(&a, s->logits);
+    al_free(&a, s->verify_state);
+    al_free(&a, s->verify_logits);
     al_free_aligned(&a, s->arena);
     if (s->be) s->be->vt->destroy(s->be);
     slm_plan_destroy(s->plan);
@@ -317,6 +320,7 @@ SLM_API void slm_session_reset(slm_session *s) {
     }
     s->pos = 0;
     s->logits_valid = false;
+    s->verify_k = 0;
     sess_ckpt_drop_after(s, 0);
     err_clear(&s->err);
 }
@@ -487,6 +491,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     slm_err *e = &s->err;
     memplan *mp = &s->plans[fn];
     slm_status st;
+    s->verify_k = 0; /* any call ends what slm_session_accept could accept */
     if (mp->offset == NULL || mp->n != n) {
         if ((st = plan_memplan(s->plan, fn, n, mp, e))) return st;
     }
@@ -538,12 +543,16 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         ss->written = false;
     }
     if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
-    memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
+    int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
+    memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,
+           (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;
     s->logits_valid = true;
     return SLM_OK;
 }
+
+const float *sess_call_logits(slm_session *s, int32_t fn) { return tensor_data(s, s->prog->functions[fn].logits); }
 
 size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
     const g_state *gs = &s->prog->states[i];
