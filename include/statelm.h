@@ -371,9 +371,10 @@ SLM_API slm_status slm_session_sync(slm_session *s, const int32_t *tokens, size_
  * unchanged; so does a failure during the pass. */
 SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, size_t k, const float **logits);
 /* Keeps the first n_keep of the k tokens of the verify that was the last call on s: the session
- * is then exactly as if only those had been decoded one by one (KV rows past them dropped, conv
- * and recurrent states rebuilt from the state saved before the verify, replaying the kept tokens
- * on hybrid models), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
+ * is then exactly as if only those had been decoded one by one (KV rows past them dropped; conv
+ * and recurrent states rebuilt from the states before the verify and the verify's own inputs,
+ * without another pass over the weights — a verify split into several calls replays the kept
+ * tokens instead), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
  * session had no logits before the verify) are those after the last kept token. Fails with
  * SLM_ERR_STATE when the last call was not a verify, SLM_ERR_RANGE when n_keep > k; on any failure
  * the session is as it was (and the verify may still be accepted). */

@@ -106,6 +106,7 @@ struct slm_session {
     /* the last slm_session_verify (runtime/spec.c), acceptable while verify_k > 0 */
     int32_t verify_k;        /* tokens verified; 0 = nothing to accept (cleared by every call) */
     int32_t verify_pos;      /* position before the verify */
+    int32_t verify_fn;       /* function of the verify's only call, -1 when it took several */
     bool verify_had_logits;  /* logits were valid before the verify */
     uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify */
     float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
@@ -138,6 +139,13 @@ slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atom
 /* Logits of the call that just ran function fn ((n_vocab, rows) floats in the arena; valid until
  * the next call). */
 const float *sess_call_logits(slm_session *s, int32_t fn);
+/* Rebuilds the double-buffered (conv, recurrent) states as they were after the first n_keep
+ * tokens of the call of fn (at pos) that just ran, without the weights: from before (the states
+ * before the call, in checkpoint layout) and the call's conv and DELTANET inputs, which the memory
+ * plan of a function with logits for every column keeps to the end of the call. KV states are
+ * left alone. SLM_ERR_UNSUPPORTED when a state is written in a way it does not know; on any
+ * failure the session is unchanged. */
+slm_status sess_rebuild_states(slm_session *s, int32_t fn, const uint8_t *before, int32_t pos, int32_t n_keep);
 /* Validates n tokens for feeding at the current position (ids in range, room in the context). */
 slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);
 /* Bytes of one position of KV state i (the row along its position axis), 0 for other states. */

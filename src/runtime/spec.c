@@ -5,8 +5,13 @@
  *
  * Exactness rests on batch invariance (runtime/state.c): the verify function computes each column
  * as a decode of that token would, so row i of a verify equals the logits of decoding tokens[i].
- * Rejection restores the checkpointed states (conv, recurrent, KV rings) saved before the verify
- * and replays the kept tokens; KV rows beyond the kept position are scratch (session.h inv. 1). */
+ * KV rows beyond the kept position are scratch (session.h inv. 1). On hybrids, a verify of one
+ * Program call is accepted in part without the weights: the conv states are the last columns of
+ * (state before, the call's conv inputs) and the DeltaNet states come from re-running only the
+ * recurrence over the kept columns of its inputs (sess_rebuild_states; the verify function's memory
+ * plan keeps those inputs); KV rings lost no row of the window (a call writes at most R - W rows).
+ * A verify split into several calls restores the checkpointed states saved before it and replays
+ * the kept tokens. */
 #include <string.h>
 
 #include "runtime/session.h"
@@ -59,6 +64,7 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
     }
     s->verify_k = n;
     s->verify_pos = p0;
+    s->verify_fn = max_call > 0 && n > max_call ? -1 : n == 1 ? s->fn_decode : s->fn_verify;
     s->verify_had_logits = had_logits;
     if (logits) *logits = s->verify_logits;
     return SLM_OK;
@@ -76,7 +82,20 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
     int32_t keep = (int32_t)n_keep;
     size_t v = (size_t)s->n_vocab;
     slm_status st = SLM_OK;
-    if (keep < k && s->has_recurrent) {
+    /* hybrids: rebuild the states from the verify's own inputs when it was one call (then KV rings
+     * lost no row of the window: a call writes at most R - W rows), else replay the kept tokens */
+    bool rebuilt = false;
+    if (keep > 0 && keep < k && s->has_recurrent && s->verify_fn == s->fn_verify) {
+        st = sess_rebuild_states(s, s->fn_verify, s->verify_state, p0, keep);
+        if (st && st != SLM_ERR_UNSUPPORTED) return st;
+        rebuilt = st == SLM_OK;
+        st = SLM_OK;
+        err_clear(&s->err);
+    }
+    if (rebuilt) {
+        s->pos = p0 + keep;
+        memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+    } else if (keep < k && s->has_recurrent) {
         if ((st = sess_undo_begin(s, p0))) return st;
         sess_states_load(s, s->verify_state);
         s->pos = p0;

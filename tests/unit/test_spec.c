@@ -102,6 +102,11 @@ static void continue_and_compare(slm_session *s, const ref_run *r, int at, const
     }
 }
 
+static void count_steps(void *user, int32_t fn, int32_t step, const int32_t *nodes, int32_t n_nodes) {
+    (void)fn, (void)step, (void)nodes, (void)n_nodes;
+    (*(int *)user)++;
+}
+
 /* (a), (b): verify out[at, at + k) at prompt + out[0, at), check rows, accept n_keep, continue. */
 static void check_verify_accept(const slm_model *m, const ref_run *r, int at, int k, int n_keep, const char *arch) {
     char what[96];
@@ -114,7 +119,15 @@ static void check_verify_accept(const slm_model *m, const ref_run *r, int at, in
     if (slm_session_verify(s, r->out + at, (size_t)k, &rows) != SLM_OK) fail_msg("%s: %s", what, slm_session_errmsg(s));
     for (int i = 0; i < k; i++) same_logits(rows + (size_t)i * (size_t)r->n_vocab, ref_row(r, at + i + 1), r->n_vocab, what, at + i + 1);
     assert_int_equal(slm_session_pos(s), N_PROMPT + at + k);
+    /* a verify in one call is accepted without running the weights again, hybrids included */
+    int steps = 0;
+    s->trace = count_steps;
+    s->trace_user = &steps;
     if (slm_session_accept(s, (size_t)n_keep, &l) != SLM_OK) fail_msg("%s: accept: %s", what, slm_session_errmsg(s));
+    s->trace = NULL;
+    bool one_call = s->prog->max_call_tokens <= 0 || k <= s->prog->max_call_tokens;
+    if (one_call && steps) fail_msg("%s: accept ran %d plan steps", what, steps);
+    if (!one_call && n_keep > 0 && n_keep < k && !steps) fail_msg("%s: a split verify accepted without a replay", what);
     same_logits(l, ref_row(r, at + n_keep), r->n_vocab, what, at + n_keep);
     assert_int_equal(slm_session_accept(s, 0, NULL), SLM_ERR_STATE); /* accepted once */
     size_t n_hist = 0;
