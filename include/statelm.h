@@ -389,9 +389,14 @@ SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_
 typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n_history, int32_t *draft,
                                size_t n_max);
 
-/* Greedy speculative decoding driver over a target session: each step emits the tokens plain
- * greedy decoding (argmax, lowest id on ties) would, several per weight pass when the drafts are
- * right. Draft length adapts to the acceptance rate unless fixed. */
+/* Speculative decoding driver over a target session, several tokens per weight pass when the
+ * drafts are right. Greedy (no sampler): each step emits the tokens plain greedy decoding (argmax,
+ * lowest id on ties) would. With a sampler: the standard speculative sampling rule — a draft token
+ * x is kept with probability min(1, p(x)/q(x)) (p: the sampler's distribution over the target's
+ * logits, q: over the draft model's, or a point mass for prompt lookup and drafters), the first
+ * rejected one is replaced by a draw from norm(max(0, p - q)) — so the output has the
+ * distribution of plain sampling with that sampler. Draft length adapts to the acceptance rate
+ * unless fixed. */
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
@@ -400,6 +405,7 @@ typedef struct slm_spec_params {
     slm_session *draft;      /* draft model session (same tokenizer as the target), or NULL */
     slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
     void *draft_user_data;
+    struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
@@ -416,9 +422,9 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
                                    size_t err_cap);
 SLM_API void slm_spec_destroy(slm_spec *sp);
 /* One step: the target must hold logits (after prefill, decode, accept or a step). Writes 1 to
- * n_max tokens to tokens (*n_tokens of them): the greedy token after the target's history, then
- * the draft tokens the target agreed with; the target then stands after all of them with their
- * last logits. On failure *n_tokens = 0, the target is as it was, the message is
+ * n_max tokens to tokens (*n_tokens of them): the token after the target's history (greedy, or
+ * sampled — or the replacement of the previous step's rejected draft), then the draft tokens the
+ * target kept; the target then stands after all of them with their last logits. On failure *n_tokens = 0, the target is as it was, the message is
  * slm_spec_errmsg. */
 SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens);
 SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats);
@@ -496,6 +502,16 @@ SLM_API void slm_sampler_destroy(slm_sampler *s);
  * penalty (may be NULL/0). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
+/* The distribution slm_sampler_sample draws from for these logits and history: probs (n_vocab
+ * floats, caller's) gets each id's probability, 0 outside the kept candidates (one-hot on the
+ * greedy id at temperature 0). Draws nothing. */
+SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                     size_t n_history, float *probs);
+/* A uniform draw in [0, 1) from the sampler's generator (0 for NULL). */
+SLM_API double slm_sampler_uniform(slm_sampler *s);
+/* Draws an index in [0, n) with probability weights[i] / sum(weights) from the sampler's
+ * generator. SLM_ERR_RANGE for a negative or non-finite weight or a zero sum. */
+SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_t n, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
  * Compute plans: a model's Program compiled for a target (docs/architecture.md compile/). Creating a plan

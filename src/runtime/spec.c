@@ -152,7 +152,12 @@ struct slm_spec {
     int32_t draft_len;        /* current K in [1, draft_max] */
     int32_t skip;             /* steps left without drafting (after fully rejected single drafts) */
     int32_t backoff;          /* next skip */
-    int32_t *hist;            /* (target n_ctx + 1): the target's history, then the greedy token */
+    int32_t *hist;            /* (target n_ctx + 66): the target's history, the next token, the draft */
+    slm_sampler *sampler;     /* speculative sampling, NULL = greedy */
+    int32_t pending;          /* sampling: the replacement of the last rejected draft, or -1 */
+    int32_t pending_pos;      /* the target position pending belongs at */
+    float *probs;             /* (n_vocab) p of one position */
+    float *q;                 /* (draft_max, n_vocab) the draft model's q of each draft token */
     int32_t *feed;            /* (draft_max + 1): the greedy token, then the draft */
     slm_spec_stats stats;
     slm_err err;
@@ -215,10 +220,12 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
         sp = al_calloc(&target->alloc, 1, sizeof *sp);
         if (sp) {
             sp->alloc = target->alloc;
-            sp->hist = al_calloc(&sp->alloc, (size_t)target->n_ctx + 1, sizeof(int32_t));
+            sp->hist = al_calloc(&sp->alloc, (size_t)target->n_ctx + 66, sizeof(int32_t));
             sp->feed = al_calloc(&sp->alloc, (size_t)p.draft_max + 1, sizeof(int32_t));
+            sp->probs = al_calloc(&sp->alloc, (size_t)target->n_vocab, sizeof(float));
+            sp->q = al_calloc(&sp->alloc, (size_t)p.draft_max * (size_t)target->n_vocab, sizeof(float));
         }
-        if (!sp || !sp->hist || !sp->feed) {
+        if (!sp || !sp->hist || !sp->feed || !sp->probs || !sp->q) {
             slm_spec_destroy(sp);
             sp = NULL;
             st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
@@ -232,6 +239,8 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
         sp->fixed = p.fixed;
         sp->draft_max = sp->draft_len = p.draft_max;
         sp->backoff = 1;
+        sp->sampler = p.sampler;
+        sp->pending = -1;
         if (sp->draft) slm_session_reset(sp->draft);
         *out = sp;
     }
@@ -244,6 +253,8 @@ SLM_API void slm_spec_destroy(slm_spec *sp) {
     slm_allocator a = sp->alloc;
     al_free(&a, sp->hist);
     al_free(&a, sp->feed);
+    al_free(&a, sp->probs);
+    al_free(&a, sp->q);
     al_free(&a, sp);
 }
 
@@ -270,7 +281,16 @@ static slm_status draft_model(slm_spec *sp, size_t n_hist, int32_t *draft, size_
     if (st) return err_set(&sp->err, st, "draft model: %s", slm_session_errmsg(d));
     sess_ckpt_take(d);
     for (size_t i = 0; i < n_max; i++) {
-        draft[i] = argmax(l, d->n_vocab);
+        if (sp->sampler) { /* x ~ q, q kept for the acceptance rule */
+            float *q = sp->q + i * (size_t)d->n_vocab;
+            sp->hist[n_hist + i] = 0;
+            if ((st = slm_sampler_probs(sp->sampler, l, d->n_vocab, sp->hist, n_hist + i, q)) ||
+                (st = slm_sampler_draw(sp->sampler, q, d->n_vocab, &draft[i])))
+                return err_set(&sp->err, st, "draft model: sampling failed");
+            sp->hist[n_hist + i] = draft[i];
+        } else {
+            draft[i] = argmax(l, d->n_vocab);
+        }
         *n_draft = i + 1;
         if (i + 1 < n_max && (st = slm_session_decode(d, draft[i], &l)))
             return err_set(&sp->err, st, "draft model: %s", slm_session_errmsg(d));
@@ -296,6 +316,42 @@ static void adapt(slm_spec *sp, size_t n_draft, size_t n_ok) {
     if (n_ok > 0) sp->backoff = 1;
 }
 
+/* The speculative sampling rule over the verify's rows: draft token x = feed[1 + i] is kept with
+ * probability min(1, p(x)/q(x)) (q: the draft model's distribution, or a point mass on x); the
+ * first rejected one is replaced by a draw from norm(max(0, p - q)) (p itself if that is 0). */
+static slm_status accept_sampled(slm_spec *sp, const float *rows, size_t n_hist, size_t n_draft, size_t *n_ok,
+                                 int32_t *replacement) {
+    int32_t v = sp->target->n_vocab;
+    slm_status st;
+    for (size_t i = 0; i < n_draft; i++) sp->hist[n_hist + i] = sp->feed[1 + i];
+    for (size_t i = 0; i < n_draft; i++) {
+        int32_t x = sp->feed[1 + i];
+        const float *q = sp->draft ? sp->q + i * (size_t)v : NULL;
+        if ((st = slm_sampler_probs(sp->sampler, rows + i * (size_t)v, v, sp->hist, n_hist + i, sp->probs)))
+            return err_set(&sp->err, st, "sampling failed");
+        double qx = q ? (double)q[x] : 1.0;
+        if (slm_sampler_uniform(sp->sampler) * qx < (double)sp->probs[x]) {
+            (*n_ok)++;
+            continue;
+        }
+        double left = 0.0;
+        for (int32_t j = 0; j < v; j++) {
+            float qj = q ? q[j] : j == x ? 1.0f : 0.0f;
+            float r = sp->probs[j] - qj;
+            left += r > 0 ? r : 0;
+        }
+        if (left > 0.0)
+            for (int32_t j = 0; j < v; j++) {
+                float qj = q ? q[j] : j == x ? 1.0f : 0.0f, r = sp->probs[j] - qj;
+                sp->probs[j] = r > 0 ? r : 0.0f;
+            }
+        if ((st = slm_sampler_draw(sp->sampler, sp->probs, v, replacement)))
+            return err_set(&sp->err, st, "sampling failed");
+        break;
+    }
+    return SLM_OK;
+}
+
 SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens) {
     if (n_tokens) *n_tokens = 0;
     if (!sp) return SLM_ERR_INVALID_ARG;
@@ -315,11 +371,19 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     }
     if (k_max > n_max - 1) k_max = n_max - 1;
     if (k_max > room - 1) k_max = room - 1;
-    sp->feed[0] = argmax(t->logits, v);
-    size_t n_hist = (size_t)t->pos + 1, n_draft = 0;
-    memcpy(sp->hist, t->history, (size_t)t->pos * sizeof(int32_t));
-    sp->hist[t->pos] = sp->feed[0];
     slm_status st = SLM_OK;
+    memcpy(sp->hist, t->history, (size_t)t->pos * sizeof(int32_t));
+    if (!sp->sampler) {
+        sp->feed[0] = argmax(t->logits, v);
+    } else if (sp->pending >= 0 && sp->pending_pos == t->pos) {
+        sp->feed[0] = sp->pending;
+    } else if ((st = slm_sampler_probs(sp->sampler, t->logits, v, sp->hist, (size_t)t->pos, sp->probs)) ||
+               (st = slm_sampler_draw(sp->sampler, sp->probs, v, &sp->feed[0]))) {
+        return err_set(&sp->err, st, "sampling failed");
+    }
+    sp->pending = -1;
+    size_t n_hist = (size_t)t->pos + 1, n_draft = 0;
+    sp->hist[t->pos] = sp->feed[0];
     if (k_max > 0 && sp->draft) {
         if ((st = draft_model(sp, n_hist, sp->feed + 1, k_max, &n_draft))) return st;
     } else if (k_max > 0) {
@@ -333,13 +397,21 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     if ((st = slm_session_verify(t, sp->feed, 1 + n_draft, &rows)))
         return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
     size_t n_ok = 0;
-    while (n_ok < n_draft && sp->feed[1 + n_ok] == argmax(rows + n_ok * (size_t)v, v)) n_ok++;
+    int32_t replacement = -1;
+    if (!sp->sampler) {
+        while (n_ok < n_draft && sp->feed[1 + n_ok] == argmax(rows + n_ok * (size_t)v, v)) n_ok++;
+    } else if ((st = accept_sampled(sp, rows, n_hist, n_draft, &n_ok, &replacement))) {
+        (void)slm_session_accept(t, 0, NULL);
+        return st;
+    }
     if ((st = slm_session_accept(t, 1 + n_ok, NULL))) {
         err_set(&sp->err, st, "accept: %s", slm_session_errmsg(t));
         (void)slm_session_accept(t, 0, NULL);
         return st;
     }
     memcpy(tokens, sp->feed, (1 + n_ok) * sizeof(int32_t));
+    sp->pending = replacement;
+    sp->pending_pos = t->pos;
     *n_tokens = 1 + n_ok;
     sp->stats.n_steps++;
     sp->stats.n_drafted += n_draft;

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,22 @@ static void sampler_null(void **unused) {
     assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, &tok), SLM_OK);
     assert_true(tok == 0 || tok == 1);
+    float probs[2] = {-1, -1};
+    assert_int_equal(slm_sampler_probs(NULL, logits, 2, NULL, 0, probs), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_probs(smp, logits, 2, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_probs(smp, logits, 2, NULL, 0, probs), SLM_OK);
+    assert_true(probs[0] >= 0 && probs[1] > probs[0] && fabsf(probs[0] + probs[1] - 1.0f) < 1e-6f);
+    assert_true(slm_sampler_uniform(NULL) == 0.0);
+    double u = slm_sampler_uniform(smp);
+    assert_true(u >= 0.0 && u < 1.0);
+    assert_int_equal(slm_sampler_draw(NULL, probs, 2, &tok), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_draw(smp, probs, 2, NULL), SLM_ERR_INVALID_ARG);
+    const float zeros[2] = {0, 0}, negative[2] = {1, -1}, one_hot[3] = {0, 0, 2};
+    assert_int_equal(slm_sampler_draw(smp, zeros, 2, &tok), SLM_ERR_RANGE);
+    assert_int_equal(tok, -1);
+    assert_int_equal(slm_sampler_draw(smp, negative, 2, &tok), SLM_ERR_RANGE);
+    assert_int_equal(slm_sampler_draw(smp, one_hot, 3, &tok), SLM_OK);
+    assert_int_equal(tok, 2);
     slm_sampler_destroy(smp);
     slm_sampler_destroy(NULL);
 }

@@ -11,6 +11,7 @@
  * References come from plain slm_session_decode calls, never from verify. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,12 @@ typedef struct ref_run {
     float *logits;            /* (N_GEN + 1, n_vocab): after prompt + out[0, i] ... row i after out[i - 1]; row 0 after the prompt */
 } ref_run;
 
+/* arch, or arch:q8_0 for the quantised file */
 static slm_model *load(const char *arch) {
     char rel[128];
-    snprintf(rel, sizeof rel, "tiny/%s/%s-f32.gguf", arch, arch);
+    const char *colon = strchr(arch, ':');
+    if (colon) snprintf(rel, sizeof rel, "tiny/%.*s/%.*s-%s.gguf", (int)(colon - arch), arch, (int)(colon - arch), arch, colon + 1);
+    else snprintf(rel, sizeof rel, "tiny/%s/%s-f32.gguf", arch, arch);
     slm_model *m = NULL;
     char err[512];
     if (slm_model_load(tu_data_path(rel), NULL, &m, err, sizeof err) != SLM_OK) fail_msg("load %s: %s", rel, err);
@@ -408,6 +412,153 @@ static void draft_tokenizer_differs(void **u) {
     free(bytes);
 }
 
+/* ---- speculative sampling: the distribution of plain sampling -------------------------------- */
+
+enum { N_SEEDS = 3000, N_SAMPLED = 3 };
+static const int32_t sample_prompt[6] = {11, 57, 203, 99, 140, 7};
+
+static slm_sampler *seeded(uint64_t seed) {
+    slm_sampler_params p = slm_sampler_params_default();
+    p.temperature = 0.2f;
+    p.top_k = 20;
+    p.top_p = 1.0f;
+    p.seed = seed;
+    slm_sampler *smp = NULL;
+    assert_int_equal(slm_sampler_create(&p, &smp), SLM_OK);
+    return smp;
+}
+
+/* Brings s back to the prompt with its logits (KV-only models: the rollback is free). */
+static void back_to_prompt(slm_session *s) {
+    const float *l;
+    assert_int_equal(slm_session_rollback(s, 5), SLM_OK);
+    assert_int_equal(slm_session_decode(s, sample_prompt[5], &l), SLM_OK);
+}
+
+/* Drafter for sampling: point masses on the greedy continuation of the history by a session of
+ * the target's model (often accepted, often not). */
+static size_t draft_greedy(void *user, const int32_t *history, size_t n_history, int32_t *draft, size_t n_max) {
+    slm_session *g = user;
+    const float *l;
+    if (slm_session_sync(g, history, n_history, &l, NULL) != SLM_OK) return 0;
+    int32_t v = slm_model_n_vocab(slm_session_model(g));
+    for (size_t i = 0; i < n_max; i++) {
+        draft[i] = argmax(l, v);
+        if (i + 1 < n_max && slm_session_decode(g, draft[i], &l) != SLM_OK) return i + 1;
+    }
+    return n_max;
+}
+
+/* Chi-squared homogeneity statistic of two samples of ids over the bins where the pooled count is
+ * at least 10 (the rest pooled into one bin); *df receives the degrees of freedom. */
+static double chi2_two_samples(const int32_t *a, const int32_t *b, int n, int32_t n_vocab, int *df) {
+    int *ca = calloc((size_t)n_vocab, sizeof(int)), *cb = calloc((size_t)n_vocab, sizeof(int));
+    for (int i = 0; i < n; i++) ca[a[i]]++, cb[b[i]]++;
+    double chi2 = 0;
+    int bins = 0, ra = 0, rb = 0;
+    for (int32_t t = 0; t <= n_vocab; t++) {
+        int x, y;
+        if (t < n_vocab && ca[t] + cb[t] < 10) {
+            ra += ca[t], rb += cb[t];
+            continue;
+        }
+        if (t < n_vocab) x = ca[t], y = cb[t];
+        else x = ra, y = rb;
+        if (x + y == 0) continue;
+        double e = (x + y) / 2.0; /* equal sample sizes */
+        chi2 += (x - e) * (x - e) / e + (y - e) * (y - e) / e;
+        bins++;
+    }
+    free(ca);
+    free(cb);
+    *df = bins - 1;
+    return chi2;
+}
+
+/* Upper 0.1% point of the chi-squared distribution (Wilson-Hilferty). */
+static double chi2_crit(int df) {
+    double z = 3.090, h = 2.0 / (9.0 * df), c = 1 - h + z * sqrt(h);
+    return df * c * c * c;
+}
+
+static void check_sampling(const char *draft_arch, bool fixed_drafter) {
+    slm_model *m = load("llama"), *dm = draft_arch ? load(draft_arch) : NULL;
+    slm_session *s = new_session(m, N_CTX), *ds = dm ? new_session(dm, N_CTX) : NULL;
+    const float *l;
+    assert_int_equal(slm_session_prefill(s, sample_prompt, 6, &l), SLM_OK);
+    int32_t v = slm_model_n_vocab(m);
+    int32_t *plain = malloc((size_t)N_SEEDS * N_SAMPLED * sizeof(int32_t)),
+            *spec = malloc((size_t)N_SEEDS * N_SAMPLED * sizeof(int32_t));
+    slm_session *greedy = fixed_drafter ? new_session(m, N_CTX) : NULL;
+    uint64_t drafted = 0, accepted = 0;
+    for (int r = 0; r < N_SEEDS; r++) {
+        slm_sampler *smp = seeded(1000 + (uint64_t)r);
+        back_to_prompt(s);
+        for (int i = 0; i < N_SAMPLED; i++) {
+            size_t n_hist;
+            const int32_t *h = slm_session_history(s, &n_hist);
+            int32_t t;
+            assert_int_equal(slm_sampler_sample(smp, l, v, h, n_hist, &t), SLM_OK);
+            plain[r * N_SAMPLED + i] = t;
+            assert_int_equal(slm_session_decode(s, t, &l), SLM_OK);
+        }
+        slm_sampler_destroy(smp);
+        smp = seeded(500000 + (uint64_t)r);
+        back_to_prompt(s);
+        slm_spec_params p = slm_spec_params_default();
+        p.draft_max = 2;
+        p.fixed = true;
+        p.sampler = smp;
+        p.draft = ds;
+        if (fixed_drafter) {
+            p.draft_fn = draft_greedy;
+            p.draft_user_data = greedy;
+        }
+        slm_spec *sp = NULL;
+        assert_int_equal(slm_spec_create(s, &p, &sp, NULL, 0), SLM_OK);
+        int32_t got[N_SAMPLED];
+        size_t n_got = 0, n = 0;
+        while (n_got < N_SAMPLED) {
+            if (slm_spec_step(sp, N_SAMPLED - n_got, got + n_got, &n) != SLM_OK) fail_msg("step: %s", slm_spec_errmsg(sp));
+            n_got += n;
+        }
+        memcpy(spec + r * N_SAMPLED, got, sizeof got);
+        slm_spec_stats st;
+        slm_spec_get_stats(sp, &st);
+        drafted += st.n_drafted;
+        accepted += st.n_accepted;
+        slm_spec_destroy(sp);
+        slm_sampler_destroy(smp);
+    }
+    bool same_model = draft_arch && !strcmp(draft_arch, "llama");
+    if (same_model ? accepted != drafted : accepted == 0 || accepted == drafted) fail_msg("%llu of %llu drafts accepted: the rule is not exercised",
+                                                       (unsigned long long)accepted, (unsigned long long)drafted);
+    /* each position's marginal, and the pair (first, second) folded into one id */
+    for (int i = 0; i < N_SAMPLED; i++) {
+        int32_t *a = malloc(N_SEEDS * sizeof(int32_t)), *b = malloc(N_SEEDS * sizeof(int32_t));
+        for (int r = 0; r < N_SEEDS; r++) a[r] = plain[r * N_SAMPLED + i], b[r] = spec[r * N_SAMPLED + i];
+        int df;
+        double chi2 = chi2_two_samples(a, b, N_SEEDS, v, &df);
+        fprintf(stderr, "sampling, draft %s: token %d: chi2 %.1f, df %d, 0.1%% point %.1f; %llu/%llu drafts kept\n",
+                draft_arch ? draft_arch : fixed_drafter ? "point mass" : "lookup", i, chi2, df, chi2_crit(df),
+                (unsigned long long)accepted, (unsigned long long)drafted);
+        if (df < 3 || chi2 > chi2_crit(df)) fail_msg("token %d: distribution differs from plain sampling (chi2 %.1f, df %d)", i, chi2, df);
+        free(a);
+        free(b);
+    }
+    free(plain);
+    free(spec);
+    slm_session_destroy(greedy);
+    slm_session_destroy(ds);
+    slm_session_destroy(s);
+    slm_model_destroy(dm);
+    slm_model_destroy(m);
+}
+
+static void sampling_point_mass(void **u) { (void)u, check_sampling(NULL, true); }
+static void sampling_draft_model(void **u) { (void)u, check_sampling("llama:q8_0", false); }
+static void sampling_same_model(void **u) { (void)u, check_sampling("llama", false); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lookup_drafter),     cmocka_unit_test(verify_accept_all),
@@ -415,6 +566,8 @@ int main(void) {
         cmocka_unit_test(spec_all_rejected),  cmocka_unit_test(spec_all_accepted),
         cmocka_unit_test(spec_draft_same_model), cmocka_unit_test(spec_draft_other_model),
         cmocka_unit_test(bad_input),          cmocka_unit_test(draft_tokenizer_differs),
+        cmocka_unit_test(sampling_point_mass), cmocka_unit_test(sampling_draft_model),
+        cmocka_unit_test(sampling_same_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
