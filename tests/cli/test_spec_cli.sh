@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# statelm run --lookup / --draft-model: the generated ids equal plain greedy decoding (--temp 0) on
+# statelm run --lookup / --draft-model: at --temp 0 the generated ids equal plain greedy decoding on
 # every tiny architecture, for several --draft-max, with a draft model of another architecture;
 # the summary line on stderr names drafted and accepted tokens; option misuse is refused.
 # Usage: test_spec_cli.sh STATELM TESTS_DATA_DIR
@@ -14,7 +14,7 @@ for arch in llama qwen3 lfm2 qwen35 gemma3; do
   "$statelm" run -m "$m" --prompt-ids "$ids" -n 40 --temp 0 --ignore-eos --ids -c 128 > "$tmp/plain" 2> "$tmp/err" || fail "$arch plain run: $(cat "$tmp/err")"
   for opt in "--lookup" "--lookup --draft-max 1" "--lookup --draft-max 3" "--draft-model $data/tiny/lfm2/lfm2-f32.gguf --draft-max 4" \
              "--draft-model $m"; do
-    "$statelm" run -m "$m" --prompt-ids "$ids" -n 40 --ignore-eos --ids -c 128 $opt > "$tmp/spec" 2> "$tmp/err" ||
+    "$statelm" run -m "$m" --prompt-ids "$ids" -n 40 --temp 0 --ignore-eos --ids -c 128 $opt > "$tmp/spec" 2> "$tmp/err" ||
       { fail "$arch $opt: $(cat "$tmp/err")"; continue; }
     cmp -s "$tmp/plain" "$tmp/spec" || fail "$arch $opt: ids differ from greedy decoding: $(cat "$tmp/spec") vs $(cat "$tmp/plain")"
     grep -qE "^statelm: speculation \((lookup|draft model), draft-max [0-9]+\): 40 tokens in [0-9]+ passes, [0-9]+ drafted, [0-9]+ accepted \(acceptance [0-9.]+%\)" "$tmp/err" ||
@@ -27,7 +27,11 @@ refuse() { # what, pattern, args...
   if "$statelm" run -m "$m" --prompt-ids "$ids" -n 4 "$@" > "$tmp/out" 2> "$tmp/err"; then fail "$what succeeded"; return; fi
   grep -qE "$pattern" "$tmp/err" || fail "$what: message: $(cat "$tmp/err")"
 }
-refuse "sampling with lookup" "greedily" --lookup --temp 0.7
+# sampling: speculative sampling runs (its distribution is checked in tests/unit/test_spec.c)
+"$statelm" run -m "$m" --prompt-ids "$ids" -n 24 --temp 0.7 --seed 3 --ignore-eos --ids --lookup > "$tmp/spec" 2> "$tmp/err" ||
+  fail "sampling with --lookup: $(cat "$tmp/err")"
+[ "$(wc -w < "$tmp/spec")" -eq 24 ] || fail "sampling with --lookup: not 24 ids: $(cat "$tmp/spec")"
+grep -q "^statelm: speculation (lookup" "$tmp/err" || fail "sampling with --lookup: no summary line"
 refuse "both drafters" "exclude each other" --lookup --draft-model "$m"
 refuse "draft-max alone" "needs --lookup" --draft-max 4
 refuse "draft-max 0" "draft-max" --lookup --draft-max 0

@@ -6,8 +6,9 @@
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token.
- * --lookup / --draft-model decode greedily by speculation (slm_spec): the same tokens as plain greedy
- * decoding, and a summary line on stderr with the drafted and accepted tokens. */
+ * --lookup / --draft-model decode by speculation (slm_spec): at --temp 0 the same tokens as plain
+ * greedy decoding, else speculative sampling (the distribution of plain sampling with the same
+ * options), and a summary line on stderr with the drafted and accepted tokens. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +29,6 @@ typedef struct gen_opts {
     bool prompt_cache_ro; /* load the prompt cache, never write it */
     const char *draft_model; /* speculation with this draft model (run only) */
     bool lookup;             /* speculation with prompt lookup (run only) */
-    bool temp_set;           /* --temp given */
     int32_t draft_max;       /* 0 = the library's default */
     int32_t n_predict;
     int32_t n_threads;
@@ -58,9 +58,10 @@ static void usage_run(void) {
     fputs("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
           "  --prompt-ids IDS     ids fed as given (no template, no BOS), separated by commas or spaces\n"
           "  -n N                 tokens to generate (default 128; a full context stops it earlier)\n"
-          "  --lookup             speculative greedy decoding, drafts from prompt lookup (n-gram matches\n"
-          "                       in the context); the same tokens as --temp 0, often fewer passes\n"
-          "  --draft-model M2     speculative greedy decoding, drafts from model M2 (same tokenizer)\n"
+          "  --lookup             speculative decoding, drafts from prompt lookup (n-gram matches in\n"
+          "                       the context): the same tokens (--temp 0) or the same distribution\n"
+          "                       as without it, often fewer passes over the weights\n"
+          "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
           "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n",
           stdout);
     fputs(usage_common, stdout);
@@ -113,7 +114,6 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--temp")) {
             if (!VALUE() || !cli_parse_f64(a, v, 0, 100, &fv)) return 1;
             o->sp.temperature = (float)fv;
-            o->temp_set = true;
         } else if (!strcmp(a, "--top-k")) {
             if (!VALUE() || !cli_parse_i64(a, v, 0, 1 << 24, &iv)) return 1;
             o->sp.top_k = (int32_t)iv;
@@ -180,13 +180,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
     if (o->lookup && o->draft_model) return cli_fail("run: --lookup and --draft-model exclude each other");
     if (o->draft_max && !o->lookup && !o->draft_model) return cli_fail("run: --draft-max needs --lookup or --draft-model");
-    if (o->lookup || o->draft_model) {
-        /* speculation is greedy: the default temperature becomes 0, any other sampling is refused */
-        if (!o->temp_set) o->sp.temperature = 0.0f;
-        if (o->sp.temperature != 0.0f || o->sp.repeat_penalty != 1.0f)
-            return cli_fail("run: --lookup and --draft-model decode greedily: use --temp 0 and no --repeat-penalty");
-        if (o->logprobs) return cli_fail("run: --logprobs cannot be combined with --lookup or --draft-model");
-    }
+    if ((o->lookup || o->draft_model) && o->logprobs)
+        return cli_fail("run: --logprobs cannot be combined with --lookup or --draft-model");
     if (o->prompt_ids) {
         /* the syntax now, before anything loads; the vocabulary range once the model is loaded */
         int32_t *ids;
@@ -435,7 +430,8 @@ static double now_s(void) {
 
 /* The speculation driver of --lookup / --draft-model (the draft model and its session into *dm,
  * *ds). Returns 0 or an exit code. */
-static int open_spec(const gen_opts *o, slm_session *s, slm_model **dm, slm_session **ds, slm_spec **sp) {
+static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_model **dm, slm_session **ds,
+                     slm_spec **sp) {
     char err[512];
     slm_status st;
     if (o->draft_model) {
@@ -455,6 +451,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_model **dm, slm_sess
     slm_spec_params p = slm_spec_params_default();
     if (o->draft_max) p.draft_max = o->draft_max;
     p.draft = *ds;
+    p.sampler = o->sp.temperature > 0.0f || o->sp.repeat_penalty != 1.0f ? smp : NULL;
     if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
         return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
     return 0;
@@ -472,7 +469,7 @@ int cmd_run(int argc, char **argv) {
     slm_session *ds = NULL;
     slm_spec *spec = NULL;
     if ((rc = open_all(&o, &m, &s, &smp))) goto done;
-    if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, &dm, &ds, &spec))) goto done;
+    if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
     else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
     if (rc) goto done;
