@@ -424,7 +424,8 @@ SLM_API void slm_spec_destroy(slm_spec *sp);
 /* One step: the target must hold logits (after prefill, decode, accept or a step). Writes 1 to
  * n_max tokens to tokens (*n_tokens of them): the token after the target's history (greedy, or
  * sampled — or the replacement of the previous step's rejected draft), then the draft tokens the
- * target kept; the target then stands after all of them with their last logits. On failure *n_tokens = 0, the target is as it was, the message is
+ * target kept; the target then stands after all of them with their last logits. On failure
+ * *n_tokens = 0, the target is as it was, the message is
  * slm_spec_errmsg. */
 SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens);
 SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats);

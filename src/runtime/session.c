@@ -575,8 +575,9 @@ static bool rebuild_conv(slm_session *s, const g_node *cat, const uint8_t *befor
     int32_t si = p->tensors[cat->in[0]].src, u = cat->in[1];
     const g_state *gs = &p->states[si];
     sess_state *ss = &s->states[si];
-    if (!ss->double_buffered || cat->p.concat.axis != 1 || gs->n_dims != 2 || gs->alloc_ne[0] != gs->ne[0] ||
-        gs->alloc_ne[1] != gs->ne[1] || p->tensors[u].dtype != gs->dtype || p->tensors[u].ne[0] != gs->ne[0] ||
+    if (!ss->double_buffered || cat->p.concat.axis != 1 || gs->n_dims != 2 || gs->ne[1] < 1 ||
+        gs->alloc_ne[0] != gs->ne[0] || gs->alloc_ne[1] != gs->ne[1] || p->tensors[u].dtype != gs->dtype ||
+        p->tensors[u].ne[0] != gs->ne[0] ||
         !tensor_data(s, u))
         return false;
     if (!run) return true;

@@ -7,8 +7,12 @@
  *       (every draft accepted) and draft models (the same model, another architecture), with the
  *       target's logits equal to the one-by-one run after every step;
  *   (d) bad input (ids, k beyond the context, n_keep > k, accept without a verify) fails with the
- *       session unchanged, and a draft model with another tokenizer is refused.
- * References come from plain slm_session_decode calls, never from verify. */
+ *       session unchanged, and a draft model with another tokenizer is refused;
+ *   (e) accepting part of a one-call verify runs no plan step (states rebuilt without the weights);
+ *   (f) speculative sampling: the first tokens of many seeds have plain sampling's distribution
+ *       (two-sample chi-squared test at the 0.1% point; drawing from p instead of the residual,
+ *       ignoring q or keeping every draft fail it).
+ * References come from plain slm_session_decode / slm_sampler_sample calls, never from verify. */
 #include "testutil.h"
 
 #include <math.h>
@@ -36,14 +40,15 @@ typedef struct ref_run {
     int32_t n_vocab;
     int32_t prompt[N_PROMPT];
     int32_t out[N_GEN + 1];   /* greedy tokens after the prompt */
-    float *logits;            /* (N_GEN + 1, n_vocab): after prompt + out[0, i] ... row i after out[i - 1]; row 0 after the prompt */
+    float *logits;            /* (N_GEN + 1, n_vocab): row 0 after the prompt, row i after out[i - 1] */
 } ref_run;
 
 /* arch, or arch:q8_0 for the quantised file */
 static slm_model *load(const char *arch) {
     char rel[128];
     const char *colon = strchr(arch, ':');
-    if (colon) snprintf(rel, sizeof rel, "tiny/%.*s/%.*s-%s.gguf", (int)(colon - arch), arch, (int)(colon - arch), arch, colon + 1);
+    int len = colon ? (int)(colon - arch) : 0;
+    if (colon) snprintf(rel, sizeof rel, "tiny/%.*s/%.*s-%s.gguf", len, arch, len, arch, colon + 1);
     else snprintf(rel, sizeof rel, "tiny/%s/%s-f32.gguf", arch, arch);
     slm_model *m = NULL;
     char err[512];
@@ -128,7 +133,8 @@ static void check_verify_accept(const slm_model *m, const ref_run *r, int at, in
     if (at) assert_int_equal(slm_session_prefill(s, r->out, (size_t)at, &l), SLM_OK);
     const float *rows = NULL;
     if (slm_session_verify(s, r->out + at, (size_t)k, &rows) != SLM_OK) fail_msg("%s: %s", what, slm_session_errmsg(s));
-    for (int i = 0; i < k; i++) same_logits(rows + (size_t)i * (size_t)r->n_vocab, ref_row(r, at + i + 1), r->n_vocab, what, at + i + 1);
+    for (int i = 0; i < k; i++)
+        same_logits(rows + (size_t)i * (size_t)r->n_vocab, ref_row(r, at + i + 1), r->n_vocab, what, at + i + 1);
     assert_int_equal(slm_session_pos(s), N_PROMPT + at + k);
     /* a verify in one call is accepted without running the weights again, hybrids included */
     int steps = 0;
@@ -539,9 +545,10 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
         slm_sampler_destroy(smp);
     }
     bool same_model = draft_arch && !strcmp(draft_arch, "llama");
-    if (same_model ? accepted != drafted : accepted == 0 || accepted == drafted) fail_msg("%llu of %llu drafts accepted: the rule is not exercised",
-                                                       (unsigned long long)accepted, (unsigned long long)drafted);
-    /* each position's marginal, and the pair (first, second) folded into one id */
+    if (same_model ? accepted != drafted : accepted == 0 || accepted == drafted)
+        fail_msg("%llu of %llu drafts accepted: the rule is not exercised", (unsigned long long)accepted,
+                 (unsigned long long)drafted);
+    /* the marginal of each of the first N_SAMPLED tokens */
     for (int i = 0; i < N_SAMPLED; i++) {
         int32_t *a = malloc((size_t)n_seeds * sizeof(int32_t)), *b = malloc((size_t)n_seeds * sizeof(int32_t));
         for (int r = 0; r < n_seeds; r++) a[r] = plain[r * N_SAMPLED + i], b[r] = spec[r * N_SAMPLED + i];
@@ -550,7 +557,8 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
         fprintf(stderr, "sampling, draft %s: token %d: chi2 %.1f, df %d, 0.1%% point %.1f; %llu/%llu drafts kept\n",
                 draft_arch ? draft_arch : fixed_drafter ? "point mass" : "lookup", i, chi2, df, chi2_crit(df),
                 (unsigned long long)accepted, (unsigned long long)drafted);
-        if (df < 2 || chi2 > chi2_crit(df)) fail_msg("token %d: distribution differs from plain sampling (chi2 %.1f, df %d)", i, chi2, df);
+        if (df < 2 || chi2 > chi2_crit(df))
+            fail_msg("token %d: distribution differs from plain sampling (chi2 %.1f, df %d)", i, chi2, df);
         free(a);
         free(b);
     }
