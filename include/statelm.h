@@ -363,6 +363,75 @@ SLM_API slm_status slm_session_rollback(slm_session *s, int32_t pos);
 SLM_API slm_status slm_session_sync(slm_session *s, const int32_t *tokens, size_t n, const float **logits,
                                     size_t *n_reused);
 
+/* Speculative decoding. Verify feeds k proposed tokens in one pass (one Program call when k fits
+ * the program's largest call, else as few as it allows) and sets *logits to k rows of n_vocab
+ * floats, row i the logits after tokens[i] — bit-identical to decoding the tokens one by one;
+ * borrowed until the next call on s. The session then stands at pos + k, and the next call may be
+ * slm_session_accept. Bad ids, k = 0 or k beyond the remaining context fail with the session
+ * unchanged; so does a failure during the pass. */
+SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, size_t k, const float **logits);
+/* Keeps the first n_keep of the k tokens of the verify that was the last call on s: the session
+ * is then exactly as if only those had been decoded one by one (KV rows past them dropped; conv
+ * and recurrent states rebuilt from the states before the verify and the verify's own inputs,
+ * without another pass over the weights — a verify split into several calls replays the kept
+ * tokens instead), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
+ * session had no logits before the verify) are those after the last kept token. Fails with
+ * SLM_ERR_STATE when the last call was not a verify, SLM_ERR_RANGE when n_keep > k; on any failure
+ * the session is as it was (and the verify may still be accepted). */
+SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
+
+/* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the most recent
+ * earlier occurrence of the longest n-gram (n = 3, 2, 1) that ends history[0, n_history).
+ * Returns the number of tokens drafted, 0 when nothing matches. */
+SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_t *draft, size_t n_max);
+/* A drafter: proposes at most n_max tokens that follow history[0, n_history) into draft; returns
+ * how many. */
+typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n_history, int32_t *draft,
+                               size_t n_max);
+
+/* Speculative decoding driver over a target session, several tokens per weight pass when the
+ * drafts are right. Greedy (no sampler): each step emits the tokens plain greedy decoding (argmax,
+ * lowest id on ties) would. With a sampler: the standard speculative sampling rule — a draft token
+ * x is kept with probability min(1, p(x)/q(x)) (p: the sampler's distribution over the target's
+ * logits, q: over the draft model's, or a point mass for prompt lookup and drafters), the first
+ * rejected one is replaced by a draw from norm(max(0, p - q)) — so the output has the
+ * distribution of plain sampling with that sampler. Draft length adapts to the acceptance rate
+ * unless fixed. */
+typedef struct slm_spec slm_spec;
+typedef struct slm_spec_params {
+    size_t size;             /* sizeof(slm_spec_params) */
+    int32_t draft_max;       /* most tokens drafted per step, 1..64 (default 8) */
+    bool fixed;              /* always draft draft_max tokens (no adaptation) */
+    slm_session *draft;      /* draft model session (same tokenizer as the target), or NULL */
+    slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
+    void *draft_user_data;
+    struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
+} slm_spec_params;
+typedef struct slm_spec_stats {
+    uint64_t n_steps;        /* verify passes */
+    uint64_t n_drafted;      /* tokens proposed */
+    uint64_t n_accepted;     /* proposed tokens the target agreed with */
+    int32_t draft_len;       /* current draft length */
+} slm_spec_stats;
+SLM_API slm_spec_params slm_spec_params_default(void);
+/* Creates a driver for target (and params->draft): both are borrowed and must outlive it; the
+ * driver owns their positions from here on (the draft session is reset and follows the target's
+ * history). Refused with SLM_ERR_INVALID_ARG and a message when the draft model's tokenizer
+ * differs from the target's (vocabulary size or any token's text). */
+SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *params, slm_spec **out, char *err,
+                                   size_t err_cap);
+SLM_API void slm_spec_destroy(slm_spec *sp);
+/* One step: the target must hold logits (after prefill, decode, accept or a step). Writes 1 to
+ * n_max tokens to tokens (*n_tokens of them): the token after the target's history (greedy, or
+ * sampled — or the replacement of the previous step's rejected draft), then the draft tokens the
+ * target kept; the target then stands after all of them with their last logits. On failure
+ * *n_tokens = 0, the target is as it was, the message is
+ * slm_spec_errmsg. */
+SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens);
+SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats);
+/* Message of the last failed step; borrowed until the next call on sp. */
+SLM_API const char *slm_spec_errmsg(const slm_spec *sp);
+
 typedef struct slm_checkpoint_stats {
     int32_t n_in_memory;   /* stored checkpoints (position 0 is implicit and not counted) */
     int32_t n_on_disk;
@@ -434,6 +503,16 @@ SLM_API void slm_sampler_destroy(slm_sampler *s);
  * penalty (may be NULL/0). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
+/* The distribution slm_sampler_sample draws from for these logits and history: probs (n_vocab
+ * floats, caller's) gets each id's probability, 0 outside the kept candidates (one-hot on the
+ * greedy id at temperature 0). Draws nothing. */
+SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                     size_t n_history, float *probs);
+/* A uniform draw in [0, 1) from the sampler's generator (0 for NULL). */
+SLM_API double slm_sampler_uniform(slm_sampler *s);
+/* Draws an index in [0, n) with probability weights[i] / sum(weights) from the sampler's
+ * generator. SLM_ERR_RANGE for a negative or non-finite weight or a zero sum. */
+SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_t n, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
  * Compute plans: a model's Program compiled for a target (docs/architecture.md compile/). Creating a plan

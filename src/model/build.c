@@ -1,5 +1,6 @@
 /* build.c — the program builders: model math of llama, qwen3, lfm2, qwen35 and gemma3 written as
- * a Program (graph/graph.h) with functions "prefill" (n tokens) and "decode" (1 token) sharing the
+ * a Program (graph/graph.h) with functions "prefill" (n tokens), "decode" (1 token) and "verify"
+ * (n tokens, logits of every one: speculative decoding) sharing the
  * states of model/states.c. Every weight's shape is checked against the hyper-parameters before
  * use. Builders contain model math only: no kernels, no memory management.
  * Specs: docs/spec/llama.md §2–3, docs/spec/lfm2.md §3–4, docs/spec/qwen35.md §2–4,
@@ -192,7 +193,9 @@ static int32_t gated_deltanet(bctx *c, int32_t h, int il) {
     return out;
 }
 
-static void build_function(bctx *c) {
+/* One function of the Program; all_logits runs the head on every column (logits (V, n), the
+ * "verify" function of speculative decoding), otherwise on the last one only (logits (V, 1)). */
+static void build_function(bctx *c, bool all_logits) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;
     int64_t d = hp->n_embd;
@@ -214,7 +217,7 @@ static void build_function(bctx *c) {
         gb_name(b, x, "out");
     }
     b->layer = -1;
-    int32_t last = gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, 1): logits of the last token only */
+    int32_t last = all_logits ? x : gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, n) or (d, 1) */
     const char *final_norm = has_tensor(c, "output_norm.weight") ? "output_norm.weight" : "token_embd_norm.weight";
     int32_t hn = norm(c, last, weight(c, d, 0, "%s", final_norm));
     int32_t head = hp->tied_embeddings ? weight(c, d, hp->n_vocab, "token_embd.weight")
@@ -255,13 +258,13 @@ slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dty
     p->max_call_tokens = mdl_swa_call_tokens(&m->hp, n_ctx);
     static const struct {
         const char *name;
-        bool symbolic;
-    } fns[2] = {{"prefill", true}, {"decode", false}};
-    for (int f = 0; f < 2; f++) {
+        bool symbolic, all_logits;
+    } fns[3] = {{"prefill", true, false}, {"decode", false, false}, {"verify", true, true}};
+    for (int f = 0; f < 3; f++) {
         int32_t fn;
         if ((st = graph_add_function(p, fns[f].name, fns[f].symbolic, 1, &fn, e))) goto fail;
         gb_init(&c.b, p, fn, e);
-        build_function(&c);
+        build_function(&c, fns[f].all_logits);
         if ((st = c.b.status)) goto fail;
     }
     if ((st = graph_verify(p, e))) goto fail;

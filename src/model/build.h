@@ -6,7 +6,7 @@
 #include "model/model.h"
 
 /* Builds the Program of m for sessions of n_ctx tokens with KV states in kv_dtype (F16/F32):
- * states as model/states.c lists them, functions "prefill" (symbolic n) and "decode" (n = 1).
+ * states as model/states.c lists them, functions "prefill" (symbolic n), "decode" (n = 1) and "verify" (symbolic n, logits of every column).
  * Checks every weight's shape; SLM_ERR_FORMAT/SHAPE/UNSUPPORTED naming the tensor otherwise. */
 slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, g_program **out, slm_err *e);
 

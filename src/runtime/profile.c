@@ -114,6 +114,15 @@ static slm_status profile_run(slm_plan *pl, const int32_t *prompt, int32_t n_pro
         token = argmax(logits, s->n_vocab);
         if ((st = slm_session_decode(s, token, &logits))) st = session_failed(s, st, e);
     }
+    /* verify: the last k prompt tokens in one pass after the rest (the helper calls unrecorded) */
+    int32_t k = n_prompt - 1 < 4 ? n_prompt - 1 : 4;
+    for (int32_t r = 0; r < reps && !st && s->fn_verify >= 0; r++) {
+        s->profile->recording = false;
+        slm_session_reset(s);
+        if ((st = slm_session_prefill(s, prompt, (size_t)(n_prompt - k), &logits))) st = session_failed(s, st, e);
+        s->profile->recording = true;
+        if (!st && (st = slm_session_verify(s, prompt + n_prompt - k, (size_t)k, &logits))) st = session_failed(s, st, e);
+    }
     if (!st) st = take_medians(pl, s, n_prompt, n_decode, reps, e);
 done:
     slm_session_destroy(s);

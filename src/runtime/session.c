@@ -100,6 +100,7 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
     s->n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1;
     s->fn_decode = graph_find_function(prog, "decode");
     s->fn_prefill = graph_find_function(prog, "prefill");
+    s->fn_verify = graph_find_function(prog, "verify");
     if (s->fn_decode < 0) {
         st = err_set(e, SLM_ERR_INVALID_ARG, "the program has no decode function");
         goto fail;
@@ -293,6 +294,8 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->tensor_ptr);
     al_free(&a, s->history);
     al_free(&a, s->logits);
+    al_free(&a, s->verify_state);
+    al_free(&a, s->verify_logits);
     al_free_aligned(&a, s->arena);
     if (s->be) s->be->vt->destroy(s->be);
     slm_plan_destroy(s->plan);
@@ -317,6 +320,7 @@ SLM_API void slm_session_reset(slm_session *s) {
     }
     s->pos = 0;
     s->logits_valid = false;
+    s->verify_k = 0;
     sess_ckpt_drop_after(s, 0);
     err_clear(&s->err);
 }
@@ -487,6 +491,7 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     slm_err *e = &s->err;
     memplan *mp = &s->plans[fn];
     slm_status st;
+    s->verify_k = 0; /* any call ends what slm_session_accept could accept */
     if (mp->offset == NULL || mp->n != n) {
         if ((st = plan_memplan(s->plan, fn, n, mp, e))) return st;
     }
@@ -538,11 +543,119 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         ss->written = false;
     }
     if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
-    memcpy(s->logits, tensor_data(s, f->logits), (size_t)s->n_vocab * sizeof(float));
+    int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
+    memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,
+           (size_t)s->n_vocab * sizeof(float));
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;
     s->logits_valid = true;
     return SLM_OK;
+}
+
+const float *sess_call_logits(slm_session *s, int32_t fn) { return tensor_data(s, s->prog->functions[fn].logits); }
+
+/* Offset of checkpointed state i in a checkpoint image (runtime/state.c's layout). */
+static size_t ckpt_offset(const slm_session *s, int32_t i) {
+    size_t off = 0;
+    for (int32_t j = 0; j < i; j++)
+        if (sess_state_checkpointed(&s->states[j])) off += s->states[j].bytes;
+    return off;
+}
+
+/* The plan step that runs node index i of function fn (its kernel). */
+static const plan_step *step_of_node(const slm_session *s, int32_t fn, int32_t i) {
+    const plan_fn_exec *x = &s->plan->exec[fn];
+    return x->step_of ? &x->steps[x->step_of[i]] : NULL;
+}
+
+/* The conv state si after the first n_keep columns of the call: the last K - 1 columns of
+ * CONCAT(state before, x[:, :n_keep]) into the back buffer. Checks only when !run. */
+static bool rebuild_conv(slm_session *s, const g_node *cat, const uint8_t *before, int32_t n_keep, bool run) {
+    const g_program *p = s->prog;
+    int32_t si = p->tensors[cat->in[0]].src, u = cat->in[1];
+    const g_state *gs = &p->states[si];
+    sess_state *ss = &s->states[si];
+    if (!ss->double_buffered || cat->p.concat.axis != 1 || gs->n_dims != 2 || gs->ne[1] < 1 ||
+        gs->alloc_ne[0] != gs->ne[0] || gs->alloc_ne[1] != gs->ne[1] || p->tensors[u].dtype != gs->dtype ||
+        p->tensors[u].ne[0] != gs->ne[0] ||
+        !tensor_data(s, u))
+        return false;
+    if (!run) return true;
+    size_t col = ss->bytes / (size_t)gs->ne[1];
+    int64_t km1 = gs->ne[1];
+    const uint8_t *old = before + ckpt_offset(s, si), *x = tensor_data(s, u);
+    uint8_t *dst = ss->buf[1 - ss->front];
+    for (int64_t j = 0; j < km1; j++) {
+        int64_t c = n_keep + j;
+        memcpy(dst + (size_t)j * col, c < km1 ? old + (size_t)c * col : x + (size_t)(c - km1) * col, col);
+    }
+    return true;
+}
+
+slm_status sess_rebuild_states(slm_session *s, int32_t fn, const uint8_t *before, int32_t pos, int32_t n_keep) {
+    g_program *p = s->prog;
+    const g_function *f = &p->functions[fn];
+    slm_err *e = &s->err;
+    bool *covered = al_calloc(&s->alloc, (size_t)p->n_states + 1, sizeof(bool));
+    uint8_t *o_buf = NULL, *state_buf = NULL;
+    size_t o_bytes = 0, state_bytes_max = 0;
+    slm_status st = covered ? SLM_OK : err_set(e, SLM_ERR_NOMEM, "out of memory");
+    /* check: every double-buffered state is written by a conv CONCAT or a DELTANET whose inputs
+     * the memory plan kept */
+    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
+        const g_node *nd = &p->nodes[f->nodes[i]];
+        if (nd->op == G_OP_CONCAT && p->tensors[nd->in[0]].storage == G_STATE_VIEW) {
+            if (!rebuild_conv(s, nd, before, n_keep, false)) st = SLM_ERR_UNSUPPORTED;
+            else covered[p->tensors[nd->in[0]].src] = true;
+        } else if (nd->op == G_OP_DELTANET) {
+            int32_t si = p->tensors[nd->in[5]].src;
+            const plan_step *ps = step_of_node(s, fn, i);
+            bool ok = p->tensors[nd->in[5]].storage == G_STATE_VIEW && s->states[si].double_buffered && ps &&
+                      ps->kind == PLAN_STEP_NODE && s->plan->tensor_state[nd->out[1]] == si;
+            for (int k = 0; k < 5 && ok; k++) ok = tensor_data(s, nd->in[k]) != NULL;
+            if (!ok) {
+                st = SLM_ERR_UNSUPPORTED;
+                break;
+            }
+            covered[si] = true;
+            size_t ob = (size_t)g_nelements(&p->tensors[nd->out[0]], n_keep) * sizeof(float);
+            if (ob > o_bytes) o_bytes = ob;
+            if (s->states[si].bytes > state_bytes_max) state_bytes_max = s->states[si].bytes;
+        }
+    }
+    for (int32_t i = 0; i < p->n_states && !st; i++)
+        if (s->states[i].double_buffered && !covered[i]) st = SLM_ERR_UNSUPPORTED;
+    if (!st && o_bytes && (!(o_buf = al_malloc_aligned(&s->alloc, o_bytes)) ||
+                           !(state_buf = al_malloc_aligned(&s->alloc, state_bytes_max))))
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+    /* run: into the back buffers; the fronts flip only when every state is rebuilt */
+    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
+        const g_node *nd = &p->nodes[f->nodes[i]];
+        if (nd->op == G_OP_CONCAT && p->tensors[nd->in[0]].storage == G_STATE_VIEW) {
+            (void)rebuild_conv(s, nd, before, n_keep, true);
+        } else if (nd->op == G_OP_DELTANET) {
+            int32_t si = p->tensors[nd->in[5]].src;
+            sess_state *ss = &s->states[si];
+            be_view in[G_MAX_IN], out[G_MAX_OUT];
+            for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], n_keep, &in[k]);
+            for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], n_keep, &out[k]);
+            memcpy(state_buf, before + ckpt_offset(s, si), ss->bytes);
+            in[5].data = state_buf;
+            out[0].data = o_buf;
+            out[1].data = ss->buf[1 - ss->front];
+            be_call call = {n_keep, pos, step_of_node(s, fn, i)->kernel};
+            size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
+            if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) break;
+            st = s->be->vt->exec(s->be, nd, out, in, &call, e);
+        }
+    }
+    if (!st)
+        for (int32_t i = 0; i < p->n_states; i++)
+            if (s->states[i].double_buffered) s->states[i].front = 1 - s->states[i].front;
+    al_free_aligned(&s->alloc, o_buf);
+    al_free_aligned(&s->alloc, state_buf);
+    al_free(&s->alloc, covered);
+    return st;
 }
 
 size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {

@@ -64,6 +64,7 @@ struct slm_session {
     slm_plan *plan;        /* what the session executes (owned): plan->legal and its steps */
     g_program *prog;       /* plan->legal */
     int32_t fn_prefill, fn_decode;
+    int32_t fn_verify;     /* logits of every column, or -1 (runtime/spec.c) */
     backend *be;
     int32_t n_threads;
     int32_t n_ctx;
@@ -102,6 +103,14 @@ struct slm_session {
     uint8_t *undo_kv;      /* KV rows [undo_from, undo_pos) of every KV state, then history */
     size_t undo_kv_cap;
     int32_t undo_pos, undo_from;
+    /* the last slm_session_verify (runtime/spec.c), acceptable while verify_k > 0 */
+    int32_t verify_k;        /* tokens verified; 0 = nothing to accept (cleared by every call) */
+    int32_t verify_pos;      /* position before the verify */
+    int32_t verify_fn;       /* function of the verify's only call, -1 when it took several */
+    bool verify_had_logits;  /* logits were valid before the verify */
+    uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify */
+    float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
+    int32_t verify_cap;
 };
 
 /* Creates a session that runs prog (owned by the session from here on, also on failure), compiled
@@ -127,6 +136,16 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
  * atomic, a failure restores the state before the call (undo record); without, the caller owns the
  * undo record. Inputs must already be validated. */
 slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic);
+/* Logits of the call that just ran function fn ((n_vocab, rows) floats in the arena; valid until
+ * the next call). */
+const float *sess_call_logits(slm_session *s, int32_t fn);
+/* Rebuilds the double-buffered (conv, recurrent) states as they were after the first n_keep
+ * tokens of the call of fn (at pos) that just ran, without the weights: from before (the states
+ * before the call, in checkpoint layout) and the call's conv and DELTANET inputs, which the memory
+ * plan of a function with logits for every column keeps to the end of the call. KV states are
+ * left alone. SLM_ERR_UNSUPPORTED when a state is written in a way it does not know; on any
+ * failure the session is unchanged. */
+slm_status sess_rebuild_states(slm_session *s, int32_t fn, const uint8_t *before, int32_t pos, int32_t n_keep);
 /* Validates n tokens for feeding at the current position (ids in range, room in the context). */
 slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);
 /* Bytes of one position of KV state i (the row along its position axis), 0 for other states. */
@@ -143,6 +162,9 @@ void sess_ckpt_free(slm_session *s);
 /* Undo record: conv/recurrent states, position, and KV rows and history from `from` to pos. */
 slm_status sess_undo_begin(slm_session *s, int32_t from);
 void sess_undo_restore(slm_session *s);
+/* Copies the front buffers of the checkpointed states to dst (ckpt_bytes) / loads them (NULL = zero). */
+void sess_states_save(const slm_session *s, uint8_t *dst);
+void sess_states_load(slm_session *s, const uint8_t *src);
 /* Parses a state file image (data[0, size), the bytes slm_session_save writes) into a snapshot
  * checked against s; on success *out is a new snapshot for slm_session_restore (caller destroys),
  * on failure *out is NULL and s->err names the reason. s itself does not change. */

@@ -107,6 +107,9 @@ static void recurrent_load(slm_session *s, const uint8_t *src) {
     }
 }
 
+void sess_states_save(const slm_session *s, uint8_t *dst) { recurrent_save(s, dst); }
+void sess_states_load(slm_session *s, const uint8_t *src) { recurrent_load(s, src); }
+
 static size_t ckpt_mem_used(const slm_session *s) {
     size_t n = 0;
     for (int32_t i = 0; i < s->n_ckpt; i++) n += s->ckpts[i].data ? s->ckpt_bytes : 0;
@@ -303,6 +306,7 @@ SLM_API slm_status slm_session_rollback(slm_session *s, int32_t pos) {
         return err_set(&s->err, SLM_ERR_RANGE, "cannot roll back to position %d: the session is at %d", pos, s->pos);
     if (pos == s->pos) return SLM_OK;
     slm_status st = SLM_OK;
+    s->verify_k = 0;
     if (s->has_recurrent && (st = sess_undo_begin(s, s->pos))) return st;
     if ((st = rollback_inner(s, pos))) {
         if (s->has_recurrent) sess_undo_restore(s);
@@ -478,6 +482,7 @@ static void snapshot_apply(slm_session *s, const slm_snapshot *snap) {
     memcpy(s->history, snap->history, (size_t)snap->pos * sizeof(int32_t));
     s->pos = snap->pos;
     s->logits_valid = false;
+    s->verify_k = 0;
     sess_ckpt_drop_after(s, common);
     sess_ckpt_take(s); /* rolling back to the restored position stays cheap */
 }

@@ -155,3 +155,89 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     *token = c[n - 1].id;
     return SLM_OK;
 }
+
+SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                     size_t n_history, float *probs) {
+    if (!s || !logits || !probs || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
+    if (n_vocab > s->cap) {
+        cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
+        if (!grown) return SLM_ERR_NOMEM;
+        s->cands = grown;
+        s->cap = n_vocab;
+    }
+    cand *c = s->cands;
+    for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], i};
+    if (s->p.repeat_penalty != 1.0f && n_history) { /* as slm_sampler_sample */
+        size_t from = n_history > (size_t)s->p.repeat_last_n ? n_history - (size_t)s->p.repeat_last_n : 0;
+        for (size_t i = from; i < n_history; i++) {
+            int32_t id = history[i];
+            if (id < 0 || id >= n_vocab) continue;
+            bool seen = false;
+            for (size_t j = from; j < i && !seen; j++) seen = history[j] == id;
+            if (seen) continue;
+            c[id].v = c[id].v > 0 ? c[id].v / s->p.repeat_penalty : c[id].v * s->p.repeat_penalty;
+        }
+    }
+    memset(probs, 0, (size_t)n_vocab * sizeof *probs);
+    if (s->p.temperature == 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n_vocab; i++)
+            if (c[i].v > c[best].v) best = i;
+        probs[best] = 1.0f;
+        return SLM_OK;
+    }
+    for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
+    qsort(c, (size_t)n_vocab, sizeof(cand), cand_cmp);
+    int32_t n = n_vocab;
+    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    double mx = c[0].v, sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    if (s->p.top_p < 1.0f) {
+        double cum = 0.0;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double)c[i].v - mx) / sum;
+            if (cum >= s->p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (s->p.min_p > 0.0f) {
+        double thresh = log((double)s->p.min_p);
+        int32_t keep = 1;
+        while (keep < n && (double)c[keep].v - mx >= thresh) keep++;
+        n = keep;
+    }
+    sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    for (int32_t i = 0; i < n; i++) probs[c[i].id] = (float)(exp((double)c[i].v - mx) / sum);
+    return SLM_OK;
+}
+
+SLM_API double slm_sampler_uniform(slm_sampler *s) {
+    return s ? (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) : 0.0;
+}
+
+SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_t n, int32_t *token) {
+    if (token) *token = -1;
+    if (!s || !weights || !token || n <= 0) return SLM_ERR_INVALID_ARG;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!(weights[i] >= 0.0f) || weights[i] == INFINITY) return SLM_ERR_RANGE;
+        sum += weights[i];
+    }
+    if (!(sum > 0.0)) return SLM_ERR_RANGE;
+    double r = slm_sampler_uniform(s) * sum, cum = 0.0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (weights[i] <= 0.0f) continue;
+        last = i;
+        cum += weights[i];
+        if (r < cum) {
+            *token = i;
+            return SLM_OK;
+        }
+    }
+    *token = last;
+    return SLM_OK;
+}

@@ -17,14 +17,14 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 lfm2=$data/tiny/lfm2/lfm2-f32.gguf
 expect_rc 1 "check ane lfm2" "$slm" check -m "$lfm2" --target ane
-grep -q "summary: 13 findings (9 reject, 4 fallback) on 10 nodes and 3 states" "$out" || { echo "FAIL: lfm2 ane summary"; cat "$out"; fail=1; }
+grep -q "summary: 18 findings (12 reject, 6 fallback) on 15 nodes and 3 states" "$out" || { echo "FAIL: lfm2 ane summary"; cat "$out"; fail=1; }
 # exactly the conv-state and KV writes, each with its rule
-n_nodes=$(grep -cE "^  (prefill|decode) " "$out")
-n_conv=$(grep -E "^  (prefill|decode) " "$out" | grep -c "STATE_WRITE blk\.[0-9]*\.conv$")
-n_kv=$(grep -E "^  (prefill|decode) " "$out" | grep -cE "STATE_WRITE blk\.[0-9]*\.kv_[kv]$")
-[ "$n_nodes" -eq 10 ] && [ "$n_conv" -eq 6 ] && [ "$n_kv" -eq 4 ] || { echo "FAIL: lfm2 nodes $n_nodes conv $n_conv kv $n_kv"; fail=1; }
-[ "$(grep -c "rule   ane.write.full_extent (reject)" "$out")" -eq 6 ] || { echo "FAIL: conv rule"; fail=1; }
-[ "$(grep -c "rule   ane.write.static_begin (fallback)" "$out")" -eq 4 ] || { echo "FAIL: kv rule"; fail=1; }
+n_nodes=$(grep -cE "^  (prefill|decode|verify) " "$out")
+n_conv=$(grep -E "^  (prefill|decode|verify) " "$out" | grep -c "STATE_WRITE blk\.[0-9]*\.conv$")
+n_kv=$(grep -E "^  (prefill|decode|verify) " "$out" | grep -cE "STATE_WRITE blk\.[0-9]*\.kv_[kv]$")
+[ "$n_nodes" -eq 15 ] && [ "$n_conv" -eq 9 ] && [ "$n_kv" -eq 6 ] || { echo "FAIL: lfm2 nodes $n_nodes conv $n_conv kv $n_kv"; fail=1; }
+[ "$(grep -c "rule   ane.write.full_extent (reject)" "$out")" -eq 9 ] || { echo "FAIL: conv rule"; fail=1; }
+[ "$(grep -c "rule   ane.write.static_begin (fallback)" "$out")" -eq 6 ] || { echo "FAIL: kv rule"; fail=1; }
 expect_rc 0 "check cpu lfm2" "$slm" check -m "$lfm2" --target cpu
 grep -q "^clean" "$out" || { echo "FAIL: cpu not clean"; fail=1; }
 expect_rc 1 "check cuda lfm2" "$slm" check -m "$lfm2" --target cuda
@@ -47,10 +47,10 @@ grep -q "64 greedy tokens after a 5-token prompt, original vs legalised program:
 full=$HOME/.cache/statelm/models/random-lfm2-350m-q4_0.gguf
 if [ -f "$full" ]; then
   expect_rc 1 "check ane lfm2-350m" "$slm" check -m "$full" --target ane
-  n_nodes=$(grep -cE "^  (prefill|decode) " "$out")
-  n_conv=$(grep -E "^  (prefill|decode) " "$out" | grep -c "STATE_WRITE blk\.[0-9]*\.conv$")
-  n_kv=$(grep -E "^  (prefill|decode) " "$out" | grep -cE "STATE_WRITE blk\.[0-9]*\.kv_[kv]$")
-  [ "$n_nodes" -eq 44 ] && [ "$n_conv" -eq 20 ] && [ "$n_kv" -eq 24 ] || { echo "FAIL: lfm2-350m nodes $n_nodes conv $n_conv kv $n_kv"; fail=1; }
+  n_nodes=$(grep -cE "^  (prefill|decode|verify) " "$out")
+  n_conv=$(grep -E "^  (prefill|decode|verify) " "$out" | grep -c "STATE_WRITE blk\.[0-9]*\.conv$")
+  n_kv=$(grep -E "^  (prefill|decode|verify) " "$out" | grep -cE "STATE_WRITE blk\.[0-9]*\.kv_[kv]$")
+  [ "$n_nodes" -eq 66 ] && [ "$n_conv" -eq 30 ] && [ "$n_kv" -eq 36 ] || { echo "FAIL: lfm2-350m nodes $n_nodes conv $n_conv kv $n_kv"; fail=1; }
 else
   echo "SKIPPED: $full not found (the LFM2-350M-shape part of this test)"
 fi

@@ -226,6 +226,30 @@ static void session_call_sweep(void **unused) {
         }
         f.fail_at = -1;
         slm_snapshot_destroy(snap);
+        /* verify and a partial accept (a state rebuild on hybrid models) under the sweep: a
+         * refused verify leaves the position, a refused accept leaves the verify standing */
+        const float *rows = NULL;
+        for (long k = 0; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            st = slm_session_verify(s, seq + 5, N_SEQ - 5, &rows);
+            if (st == SLM_OK) break;
+            assert_int_equal(st, SLM_ERR_NOMEM);
+            assert_null(rows);
+            assert_int_equal(slm_session_pos(s), 5);
+        }
+        f.fail_at = -1;
+        assert_int_equal(st, SLM_OK);
+        for (long k = 0; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            st = slm_session_accept(s, 2, &l);
+            if (st == SLM_OK) break;
+            assert_int_equal(st, SLM_ERR_NOMEM);
+            assert_int_equal(slm_session_pos(s), (int32_t)N_SEQ);
+        }
+        f.fail_at = -1;
+        assert_int_equal(st, SLM_OK);
+        assert_int_equal(slm_session_pos(s), 7);
+        assert_int_equal(slm_session_rollback(s, 5), SLM_OK);
         /* the tail again as one prefill: batch invariance makes it equal the decode steps bit for bit */
         assert_int_equal(slm_session_prefill(s, seq + 5, N_SEQ - 5, &l), SLM_OK);
         assert_memory_equal(l, want, n_vocab * sizeof(float));

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,28 @@ static void session_null(void **unused) {
     assert_int_equal(slm_session_sync(NULL, &tok, 1, &logits, &reused), SLM_ERR_INVALID_ARG);
     assert_null(logits);
     assert_int_equal(reused, 0);
+    logits = (const float *)1;
+    assert_int_equal(slm_session_verify(NULL, &tok, 1, &logits), SLM_ERR_INVALID_ARG);
+    assert_null(logits);
+    logits = (const float *)1;
+    assert_int_equal(slm_session_accept(NULL, 0, &logits), SLM_ERR_INVALID_ARG);
+    assert_null(logits);
+    assert_int_equal(slm_draft_lookup(NULL, 3, NULL, 4), 0);
+    slm_spec_params spp = slm_spec_params_default();
+    assert_int_equal(spp.draft_max, 8);
+    slm_spec *spec = (slm_spec *)1;
+    assert_int_equal(slm_spec_create(NULL, &spp, &spec, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_null(spec);
+    slm_spec_destroy(NULL);
+    size_t n_spec = 7;
+    assert_int_equal(slm_spec_step(NULL, 4, &tok, &n_spec), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n_spec, 0);
+    slm_spec_stats sps;
+    memset(&sps, 0xAB, sizeof sps);
+    slm_spec_get_stats(NULL, &sps);
+    assert_int_equal(sps.n_steps, 0);
+    slm_spec_get_stats(NULL, NULL);
+    assert_non_null(slm_spec_errmsg(NULL));
     slm_checkpoint_stats st;
     memset(&st, 0xAB, sizeof st);
     slm_session_checkpoint_stats(NULL, &st);
@@ -191,6 +214,22 @@ static void sampler_null(void **unused) {
     assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_sampler_sample(smp, logits, 2, NULL, 0, &tok), SLM_OK);
     assert_true(tok == 0 || tok == 1);
+    float probs[2] = {-1, -1};
+    assert_int_equal(slm_sampler_probs(NULL, logits, 2, NULL, 0, probs), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_probs(smp, logits, 2, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_probs(smp, logits, 2, NULL, 0, probs), SLM_OK);
+    assert_true(probs[0] >= 0 && probs[1] > probs[0] && fabsf(probs[0] + probs[1] - 1.0f) < 1e-6f);
+    assert_true(slm_sampler_uniform(NULL) == 0.0);
+    double u = slm_sampler_uniform(smp);
+    assert_true(u >= 0.0 && u < 1.0);
+    assert_int_equal(slm_sampler_draw(NULL, probs, 2, &tok), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_sampler_draw(smp, probs, 2, NULL), SLM_ERR_INVALID_ARG);
+    const float zeros[2] = {0, 0}, negative[2] = {1, -1}, one_hot[3] = {0, 0, 2};
+    assert_int_equal(slm_sampler_draw(smp, zeros, 2, &tok), SLM_ERR_RANGE);
+    assert_int_equal(tok, -1);
+    assert_int_equal(slm_sampler_draw(smp, negative, 2, &tok), SLM_ERR_RANGE);
+    assert_int_equal(slm_sampler_draw(smp, one_hot, 3, &tok), SLM_OK);
+    assert_int_equal(tok, 2);
     slm_sampler_destroy(smp);
     slm_sampler_destroy(NULL);
 }

@@ -727,8 +727,8 @@ static void lfm2_check_counts(const char *path, int32_t n_conv, int32_t n_attn) 
         }
         assert_true(strlen(f.fix) > 0 && f.fixed);
     }
-    assert_int_equal(conv, 2 * n_conv);
-    assert_int_equal(kv, 2 * 2 * n_attn);
+    assert_int_equal(conv, 3 * n_conv); /* prefill, decode, verify */
+    assert_int_equal(kv, 3 * 2 * n_attn);
     assert_int_equal(states, n_conv);
     slm_plan_destroy(pl);
     slm_model_destroy(m);
@@ -862,7 +862,7 @@ static void targets_and_api(void **unused) {
         assert_int_equal(slm_plan_state_at(pl, i, &s), SLM_OK);
         assert_int_equal(s.dtype, SLM_DTYPE_F16);
         assert_int_equal(s.alloc_ne[1], s.ne[1] + 1);
-        assert_int_equal(s.n_writes, 2);
+        assert_int_equal(s.n_writes, 3); /* prefill, decode, verify */
     }
     /* a simulation that does not fit the context is refused with a message */
     bool identical = true;

@@ -3,14 +3,18 @@
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
  *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
- *     [--prompt-cache FILE | --prompt-cache-ro FILE]
+ *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
- * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token. */
+ * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token.
+ * --lookup / --draft-model decode by speculation (slm_spec): at --temp 0 the same tokens as plain
+ * greedy decoding, else speculative sampling (the distribution of plain sampling with the same
+ * options), and a summary line on stderr with the drafted and accepted tokens. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -23,6 +27,9 @@ typedef struct gen_opts {
     const char *system;
     const char *prompt_cache;
     bool prompt_cache_ro; /* load the prompt cache, never write it */
+    const char *draft_model; /* speculation with this draft model (run only) */
+    bool lookup;             /* speculation with prompt lookup (run only) */
+    int32_t draft_max;       /* 0 = the library's default */
     int32_t n_predict;
     int32_t n_threads;
     int32_t n_ctx;
@@ -50,7 +57,12 @@ static const char usage_common[] =
 static void usage_run(void) {
     fputs("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
           "  --prompt-ids IDS     ids fed as given (no template, no BOS), separated by commas or spaces\n"
-          "  -n N                 tokens to generate (default 128; a full context stops it earlier)\n",
+          "  -n N                 tokens to generate (default 128; a full context stops it earlier)\n"
+          "  --lookup             speculative decoding, drafts from prompt lookup (n-gram matches in\n"
+          "                       the context): the same tokens (--temp 0) or the same distribution\n"
+          "                       as without it, often fewer passes over the weights\n"
+          "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
+          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n",
           stdout);
     fputs(usage_common, stdout);
     puts("  --no-chat            feed the prompt raw (no chat template)\n"
@@ -136,6 +148,14 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             if (!VALUE()) return 1;
             o->prompt_cache = v;
             o->prompt_cache_ro = !strcmp(a, "--prompt-cache-ro");
+        } else if (!is_chat && !strcmp(a, "--lookup")) {
+            o->lookup = true;
+        } else if (!is_chat && !strcmp(a, "--draft-model")) {
+            if (!VALUE()) return 1;
+            o->draft_model = v;
+        } else if (!is_chat && !strcmp(a, "--draft-max")) {
+            if (!VALUE() || !cli_parse_i64(a, v, 1, 64, &iv)) return 1;
+            o->draft_max = (int32_t)iv;
         } else if (!is_chat && !strcmp(a, "--ids")) {
             o->ids_only = true;
         } else if (!is_chat && !strcmp(a, "--no-chat")) {
@@ -158,6 +178,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
     if (!o->model) return cli_fail("-m MODEL is required");
     if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
+    if (o->lookup && o->draft_model) return cli_fail("run: --lookup and --draft-model exclude each other");
+    if (o->draft_max && !o->lookup && !o->draft_model) return cli_fail("run: --draft-max needs --lookup or --draft-model");
+    if ((o->lookup || o->draft_model) && o->logprobs)
+        return cli_fail("run: --logprobs cannot be combined with --lookup or --draft-model");
     if (o->prompt_ids) {
         /* the syntax now, before anything loads; the vocabulary range once the model is loaded */
         int32_t *ids;
@@ -275,6 +299,7 @@ typedef struct gen_ctx {
     const gen_opts *o;
     bool interrupted; /* out: stopped by SIGINT (the session holds what was computed before) */
     bool ctx_full;    /* out: stopped because the context was full */
+    slm_spec *spec;   /* greedy speculation instead of sampling, or NULL */
 } gen_ctx;
 
 /* Brings the session to prompt[0, n) reusing the longest common prefix of its history (prefix
@@ -298,6 +323,8 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
         return cli_fail("model has no tokenizer to print text with: use --ids");
     int32_t n_vocab = slm_model_n_vocab(g->m);
     int rc = 0;
+    int32_t spec_ids[65];
+    size_t spec_n = 0, spec_at = 0; /* spec_ids[spec_at, spec_n) are emitted by a step, not yet streamed */
     for (int32_t i = 0; i < g->o->n_predict; i++) {
         if (interrupted) {
             g->interrupted = true;
@@ -306,7 +333,25 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
         size_t n_hist;
         const int32_t *hist = slm_session_history(g->s, &n_hist);
         int32_t id;
-        if ((st = slm_sampler_sample(g->smp, logits, n_vocab, hist, n_hist, &id)) != SLM_OK) {
+        if (g->spec && spec_at == spec_n) {
+            if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) {
+                g->ctx_full = true;
+                break;
+            }
+            size_t want = (size_t)(g->o->n_predict - i);
+            if ((st = slm_spec_step(g->spec, want < 65 ? want : 65, spec_ids, &spec_n)) == SLM_ERR_ABORTED) {
+                g->interrupted = true;
+                break;
+            }
+            if (st != SLM_OK) {
+                rc = cli_fail("speculative decoding failed: %s (%s)", slm_spec_errmsg(g->spec), slm_status_name(st));
+                break;
+            }
+            spec_at = 0;
+        }
+        if (g->spec) {
+            id = spec_ids[spec_at++];
+        } else if ((st = slm_sampler_sample(g->smp, logits, n_vocab, hist, n_hist, &id)) != SLM_OK) {
             rc = cli_fail("sampling failed (%s)", slm_status_name(st));
             break;
         }
@@ -324,7 +369,7 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
                 fflush(stdout);
             }
         }
-        if (i + 1 == g->o->n_predict) break;
+        if (i + 1 == g->o->n_predict || g->spec) continue; /* a speculation step already fed its tokens */
         if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) {
             g->ctx_full = true;
             break;
@@ -377,6 +422,41 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     return 0;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The speculation driver of --lookup / --draft-model (the draft model and its session into *dm,
+ * *ds). Returns 0 or an exit code. */
+static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_model **dm, slm_session **ds,
+                     slm_spec **sp) {
+    char err[512];
+    slm_status st;
+    if (o->draft_model) {
+        slm_model_params mp = slm_model_params_default();
+        mp.n_threads = o->n_threads;
+        if ((st = slm_model_load(o->draft_model, &mp, dm, err, sizeof err)) != SLM_OK)
+            return cli_fail("draft model: %s (%s)", err, slm_status_name(st));
+        slm_session_params p = slm_session_params_default();
+        p.n_ctx = slm_session_n_ctx(s);
+        p.kv_dtype = o->kv_dtype;
+        p.n_threads = o->n_threads;
+        p.abort_fn = abort_on_interrupt;
+        cli_apply_env(&p, NULL);
+        if ((st = slm_session_create(*dm, &p, ds, err, sizeof err)) != SLM_OK)
+            return cli_fail("draft model: %s (%s)", err, slm_status_name(st));
+    }
+    slm_spec_params p = slm_spec_params_default();
+    if (o->draft_max) p.draft_max = o->draft_max;
+    p.draft = *ds;
+    p.sampler = o->sp.temperature > 0.0f || o->sp.repeat_penalty != 1.0f ? smp : NULL;
+    if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
+        return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     gen_opts o;
     int rc = parse_opts(argc, argv, &o, false);
@@ -385,7 +465,11 @@ int cmd_run(int argc, char **argv) {
     slm_session *s = NULL;
     slm_sampler *smp = NULL;
     ids_buf prompt = {0}, generated = {0};
+    slm_model *dm = NULL;
+    slm_session *ds = NULL;
+    slm_spec *spec = NULL;
     if ((rc = open_all(&o, &m, &s, &smp))) goto done;
+    if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
     else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
     if (rc) goto done;
@@ -412,8 +496,20 @@ int cmd_run(int argc, char **argv) {
                     slm_session_errmsg(s), slm_status_name(st));
         fprintf(stderr, "statelm: prompt cache: %zu of %zu prompt tokens reused\n", reused, prompt.n);
     }
-    gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o};
+    gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o, .spec = spec};
+    double t0 = now_s();
     rc = generate(&g, prompt.v, prompt.n, &generated);
+    if (spec) {
+        slm_spec_stats ss;
+        slm_spec_get_stats(spec, &ss);
+        fflush(stdout);
+        fprintf(stderr, "statelm: speculation (%s, draft-max %d): %zu tokens in %llu passes, %llu drafted, %llu accepted "
+                "(acceptance %.1f%%), %.2f s\n",
+                o.lookup ? "lookup" : "draft model", o.draft_max ? o.draft_max : slm_spec_params_default().draft_max,
+                generated.n, (unsigned long long)ss.n_steps, (unsigned long long)ss.n_drafted,
+                (unsigned long long)ss.n_accepted, ss.n_drafted ? 100.0 * (double)ss.n_accepted / (double)ss.n_drafted : 0.0,
+                now_s() - t0);
+    }
     if (!rc && o.ids_only) {
         for (size_t i = 0; i < generated.n; i++) printf("%s%d", i ? " " : "", generated.v[i]);
         printf("\n");
@@ -423,6 +519,9 @@ int cmd_run(int argc, char **argv) {
 done:
     free(prompt.v);
     free(generated.v);
+    slm_spec_destroy(spec);
+    slm_session_destroy(ds);
+    slm_model_destroy(dm);
     slm_sampler_destroy(smp);
     slm_session_destroy(s);
     slm_model_destroy(m);
@@ -582,7 +681,7 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         ids_buf reply = {0};
-        gen_ctx g = {m, s, smp, &o, false, false};
+        gen_ctx g = {m, s, smp, &o, false, false, NULL};
         rc = generate(&g, ids, n_ids, &reply);
         free(ids);
         printf("\n");

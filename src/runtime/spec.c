@@ -1,0 +1,421 @@
+/* spec.c — speculative decoding: verify (k proposed tokens in one pass, logits of every one),
+ * accept (keep the first n of them, exactly as if only those had been decoded one by one), the
+ * prompt-lookup drafter and the greedy speculation driver (slm_spec) over a drafter or a draft
+ * model session.
+ *
+ * Exactness rests on batch invariance (runtime/state.c): the verify function computes each column
+ * as a decode of that token would, so row i of a verify equals the logits of decoding tokens[i].
+ * KV rows beyond the kept position are scratch (session.h inv. 1). On hybrids, a verify of one
+ * Program call is accepted in part without the weights: the conv states are the last columns of
+ * (state before, the call's conv inputs) and the DeltaNet states come from re-running only the
+ * recurrence over the kept columns of its inputs (sess_rebuild_states; the verify function's memory
+ * plan keeps those inputs); KV rings lost no row of the window (a call writes at most R - W rows).
+ * A verify split into several calls restores the checkpointed states saved before it and replays
+ * the kept tokens. */
+#include <string.h>
+
+#include "runtime/session.h"
+
+/* Grows the verify buffers for k rows (plus the row of the logits before the verify). */
+static slm_status verify_reserve(slm_session *s, int32_t k) {
+    if (s->has_recurrent && !s->verify_state && !(s->verify_state = al_malloc(&s->alloc, s->ckpt_bytes)))
+        return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for the verify record");
+    if (k + 1 <= s->verify_cap) return SLM_OK;
+    float *rows = al_malloc(&s->alloc, (size_t)(k + 1) * (size_t)s->n_vocab * sizeof(float));
+    if (!rows) return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for %d rows of logits", k);
+    al_free(&s->alloc, s->verify_logits);
+    s->verify_logits = rows;
+    s->verify_cap = k + 1;
+    return SLM_OK;
+}
+
+/* Puts s back where it stood before the verify of k tokens at p0. */
+static void verify_undo(slm_session *s, int32_t p0, int32_t k, bool had_logits) {
+    if (s->has_recurrent) sess_states_load(s, s->verify_state);
+    s->pos = p0;
+    memcpy(s->logits, s->verify_logits + (size_t)k * (size_t)s->n_vocab, (size_t)s->n_vocab * sizeof(float));
+    s->logits_valid = had_logits;
+}
+
+SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, size_t k, const float **logits) {
+    if (logits) *logits = NULL;
+    if (!s) return SLM_ERR_INVALID_ARG;
+    err_clear(&s->err);
+    if (!tokens && k) return err_set(&s->err, SLM_ERR_INVALID_ARG, "tokens is NULL");
+    slm_status st = sess_check_tokens(s, tokens, k);
+    if (st) return st;
+    if (s->fn_verify < 0) return err_set(&s->err, SLM_ERR_UNSUPPORTED, "the program has no verify function");
+    int32_t n = (int32_t)k, p0 = s->pos, max_call = s->prog->max_call_tokens;
+    bool had_logits = s->logits_valid;
+    if ((st = verify_reserve(s, n))) return st;
+    size_t v = (size_t)s->n_vocab;
+    memcpy(s->verify_logits + (size_t)n * v, s->logits, v * sizeof(float));
+    if (s->has_recurrent) sess_states_save(s, s->verify_state);
+    for (int32_t done = 0; done < n;) {
+        int32_t len = n - done;
+        if (max_call > 0 && len > max_call) len = max_call;
+        int32_t fn = len == 1 ? s->fn_decode : s->fn_verify;
+        if ((st = sess_run(s, fn, tokens + done, len))) {
+            if (done) verify_undo(s, p0, n, had_logits);
+            return st;
+        }
+        memcpy(s->verify_logits + (size_t)done * v, sess_call_logits(s, fn), (size_t)len * v * sizeof(float));
+        done += len;
+    }
+    s->verify_k = n;
+    s->verify_pos = p0;
+    s->verify_fn = max_call > 0 && n > max_call ? -1 : n == 1 ? s->fn_decode : s->fn_verify;
+    s->verify_had_logits = had_logits;
+    if (logits) *logits = s->verify_logits;
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits) {
+    if (logits) *logits = NULL;
+    if (!s) return SLM_ERR_INVALID_ARG;
+    err_clear(&s->err);
+    int32_t k = s->verify_k, p0 = s->verify_pos;
+    if (k == 0)
+        return err_set(&s->err, SLM_ERR_STATE, "nothing to accept: the last call on the session was not a verify");
+    if (n_keep > (size_t)k)
+        return err_set(&s->err, SLM_ERR_RANGE, "cannot keep %zu tokens of a verify of %d", n_keep, k);
+    int32_t keep = (int32_t)n_keep;
+    size_t v = (size_t)s->n_vocab;
+    slm_status st = SLM_OK;
+    /* hybrids: rebuild the states from the verify's own inputs when it was one call (then KV rings
+     * lost no row of the window: a call writes at most R - W rows), else replay the kept tokens */
+    bool rebuilt = false;
+    if (keep > 0 && keep < k && s->has_recurrent && s->verify_fn == s->fn_verify) {
+        st = sess_rebuild_states(s, s->fn_verify, s->verify_state, p0, keep);
+        if (st && st != SLM_ERR_UNSUPPORTED) return st;
+        rebuilt = st == SLM_OK;
+        st = SLM_OK;
+        err_clear(&s->err);
+    }
+    if (rebuilt) {
+        s->pos = p0 + keep;
+        memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+    } else if (keep < k && s->has_recurrent) {
+        if ((st = sess_undo_begin(s, p0))) return st;
+        sess_states_load(s, s->verify_state);
+        s->pos = p0;
+        if (keep > 0 && (st = sess_feed(s, s->history + p0, keep, false))) {
+            sess_undo_restore(s);
+            sess_ckpt_drop_after(s, p0);
+            memcpy(s->logits, s->verify_logits + (size_t)(k - 1) * v, v * sizeof(float));
+            s->logits_valid = true;
+            s->verify_k = k; /* the replay cleared it: the verify still stands */
+            return st;
+        }
+    } else if (keep < k) {
+        s->pos = p0 + keep;
+        if (keep > 0) memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+    }
+    if (keep == 0) {
+        memcpy(s->logits, s->verify_logits + (size_t)k * v, v * sizeof(float));
+        s->logits_valid = s->verify_had_logits;
+    } else {
+        s->logits_valid = true;
+    }
+    s->verify_k = 0;
+    int32_t every = s->ckpt_interval;
+    if (s->has_recurrent && every > 0 && p0 / every != s->pos / every) sess_ckpt_take(s);
+    if (logits && s->logits_valid) *logits = s->logits;
+    return SLM_OK;
+}
+
+/* ---- drafters and the greedy driver --------------------------------------------------------- */
+
+SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_t *draft, size_t n_max) {
+    if (!history || !draft || n_max == 0) return 0;
+    for (size_t g = n_history > 3 ? 3 : n_history; g >= 1; g--) {
+        const int32_t *tail = history + n_history - g;
+        for (size_t i = n_history - g; i-- > 0;) { /* most recent earlier occurrence first */
+            if (memcmp(history + i, tail, g * sizeof *tail) != 0) continue;
+            size_t n = n_history - (i + g);
+            if (n > n_max) n = n_max;
+            memcpy(draft, history + i + g, n * sizeof *draft);
+            return n;
+        }
+    }
+    return 0;
+}
+
+struct slm_spec {
+    slm_allocator alloc;
+    slm_session *target;
+    slm_session *draft;       /* NULL = draft_fn */
+    slm_draft_fn draft_fn;
+    void *draft_user_data;
+    bool fixed;
+    int32_t draft_max;
+    int32_t draft_len;        /* current K in [1, draft_max] */
+    int32_t skip;             /* steps left without drafting (after fully rejected single drafts) */
+    int32_t backoff;          /* next skip */
+    int32_t *hist;            /* (target n_ctx + 66): the target's history, the next token, the draft */
+    slm_sampler *sampler;     /* speculative sampling, NULL = greedy */
+    int32_t pending;          /* sampling: the replacement of the last rejected draft, or -1 */
+    int32_t pending_pos;      /* the target position pending belongs at */
+    float *probs;             /* (n_vocab) p of one position */
+    float *q;                 /* (draft_max, n_vocab) the draft model's q of each draft token */
+    int32_t *feed;            /* (draft_max + 1): the greedy token, then the draft */
+    slm_spec_stats stats;
+    slm_err err;
+};
+
+SLM_API slm_spec_params slm_spec_params_default(void) {
+    slm_spec_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.draft_max = 8;
+    return p;
+}
+
+/* First id of the largest logit (plain greedy decoding's choice). */
+static int32_t argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+static slm_status same_tokenizer(const slm_session *t, const slm_session *d, slm_err *e) {
+    if (t->n_vocab != d->n_vocab || t->n_token_ids != d->n_token_ids)
+        return err_set(e, SLM_ERR_INVALID_ARG,
+                       "the draft model has %d tokens (%d logits), the target %d (%d logits): a draft model needs the "
+                       "target's tokenizer",
+                       d->n_token_ids, d->n_vocab, t->n_token_ids, t->n_vocab);
+    const slm_tokenizer *a = t->model ? slm_model_tokenizer(t->model) : NULL;
+    const slm_tokenizer *b = d->model ? slm_model_tokenizer(d->model) : NULL;
+    if (!a != !b) return err_set(e, SLM_ERR_INVALID_ARG, "only one of the target and the draft model has a tokenizer");
+    if (!a) return SLM_OK;
+    int32_t n = slm_tokenizer_n_vocab(a);
+    if (n != slm_tokenizer_n_vocab(b))
+        return err_set(e, SLM_ERR_INVALID_ARG, "the draft model's tokenizer has %d tokens, the target's %d",
+                       slm_tokenizer_n_vocab(b), n);
+    for (int32_t i = 0; i < n; i++) {
+        const char *x = slm_tokenizer_token_text(a, i), *y = slm_tokenizer_token_text(b, i);
+        if (strcmp(x ? x : "", y ? y : "") != 0)
+            return err_set(e, SLM_ERR_INVALID_ARG, "the draft model's tokenizer differs from the target's at token %d", i);
+    }
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *params, slm_spec **out, char *err,
+                                   size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (out) *out = NULL;
+    slm_spec_params p = slm_spec_params_default();
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_status st = SLM_OK;
+    slm_spec *sp = NULL;
+    if (!target || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_spec_create: target and out are required");
+    else if (p.draft_max < 1 || p.draft_max > 64)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "draft_max %d is out of range [1, 64]", p.draft_max);
+    else if (p.draft == target) st = err_set(&e, SLM_ERR_INVALID_ARG, "the draft session is the target session");
+    else if (target->fn_verify < 0) st = err_set(&e, SLM_ERR_UNSUPPORTED, "the target's program has no verify function");
+    else if (p.draft) st = same_tokenizer(target, p.draft, &e);
+    if (st == SLM_OK) {
+        sp = al_calloc(&target->alloc, 1, sizeof *sp);
+        if (sp) {
+            sp->alloc = target->alloc;
+            sp->hist = al_calloc(&sp->alloc, (size_t)target->n_ctx + 66, sizeof(int32_t));
+            sp->feed = al_calloc(&sp->alloc, (size_t)p.draft_max + 1, sizeof(int32_t));
+            sp->probs = al_calloc(&sp->alloc, (size_t)target->n_vocab, sizeof(float));
+            sp->q = al_calloc(&sp->alloc, (size_t)p.draft_max * (size_t)target->n_vocab, sizeof(float));
+        }
+        if (!sp || !sp->hist || !sp->feed || !sp->probs || !sp->q) {
+            slm_spec_destroy(sp);
+            sp = NULL;
+            st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (st == SLM_OK) {
+        sp->target = target;
+        sp->draft = p.draft;
+        sp->draft_fn = p.draft_fn;
+        sp->draft_user_data = p.draft_user_data;
+        sp->fixed = p.fixed;
+        sp->draft_max = sp->draft_len = p.draft_max;
+        sp->backoff = 1;
+        sp->sampler = p.sampler;
+        sp->pending = -1;
+        if (sp->draft) slm_session_reset(sp->draft);
+        *out = sp;
+    }
+    err_copy_out(&e, err, err_cap);
+    return st;
+}
+
+SLM_API void slm_spec_destroy(slm_spec *sp) {
+    if (!sp) return;
+    slm_allocator a = sp->alloc;
+    al_free(&a, sp->hist);
+    al_free(&a, sp->feed);
+    al_free(&a, sp->probs);
+    al_free(&a, sp->q);
+    al_free(&a, sp);
+}
+
+SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats) {
+    if (!stats) return;
+    memset(stats, 0, sizeof *stats);
+    if (!sp) return;
+    *stats = sp->stats;
+    stats->draft_len = sp->draft_len;
+}
+
+SLM_API const char *slm_spec_errmsg(const slm_spec *sp) { return sp ? sp->err.msg : SLM_NULL_HANDLE_MSG; }
+
+/* Greedy drafts of the draft model after hist[0, n_hist) into draft[0, n_max): the draft session
+ * first follows hist (prefix reuse: rolls back past rejected drafts, feeds what it lacks), with a
+ * checkpoint there so the next rollback replays only accepted drafts. */
+static slm_status draft_model(slm_spec *sp, size_t n_hist, int32_t *draft, size_t n_max, size_t *n_draft) {
+    slm_session *d = sp->draft;
+    *n_draft = 0;
+    if (n_hist >= (size_t)d->n_ctx) return SLM_OK; /* the draft model's context is full: no drafts */
+    if (n_max > (size_t)d->n_ctx - n_hist) n_max = (size_t)d->n_ctx - n_hist;
+    const float *l = NULL;
+    slm_status st = slm_session_sync(d, sp->hist, n_hist, &l, NULL);
+    if (st) return err_set(&sp->err, st, "draft model: %s", slm_session_errmsg(d));
+    sess_ckpt_take(d);
+    for (size_t i = 0; i < n_max; i++) {
+        if (sp->sampler) { /* x ~ q, q kept for the acceptance rule */
+            float *q = sp->q + i * (size_t)d->n_vocab;
+            sp->hist[n_hist + i] = 0;
+            if ((st = slm_sampler_probs(sp->sampler, l, d->n_vocab, sp->hist, n_hist + i, q)) ||
+                (st = slm_sampler_draw(sp->sampler, q, d->n_vocab, &draft[i])))
+                return err_set(&sp->err, st, "draft model: sampling failed");
+            sp->hist[n_hist + i] = draft[i];
+        } else {
+            draft[i] = argmax(l, d->n_vocab);
+        }
+        *n_draft = i + 1;
+        if (i + 1 < n_max && (st = slm_session_decode(d, draft[i], &l)))
+            return err_set(&sp->err, st, "draft model: %s", slm_session_errmsg(d));
+    }
+    return SLM_OK;
+}
+
+/* Draft length after a step that drafted n_draft tokens and had n_ok accepted: longer while all
+ * are accepted, halved when fewer than half are; a rejected single draft pauses drafting for a
+ * number of steps that doubles with each such pause (up to 32), so a drafter that is always wrong
+ * costs next to nothing. */
+static void adapt(slm_spec *sp, size_t n_draft, size_t n_ok) {
+    if (sp->fixed || n_draft == 0) return;
+    if (n_ok == n_draft) {
+        if (sp->draft_len < sp->draft_max) sp->draft_len++;
+    } else if (2 * n_ok < n_draft) {
+        if (sp->draft_len == 1 && n_ok == 0) {
+            sp->skip = sp->backoff;
+            if (sp->backoff < 32) sp->backoff *= 2;
+        }
+        sp->draft_len = sp->draft_len > 1 ? sp->draft_len / 2 : 1;
+    }
+    if (n_ok > 0) sp->backoff = 1;
+}
+
+/* The speculative sampling rule over the verify's rows: draft token x = feed[1 + i] is kept with
+ * probability min(1, p(x)/q(x)) (q: the draft model's distribution, or a point mass on x); the
+ * first rejected one is replaced by a draw from norm(max(0, p - q)) (p itself if that is 0). */
+static slm_status accept_sampled(slm_spec *sp, const float *rows, size_t n_hist, size_t n_draft, size_t *n_ok,
+                                 int32_t *replacement) {
+    int32_t v = sp->target->n_vocab;
+    slm_status st;
+    for (size_t i = 0; i < n_draft; i++) sp->hist[n_hist + i] = sp->feed[1 + i];
+    for (size_t i = 0; i < n_draft; i++) {
+        int32_t x = sp->feed[1 + i];
+        const float *q = sp->draft ? sp->q + i * (size_t)v : NULL;
+        if ((st = slm_sampler_probs(sp->sampler, rows + i * (size_t)v, v, sp->hist, n_hist + i, sp->probs)))
+            return err_set(&sp->err, st, "sampling failed");
+        double qx = q ? (double)q[x] : 1.0;
+        if (slm_sampler_uniform(sp->sampler) * qx < (double)sp->probs[x]) {
+            (*n_ok)++;
+            continue;
+        }
+        double left = 0.0;
+        for (int32_t j = 0; j < v; j++) {
+            float qj = q ? q[j] : j == x ? 1.0f : 0.0f;
+            float r = sp->probs[j] - qj;
+            left += r > 0 ? r : 0;
+        }
+        if (left > 0.0)
+            for (int32_t j = 0; j < v; j++) {
+                float qj = q ? q[j] : j == x ? 1.0f : 0.0f, r = sp->probs[j] - qj;
+                sp->probs[j] = r > 0 ? r : 0.0f;
+            }
+        if ((st = slm_sampler_draw(sp->sampler, sp->probs, v, replacement)))
+            return err_set(&sp->err, st, "sampling failed");
+        break;
+    }
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!sp) return SLM_ERR_INVALID_ARG;
+    err_clear(&sp->err);
+    slm_session *t = sp->target;
+    if (!tokens || !n_tokens || n_max == 0)
+        return err_set(&sp->err, SLM_ERR_INVALID_ARG, "slm_spec_step: tokens, n_tokens and n_max > 0 are required");
+    if (!t->logits_valid)
+        return err_set(&sp->err, SLM_ERR_STATE, "the target session has no logits (prefill or decode first)");
+    if (t->pos >= t->n_ctx)
+        return err_set(&sp->err, SLM_ERR_CONTEXT_FULL, "the target's %d-token context is full", t->n_ctx);
+    int32_t v = t->n_vocab;
+    size_t room = (size_t)(t->n_ctx - t->pos), k_max = (size_t)sp->draft_len;
+    if (sp->skip > 0) {
+        sp->skip--;
+        k_max = 0;
+    }
+    if (k_max > n_max - 1) k_max = n_max - 1;
+    if (k_max > room - 1) k_max = room - 1;
+    slm_status st = SLM_OK;
+    memcpy(sp->hist, t->history, (size_t)t->pos * sizeof(int32_t));
+    if (!sp->sampler) {
+        sp->feed[0] = argmax(t->logits, v);
+    } else if (sp->pending >= 0 && sp->pending_pos == t->pos) {
+        sp->feed[0] = sp->pending;
+    } else if ((st = slm_sampler_probs(sp->sampler, t->logits, v, sp->hist, (size_t)t->pos, sp->probs)) ||
+               (st = slm_sampler_draw(sp->sampler, sp->probs, v, &sp->feed[0]))) {
+        return err_set(&sp->err, st, "sampling failed");
+    }
+    sp->pending = -1;
+    size_t n_hist = (size_t)t->pos + 1, n_draft = 0;
+    sp->hist[t->pos] = sp->feed[0];
+    if (k_max > 0 && sp->draft) {
+        if ((st = draft_model(sp, n_hist, sp->feed + 1, k_max, &n_draft))) return st;
+    } else if (k_max > 0) {
+        n_draft = sp->draft_fn ? sp->draft_fn(sp->draft_user_data, sp->hist, n_hist, sp->feed + 1, k_max)
+                               : slm_draft_lookup(sp->hist, n_hist, sp->feed + 1, k_max);
+        if (n_draft > k_max) n_draft = k_max;
+    }
+    for (size_t i = 0; i < n_draft; i++) /* a drafter's ids are data: the draft ends at a bad one */
+        if (sp->feed[1 + i] < 0 || sp->feed[1 + i] >= t->n_token_ids) n_draft = i;
+    const float *rows = NULL;
+    if ((st = slm_session_verify(t, sp->feed, 1 + n_draft, &rows)))
+        return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
+    size_t n_ok = 0;
+    int32_t replacement = -1;
+    if (!sp->sampler) {
+        while (n_ok < n_draft && sp->feed[1 + n_ok] == argmax(rows + n_ok * (size_t)v, v)) n_ok++;
+    } else if ((st = accept_sampled(sp, rows, n_hist, n_draft, &n_ok, &replacement))) {
+        (void)slm_session_accept(t, 0, NULL);
+        return st;
+    }
+    if ((st = slm_session_accept(t, 1 + n_ok, NULL))) {
+        err_set(&sp->err, st, "accept: %s", slm_session_errmsg(t));
+        (void)slm_session_accept(t, 0, NULL);
+        return st;
+    }
+    memcpy(tokens, sp->feed, (1 + n_ok) * sizeof(int32_t));
+    sp->pending = replacement;
+    sp->pending_pos = t->pos;
+    *n_tokens = 1 + n_ok;
+    sp->stats.n_steps++;
+    sp->stats.n_drafted += n_draft;
+    sp->stats.n_accepted += n_ok;
+    adapt(sp, n_draft, n_ok);
+    return SLM_OK;
+}
