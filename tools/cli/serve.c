@@ -1189,10 +1189,11 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     pthread_mutex_lock(&srv.mu);
     srv.m_requests++;
     srv.m_prompt_tokens += j->n_prompt;
-    if (srv.stopping || srv.queue_len >= srv.o.queue_max) {
+    if (srv.stopping || srv.queue_len + srv.m_busy >= srv.o.parallel + srv.o.queue_max) {
         job_unref_locked(j);
         pthread_mutex_unlock(&srv.mu);
-        return send_error(conn, 503, "the server is busy (%d requests queued): retry later", srv.o.queue_max);
+        return send_error(conn, 503, "the server is busy (%d slots, %d requests queued): retry later", srv.o.parallel,
+                          srv.o.queue_max);
     }
     snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)++srv.next_id);
     j->created = (long long)time(NULL);
@@ -1405,12 +1406,12 @@ int cmd_serve(int argc, char **argv) {
     pthread_t sched;
     bool sched_started = false;
     /* SIGINT and SIGTERM go to sigwait below: blocked before any thread starts */
-    sigset_t sigs, old;
+    sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&srv.mu, NULL);
     pthread_cond_init(&srv.wake, NULL);
     slm_model_params mp = slm_model_params_default();
@@ -1515,6 +1516,6 @@ done:
     slm_model_destroy(srv.m);
     pthread_cond_destroy(&srv.wake);
     pthread_mutex_destroy(&srv.mu);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
     return rc;
 }
