@@ -373,6 +373,43 @@ def one_slot_tests(arch, turn2, msgs):
         check(not os.listdir(state_dir), f"{arch}: state files left after exit: {os.listdir(state_dir)[:3]}")
 
 
+def slow_client_test():
+    """A client that sends its request one byte every 0.3 s is cut after --timeout seconds."""
+    s = Server(data / "tiny" / "llama" / "llama-f32.gguf", "-c", "64", "--parallel", "1", "--timeout", "2")
+    try:
+        request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100
+        t0 = time.monotonic()
+        cut = None
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+            for byte in request:
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    cut = time.monotonic() - t0
+                    break
+                time.sleep(0.3)
+                sock.setblocking(False)
+                try:
+                    if sock.recv(1024) == b"":
+                        cut = time.monotonic() - t0
+                        break
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    cut = time.monotonic() - t0
+                    break
+                finally:
+                    sock.setblocking(True)
+                if time.monotonic() - t0 > 10:
+                    break
+        check(cut is not None and cut < 6, f"a client sending one byte every 0.3 s was not cut within 6 s ({cut})")
+        st, _, _ = s.request("GET", "/health", key=None)
+        check(st == 200, f"/health after cutting a slow client -> {st}")
+    finally:
+        s.stop("slow-client server")
+
+
+slow_client_test()
 for arch in ("llama", "qwen35"):
     turn2, msgs = core_tests(arch)
     one_slot_tests(arch, turn2, msgs)

@@ -137,6 +137,17 @@ typedef struct cached_state {
     uint64_t bytes, last_used, hash;
 } cached_state;
 
+/* A TCP connection, watched against slow clients. receiving: it is reading a request (headers and
+ * body) that began at t_start; a request not received within --timeout seconds is cut by shutting
+ * the socket down, however slowly its bytes trickle in (libmicrohttpd's own timeout only counts
+ * idle time). Linked in srv.conns under srv.mu between the STARTED and CLOSED notifications. */
+typedef struct conn_watch {
+    int fd;
+    double t_start;
+    bool receiving;
+    struct conn_watch *next, *prev;
+} conn_watch;
+
 static struct {
     serve_opts o;
     slm_model *m;
@@ -155,6 +166,7 @@ static struct {
     size_t n_cache, cap_cache;
     uint64_t cache_bytes, tick, next_id;
     int32_t n_inflight; /* HTTP requests not yet completed */
+    conn_watch *conns;
     /* counters, under mu */
     uint64_t m_requests, m_errors, m_prompt_tokens, m_gen_tokens, m_reused_tokens, m_cancelled;
     int32_t m_busy;
@@ -849,7 +861,6 @@ static void *scheduler(void *arg) {
 typedef struct req {
     sbuf body;
     bool too_big;
-    job *j; /* a stream's job, released by the response's free callback */
 } req;
 
 static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *obj, bool retry_after) {
@@ -1151,8 +1162,7 @@ static cJSON *completion_json(const job *j) {
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
-    req *r = cls;
-    job *j = r->j;
+    job *j = cls;
     pthread_mutex_lock(&srv.mu);
     while (j->sse_off == j->sse.n && !j->sse_end) pthread_cond_wait(&j->cv, &srv.mu);
     size_t n = j->sse.n - j->sse_off;
@@ -1168,15 +1178,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-/* The stream's response is gone (sent, or the client went away): the job is cancelled. */
+/* The stream's response is gone (sent, or the client went away; it may outlive the request's
+ * req): the job is cancelled and this side's reference dropped. */
 static void sse_free(void *cls) {
-    req *r = cls;
+    job *j = cls;
     pthread_mutex_lock(&srv.mu);
-    if (r->j) {
-        r->j->cancelled = true;
-        job_unref_locked(r->j);
-        r->j = NULL;
-    }
+    j->cancelled = true;
+    job_unref_locked(j);
     pthread_cond_signal(&srv.wake);
     pthread_mutex_unlock(&srv.mu);
 }
@@ -1205,10 +1213,9 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     pthread_cond_signal(&srv.wake);
     if (j->stream) {
         pthread_mutex_unlock(&srv.mu);
-        r->j = j;
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, r, sse_free);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
         if (!resp) {
-            sse_free(r);
+            sse_free(j);
             return MHD_NO;
         }
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
@@ -1292,6 +1299,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *cw = ci ? ci->socket_context : NULL;
+    if (cw) {
+        pthread_mutex_lock(&srv.mu);
+        cw->receiving = false;
+        pthread_mutex_unlock(&srv.mu);
+    }
     if (r->too_big) return send_error(conn, 413, "the request body is larger than %d KiB", srv.o.max_body_kib);
     bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
     if (is_get && !strcmp(url, "/health")) return send_text(conn, "{\"status\":\"ok\"}", "application/json");
@@ -1320,8 +1334,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)conn;
     (void)toe;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *cw = ci ? ci->socket_context : NULL;
+    pthread_mutex_lock(&srv.mu);
+    if (cw) { /* the next request on this connection starts now */
+        cw->receiving = true;
+        cw->t_start = now_s();
+    }
+    pthread_mutex_unlock(&srv.mu);
     req *r = *con_cls;
     if (!r) return;
     free(r->body.v);
@@ -1329,6 +1350,45 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     pthread_mutex_lock(&srv.mu);
     srv.n_inflight--;
+    pthread_mutex_unlock(&srv.mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)cls;
+    pthread_mutex_lock(&srv.mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_watch *cw = ci ? calloc(1, sizeof *cw) : NULL;
+        if (cw) {
+            cw->fd = ci->connect_fd;
+            cw->t_start = now_s();
+            cw->receiving = true;
+            cw->next = srv.conns;
+            if (srv.conns) srv.conns->prev = cw;
+            srv.conns = cw;
+        }
+        *socket_context = cw;
+    } else if (*socket_context) {
+        conn_watch *cw = *socket_context;
+        if (cw->prev) cw->prev->next = cw->next;
+        else srv.conns = cw->next;
+        if (cw->next) cw->next->prev = cw->prev;
+        free(cw);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&srv.mu);
+}
+
+/* Cuts connections whose request has been arriving for longer than --timeout seconds. */
+static void watch_connections(void) {
+    double now = now_s();
+    pthread_mutex_lock(&srv.mu);
+    for (conn_watch *cw = srv.conns; cw; cw = cw->next)
+        if (cw->receiving && now - cw->t_start > srv.o.timeout_s) {
+            shutdown(cw->fd, SHUT_RDWR);
+            cw->t_start = INFINITY;
+        }
     pthread_mutex_unlock(&srv.mu);
 }
 
@@ -1347,7 +1407,8 @@ static void usage_serve(void) {
          "  --max-body-kib K     largest request body (default 1024)\n"
          "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
-         "  --timeout S          idle connection timeout in seconds (default 30)\n"
+         "  --timeout S          a request must arrive within S seconds, and a connection idle that\n"
+         "                       long is closed (default 30)\n"
          "SIGINT or SIGTERM stops it: streams in flight end with a final chunk.");
 }
 
@@ -1466,7 +1527,7 @@ int cmd_serve(int argc, char **argv) {
                          on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
                          (unsigned int)(srv.o.parallel * MAX_N + srv.o.queue_max + 16), MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, NULL, MHD_OPTION_END);
+                         on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
     if (!d) {
         cli_fail("cannot listen on %s:%d: %s", srv.o.host, srv.o.port, strerror(errno));
         goto done;
@@ -1484,7 +1545,8 @@ int cmd_serve(int argc, char **argv) {
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
-    sigwait(&stop, &sig);
+    const struct timespec tick = {0, 250 * 1000 * 1000};
+    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections();
     fprintf(stderr, "statelm serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
