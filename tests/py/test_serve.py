@@ -10,7 +10,8 @@ ports, with the official `openai` client and with curl:
   limit, max_tokens beyond the cap), 401, 404, 413, 503 with Retry-After;
 - a client that disconnects mid-stream frees its slot; 16 concurrent requests get the answers
   they get alone; the second turn of a conversation reports cached_tokens; states evicted from
-  the snapshot cache spill to --state-dir (hash names) and are reused from there;
+  the snapshot cache spill to --state-dir (hash names) and are reused from there, also by the
+  next server of the same model and context (not by one of another context);
 - SIGTERM: a stream in flight gets a final chunk and [DONE], the server exits with status 0
   (and, in sanitizer builds, without a report).
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
@@ -370,7 +371,24 @@ def one_slot_tests(arch, turn2, msgs):
                   f"{arch}: stream at SIGTERM ended without a final chunk and [DONE]: {rest[-300:]!r}")
         finally:
             s.stop(f"{arch} one-slot server")
-        check(not os.listdir(state_dir), f"{arch}: state files left after exit: {os.listdir(state_dir)[:3]}")
+        # the state files outlive the server: the next one of the same model and context reuses them
+        s = Server(model, "-c", "2048", "--parallel", "1", "--api-key", KEY, "--state-dir", state_dir)
+        try:
+            again = s.client().completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            check(again.choices[0].text == first_answer.choices[0].text and
+                  again.usage.prompt_tokens_details.cached_tokens >= len(base) - 1,
+                  f"{arch}: after a restart: {again.choices[0].text!r} vs {first_answer.choices[0].text!r}, cached "
+                  f"{again.usage.prompt_tokens_details.cached_tokens}")
+        finally:
+            s.stop(f"{arch} restarted server")
+        # a server of another context size does not take them
+        s = Server(model, "-c", "1024", "--parallel", "1", "--api-key", KEY, "--state-dir", state_dir)
+        try:
+            again = s.client().completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            check(again.usage.prompt_tokens_details.cached_tokens == 0,
+                  f"{arch}: a -c 1024 server reused a -c 2048 state file")
+        finally:
+            s.stop(f"{arch} -c 1024 server")
 
 
 def slow_client_test():

@@ -16,6 +16,7 @@
  * samplers and the cache are touched by the scheduler thread only. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -164,7 +165,7 @@ static struct {
     int32_t n_forks_cap;
     cached_state *cache; /* snapshots in memory then state files */
     size_t n_cache, cap_cache;
-    uint64_t cache_bytes, tick, next_id;
+    uint64_t cache_bytes, tick, next_id, hash_seed;
     int32_t n_inflight; /* HTTP requests not yet completed */
     conn_watch *conns;
     /* counters, under mu */
@@ -180,8 +181,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* FNV-1a of the token ids, seeded with the model's fingerprint and the context size (srv.hash_seed):
+ * the name of a state file, so servers of other models or contexts never share one. */
 static uint64_t hash_ids(const int32_t *v, size_t n) {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = srv.hash_seed;
     for (size_t i = 0; i < n; i++)
         for (int b = 0; b < 4; b++) {
             h ^= (uint8_t)((uint32_t)v[i] >> (8 * b));
@@ -408,12 +411,13 @@ static void state_path(uint64_t hash, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%016llx.slmstate", srv.o.state_dir, (unsigned long long)hash);
 }
 
-static void cache_remove(size_t i) {
+/* Drops entry i; its state file too unless keep_file (files outlive the server). */
+static void cache_remove(size_t i, bool keep_file) {
     cached_state *c = &srv.cache[i];
     if (c->snap) {
         slm_snapshot_destroy(c->snap);
         srv.cache_bytes -= c->bytes;
-    } else {
+    } else if (!keep_file) {
         char path[4096];
         state_path(c->hash, path, sizeof path);
         unlink(path);
@@ -426,11 +430,20 @@ static void cache_remove(size_t i) {
  * when it cannot be written, drops the entry. */
 static void cache_spill(size_t i) {
     cached_state *c = &srv.cache[i];
-    size_t n_files = 0;
-    for (size_t k = 0; k < srv.n_cache; k++) n_files += srv.cache[k].snap == NULL;
-    if (!srv.o.state_dir || n_files >= MAX_STATE_FILES) {
-        cache_remove(i);
+    if (!srv.o.state_dir) {
+        cache_remove(i, false);
         return;
+    }
+    size_t n_files = 0, lru = SIZE_MAX;
+    for (size_t k = 0; k < srv.n_cache; k++)
+        if (!srv.cache[k].snap) {
+            n_files++;
+            if (lru == SIZE_MAX || srv.cache[k].last_used < srv.cache[lru].last_used) lru = k;
+        }
+    if (n_files >= MAX_STATE_FILES) {
+        cache_remove(lru, false); /* moves the last entry into lru */
+        if (i == srv.n_cache) i = lru;
+        c = &srv.cache[i];
     }
     slm_session *tmp = NULL;
     char path[4096];
@@ -439,7 +452,7 @@ static void cache_spill(size_t i) {
     sp.n_threads = 1;
     if (slm_session_fork(c->snap, &sp, &tmp, NULL, 0) != SLM_OK || slm_session_save(tmp, path) != SLM_OK) {
         slm_session_destroy(tmp);
-        cache_remove(i);
+        cache_remove(i, false);
         return;
     }
     slm_session_destroy(tmp);
@@ -488,6 +501,45 @@ static void cache_keep(slm_session *s) {
         if (lru == SIZE_MAX) break;
         cache_spill(lru);
     }
+}
+
+/* Indexes the state files an earlier server left in --state-dir (names as state_path writes them,
+ * loadable into a session of this model and context, history hashing to the name), least recently
+ * used first; s is reset afterwards. Other files are left alone. */
+static void index_state_dir(slm_session *s) {
+    DIR *dir = srv.o.state_dir ? opendir(srv.o.state_dir) : NULL;
+    if (!dir) return;
+    struct dirent *e;
+    size_t n_files = 0;
+    while ((e = readdir(dir)) != NULL && n_files < MAX_STATE_FILES) {
+        unsigned long long h;
+        char tail[16];
+        if (strlen(e->d_name) != 25 || sscanf(e->d_name, "%16llx%15s", &h, tail) != 2 || strcmp(tail, ".slmstate") != 0)
+            continue;
+        char path[4096];
+        state_path(h, path, sizeof path);
+        size_t n_hist;
+        const int32_t *hist;
+        if (slm_session_load(s, path) != SLM_OK || !(hist = slm_session_history(s, &n_hist)) ||
+            hash_ids(hist, n_hist) != h)
+            continue;
+        if (srv.n_cache == srv.cap_cache) {
+            size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
+            cached_state *v = realloc(srv.cache, cap * sizeof *v);
+            if (!v) break;
+            srv.cache = v;
+            srv.cap_cache = cap;
+        }
+        cached_state c = {0};
+        if (!(c.hist = malloc(n_hist * sizeof *c.hist))) break;
+        memcpy(c.hist, hist, n_hist * sizeof *c.hist);
+        c.n_hist = n_hist;
+        c.hash = h;
+        srv.cache[srv.n_cache++] = c;
+        n_files++;
+    }
+    closedir(dir);
+    slm_session_reset(s);
 }
 
 /* ---- scheduler -------------------------------------------------------------------------------- */
@@ -570,7 +622,7 @@ static stream *admit(job *j) {
                 } else {
                     char path[4096];
                     state_path(c->hash, path, sizeof path);
-                    if (slm_session_load(best->s, path) != SLM_OK) cache_remove(i);
+                    if (slm_session_load(best->s, path) != SLM_OK) cache_remove(i, false);
                 }
                 break;
             }
@@ -1403,7 +1455,8 @@ static void usage_serve(void) {
          "  -t N                 threads per session\n"
          "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
          "  --cache-mib MiB      memory for idle snapshots reused by prefix (default 256; 0 = none)\n"
-         "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist)\n"
+         "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist); they outlive the\n"
+         "                       server and are reused by the next one of the same model and context\n"
          "  --max-body-kib K     largest request body (default 1024)\n"
          "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
@@ -1510,6 +1563,11 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     srv.n_ctx = slm_session_n_ctx(srv.slots[0].s);
+    uint8_t fp[16];
+    slm_model_fingerprint(srv.m, fp);
+    srv.hash_seed = 1469598103934665603ull ^ (uint64_t)srv.n_ctx;
+    for (int k = 0; k < 16; k++) srv.hash_seed = (srv.hash_seed ^ fp[k]) * 1099511628211ull;
+    index_state_dir(srv.slots[0].s);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
@@ -1570,7 +1628,7 @@ done:
         }
         MHD_stop_daemon(d);
     }
-    while (srv.n_cache) cache_remove(srv.n_cache - 1);
+    while (srv.n_cache) cache_remove(srv.n_cache - 1, true);
     free(srv.cache);
     for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) slm_session_destroy(srv.slots[i].s);
     free(srv.slots);
