@@ -599,7 +599,7 @@ static stream *admit(job *j) {
     }
     if (!best) return NULL;
     size_t n_hist;
-    const int32_t *hist = slm_session_history(best->s, &n_hist);
+    slm_session_history(best->s, &n_hist);
     size_t best_cache = SIZE_MAX, cache_lcp = best_lcp;
     for (size_t i = 0; i < srv.n_cache; i++) {
         size_t lcp = common_prefix(srv.cache[i].hist, srv.cache[i].n_hist, j->prompt, j->n_prompt);
@@ -627,7 +627,6 @@ static stream *admit(job *j) {
                 break;
             }
     }
-    (void)hist;
     best->n_fed = 0;
     return best;
 }
