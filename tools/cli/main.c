@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
           "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "  bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]   prompt and generation speed\n"
+          "  serve -m MODEL [--port N] [--parallel N]      OpenAI-compatible HTTP server\n"
           "  --version                                      print the version\n"
           "run 'statelm COMMAND --help' for the options of a command\n",
           f);
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "score") == 0) return cmd_score(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0) return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
         printf("statelm %d.%d.%d\n", SLM_VERSION_MAJOR, SLM_VERSION_MINOR, SLM_VERSION_PATCH);
         return 0;

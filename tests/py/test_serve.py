@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""`statelm serve` (issue 15) on the tiny llama and qwen35 (hybrid) models, on free loopback
+ports, with the official `openai` client and with curl:
+
+- greedy answers, streamed and not, of /v1/chat/completions and /v1/completions (token ids) equal
+  `statelm run` with the same prompt; logprobs equal `statelm run --logprobs`;
+- n=2 with a seed gives two reproducible choices; greedy n=2 gives the n=1 answer twice (forks);
+- stop strings cut the answer at their first occurrence, streamed and not;
+- every error status: 400 (bad JSON, bad field, too deep, prompt beyond the context naming the
+  limit, max_tokens beyond the cap), 401, 404, 413, 503 with Retry-After;
+- a client that disconnects mid-stream frees its slot; 16 concurrent requests get the answers
+  they get alone; the second turn of a conversation reports cached_tokens; states evicted from
+  the snapshot cache spill to --state-dir (hash names) and are reused from there, also by the
+  next server of the same model and context (not by one of another context);
+- SIGTERM: a stream in flight gets a final chunk and [DONE], the server exits with status 0
+  (and, in sanitizer builds, without a report).
+Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
+openai package is missing. Usage: test_serve.py STATELM TESTS_DATA_DIR."""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+try:
+    import openai
+except ImportError:
+    print("SKIPPED: the openai package is not importable (scripts/test.sh installs it into the test venv)")
+    sys.exit(77)
+
+statelm, data = sys.argv[1], Path(sys.argv[2])
+failures = []
+KEY = "test-key"
+CTX = 512
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+class Server:
+    """statelm serve on a free port; stop() asserts a clean exit."""
+
+    def __init__(self, model, *args):
+        self.model_path = str(model)
+        self.p = subprocess.Popen([statelm, "serve", "-m", self.model_path, "--port", "0", "-t", "1", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.err = bytearray()
+        threading.Thread(target=self._drain, daemon=True).start()
+        line = []
+        reader = threading.Thread(target=lambda: line.append(self.p.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        if not line or not line[0]:
+            self.kill()
+            raise RuntimeError(f"server did not start: {bytes(self.err)[-500:]!r}")
+        m = re.search(rb"http://127\.0\.0\.1:(\d+)", line[0])
+        self.port = int(m.group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.model = os.path.basename(self.model_path)
+
+    def _drain(self):
+        while chunk := os.read(self.p.stderr.fileno(), 4096):
+            self.err += chunk
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+    def stop(self, what):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                check(False, f"{what}: the server did not exit within 30 s of SIGTERM")
+                return
+        time.sleep(0.2)
+        err = bytes(self.err).decode(errors="replace")
+        check(self.p.returncode == 0, f"{what}: exit status {self.p.returncode} after SIGTERM; stderr {err[-800:]}")
+        check("Sanitizer" not in err and "runtime error" not in err, f"{what}: sanitizer report: {err[-1500:]}")
+
+    def client(self, key=KEY):
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+    def request(self, method, path, body=None, key=KEY, raw=None, headers=None):
+        """(status, headers, body bytes) without raising on error statuses."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if key:
+            h["Authorization"] = "Bearer " + key
+        payload = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        c.request(method, path, body=payload, headers=h)
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read())
+        c.close()
+        return out
+
+    def metrics(self):
+        _, _, body = self.request("GET", "/metrics")
+        return {k: float(v) for k, v in re.findall(r"^(statelm_\w+) (\S+)$", body.decode(), re.M)}
+
+    def curl(self, body, path="/v1/chat/completions"):
+        return subprocess.run(["curl", "-sN", "--max-time", "120", "-H", "Authorization: Bearer " + KEY,
+                               "-H", "Content-Type: application/json", "-d", json.dumps(body), self.url + path],
+                              capture_output=True, timeout=130).stdout
+
+
+def run_cli(model, *args):
+    r = subprocess.run([statelm, "run", "-m", str(model), "--temp", "0", "-c", str(CTX), "-t", "1", *args],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.decode()
+
+
+def big_body_status(port):
+    """Status of a 2 MiB POST (the server may answer before the body is sent, and close)."""
+    body = b'{"prompt":"' + b"a" * (2 << 20) + b'"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                     b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        try:
+            sock.sendall(body)
+        except OSError:
+            pass
+        head = sock.recv(4096)
+    m = re.match(rb"HTTP/1\.[01] (\d+)", head)
+    return int(m.group(1)) if m else -1
+
+
+def open_stream(port, body):
+    """A streamed request over HTTP/1.0 (no chunked encoding: the body is the event stream); returns
+    the socket and the body bytes read so far (at least the first event)."""
+    payload = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(b"POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer " + KEY.encode() +
+                 b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() +
+                 b"\r\n\r\n" + payload)
+    buf = b""
+    while b"\r\n\r\n" not in buf or b"\n\n" not in buf.split(b"\r\n\r\n", 1)[1]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.") and b" 200 " in head.split(b"\r\n")[0], f"stream status line {head[:60]!r}")
+    return sock, rest
+
+
+def sse_events(raw):
+    """The JSON events of a server-sent-event body, and whether it ended with [DONE]."""
+    events, done = [], False
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        check(block.startswith("data: "), f"SSE block without 'data: ': {block[:80]!r}")
+        payload = block[6:]
+        if payload == "[DONE]":
+            done = True
+        else:
+            check(not done, "an event after [DONE]")
+            events.append(json.loads(payload))
+    return events, done
+
+
+def core_tests(arch):
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    s = Server(model, "-c", str(CTX), "--parallel", "4", "--api-key", KEY)
+    try:
+        client = s.client()
+        text = "Hello there, how are you?"
+        want = run_cli(model, "-p", text, "-n", "24")[:-1]  # run prints the text and a newline
+        r = client.chat.completions.create(model=s.model, messages=[{"role": "user", "content": text}],
+                                           max_tokens=24, temperature=0)
+        check(r.choices[0].message.content == want, f"{arch}: chat answer {r.choices[0].message.content!r} != run {want!r}")
+        check(r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0, f"{arch}: usage {r.usage}")
+        got = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model=s.model, messages=[{"role": "user", "content": text}], max_tokens=24, temperature=0, stream=True)
+            if c.choices)
+        check(got == want, f"{arch}: streamed chat answer {got!r} != run {want!r}")
+        events, done = sse_events(s.curl({"model": s.model, "messages": [{"role": "user", "content": text}],
+                                          "max_tokens": 24, "temperature": 0, "stream": True}))
+        got = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
+        check(done and got == want, f"{arch}: curl stream {got!r} (done {done}) != run {want!r}")
+        check(events and events[-1]["choices"][0]["finish_reason"] in ("stop", "length"),
+              f"{arch}: last event has no finish_reason")
+
+        # completions with token ids (no template, no BOS) against run --prompt-ids; logprobs against run --logprobs
+        ids = [5, 17, 42, 99, 7, 250, 3, 64]
+        ids_arg = ",".join(map(str, ids))
+        want = run_cli(model, "--prompt-ids", ids_arg, "-n", "20")[:-1]
+        r = client.completions.create(model=s.model, prompt=ids, max_tokens=20, temperature=0)
+        check(r.choices[0].text == want, f"{arch}: completion {r.choices[0].text!r} != run {want!r}")
+        check(r.usage.prompt_tokens == len(ids), f"{arch}: prompt_tokens {r.usage.prompt_tokens} != {len(ids)}")
+        ref = [json.loads(line) for line in run_cli(model, "--prompt-ids", ids_arg, "-n", "10", "--logprobs", "3").splitlines()]
+        r = client.completions.create(model=s.model, prompt=ids, max_tokens=10, temperature=0, logprobs=3)
+        lp = r.choices[0].logprobs
+        check(len(lp.token_logprobs) == len(ref), f"{arch}: {len(lp.token_logprobs)} logprobs, run gives {len(ref)}")
+        for k, (a, b) in enumerate(zip(lp.token_logprobs, ref)):
+            check(abs(a - b["top"][0][1]) < 1e-4, f"{arch}: token {k} logprob {a} != run {b['top'][0][1]}")
+            tops = sorted(lp.top_logprobs[k].values(), reverse=True)
+            runs = [t[1] for t in b["top"]]
+            check(len(tops) >= 1 and all(abs(x - y) < 1e-4 for x, y in zip(tops, runs)),
+                  f"{arch}: token {k} top logprobs {tops} != run {runs}")
+        r = client.chat.completions.create(model=s.model, messages=[{"role": "user", "content": text}],
+                                           max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        check(len(content) == r.usage.completion_tokens, f"{arch}: {len(content)} logprob entries")
+        for e in content:
+            t = [x.logprob for x in e.top_logprobs]
+            check(len(t) == 3 and t == sorted(t, reverse=True) and abs(t[0] - e.logprob) < 1e-6 and e.logprob <= 0,
+                  f"{arch}: chat logprobs entry {e}")
+
+        # n=2: greedy forks give the n=1 answer twice; sampled choices are reproducible with a seed
+        r = client.completions.create(model=s.model, prompt=ids, max_tokens=20, temperature=0, n=2)
+        check([c.text for c in sorted(r.choices, key=lambda c: c.index)] == [want, want],
+              f"{arch}: greedy n=2 {[c.text for c in r.choices]} != run {want!r} twice")
+        def sampled(seed):
+            r = client.chat.completions.create(model=s.model, messages=[{"role": "user", "content": text}],
+                                               max_tokens=16, temperature=1.0, seed=seed, n=2)
+            return [c.message.content for c in sorted(r.choices, key=lambda c: c.index)]
+        a, b = sampled(7), sampled(7)
+        check(len(a) == 2 and a == b, f"{arch}: n=2 seed 7 not reproducible: {a} vs {b}")
+        check(a[0] != a[1] or sampled(8) != a, f"{arch}: n=2 choices ignore the seed")
+
+        # stop strings: the answer ends before the first occurrence, finish_reason "stop"
+        full = client.completions.create(model=s.model, prompt=ids, max_tokens=20, temperature=0).choices[0].text
+        cut = next((i for i in range(2, len(full) - 1) if full[i:i + 2].isascii() and full[i:i + 2].strip()), None)
+        if check(cut is not None, f"{arch}: no ASCII pair in {full!r} to stop at"):
+            stop = full[cut:cut + 2]
+            expect = full[:full.find(stop)]
+            r = client.completions.create(model=s.model, prompt=ids, max_tokens=20, temperature=0, stop=[stop, "@@@@"])
+            check(r.choices[0].text == expect and r.choices[0].finish_reason == "stop",
+                  f"{arch}: stop {stop!r}: {r.choices[0].text!r} ({r.choices[0].finish_reason}) != {expect!r}")
+            got = "".join(c.choices[0].text for c in client.completions.create(
+                model=s.model, prompt=ids, max_tokens=20, temperature=0, stop=stop, stream=True) if c.choices)
+            check(got == expect, f"{arch}: streamed stop {stop!r}: {got!r} != {expect!r}")
+
+        # the second turn of a conversation reuses the first turn's state
+        msgs = [{"role": "user", "content": "Tell me a story about a cat."}]
+        r1 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+        msgs += [{"role": "assistant", "content": r1.choices[0].message.content},
+                 {"role": "user", "content": "And then?"}]
+        r2 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+        cached = r2.usage.prompt_tokens_details.cached_tokens
+        check(cached >= r1.usage.prompt_tokens - 1, f"{arch}: turn 2 cached_tokens {cached} < turn 1 prompt "
+                                                    f"{r1.usage.prompt_tokens} - 1")
+        turn2 = r2.choices[0].message.content
+
+        # 16 concurrent requests (some streamed) get the answers they get alone
+        prompts = [[(7 * i + 3 * k) % 300 + 1 for k in range(6 + i)] for i in range(16)]
+        alone = [run_cli(model, "--prompt-ids", ",".join(map(str, p)), "-n", "16")[:-1] for p in prompts]
+        def one(i):
+            if i % 2:
+                return "".join(c.choices[0].text for c in s.client().completions.create(
+                    model=s.model, prompt=prompts[i], max_tokens=16, temperature=0, stream=True) if c.choices)
+            return s.client().completions.create(model=s.model, prompt=prompts[i], max_tokens=16,
+                                                 temperature=0).choices[0].text
+        with ThreadPoolExecutor(16) as ex:
+            together = list(ex.map(one, range(16)))
+        for i in range(16):
+            check(together[i] == alone[i], f"{arch}: concurrent request {i}: {together[i]!r} != alone {alone[i]!r}")
+
+        # error statuses
+        st, _, body = s.request("POST", "/v1/chat/completions", raw=b"{not json")
+        check(st == 400 and "error" in json.loads(body), f"{arch}: bad JSON -> {st} {body[:200]!r}")
+        st, _, body = s.request("POST", "/v1/chat/completions", {"model": s.model, "messages": [{"role": "user",
+                                "content": "x"}], "temperature": "hot"})
+        check(st == 400 and "temperature" in json.loads(body)["error"]["message"], f"{arch}: bad field -> {st} {body[:200]!r}")
+        st, _, body = s.request("POST", "/v1/completions", raw=b"[" * 100 + b"]" * 100)
+        check(st == 400, f"{arch}: JSON 100 deep -> {st}")
+        st, _, body = s.request("POST", "/v1/completions", {"model": s.model, "prompt": [1] * (CTX + 10)})
+        msg = json.loads(body)["error"]["message"] if st == 400 else ""
+        check(st == 400 and str(CTX) in msg, f"{arch}: prompt beyond the context -> {st} {body[:200]!r}")
+        st, _, body = s.request("POST", "/v1/completions", {"model": s.model, "prompt": [1, 2], "max_tokens": 10 ** 8})
+        check(st == 400, f"{arch}: max_tokens beyond the cap -> {st}")
+        st, _, body = s.request("POST", "/v1/completions", {"model": s.model, "prompt": [1, 2]}, key="wrong")
+        check(st == 401 and json.loads(body)["error"]["type"] == "authentication_error", f"{arch}: wrong key -> {st}")
+        try:
+            s.client(key="wrong").models.list()
+            check(False, f"{arch}: openai client with a wrong key got no error")
+        except openai.AuthenticationError:
+            pass
+        try:
+            client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+            check(False, f"{arch}: unknown model got no error")
+        except openai.NotFoundError:
+            pass
+        check(big_body_status(s.port) == 413, f"{arch}: 2 MiB body not refused with 413")
+        check([m.id for m in client.models.list().data] == [s.model], f"{arch}: /v1/models")
+        st, _, body = s.request("GET", "/health", key=None)
+        check(st == 200, f"{arch}: /health -> {st}")
+        m = s.metrics()
+        check(m.get("statelm_slots_total") == 4 and m.get("statelm_prefix_reuse_tokens_total", 0) > 0 and
+              m.get("statelm_generated_tokens_total", 0) > 0 and "statelm_decode_tokens_per_second" in m and
+              "statelm_queue_depth" in m, f"{arch}: metrics {m}")
+    finally:
+        s.stop(f"{arch} main server")
+    return turn2, msgs
+
+
+def one_slot_tests(arch, turn2, msgs):
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    with tempfile.TemporaryDirectory() as state_dir:
+        s = Server(model, "-c", "2048", "--parallel", "1", "--queue", "0", "--api-key", KEY, "--cache-mib", "1",
+                   "--state-dir", state_dir)
+        try:
+            client = s.client()
+            # the same conversation turn on a server whose state is different gives the same answer
+            r = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+            check(r.choices[0].message.content == turn2, f"{arch}: turn 2 on a fresh server "
+                                                          f"{r.choices[0].message.content!r} != {turn2!r}")
+            # overload: the one slot busy, nothing may queue -> 503 with Retry-After
+            sock, first = open_stream(s.port, {"model": s.model, "prompt": [1, 2, 3], "stream": True,
+                                               "max_tokens": 2000, "ignore_eos": True, "logprobs": 5})
+            check(first.startswith(b"data: "), f"{arch}: first stream bytes {first[:80]!r}")
+            st, hdr, body = s.request("POST", "/v1/completions", {"model": s.model, "prompt": [1, 2]})
+            check(st == 503 and "Retry-After" in hdr, f"{arch}: overload -> {st} {hdr}")
+            # the client goes away mid-stream: the slot is freed at the next step
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                m = s.metrics()
+                if m["statelm_slots_busy"] == 0:
+                    break
+                time.sleep(0.05)
+            check(m["statelm_slots_busy"] == 0 and m["statelm_requests_cancelled_total"] == 1,
+                  f"{arch}: after a disconnect: {m}")
+            check(m["statelm_generated_tokens_total"] < 2000, f"{arch}: the disconnected stream ran to its end: {m}")
+            r = client.completions.create(model=s.model, prompt=[1, 2], max_tokens=4, temperature=0)
+            check(r.usage.completion_tokens >= 1, f"{arch}: a request after the disconnect")
+            # states evicted from the 1 MiB cache spill to --state-dir and come back from there
+            base = [3] + [(11 * k) % 300 + 1 for k in range(150)]
+            first_answer = client.completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            for i in range(60):
+                client.completions.create(model=s.model, prompt=[4 + i % 200] + base[1:], max_tokens=1, temperature=0)
+            m = s.metrics()
+            files = os.listdir(state_dir)
+            check(m["statelm_state_files"] > 0 and files and all(re.fullmatch(r"[0-9a-f]{16}\.slmstate", f) for f in files),
+                  f"{arch}: state files {files[:5]} metrics {m}")
+            again = client.completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            check(again.choices[0].text == first_answer.choices[0].text and
+                  again.usage.prompt_tokens_details.cached_tokens >= len(base) - 1,
+                  f"{arch}: after spilling: {again.choices[0].text!r} vs {first_answer.choices[0].text!r}, cached "
+                  f"{again.usage.prompt_tokens_details.cached_tokens}")
+            # SIGTERM during a stream: a final chunk, then [DONE]
+            sock, first = open_stream(s.port, {"model": s.model, "prompt": [1, 2, 3], "stream": True,
+                                               "max_tokens": 2000, "ignore_eos": True, "logprobs": 5})
+            s.p.send_signal(signal.SIGTERM)
+            rest = first
+            while chunk := sock.recv(65536):
+                rest += chunk
+            sock.close()
+            events, done = sse_events(rest)
+            check(done and events and events[-1]["choices"][0]["finish_reason"] is not None,
+                  f"{arch}: stream at SIGTERM ended without a final chunk and [DONE]: {rest[-300:]!r}")
+        finally:
+            s.stop(f"{arch} one-slot server")
+        # the state files outlive the server: the next one of the same model and context reuses them
+        s = Server(model, "-c", "2048", "--parallel", "1", "--api-key", KEY, "--state-dir", state_dir)
+        try:
+            again = s.client().completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            check(again.choices[0].text == first_answer.choices[0].text and
+                  again.usage.prompt_tokens_details.cached_tokens >= len(base) - 1,
+                  f"{arch}: after a restart: {again.choices[0].text!r} vs {first_answer.choices[0].text!r}, cached "
+                  f"{again.usage.prompt_tokens_details.cached_tokens}")
+        finally:
+            s.stop(f"{arch} restarted server")
+        # a server of another context size does not take them
+        s = Server(model, "-c", "1024", "--parallel", "1", "--api-key", KEY, "--state-dir", state_dir)
+        try:
+            again = s.client().completions.create(model=s.model, prompt=base, max_tokens=8, temperature=0)
+            check(again.usage.prompt_tokens_details.cached_tokens == 0,
+                  f"{arch}: a -c 1024 server reused a -c 2048 state file")
+        finally:
+            s.stop(f"{arch} -c 1024 server")
+
+
+def slow_client_test():
+    """A client that sends its request one byte every 0.3 s is cut after --timeout seconds."""
+    s = Server(data / "tiny" / "llama" / "llama-f32.gguf", "-c", "64", "--parallel", "1", "--timeout", "2")
+    try:
+        request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100
+        t0 = time.monotonic()
+        cut = None
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+            for byte in request:
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    cut = time.monotonic() - t0
+                    break
+                time.sleep(0.3)
+                sock.setblocking(False)
+                try:
+                    if sock.recv(1024) == b"":
+                        cut = time.monotonic() - t0
+                        break
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    cut = time.monotonic() - t0
+                    break
+                finally:
+                    sock.setblocking(True)
+                if time.monotonic() - t0 > 10:
+                    break
+        check(cut is not None and cut < 6, f"a client sending one byte every 0.3 s was not cut within 6 s ({cut})")
+        st, _, _ = s.request("GET", "/health", key=None)
+        check(st == 200, f"/health after cutting a slow client -> {st}")
+    finally:
+        s.stop("slow-client server")
+
+
+slow_client_test()
+for arch in ("llama", "qwen35"):
+    turn2, msgs = core_tests(arch)
+    one_slot_tests(arch, turn2, msgs)
+
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print("ok")

@@ -1,0 +1,1640 @@
+/* serve.c — `statelm serve`: an OpenAI-compatible HTTP server (libmicrohttpd, one thread per
+ * connection) over the public API. Endpoints: POST /v1/chat/completions, POST /v1/completions,
+ * GET /v1/models, GET /health, GET /metrics (Prometheus text).
+ *
+ * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
+ * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
+ * token, or one prefill chunk of CHUNK tokens), so concurrent streams interleave and new requests
+ * join between steps. decode_all() is the one place the decode steps of all streams happen: a
+ * batched decode of every active slot in one library call replaces its loop.
+ *
+ * State reuse: a job goes to the idle slot whose session history shares the longest token prefix
+ * with its prompt; a cached snapshot (kept under --cache-mib, LRU) or a state file spilled into
+ * --state-dir is restored first when it shares more. The session then continues with
+ * slm_session_sync, which computes only what differs. File names are a hash of the token history,
+ * never request data. One mutex (srv.mu) guards jobs, the queue and the counters; sessions,
+ * samplers and the cache are touched by the scheduler thread only. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define CHUNK 64           /* prefill tokens per scheduler step */
+#define MAX_N 8            /* most choices per request */
+#define MAX_STOPS 4        /* most stop strings, as the OpenAI API */
+#define MAX_TOP_LOGPROBS 20
+#define MAX_JSON_DEPTH 32
+#define MAX_STATE_FILES 256
+
+typedef struct serve_opts {
+    const char *model, *host, *api_key, *state_dir;
+    int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
+} serve_opts;
+
+/* Growable byte buffer, always NUL-terminated when non-empty. */
+typedef struct sbuf {
+    char *v;
+    size_t n, cap;
+} sbuf;
+
+static bool sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *v = realloc(b->v, cap);
+        if (!v) return false;
+        b->v = v;
+        b->cap = cap;
+    }
+    memcpy(b->v + b->n, s, n);
+    b->n += n;
+    b->v[b->n] = '\0';
+    return true;
+}
+
+/* One generated token with its log-probability and the top alternatives. */
+typedef struct tok_lp {
+    int32_t id;
+    float logprob;
+    int32_t n_top;
+    int32_t top_id[MAX_TOP_LOGPROBS];
+    float top_lp[MAX_TOP_LOGPROBS];
+} tok_lp;
+
+typedef struct choice {
+    sbuf text;          /* generated text, cut at a stop string */
+    size_t n_sent;      /* bytes of text already streamed */
+    tok_lp *lps;        /* (n_tokens) when logprobs were asked for */
+    size_t n_tokens, n_lps_sent;
+    const char *finish; /* NULL while generating; "stop" or "length" */
+    bool role_sent;
+} choice;
+
+/* A request. Invariants: refs counts the HTTP side (until its response is gone) and the
+ * scheduler (until every stream of the job ended or it failed); the job is freed at 0. Fields
+ * below "results" change under srv.mu only. */
+typedef struct job {
+    int refs;
+    bool chat, stream, logprobs, ignore_eos, include_usage;
+    int32_t top_logprobs, n;
+    int32_t *prompt;
+    size_t n_prompt;
+    int32_t max_tokens;
+    slm_sampler_params sp;
+    char *stops[MAX_STOPS];
+    int32_t n_stops;
+    char id[48];
+    long long created;
+    /* results */
+    choice choices[MAX_N];
+    int32_t n_done;
+    size_t cached_tokens;
+    int err_status;
+    char err_msg[256];
+    bool cancelled, done;
+    sbuf sse;     /* server-sent events not yet read */
+    size_t sse_off;
+    bool sse_end; /* the last event is in sse */
+    pthread_cond_t cv;
+    struct job *next;
+} job;
+
+/* A generation in progress on one session: a slot's own session or a fork of it (n > 1). */
+typedef struct stream {
+    slm_session *s;
+    bool own_session; /* a fork, destroyed when the stream ends */
+    job *j;           /* NULL: idle */
+    int32_t choice;
+    slm_sampler *smp;
+    slm_detokenizer *dt;
+    size_t n_fed;     /* prompt tokens in the session; < n_prompt while prefilling */
+    bool first_sync;
+    const float *logits;
+    float *own_logits; /* a fork's copy of the logits it starts from */
+    int32_t n_gen;
+    int32_t next_id;  /* sampled, to be decoded; -1 none */
+    uint64_t last_used;
+} stream;
+
+/* An idle snapshot of a slot, kept in memory (snap) or spilled to a file (snap NULL). */
+typedef struct cached_state {
+    slm_snapshot *snap;
+    int32_t *hist;
+    size_t n_hist;
+    uint64_t bytes, last_used, hash;
+} cached_state;
+
+/* A TCP connection, watched against slow clients. receiving: it is reading a request (headers and
+ * body) that began at t_start; a request not received within --timeout seconds is cut by shutting
+ * the socket down, however slowly its bytes trickle in (libmicrohttpd's own timeout only counts
+ * idle time). Linked in srv.conns under srv.mu between the STARTED and CLOSED notifications. */
+typedef struct conn_watch {
+    int fd;
+    double t_start;
+    bool receiving;
+    struct conn_watch *next, *prev;
+} conn_watch;
+
+static struct {
+    serve_opts o;
+    slm_model *m;
+    const slm_tokenizer *tok;
+    char model_id[256];
+    int32_t n_ctx, n_vocab;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the scheduler waits for work on it */
+    bool stopping;
+    job *queue_head, *queue_tail;
+    int32_t queue_len;
+    stream *slots;      /* (parallel) */
+    stream *forks;      /* (parallel * (MAX_N - 1)) */
+    int32_t n_forks_cap;
+    cached_state *cache; /* snapshots in memory then state files */
+    size_t n_cache, cap_cache;
+    uint64_t cache_bytes, tick, next_id, hash_seed;
+    int32_t n_inflight; /* HTTP requests not yet completed */
+    conn_watch *conns;
+    /* counters, under mu */
+    uint64_t m_requests, m_errors, m_prompt_tokens, m_gen_tokens, m_reused_tokens, m_cancelled;
+    int32_t m_busy;
+    double m_decode_s;
+    uint64_t m_decode_tokens;
+} srv;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* FNV-1a of the token ids, seeded with the model's fingerprint and the context size (srv.hash_seed):
+ * the name of a state file, so servers of other models or contexts never share one. */
+static uint64_t hash_ids(const int32_t *v, size_t n) {
+    uint64_t h = srv.hash_seed;
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) {
+            h ^= (uint8_t)((uint32_t)v[i] >> (8 * b));
+            h *= 1099511628211ull;
+        }
+    return h;
+}
+
+static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static void job_unref_locked(job *j) {
+    if (--j->refs > 0) return;
+    for (int32_t i = 0; i < MAX_N; i++) {
+        free(j->choices[i].text.v);
+        free(j->choices[i].lps);
+    }
+    for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free(j->prompt);
+    free(j->sse.v);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static cJSON *error_json(const char *msg, const char *type) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
+    cJSON_AddNullToObject(e, "code");
+    return root;
+}
+
+static void sse_add_json(job *j, cJSON *obj) {
+    char *s = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    if (!s) return;
+    sb_add(&j->sse, "data: ", 6);
+    sb_add(&j->sse, s, strlen(s));
+    sb_add(&j->sse, "\n\n", 2);
+    free(s);
+}
+
+/* The token's text for logprobs: its bytes with invalid UTF-8 replaced; caller frees. */
+static char *token_string(int32_t id, cJSON **bytes_out) {
+    char buf[256];
+    size_t n = 0;
+    if (slm_tokenizer_token_bytes(srv.tok, id, buf, sizeof buf - 1, &n) != SLM_OK) n = 0;
+    if (n > sizeof buf - 1) n = sizeof buf - 1;
+    buf[n] = '\0';
+    if (bytes_out) {
+        *bytes_out = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(*bytes_out, cJSON_CreateNumber((uint8_t)buf[i]));
+    }
+    return cli_utf8_sanitize(buf);
+}
+
+/* Logprobs of c->lps[from, to) in the chat shape {"content":[...]} or the completions shape. */
+static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t to) {
+    cJSON *root = cJSON_CreateObject();
+    if (j->chat) {
+        cJSON *content = cJSON_AddArrayToObject(root, "content");
+        for (size_t k = from; k < to; k++) {
+            const tok_lp *t = &c->lps[k];
+            cJSON *e = cJSON_CreateObject(), *bytes;
+            char *s = token_string(t->id, &bytes);
+            cJSON_AddStringToObject(e, "token", s ? s : "");
+            free(s);
+            cJSON_AddNumberToObject(e, "logprob", (double)t->logprob);
+            cJSON_AddItemToObject(e, "bytes", bytes);
+            cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+            for (int32_t i = 0; i < t->n_top; i++) {
+                cJSON *te = cJSON_CreateObject(), *tb;
+                char *ts = token_string(t->top_id[i], &tb);
+                cJSON_AddStringToObject(te, "token", ts ? ts : "");
+                free(ts);
+                cJSON_AddNumberToObject(te, "logprob", (double)t->top_lp[i]);
+                cJSON_AddItemToObject(te, "bytes", tb);
+                cJSON_AddItemToArray(top, te);
+            }
+            cJSON_AddItemToArray(content, e);
+        }
+    } else {
+        cJSON *tokens = cJSON_AddArrayToObject(root, "tokens"), *lps = cJSON_AddArrayToObject(root, "token_logprobs");
+        cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs"), *offs = cJSON_AddArrayToObject(root, "text_offset");
+        size_t off = 0;
+        for (size_t k = from; k < to; k++) {
+            const tok_lp *t = &c->lps[k];
+            char *s = token_string(t->id, NULL);
+            cJSON_AddItemToArray(tokens, cJSON_CreateString(s ? s : ""));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            off += s ? strlen(s) : 0;
+            free(s);
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber((double)t->logprob));
+            cJSON *top = cJSON_CreateObject();
+            for (int32_t i = 0; i < t->n_top; i++) {
+                char *ts = token_string(t->top_id[i], NULL);
+                if (!cJSON_HasObjectItem(top, ts ? ts : "")) cJSON_AddNumberToObject(top, ts ? ts : "", (double)t->top_lp[i]);
+                free(ts);
+            }
+            cJSON_AddItemToArray(tops, top);
+        }
+    }
+    return root;
+}
+
+static cJSON *usage_json(const job *j) {
+    cJSON *u = cJSON_CreateObject();
+    size_t n_gen = 0;
+    for (int32_t i = 0; i < j->n; i++) n_gen += j->choices[i].n_tokens;
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(j->n_prompt + n_gen));
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", (double)j->cached_tokens);
+    return u;
+}
+
+static cJSON *chunk_head(const job *j) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", j->id);
+    cJSON_AddStringToObject(root, "object", j->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddNumberToObject(root, "created", (double)j->created);
+    cJSON_AddStringToObject(root, "model", srv.model_id);
+    return root;
+}
+
+/* Appends the stream event of choice ci: text [n_sent, upto), logprobs not yet sent and, when the
+ * choice has finished, its finish_reason. Under srv.mu. */
+static void sse_choice(job *j, int32_t ci, size_t upto) {
+    choice *c = &j->choices[ci];
+    bool has_text = upto > c->n_sent, has_lp = j->logprobs && c->n_lps_sent < c->n_tokens;
+    if (!has_text && !has_lp && !c->finish && c->role_sent) return;
+    cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", ci);
+    char *text = malloc(upto - c->n_sent + 1);
+    if (text) {
+        memcpy(text, c->text.v ? c->text.v + c->n_sent : "", upto - c->n_sent);
+        text[upto - c->n_sent] = '\0';
+    }
+    if (j->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        if (!c->role_sent) cJSON_AddStringToObject(delta, "role", "assistant");
+        if (has_text || !c->role_sent) cJSON_AddStringToObject(delta, "content", text ? text : "");
+    } else {
+        cJSON_AddStringToObject(ch, "text", text ? text : "");
+    }
+    free(text);
+    c->role_sent = true;
+    c->n_sent = upto;
+    if (has_lp) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, c->n_lps_sent, c->n_tokens));
+    else cJSON_AddNullToObject(ch, "logprobs");
+    c->n_lps_sent = c->n_tokens;
+    if (c->finish) cJSON_AddStringToObject(ch, "finish_reason", c->finish);
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(arr, ch);
+    sse_add_json(j, root);
+}
+
+/* Ends the job's event stream: usage when asked for, then [DONE]. Under srv.mu. */
+static void sse_finish(job *j) {
+    if (j->err_status) {
+        sse_add_json(j, error_json(j->err_msg, "server_error"));
+    } else if (j->include_usage) {
+        cJSON *root = chunk_head(j);
+        cJSON_AddArrayToObject(root, "choices");
+        cJSON_AddItemToObject(root, "usage", usage_json(j));
+        sse_add_json(j, root);
+    }
+    sb_add(&j->sse, "data: [DONE]\n\n", 14);
+    j->sse_end = true;
+}
+
+/* Marks the job failed (before any choice finished). Under srv.mu. */
+static void job_fail_locked(job *j, int status, const char *msg) {
+    if (j->done) return;
+    j->err_status = status;
+    snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
+    j->done = true;
+    srv.m_errors++;
+    if (j->stream) sse_finish(j);
+    pthread_cond_broadcast(&j->cv);
+}
+
+/* ---- stop strings ---------------------------------------------------------------------------- */
+
+/* Position of the first stop string in text that ends at or after `from`, or -1. */
+static long find_stop(const job *j, const sbuf *t, size_t from) {
+    long best = -1;
+    for (int32_t i = 0; i < j->n_stops; i++) {
+        size_t ls = strlen(j->stops[i]);
+        size_t start = from >= ls ? from - ls + 1 : 0;
+        for (size_t p = start; p + ls <= t->n; p++)
+            if (!memcmp(t->v + p, j->stops[i], ls)) {
+                if (best < 0 || (long)p < best) best = (long)p;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Bytes at the end of text that could begin a stop string (held back from the stream). */
+static size_t stop_holdback(const job *j, const sbuf *t) {
+    size_t hold = 0;
+    for (int32_t i = 0; i < j->n_stops; i++) {
+        size_t ls = strlen(j->stops[i]);
+        for (size_t k = ls - 1; k > hold; k--)
+            if (k <= t->n && !memcmp(t->v + t->n - k, j->stops[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+/* ---- state cache ------------------------------------------------------------------------------ */
+
+static void state_path(uint64_t hash, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%016llx.slmstate", srv.o.state_dir, (unsigned long long)hash);
+}
+
+/* Drops entry i; its state file too unless keep_file (files outlive the server). */
+static void cache_remove(size_t i, bool keep_file) {
+    cached_state *c = &srv.cache[i];
+    if (c->snap) {
+        slm_snapshot_destroy(c->snap);
+        srv.cache_bytes -= c->bytes;
+    } else if (!keep_file) {
+        char path[4096];
+        state_path(c->hash, path, sizeof path);
+        unlink(path);
+    }
+    free(c->hist);
+    srv.cache[i] = srv.cache[--srv.n_cache];
+}
+
+/* Writes the snapshot of entry i to --state-dir and keeps only the file; without --state-dir or
+ * when it cannot be written, drops the entry. */
+static void cache_spill(size_t i) {
+    cached_state *c = &srv.cache[i];
+    if (!srv.o.state_dir) {
+        cache_remove(i, false);
+        return;
+    }
+    size_t n_files = 0, lru = SIZE_MAX;
+    for (size_t k = 0; k < srv.n_cache; k++)
+        if (!srv.cache[k].snap) {
+            n_files++;
+            if (lru == SIZE_MAX || srv.cache[k].last_used < srv.cache[lru].last_used) lru = k;
+        }
+    if (n_files >= MAX_STATE_FILES) {
+        cache_remove(lru, false); /* moves the last entry into lru */
+        if (i == srv.n_cache) i = lru;
+        c = &srv.cache[i];
+    }
+    slm_session *tmp = NULL;
+    char path[4096];
+    state_path(c->hash, path, sizeof path);
+    slm_session_params sp = slm_session_params_default();
+    sp.n_threads = 1;
+    if (slm_session_fork(c->snap, &sp, &tmp, NULL, 0) != SLM_OK || slm_session_save(tmp, path) != SLM_OK) {
+        slm_session_destroy(tmp);
+        cache_remove(i, false);
+        return;
+    }
+    slm_session_destroy(tmp);
+    slm_snapshot_destroy(c->snap);
+    c->snap = NULL;
+    srv.cache_bytes -= c->bytes;
+}
+
+/* Keeps the session's state (its history is not a prefix of a kept one) before the slot is
+ * reused; evicts the least recently used snapshots beyond --cache-mib. */
+static void cache_keep(slm_session *s) {
+    size_t n_hist;
+    const int32_t *hist = slm_session_history(s, &n_hist);
+    if (srv.o.cache_mib <= 0 || n_hist == 0) return;
+    uint64_t h = hash_ids(hist, n_hist);
+    for (size_t i = 0; i < srv.n_cache; i++)
+        if (srv.cache[i].hash == h && srv.cache[i].n_hist == n_hist) {
+            srv.cache[i].last_used = ++srv.tick;
+            return;
+        }
+    if (srv.n_cache == srv.cap_cache) {
+        size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
+        cached_state *v = realloc(srv.cache, cap * sizeof *v);
+        if (!v) return;
+        srv.cache = v;
+        srv.cap_cache = cap;
+    }
+    cached_state c = {0};
+    c.hist = malloc(n_hist * sizeof *c.hist);
+    if (!c.hist || slm_session_snapshot(s, &c.snap) != SLM_OK) {
+        free(c.hist);
+        return;
+    }
+    memcpy(c.hist, hist, n_hist * sizeof *c.hist);
+    c.n_hist = n_hist;
+    c.bytes = slm_snapshot_bytes(c.snap);
+    c.hash = h;
+    c.last_used = ++srv.tick;
+    srv.cache[srv.n_cache++] = c;
+    srv.cache_bytes += c.bytes;
+    uint64_t budget = (uint64_t)srv.o.cache_mib << 20;
+    while (srv.cache_bytes > budget) {
+        size_t lru = SIZE_MAX;
+        for (size_t i = 0; i < srv.n_cache; i++)
+            if (srv.cache[i].snap && (lru == SIZE_MAX || srv.cache[i].last_used < srv.cache[lru].last_used)) lru = i;
+        if (lru == SIZE_MAX) break;
+        cache_spill(lru);
+    }
+}
+
+/* Indexes the state files an earlier server left in --state-dir (names as state_path writes them,
+ * loadable into a session of this model and context, history hashing to the name), least recently
+ * used first; s is reset afterwards. Other files are left alone. */
+static void index_state_dir(slm_session *s) {
+    DIR *dir = srv.o.state_dir ? opendir(srv.o.state_dir) : NULL;
+    if (!dir) return;
+    struct dirent *e;
+    size_t n_files = 0;
+    while ((e = readdir(dir)) != NULL && n_files < MAX_STATE_FILES) {
+        unsigned long long h;
+        char tail[16];
+        if (strlen(e->d_name) != 25 || sscanf(e->d_name, "%16llx%15s", &h, tail) != 2 || strcmp(tail, ".slmstate") != 0)
+            continue;
+        char path[4096];
+        state_path(h, path, sizeof path);
+        size_t n_hist;
+        const int32_t *hist;
+        if (slm_session_load(s, path) != SLM_OK || !(hist = slm_session_history(s, &n_hist)) ||
+            hash_ids(hist, n_hist) != h)
+            continue;
+        if (srv.n_cache == srv.cap_cache) {
+            size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
+            cached_state *v = realloc(srv.cache, cap * sizeof *v);
+            if (!v) break;
+            srv.cache = v;
+            srv.cap_cache = cap;
+        }
+        cached_state c = {0};
+        if (!(c.hist = malloc(n_hist * sizeof *c.hist))) break;
+        memcpy(c.hist, hist, n_hist * sizeof *c.hist);
+        c.n_hist = n_hist;
+        c.hash = h;
+        srv.cache[srv.n_cache++] = c;
+        n_files++;
+    }
+    closedir(dir);
+    slm_session_reset(s);
+}
+
+/* ---- scheduler -------------------------------------------------------------------------------- */
+
+static void stream_end(stream *st) {
+    slm_sampler_destroy(st->smp);
+    slm_detokenizer_destroy(st->dt);
+    free(st->own_logits);
+    if (st->own_session) slm_session_destroy(st->s);
+    st->smp = NULL;
+    st->dt = NULL;
+    st->own_logits = NULL;
+    if (st->own_session) st->s = NULL;
+    st->last_used = ++srv.tick;
+    pthread_mutex_lock(&srv.mu);
+    job *j = st->j;
+    st->j = NULL;
+    if (!st->own_session) srv.m_busy--;
+    if (j) {
+        if (++j->n_done == j->n || j->err_status || j->cancelled) {
+            if (!j->done) {
+                j->done = true;
+                if (j->stream) sse_finish(j);
+                pthread_cond_broadcast(&j->cv);
+            }
+        }
+        job_unref_locked(j);
+    }
+    pthread_mutex_unlock(&srv.mu);
+}
+
+static bool stream_begin(stream *st, job *j, int32_t ci) {
+    slm_sampler_params sp = j->sp;
+    sp.seed += (uint64_t)ci;
+    st->j = j;
+    st->choice = ci;
+    st->n_gen = 0;
+    st->next_id = -1;
+    st->first_sync = true;
+    return slm_sampler_create(&sp, &st->smp) == SLM_OK && slm_detokenizer_create(srv.tok, &st->dt) == SLM_OK;
+}
+
+/* Picks the idle slot for j and brings it to the best kept state; NULL when none is idle. */
+static stream *admit(job *j) {
+    stream *best = NULL;
+    size_t best_lcp = 0;
+    for (int32_t i = 0; i < srv.o.parallel; i++) {
+        stream *st = &srv.slots[i];
+        if (st->j) continue;
+        size_t n_hist;
+        const int32_t *hist = slm_session_history(st->s, &n_hist);
+        size_t lcp = common_prefix(hist, n_hist, j->prompt, j->n_prompt);
+        if (!best || lcp > best_lcp || (lcp == best_lcp && st->last_used < best->last_used)) {
+            best = st;
+            best_lcp = lcp;
+        }
+    }
+    if (!best) return NULL;
+    size_t n_hist;
+    slm_session_history(best->s, &n_hist);
+    size_t best_cache = SIZE_MAX, cache_lcp = best_lcp;
+    for (size_t i = 0; i < srv.n_cache; i++) {
+        size_t lcp = common_prefix(srv.cache[i].hist, srv.cache[i].n_hist, j->prompt, j->n_prompt);
+        bool better = lcp > cache_lcp ||
+                      (best_cache != SIZE_MAX && lcp == cache_lcp && srv.cache[i].snap && !srv.cache[best_cache].snap);
+        if (better) {
+            best_cache = i;
+            cache_lcp = lcp;
+        }
+    }
+    if (best_lcp < n_hist) cache_keep(best->s); /* the slot's state is about to be lost */
+    if (best_cache != SIZE_MAX) {
+        /* cache_keep may have reordered the cache: find the entry again by its history */
+        for (size_t i = 0; i < srv.n_cache; i++)
+            if (common_prefix(srv.cache[i].hist, srv.cache[i].n_hist, j->prompt, j->n_prompt) == cache_lcp) {
+                cached_state *c = &srv.cache[i];
+                c->last_used = ++srv.tick;
+                if (c->snap) {
+                    slm_session_restore(best->s, c->snap);
+                } else {
+                    char path[4096];
+                    state_path(c->hash, path, sizeof path);
+                    if (slm_session_load(best->s, path) != SLM_OK) cache_remove(i, false);
+                }
+                break;
+            }
+    }
+    best->n_fed = 0;
+    return best;
+}
+
+/* One prefill chunk: brings st->s to prompt[0, min(n_prompt, n_fed + CHUNK)) with
+ * slm_session_sync (the first call reuses the common prefix); false when the job failed. */
+static bool prefill_step(stream *st) {
+    job *j = st->j;
+    size_t n_hist;
+    const int32_t *hist = slm_session_history(st->s, &n_hist);
+    if (st->first_sync) st->n_fed = common_prefix(hist, n_hist, j->prompt, j->n_prompt);
+    size_t target = st->n_fed + CHUNK < j->n_prompt ? st->n_fed + CHUNK : j->n_prompt;
+    size_t reused = 0;
+    slm_status s = slm_session_sync(st->s, j->prompt, target, &st->logits, &reused);
+    pthread_mutex_lock(&srv.mu);
+    if (s != SLM_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "prefill failed: %s (%s)", slm_session_errmsg(st->s), slm_status_name(s));
+        job_fail_locked(j, 500, msg);
+        pthread_mutex_unlock(&srv.mu);
+        return false;
+    }
+    if (st->first_sync) {
+        j->cached_tokens = reused;
+        srv.m_reused_tokens += reused;
+        st->first_sync = false;
+    }
+    pthread_mutex_unlock(&srv.mu);
+    st->n_fed = target;
+    return true;
+}
+
+/* Forks the slot's prefilled session for choices 1..n-1 (each starts from a copy of the prompt's
+ * logits). A failed fork fails the job. */
+static void fork_choices(stream *slot) {
+    job *j = slot->j;
+    if (j->n <= 1) return;
+    slm_snapshot *snap = NULL;
+    bool ok = slm_session_snapshot(slot->s, &snap) == SLM_OK;
+    for (int32_t ci = 1; ok && ci < j->n; ci++) {
+        stream *f = NULL;
+        for (int32_t k = 0; k < srv.n_forks_cap && !f; k++)
+            if (!srv.forks[k].j) f = &srv.forks[k];
+        slm_session_params sp = slm_session_params_default();
+        sp.n_threads = srv.o.n_threads;
+        cli_apply_env(&sp, NULL);
+        if (!f || slm_session_fork(snap, &sp, &f->s, NULL, 0) != SLM_OK) {
+            ok = false;
+            break;
+        }
+        f->own_session = true;
+        f->own_logits = malloc((size_t)srv.n_vocab * sizeof *f->own_logits);
+        pthread_mutex_lock(&srv.mu);
+        j->refs++;
+        pthread_mutex_unlock(&srv.mu);
+        if (!stream_begin(f, j, ci) || !f->own_logits) {
+            stream_end(f);
+            ok = false;
+            break;
+        }
+        memcpy(f->own_logits, slot->logits, (size_t)srv.n_vocab * sizeof *f->own_logits);
+        f->logits = f->own_logits;
+        f->n_fed = j->n_prompt;
+        f->first_sync = false;
+    }
+    slm_snapshot_destroy(snap);
+    if (!ok) {
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(j, 500, "cannot fork the session for n > 1");
+        pthread_mutex_unlock(&srv.mu);
+    }
+}
+
+static void top_logprobs(const float *logits, int32_t n_vocab, int32_t id, int32_t k, tok_lp *out) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    out->id = id;
+    out->logprob = (float)((double)logits[id] - lse);
+    out->n_top = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        /* insertion into the k largest, ties to the lower id */
+        int32_t p = out->n_top < k ? out->n_top++ : k;
+        if (p == k && (k == 0 || !(logits[i] > logits[out->top_id[k - 1]]))) continue;
+        if (p == k) p = k - 1;
+        while (p > 0 && logits[i] > logits[out->top_id[p - 1]]) {
+            out->top_id[p] = out->top_id[p - 1];
+            p--;
+        }
+        out->top_id[p] = i;
+    }
+    for (int32_t i = 0; i < out->n_top; i++) out->top_lp[i] = (float)((double)logits[out->top_id[i]] - lse);
+}
+
+/* Samples the next token of a prefilled stream and publishes it; false when the stream ended. */
+static bool sample_step(stream *st) {
+    job *j = st->j;
+    choice *c = &j->choices[st->choice];
+    size_t n_hist;
+    const int32_t *hist = slm_session_history(st->s, &n_hist);
+    int32_t id = -1;
+    tok_lp lp = {0};
+    const char *piece = NULL, *tail = NULL;
+    size_t n_piece = 0, n_tail = 0;
+    const char *finish = NULL;
+    if (cli_first_nonfinite(st->logits, srv.n_vocab) >= 0 ||
+        slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id) != SLM_OK) {
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(j, 500, "the model produced non-finite logits");
+        pthread_mutex_unlock(&srv.mu);
+        return false;
+    }
+    bool eog = !j->ignore_eos && slm_tokenizer_is_eog(srv.tok, id);
+    if (eog) {
+        finish = "stop";
+    } else {
+        if (j->logprobs) top_logprobs(st->logits, srv.n_vocab, id, j->top_logprobs, &lp);
+        if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) n_piece = 0;
+        st->n_gen++;
+        if (st->n_gen >= j->max_tokens || slm_session_pos(st->s) >= srv.n_ctx) finish = "length";
+    }
+    pthread_mutex_lock(&srv.mu);
+    bool ok = true;
+    if (!eog) {
+        size_t old = c->text.n;
+        sb_add(&c->text, piece ? piece : "", n_piece);
+        if (finish && slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK) sb_add(&c->text, tail, n_tail);
+        if (j->logprobs) {
+            tok_lp *v = realloc(c->lps, (c->n_tokens + 1) * sizeof *v);
+            if (v) {
+                c->lps = v;
+                v[c->n_tokens] = lp;
+            } else {
+                ok = false;
+            }
+        }
+        c->n_tokens++;
+        srv.m_gen_tokens++;
+        long at = j->n_stops ? find_stop(j, &c->text, old) : -1;
+        if (at >= 0) {
+            c->text.n = (size_t)at;
+            c->text.v[at] = '\0';
+            finish = "stop";
+        }
+    }
+    if (finish) c->finish = finish;
+    if (!ok) {
+        job_fail_locked(j, 500, "out of memory");
+    } else if (j->stream && !j->cancelled) {
+        size_t upto = finish ? c->text.n : c->text.n - stop_holdback(j, &c->text);
+        if (upto < c->n_sent) upto = c->n_sent;
+        sse_choice(j, st->choice, upto);
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&srv.mu);
+    if (finish || !ok) return false;
+    st->next_id = id;
+    return true;
+}
+
+/* Decodes the sampled token of every stream in v[0, n). The one place decode steps happen: a
+ * batched decode of all slots in one call replaces this loop. */
+static void decode_all(stream **v, int32_t n) {
+    double t0 = now_s();
+    for (int32_t i = 0; i < n; i++) {
+        stream *st = v[i];
+        slm_status s = slm_session_decode(st->s, st->next_id, &st->logits);
+        st->next_id = -1;
+        if (s != SLM_OK) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "decode failed: %s (%s)", slm_session_errmsg(st->s), slm_status_name(s));
+            pthread_mutex_lock(&srv.mu);
+            job_fail_locked(st->j, 500, msg);
+            pthread_mutex_unlock(&srv.mu);
+        }
+    }
+    pthread_mutex_lock(&srv.mu);
+    srv.m_decode_s += now_s() - t0;
+    srv.m_decode_tokens += (uint64_t)n;
+    pthread_mutex_unlock(&srv.mu);
+}
+
+static bool stream_dead(const stream *st) {
+    pthread_mutex_lock(&srv.mu);
+    bool dead = st->j->cancelled || st->j->err_status != 0 || srv.stopping;
+    pthread_mutex_unlock(&srv.mu);
+    return dead;
+}
+
+static void *scheduler(void *arg) {
+    (void)arg;
+    int32_t n_all = srv.o.parallel + srv.n_forks_cap;
+    stream **all = malloc((size_t)n_all * sizeof *all), **dec = malloc((size_t)n_all * sizeof *dec);
+    for (int32_t i = 0; i < srv.o.parallel; i++) all[i] = &srv.slots[i];
+    for (int32_t i = 0; i < srv.n_forks_cap; i++) all[srv.o.parallel + i] = &srv.forks[i];
+    for (;;) {
+        /* admit queued jobs into idle slots */
+        pthread_mutex_lock(&srv.mu);
+        for (;;) {
+            bool any_active = srv.m_busy > 0;
+            for (int32_t i = 0; i < srv.n_forks_cap && !any_active; i++) any_active = srv.forks[i].j != NULL;
+            if (srv.stopping || srv.queue_head || any_active) break;
+            pthread_cond_wait(&srv.wake, &srv.mu);
+        }
+        bool stopping = srv.stopping;
+        while (!stopping && srv.queue_head && srv.m_busy < srv.o.parallel) {
+            job *j = srv.queue_head;
+            srv.queue_head = j->next;
+            if (!srv.queue_head) srv.queue_tail = NULL;
+            srv.queue_len--;
+            if (j->cancelled) {
+                job_unref_locked(j);
+                continue;
+            }
+            srv.m_busy++;
+            pthread_mutex_unlock(&srv.mu);
+            stream *st = admit(j);
+            bool ok = st && stream_begin(st, j, 0);
+            pthread_mutex_lock(&srv.mu);
+            if (!ok) {
+                job_fail_locked(j, 500, "cannot start the generation");
+                if (st) {
+                    pthread_mutex_unlock(&srv.mu);
+                    stream_end(st);
+                    pthread_mutex_lock(&srv.mu);
+                } else {
+                    srv.m_busy--;
+                    job_unref_locked(j);
+                }
+            }
+        }
+        if (stopping) {
+            while (srv.queue_head) {
+                job *j = srv.queue_head;
+                srv.queue_head = j->next;
+                srv.queue_len--;
+                job_fail_locked(j, 503, "the server is shutting down");
+                job_unref_locked(j);
+            }
+            srv.queue_tail = NULL;
+        }
+        pthread_mutex_unlock(&srv.mu);
+        /* one step per active stream */
+        int32_t n_dec = 0;
+        bool any = false;
+        for (int32_t i = 0; i < n_all; i++) {
+            stream *st = all[i];
+            if (!st->j) continue;
+            any = true;
+            if (stream_dead(st)) {
+                pthread_mutex_lock(&srv.mu);
+                if (st->j->cancelled && !st->j->done) srv.m_cancelled++;
+                if (srv.stopping && !st->j->choices[st->choice].finish) {
+                    /* in-flight streams end with a final chunk */
+                    choice *c = &st->j->choices[st->choice];
+                    c->finish = "stop";
+                    if (st->j->stream) sse_choice(st->j, st->choice, c->text.n);
+                }
+                pthread_mutex_unlock(&srv.mu);
+                stream_end(st);
+                continue;
+            }
+            if (st->n_fed < st->j->n_prompt) {
+                if (!prefill_step(st)) stream_end(st);
+                else if (st->n_fed == st->j->n_prompt && !st->own_session) fork_choices(st);
+                continue;
+            }
+            if (sample_step(st)) dec[n_dec++] = st;
+            else stream_end(st);
+        }
+        if (n_dec) decode_all(dec, n_dec);
+        if (stopping && !any) break;
+    }
+    free(all);
+    free(dec);
+    return NULL;
+}
+
+/* ---- requests ---------------------------------------------------------------------------------- */
+
+typedef struct req {
+    sbuf body;
+    bool too_big;
+} req;
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *obj, bool retry_after) {
+    char *s = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    if (!s) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *type = status == 401 ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 503 ? "server_overloaded"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    pthread_mutex_lock(&srv.mu);
+    srv.m_errors++;
+    pthread_mutex_unlock(&srv.mu);
+    return send_json(conn, status, error_json(msg, type), status == 503);
+}
+
+/* Deepest nesting of arrays and objects in a JSON text (strings skipped). */
+static int json_depth(const char *s, size_t n) {
+    int depth = 0, max = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max) max = depth;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* Tokenizes text into a fresh job prompt; false with msg on failure. */
+static bool encode_prompt(job *j, const char *text, uint32_t flags, char *msg, size_t cap) {
+    size_t len = strlen(text), n = 0;
+    j->prompt = malloc((len + 16) * sizeof *j->prompt);
+    if (!j->prompt) return snprintf(msg, cap, "out of memory"), false;
+    slm_status s = slm_tokenizer_encode(srv.tok, text, len, flags, j->prompt, len + 16, &n);
+    if (s != SLM_OK) return snprintf(msg, cap, "cannot tokenize the prompt (%s)", slm_status_name(s)), false;
+    j->n_prompt = n;
+    return true;
+}
+
+/* Reads a number field into *out; absent leaves *out. false with msg when not a number in [lo, hi]. */
+static bool num_field(const cJSON *root, const char *name, double lo, double hi, bool integer, double *out, char *msg,
+                      size_t cap) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsNumber(f) || !(f->valuedouble >= lo && f->valuedouble <= hi) ||
+        (integer && f->valuedouble != floor(f->valuedouble))) {
+        snprintf(msg, cap, "'%s' must be %s in [%g, %g]", name, integer ? "an integer" : "a number", lo, hi);
+        return false;
+    }
+    *out = f->valuedouble;
+    return true;
+}
+
+/* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg). */
+static unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, char *msg, size_t cap) {
+    *out = NULL;
+    if (json_depth(body, n_body) > MAX_JSON_DEPTH)
+        return (unsigned)snprintf(msg, cap, "JSON nested deeper than %d levels", MAX_JSON_DEPTH), 400;
+    cJSON *root = cJSON_ParseWithLength(body, n_body);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(msg, cap, "the body is not a JSON object");
+        return 400;
+    }
+    unsigned status = 400;
+    slm_chat_message *msgs = NULL;
+    char *rendered = NULL;
+    job *j = calloc(1, sizeof *j);
+    if (!j) goto fail;
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->chat = chat;
+    j->n = 1;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsString(model)) {
+        snprintf(msg, cap, "'model' must be a string");
+        goto fail;
+    }
+    if (model && strcmp(model->valuestring, srv.model_id) != 0) {
+        snprintf(msg, cap, "the model '%s' does not exist (this server serves '%s')", model->valuestring, srv.model_id);
+        status = 404;
+        goto fail;
+    }
+    double v;
+    j->sp = slm_sampler_params_default();
+    j->sp.temperature = 1.0f;
+    j->sp.top_k = 0;
+    j->sp.top_p = 1.0f;
+    j->sp.min_p = 0.0f;
+    j->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
+    v = 1.0;
+    if (!num_field(root, "temperature", 0, 2, false, &v, msg, cap)) goto fail;
+    j->sp.temperature = (float)v;
+    v = 1.0;
+    if (!num_field(root, "top_p", 1e-9, 1, false, &v, msg, cap)) goto fail;
+    j->sp.top_p = (float)v;
+    v = -1;
+    if (!num_field(root, "seed", -9.2e18, 9.2e18, true, &v, msg, cap)) goto fail;
+    if (v >= 0 || cJSON_GetObjectItemCaseSensitive(root, "seed")) j->sp.seed = (uint64_t)(int64_t)v;
+    v = 1;
+    if (!num_field(root, "n", 1, MAX_N, true, &v, msg, cap)) goto fail;
+    j->n = (int32_t)v;
+    v = -1;
+    if (!num_field(root, "max_tokens", 1, 1e9, true, &v, msg, cap)) goto fail;
+    if (!num_field(root, "max_completion_tokens", 1, 1e9, true, &v, msg, cap)) goto fail;
+    if (v > srv.o.max_tokens) {
+        snprintf(msg, cap, "max_tokens %.0f is beyond this server's limit of %d", v, srv.o.max_tokens);
+        goto fail;
+    }
+    j->max_tokens = v > 0 ? (int32_t)v : srv.o.max_tokens;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    if (f && !cJSON_IsNull(f) && !cJSON_IsBool(f)) {
+        snprintf(msg, cap, "'stream' must be a boolean");
+        goto fail;
+    }
+    j->stream = cJSON_IsTrue(f);
+    f = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    j->include_usage = f && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "include_usage"));
+    f = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos");
+    j->ignore_eos = cJSON_IsTrue(f);
+    f = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (cJSON_IsString(f)) {
+        if (f->valuestring[0] && !(j->stops[j->n_stops++] = strdup(f->valuestring))) goto fail;
+    } else if (cJSON_IsArray(f)) {
+        const cJSON *e;
+        if (cJSON_GetArraySize(f) > MAX_STOPS) {
+            snprintf(msg, cap, "'stop' takes at most %d strings", MAX_STOPS);
+            goto fail;
+        }
+        cJSON_ArrayForEach(e, f) {
+            if (!cJSON_IsString(e)) {
+                snprintf(msg, cap, "'stop' must be a string or a list of strings");
+                goto fail;
+            }
+            if (e->valuestring[0] && !(j->stops[j->n_stops++] = strdup(e->valuestring))) goto fail;
+        }
+    } else if (f && !cJSON_IsNull(f)) {
+        snprintf(msg, cap, "'stop' must be a string or a list of strings");
+        goto fail;
+    }
+    f = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (chat) {
+        if (f && !cJSON_IsNull(f) && !cJSON_IsBool(f)) {
+            snprintf(msg, cap, "'logprobs' must be a boolean");
+            goto fail;
+        }
+        j->logprobs = cJSON_IsTrue(f);
+        v = 0;
+        if (!num_field(root, "top_logprobs", 0, MAX_TOP_LOGPROBS, true, &v, msg, cap)) goto fail;
+        j->top_logprobs = (int32_t)v;
+        if (v > 0 && !j->logprobs) {
+            snprintf(msg, cap, "'top_logprobs' needs 'logprobs': true");
+            goto fail;
+        }
+    } else {
+        v = -1;
+        if (!num_field(root, "logprobs", 0, 5, true, &v, msg, cap)) goto fail;
+        j->logprobs = v >= 0;
+        j->top_logprobs = v > 0 ? (int32_t)v : 0;
+    }
+    if (chat) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "messages"), *e;
+        if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0) {
+            snprintf(msg, cap, "'messages' must be a non-empty list");
+            goto fail;
+        }
+        if (!slm_chat_template_detect(srv.m)) {
+            snprintf(msg, cap, "the model has no chat template: use /v1/completions");
+            goto fail;
+        }
+        msgs = calloc((size_t)cJSON_GetArraySize(arr), sizeof *msgs);
+        if (!msgs) goto fail;
+        size_t n_msgs = 0;
+        cJSON_ArrayForEach(e, arr) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+            if (cJSON_IsArray(content)) {
+                /* [{"type":"text","text":...}]: only one text part */
+                const cJSON *part = cJSON_GetArraySize(content) == 1 ? cJSON_GetArrayItem(content, 0) : NULL;
+                content = part ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
+            }
+            if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
+                snprintf(msg, cap, "messages[%zu] needs a string 'role' and a string 'content'", n_msgs);
+                goto fail;
+            }
+            const char *r = role->valuestring;
+            if (!strcmp(r, "developer")) r = "system";
+            if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+                snprintf(msg, cap, "messages[%zu]: role '%.40s' is not system, user or assistant", n_msgs, r);
+                goto fail;
+            }
+            msgs[n_msgs++] = (slm_chat_message){r, content->valuestring};
+        }
+        if (slm_chat_render(srv.m, NULL, msgs, n_msgs, true, &rendered) != SLM_OK) {
+            snprintf(msg, cap, "cannot render the chat template");
+            goto fail;
+        }
+        if (!encode_prompt(j, rendered, SLM_TOKENIZE_PARSE_SPECIAL, msg, cap)) goto fail;
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+            p = cJSON_GetArrayItem(p, 0);
+        if (cJSON_IsString(p)) {
+            if (!encode_prompt(j, p->valuestring, SLM_TOKENIZE_PARSE_SPECIAL | SLM_TOKENIZE_ADD_BOS, msg, cap)) goto fail;
+        } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
+            size_t n = (size_t)cJSON_GetArraySize(p), i = 0;
+            const cJSON *e;
+            if (!(j->prompt = malloc(n * sizeof *j->prompt))) goto fail;
+            cJSON_ArrayForEach(e, p) {
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                    e->valuedouble >= srv.n_vocab) {
+                    snprintf(msg, cap, "prompt[%zu] is not a token id in [0, %d)", i, srv.n_vocab);
+                    goto fail;
+                }
+                j->prompt[i++] = (int32_t)e->valuedouble;
+            }
+            j->n_prompt = n;
+        } else {
+            snprintf(msg, cap, "'prompt' must be a string, a list of token ids or a list of one string");
+            goto fail;
+        }
+    }
+    if (j->n_prompt == 0) {
+        snprintf(msg, cap, "the prompt is empty");
+        goto fail;
+    }
+    if (j->n_prompt >= (size_t)srv.n_ctx) {
+        snprintf(msg, cap, "the prompt has %zu tokens; this server's context limit is %d tokens (prompt plus at least one "
+                           "generated token)", j->n_prompt, srv.n_ctx);
+        goto fail;
+    }
+    free(msgs);
+    slm_free(rendered);
+    cJSON_Delete(root);
+    *out = j;
+    return 0;
+fail:
+    free(msgs);
+    slm_free(rendered);
+    cJSON_Delete(root);
+    if (j) job_unref_locked(j);
+    if (!msg[0]) snprintf(msg, cap, "out of memory");
+    return status;
+}
+
+static cJSON *completion_json(const job *j) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", j->id);
+    cJSON_AddStringToObject(root, "object", j->chat ? "chat.completion" : "text_completion");
+    cJSON_AddNumberToObject(root, "created", (double)j->created);
+    cJSON_AddStringToObject(root, "model", srv.model_id);
+    cJSON *arr = cJSON_AddArrayToObject(root, "choices");
+    for (int32_t i = 0; i < j->n; i++) {
+        const choice *c = &j->choices[i];
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        char *text = cli_utf8_sanitize(c->text.v ? c->text.v : "");
+        if (j->chat) {
+            cJSON *m = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", text ? text : "");
+        } else {
+            cJSON_AddStringToObject(ch, "text", text ? text : "");
+        }
+        free(text);
+        if (j->logprobs) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, 0, c->n_tokens));
+        else cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddStringToObject(ch, "finish_reason", c->finish ? c->finish : "stop");
+        cJSON_AddItemToArray(arr, ch);
+    }
+    cJSON_AddItemToObject(root, "usage", usage_json(j));
+    return root;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    job *j = cls;
+    pthread_mutex_lock(&srv.mu);
+    while (j->sse_off == j->sse.n && !j->sse_end) pthread_cond_wait(&j->cv, &srv.mu);
+    size_t n = j->sse.n - j->sse_off;
+    if (n == 0) {
+        pthread_mutex_unlock(&srv.mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (n > max) n = max;
+    memcpy(buf, j->sse.v + j->sse_off, n);
+    j->sse_off += n;
+    if (j->sse_off == j->sse.n) j->sse_off = j->sse.n = 0;
+    pthread_mutex_unlock(&srv.mu);
+    return (ssize_t)n;
+}
+
+/* The stream's response is gone (sent, or the client went away; it may outlive the request's
+ * req): the job is cancelled and this side's reference dropped. */
+static void sse_free(void *cls) {
+    job *j = cls;
+    pthread_mutex_lock(&srv.mu);
+    j->cancelled = true;
+    job_unref_locked(j);
+    pthread_cond_signal(&srv.wake);
+    pthread_mutex_unlock(&srv.mu);
+}
+
+static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool chat) {
+    char msg[512] = "";
+    job *j = NULL;
+    unsigned status = parse_request(r->body.v ? r->body.v : "", r->body.n, chat, &j, msg, sizeof msg);
+    if (status) return send_error(conn, status, "%s", msg);
+    pthread_mutex_lock(&srv.mu);
+    srv.m_requests++;
+    srv.m_prompt_tokens += j->n_prompt;
+    if (srv.stopping || srv.queue_len + srv.m_busy >= srv.o.parallel + srv.o.queue_max) {
+        job_unref_locked(j);
+        pthread_mutex_unlock(&srv.mu);
+        return send_error(conn, 503, "the server is busy (%d slots, %d requests queued): retry later", srv.o.parallel,
+                          srv.o.queue_max);
+    }
+    snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)++srv.next_id);
+    j->created = (long long)time(NULL);
+    j->refs = 2; /* this side and the scheduler */
+    if (srv.queue_tail) srv.queue_tail->next = j;
+    else srv.queue_head = j;
+    srv.queue_tail = j;
+    srv.queue_len++;
+    pthread_cond_signal(&srv.wake);
+    if (j->stream) {
+        pthread_mutex_unlock(&srv.mu);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
+        if (!resp) {
+            sse_free(j);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    while (!j->done) pthread_cond_wait(&j->cv, &srv.mu);
+    cJSON *out = NULL;
+    unsigned code = 200;
+    if (j->err_status) {
+        code = (unsigned)j->err_status;
+        out = error_json(j->err_msg, code == 503 ? "server_overloaded" : "server_error");
+    } else {
+        out = completion_json(j);
+    }
+    j->cancelled = true;
+    job_unref_locked(j);
+    pthread_mutex_unlock(&srv.mu);
+    return send_json(conn, code, out, code == 503);
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, const char *type) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
+                                                                MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(resp, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
+    char buf[2048];
+    pthread_mutex_lock(&srv.mu);
+    size_t n_files = 0;
+    for (size_t i = 0; i < srv.n_cache; i++) n_files += srv.cache[i].snap == NULL;
+    snprintf(buf, sizeof buf,
+             "# TYPE statelm_requests_total counter\nstatelm_requests_total %llu\n"
+             "# TYPE statelm_request_errors_total counter\nstatelm_request_errors_total %llu\n"
+             "# TYPE statelm_requests_cancelled_total counter\nstatelm_requests_cancelled_total %llu\n"
+             "# TYPE statelm_prompt_tokens_total counter\nstatelm_prompt_tokens_total %llu\n"
+             "# TYPE statelm_generated_tokens_total counter\nstatelm_generated_tokens_total %llu\n"
+             "# TYPE statelm_prefix_reuse_tokens_total counter\nstatelm_prefix_reuse_tokens_total %llu\n"
+             "# TYPE statelm_queue_depth gauge\nstatelm_queue_depth %d\n"
+             "# TYPE statelm_slots_busy gauge\nstatelm_slots_busy %d\n"
+             "# TYPE statelm_slots_total gauge\nstatelm_slots_total %d\n"
+             "# TYPE statelm_decode_tokens_per_second gauge\nstatelm_decode_tokens_per_second %.3f\n"
+             "# TYPE statelm_cached_states gauge\nstatelm_cached_states %zu\n"
+             "# TYPE statelm_cached_state_bytes gauge\nstatelm_cached_state_bytes %llu\n"
+             "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n",
+             (unsigned long long)srv.m_requests, (unsigned long long)srv.m_errors, (unsigned long long)srv.m_cancelled,
+             (unsigned long long)srv.m_prompt_tokens, (unsigned long long)srv.m_gen_tokens,
+             (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
+             srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
+             (unsigned long long)srv.cache_bytes, n_files);
+    pthread_mutex_unlock(&srv.mu);
+    return send_text(conn, buf, "text/plain; version=0.0.4");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)cls;
+    (void)version;
+    req *r = *con_cls;
+    size_t cap = (size_t)srv.o.max_body_kib << 10;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        *con_cls = r;
+        pthread_mutex_lock(&srv.mu);
+        srv.n_inflight++;
+        pthread_mutex_unlock(&srv.mu);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > cap)
+            return send_error(conn, 413, "the request body is larger than %d KiB", srv.o.max_body_kib);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (r->body.n + *upload_size > cap) r->too_big = true;
+        else if (!sb_add(&r->body, upload, *upload_size)) return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *cw = ci ? ci->socket_context : NULL;
+    if (cw) {
+        pthread_mutex_lock(&srv.mu);
+        cw->receiving = false;
+        pthread_mutex_unlock(&srv.mu);
+    }
+    if (r->too_big) return send_error(conn, 413, "the request body is larger than %d KiB", srv.o.max_body_kib);
+    bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
+    if (is_get && !strcmp(url, "/health")) return send_text(conn, "{\"status\":\"ok\"}", "application/json");
+    if (srv.o.api_key) {
+        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strcmp(auth + 7, srv.o.api_key) != 0)
+            return send_error(conn, 401, "invalid API key");
+    }
+    if (is_get && !strcmp(url, "/metrics")) return handle_metrics(conn);
+    if (is_get && !strcmp(url, "/v1/models")) {
+        cJSON *root = cJSON_CreateObject(), *arr;
+        cJSON_AddStringToObject(root, "object", "list");
+        arr = cJSON_AddArrayToObject(root, "data");
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", srv.model_id);
+        cJSON_AddStringToObject(e, "object", "model");
+        cJSON_AddNumberToObject(e, "created", 0);
+        cJSON_AddStringToObject(e, "owned_by", "statelm");
+        cJSON_AddItemToArray(arr, e);
+        return send_json(conn, 200, root, false);
+    }
+    if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(conn, r, true);
+    if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(conn, r, false);
+    return send_error(conn, 404, "no endpoint %s %s", method, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)toe;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *cw = ci ? ci->socket_context : NULL;
+    pthread_mutex_lock(&srv.mu);
+    if (cw) { /* the next request on this connection starts now */
+        cw->receiving = true;
+        cw->t_start = now_s();
+    }
+    pthread_mutex_unlock(&srv.mu);
+    req *r = *con_cls;
+    if (!r) return;
+    free(r->body.v);
+    free(r);
+    *con_cls = NULL;
+    pthread_mutex_lock(&srv.mu);
+    srv.n_inflight--;
+    pthread_mutex_unlock(&srv.mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)cls;
+    pthread_mutex_lock(&srv.mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_watch *cw = ci ? calloc(1, sizeof *cw) : NULL;
+        if (cw) {
+            cw->fd = ci->connect_fd;
+            cw->t_start = now_s();
+            cw->receiving = true;
+            cw->next = srv.conns;
+            if (srv.conns) srv.conns->prev = cw;
+            srv.conns = cw;
+        }
+        *socket_context = cw;
+    } else if (*socket_context) {
+        conn_watch *cw = *socket_context;
+        if (cw->prev) cw->prev->next = cw->next;
+        else srv.conns = cw->next;
+        if (cw->next) cw->next->prev = cw->prev;
+        free(cw);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&srv.mu);
+}
+
+/* Cuts connections whose request has been arriving for longer than --timeout seconds. */
+static void watch_connections(void) {
+    double now = now_s();
+    pthread_mutex_lock(&srv.mu);
+    for (conn_watch *cw = srv.conns; cw; cw = cw->next)
+        if (cw->receiving && now - cw->t_start > srv.o.timeout_s) {
+            shutdown(cw->fd, SHUT_RDWR);
+            cw->t_start = INFINITY;
+        }
+    pthread_mutex_unlock(&srv.mu);
+}
+
+/* ---- command ---------------------------------------------------------------------------------- */
+
+static void usage_serve(void) {
+    puts("usage: statelm serve -m MODEL [options]   an OpenAI-compatible HTTP server\n"
+         "  --host ADDR          IPv4 address to bind (default 127.0.0.1)\n"
+         "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
+         "  --parallel N         slots: requests generated concurrently (default 4)\n"
+         "  -c N_CTX             context per slot (default: the model's default)\n"
+         "  -t N                 threads per session\n"
+         "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
+         "  --cache-mib MiB      memory for idle snapshots reused by prefix (default 256; 0 = none)\n"
+         "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist); they outlive the\n"
+         "                       server and are reused by the next one of the same model and context\n"
+         "  --max-body-kib K     largest request body (default 1024)\n"
+         "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
+         "  --queue N            requests waiting for a slot before 503 (default 64)\n"
+         "  --timeout S          a request must arrive within S seconds, and a connection idle that\n"
+         "                       long is closed (default 30)\n"
+         "SIGINT or SIGTERM stops it: streams in flight end with a final chunk.");
+}
+
+static int parse_serve(int argc, char **argv, serve_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->parallel = 4;
+    o->cache_mib = 256;
+    o->max_body_kib = 1024;
+    o->max_tokens = 4096;
+    o->queue_max = 64;
+    o->timeout_s = 30;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int64_t iv;
+        int32_t *dst = NULL;
+        int64_t lo = 0, hi = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_serve();
+            return 0;
+        }
+        if (!(v = cli_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--host")) o->host = v;
+        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--state-dir")) o->state_dir = v;
+        else if (!strcmp(a, "--port")) dst = &o->port, lo = 0, hi = 65535;
+        else if (!strcmp(a, "--parallel")) dst = &o->parallel, lo = 1, hi = 256;
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) dst = &o->n_ctx, lo = 2, hi = 1 << 24;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &o->n_threads, lo = 1, hi = 1024;
+        else if (!strcmp(a, "--cache-mib")) dst = &o->cache_mib, lo = 0, hi = 1 << 20;
+        else if (!strcmp(a, "--max-body-kib")) dst = &o->max_body_kib, lo = 1, hi = 1 << 20;
+        else if (!strcmp(a, "--max-tokens")) dst = &o->max_tokens, lo = 1, hi = 1 << 24;
+        else if (!strcmp(a, "--queue")) dst = &o->queue_max, lo = 0, hi = 1 << 20;
+        else if (!strcmp(a, "--timeout")) dst = &o->timeout_s, lo = 1, hi = 86400;
+        else return cli_fail("serve: unknown option '%s'", a), 2;
+        if (dst) {
+            if (!cli_parse_i64(a, v, lo, hi, &iv)) return 2;
+            *dst = (int32_t)iv;
+        }
+    }
+    if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (o->state_dir && access(o->state_dir, W_OK) != 0)
+        return cli_fail("--state-dir %s: not a writable folder", o->state_dir), 2;
+    o->n_threads = cli_cap_threads(o->n_threads, false);
+    return -1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    int rc = parse_serve(argc, argv, &srv.o);
+    if (rc >= 0) return rc;
+    rc = 1;
+    char err[512];
+    struct MHD_Daemon *d = NULL;
+    pthread_t sched;
+    bool sched_started = false;
+    /* SIGINT and SIGTERM go to sigwait below: blocked before any thread starts */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    pthread_mutex_init(&srv.mu, NULL);
+    pthread_cond_init(&srv.wake, NULL);
+    slm_model_params mp = slm_model_params_default();
+    mp.n_threads = srv.o.n_threads;
+    slm_status st = slm_model_load(srv.o.model, &mp, &srv.m, err, sizeof err);
+    if (st != SLM_OK) {
+        cli_fail("%s (%s)", err, slm_status_name(st));
+        goto done;
+    }
+    if (!(srv.tok = slm_model_tokenizer(srv.m))) {
+        cli_fail("serve: the model has no tokenizer");
+        goto done;
+    }
+    const char *base = strrchr(srv.o.model, '/');
+    base = base && base[1] ? base + 1 : srv.o.model;
+    snprintf(srv.model_id, sizeof srv.model_id, "%s", base);
+    srv.n_vocab = slm_model_n_vocab(srv.m);
+    srv.n_forks_cap = srv.o.parallel * (MAX_N - 1);
+    srv.slots = calloc((size_t)srv.o.parallel, sizeof *srv.slots);
+    srv.forks = calloc((size_t)srv.n_forks_cap, sizeof *srv.forks);
+    if (!srv.slots || !srv.forks) {
+        cli_fail("out of memory");
+        goto done;
+    }
+    if (srv.o.n_ctx) cli_warn_ctx(srv.m, srv.o.n_ctx, SLM_DTYPE_F16);
+    for (int32_t i = 0; i < srv.o.parallel; i++) {
+        slm_session_params sp = slm_session_params_default();
+        sp.n_ctx = srv.o.n_ctx;
+        sp.n_threads = srv.o.n_threads;
+        cli_apply_env(&sp, NULL);
+        if ((st = slm_session_create(srv.m, &sp, &srv.slots[i].s, err, sizeof err)) != SLM_OK) {
+            cli_name_env(err, sizeof err);
+            cli_fail("%s (%s)", err, slm_status_name(st));
+            goto done;
+        }
+    }
+    srv.n_ctx = slm_session_n_ctx(srv.slots[0].s);
+    uint8_t fp[16];
+    slm_model_fingerprint(srv.m, fp);
+    srv.hash_seed = 1469598103934665603ull ^ (uint64_t)srv.n_ctx;
+    for (int k = 0; k < 16; k++) srv.hash_seed = (srv.hash_seed ^ fp[k]) * 1099511628211ull;
+    index_state_dir(srv.slots[0].s);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)srv.o.port);
+    if (inet_pton(AF_INET, srv.o.host, &addr.sin_addr) != 1) {
+        cli_fail("--host %s: not an IPv4 address", srv.o.host);
+        goto done;
+    }
+    if (pthread_create(&sched, NULL, scheduler, NULL) != 0) {
+        cli_fail("cannot start the scheduler thread");
+        goto done;
+    }
+    sched_started = true;
+    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+                         on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned int)(srv.o.parallel * MAX_N + srv.o.queue_max + 16), MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+    if (!d) {
+        cli_fail("cannot listen on %s:%d: %s", srv.o.host, srv.o.port, strerror(errno));
+        goto done;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_in bound;
+    socklen_t len = sizeof bound;
+    int port = srv.o.port;
+    if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0) port = ntohs(bound.sin_port);
+    printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", srv.o.host, port,
+           srv.model_id, srv.o.parallel, srv.n_ctx);
+    fflush(stdout);
+    int sig = 0;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    const struct timespec tick = {0, 250 * 1000 * 1000};
+    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections();
+    fprintf(stderr, "statelm serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+done:
+    if (d) MHD_quiesce_daemon(d);
+    if (sched_started) {
+        pthread_mutex_lock(&srv.mu);
+        srv.stopping = true;
+        pthread_cond_broadcast(&srv.wake);
+        pthread_mutex_unlock(&srv.mu);
+        pthread_join(sched, NULL);
+    }
+    if (d) {
+        /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
+        double t_end = now_s() + 5;
+        for (;;) {
+            pthread_mutex_lock(&srv.mu);
+            int32_t n = srv.n_inflight;
+            pthread_mutex_unlock(&srv.mu);
+            if (n == 0 || now_s() > t_end) break;
+            usleep(10000);
+        }
+        MHD_stop_daemon(d);
+    }
+    while (srv.n_cache) cache_remove(srv.n_cache - 1, true);
+    free(srv.cache);
+    for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) slm_session_destroy(srv.slots[i].s);
+    free(srv.slots);
+    free(srv.forks);
+    slm_model_destroy(srv.m);
+    pthread_cond_destroy(&srv.wake);
+    pthread_mutex_destroy(&srv.mu);
+    /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
+    return rc;
+}
