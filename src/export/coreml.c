@@ -770,6 +770,52 @@ static int32_t lower_attention(exporter *x, const g_node *nd, int32_t q, int32_t
     return transpose(x, O, p021);
 }
 
+/* Qwen3.5's gated DeltaNet, recurrent form unrolled over the call's n tokens (kern_ref.c
+ * DELTANET): per token, S *= exp(g); u = k S; S += k^T (beta (v - u)); o = q S. MIL shapes:
+ * q, k (n, Hk, dk), v (n, Hv, dv), g, beta (n, Hv), S (Hv, dk, dv); o (n, Hv, dv). Returns o and
+ * sets *s_new. */
+static int32_t lower_deltanet(exporter *x, const g_node *nd, const int32_t *in, int32_t *s_new) {
+    xval tq = *V(x, in[0]), tv = *V(x, in[2]);
+    int64_t n = tq.shape[0], Hk = tq.shape[1], dk = tq.shape[2], Hv = tv.shape[1], dv = tv.shape[2], R = Hv / Hk;
+    int32_t p102[] = {1, 0, 2};
+    int32_t qk[2];
+    for (int32_t i = 0; i < 2; i++) {
+        int32_t a = in[i];
+        if (R > 1) {
+            /* kv head of v-head h: tiled h mod Hk, grouped h / R */
+            int32_t reps[4] = {1, 1, 1, 1};
+            int64_t s4[] = {n, Hk, 1, dk}, s4t[] = {n, 1, Hk, dk}, s3[] = {n, Hv, dk};
+            int32_t src = nd->p.dn.v_heads_tiled ? reshape(x, a, 4, s4t) : reshape(x, a, 4, s4);
+            reps[nd->p.dn.v_heads_tiled ? 1 : 2] = (int32_t)R;
+            int64_t ts[4] = {n, nd->p.dn.v_heads_tiled ? R : Hk, nd->p.dn.v_heads_tiled ? Hk : R, dk};
+            int32_t rv = c_ints(x, reps, 4);
+            const char *k[] = {"x", "reps"};
+            int32_t ins[] = {src, rv};
+            a = reshape(x, emit(x, "tile", 2, k, ins, DT_F16, 4, ts), 3, s3);
+        }
+        qk[i] = transpose(x, a, p102); /* (Hv, n, dk) */
+    }
+    int32_t vv = transpose(x, in[2], p102); /* (Hv, n, dv) */
+    int32_t p10[] = {1, 0};
+    int64_t gs[] = {Hv, n, 1};
+    int32_t decay = reshape(x, transpose(x, unary(x, "exp", in[3]), p10), 3, gs);
+    int32_t beta = reshape(x, transpose(x, in[4], p10), 3, gs);
+    int32_t S = in[5], o = -1;
+    for (int64_t t = 0; t < n && x->st == SLM_OK; t++) {
+        int32_t q_t = slice_axis(x, qk[0], 1, t, t + 1), k_t = slice_axis(x, qk[1], 1, t, t + 1);
+        int32_t v_t = slice_axis(x, vv, 1, t, t + 1);
+        S = binary(x, "mul", S, slice_axis(x, decay, 1, t, t + 1), -1);
+        int32_t u = matmul(x, k_t, S, false, false); /* (Hv, 1, dv) */
+        int32_t d = binary(x, "mul", binary(x, "sub", v_t, u, -1), slice_axis(x, beta, 1, t, t + 1), -1);
+        S = binary(x, "add", S, matmul(x, k_t, d, true, false), -1);
+        int32_t o_t = matmul(x, q_t, S, false, false);
+        o = t == 0 ? o_t : concat2(x, o, o_t, 1);
+    }
+    (void)dk, (void)dv;
+    *s_new = S;
+    return transpose(x, o, p102);
+}
+
 static int32_t lower_norm(exporter *x, const g_node *nd, int32_t a, int32_t w) {
     xval t = *V(x, a);
     int32_t last = t.rank - 1;
@@ -867,6 +913,12 @@ static void lower_node(exporter *x, const g_node *nd) {
         out = binary(x, "mul", lower_norm(x, nd, in[0], in[2]), unary(x, "silu", in[1]), -1);
         break;
     case G_OP_ROPE: out = lower_rope(x, nd, in[0]); break;
+    case G_OP_DELTANET: {
+        int32_t s_new = -1;
+        out = lower_deltanet(x, nd, in, &s_new);
+        if (s_new >= 0) x->tval[nd->out[1]] = s_new;
+        break;
+    }
     case G_OP_ATTENTION: out = lower_attention(x, nd, in[0], in[1], in[2], nd->out[0]); break;
     case G_OP_CONV1D: {
         int64_t K = x->p->tensors[nd->in[1]].ne[0], C = shape[1];
@@ -894,7 +946,7 @@ static void lower_node(exporter *x, const g_node *nd) {
         /* the view has the state's logical shape; the state input its allocated (padded) one */
         const char *k[] = {"input"};
         const g_state *st = &x->p->states[nd->p.read.state];
-        int64_t alloc[MAX_RANK];
+        int64_t alloc[MAX_RANK] = {0};
         state_shape(st, alloc);
         out = emit(x, "read_state", 1, k, &x->state_v[nd->p.read.state], DT_F16, st->n_dims, alloc);
         if (st->n_dims != rank) {
