@@ -625,7 +625,8 @@ SLM_API slm_status slm_plan_json(const slm_plan *plan, bool check_only, char **o
 typedef struct slm_export_params {
     size_t size;             /* sizeof(slm_export_params) */
     const char *format;      /* "coreml" (default) */
-    slm_dtype weights;       /* SLM_DTYPE_F16 (default; the only form written so far) */
+    slm_dtype weights;       /* SLM_DTYPE_F16 (default), SLM_DTYPE_Q8_0 (int8) or SLM_DTYPE_Q4_0 (int4):
+                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale) */
     const char *report_path; /* NULL, or where to write the export's compute plan as JSON (per MIL op:
                               * ANE-eligible or why not; states; op histogram) */
     bool dry_run;            /* check and lower everything, write nothing (statelm export --check-only) */

@@ -84,7 +84,7 @@ typedef struct rope_cache {
 
 /* Exporter state. Invariants: every pointer in the protobuf tree lives in the arena; vals[i]
  * is the type of the i-th value of the current function; tval[t] is the value holding IR tensor
- * t in the current function, or -1; blob_off[t] is the record offset of weight t in weight.bin,
+ * t in the current function, or -1; blob_off[3t] is the record offset of weight t in weight.bin,
  * or 0 when not written yet (offset 0 is the file header, never a record). */
 typedef struct exporter {
     const slm_allocator *al;
@@ -112,7 +112,9 @@ typedef struct exporter {
     FILE *wf;
     uint64_t w_end;
     uint32_t n_blobs;
-    uint64_t *blob_off;
+    uint64_t *blob_off;   /* (3 n_tensors) per weight: data, scale, offset record offsets */
+    slm_dtype wq;         /* F16, Q8_0 (int8 blocks) or Q4_0 (int4 blocks) */
+    int32_t n_exact, n_requant, n_f16; /* weights in blocks copied as they are / requantised; f16 */
     float *row;
     uint16_t *row16;
     int64_t row_cap;
@@ -590,7 +592,147 @@ static int32_t matmul(exporter *x, int32_t a, int32_t b, bool ta, bool tb) {
 
 /* ---- weights ---------------------------------------------------------------------------------- */
 
-/* Writes weight t as one f16 blob (once) and returns a const of it in the current function. */
+/* MILBlob BlobDataType codes (coremltools MILBlob/Blob/BlobDataType.hpp). */
+#define BLOB_F16 1u
+#define BLOB_I8 4u
+#define BLOB_U4 11u
+#define DT_I8 CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT8
+#define DT_U4 CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT4
+#define QBLOCK 32
+
+/* Appends one blob record (header at a 64-byte boundary, data at the next) holding `size` bytes
+ * of `data` (NULL: written by the caller right after) and returns its record offset, 0 on error.
+ * In a dry run nothing is written but the offsets advance alike. */
+static uint64_t blob_write(exporter *x, uint32_t dtype, uint64_t size, const void *data) {
+    uint64_t rec = (x->w_end + 63) & ~(uint64_t)63, off = rec + 64;
+    unsigned char hdr[64] = {0};
+    uint32_t sentinel = 0xDEADBEEFu;
+    memcpy(hdr, &sentinel, 4), memcpy(hdr + 4, &dtype, 4), memcpy(hdr + 8, &size, 8), memcpy(hdr + 16, &off, 8);
+    if (x->wf && (fseek(x->wf, (long)rec, SEEK_SET) != 0 || fwrite(hdr, 1, 64, x->wf) != 64 ||
+                  (data && fwrite(data, 1, (size_t)size, x->wf) != size))) {
+        fail(x, SLM_ERR_IO, "export: writing weight.bin: %s", strerror(errno));
+        return 0;
+    }
+    x->w_end = off + size;
+    x->n_blobs++;
+    return rec;
+}
+
+static mil_value *blob_value(exporter *x, uint64_t rec, int32_t dt, int32_t rank, const int64_t *shape) {
+    mil_value *val = ar_alloc(x, sizeof *val);
+    CoreML__Specification__MILSpec__Value__BlobFileValue *bf = ar_alloc(x, sizeof *bf);
+    if (!val || !bf) return NULL;
+    core_ml__specification__milspec__value__init(val);
+    core_ml__specification__milspec__value__blob_file_value__init(bf);
+    if (!(bf->filename = ar_str(x, "@model_path/weights/weight.bin"))) return NULL;
+    bf->offset = rec;
+    if (!(val->type = tensor_type(x, dt, rank, shape))) return NULL;
+    val->value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE;
+    val->blobfilevalue = bf;
+    return val;
+}
+
+/* Row r of weight w dequantised into x->row (ne0 floats); false when the dtype cannot be read. */
+static bool weight_row(exporter *x, const g_tensor *w, int64_t r) {
+    uint64_t row_bytes = 0;
+    dtype_row_bytes(w->dtype, (uint64_t)w->ne[0], &row_bytes);
+    return dequant_row(w->dtype, (const unsigned char *)w->data + (uint64_t)r * row_bytes, x->row, w->ne[0]);
+}
+
+/* Writes w as f16 (one blob). */
+static uint64_t write_f16(exporter *x, const g_tensor *w, int64_t rows) {
+    int64_t ne0 = w->ne[0];
+    uint64_t rec = blob_write(x, BLOB_F16, (uint64_t)(ne0 * rows) * 2, NULL);
+    for (int64_t r = 0; rec && x->wf && r < rows; r++) {
+        if (!weight_row(x, w, r)) {
+            fail(x, SLM_ERR_UNSUPPORTED, "export: cannot dequantise weight %s", w->name);
+            return 0;
+        }
+        for (int64_t i = 0; i < ne0; i++) x->row16[i] = f32_to_f16(x->row[i]);
+        if (fwrite(x->row16, 2, (size_t)ne0, x->wf) != (size_t)ne0) {
+            fail(x, SLM_ERR_IO, "export: writing weight.bin: %s", strerror(errno));
+            return 0;
+        }
+    }
+    return rec;
+}
+
+/* Blocks of 32 along ne0 for constexpr_blockwise_shift_scale: w = scale * (q - offset).
+ * int8: q int8, no offset; int4: q uint4 (element 2i in the low nibble of byte i), offset 8.
+ * GGUF q8_0 (to int8) and q4_0 (to int4 or int8) blocks are copied as they are; every other
+ * dtype is dequantised and requantised (per block: scale = max |w| / 127, or / 7 for int4).
+ * Sets exact. Writes data, scale and (int4) offset blobs; recs receives their record offsets. */
+static bool write_blockwise(exporter *x, const g_tensor *w, bool int4, uint64_t recs[3], bool *exact) {
+    int64_t k = w->ne[0], m = w->ne[1], nb = k / QBLOCK;
+    size_t n = (size_t)(k * m), data_bytes = int4 ? n / 2 : n;
+    uint8_t *q = al_calloc(x->al, data_bytes ? data_bytes : 1, 1);
+    uint16_t *scale = al_array(x->al, (size_t)(m * nb), sizeof(uint16_t));
+    bool ok = false;
+    if (!q || !scale) {
+        fail(x, SLM_ERR_NOMEM, "export: out of memory quantising %s", w->name);
+        goto done;
+    }
+    *exact = (w->dtype == SLM_DTYPE_Q8_0 && !int4) || w->dtype == SLM_DTYPE_Q4_0;
+    for (int64_t r = 0; r < m; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(r * nb) * (w->dtype == SLM_DTYPE_Q8_0 ? 34u : 18u);
+        if (!*exact && !weight_row(x, w, r)) {
+            fail(x, SLM_ERR_UNSUPPORTED, "export: cannot dequantise weight %s", w->name);
+            goto done;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t qv[QBLOCK];
+            uint16_t d16;
+            if (*exact) {
+                const uint8_t *blk = src + b * (w->dtype == SLM_DTYPE_Q8_0 ? 34 : 18);
+                memcpy(&d16, blk, 2);
+                for (int32_t i = 0; i < QBLOCK; i++)
+                    qv[i] = w->dtype == SLM_DTYPE_Q8_0 ? (int8_t)blk[2 + i]
+                                                       : (int8_t)((i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4) - 8);
+            } else {
+                const float *v = x->row + b * QBLOCK;
+                float amax = 0.0f;
+                for (int32_t i = 0; i < QBLOCK; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+                float lim = int4 ? 7.0f : 127.0f, d = amax / lim;
+                d16 = f32_to_f16(d);
+                float dq = f16_to_f32(d16), inv = dq > 0.0f ? 1.0f / dq : 0.0f;
+                for (int32_t i = 0; i < QBLOCK; i++) {
+                    float qf = roundf(v[i] * inv);
+                    qf = qf < -lim - (int4 ? 1.0f : 0.0f) ? -lim - (int4 ? 1.0f : 0.0f) : qf > lim ? lim : qf;
+                    qv[i] = (int8_t)qf;
+                }
+            }
+            scale[r * nb + b] = d16;
+            for (int32_t i = 0; i < QBLOCK; i++) {
+                size_t e = (size_t)(r * k + b * QBLOCK + i);
+                if (!int4) q[e] = (uint8_t)qv[i];
+                else q[e / 2] = (uint8_t)(q[e / 2] | (uint8_t)(((qv[i] + 8) & 15) << ((e & 1) * 4)));
+            }
+        }
+    }
+    recs[0] = blob_write(x, int4 ? BLOB_U4 : BLOB_I8, data_bytes, q);
+    recs[1] = recs[0] ? blob_write(x, BLOB_F16, (uint64_t)(m * nb) * 2, scale) : 0;
+    recs[2] = 0;
+    if (recs[1] && int4) {
+        /* offset 8 for every block: uint4 nibbles 0x88 */
+        size_t ob = (size_t)(m * nb + 1) / 2;
+        memset(q, 0x88, ob);
+        recs[2] = blob_write(x, BLOB_U4, ob, q);
+    }
+    ok = recs[0] && recs[1] && (!int4 || recs[2]);
+done:
+    al_free(x->al, q), al_free(x->al, scale);
+    return ok;
+}
+
+/* Whether weight w is written blockwise (--weights int8/int4): 2-D, rows a multiple of 32. */
+static bool blockwise(const exporter *x, const g_tensor *w) {
+    return x->wq != SLM_DTYPE_F16 && w->n_dims == 2 && w->ne[0] % QBLOCK == 0 && w->ne[1] > 1;
+}
+
+static void sanitize(char *s);
+
+/* Writes weight t (once; both functions name the same blobs) and returns a const of it (f16) or
+ * a constexpr_blockwise_shift_scale (int8/int4) in the current function. */
 static int32_t weight_const(exporter *x, int32_t t) {
     const g_tensor *w = &x->p->tensors[t];
     if (x->st != SLM_OK) return -1;
@@ -598,57 +740,66 @@ static int32_t weight_const(exporter *x, int32_t t) {
         return fail(x, SLM_ERR_UNSUPPORTED, "export: weight %s has a dtype statelm cannot read", w->name), -1;
     int64_t ne0 = w->ne[0], rows = 1;
     for (int32_t d = 1; d < w->n_dims; d++) rows *= w->ne[d];
-    if (!x->blob_off[t]) {
-        if (ne0 > x->row_cap) {
-            al_free(x->al, x->row), al_free(x->al, x->row16);
-            x->row = al_array(x->al, (size_t)ne0, sizeof(float));
-            x->row16 = al_array(x->al, (size_t)ne0, sizeof(uint16_t));
-            x->row_cap = x->row && x->row16 ? ne0 : 0;
-            if (!x->row_cap) return fail(x, SLM_ERR_NOMEM, "export: out of memory"), -1;
-        }
-        uint64_t rec = (x->w_end + 63) & ~(uint64_t)63, data = rec + 64;
-        uint64_t size = (uint64_t)(ne0 * rows) * 2;
-        unsigned char hdr[64] = {0};
-        uint32_t sentinel = 0xDEADBEEFu, dtype = 1; /* MILBlob BlobDataType Float16 */
-        memcpy(hdr, &sentinel, 4), memcpy(hdr + 4, &dtype, 4), memcpy(hdr + 8, &size, 8), memcpy(hdr + 16, &data, 8);
-        if (x->wf && (fseek(x->wf, (long)rec, SEEK_SET) != 0 || fwrite(hdr, 1, 64, x->wf) != 64))
-            return fail(x, SLM_ERR_IO, "export: writing weight.bin: %s", strerror(errno)), -1;
-        uint64_t row_bytes = 0;
-        dtype_row_bytes(w->dtype, (uint64_t)ne0, &row_bytes);
-        for (int64_t r = 0; x->wf && r < rows; r++) {
-            if (!dequant_row(w->dtype, (const unsigned char *)w->data + (uint64_t)r * row_bytes, x->row, ne0))
-                return fail(x, SLM_ERR_UNSUPPORTED, "export: cannot dequantise weight %s", w->name), -1;
-            for (int64_t i = 0; i < ne0; i++) x->row16[i] = f32_to_f16(x->row[i]);
-            if (fwrite(x->row16, 2, (size_t)ne0, x->wf) != (size_t)ne0)
-                return fail(x, SLM_ERR_IO, "export: writing weight.bin: %s", strerror(errno)), -1;
-        }
-        x->blob_off[t] = rec;
-        x->w_end = data + size;
-        x->n_blobs++;
+    bool bw = blockwise(x, w), int4 = x->wq == SLM_DTYPE_Q4_0;
+    if (ne0 > x->row_cap) {
+        al_free(x->al, x->row), al_free(x->al, x->row16);
+        x->row = al_array(x->al, (size_t)ne0, sizeof(float));
+        x->row16 = al_array(x->al, (size_t)ne0, sizeof(uint16_t));
+        x->row_cap = x->row && x->row16 ? ne0 : 0;
+        if (!x->row_cap) return fail(x, SLM_ERR_NOMEM, "export: out of memory"), -1;
+    }
+    if (!x->blob_off[3 * t]) {
+        bool exact = w->dtype == SLM_DTYPE_F16 || w->dtype == SLM_DTYPE_F32 || w->dtype == SLM_DTYPE_BF16;
+        if (bw ? !write_blockwise(x, w, int4, &x->blob_off[3 * t], &exact) : !(x->blob_off[3 * t] = write_f16(x, w, rows)))
+            return -1;
+        if (bw && exact) x->n_exact++;
+        else if (bw) x->n_requant++;
+        else x->n_f16++;
     }
     int64_t shape[MAX_RANK];
     for (int32_t i = 0; i < w->n_dims; i++) shape[i] = w->ne[w->n_dims - 1 - i];
     mil_op *op = ar_alloc(x, sizeof *op);
-    mil_value *val = ar_alloc(x, sizeof *val);
-    CoreML__Specification__MILSpec__Value__BlobFileValue *bf = ar_alloc(x, sizeof *bf);
-    if (!op || !val || !bf) return -1;
+    if (!op) return -1;
     core_ml__specification__milspec__operation__init(op);
-    core_ml__specification__milspec__value__init(val);
-    core_ml__specification__milspec__value__blob_file_value__init(bf);
+    /* named after the weight (GGUF name, '.' -> '_'): one const per weight and function */
+    char wname[G_NAME_CAP];
+    snprintf(wname, sizeof wname, "%s", w->name);
+    sanitize(wname);
     int32_t out = new_val(x, "w", DT_F16, w->n_dims, shape);
-    if (out < 0 || !(op->type = ar_str(x, "const")) || !(bf->filename = ar_str(x, "@model_path/weights/weight.bin")))
+    if (out < 0 || !(x->vals[out].name = ar_str(x, wname)) ||
+        !(op->type = ar_str(x, bw ? "constexpr_blockwise_shift_scale" : "const")))
         return -1;
-    bf->offset = x->blob_off[t];
-    val->type = tensor_type(x, DT_F16, w->n_dims, shape);
-    val->value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE;
-    val->blobfilevalue = bf;
     mil_nvt *o = named(x, x->vals[out].name, tensor_type(x, DT_F16, w->n_dims, shape));
     size_t cap = 0;
     imm nm = {.dt = DT_STR, .rank = 0, .n = 1, .str = x->vals[out].name};
-    if (!val->type || !o || !ar_push(x, (void ***)&op->outputs, &op->n_outputs, &cap, o) ||
-        !op_attr(x, op, "val", val) || !op_attr(x, op, "name", imm_value(x, &nm)) ||
-        !ar_push(x, (void ***)&x->ops, &x->n_ops, &x->cap_ops, op))
+    if (!o || !ar_push(x, (void ***)&op->outputs, &op->n_outputs, &cap, o) || !op_attr(x, op, "name", imm_value(x, &nm)))
         return -1;
+    if (!bw) {
+        if (!op_attr(x, op, "val", blob_value(x, x->blob_off[3 * t], DT_F16, w->n_dims, shape))) return -1;
+    } else {
+        int64_t sshape[] = {shape[0], shape[1] / QBLOCK};
+        const char *keys[] = {"data", "scale", "offset"};
+        mil_value *vals[] = {blob_value(x, x->blob_off[3 * t], int4 ? DT_U4 : DT_I8, 2, shape),
+                             blob_value(x, x->blob_off[3 * t + 1], DT_F16, 2, sshape),
+                             int4 ? blob_value(x, x->blob_off[3 * t + 2], DT_U4, 2, sshape) : NULL};
+        for (int32_t i = 0; i < (int4 ? 3 : 2); i++) {
+            CoreML__Specification__MILSpec__Argument__Binding *b = ar_alloc(x, sizeof *b);
+            CoreML__Specification__MILSpec__Argument *arg = ar_alloc(x, sizeof *arg);
+            CoreML__Specification__MILSpec__Operation__InputsEntry *en = ar_alloc(x, sizeof *en);
+            if (!b || !arg || !en || !vals[i]) return -1;
+            core_ml__specification__milspec__argument__binding__init(b);
+            core_ml__specification__milspec__argument__init(arg);
+            core_ml__specification__milspec__operation__inputs_entry__init(en);
+            b->binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_VALUE;
+            b->value = vals[i];
+            size_t acap = 0, icap = op->n_inputs;
+            if (!ar_push(x, (void ***)&arg->arguments, &arg->n_arguments, &acap, b) || !(en->key = ar_str(x, keys[i])))
+                return -1;
+            en->value = arg;
+            if (!ar_push(x, (void ***)&op->inputs, &op->n_inputs, &icap, en)) return -1;
+        }
+    }
+    if (!ar_push(x, (void ***)&x->ops, &x->n_ops, &x->cap_ops, op)) return -1;
     return out;
 }
 
@@ -1238,7 +1389,7 @@ static slm_status export_coreml(exporter *x, const slm_export_params *ep, const 
 body:
     x->w_end = 64;
     x->tval = al_array(x->al, (size_t)p->n_tensors, sizeof(int32_t));
-    x->blob_off = al_calloc(x->al, (size_t)p->n_tensors, sizeof(uint64_t));
+    x->blob_off = al_calloc(x->al, (size_t)p->n_tensors * 3, sizeof(uint64_t));
     x->state_v = al_calloc(x->al, (size_t)(p->n_states ? p->n_states : 1), sizeof(int32_t));
     if (!x->tval || !x->blob_off || !x->state_v) return fail(x, SLM_ERR_NOMEM, "export: out of memory");
     if (ep->report_path) {
@@ -1317,6 +1468,12 @@ static slm_status write_report(exporter *x, const char *path, const char *packag
     cJSON_AddNumberToObject(r, "specification_version", 9);
     cJSON_AddStringToObject(r, "default_function", "decode");
     cJSON_AddNumberToObject(r, "n_ctx", x->pl->n_ctx);
+    cJSON *wo = cJSON_AddObjectToObject(r, "weights");
+    cJSON_AddStringToObject(wo, "form", x->wq == SLM_DTYPE_Q8_0 ? "int8" : x->wq == SLM_DTYPE_Q4_0 ? "int4" : "f16");
+    cJSON_AddNumberToObject(wo, "exact", x->n_exact);
+    cJSON_AddNumberToObject(wo, "requantised", x->n_requant);
+    cJSON_AddNumberToObject(wo, "f16", x->n_f16);
+    cJSON_AddNumberToObject(wo, "bytes", (double)x->w_end);
     cJSON_AddItemToObject(r, "functions", x->rep_fns);
     x->rep_fns = NULL;
     cJSON *sts = cJSON_AddArrayToObject(r, "states");
@@ -1375,8 +1532,8 @@ SLM_API slm_status slm_plan_export(slm_plan *pl, const char *path, const slm_exp
     if (!path || !*path) return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: no output path");
     if (ep.format && strcmp(ep.format, "coreml") != 0)
         return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: unknown format '%s' (known: coreml)", ep.format);
-    if (ep.weights != SLM_DTYPE_F16)
-        return err_set(&pl->err, SLM_ERR_UNSUPPORTED, "export: weights %s are not exported yet (f16 only)",
+    if (ep.weights != SLM_DTYPE_F16 && ep.weights != SLM_DTYPE_Q8_0 && ep.weights != SLM_DTYPE_Q4_0)
+        return err_set(&pl->err, SLM_ERR_UNSUPPORTED, "export: weights %s: f16, q8_0 (int8) or q4_0 (int4) only",
                        slm_dtype_name(ep.weights));
     if (strcmp(pl->target->name, "ane") != 0)
         return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: Core ML export needs a plan for target ane, not %s",
@@ -1393,6 +1550,7 @@ SLM_API slm_status slm_plan_export(slm_plan *pl, const char *path, const slm_exp
     x.e = &pl->err;
     x.pl = pl;
     x.p = pl->legal;
+    x.wq = ep.weights;
     if (ep.dry_run) {
         slm_status st = export_coreml(&x, &ep, NULL);
         exporter_free(&x);

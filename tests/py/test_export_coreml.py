@@ -9,7 +9,8 @@ after it, at its allocated (padded) shape, KV states one row deeper than the con
 here from the GGUF metadata); coremltools' ML Program loader (milproto) rebuilds the program,
 which type-checks every op against the types the file declares; each function writes every
 state once (write_state), uses only MIL ops from the exporter's list, and both functions name the
-same weight blobs, each a valid MIL blob-storage record. The --report JSON lists every op with
+same weight blobs, each a valid MIL blob-storage record. --weights int8 of a q8_0 file reads back
+as exactly gguf's dequantised values; --weights int4 within half a quantisation step. The --report JSON lists every op with
 its device. Bad input: an existing or unwritable output path and a model the exporter cannot
 express fail with one line on stderr, a non-zero exit and nothing left behind.
 Usage: test_export_coreml.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
@@ -39,7 +40,7 @@ FP16 = ct.proto.FeatureTypes_pb2.ArrayFeatureType.FLOAT16
 MIL_OPS = {"const", "gather", "linear", "add", "sub", "mul", "silu", "sigmoid", "softplus", "exp", "reduce_mean",
            "reduce_sum", "rsqrt", "reshape", "transpose", "slice_by_index", "concat", "range_1d", "cast", "cos",
            "sin", "matmul", "softmax", "less_equal", "greater", "logical_and", "equal", "not_equal", "select",
-           "fill", "mod", "tile", "read_state", "slice_update", "write_state"}
+           "fill", "mod", "tile", "read_state", "slice_update", "write_state", "constexpr_blockwise_shift_scale"}
 
 
 def check(label, ok, detail=""):
@@ -180,6 +181,58 @@ with tempfile.TemporaryDirectory() as tmp:
               ["Data/com.apple.CoreML/model.mlmodel", "Data/com.apple.CoreML/weights/weight.bin", "Manifest.json"],
               list(pkg.rglob("*")))
         check_package(arch, model, pkg, tmp / f"{arch}.compute-plan.json")
+
+    # blockwise weights read back from weight.bin against gguf's own dequantisation: q8_0 as int8
+    # blocks is the same numbers; int4 blocks requantise (error at most half a step per element)
+    import numpy as np
+    model = data / "tiny/llama/llama-q8_0.gguf"
+    tensors = {"".join(c if c.isalnum() or c == "_" else "_" for c in t.name): t for t in gguf.GGUFReader(str(model)).tensors}
+    for form in ("int8", "int4"):
+        pkg = tmp / f"llama-{form}.mlpackage"
+        p = export(model, pkg, "--weights", form)
+        if p.returncode != 0:
+            check(f"{form} export", False, p.stderr)
+            continue
+        spec = ct.models.MLModel(str(pkg), skip_model_load=True).get_spec()
+        try:
+            milproto.load(spec, specification_version=9, file_weights_dir=str(pkg / "Data/com.apple.CoreML/weights"))
+        except Exception as exc:  # noqa: BLE001
+            check(f"{form} milproto load", False, f"{type(exc).__name__}: {exc}")
+        blob = (pkg / "Data/com.apple.CoreML/weights/weight.bin").read_bytes()
+
+        def blob_array(value, dtype):
+            off = value.blobFileValue.offset
+            sentinel, _, size, data_off = struct.unpack_from("<IIQQ", blob, off)
+            raw = np.frombuffer(blob, dtype=np.uint8, count=size, offset=data_off)
+            shape = [d.constant.size for d in value.type.tensorType.dimensions]
+            if dtype == "u4":
+                raw = np.stack([raw & 15, raw >> 4], axis=-1).reshape(-1)[: int(np.prod(shape))]
+                return raw.astype(np.int32).reshape(shape)
+            return raw.view(dtype).reshape(shape)
+
+        n_blockwise = 0
+        for op in spec.mlProgram.functions["decode"].block_specializations["CoreML8"].operations:
+            if op.type != "constexpr_blockwise_shift_scale":
+                continue
+            n_blockwise += 1
+            name = op.outputs[0].name
+            args = {k: v.arguments[0].value for k, v in op.inputs.items()}
+            q = blob_array(args["data"], "u4" if form == "int4" else np.int8).astype(np.float32)
+            scale = blob_array(args["scale"], np.float16).astype(np.float32)
+            if form == "int4":
+                q = q - blob_array(args["offset"], "u4").repeat(32, axis=1)
+            w = q * scale.repeat(32, axis=1)
+            t = tensors.get(name)
+            if t is None:
+                check(f"{form} {name}", False, "no GGUF tensor of that name")
+                continue
+            want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(w.shape)
+            if form == "int8":
+                check(f"int8 {name} exact", np.array_equal(w, want), float(np.abs(w - want).max()))
+            else:
+                err = np.abs(w - want) - scale.repeat(32, axis=1) * 0.5001
+                check(f"int4 {name} within half a step", err.max() <= 1e-6, float(err.max()))
+        check(f"{form} blockwise weights", n_blockwise >= 10, n_blockwise)
 
     # bad input: nothing is left behind
     before = sorted(os.listdir(tmp))
