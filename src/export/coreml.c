@@ -105,7 +105,7 @@ typedef struct exporter {
     int32_t *state_v;
     rope_cache ropes[4];
     int32_t n_ropes;
-    int32_t mask_v[4], mask_window[4], n_masks;
+    int32_t mask_v[4], mask_window[4], mask_ring[4], n_masks;
     int32_t node_pos;     /* position of the IR node being lowered, -1 outside */
     int32_t counter;
     /* weights */
@@ -873,32 +873,40 @@ static int32_t lower_rope(exporter *x, const g_node *nd, int32_t a) {
     return n_rot < hd ? concat2(x, yr, slice_axis(x, a, 2, n_rot, hd), 2) : yr;
 }
 
-/* Additive causal mask (n, ctx) in f16: 0 where key row j is visible to query t (position
- * pos + t: j <= pos + t, and j > pos + t - window when window > 0), else -30000. */
-static int32_t attn_mask(exporter *x, int64_t ctx, int32_t window) {
+/* Additive mask (n, ctx) in f16: 0 where key row j is visible to query t, else -30000. Query t
+ * has position q = pos + t; row j holds position P_j = j, or for a ring of R rows the newest
+ * position written there, P_j = last - ((last - j) mod R) with last = pos + n - 1 (negative: never
+ * written). Visible: 0 <= P_j <= q, and P_j > q - window when window > 0 (kern_ref ATTENTION). */
+static int32_t attn_mask(exporter *x, int64_t ctx, int32_t window, int32_t ring) {
     for (int32_t i = 0; i < x->n_masks; i++)
-        if (x->mask_window[i] == window) return x->mask_v[i];
+        if (x->mask_window[i] == window && x->mask_ring[i] == ring) return x->mask_v[i];
     int32_t n = (int32_t)x->n;
     int64_t col[] = {n, 1}, row[] = {1, ctx};
     int32_t q = reshape(x, binary(x, "add", range1d(x, n), x->pos_v, -1), 2, col);
-    int32_t j = reshape(x, range1d(x, (int32_t)ctx), 2, row);
-    int32_t ok = binary(x, "less_equal", j, q, DT_BOOL);
+    int32_t P = reshape(x, range1d(x, (int32_t)ctx), 2, row);
+    int32_t ok;
+    if (ring > 0) {
+        int32_t last = binary(x, "add", x->pos_v, c_int(x, n - 1), -1);
+        P = binary(x, "sub", last, binary(x, "mod", binary(x, "sub", last, P, -1), c_int(x, ring), -1), -1);
+        ok = binary(x, "logical_and", binary(x, "less_equal", P, q, DT_BOOL),
+                    binary(x, "greater_equal", P, c_int(x, 0), DT_BOOL), -1);
+    } else {
+        ok = binary(x, "less_equal", P, q, DT_BOOL);
+    }
     if (window > 0) {
         int32_t lo = binary(x, "sub", q, c_int(x, window), -1);
-        ok = binary(x, "logical_and", ok, binary(x, "greater", j, lo, DT_BOOL), -1);
+        ok = binary(x, "logical_and", ok, binary(x, "greater", P, lo, DT_BOOL), -1);
     }
     /* (ok - 1) * 30000: 0 or -30000 (select broadcasts a and b, not cond) */
     int32_t m = binary(x, "mul", binary(x, "sub", cast(x, ok, "fp16", DT_F16), c_half(x, 1.0f), -1),
                        c_half(x, 30000.0f), -1);
-    if (x->n_masks < 4) x->mask_window[x->n_masks] = window, x->mask_v[x->n_masks++] = m;
+    if (x->n_masks < 4)
+        x->mask_window[x->n_masks] = window, x->mask_ring[x->n_masks] = ring, x->mask_v[x->n_masks++] = m;
     return m;
 }
 
 /* (n, H, hdv) <- q (n, H, hd), K (ctx, Hkv*hd), V (ctx, Hkv*hdv); head h reads kv head h / G. */
 static int32_t lower_attention(exporter *x, const g_node *nd, int32_t q, int32_t k, int32_t v, int32_t out_t) {
-    if (nd->p.attn.ring)
-        return fail(x, SLM_ERR_UNSUPPORTED, "export: ATTENTION over a ring state (sliding window KV) is not exported yet"),
-               -1;
     xval tq = *V(x, q), tk = *V(x, k), tv = *V(x, v);
     int64_t n = tq.shape[0], H = tq.shape[1], hd = tq.shape[2], Hkv = nd->p.attn.n_head_kv, G = H / Hkv;
     int64_t ctx = tk.shape[0], hdv = x->p->tensors[out_t].ne[0];
@@ -911,7 +919,7 @@ static int32_t lower_attention(exporter *x, const g_node *nd, int32_t q, int32_t
     int32_t Q = reshape(x, transpose(x, q, p021), 3, qs);
     int32_t S = binary(x, "mul", matmul(x, Q, K, false, true), c_half(x, nd->p.attn.scale), -1);
     int64_t s4[] = {Hkv, G, n, ctx}, s3[] = {Hkv, G * n, ctx};
-    S = binary(x, "add", reshape(x, S, 4, s4), attn_mask(x, ctx, nd->p.attn.window), -1);
+    S = binary(x, "add", reshape(x, S, 4, s4), attn_mask(x, ctx, nd->p.attn.window, nd->p.attn.ring), -1);
     int32_t ax = c_int(x, 3);
     const char *kk[] = {"x", "axis"};
     int32_t in[] = {S, ax};
@@ -1058,6 +1066,13 @@ static void lower_node(exporter *x, const g_node *nd) {
     case G_OP_SOFTPLUS: out = unary(x, "softplus", in[0]); break;
     case G_OP_EXP: out = unary(x, "exp", in[0]); break;
     case G_OP_SWIGLU: out = binary(x, "mul", unary(x, "silu", in[0]), in[1], -1); break;
+    case G_OP_GEGLU: {
+        int32_t mv = c_str(x, "TANH_APPROXIMATION");
+        const char *k[] = {"x", "mode"};
+        int32_t ins[] = {in[0], mv};
+        out = binary(x, "mul", emit(x, "gelu", 2, k, ins, DT_F16, V(x, in[0])->rank, V(x, in[0])->shape), in[1], -1);
+        break;
+    }
     case G_OP_RMSNORM: out = lower_norm(x, nd, in[0], nd->n_in > 1 ? in[1] : -1); break;
     case G_OP_L2NORM: out = lower_norm(x, nd, in[0], -1); break;
     case G_OP_GATED_RMSNORM:
@@ -1245,6 +1260,13 @@ static CoreML__Specification__MILSpec__Function *build_function(exporter *x, int
     const g_function *F = &p->functions[fn];
     x->fn = fn;
     x->n = F->symbolic_n ? x->pl->n_prefill : F->fixed_n;
+    if (p->max_call_tokens > 0 && x->n > p->max_call_tokens) {
+        fail(x, SLM_ERR_RANGE,
+             "export: %s over %lld tokens: a call may take at most %d (a ring state would overwrite keys still "
+             "in a window); use --prefill-len %d or less",
+             F->name, (long long)x->n, p->max_call_tokens, p->max_call_tokens);
+        return NULL;
+    }
     x->n_vals = 0, x->n_ops = 0, x->cap_ops = 0, x->ops = NULL, x->counter = 0, x->n_ropes = 0, x->n_masks = 0;
     x->node_pos = -1;
     for (int32_t t = 0; t < p->n_tensors; t++) x->tval[t] = -1;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`statelm export --target coreml` read back by coremltools.
 
-For the tiny llama, qwen3, lfm2 and qwen35 models: the package loads with
+For the tiny llama, qwen3, lfm2, qwen35 and gemma3 models: the package loads with
 coremltools.models.MLModel(path, skip_model_load=True); its spec is version 9 with the functions
 prefill (P tokens) and decode (1 token, the default); every function has the inputs input_ids and
 pos, the output logits (1, n_vocab) and one f16 state input per state of the ane plan, named
@@ -11,8 +11,8 @@ which type-checks every op against the types the file declares; each function wr
 state once (write_state), uses only MIL ops from the exporter's list, and both functions name the
 same weight blobs, each a valid MIL blob-storage record. --weights int8 of a q8_0 file reads back
 as exactly gguf's dequantised values; --weights int4 within half a quantisation step. The --report JSON lists every op with
-its device. Bad input: an existing or unwritable output path and a model the exporter cannot
-express fail with one line on stderr, a non-zero exit and nothing left behind.
+its device. Bad input: an existing or unwritable output path and a prefill longer than a ring
+state allows fail with one line on stderr, a non-zero exit and nothing left behind.
 Usage: test_export_coreml.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
 import json
 import logging
@@ -40,7 +40,7 @@ FP16 = ct.proto.FeatureTypes_pb2.ArrayFeatureType.FLOAT16
 MIL_OPS = {"const", "gather", "linear", "add", "sub", "mul", "silu", "sigmoid", "softplus", "exp", "reduce_mean",
            "reduce_sum", "rsqrt", "reshape", "transpose", "slice_by_index", "concat", "range_1d", "cast", "cos",
            "sin", "matmul", "softmax", "less_equal", "greater", "logical_and", "equal", "not_equal", "select",
-           "fill", "mod", "tile", "read_state", "slice_update", "write_state", "constexpr_blockwise_shift_scale"}
+           "fill", "mod", "tile", "gelu", "greater_equal", "read_state", "slice_update", "write_state", "constexpr_blockwise_shift_scale"}
 
 
 def check(label, ok, detail=""):
@@ -58,8 +58,8 @@ def field(r, key):
 
 
 def kv_rows_width(path):
-    """(rows, width) of a KV state from the GGUF metadata: rows n_ctx + 1 (the ane padding), width
-    n_head_kv * head_dim, for the first attention layer; None when the model has no KV head count."""
+    """(rows, width, sliding window) of a KV state from the GGUF metadata: rows n_ctx + 1 (the ane
+    padding), width n_head_kv * head_dim; None when the model has no KV head count."""
     r = gguf.GGUFReader(str(path))
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
     f = r.fields.get(f"{arch}.attention.head_count_kv")
@@ -69,7 +69,7 @@ def kv_rows_width(path):
     n_kv = max(kv)
     head_dim = field(r, f"{arch}.attention.key_length") or field(r, f"{arch}.embedding_length") // field(
         r, f"{arch}.attention.head_count")
-    return N_CTX + 1, n_kv * head_dim
+    return N_CTX + 1, n_kv * head_dim, field(r, f"{arch}.attention.sliding_window")
 
 
 def export(model, out, *extra):
@@ -105,8 +105,11 @@ def check_package(arch, model, pkg, report):
             check(f"{arch} {name} state {s.name} dtype", s.type.stateType.arrayType.dataType == FP16,
                   s.type.stateType.arrayType.dataType)
             if "kv_" in s.name and kv:
-                check(f"{arch} {name} state {s.name} shape from GGUF", list(s.type.stateType.arrayType.shape) == list(kv),
-                      f"{list(s.type.stateType.arrayType.shape)} != {list(kv)}")
+                shape = list(s.type.stateType.arrayType.shape)
+                # Gemma 3's sliding layers hold rings of 2 W rows rounded up to 16, plus the padding row
+                ring = -(-2 * kv[2] // 16) * 16 + 1 if kv[2] else None
+                check(f"{arch} {name} state {s.name} shape from GGUF", shape[1] == kv[1] and shape[0] in (kv[0], ring),
+                      f"{shape} != {list(kv)}")
     # the MIL program rebuilt by coremltools (type inference of every op against the declared types)
     weights_dir = str(pkg / "Data/com.apple.CoreML/weights")
     try:
@@ -170,7 +173,7 @@ check("check-only llama", probe.returncode == 0 and "exportable: yes" in probe.s
 
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    for arch in ("llama", "qwen3", "lfm2", "qwen35"):
+    for arch in ("llama", "qwen3", "lfm2", "qwen35", "gemma3"):
         model = data / f"tiny/{arch}/{arch}-f32.gguf"
         pkg = tmp / f"{arch}.mlpackage"
         p = export(model, pkg, "--report")
@@ -242,12 +245,14 @@ with tempfile.TemporaryDirectory() as tmp:
     (tmp / "file").write_text("x")
     p = export(data / "tiny/llama/llama-f32.gguf", tmp / "file/out.mlpackage")
     one_error_line("unwritable output", p)
-    # gemma3's sliding-window layers read ring states, which the exporter does not express yet
-    p = export(data / "tiny/gemma3/gemma3-f32.gguf", tmp / "gemma3.mlpackage")
-    one_error_line("unsupported model", p)
-    check("unsupported model names the node", "ATTENTION" in p.stderr, p.stderr)
-    p = run("export", "-m", str(data / "tiny/gemma3/gemma3-f32.gguf"), "--target", "coreml", "--check-only")
-    check("check-only gemma3 exit", p.returncode == 1, p.returncode)
+    # a prefill longer than gemma3's rings allow per call (max_call_tokens 8 at this size)
+    p = run("export", "-m", str(data / "tiny/gemma3/gemma3-f32.gguf"), "--target", "coreml", "-o",
+            str(tmp / "gemma3-long.mlpackage"), "--ctx", str(N_CTX), "--prefill-len", "16")
+    one_error_line("prefill too long for the rings", p)
+    check("prefill too long names the limit", "at most 8" in p.stderr, p.stderr)
+    p = run("export", "-m", str(data / "tiny/gemma3/gemma3-f32.gguf"), "--target", "coreml", "--check-only",
+            "--ctx", str(N_CTX), "--prefill-len", "16")
+    check("check-only gemma3 exit", p.returncode == 1 and "exportable: no" in p.stdout, p.returncode)
     after = sorted(os.listdir(tmp))
     check("nothing left behind", after == sorted(before + ["file"]), f"{before} -> {after}")
 
