@@ -82,13 +82,13 @@ int cmd_export(int argc, char **argv) {
     char *report_path = NULL;
     int rc;
     o.target = "ane";
-    if (!prefill_given && o.n_ctx && o.n_prefill > o.n_ctx) o.n_prefill = o.n_ctx;
     if ((rc = cli_plan_open(&o, &m, &pl))) goto done;
     if (o.n_prefill > slm_plan_n_ctx(pl)) {
         if (prefill_given) {
             rc = cli_fail("export: --prefill-len %d exceeds the context %d", o.n_prefill, slm_plan_n_ctx(pl)) + 1;
             goto done;
         }
+        o.n_prefill = slm_plan_n_ctx(pl); /* the plan's prefill is at most the context */
     }
     slm_export_params ep = slm_export_params_default();
     ep.weights = wdt;
