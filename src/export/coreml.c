@@ -298,9 +298,9 @@ static mil_value *imm_value(exporter *x, const imm *m) {
 
 static bool op_attr(exporter *x, mil_op *op, const char *key, mil_value *val) {
     CoreML__Specification__MILSpec__Operation__AttributesEntry *a = ar_alloc(x, sizeof *a);
-    if (!a || !val || !(a->key = ar_str(x, key))) return false;
+    if (!a || !val) return false;
     core_ml__specification__milspec__operation__attributes_entry__init(a);
-    a->key = ar_str(x, key);
+    if (!(a->key = ar_str(x, key))) return false;
     a->value = val;
     size_t cap = op->n_attributes;
     return ar_push(x, (void ***)&op->attributes, &op->n_attributes, &cap, a);
@@ -935,7 +935,7 @@ static int32_t lower_attention(exporter *x, const g_node *nd, int32_t q, int32_t
  * sets *s_new. */
 static int32_t lower_deltanet(exporter *x, const g_node *nd, const int32_t *in, int32_t *s_new) {
     xval tq = *V(x, in[0]), tv = *V(x, in[2]);
-    int64_t n = tq.shape[0], Hk = tq.shape[1], dk = tq.shape[2], Hv = tv.shape[1], dv = tv.shape[2], R = Hv / Hk;
+    int64_t n = tq.shape[0], Hk = tq.shape[1], dk = tq.shape[2], Hv = tv.shape[1], R = Hv / Hk;
     int32_t p102[] = {1, 0, 2};
     int32_t qk[2];
     for (int32_t i = 0; i < 2; i++) {
@@ -970,7 +970,6 @@ static int32_t lower_deltanet(exporter *x, const g_node *nd, const int32_t *in, 
         int32_t o_t = matmul(x, q_t, S, false, false);
         o = t == 0 ? o_t : concat2(x, o, o_t, 1);
     }
-    (void)dk, (void)dv;
     *s_new = S;
     return transpose(x, o, p102);
 }
@@ -1043,7 +1042,6 @@ static void lower_node(exporter *x, const g_node *nd) {
     }
     int64_t shape[MAX_RANK] = {0};
     int32_t out = -1, rank = nd->n_out ? ir_shape(x, nd->out[0], shape) : 0;
-    const char *k1[] = {"x"};
     switch (nd->op) {
     case G_OP_EMBED: {
         int32_t ax = c_int(x, 0);
@@ -1168,7 +1166,6 @@ static void lower_node(exporter *x, const g_node *nd) {
         return;
     }
     }
-    (void)k1;
     if (out < 0) {
         if (x->st == SLM_OK) fail(x, SLM_ERR_UNSUPPORTED, "export: could not lower %s", g_op_name(nd->op));
         return;
