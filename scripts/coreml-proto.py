@@ -10,6 +10,8 @@ C sources of statelm's Core ML exporter (src/export/). Nothing generated is comm
 usage: coreml-proto.py OUT.pb      writes the set; exit 1 when coremltools is not importable
        coreml-proto.py --list      prints the .proto names of the set (dependencies first), one a line
 """
+import contextlib
+import io
 import sys
 
 
@@ -18,7 +20,9 @@ def main() -> int:
         print("usage: coreml-proto.py OUT.pb | --list", file=sys.stderr)
         return 2
     try:
-        from coremltools.proto import Model_pb2
+        # coremltools announces on import that its native runtime is missing (Linux): not our news
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            from coremltools.proto import Model_pb2
         from google.protobuf import descriptor_pb2
     except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
         print(f"coreml-proto: coremltools is not importable: {exc}", file=sys.stderr)
