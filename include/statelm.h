@@ -696,6 +696,31 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
  * the check (target, findings, clean). *out is NUL-terminated; caller frees with slm_free. */
 SLM_API slm_status slm_plan_json(const slm_plan *plan, bool check_only, char **out);
 
+/* ---- export ---------------------------------------------------------------------------------
+ * Writes the legalised program of a plan for target "ane" as a Core ML package (src/export/
+ * coreml.c): an ML Program for iOS 18 / macOS 15 (specification version 9) with two functions
+ * sharing weights and states, "prefill" over the plan's n_prefill tokens and "decode" over one
+ * (the default), every state of the plan as an f16 state input at its allocated shape. */
+typedef struct slm_export_params {
+    size_t size;             /* sizeof(slm_export_params) */
+    const char *format;      /* "coreml" (default) */
+    slm_dtype weights;       /* SLM_DTYPE_F16 (default), SLM_DTYPE_Q8_0 (int8) or SLM_DTYPE_Q4_0 (int4):
+                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale) */
+    const char *report_path; /* NULL, or where to write the export's compute plan as JSON (per MIL op:
+                              * ANE-eligible or why not; states; op histogram) */
+    bool dry_run;            /* check and lower everything, write nothing (statelm export --check-only) */
+} slm_export_params;
+SLM_API slm_export_params slm_export_params_default(void);
+/* Whether this build can export to format (NULL = "coreml"); when not, *why (static storage, may
+ * be NULL) says what the build lacked. */
+SLM_API bool slm_export_available(const char *format, const char **why);
+/* Exports plan to path (a folder, e.g. "model.mlpackage", that must not exist). The package is
+ * written into a temporary folder beside path and renamed at the end: on failure nothing is left
+ * behind and slm_plan_errmsg(plan) names the cause (a node with its op and rule when the program
+ * holds something the target rejects or the exporter cannot express). SLM_ERR_UNSUPPORTED when
+ * this build has no exporter (slm_export_available). */
+SLM_API slm_status slm_plan_export(slm_plan *plan, const char *path, const slm_export_params *params);
+
 #ifdef __cplusplus
 }
 #endif

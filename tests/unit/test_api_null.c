@@ -286,6 +286,14 @@ static void plan_null(void **unused) {
     char *json = (char *)1;
     assert_int_equal(slm_plan_json(NULL, false, &json), SLM_ERR_INVALID_ARG);
     assert_null(json);
+    slm_export_params ep = slm_export_params_default();
+    assert_int_equal(ep.size, sizeof ep);
+    assert_int_equal(ep.weights, SLM_DTYPE_F16);
+    assert_int_equal(slm_plan_export(NULL, "x.mlpackage", &ep), SLM_ERR_INVALID_ARG);
+    const char *why = NULL;
+    assert_false(slm_export_available("onnx", &why));
+    assert_true(why && why[0]);
+    (void)slm_export_available(NULL, NULL); /* this build's answer; never crashes */
 }
 
 /* With real handles, the required out-params of the status calls are checked too. */
@@ -318,6 +326,10 @@ static void null_out_params(void **unused) {
     assert_int_equal(slm_plan_json(pl, false, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_profile(pl, NULL, 4, 1, 1, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_session_create_from_plan(m, pl, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    /* a NULL path, or a plan for a target other than ane, is refused with a message */
+    assert_int_not_equal(slm_plan_export(pl, NULL, NULL), SLM_OK);
+    assert_int_not_equal(slm_plan_export(pl, "never-written.mlpackage", NULL), SLM_OK);
+    assert_true(slm_plan_errmsg(pl)[0] != '\0');
     slm_plan_destroy(pl);
     slm_session_destroy(s);
     slm_model_destroy(m);
