@@ -15,7 +15,7 @@ venv_pkgs=(gguf jsonschema numpy)
 venv_mods=(gguf jsonschema numpy)
 venv_pkgs+=(openai)
 venv_mods+=(openai)
-venv_pkgs+=(coremltools)
+venv_pkgs+=(coremltools==9.0)
 venv_mods+=(coremltools)
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import $(IFS=,; echo "${venv_mods[*]}")" 2>/dev/null; then
   { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } \
