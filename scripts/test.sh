@@ -24,6 +24,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import $(IFS=,; echo 
 fi
 py="$venv/bin/python"
 [ -x "$py" ] || py=python3
+# Full-size random-weight models (LFM2-350M, Qwen3.5-0.8B shapes) for the release-build tests; made once.
+bash scripts/gen-fullsize-models.sh "$py" || echo "test.sh: could not generate the full-size random models; tests that need them will FAIL"
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSLM_PYTHON="$py" >/dev/null
 cmake --build build -j "$jobs"

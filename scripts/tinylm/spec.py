@@ -233,5 +233,15 @@ FULL_CONFIG = {
         tie_word_embeddings=True, bos_token_id=None, eos_token_id=TOK["<|endoftext|>"], pad_token_id=None,
     )),
 }
+# Small draft models for speculative decoding on the full-size shapes: the same tokenizer and
+# vocabulary as their targets (so a draft-model run is allowed), a few narrow layers of each kind.
+FULL_CONFIG["lfm2-350m-draft"] = ("lfm2", dict(
+    FULL_CONFIG["lfm2-350m"][1], hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2,
+    layer_types=["full_attention" if i == 2 else "conv" for i in range(4)]))
+FULL_CONFIG["qwen35-0.8b-draft"] = ("qwen35", dict(
+    FULL_CONFIG["qwen35-0.8b"][1], hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+    num_attention_heads=2, num_key_value_heads=1, linear_num_key_heads=4, linear_num_value_heads=4,
+    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(4)]))
 
 DEFAULT_FULL_OUT = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm")) / "models"
