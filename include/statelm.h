@@ -643,6 +643,8 @@ typedef struct slm_plan_node {
                              * slm_plan_function_tokens tokens, -1 when not in the arena */
     double measured_us;     /* median microseconds per call (slm_plan_profile), -1 when not measured */
     double measured_share;  /* of the function's measured time, -1 when not measured */
+    bool batched;           /* slm_session_decode_batch runs it once over one column per session (a
+                             * column-local node on no state and no position); else once per session */
 } slm_plan_node;
 SLM_API slm_status slm_plan_node_at(const slm_plan *plan, int32_t fn, int32_t i, slm_plan_node *out);
 /* Totals of fn on one device; i in [0, slm_plan_n_devices(plan, fn)). */
