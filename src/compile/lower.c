@@ -22,7 +22,8 @@
  * conv_step and matmul_group need the backend to take the job (backend_vtable takes_*), asked at
  * the largest token count the function runs with; without a backend they are not applied.
  *
- * Batched steps (plan_step.batched, symbolic functions only): a step whose nodes are column-local
+ * Batched steps (plan_step.batched, only in a symbolic function with logits for every column,
+ * "verify", the function slm_session_decode_batch runs): a step whose nodes are column-local
  * ops (EMBED, MATMUL, elementwise, norms, RESHAPE) on weights and on activations laid out as
  * columns (the token axis is the outermost axis, of size n) gives column j from column j of its
  * inputs alone, so one call over the columns of several sessions equals one call per session
@@ -286,9 +287,11 @@ static bool op_column_local(g_op op) {
 
 static void mark_batched(lower_ctx *c) {
     const g_program *p = c->p;
+    /* the function slm_session_decode_batch runs: symbolic, logits for every column ("verify") */
+    bool per_column = c->f->symbolic_n && c->f->logits >= 0 && ((p->tensors[c->f->logits].n_mask >> 1) & 1);
     for (int32_t i = 0; i < c->x->n_steps; i++) {
         plan_step *ps = &c->x->steps[i];
-        bool ok = c->f->symbolic_n && (ps->kind == PLAN_STEP_NODE || ps->kind == PLAN_STEP_MATMUL_GROUP ||
+        bool ok = per_column && (ps->kind == PLAN_STEP_NODE || ps->kind == PLAN_STEP_MATMUL_GROUP ||
                                        ps->kind == PLAN_STEP_VIEW);
         for (int32_t k = 0; k < ps->n_nodes && ok; k++) {
             const g_node *nd = step_node(c, ps, k);

@@ -5,7 +5,9 @@
  *   (b) refused batches (another model, another context, a session twice, a bad token id, a full
  *       context, the abort callback mid-step) fail with every session unchanged: the next batch
  *       gives the reference bits;
- *   (c) the plan marks the steps on states and positions per session, the matmuls batched.
+ *   (c) the plan marks the steps on states and positions per session, the matmuls batched;
+ *   (d) an allocation-failure sweep: every refused allocation gives SLM_ERR_NOMEM with every
+ *       session unchanged, and the batch that finally succeeds gives the reference bits.
  * References come from plain slm_session_prefill / slm_session_decode calls, never from a batch. */
 #include "testutil.h"
 
@@ -250,10 +252,72 @@ static void plan_marks_batched_steps(void **state) {
             }
         }
         assert_true(n_batched_matmul > 0);
-        for (int32_t i = 0; i < s->plan->exec[s->fn_decode].n_steps; i++)
-            assert_false(s->plan->exec[s->fn_decode].steps[i].batched); /* fixed n: never batched */
+        for (int32_t g = 0; g < p->n_functions; g++) /* the batch runs only verify */
+            for (int32_t i = 0; g != fn && i < s->plan->exec[g].n_steps; i++) assert_false(s->plan->exec[g].steps[i].batched);
         slm_session_destroy(s);
         slm_model_destroy(m);
+    }
+}
+
+/* (d) */
+static void alloc_failure_sweep(void **state) {
+    (void)state;
+    static const char *const files[] = {"tiny/llama/llama-q8_0.gguf", "tiny/qwen35/qwen35-f32.gguf", "tiny/lfm2/lfm2-f32.gguf"};
+    for (size_t a = 0; a < sizeof files / sizeof files[0]; a++) {
+        tu_failing f = tu_failing_at(-1);
+        slm_model_params mp = slm_model_params_default();
+        mp.alloc_fn = tu_fail_alloc;
+        mp.free_fn = tu_fail_free;
+        mp.alloc_user_data = &f;
+        slm_model *m = NULL;
+        char err[256];
+        if (slm_model_load(tu_data_path(files[a]), &mp, &m, err, sizeof err)) fail_msg("%s", err);
+        enum { NB = 3 };
+        slm_session *bat[NB], *ref[NB];
+        int32_t prompt[16], tok[NB];
+        for (int32_t i = 0; i < NB; i++) {
+            bat[i] = new_session(m, N_CTX, false);
+            ref[i] = new_session(m, N_CTX, false);
+            prompt_of(i, 3 + 2 * i, bat[i]->n_vocab, prompt);
+            assert_int_equal(slm_session_prefill(bat[i], prompt, (size_t)(3 + 2 * i), NULL), SLM_OK);
+            assert_int_equal(slm_session_prefill(ref[i], prompt, (size_t)(3 + 2 * i), NULL), SLM_OK);
+        }
+        for (int32_t nb = 2; nb <= NB; nb++) { /* the second batch is larger: its memory grows again */
+            for (int32_t i = 0; i < nb; i++) tok[i] = argmax(ref[i]->logits, ref[i]->n_vocab);
+            int32_t pos[NB];
+            for (int32_t i = 0; i < nb; i++) pos[i] = bat[i]->pos;
+            long k = 0, failures = 0;
+            for (;; k++) {
+                assert_true(k < 10000);
+                f.fail_at = f.n_alloc + k;
+                f.n_refused = 0;
+                slm_status st = slm_session_decode_batch(bat, tok, (size_t)nb, NULL, err, sizeof err);
+                f.fail_at = -1;
+                if (st == SLM_OK && f.n_refused) { /* a best-effort checkpoint was refused: undo, go on */
+                    for (int32_t i = 0; i < nb; i++) assert_int_equal(slm_session_rollback(bat[i], pos[i]), SLM_OK);
+                    continue;
+                }
+                if (st == SLM_OK) break;
+                assert_int_equal(st, SLM_ERR_NOMEM);
+                assert_true(err[0] != '\0');
+                failures++;
+                for (int32_t i = 0; i < nb; i++) {
+                    assert_int_equal(bat[i]->pos, pos[i]);
+                    assert_true(slm_session_errmsg(bat[i])[0] != '\0');
+                }
+            }
+            assert_true(failures > 0);
+            for (int32_t i = 0; i < nb; i++) {
+                assert_int_equal(slm_session_decode(ref[i], tok[i], NULL), SLM_OK);
+                assert_same_session(bat[i], ref[i]);
+            }
+        }
+        for (int32_t i = 0; i < NB; i++) {
+            slm_session_destroy(bat[i]);
+            slm_session_destroy(ref[i]);
+        }
+        slm_model_destroy(m);
+        assert_int_equal(f.n_live, 0);
     }
 }
 
@@ -262,6 +326,7 @@ int main(void) {
         cmocka_unit_test(batch_equals_alone),
         cmocka_unit_test(refusals_change_nothing),
         cmocka_unit_test(plan_marks_batched_steps),
+        cmocka_unit_test(alloc_failure_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
