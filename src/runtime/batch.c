@@ -164,6 +164,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
             }
         }
         if (ps->batched) {
+            if (lead->trace) lead->trace(lead->trace_user, fn, i, ps->nodes, ps->n_nodes);
             void **own = lead->tensor_ptr; /* a batched step touches no state: the lead runs it on the batch arena */
             lead->tensor_ptr = lead->batch_ptr;
             st = sess_run_step(lead, fn, i, n_cols, 0);
@@ -174,6 +175,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
         for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, ps, made, true, (int32_t)b);
         for (size_t b = 0; b < n && !st; b++) {
             slm_session *s = sessions[b];
+            if (s->trace) s->trace(s->trace_user, fn, i, ps->nodes, ps->n_nodes);
             if ((st = sess_run_step(s, fn, i, 1, s->pos))) err_set(&e, st, "session %zu: %s", b, s->err.msg);
         }
         for (size_t b = 0; b < n && !st; b++) copy_columns(lead, sessions[b], fn, ps, read, false, (int32_t)b);

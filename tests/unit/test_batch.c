@@ -5,7 +5,9 @@
  *   (b) refused batches (another model, another context, a session twice, a bad token id, a full
  *       context, the abort callback mid-step) fail with every session unchanged: the next batch
  *       gives the reference bits;
- *   (c) the plan marks the steps on states and positions per session, the matmuls batched;
+ *   (c) the plan marks the steps on states and positions per session, the matmuls batched, and a
+ *       batch of 4 runs each batched step once (on the first session) and every other step once
+ *       per session (executor trace);
  *   (d) an allocation-failure sweep: every refused allocation gives SLM_ERR_NOMEM with every
  *       session unchanged, and the batch that finally succeeds gives the reference bits.
  * References come from plain slm_session_prefill / slm_session_decode calls, never from a batch. */
@@ -231,6 +233,18 @@ static void refusals_change_nothing(void **state) {
     slm_model_destroy(other);
 }
 
+typedef struct step_count {
+    int32_t fn;
+    int32_t *runs; /* (n_steps) */
+} step_count;
+
+static void count_step(void *user, int32_t fn, int32_t step, const int32_t *nodes, int32_t n_nodes) {
+    (void)nodes;
+    (void)n_nodes;
+    step_count *c = user;
+    if (fn == c->fn) c->runs[step]++;
+}
+
 /* (c) */
 static void plan_marks_batched_steps(void **state) {
     (void)state;
@@ -252,6 +266,31 @@ static void plan_marks_batched_steps(void **state) {
             }
         }
         assert_true(n_batched_matmul > 0);
+        /* what runs: batched steps once on the first session, the others once on every session */
+        enum { NB = 4 };
+        slm_session *bat[NB] = {s};
+        step_count counts[NB];
+        int32_t tok[NB];
+        for (int32_t b = 0; b < NB; b++) {
+            if (b) bat[b] = new_session(m, N_CTX, false);
+            int32_t one = 1 + b;
+            assert_int_equal(slm_session_prefill(bat[b], &one, 1, NULL), SLM_OK);
+            counts[b].fn = fn;
+            counts[b].runs = calloc((size_t)x->n_steps, sizeof(int32_t));
+            bat[b]->trace = count_step;
+            bat[b]->trace_user = &counts[b];
+            tok[b] = 2 + b;
+        }
+        char err[256];
+        if (slm_session_decode_batch(bat, tok, NB, NULL, err, sizeof err)) fail_msg("%s", err);
+        for (int32_t i = 0; i < x->n_steps; i++)
+            for (int32_t b = 0; b < NB; b++)
+                assert_int_equal(counts[b].runs[i], x->steps[i].batched ? (b == 0) : 1);
+        for (int32_t b = 0; b < NB; b++) {
+            bat[b]->trace = NULL;
+            free(counts[b].runs);
+            if (b) slm_session_destroy(bat[b]);
+        }
         for (int32_t g = 0; g < p->n_functions; g++) /* the batch runs only verify */
             for (int32_t i = 0; g != fn && i < s->plan->exec[g].n_steps; i++) assert_false(s->plan->exec[g].steps[i].batched);
         slm_session_destroy(s);
