@@ -32,7 +32,8 @@ static void open_sessions(const slm_model *m, const slm_session_params *p, int32
         slm_status st = slm_session_create(m, p, &s[i], err, sizeof err);
         if (st) die("session", st, err);
         int32_t len = 32 + 8 * i;
-        for (int32_t t = 0; t < len; t++) prompt[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % 20000u);
+        for (int32_t t = 0; t < len; t++)
+            prompt[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % 20000u);
         if ((st = slm_session_prefill(s[i], prompt, (size_t)len, NULL))) die("prefill", st, slm_session_errmsg(s[i]));
     }
 }
@@ -67,7 +68,8 @@ int main(int argc, char **argv) {
             double t0 = now_s();
             for (int32_t k = 0; k < n_steps; k++) {
                 if (pass == 0) {
-                    if ((st = slm_session_decode_batch(s, tok, (size_t)b, NULL, err, sizeof err))) die("batch", st, err);
+                    if ((st = slm_session_decode_batch(s, tok, (size_t)b, NULL, err, sizeof err)))
+                        die("batch", st, err);
                 } else {
                     for (int32_t i = 0; i < b; i++)
                         if ((st = slm_session_decode(s[i], tok[i], NULL))) die("decode", st, slm_session_errmsg(s[i]));

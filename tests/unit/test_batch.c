@@ -64,7 +64,8 @@ static int32_t argmax(const float *v, int32_t n) {
 }
 
 static void prompt_of(int32_t i, int32_t len, int32_t n_vocab, int32_t *out) {
-    for (int32_t t = 0; t < len; t++) out[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % (uint32_t)n_vocab);
+    for (int32_t t = 0; t < len; t++)
+        out[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % (uint32_t)n_vocab);
 }
 
 /* Everything a decode leaves behind, compared bit for bit: position, history, logits, the current
@@ -75,7 +76,8 @@ static void assert_same_session(slm_session *a, slm_session *b) {
     assert_int_equal(a->logits_valid, b->logits_valid);
     assert_memory_equal(a->logits, b->logits, (size_t)a->n_vocab * sizeof(float));
     for (int32_t k = 0; k < a->prog->n_states; k++)
-        assert_memory_equal(a->states[k].buf[a->states[k].front], b->states[k].buf[b->states[k].front], a->states[k].bytes);
+        assert_memory_equal(a->states[k].buf[a->states[k].front], b->states[k].buf[b->states[k].front],
+                            a->states[k].bytes);
     size_t na = 0, nb = 0;
     const int32_t *ca = slm_session_checkpoints(a, &na), *cb = slm_session_checkpoints(b, &nb);
     assert_int_equal(na, nb);
@@ -292,7 +294,8 @@ static void plan_marks_batched_steps(void **state) {
             if (b) slm_session_destroy(bat[b]);
         }
         for (int32_t g = 0; g < p->n_functions; g++) /* the batch runs only verify */
-            for (int32_t i = 0; g != fn && i < s->plan->exec[g].n_steps; i++) assert_false(s->plan->exec[g].steps[i].batched);
+            for (int32_t i = 0; g != fn && i < s->plan->exec[g].n_steps; i++)
+                assert_false(s->plan->exec[g].steps[i].batched);
         slm_session_destroy(s);
         slm_model_destroy(m);
     }
@@ -301,7 +304,8 @@ static void plan_marks_batched_steps(void **state) {
 /* (d) */
 static void alloc_failure_sweep(void **state) {
     (void)state;
-    static const char *const files[] = {"tiny/llama/llama-q8_0.gguf", "tiny/qwen35/qwen35-f32.gguf", "tiny/lfm2/lfm2-f32.gguf"};
+    static const char *const files[] = {"tiny/llama/llama-q8_0.gguf", "tiny/qwen35/qwen35-f32.gguf",
+                                        "tiny/lfm2/lfm2-f32.gguf"};
     for (size_t a = 0; a < sizeof files / sizeof files[0]; a++) {
         tu_failing f = tu_failing_at(-1);
         slm_model_params mp = slm_model_params_default();
