@@ -297,7 +297,8 @@ static void mark_batched(lower_ctx *c) {
             const g_node *nd = step_node(c, ps, k);
             ok = op_column_local(nd->op);
             for (int j = 0; j < nd->n_in && ok; j++) ok = column_laid(p, nd->in[j]);
-            for (int j = 0; j < nd->n_out && ok; j++) ok = column_laid(p, nd->out[j]);
+            for (int j = 0; j < nd->n_out && ok; j++) /* in the arena: not a state's back buffer */
+                ok = column_laid(p, nd->out[j]) && c->pl->tensor_home[nd->out[j]] == PLAN_HOME_ARENA;
         }
         ps->batched = ok;
     }
