@@ -337,6 +337,21 @@ SLM_API const char *slm_session_errmsg(const slm_session *s);
 SLM_API slm_status slm_session_prefill(slm_session *s, const int32_t *tokens, size_t n, const float **logits);
 /* One token; same contract as prefill with n = 1, using the decode function. */
 SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float **logits);
+/* One decode step for n sessions at once: sessions[i] takes tokens[i], and afterwards every session
+ * is exactly as if slm_session_decode(sessions[i], tokens[i]) had been called (logits bit for bit,
+ * states, history, checkpoints; a pending verify is ended). Each weight is read once for all n:
+ * the column-local steps of the plan (matmuls, norms, elementwise, embedding, head) run once over
+ * one column per session, the steps on states or positions (attention, RoPE, conv, DeltaNet) per
+ * session. The sessions may sit at different positions but must run the same model (the same
+ * slm_model), context size, KV dtype and kernel tier, each at most once; sessions[0] holds the
+ * batch's activation memory. logits may be NULL, else it receives n pointers (logits[i]: n_vocab
+ * floats, borrowed until the next call on sessions[i]). Thread-safety: no other call may run on
+ * any of the sessions meanwhile. On failure (a refused batch, a token id out of range or a full
+ * context in any session, the abort callback of any session, out of memory) no session changes,
+ * the message goes to err (optional, err_cap bytes) and to every session's errmsg, and logits[i]
+ * are NULL. */
+SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const int32_t *tokens, size_t n,
+                                            const float **logits, char *err, size_t err_cap);
 /* Number of tokens processed so far (the position of the next token). */
 SLM_API int32_t slm_session_pos(const slm_session *s);
 SLM_API int32_t slm_session_n_ctx(const slm_session *s);
@@ -628,6 +643,8 @@ typedef struct slm_plan_node {
                              * slm_plan_function_tokens tokens, -1 when not in the arena */
     double measured_us;     /* median microseconds per call (slm_plan_profile), -1 when not measured */
     double measured_share;  /* of the function's measured time, -1 when not measured */
+    bool batched;           /* slm_session_decode_batch runs it once over one column per session (a
+                             * column-local node on no state and no position); else once per session */
 } slm_plan_node;
 SLM_API slm_status slm_plan_node_at(const slm_plan *plan, int32_t fn, int32_t i, slm_plan_node *out);
 /* Totals of fn on one device; i in [0, slm_plan_n_devices(plan, fn)). */

@@ -20,7 +20,15 @@
  *                them but RESHAPEs (views: LFM2 and Qwen3.5 reshape q and k between their
  *                projections), as one backend job (exec_matmul_group); the RESHAPEs follow it.
  * conv_step and matmul_group need the backend to take the job (backend_vtable takes_*), asked at
- * the largest token count the function runs with; without a backend they are not applied. */
+ * the largest token count the function runs with; without a backend they are not applied.
+ *
+ * Batched steps (plan_step.batched, only in a symbolic function with logits for every column,
+ * "verify", the function slm_session_decode_batch runs): a step whose nodes are column-local
+ * ops (EMBED, MATMUL, elementwise, norms, RESHAPE) on weights and on activations laid out as
+ * columns (the token axis is the outermost axis, of size n) gives column j from column j of its
+ * inputs alone, so one call over the columns of several sessions equals one call per session
+ * (runtime/batch.c). Everything else (states, ROPE, ATTENTION, conv, DELTANET, ONEHOT, SLICE,
+ * CONCAT, SUM, SELECT) runs per session. */
 #include <stdio.h>
 #include <string.h>
 
@@ -246,6 +254,56 @@ static void choose_kernels(lower_ctx *c) {
     }
 }
 
+/* Tensor t holds one column per token contiguously: its only symbolic axis d has size n, every axis
+ * above d has size 1, and d > 0 unless it holds token ids. Views are judged with their source. */
+static bool column_laid(const g_program *p, int32_t t) {
+    for (int32_t hop = 0; hop < 8; hop++) {
+        const g_tensor *gt = &p->tensors[t];
+        if (gt->storage == G_WEIGHT) return true;
+        if (gt->storage != G_ACTIVATION && gt->storage != G_INPUT && gt->storage != G_VIEW) return false;
+        int d = -1;
+        for (int k = 0; k < 4; k++)
+            if ((gt->n_mask >> k) & 1) {
+                if (d >= 0) return false;
+                d = k;
+            }
+        if (d < 0 || gt->ne[d] != 0 || (d == 0 && gt->dtype != SLM_DTYPE_I32)) return false;
+        for (int k = d + 1; k < 4; k++)
+            if (gt->ne[k] != 1) return false;
+        if (gt->storage != G_VIEW) return true;
+        t = gt->src;
+    }
+    return false;
+}
+
+static bool op_column_local(g_op op) {
+    switch (op) {
+    case G_OP_EMBED: case G_OP_MATMUL: case G_OP_ADD: case G_OP_MUL: case G_OP_SCALE: case G_OP_SILU:
+    case G_OP_SIGMOID: case G_OP_SOFTPLUS: case G_OP_EXP: case G_OP_SWIGLU: case G_OP_GEGLU: case G_OP_RMSNORM:
+    case G_OP_L2NORM: case G_OP_GATED_RMSNORM: case G_OP_ROUND: case G_OP_RESHAPE: return true;
+    default: return false;
+    }
+}
+
+static void mark_batched(lower_ctx *c) {
+    const g_program *p = c->p;
+    /* the function slm_session_decode_batch runs: symbolic, logits for every column ("verify") */
+    bool per_column = c->f->symbolic_n && c->f->logits >= 0 && ((p->tensors[c->f->logits].n_mask >> 1) & 1);
+    for (int32_t i = 0; i < c->x->n_steps; i++) {
+        plan_step *ps = &c->x->steps[i];
+        bool ok = per_column && (ps->kind == PLAN_STEP_NODE || ps->kind == PLAN_STEP_MATMUL_GROUP ||
+                                       ps->kind == PLAN_STEP_VIEW);
+        for (int32_t k = 0; k < ps->n_nodes && ok; k++) {
+            const g_node *nd = step_node(c, ps, k);
+            ok = op_column_local(nd->op);
+            for (int j = 0; j < nd->n_in && ok; j++) ok = column_laid(p, nd->in[j]);
+            for (int j = 0; j < nd->n_out && ok; j++) /* in the arena: not a state's back buffer */
+                ok = column_laid(p, nd->out[j]) && c->pl->tensor_home[nd->out[j]] == PLAN_HOME_ARENA;
+        }
+        ps->batched = ok;
+    }
+}
+
 static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err *e) {
     const g_program *p = pl->legal;
     const g_function *f = &p->functions[fn];
@@ -277,6 +335,7 @@ static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err 
     al_free(&pl->alloc, c.uses);
     if (st) return st;
     choose_kernels(&c);
+    mark_batched(&c);
     for (int32_t i = 0; i < x->n_steps; i++)
         for (int32_t k = 0; k < x->steps[i].n_nodes; k++) x->step_of[x->steps[i].nodes[k]] = i;
     memplan mp = {0};

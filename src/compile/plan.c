@@ -475,6 +475,7 @@ SLM_API slm_status slm_plan_node_at(const slm_plan *pl, int32_t fn, int32_t i, s
     out->n_ir_nodes = s->n_nodes;
     out->ir_nodes = s->nodes;
     out->kernel = s->kernel_text;
+    out->batched = s->batched;
     out->output = step_output(pl, f, s, &out->output_state);
     int32_t last_out = p->nodes[f->nodes[s->nodes[s->n_nodes - 1]]].out[0];
     const size_t *off = pl->exec[fn].arena_offset;
@@ -650,6 +651,7 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
             for (int32_t k = 0; k < n.n_ir_nodes; k++) cJSON_AddItemToArray(ir, cJSON_CreateNumber(n.ir_nodes[k]));
             cJSON_AddStringToObject(jn, "kernel", n.kernel);
             cJSON_AddStringToObject(jn, "output", n.output);
+            cJSON_AddBoolToObject(jn, "batched", n.batched);
             if (n.arena_offset >= 0) cJSON_AddNumberToObject(jn, "arena_offset", (double)n.arena_offset);
             if (n.output_state) cJSON_AddStringToObject(jn, "output_state", n.output_state);
             if (n.measured_us >= 0) {

@@ -121,6 +121,9 @@ typedef struct plan_step {
     int32_t nodes[PLAN_STEP_MAX_NODES]; /* positions in the function, ascending; nodes[0] names it */
     int32_t kernel;         /* be_call.kernel for NODE steps; 0 when the backend chooses or none runs */
     char kernel_text[80];   /* the kernel or job the backend runs ("" when not lowered for a backend) */
+    bool batched;           /* in the function with logits per column ("verify"): column-local, touching no state and no position, so
+                               slm_session_decode_batch runs it once over one column per session;
+                               otherwise it runs per session on that session's states and position */
 } plan_step;
 
 typedef struct plan_fn_exec {

@@ -297,6 +297,9 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->verify_state);
     al_free(&a, s->verify_logits);
     al_free_aligned(&a, s->arena);
+    if (s->prog) memplan_free(s->prog, &s->batch_plan);
+    al_free_aligned(&a, s->batch_arena);
+    al_free(&a, s->batch_ptr);
     if (s->be) s->be->vt->destroy(s->be);
     slm_plan_destroy(s->plan);
     al_free(&a, s);
@@ -484,20 +487,16 @@ static slm_status run_step(slm_session *s, const g_function *f, const plan_step 
     return err_set(e, SLM_ERR_BACKEND, "unknown plan step kind %d", (int)ps->kind);
 }
 
-slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n) {
+slm_status sess_bind(slm_session *s, int32_t fn, int32_t n) {
     g_program *p = s->prog;
-    const g_function *f = &p->functions[fn];
-    const plan_fn_exec *x = &s->plan->exec[fn];
-    slm_err *e = &s->err;
     memplan *mp = &s->plans[fn];
     slm_status st;
-    s->verify_k = 0; /* any call ends what slm_session_accept could accept */
     if (mp->offset == NULL || mp->n != n) {
-        if ((st = plan_memplan(s->plan, fn, n, mp, e))) return st;
+        if ((st = plan_memplan(s->plan, fn, n, mp, &s->err))) return st;
     }
     if (mp->arena_bytes > s->arena_bytes) {
         uint8_t *a = al_malloc_aligned(&s->alloc, mp->arena_bytes);
-        if (!a) return err_set(e, SLM_ERR_NOMEM, "out of memory for %zu bytes of activations", mp->arena_bytes);
+        if (!a) return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for %zu bytes of activations", mp->arena_bytes);
         al_free_aligned(&s->alloc, s->arena);
         s->arena = a;
         s->arena_bytes = mp->arena_bytes;
@@ -508,8 +507,34 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         int32_t si = tensor_state[t];
         if (si >= 0 && p->tensors[t].fn == fn) s->tensor_ptr[t] = s->states[si].buf[1 - s->states[si].front];
     }
-    memcpy(s->tensor_ptr[f->tokens], tokens, (size_t)n * sizeof(int32_t));
     for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
+    return SLM_OK;
+}
+
+slm_status sess_run_step(slm_session *s, int32_t fn, int32_t i, int64_t n, int32_t pos) {
+    be_call call = {n, pos, 0};
+    return run_step(s, &s->prog->functions[fn], &s->plan->exec[fn].steps[i], &call, &s->err);
+}
+
+void sess_states_finish(slm_session *s, bool commit) {
+    for (int32_t i = 0; i < s->prog->n_states; i++) {
+        sess_state *ss = &s->states[i];
+        if (commit && ss->written) ss->front = 1 - ss->front;
+        ss->written = false;
+    }
+}
+
+void *sess_tensor_data(slm_session *s, int32_t t) { return tensor_data(s, t); }
+
+slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n) {
+    g_program *p = s->prog;
+    const g_function *f = &p->functions[fn];
+    const plan_fn_exec *x = &s->plan->exec[fn];
+    slm_err *e = &s->err;
+    slm_status st;
+    s->verify_k = 0; /* any call ends what slm_session_accept could accept */
+    if ((st = sess_bind(s, fn, n))) return st;
+    memcpy(s->tensor_ptr[f->tokens], tokens, (size_t)n * sizeof(int32_t));
     be_call call = {n, s->pos, 0};
     sess_profile *pf = s->profile && s->profile->recording && s->profile->n_calls[fn] < s->profile->cap_calls
                            ? s->profile
@@ -533,15 +558,8 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
         st = run_step(s, f, ps, &call, e);
         if (pf) times[i] = now_s() - t0;
     }
-    if (st) {
-        for (int32_t i = 0; i < p->n_states; i++) s->states[i].written = false;
-        return st;
-    }
-    for (int32_t i = 0; i < p->n_states; i++) {
-        sess_state *ss = &s->states[i];
-        if (ss->written) ss->front = 1 - ss->front;
-        ss->written = false;
-    }
+    sess_states_finish(s, st == SLM_OK);
+    if (st) return st;
     if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
     int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
     memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,

@@ -111,6 +111,12 @@ struct slm_session {
     uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify */
     float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
     int32_t verify_cap;
+    /* slm_session_decode_batch calls led by this session (runtime/batch.c): the activations of
+     * the batched steps, one column per session */
+    memplan batch_plan;
+    uint8_t *batch_arena;
+    size_t batch_arena_bytes;
+    void **batch_ptr;        /* (prog->n_tensors) bound to batch_arena */
 };
 
 /* Creates a session that runs prog (owned by the session from here on, also on failure), compiled
@@ -132,6 +138,15 @@ slm_status sess_backend(const slm_model *model, const tgt_profile *t, int32_t n_
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
  * history and copies the logits. Inputs must already be validated. */
 slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n);
+/* The executor in parts (sess_run and runtime/batch.c): sess_bind binds every tensor of fn for a
+ * call over n tokens (the arena by its memory plan, direct_write values to back buffers) and
+ * clears the states' written flags; sess_run_step runs step i of fn over n tokens at pos;
+ * sess_states_finish makes the back buffers written during the call current (commit) or forgets
+ * them; sess_tensor_data is where tensor t is bound. */
+slm_status sess_bind(slm_session *s, int32_t fn, int32_t n);
+slm_status sess_run_step(slm_session *s, int32_t fn, int32_t i, int64_t n, int32_t pos);
+void sess_states_finish(slm_session *s, bool commit);
+void *sess_tensor_data(slm_session *s, int32_t t);
 /* Feeds tokens[0, n) in Program calls split at checkpoint positions, taking checkpoints. With
  * atomic, a failure restores the state before the call (undo record); without, the caller owns the
  * undo record. Inputs must already be validated. */

@@ -137,6 +137,18 @@ static void session_null(void **unused) {
     logits = (const float *)1;
     assert_int_equal(slm_session_decode(NULL, tok, &logits), SLM_ERR_INVALID_ARG);
     assert_null(logits);
+    const float *batch_logits[2] = {(const float *)1, (const float *)1};
+    slm_session *no_sessions[2] = {NULL, NULL};
+    int32_t toks[2] = {0, 0};
+    char batch_err[128] = "x";
+    assert_int_equal(slm_session_decode_batch(NULL, toks, 2, batch_logits, batch_err, sizeof batch_err),
+                     SLM_ERR_INVALID_ARG);
+    assert_null(batch_logits[0]);
+    assert_null(batch_logits[1]);
+    assert_true(batch_err[0] != '\0');
+    batch_logits[0] = (const float *)1;
+    assert_int_equal(slm_session_decode_batch(no_sessions, toks, 2, batch_logits, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_null(batch_logits[0]);
     assert_int_equal(slm_session_pos(NULL), 0);
     assert_int_equal(slm_session_n_ctx(NULL), 0);
     assert_null(slm_session_model(NULL));

@@ -43,6 +43,16 @@ static void print_function(const slm_plan *pl, int32_t fn, bool measured) {
     if (measured)
         printf("  measured: median %.1f us per call (kernels and the executor between them)\n",
                slm_plan_function_measured_us(pl, fn));
+    int32_t n_batched = 0;
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_node nd;
+        slm_plan_node_at(pl, fn, i, &nd);
+        n_batched += nd.batched;
+    }
+    if (n_batched)
+        printf("  batched decode (slm_session_decode_batch, one column per session): the %d nodes marked B run once "
+               "for all sessions, the other %d once per session\n",
+               n_batched, n - n_batched);
     printf("  %4s %-13s %-24s %5s %-6s %-5s %10s %11s %6s%s  %s\n", "#", "op", "name", "layer", "dtype", "dev", "bytes",
            "flops", "share", measured ? "  median us  share" : "", "kernel / shapes (ggml order) / reason");
     for (int32_t i = 0; i < n; i++) {
@@ -52,8 +62,8 @@ static void print_function(const slm_plan *pl, int32_t fn, bool measured) {
         fmt_num(nd.bytes, "B", b, sizeof b);
         fmt_num(nd.flops, "", f, sizeof f);
         if (measured) snprintf(m, sizeof m, "  %9.2f %5.1f%%", nd.measured_us, 100.0 * nd.measured_share);
-        printf("  %4d %-13s %-24s %5d %-6s %-5s %10s %11s %5.1f%%%s  %s\n", i, nd.op, nd.name, nd.layer, nd.dtype,
-               nd.device, b, f, 100.0 * nd.cost_share, m, nd.kernel[0] ? nd.kernel : nd.shapes);
+        printf("  %4d%s%-13s %-24s %5d %-6s %-5s %10s %11s %5.1f%%%s  %s\n", i, nd.batched ? "B" : " ", nd.op, nd.name,
+               nd.layer, nd.dtype, nd.device, b, f, 100.0 * nd.cost_share, m, nd.kernel[0] ? nd.kernel : nd.shapes);
         if (nd.pass) {
             printf("  %4s %-13s %s of IR nodes", "", "", nd.pass);
             for (int32_t k = 0; k < nd.n_ir_nodes; k++) printf("%s#%d", k ? ", " : " ", nd.ir_nodes[k]);

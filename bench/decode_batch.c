@@ -1,0 +1,91 @@
+/* decode_batch.c — benchmark (not a test) of batched decoding: aggregate decode tok/s of B sessions
+ * of one model stepping together with slm_session_decode_batch (one pass over the weights per
+ * step), next to the same B sessions stepping one slm_session_decode after another (what a server
+ * loop without batching does), for B = 1, 2, 4, 8. Each session first takes a prompt of its own
+ * length (32 + 8 i tokens); token ids are synthetic and fixed.
+ * Usage: bench_decode_batch MODEL.gguf [-t THREADS] [-n STEPS] [-c CTX] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "statelm.h"
+
+enum { MAX_B = 8 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what, slm_status st, const char *msg) {
+    fprintf(stderr, "bench_decode_batch: %s: %s (%s)\n", what, msg, slm_status_name(st));
+    exit(1);
+}
+
+/* Makes b sessions with prompts of different lengths. */
+static void open_sessions(const slm_model *m, const slm_session_params *p, int32_t b, slm_session **s) {
+    char err[512];
+    int32_t prompt[128];
+    for (int32_t i = 0; i < b; i++) {
+        slm_status st = slm_session_create(m, p, &s[i], err, sizeof err);
+        if (st) die("session", st, err);
+        int32_t len = 32 + 8 * i;
+        for (int32_t t = 0; t < len; t++)
+            prompt[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % 20000u);
+        if ((st = slm_session_prefill(s[i], prompt, (size_t)len, NULL))) die("prefill", st, slm_session_errmsg(s[i]));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_decode_batch MODEL.gguf [-t THREADS] [-n STEPS] [-c CTX]\n");
+        return 2;
+    }
+    int32_t n_threads = 0, n_steps = 32, n_ctx = 512;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-t")) n_threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-n")) n_steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c")) n_ctx = atoi(argv[i + 1]);
+    }
+    char err[512];
+    slm_model *m = NULL;
+    slm_status st = slm_model_load(argv[1], NULL, &m, err, sizeof err);
+    if (st) die("load", st, err);
+    slm_session_params p = slm_session_params_default();
+    p.n_ctx = n_ctx;
+    p.n_threads = n_threads;
+    printf("%-9s %14s %14s %8s\n", "sessions", "batched tok/s", "one-by-one", "ratio");
+    double single = 0;
+    for (int32_t b = 1; b <= MAX_B; b *= 2) {
+        slm_session *s[MAX_B];
+        int32_t tok[MAX_B];
+        double t_batch = 0, t_loop = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            open_sessions(m, &p, b, s);
+            for (int32_t i = 0; i < b; i++) tok[i] = 100 + i;
+            double t0 = now_s();
+            for (int32_t k = 0; k < n_steps; k++) {
+                if (pass == 0) {
+                    if ((st = slm_session_decode_batch(s, tok, (size_t)b, NULL, err, sizeof err)))
+                        die("batch", st, err);
+                } else {
+                    for (int32_t i = 0; i < b; i++)
+                        if ((st = slm_session_decode(s[i], tok[i], NULL))) die("decode", st, slm_session_errmsg(s[i]));
+                }
+                for (int32_t i = 0; i < b; i++) tok[i] = (tok[i] * 31 + 7) % 20000;
+            }
+            double dt = now_s() - t0;
+            if (pass == 0) t_batch = dt;
+            else t_loop = dt;
+            for (int32_t i = 0; i < b; i++) slm_session_destroy(s[i]);
+        }
+        double tps = (double)b * n_steps / t_batch, tps_loop = (double)b * n_steps / t_loop;
+        if (b == 1) single = tps;
+        printf("%-9d %14.1f %14.1f %7.2fx   (%.2fx the single stream)\n", b, tps, tps_loop, tps / tps_loop,
+               tps / single);
+    }
+    slm_model_destroy(m);
+    return 0;
+}

@@ -1,0 +1,203 @@
+/* batch.c — slm_session_decode_batch: one decode step for several sessions of one model in one
+ * pass over the weights. It runs the plan of the function with logits for every column
+ * ("verify", symbolic n) with n = B, one column per session:
+ *  - a batched step (plan_step.batched: column-local, no state, no position) runs once over all B
+ *    columns, on the arena of the leading session (sessions[0]: batch_plan, the memory plan of
+ *    the function at n = B);
+ *  - every other step runs B times, once per session at n = 1 on that session's own arena (its
+ *    memory plan at n = 1), states and position.
+ * Both memory plans come from the same steps, so a tensor may live in either arena anywhere in its
+ * lifetime: before a per-session step, the columns of its inputs made by batched steps are copied
+ * into each session's arena; after it, the outputs that batched steps read are copied back into
+ * their columns. Column j of a batched step depends on column j of its inputs alone and the
+ * kernels give every column the same bits whatever the count (batch invariance), so each session
+ * gets the bits slm_session_decode gives it. */
+#include <string.h>
+
+#include "runtime/session.h"
+
+/* The tensor a view stands for (views follow their source). */
+static int32_t root_of(const g_program *p, int32_t t) {
+    while (p->tensors[t].storage == G_VIEW) t = p->tensors[t].src;
+    return t;
+}
+
+/* Binds the leading session's batch arena for a call over n columns. */
+static slm_status bind_batch(slm_session *s, int32_t fn, int32_t n) {
+    g_program *p = s->prog;
+    memplan *mp = &s->batch_plan;
+    slm_status st;
+    if (mp->offset == NULL || mp->n != n) {
+        if ((st = plan_memplan(s->plan, fn, n, mp, &s->err))) return st;
+    }
+    if (!s->batch_ptr && !(s->batch_ptr = al_calloc(&s->alloc, (size_t)p->n_tensors + 1, sizeof(void *))))
+        return err_set(&s->err, SLM_ERR_NOMEM, "out of memory");
+    if (mp->arena_bytes > s->batch_arena_bytes) {
+        uint8_t *a = al_malloc_aligned(&s->alloc, mp->arena_bytes);
+        if (!a) return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for %zu bytes of activations", mp->arena_bytes);
+        al_free_aligned(&s->alloc, s->batch_arena);
+        s->batch_arena = a;
+        s->batch_arena_bytes = mp->arena_bytes;
+    }
+    for (int32_t t = 0; t < p->n_tensors; t++)
+        s->batch_ptr[t] = mp->offset[t] != MEMPLAN_NONE ? s->batch_arena + mp->offset[t] : NULL;
+    return SLM_OK;
+}
+
+/* Copies column i of every root tensor of step ps marked in which[] between the batch arena of
+ * lead and the arena of s (to_session: batch -> session). Tensors without bytes in both arenas
+ * (direct_write values, values inside fused steps) are skipped. */
+static void copy_columns(slm_session *lead, slm_session *s, int32_t fn, const plan_step *ps, const uint8_t *which,
+                         bool inputs, int32_t i) {
+    const g_program *p = s->prog;
+    const g_function *f = &p->functions[fn];
+    for (int32_t k = 0; k < ps->n_nodes; k++) {
+        const g_node *nd = &p->nodes[f->nodes[ps->nodes[k]]];
+        int n_t = inputs ? nd->n_in : nd->n_out;
+        for (int j = 0; j < n_t; j++) {
+            int32_t t = root_of(p, inputs ? nd->in[j] : nd->out[j]);
+            if (!which[t] || lead->batch_plan.offset[t] == MEMPLAN_NONE || s->plans[fn].offset[t] == MEMPLAN_NONE)
+                continue;
+            size_t col = memplan_tensor_bytes(&p->tensors[t], 1);
+            uint8_t *b = (uint8_t *)lead->batch_ptr[t] + (size_t)i * col, *own = s->tensor_ptr[t];
+            if (inputs) memcpy(own, b, col);
+            else memcpy(b, own, col);
+        }
+    }
+}
+
+static bool any_abort(slm_session *const *sessions, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (sessions[i]->abort_fn && sessions[i]->abort_fn(sessions[i]->abort_user_data)) return true;
+    return false;
+}
+
+/* Refuses a batch the call cannot run; names the session at fault. */
+static slm_status check_batch(slm_session *const *sessions, const int32_t *tokens, size_t n, slm_err *e) {
+    if (!sessions || !tokens || n == 0)
+        return err_set(e, SLM_ERR_INVALID_ARG, "slm_session_decode_batch: sessions, tokens and n >= 1 are required");
+    if (n > INT32_MAX) return err_set(e, SLM_ERR_INVALID_ARG, "%zu sessions are too many", n);
+    for (size_t i = 0; i < n; i++)
+        if (!sessions[i]) return err_set(e, SLM_ERR_INVALID_ARG, "session %zu is NULL", i);
+    const slm_session *s0 = sessions[0];
+    for (size_t i = 0; i < n; i++) {
+        const slm_session *s = sessions[i];
+        for (size_t j = 0; j < i; j++)
+            if (sessions[j] == s) return err_set(e, SLM_ERR_INVALID_ARG, "session %zu is also session %zu", i, j);
+        if (s->model != s0->model)
+            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu runs another model than session 0", i);
+        if (s->n_ctx != s0->n_ctx)
+            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu has a %d-token context, session 0 %d", i, s->n_ctx,
+                           s0->n_ctx);
+        if (s->kv_dtype != s0->kv_dtype)
+            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu holds %s KV states, session 0 %s", i,
+                           slm_dtype_name(s->kv_dtype), slm_dtype_name(s0->kv_dtype));
+        if (strcmp(s->be->vt->kernels(s->be), s0->be->vt->kernels(s0->be)) != 0)
+            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu runs the %s kernels, session 0 %s", i,
+                           s->be->vt->kernels(s->be), s0->be->vt->kernels(s0->be));
+        if (s->fn_verify < 0 || s->fn_verify != s0->fn_verify || s->prog->n_tensors != s0->prog->n_tensors ||
+            s->plan->exec[s->fn_verify].n_steps != s0->plan->exec[s0->fn_verify].n_steps)
+            return err_set(e, SLM_ERR_UNSUPPORTED, "session %zu has no plan for batched decoding like session 0's", i);
+    }
+    for (size_t i = 0; i < n; i++) {
+        slm_session *s = sessions[i];
+        slm_status st = sess_check_tokens(s, &tokens[i], 1);
+        if (st) return err_set(e, st, "session %zu: %s", i, s->err.msg);
+    }
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const int32_t *tokens, size_t n,
+                                            const float **logits, char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (err && err_cap) err[0] = '\0';
+    for (size_t i = 0; logits && i < n; i++) logits[i] = NULL;
+    for (size_t i = 0; sessions && i < n; i++)
+        if (sessions[i]) err_clear(&sessions[i]->err);
+    uint8_t *made = NULL, *read = NULL;
+    slm_status st = check_batch(sessions, tokens, n, &e);
+    if (st) goto done;
+    slm_session *lead = sessions[0];
+    const g_program *p = lead->prog;
+    const int32_t fn = lead->fn_verify, n_cols = (int32_t)n;
+    const g_function *f = &p->functions[fn];
+    const plan_fn_exec *x = &lead->plan->exec[fn];
+    /* made[t]: root t is produced by a batched step (or is the token input): its columns live in
+     * the batch arena; read[t]: a batched step reads root t */
+    if (!(made = al_calloc(&lead->alloc, 2 * (size_t)p->n_tensors + 1, 1))) {
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    read = made + p->n_tensors;
+    made[f->tokens] = 1;
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        const plan_step *ps = &x->steps[i];
+        if (!ps->batched) continue;
+        for (int32_t k = 0; k < ps->n_nodes; k++) {
+            const g_node *nd = &p->nodes[f->nodes[ps->nodes[k]]];
+            for (int j = 0; j < nd->n_in; j++) read[root_of(p, nd->in[j])] = 1;
+            for (int j = 0; j < nd->n_out; j++) made[root_of(p, nd->out[j])] = 1;
+        }
+    }
+    if ((st = bind_batch(lead, fn, n_cols))) {
+        err_set(&e, st, "%s", lead->err.msg);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((st = sess_bind(sessions[i], fn, 1))) {
+            err_set(&e, st, "session %zu: %s", i, sessions[i]->err.msg);
+            goto done;
+        }
+        sessions[i]->verify_k = 0;
+    }
+    memcpy(lead->batch_ptr[f->tokens], tokens, n * sizeof(int32_t));
+    int32_t last_layer = -2;
+    for (int32_t i = 0; i < x->n_steps && !st; i++) {
+        const plan_step *ps = &x->steps[i];
+        int32_t layer = p->nodes[f->nodes[ps->nodes[0]]].layer;
+        if (layer != last_layer) {
+            last_layer = layer;
+            if (any_abort(sessions, n)) {
+                st = err_set(&e, SLM_ERR_ABORTED, "aborted by the abort callback");
+                break;
+            }
+        }
+        if (ps->batched) {
+            if (lead->trace) lead->trace(lead->trace_user, fn, i, ps->nodes, ps->n_nodes);
+            void **own = lead->tensor_ptr; /* a batched step touches no state: the lead runs it on the batch arena */
+            lead->tensor_ptr = lead->batch_ptr;
+            st = sess_run_step(lead, fn, i, n_cols, 0);
+            lead->tensor_ptr = own;
+            if (st) err_set(&e, st, "%s", lead->err.msg);
+            continue;
+        }
+        for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, ps, made, true, (int32_t)b);
+        for (size_t b = 0; b < n && !st; b++) {
+            slm_session *s = sessions[b];
+            if (s->trace) s->trace(s->trace_user, fn, i, ps->nodes, ps->n_nodes);
+            if ((st = sess_run_step(s, fn, i, 1, s->pos))) err_set(&e, st, "session %zu: %s", b, s->err.msg);
+        }
+        for (size_t b = 0; b < n && !st; b++) copy_columns(lead, sessions[b], fn, ps, read, false, (int32_t)b);
+    }
+    for (size_t b = 0; b < n; b++) sess_states_finish(sessions[b], st == SLM_OK);
+    if (st) goto done;
+    for (size_t b = 0; b < n; b++) {
+        slm_session *s = sessions[b];
+        const float *row = made[f->logits] ? (const float *)lead->batch_ptr[f->logits] + b * (size_t)s->n_vocab
+                                           : (const float *)sess_tensor_data(s, f->logits);
+        memcpy(s->logits, row, (size_t)s->n_vocab * sizeof(float));
+        s->history[s->pos++] = tokens[b];
+        s->logits_valid = true;
+        if (s->has_recurrent && s->ckpt_interval > 0 && s->pos % s->ckpt_interval == 0) sess_ckpt_take(s);
+        if (logits) logits[b] = s->logits;
+    }
+done:
+    if (made) al_free(&sessions[0]->alloc, made);
+    if (st) {
+        for (size_t b = 0; sessions && b < n; b++)
+            if (sessions[b]) err_set(&sessions[b]->err, st, "%s", e.msg);
+        err_copy_out(&e, err, err_cap);
+    }
+    return st;
+}
