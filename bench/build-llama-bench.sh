@@ -25,7 +25,7 @@ cpu_fingerprint() {
   } | sed 's/[[:space:]]\+/ /g'
 }
 fingerprint="$(cpu_fingerprint)"
-if [ -x "$out/llama-bench" ] && [ -f "$out/cpu.txt" ] && [ "$(cat "$out/cpu.txt")" = "$fingerprint" ]; then
+if [ -x "$out/llama-bench" ] && [ -x "$out/llama-server" ] && [ -x "$out/llama-batched-bench" ] && [ -f "$out/cpu.txt" ] && [ "$(cat "$out/cpu.txt")" = "$fingerprint" ]; then
   echo "$out/llama-bench"
   exit 0
 fi
@@ -65,5 +65,10 @@ log "building target llama-bench with $jobs jobs (log: $out/build.log)"
 cmake --build "$out/build" --target llama-bench -j "$jobs" >"$out/build.log" 2>&1 ||
   { tail -n 30 "$out/build.log" >&2; exit 1; }
 cp "$out/build/bin/llama-bench" "$out/llama-bench"
+# The peers of bench/serve_compare.py: llama-server (embedded UI off, nothing downloaded) and llama-batched-bench.
+cmake "$out/build" -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF >>"$out/configure.log" 2>&1 || { tail -n 30 "$out/configure.log" >&2; exit 1; }
+log "building targets llama-server llama-batched-bench with $jobs jobs (log: $out/build.log)"
+cmake --build "$out/build" --target llama-server llama-batched-bench -j "$jobs" >>"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; exit 1; }
+cp "$out/build/bin/llama-server" "$out/build/bin/llama-batched-bench" "$out/"
 echo "$fingerprint" >"$out/cpu.txt"
 echo "$out/llama-bench"
