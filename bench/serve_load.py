@@ -10,7 +10,7 @@ from each stream's usage (stream_options.include_usage), else one per content ev
 --ignore-eos makes every request generate max_tokens tokens (both servers honour ignore_eos).
 
 Usage: serve_load.py STATELM MODEL [--requests 200] [--concurrency 8] [--max-tokens 32]
-                     [--parallel 8] [-t THREADS] [-c CTX] [--ignore-eos] [--extra-args "..."]
+                     [--parallel 8] [-t THREADS] [-c CTX] [--ignore-eos] [--extra-args="..."]
        serve_load.py --url http://127.0.0.1:PORT [--requests ...] [--concurrency ...] [--max-tokens ...]"""
 import argparse
 import http.client
@@ -28,7 +28,7 @@ ap.add_argument("statelm", nargs="?")
 ap.add_argument("model", nargs="?")
 ap.add_argument("--url", help="a running server to load (none is started)")
 ap.add_argument("--ignore-eos", action="store_true")
-ap.add_argument("--extra-args", default="", help="more statelm serve options, e.g. '--lookup'")
+ap.add_argument("--extra-args", default="", help="more statelm serve options, e.g. --extra-args=--lookup")
 ap.add_argument("--requests", type=int, default=200)
 ap.add_argument("--concurrency", type=int, default=8)
 ap.add_argument("--max-tokens", type=int, default=32)
