@@ -66,13 +66,17 @@ if [ $same_cpu = 0 ]; then
 fi
 mkdir -p "$out/build"
 echo "$fingerprint" >"$out/build/statelm-cpu.txt"
+# llama-server (bench/serve_compare.py's peer) is configured only when asked for, with its embedded UI
+# off (nothing downloaded).
+server=OFF
+for t in "${targets[@]}"; do [ "$t" = llama-server ] && server=ON; done
 log "configuring (GGML_NATIVE=ON, Release) in $out/build"
-# Offline and minimal: no HTTPS client, no tests/server; examples are configured (only the targets asked
+# Offline and minimal: no HTTPS client, no tests; examples are configured (only the targets asked
 # for are built); static libraries so each binary stands alone.
 cmake -S "$tree/vendor/llama.cpp" -B "$out/build" -G "Unix Makefiles" \
   -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF \
-  -DLLAMA_BUILD_APP=OFF >"$out/configure.log" 2>&1 || { tail -n 30 "$out/configure.log" >&2; exit 1; }
+  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=$server \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF >"$out/configure.log" 2>&1 || { tail -n 30 "$out/configure.log" >&2; exit 1; }
 log "building ${targets[*]} with $jobs jobs (log: $out/build.log)"
 cmake --build "$out/build" --target "${targets[@]}" -j "$jobs" >"$out/build.log" 2>&1 ||
   { tail -n 30 "$out/build.log" >&2; exit 1; }

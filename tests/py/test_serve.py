@@ -13,7 +13,11 @@ ports, with the official `openai` client and with curl:
   the snapshot cache spill to --state-dir (hash names) and are reused from there, also by the
   next server of the same model and context (not by one of another context);
 - SIGTERM: a stream in flight gets a final chunk and [DONE], the server exits with status 0
-  (and, in sanitizer builds, without a report).
+  (and, in sanitizer builds, without a report);
+- speculation per slot (--lookup, --draft-model with the same model): greedy answers, streamed and
+  not, n=2 included, equal plain `statelm run`; seeded sampling is reproducible; /metrics counts
+  drafted and accepted tokens;
+- --no-prefix-reuse: the second turn of a conversation reports 0 cached tokens and the same answer.
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
 openai package is missing. Usage: test_serve.py STATELM TESTS_DATA_DIR."""
 import http.client
@@ -427,10 +431,83 @@ def slow_client_test():
         s.stop("slow-client server")
 
 
-slow_client_test()
+def spec_tests(arch, flags):
+    """Greedy answers of a server that speculates equal plain `statelm run`."""
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    what = f"{arch} {' '.join(flags)}"
+    s = Server(model, "-c", str(CTX), "--parallel", "2", "--api-key", KEY,
+               *[str(model) if f == "MODEL" else f for f in flags])
+    try:
+        client = s.client()
+        text = "Hello there, how are you? Hello there, how are you? Hello there,"
+        want = run_cli(model, "-p", text, "-n", "24")[:-1]
+        r = client.chat.completions.create(model=s.model, messages=[{"role": "user", "content": text}],
+                                           max_tokens=24, temperature=0)
+        check(r.choices[0].message.content == want, f"{what}: chat {r.choices[0].message.content!r} != run {want!r}")
+        got = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model=s.model, messages=[{"role": "user", "content": text}], max_tokens=24, temperature=0, stream=True)
+            if c.choices)
+        check(got == want, f"{what}: streamed chat {got!r} != run {want!r}")
+        # a repetitive id prompt, where lookup finds drafts; n=2 forks speculate after their first token
+        ids = [5, 17, 42, 99, 7] * 4
+        ids_arg = ",".join(map(str, ids))
+        want = run_cli(model, "--prompt-ids", ids_arg, "-n", "30")[:-1]
+        r = client.completions.create(model=s.model, prompt=ids, max_tokens=30, temperature=0)
+        check(r.choices[0].text == want, f"{what}: completion {r.choices[0].text!r} != run {want!r}")
+        got = "".join(c.choices[0].text for c in client.completions.create(
+            model=s.model, prompt=ids, max_tokens=30, temperature=0, stream=True) if c.choices)
+        check(got == want, f"{what}: streamed completion {got!r} != run {want!r}")
+        r = client.completions.create(model=s.model, prompt=ids, max_tokens=30, temperature=0, n=2)
+        check([c.text for c in r.choices] == [want, want], f"{what}: greedy n=2 {[c.text for c in r.choices]} != {want!r}")
+        def sampled(seed):
+            r = client.completions.create(model=s.model, prompt=ids, max_tokens=16, temperature=1.0, seed=seed, n=2)
+            return [c.text for c in sorted(r.choices, key=lambda c: c.index)]
+        a, b = sampled(11), sampled(11)
+        check(len(a) == 2 and a == b and all(a), f"{what}: sampled n=2 with seed 11 not reproducible: {a} vs {b}")
+        m = s.metrics()
+        drafted, accepted = m.get("statelm_spec_drafted_tokens_total", 0), m.get("statelm_spec_accepted_tokens_total", 0)
+        # the same model as its own draft agrees at least on the greedy drafts; lookup may find none right
+        check(drafted > 0 and 0 <= accepted <= drafted and (accepted > 0 or "--lookup" in flags),
+              f"{what}: drafted {drafted}, accepted {accepted}")
+    finally:
+        s.stop(f"{what} server")
+
+
+def no_reuse_test(arch):
+    """--no-prefix-reuse: turn 2 prefills from 0 (cached_tokens 0) and answers as with reuse."""
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    s = Server(model, "-c", str(CTX), "--parallel", "1", "--api-key", KEY, "--no-prefix-reuse")
+    try:
+        client = s.client()
+        msgs = [{"role": "user", "content": "Tell me a story about a cat."}]
+        r1 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+        msgs += [{"role": "assistant", "content": r1.choices[0].message.content},
+                 {"role": "user", "content": "And then?"}]
+        r2 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+        r3 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
+        for r in (r2, r3):
+            cached = r.usage.prompt_tokens_details.cached_tokens
+            check(cached == 0, f"{arch} --no-prefix-reuse: cached_tokens {cached}")
+        check(r3.choices[0].message.content == r2.choices[0].message.content,
+              f"{arch} --no-prefix-reuse: repeated turn {r3.choices[0].message.content!r} != {r2.choices[0].message.content!r}")
+        check(s.metrics().get("statelm_prefix_reuse_tokens_total", -1) == 0, f"{arch} --no-prefix-reuse: reuse counted")
+    finally:
+        s.stop(f"{arch} --no-prefix-reuse server")
+    return r2.choices[0].message.content
+
+
+only = os.environ.get("SLM_TEST_SERVE_ONLY")  # "spec": only the speculation and reuse-off tests
+if only != "spec":
+    slow_client_test()
 for arch in ("llama", "qwen35"):
-    turn2, msgs = core_tests(arch)
-    one_slot_tests(arch, turn2, msgs)
+    if only != "spec":
+        turn2, msgs = core_tests(arch)
+        one_slot_tests(arch, turn2, msgs)
+        check(no_reuse_test(arch) == turn2, f"{arch} --no-prefix-reuse: turn 2 differs from the server with reuse")
+    else:
+        no_reuse_test(arch)
+    spec_tests(arch, ["--lookup", "--draft-max", "4"])
+    spec_tests(arch, ["--draft-model", "MODEL", "--draft-max", "3"])
 
 if failures:
     print(f"{len(failures)} failure(s)")

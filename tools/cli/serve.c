@@ -13,7 +13,11 @@
  * --state-dir is restored first when it shares more. The session then continues with
  * slm_session_sync, which computes only what differs. File names are a hash of the token history,
  * never request data. One mutex (srv.mu) guards jobs, the queue and the counters; sessions,
- * samplers and the cache are touched by the scheduler thread only. */
+ * samplers and the cache are touched by the scheduler thread only.
+ *
+ * Speculation (--lookup, --draft-model): a stream past its prompt (a fork: past its first token)
+ * without logprobs generates by slm_spec_step, several tokens per weight pass, outside
+ * decode_all(); each stream has its own driver (and draft session), greedy at temperature 0. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -41,7 +45,9 @@
 #define MAX_STATE_FILES 256
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *state_dir;
+    const char *model, *host, *api_key, *state_dir, *draft_model;
+    bool lookup, no_prefix_reuse;
+    int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
 } serve_opts;
 
@@ -128,6 +134,8 @@ typedef struct stream {
     int32_t n_gen;
     int32_t next_id;  /* sampled, to be decoded; -1 none */
     uint64_t last_used;
+    slm_spec *spec;      /* speculation driver over s for this generation, or NULL */
+    slm_session *draft;  /* --draft-model: this stream's draft session, kept across generations */
 } stream;
 
 /* An idle snapshot of a slot, kept in memory (snap) or spilled to a file (snap NULL). */
@@ -152,6 +160,7 @@ typedef struct conn_watch {
 static struct {
     serve_opts o;
     slm_model *m;
+    slm_model *draft_model; /* --draft-model, or NULL */
     const slm_tokenizer *tok;
     char model_id[256];
     int32_t n_ctx, n_vocab;
@@ -173,6 +182,7 @@ static struct {
     int32_t m_busy;
     double m_decode_s;
     uint64_t m_decode_tokens;
+    uint64_t m_drafted, m_accepted;
 } srv;
 
 static double now_s(void) {
@@ -545,6 +555,10 @@ static void index_state_dir(slm_session *s) {
 /* ---- scheduler -------------------------------------------------------------------------------- */
 
 static void stream_end(stream *st) {
+    slm_spec_stats ss = {0};
+    if (st->spec) slm_spec_get_stats(st->spec, &ss);
+    slm_spec_destroy(st->spec);
+    st->spec = NULL;
     slm_sampler_destroy(st->smp);
     slm_detokenizer_destroy(st->dt);
     free(st->own_logits);
@@ -558,6 +572,8 @@ static void stream_end(stream *st) {
     job *j = st->j;
     st->j = NULL;
     if (!st->own_session) srv.m_busy--;
+    srv.m_drafted += ss.n_drafted;
+    srv.m_accepted += ss.n_accepted;
     if (j) {
         if (++j->n_done == j->n || j->err_status || j->cancelled) {
             if (!j->done) {
@@ -598,6 +614,11 @@ static stream *admit(job *j) {
         }
     }
     if (!best) return NULL;
+    if (srv.o.no_prefix_reuse) {
+        slm_session_reset(best->s);
+        best->n_fed = 0;
+        return best;
+    }
     size_t n_hist;
     slm_session_history(best->s, &n_hist);
     size_t best_cache = SIZE_MAX, cache_lcp = best_lcp;
@@ -723,24 +744,15 @@ static void top_logprobs(const float *logits, int32_t n_vocab, int32_t id, int32
     for (int32_t i = 0; i < out->n_top; i++) out->top_lp[i] = (float)((double)logits[out->top_id[i]] - lse);
 }
 
-/* Samples the next token of a prefilled stream and publishes it; false when the stream ended. */
-static bool sample_step(stream *st) {
+/* Publishes token id, generated at session position pos (st->logits are its logits when logprobs
+ * were asked for); false when the stream ended. */
+static bool publish_token(stream *st, int32_t id, int32_t pos) {
     job *j = st->j;
     choice *c = &j->choices[st->choice];
-    size_t n_hist;
-    const int32_t *hist = slm_session_history(st->s, &n_hist);
-    int32_t id = -1;
     tok_lp lp = {0};
     const char *piece = NULL, *tail = NULL;
     size_t n_piece = 0, n_tail = 0;
     const char *finish = NULL;
-    if (cli_first_nonfinite(st->logits, srv.n_vocab) >= 0 ||
-        slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id) != SLM_OK) {
-        pthread_mutex_lock(&srv.mu);
-        job_fail_locked(j, 500, "the model produced non-finite logits");
-        pthread_mutex_unlock(&srv.mu);
-        return false;
-    }
     bool eog = !j->ignore_eos && slm_tokenizer_is_eog(srv.tok, id);
     if (eog) {
         finish = "stop";
@@ -748,7 +760,7 @@ static bool sample_step(stream *st) {
         if (j->logprobs) top_logprobs(st->logits, srv.n_vocab, id, j->top_logprobs, &lp);
         if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) n_piece = 0;
         st->n_gen++;
-        if (st->n_gen >= j->max_tokens || slm_session_pos(st->s) >= srv.n_ctx) finish = "length";
+        if (st->n_gen >= j->max_tokens || pos >= srv.n_ctx) finish = "length";
     }
     pthread_mutex_lock(&srv.mu);
     bool ok = true;
@@ -784,8 +796,89 @@ static bool sample_step(stream *st) {
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&srv.mu);
-    if (finish || !ok) return false;
+    return !finish && ok;
+}
+
+/* Samples the next token of a prefilled stream and publishes it; false when the stream ended. */
+static bool sample_step(stream *st) {
+    size_t n_hist;
+    const int32_t *hist = slm_session_history(st->s, &n_hist);
+    int32_t id = -1;
+    if (cli_first_nonfinite(st->logits, srv.n_vocab) >= 0 ||
+        slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id) != SLM_OK) {
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(st->j, 500, "the model produced non-finite logits");
+        pthread_mutex_unlock(&srv.mu);
+        return false;
+    }
+    if (!publish_token(st, id, slm_session_pos(st->s))) return false;
     st->next_id = id;
+    return true;
+}
+
+/* Whether st generates by speculation now: --lookup or --draft-model, no logprobs asked for, room
+ * left in the context, and the session holds the logits of its last token (a fork holds them after
+ * its first decode). */
+static bool spec_wanted(const stream *st) {
+    return (srv.o.lookup || srv.draft_model) && !st->j->logprobs && slm_session_pos(st->s) < srv.n_ctx &&
+           (!st->own_session || st->n_gen > 0);
+}
+
+/* Starts the speculation driver of st for its job: greedy at temperature 0 without a repetition
+ * penalty (the tokens plain greedy decoding gives), else speculative sampling with the stream's
+ * sampler. False when the job failed. */
+static bool spec_begin(stream *st) {
+    char err[200] = "";
+    slm_status s = SLM_OK;
+    if (srv.draft_model && !st->draft) {
+        slm_session_params sp = slm_session_params_default();
+        sp.n_ctx = srv.n_ctx;
+        sp.n_threads = srv.o.n_threads;
+        cli_apply_env(&sp, NULL);
+        s = slm_session_create(srv.draft_model, &sp, &st->draft, err, sizeof err);
+    }
+    if (s == SLM_OK) {
+        slm_spec_params p = slm_spec_params_default();
+        if (srv.o.draft_max) p.draft_max = srv.o.draft_max;
+        p.draft = srv.draft_model ? st->draft : NULL;
+        p.sampler = st->j->sp.temperature > 0.0f || st->j->sp.repeat_penalty != 1.0f ? st->smp : NULL;
+        s = slm_spec_create(st->s, &p, &st->spec, err, sizeof err);
+    }
+    if (s == SLM_OK) return true;
+    char msg[256];
+    snprintf(msg, sizeof msg, "cannot start speculative decoding: %s (%s)", err, slm_status_name(s));
+    pthread_mutex_lock(&srv.mu);
+    job_fail_locked(st->j, 500, msg);
+    pthread_mutex_unlock(&srv.mu);
+    return false;
+}
+
+/* One speculation step of st: the next token and the drafted ones the target kept, all decoded,
+ * published in order; false when the stream ended. Tokens after the end stay in the session's
+ * history (the next request's slm_session_sync drops them). */
+static bool spec_step(stream *st) {
+    job *j = st->j;
+    int32_t ids[65];
+    size_t n_max = (size_t)(j->max_tokens - st->n_gen), n = 0;
+    if (n_max > 65) n_max = 65;
+    int32_t pos0 = slm_session_pos(st->s);
+    double t0 = now_s();
+    slm_status s = slm_spec_step(st->spec, n_max, ids, &n);
+    pthread_mutex_lock(&srv.mu);
+    if (s != SLM_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "speculative decoding failed: %s (%s)", slm_spec_errmsg(st->spec),
+                 slm_status_name(s));
+        job_fail_locked(j, 500, msg);
+    } else {
+        srv.m_decode_s += now_s() - t0;
+        srv.m_decode_tokens += n;
+    }
+    pthread_mutex_unlock(&srv.mu);
+    if (s != SLM_OK) return false;
+    /* st->logits (the session's logits buffer) now holds the logits after ids[n - 1] */
+    for (size_t i = 0; i < n; i++)
+        if (!publish_token(st, ids[i], pos0 + (int32_t)i)) return false;
     return true;
 }
 
@@ -894,6 +987,14 @@ static void *scheduler(void *arg) {
             if (st->n_fed < st->j->n_prompt) {
                 if (!prefill_step(st)) stream_end(st);
                 else if (st->n_fed == st->j->n_prompt && !st->own_session) fork_choices(st);
+                continue;
+            }
+            if (!st->spec && spec_wanted(st) && !spec_begin(st)) {
+                stream_end(st);
+                continue;
+            }
+            if (st->spec && slm_session_pos(st->s) < srv.n_ctx) {
+                if (!spec_step(st)) stream_end(st);
                 continue;
             }
             if (sample_step(st)) dec[n_dec++] = st;
@@ -1300,7 +1401,7 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, 
 }
 
 static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
-    char buf[2048];
+    char buf[4096];
     pthread_mutex_lock(&srv.mu);
     size_t n_files = 0;
     for (size_t i = 0; i < srv.n_cache; i++) n_files += srv.cache[i].snap == NULL;
@@ -1317,12 +1418,15 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_decode_tokens_per_second gauge\nstatelm_decode_tokens_per_second %.3f\n"
              "# TYPE statelm_cached_states gauge\nstatelm_cached_states %zu\n"
              "# TYPE statelm_cached_state_bytes gauge\nstatelm_cached_state_bytes %llu\n"
-             "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n",
+             "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n"
+             "# TYPE statelm_spec_drafted_tokens_total counter\nstatelm_spec_drafted_tokens_total %llu\n"
+             "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n",
              (unsigned long long)srv.m_requests, (unsigned long long)srv.m_errors, (unsigned long long)srv.m_cancelled,
              (unsigned long long)srv.m_prompt_tokens, (unsigned long long)srv.m_gen_tokens,
              (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
              srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
-             (unsigned long long)srv.cache_bytes, n_files);
+             (unsigned long long)srv.cache_bytes, n_files, (unsigned long long)srv.m_drafted,
+             (unsigned long long)srv.m_accepted);
     pthread_mutex_unlock(&srv.mu);
     return send_text(conn, buf, "text/plain; version=0.0.4");
 }
@@ -1461,6 +1565,10 @@ static void usage_serve(void) {
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
          "  --timeout S          a request must arrive within S seconds, and a connection idle that\n"
          "                       long is closed (default 30)\n"
+         "  --lookup             speculative decoding per slot, drafts from prompt lookup\n"
+         "  --draft-model M2     speculative decoding per slot, drafts from model M2 (same tokenizer)\n"
+         "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
+         "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
          "SIGINT or SIGTERM stops it: streams in flight end with a final chunk.");
 }
 
@@ -1483,11 +1591,21 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             usage_serve();
             return 0;
         }
+        if (!strcmp(a, "--lookup")) {
+            o->lookup = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-prefix-reuse")) {
+            o->no_prefix_reuse = true;
+            continue;
+        }
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--api-key")) o->api_key = v;
         else if (!strcmp(a, "--state-dir")) o->state_dir = v;
+        else if (!strcmp(a, "--draft-model")) o->draft_model = v;
+        else if (!strcmp(a, "--draft-max")) dst = &o->draft_max, lo = 1, hi = 64;
         else if (!strcmp(a, "--port")) dst = &o->port, lo = 0, hi = 65535;
         else if (!strcmp(a, "--parallel")) dst = &o->parallel, lo = 1, hi = 256;
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) dst = &o->n_ctx, lo = 2, hi = 1 << 24;
@@ -1504,6 +1622,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
     }
     if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
+    if (o->draft_max && !o->lookup && !o->draft_model)
+        return cli_fail("serve: --draft-max needs --lookup or --draft-model"), 2;
     if (o->state_dir && access(o->state_dir, W_OK) != 0)
         return cli_fail("--state-dir %s: not a writable folder", o->state_dir), 2;
     o->n_threads = cli_cap_threads(o->n_threads, false);
@@ -1542,6 +1663,10 @@ int cmd_serve(int argc, char **argv) {
     base = base && base[1] ? base + 1 : srv.o.model;
     snprintf(srv.model_id, sizeof srv.model_id, "%s", base);
     srv.n_vocab = slm_model_n_vocab(srv.m);
+    if (srv.o.draft_model && (st = slm_model_load(srv.o.draft_model, &mp, &srv.draft_model, err, sizeof err)) != SLM_OK) {
+        cli_fail("draft model: %s (%s)", err, slm_status_name(st));
+        goto done;
+    }
     srv.n_forks_cap = srv.o.parallel * (MAX_N - 1);
     srv.slots = calloc((size_t)srv.o.parallel, sizeof *srv.slots);
     srv.forks = calloc((size_t)srv.n_forks_cap, sizeof *srv.forks);
@@ -1562,6 +1687,23 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     srv.n_ctx = slm_session_n_ctx(srv.slots[0].s);
+    if (srv.draft_model) { /* a draft model with another tokenizer is refused here, not per request */
+        slm_session_params sp = slm_session_params_default();
+        sp.n_ctx = srv.n_ctx;
+        sp.n_threads = srv.o.n_threads;
+        cli_apply_env(&sp, NULL);
+        slm_spec_params p = slm_spec_params_default();
+        slm_spec *probe = NULL;
+        if ((st = slm_session_create(srv.draft_model, &sp, &srv.slots[0].draft, err, sizeof err)) == SLM_OK) {
+            p.draft = srv.slots[0].draft;
+            st = slm_spec_create(srv.slots[0].s, &p, &probe, err, sizeof err);
+        }
+        slm_spec_destroy(probe);
+        if (st != SLM_OK) {
+            cli_fail("draft model: %s (%s)", err, slm_status_name(st));
+            goto done;
+        }
+    }
     uint8_t fp[16];
     slm_model_fingerprint(srv.m, fp);
     srv.hash_seed = 1469598103934665603ull ^ (uint64_t)srv.n_ctx;
@@ -1629,9 +1771,14 @@ done:
     }
     while (srv.n_cache) cache_remove(srv.n_cache - 1, true);
     free(srv.cache);
-    for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) slm_session_destroy(srv.slots[i].s);
+    for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) {
+        slm_session_destroy(srv.slots[i].s);
+        slm_session_destroy(srv.slots[i].draft);
+    }
+    for (int32_t i = 0; srv.forks && i < srv.n_forks_cap; i++) slm_session_destroy(srv.forks[i].draft);
     free(srv.slots);
     free(srv.forks);
+    slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
     pthread_cond_destroy(&srv.wake);
     pthread_mutex_destroy(&srv.mu);
