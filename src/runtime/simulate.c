@@ -35,8 +35,9 @@ static void copies_free(weight_copies *w) {
 }
 
 /* Weight x of src rounded to f16, added to dst. F16 stays as is (shared data), F32 stays F32 with
- * f16-representable values (every kernel reads f32 weights), other dequantisable types (bf16,
- * blocks: only EMBED/MATMUL weights) become F16 copies. Returns the tensor id, or -1. */
+ * f16-representable values, other dequantisable types (bf16, blocks) become F16 copies (the
+ * reference kernels read every weight operand through dequant_row). Returns the tensor id, or -1
+ * (message in e). */
 static int32_t rounded_weight(g_program *dst, const g_tensor *x, weight_copies *w, slm_err *e) {
     const dtype_traits *tr = dtype_traits_of(x->dtype);
     if (x->dtype == SLM_DTYPE_F16 || !tr || !tr->can_dequant)
