@@ -687,6 +687,14 @@ SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, 
  * n_threads 0 = the model's default. Needs n_prompt + n_steps <= n_ctx. */
 SLM_API slm_status slm_plan_simulate(slm_plan *plan, const int32_t *prompt, size_t n_prompt, int32_t n_steps,
                                      int32_t n_threads, bool *identical, int32_t *first_diff);
+/* After slm_plan_simulate for a target whose device computes below f32 (ane: f16), the third run:
+ * the legalised program at the device's precision (every activation rounded to *compute_dtype after
+ * the node producing it, every weight rounded to f16), fed the original's greedy tokens and compared
+ * with the original over *n_steps steps: *max_abs_logit_diff is the largest logit difference,
+ * *n_agree the steps whose greedy token matched. Outputs may be NULL. SLM_ERR_INVALID_ARG (outputs
+ * zeroed) when the last simulation made no such run (f32 targets, or none simulated). */
+SLM_API slm_status slm_plan_simulation_device(const slm_plan *plan, slm_dtype *compute_dtype,
+                                              double *max_abs_logit_diff, int32_t *n_agree, int32_t *n_steps);
 
 /* Runs the plan on this machine and measures every node (the target must be executable here):
  * a warm-up call of each function (it prepares the weights), then `reps` prefills of prompt from

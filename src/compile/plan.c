@@ -733,6 +733,16 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
         cJSON_AddNumberToObject(js, "first_diff", pl->sim.first_diff);
         cJSON_AddBoolToObject(js, "logits_identical", pl->sim.logits_identical);
         cJSON_AddNumberToObject(js, "max_abs_logit_diff", pl->sim.max_abs_logit_diff);
+        if (pl->sim.device_ran) {
+            cJSON *jd = cJSON_AddObjectToObject(js, "device_precision");
+            cJSON_AddStringToObject(jd, "compute_dtype", slm_dtype_name(pl->sim.compute_dtype));
+            cJSON_AddStringToObject(jd, "weights", "f16");
+            cJSON_AddStringToObject(jd, "compared_with", "original program, fed the original's greedy tokens");
+            cJSON_AddNumberToObject(jd, "n_steps", pl->sim.device_n_steps);
+            cJSON_AddNumberToObject(jd, "greedy_agree", pl->sim.device_n_agree);
+            cJSON_AddNumberToObject(jd, "first_diff", pl->sim.device_first_diff);
+            cJSON_AddNumberToObject(jd, "max_abs_logit_diff", pl->sim.device_max_abs_logit_diff);
+        }
     }
 }
 

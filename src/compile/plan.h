@@ -152,6 +152,16 @@ typedef struct plan_sim {
     int32_t token_orig, token_legal; /* at first_diff */
     bool logits_identical;   /* every logit of every step matched bit for bit */
     double max_abs_logit_diff;
+    /* The legalised program as the target's device computes it (target compute_dtype != F32):
+     * every activation rounded to compute_dtype after the node producing it, every weight rounded
+     * to f16 (the export's default --weights f16). Fed the original's greedy tokens, compared
+     * with the original at every step of the run (not only up to first_diff). */
+    bool device_ran;
+    slm_dtype compute_dtype;
+    int32_t device_n_steps;
+    int32_t device_n_agree;          /* steps whose greedy token matched the original's */
+    int32_t device_first_diff;       /* -1 if none */
+    double device_max_abs_logit_diff;
 } plan_sim;
 
 struct slm_plan {

@@ -74,6 +74,8 @@ typedef struct tgt_profile {
     int32_t n_ops;
     const tgt_state_rule *rules;
     int32_t n_rules;
+    slm_dtype compute_dtype;    /* what the device computes activations in (F32 or F16); `plan --simulate`
+                                   rounds every activation to it (runtime/simulate.c) */
 } tgt_profile;
 
 int32_t tgt_count(void);

@@ -141,13 +141,13 @@ static const char *const cpu_fusions[] = {"direct_write", "conv_step", "matmul_g
 #define N(a) (int32_t)(sizeof(a) / sizeof((a)[0]))
 static const tgt_profile profiles[] = {
     {"cpu", "statelm's CPU backend", {"cpu", 50e9, 20e9}, {"cpu", 50e9, 20e9}, true, NULL, "cpu", cpu_fusions,
-     N(cpu_fusions), cpu_ops, N(cpu_ops), cpu_rules, N(cpu_rules)},
+     N(cpu_fusions), cpu_ops, N(cpu_ops), cpu_rules, N(cpu_rules), SLM_DTYPE_F32},
     {"cuda", "statelm's CUDA backend (not written yet: everything falls back to the CPU)", {"cuda", 60e12, 3e12},
      {"cpu", 50e9, 20e9}, false, "statelm has no CUDA backend yet", NULL, NULL, 0, cuda_ops, N(cuda_ops), cuda_rules,
-     N(cuda_rules)},
+     N(cuda_rules), SLM_DTYPE_F32},
     {"ane", "Apple Neural Engine through Core ML (rules from the field reports)", {"ane", 15e12, 60e9},
      {"cpu", 50e9, 20e9}, false, "the Neural Engine is not on this machine: plans are simulated on the CPU", NULL,
-     NULL, 0, ane_ops, N(ane_ops), ane_rules, N(ane_rules)},
+     NULL, 0, ane_ops, N(ane_ops), ane_rules, N(ane_rules), SLM_DTYPE_F16},
 };
 
 int32_t tgt_count(void) { return N(profiles); }

@@ -30,7 +30,22 @@ for arch in llama qwen3 lfm2 qwen35 gemma3; do
   [ $rc -eq 0 ] || { echo "FAIL: plan --simulate $arch exited $rc: $(cat "$tmp/sim.err")"; fail=1; }
   grep -q '"simulation":{' "$f" || { echo "FAIL: $arch: no simulation in the JSON"; fail=1; }
   files+=("$f")
+  # ane computes in f16: the device-precision run is there, and rounding every activation and
+  # weight to f16 moves the logits (a run that rounded nothing would report 0)
+  "$py" - "$f" "$arch" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))["simulation"].get("device_precision")
+assert d, f"{sys.argv[2]}: no device_precision in the ane simulation"
+assert d["compute_dtype"] == "f16" and d["n_steps"] == 16 and 0 <= d["greedy_agree"] <= 16, d
+assert d["max_abs_logit_diff"] is not None and 0 < d["max_abs_logit_diff"] < 1, d
+PY
 done
+# cpu computes in f32: no device-precision run
+f=$tmp/llama-cpu-sim.json
+"$slm" plan -m "$data/tiny/llama/llama-f32.gguf" --target cpu --json -c 128 --simulate -n 4 > "$f" 2> "$tmp/sim.err" ||
+  { echo "FAIL: plan --target cpu --simulate exited $?: $(cat "$tmp/sim.err")"; fail=1; }
+if grep -q device_precision "$f"; then echo "FAIL: cpu simulation reports a device-precision run"; fail=1; fi
+files+=("$f")
 # --profile: the plan a session runs, every node measured; validated like the rest
 for arch in llama lfm2 qwen35; do
   f=$tmp/$arch-cpu-profile.json

@@ -200,6 +200,13 @@ int cmd_plan(int argc, char **argv) {
                 o.json ? "" : "\n", o.n_steps, n_prompt);
         if (identical) fprintf(f, "identical\n");
         else fprintf(f, "first difference at step %d\n", first_diff);
+        slm_dtype cdt;
+        double diff;
+        int32_t agree, steps;
+        if (slm_plan_simulation_device(pl, &cdt, &diff, &agree, &steps) == SLM_OK)
+            fprintf(f, "simulate at the device's precision (%s activations, f16 weights), fed the original's tokens: "
+                    "max |logit diff| vs original %.6g, greedy tokens agree at %d of %d steps\n",
+                    slm_dtype_name(cdt), diff, agree, steps);
         if (!identical) rc = 1;
     }
 done:
