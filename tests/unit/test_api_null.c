@@ -289,6 +289,15 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_plan_simulate(NULL, &tok, 1, 1, 0, &identical, &first_diff), SLM_ERR_INVALID_ARG);
     assert_false(identical);
     assert_int_equal(first_diff, -1);
+    slm_dtype compute = SLM_DTYPE_F16;
+    double device_diff = 1.0;
+    int32_t n_agree = 5, n_steps = 5;
+    assert_int_equal(slm_plan_simulation_device(NULL, &compute, &device_diff, &n_agree, &n_steps), SLM_ERR_INVALID_ARG);
+    assert_int_equal(compute, SLM_DTYPE_F32);
+    assert_true(device_diff == 0.0);
+    assert_int_equal(n_agree, 0);
+    assert_int_equal(n_steps, 0);
+    assert_int_equal(slm_plan_simulation_device(NULL, NULL, NULL, NULL, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_profile(NULL, &tok, 1, 1, 1, 0), SLM_ERR_INVALID_ARG);
     slm_session *from = (slm_session *)1;
     char err2[128] = "";
