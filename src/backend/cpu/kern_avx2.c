@@ -992,10 +992,11 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
 /* NC (1..4) columns against quarter Q (8 rows) of a tile pair over blocks [b0, b1), the prefill
  * case: each block's weights are loaded and unpacked once for all NC columns. Per row and column
  * the arithmetic of pair_col_q32, continued from the sums in y (column c at y + c * ldy, row 0 of
- * the pair) when b0 > 0; nr rows from row 0 are valid. */
+ * the pair) when b0 > 0; nr rows from row 0 are valid. Block b's step prefetches up to pf_to +
+ * (b - b0 + 1) * pf_step (mm_quant_packed paces the stream over all passes of a chunk). */
 INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, const uint8_t *pk, int64_t b0, int64_t b1,
                               int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y, int64_t ldy,
-                              int64_t nr, pf_state *pf) {
+                              int64_t nr, pf_state *pf, const char *pf_to, size_t pf_step) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), rows = lanes(nr - 8 * Q);
     const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt);
     const size_t sb = has_mins(wt) ? 64 : 32;
@@ -1007,7 +1008,7 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
     }
     const uint8_t *blk = pk + (size_t)b0 * stride;
     for (int64_t b = b0; b < b1; b++, blk += stride) {
-        if (pf) pf_advance(pf, (const char *)blk + stride + PF_LEAD);
+        pf_advance(pf, pf_to + (size_t)(b - b0 + 1) * pf_step);
         const uint8_t *qp = blk + (size_t)(Q >> 1) * qb + 32 * (Q & 1);
         __m256i is[4];
         if (wt == SLM_DTYPE_Q8_0) {
@@ -1227,15 +1228,22 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
                     Q32_CALL(pair_col_q32, wt, 0, 4, tp, b0, b1, nb, k, act, y + 16 * t, nr - 16 * t, &pf);
                     continue;
                 }
-                /* a quarter of the pair against 4 columns at a time, weights unpacked once per block */
+                /* a quarter of the pair against 4 columns at a time, weights unpacked once per block.
+                 * Every pass reads the whole chunk, and the passes together take longer than
+                 * streaming it, so the prefetch runs one chunk ahead, paced evenly over all of
+                 * them (a lead only during the first pass left the stream idle for the rest). */
+                const size_t chunk = (size_t)(b1 - b0) * 2 * cpu_tile_block_bytes(wt);
+                const size_t passes = 4 * (size_t)((ncols + 3) / 4), step = chunk / passes / (size_t)(b1 - b0) + 1;
+                const char *ahead = (const char *)(tp + (size_t)b0 * 2 * cpu_tile_block_bytes(wt) + chunk);
                 for (int64_t c = 0; c < ncols; c += 4) {
                     int64_t nc = ncols - c < 4 ? ncols - c : 4;
                     const uint8_t *ac = act + (size_t)c * act_stride;
                     float *yc = y + c * ldy + 16 * t;
-                    PQC(wt, nc, 0, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, c == 0 ? &pf : NULL);
-                    PQC(wt, nc, 1, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
-                    PQC(wt, nc, 2, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
-                    PQC(wt, nc, 3, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, NULL);
+                    size_t pass = (size_t)c;
+                    PQC(wt, nc, 0, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, &pf, ahead + (pass + 0) * chunk / passes, step);
+                    PQC(wt, nc, 1, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, &pf, ahead + (pass + 1) * chunk / passes, step);
+                    PQC(wt, nc, 2, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, &pf, ahead + (pass + 2) * chunk / passes, step);
+                    PQC(wt, nc, 3, tp, b0, b1, nb, k, ac, act_stride, yc, ldy, nr - 16 * t, &pf, ahead + (pass + 3) * chunk / passes, step);
                 }
             }
             t++;
