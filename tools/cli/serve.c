@@ -5,8 +5,8 @@
  * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
  * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
  * token, or one prefill chunk of CHUNK tokens), so concurrent streams interleave and new requests
- * join between steps. decode_all() is the one place the decode steps of all streams happen: a
- * batched decode of every active slot in one library call replaces its loop.
+ * join between steps. decode_all() is the one place the decode steps of all streams happen: one
+ * slm_session_decode_batch call per step for every stream that batches.
  *
  * State reuse: a job goes to the idle slot whose session history shares the longest token prefix
  * with its prompt; a cached snapshot (kept under --cache-mib, LRU) or a state file spilled into
