@@ -12,6 +12,7 @@ ports, with the official `openai` client and with curl:
   they get alone; the second turn of a conversation reports cached_tokens; states evicted from
   the snapshot cache spill to --state-dir (hash names) and are reused from there, also by the
   next server of the same model and context (not by one of another context);
+- the 16 concurrent requests decode in batched steps of more than one slot (/metrics counters);
 - SIGTERM: a stream in flight gets a final chunk and [DONE], the server exits with status 0
   (and, in sanitizer builds, without a report);
 - speculation per slot (--lookup, --draft-model with the same model): greedy answers, streamed and
@@ -274,10 +275,20 @@ def core_tests(arch):
                     model=s.model, prompt=prompts[i], max_tokens=16, temperature=0, stream=True) if c.choices)
             return s.client().completions.create(model=s.model, prompt=prompts[i], max_tokens=16,
                                                  temperature=0).choices[0].text
+        m0 = s.metrics()
         with ThreadPoolExecutor(16) as ex:
             together = list(ex.map(one, range(16)))
         for i in range(16):
             check(together[i] == alone[i], f"{arch}: concurrent request {i}: {together[i]!r} != alone {alone[i]!r}")
+        # ... and they decoded together: batched steps (each of 2 or more slots) took at least 16 of
+        # their decode steps, none was refused
+        m1 = s.metrics()
+        steps = m1.get("statelm_decode_batch_steps_total", 0) - m0.get("statelm_decode_batch_steps_total", 0)
+        slots = m1.get("statelm_decode_batch_slots_total", 0) - m0.get("statelm_decode_batch_slots_total", 0)
+        check(steps > 0 and slots >= 16 and m1.get("statelm_decode_batch_max_slots", 0) >= 2,
+              f"{arch}: 16 concurrent requests on 4 slots made {steps} batched decode steps of {slots} slots "
+              f"(max {m1.get('statelm_decode_batch_max_slots')})")
+        check(m1.get("statelm_decode_batch_fallbacks_total") == 0, f"{arch}: refused batches: {m1}")
 
         # error statuses
         st, _, body = s.request("POST", "/v1/chat/completions", raw=b"{not json")

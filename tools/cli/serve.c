@@ -5,8 +5,8 @@
  * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
  * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
  * token, or one prefill chunk of CHUNK tokens), so concurrent streams interleave and new requests
- * join between steps. decode_all() is the one place the decode steps of all streams happen: a
- * batched decode of every active slot in one library call replaces its loop.
+ * join between steps. decode_all() is the one place the decode steps of all streams happen: one
+ * slm_session_decode_batch call per step for every stream that batches.
  *
  * State reuse: a job goes to the idle slot whose session history shares the longest token prefix
  * with its prompt; a cached snapshot (kept under --cache-mib, LRU) or a state file spilled into
@@ -183,6 +183,8 @@ static struct {
     double m_decode_s;
     uint64_t m_decode_tokens;
     uint64_t m_drafted, m_accepted;
+    uint64_t m_batch_steps, m_batch_slots, m_batch_fallbacks; /* batched decode calls, slots in them, refusals */
+    int32_t m_batch_max;                                      /* most slots in one batched decode call */
 } srv;
 
 static double now_s(void) {
@@ -882,25 +884,72 @@ static bool spec_step(stream *st) {
     return true;
 }
 
-/* Decodes the sampled token of every stream in v[0, n). The one place decode steps happen: a
- * batched decode of all slots in one call replaces this loop. */
+/* Whether a stream's decode step may join the scheduler step's batch; a stream that decodes its own
+ * way (e.g. speculation, several tokens per step) opts out here and is decoded alone. */
+static bool stream_batches(const stream *st) {
+    (void)st;
+    return true;
+}
+
+/* One decode step alone; a failure fails that stream's request only. */
+static void decode_one(stream *st) {
+    slm_status s = slm_session_decode(st->s, st->next_id, &st->logits);
+    st->next_id = -1;
+    if (s != SLM_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "decode failed: %s (%s)", slm_session_errmsg(st->s), slm_status_name(s));
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(st->j, 500, msg);
+        pthread_mutex_unlock(&srv.mu);
+    }
+}
+
+/* Decodes the sampled token of every stream in v[0, n), the one place decode steps happen: the
+ * streams that batch go through one slm_session_decode_batch call (each weight read once for all
+ * of them; bit-identical to decoding each alone), the others one by one. A refused batch changes
+ * no session and falls back to decoding each stream alone, so a failure reaches only the request
+ * whose decode fails. */
 static void decode_all(stream **v, int32_t n) {
     double t0 = now_s();
-    for (int32_t i = 0; i < n; i++) {
-        stream *st = v[i];
-        slm_status s = slm_session_decode(st->s, st->next_id, &st->logits);
-        st->next_id = -1;
-        if (s != SLM_OK) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "decode failed: %s (%s)", slm_session_errmsg(st->s), slm_status_name(s));
-            pthread_mutex_lock(&srv.mu);
-            job_fail_locked(st->j, 500, msg);
-            pthread_mutex_unlock(&srv.mu);
+    size_t cap = (size_t)n;
+    stream **in_batch = malloc(cap * sizeof *in_batch);
+    slm_session **sess = malloc(cap * sizeof *sess);
+    const float **lg = malloc(cap * sizeof *lg);
+    int32_t *tok = malloc(cap * sizeof *tok);
+    bool scratch = in_batch && sess && lg && tok; /* without it, every stream decodes alone */
+    int32_t n_batch = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (scratch && stream_batches(v[i])) in_batch[n_batch++] = v[i];
+        else decode_one(v[i]);
+    bool batched = false;
+    if (n_batch > 1) {
+        for (int32_t i = 0; i < n_batch; i++) {
+            sess[i] = in_batch[i]->s;
+            tok[i] = in_batch[i]->next_id;
         }
+        batched = slm_session_decode_batch(sess, tok, (size_t)n_batch, lg, NULL, 0) == SLM_OK;
+        if (batched)
+            for (int32_t i = 0; i < n_batch; i++) {
+                in_batch[i]->logits = lg[i];
+                in_batch[i]->next_id = -1;
+            }
     }
+    if (!batched)
+        for (int32_t i = 0; i < n_batch; i++) decode_one(in_batch[i]);
+    free(in_batch);
+    free(sess);
+    free(lg);
+    free(tok);
     pthread_mutex_lock(&srv.mu);
     srv.m_decode_s += now_s() - t0;
     srv.m_decode_tokens += (uint64_t)n;
+    if (batched) {
+        srv.m_batch_steps++;
+        srv.m_batch_slots += (uint64_t)n_batch;
+        if (n_batch > srv.m_batch_max) srv.m_batch_max = n_batch;
+    } else if (n_batch > 1) {
+        srv.m_batch_fallbacks++;
+    }
     pthread_mutex_unlock(&srv.mu);
 }
 
@@ -1421,12 +1470,17 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n"
              "# TYPE statelm_spec_drafted_tokens_total counter\nstatelm_spec_drafted_tokens_total %llu\n"
              "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n",
+             "# TYPE statelm_decode_batch_steps_total counter\nstatelm_decode_batch_steps_total %llu\n"
+             "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
+             "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
+             "# TYPE statelm_decode_batch_fallbacks_total counter\nstatelm_decode_batch_fallbacks_total %llu\n",
              (unsigned long long)srv.m_requests, (unsigned long long)srv.m_errors, (unsigned long long)srv.m_cancelled,
              (unsigned long long)srv.m_prompt_tokens, (unsigned long long)srv.m_gen_tokens,
              (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
              srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
              (unsigned long long)srv.cache_bytes, n_files, (unsigned long long)srv.m_drafted,
-             (unsigned long long)srv.m_accepted);
+             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_batch_steps,
+             (unsigned long long)srv.m_batch_slots, srv.m_batch_max, (unsigned long long)srv.m_batch_fallbacks);
     pthread_mutex_unlock(&srv.mu);
     return send_text(conn, buf, "text/plain; version=0.0.4");
 }
