@@ -884,8 +884,9 @@ static bool spec_step(stream *st) {
     return true;
 }
 
-/* Whether a stream's decode step may join the scheduler step's batch; a stream that decodes its own
- * way (e.g. speculation, several tokens per step) opts out here and is decoded alone. */
+/* Whether a stream's decode step may join the scheduler step's batch (every stream that reaches
+ * decode_all today: speculating streams step through spec_step instead); one that returns false is
+ * decoded alone. */
 static bool stream_batches(const stream *st) {
     (void)st;
     return true;
@@ -1469,7 +1470,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_cached_state_bytes gauge\nstatelm_cached_state_bytes %llu\n"
              "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n"
              "# TYPE statelm_spec_drafted_tokens_total counter\nstatelm_spec_drafted_tokens_total %llu\n"
-             "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n",
+             "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n"
              "# TYPE statelm_decode_batch_steps_total counter\nstatelm_decode_batch_steps_total %llu\n"
              "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
              "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
