@@ -85,10 +85,13 @@ static int cand_cmp(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
-                                      size_t n_history, int32_t *token) {
-    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
-    *token = -1;
+/* What slm_sampler_sample draws from: *greedy >= 0 at temperature 0 (the argmax after the
+ * repetition penalty, lowest id on ties); otherwise *greedy = -1 and s->cands[0, *n_kept) are the
+ * kept candidates (penalised logits over the temperature, sorted descending, ascending id on ties,
+ * cut by top-k, top-p and min-p), with weights exp(v - *mx) summing to *sum. */
+static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                  size_t n_history, int32_t *greedy, int32_t *n_kept, double *mx, double *sum) {
+    *greedy = -1;
     if (n_vocab > s->cap) {
         cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
         if (!grown) return SLM_ERR_NOMEM;
@@ -113,7 +116,7 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
             if (c[i].v > c[best].v) best = i;
-        *token = best;
+        *greedy = best;
         return SLM_OK;
     }
     for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
@@ -121,13 +124,13 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     int32_t n = n_vocab;
     if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
     /* softmax over the kept candidates */
-    double mx = c[0].v, sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    double top = c[0].v, total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
     /* top-p: smallest prefix with cumulative probability >= top_p */
     if (s->p.top_p < 1.0f) {
         double cum = 0.0;
         for (int32_t i = 0; i < n; i++) {
-            cum += exp((double)c[i].v - mx) / sum;
+            cum += exp((double)c[i].v - top) / total;
             if (cum >= s->p.top_p) {
                 n = i + 1;
                 break;
@@ -138,11 +141,30 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     if (s->p.min_p > 0.0f) {
         double thresh = log((double)s->p.min_p);
         int32_t keep = 1;
-        while (keep < n && (double)c[keep].v - mx >= thresh) keep++;
+        while (keep < n && (double)c[keep].v - top >= thresh) keep++;
         n = keep;
     }
-    sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    *n_kept = n;
+    *mx = top;
+    *sum = total;
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                      size_t n_history, int32_t *token) {
+    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
+    *token = -1;
+    int32_t greedy, n;
+    double mx, sum;
+    slm_status st = kept_candidates(s, logits, n_vocab, history, n_history, &greedy, &n, &mx, &sum);
+    if (st) return st;
+    if (greedy >= 0) {
+        *token = greedy;
+        return SLM_OK;
+    }
+    const cand *c = s->cands;
     double r = (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
@@ -159,57 +181,16 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
 SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                      size_t n_history, float *probs) {
     if (!s || !logits || !probs || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
-    if (n_vocab > s->cap) {
-        cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
-        if (!grown) return SLM_ERR_NOMEM;
-        s->cands = grown;
-        s->cap = n_vocab;
-    }
-    cand *c = s->cands;
-    for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], i};
-    if (s->p.repeat_penalty != 1.0f && n_history) { /* as slm_sampler_sample */
-        size_t from = n_history > (size_t)s->p.repeat_last_n ? n_history - (size_t)s->p.repeat_last_n : 0;
-        for (size_t i = from; i < n_history; i++) {
-            int32_t id = history[i];
-            if (id < 0 || id >= n_vocab) continue;
-            bool seen = false;
-            for (size_t j = from; j < i && !seen; j++) seen = history[j] == id;
-            if (seen) continue;
-            c[id].v = c[id].v > 0 ? c[id].v / s->p.repeat_penalty : c[id].v * s->p.repeat_penalty;
-        }
-    }
+    int32_t greedy, n;
+    double mx, sum;
+    slm_status st = kept_candidates(s, logits, n_vocab, history, n_history, &greedy, &n, &mx, &sum);
+    if (st) return st;
     memset(probs, 0, (size_t)n_vocab * sizeof *probs);
-    if (s->p.temperature == 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < n_vocab; i++)
-            if (c[i].v > c[best].v) best = i;
-        probs[best] = 1.0f;
+    if (greedy >= 0) {
+        probs[greedy] = 1.0f;
         return SLM_OK;
     }
-    for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
-    qsort(c, (size_t)n_vocab, sizeof(cand), cand_cmp);
-    int32_t n = n_vocab;
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
-    double mx = c[0].v, sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
-    if (s->p.top_p < 1.0f) {
-        double cum = 0.0;
-        for (int32_t i = 0; i < n; i++) {
-            cum += exp((double)c[i].v - mx) / sum;
-            if (cum >= s->p.top_p) {
-                n = i + 1;
-                break;
-            }
-        }
-    }
-    if (s->p.min_p > 0.0f) {
-        double thresh = log((double)s->p.min_p);
-        int32_t keep = 1;
-        while (keep < n && (double)c[keep].v - mx >= thresh) keep++;
-        n = keep;
-    }
-    sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].v - mx);
+    const cand *c = s->cands;
     for (int32_t i = 0; i < n; i++) probs[c[i].id] = (float)(exp((double)c[i].v - mx) / sum);
     return SLM_OK;
 }
