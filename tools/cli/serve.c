@@ -473,6 +473,17 @@ static void cache_spill(size_t i) {
     srv.cache_bytes -= c->bytes;
 }
 
+/* Room for one more entry in srv.cache; false when out of memory. */
+static bool cache_reserve(void) {
+    if (srv.n_cache < srv.cap_cache) return true;
+    size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
+    cached_state *v = realloc(srv.cache, cap * sizeof *v);
+    if (!v) return false;
+    srv.cache = v;
+    srv.cap_cache = cap;
+    return true;
+}
+
 /* Keeps the session's state (its history is not a prefix of a kept one) before the slot is
  * reused; evicts the least recently used snapshots beyond --cache-mib. */
 static void cache_keep(slm_session *s) {
@@ -485,13 +496,7 @@ static void cache_keep(slm_session *s) {
             srv.cache[i].last_used = ++srv.tick;
             return;
         }
-    if (srv.n_cache == srv.cap_cache) {
-        size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
-        cached_state *v = realloc(srv.cache, cap * sizeof *v);
-        if (!v) return;
-        srv.cache = v;
-        srv.cap_cache = cap;
-    }
+    if (!cache_reserve()) return;
     cached_state c = {0};
     c.hist = malloc(n_hist * sizeof *c.hist);
     if (!c.hist || slm_session_snapshot(s, &c.snap) != SLM_OK) {
@@ -535,13 +540,7 @@ static void index_state_dir(slm_session *s) {
         if (slm_session_load(s, path) != SLM_OK || !(hist = slm_session_history(s, &n_hist)) ||
             hash_ids(hist, n_hist) != h)
             continue;
-        if (srv.n_cache == srv.cap_cache) {
-            size_t cap = srv.cap_cache ? srv.cap_cache * 2 : 16;
-            cached_state *v = realloc(srv.cache, cap * sizeof *v);
-            if (!v) break;
-            srv.cache = v;
-            srv.cap_cache = cap;
-        }
+        if (!cache_reserve()) break;
         cached_state c = {0};
         if (!(c.hist = malloc(n_hist * sizeof *c.hist))) break;
         memcpy(c.hist, hist, n_hist * sizeof *c.hist);
