@@ -103,9 +103,25 @@ static void from_rule(plan_finding *f, const tgt_state_rule *r) {
 }
 
 static slm_status state_findings(const g_program *p, const tgt_profile *t, plan_findings *out, slm_err *e) {
-    const tgt_state_rule *rd = tgt_rule(t, TGT_STATE_DTYPE), *ra = tgt_rule(t, TGT_STATE_ALIGN);
+    const tgt_state_rule *rd = tgt_rule(t, TGT_STATE_DTYPE), *ra = tgt_rule(t, TGT_STATE_ALIGN),
+                         *rm = tgt_rule(t, TGT_STATE_MAX_EXTENT);
     for (int32_t i = 0; i < p->n_states; i++) {
         const g_state *s = &p->states[i];
+        int longest = 0;
+        for (int d = 1; d < s->n_dims; d++)
+            if (s->alloc_ne[d] > s->alloc_ne[longest]) longest = d;
+        if (rm && rm->max_extent > 0 && s->alloc_ne[longest] > rm->max_extent) {
+            plan_finding *f = add(p, out);
+            if (!f) return err_set(e, SLM_ERR_NOMEM, "out of memory checking the program");
+            from_rule(f, rm);
+            f->state = i;
+            f->layer = s->layer;
+            f->op = G_OP_STATE_WRITE;
+            fmt(f->detail, sizeof f->detail, "%s axis %d holds %lld elements (allocated shape), more than %lld", s->name,
+                longest, (long long)s->alloc_ne[longest], (long long)rm->max_extent);
+            fmt(f->fix, sizeof f->fix, "none: %s", longest == s->pos_axis ? "a shorter context shrinks this axis"
+                                                                          : "the model's shape fixes this axis");
+        }
         if (rd && !((rd->dtypes >> s->dtype) & 1)) {
             plan_finding *f = add(p, out);
             if (!f) return err_set(e, SLM_ERR_NOMEM, "out of memory checking the program");

@@ -29,7 +29,8 @@ typedef enum tgt_rule_kind {
     TGT_WRITE_FULL_EXTENT,  /* a write may not cover the full extent of its state along the written
                                axis (pos_axis, or the outermost axis for states without one) */
     TGT_WRITE_ONE_PER_FN,   /* at most one write into a state per function */
-    TGT_WRITE_STATIC_BEGIN  /* a write's begin may not depend on data (the position) */
+    TGT_WRITE_STATIC_BEGIN, /* a write's begin may not depend on data (the position) */
+    TGT_STATE_MAX_EXTENT    /* no axis of a state's allocated shape longer than `max_extent` */
 } tgt_rule_kind;
 
 typedef struct tgt_state_rule {
@@ -41,6 +42,7 @@ typedef struct tgt_state_rule {
     int64_t multiple;    /* TGT_STATE_ALIGN */
     const char *text;    /* the rule in words */
     const char *source;  /* where the rule is known from */
+    int64_t max_extent;  /* TGT_STATE_MAX_EXTENT */
 } tgt_state_rule;
 
 /* One row of an op table: op with a (weight or state) operand of one of `dtypes` (0 = any). The

@@ -47,9 +47,9 @@ static const tgt_op_rule cpu_ops[] = {
 
 static const tgt_state_rule cpu_rules[] = {
     {"cpu.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, STATE_DTYPES_CPU, SLM_DTYPE_F32, 0,
-     "states are f32, f16 or bf16", "backend/cpu/kern_ref.c load_elem/store_elem"},
+     "states are f32, f16 or bf16", "backend/cpu/kern_ref.c load_elem/store_elem", 0},
     {"cpu.write.declared", TGT_WRITE_DECLARED, TGT_REJECT, 0, SLM_DTYPE_F32, 0,
-     "an in-place write goes into a declared state that the session binds", "runtime/session.c"},
+     "an in-place write goes into a declared state that the session binds", "runtime/session.c", 0},
 };
 
 /* ---- cuda ------------------------------------------------------------------------------------ */
@@ -75,9 +75,9 @@ static const tgt_op_rule cuda_ops[] = {
 
 static const tgt_state_rule cuda_rules[] = {
     {"cuda.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, STATE_DTYPES_CPU, SLM_DTYPE_F32, 0,
-     "states are f32, f16 or bf16", "docs/architecture.md backend/cuda: the same ops as the CPU"},
+     "states are f32, f16 or bf16", "docs/architecture.md backend/cuda: the same ops as the CPU", 0},
     {"cuda.write.declared", TGT_WRITE_DECLARED, TGT_REJECT, 0, SLM_DTYPE_F32, 0,
-     "an in-place write goes into a declared state that the session binds", "runtime/session.c"},
+     "an in-place write goes into a declared state that the session binds", "runtime/session.c", 0},
 };
 
 /* ---- ane ------------------------------------------------------------------------------------- */
@@ -112,23 +112,28 @@ static const tgt_op_rule ane_ops[] = {
 
 static const tgt_state_rule ane_rules[] = {
     {"ane.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, DT(F16), SLM_DTYPE_F16, 0,
-     "states are f16", "Core ML states (MLState) on the engine; field reports 2–3"},
+     "states are f16", "Core ML states (MLState) on the engine; field reports 2–3", 0},
     {"ane.state.static_shape", TGT_STATE_STATIC_SHAPE, TGT_REJECT, 0, SLM_DTYPE_F16, 0,
-     "states have static shapes", "Core ML states; field report 3"},
+     "states have static shapes", "Core ML states; field report 3", 0},
     {"ane.state.align", TGT_STATE_ALIGN, TGT_REJECT, 0, SLM_DTYPE_F16, 32,
-     "a state's innermost dimension is a multiple of 32", "engine tensor layout (64-byte rows of f16)"},
+     "a state's innermost dimension is a multiple of 32", "engine tensor layout (64-byte rows of f16)", 0},
+    {"ane.state.max_extent", TGT_STATE_MAX_EXTENT, TGT_FALLBACK, 0, SLM_DTYPE_F16, 0,
+     "no axis of a state holds more than 16384 elements",
+     "practitioner field guides (Apple documents no limit): the engine takes tensors of fewer than 16K elements "
+     "per dimension, larger ones run elsewhere",
+     16384},
     {"ane.write.declared", TGT_WRITE_DECLARED, TGT_REJECT, 0, SLM_DTYPE_F16, 0,
      "an in-place write into a slice of a buffer goes into a declared state that the runtime binds",
-     "field report 2: an undeclared sliced buffer became an unbound state (\"must be an MLState\")"},
+     "field report 2: an undeclared sliced buffer became an unbound state (\"must be an MLState\")", 0},
     {"ane.write.full_extent", TGT_WRITE_FULL_EXTENT, TGT_REJECT, 0, SLM_DTYPE_F16, 0,
      "a state write may not cover the full extent of its state along the written axis",
-     "field reports 1 and 3: ANECCompile() FAILED / E5RT (11) at N rows, builds at N + 1"},
+     "field reports 1 and 3: ANECCompile() FAILED / E5RT (11) at N rows, builds at N + 1", 0},
     {"ane.write.one_per_function", TGT_WRITE_ONE_PER_FN, TGT_FALLBACK, 0, SLM_DTYPE_F16, 0,
      "at most one write into a state per function",
-     "field report 3: two slice_updates into one state silently run on the CPU/GPU"},
+     "field report 3: two slice_updates into one state silently run on the CPU/GPU", 0},
     {"ane.write.static_begin", TGT_WRITE_STATIC_BEGIN, TGT_FALLBACK, 0, SLM_DTYPE_F16, 0,
      "a state write's begin may not depend on data",
-     "field report 3: a write at a data-dependent begin silently runs on the CPU/GPU"},
+     "field report 3: a write at a data-dependent begin silently runs on the CPU/GPU", 0},
 };
 
 /* ---- the profiles ----------------------------------------------------------------------------- */

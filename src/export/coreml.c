@@ -1228,9 +1228,11 @@ static slm_status check_exportable(exporter *x) {
     for (int32_t i = 0; i < pl->residual.n; i++) {
         const plan_finding *f = &pl->residual.v[i];
         if (f->op_rule && f->effect != TGT_REJECT) continue; /* op fallbacks: exported and reported */
-        const char *where = f->fn >= 0 ? x->p->functions[f->fn].name : "state";
-        return fail(x, SLM_ERR_UNSUPPORTED, "export: %s #%d %s%s%s breaks %s (%s): %s", where, f->index,
-                    f->fn >= 0 ? g_op_name(f->op) : "", f->state >= 0 ? " " : "",
+        if (f->fn < 0)
+            return fail(x, SLM_ERR_UNSUPPORTED, "export: state %s breaks %s (%s): %s", x->p->states[f->state].name,
+                        f->rule, tgt_effect_name(f->effect), f->detail);
+        return fail(x, SLM_ERR_UNSUPPORTED, "export: %s #%d %s%s%s breaks %s (%s): %s", x->p->functions[f->fn].name,
+                    f->index, g_op_name(f->op), f->state >= 0 ? " " : "",
                     f->state >= 0 ? x->p->states[f->state].name : "", f->rule, tgt_effect_name(f->effect), f->detail);
     }
     for (int32_t fn = 0; fn < x->p->n_functions; fn++) {

@@ -11,8 +11,9 @@ which type-checks every op against the types the file declares; each function wr
 state once (write_state), uses only MIL ops from the exporter's list, and both functions name the
 same weight blobs, each a valid MIL blob-storage record. --weights int8 of a q8_0 file reads back
 as exactly gguf's dequantised values; --weights int4 within half a quantisation step. The --report JSON lists every op with
-its device. Bad input: an existing or unwritable output path and a prefill longer than a ring
-state allows fail with one line on stderr, a non-zero exit and nothing left behind.
+its device. Bad input: an existing or unwritable output path, a prefill longer than a ring
+state allows and a context whose states exceed the ane profile's longest state axis fail with one
+line on stderr, a non-zero exit and nothing left behind.
 Usage: test_export_coreml.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
 import json
 import logging
@@ -253,6 +254,15 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("export", "-m", str(data / "tiny/gemma3/gemma3-f32.gguf"), "--target", "coreml", "--check-only",
             "--ctx", str(N_CTX), "--prefill-len", "16")
     check("check-only gemma3 exit", p.returncode == 1 and "exportable: no" in p.stdout, p.returncode)
+    # a context whose KV states, padded to ctx + 1 rows, exceed the ane profile's longest state axis
+    # (16384): refused naming the rule (the CLI's training-context warning aside)
+    p = run("export", "-m", str(data / "tiny/llama/llama-f32.gguf"), "--target", "coreml", "-o",
+            str(tmp / "llama-long.mlpackage"), "--ctx", "16384", "--prefill-len", str(N_PREFILL))
+    errors = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith("statelm: warning:")]
+    check("state beyond the profile's limit refused", p.returncode != 0 and len(errors) == 1 and
+          "ane.state.max_extent" in errors[0] and "16385" in errors[0], p.stderr)
+    p = run("check", "-m", str(data / "tiny/llama/llama-f32.gguf"), "--target", "ane", "-c", "32768")
+    check("check names the state limit", p.returncode == 1 and "ane.state.max_extent" in p.stdout, p.returncode)
     after = sorted(os.listdir(tmp))
     check("nothing left behind", after == sorted(before + ["file"]), f"{before} -> {after}")
 
