@@ -11,18 +11,10 @@
 
 #include "statelm.h"
 
+#define BENCH_NAME "bench_decode_batch"
+#include "bench_util.h"
+
 enum { MAX_B = 8 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char *what, slm_status st, const char *msg) {
-    fprintf(stderr, "bench_decode_batch: %s: %s (%s)\n", what, msg, slm_status_name(st));
-    exit(1);
-}
 
 /* Makes b sessions with prompts of different lengths. */
 static void open_sessions(const slm_model *m, const slm_session_params *p, int32_t b, slm_session **s) {

@@ -12,11 +12,7 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 static uint32_t rng = 12345u;
 static uint32_t next_u32(void) {

@@ -11,18 +11,14 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 typedef struct job {
     const uint64_t *p;
     size_t n;
     uint64_t sum;
     pthread_barrier_t *start;
 } job;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *run(void *arg) {
     job *j = arg;

@@ -10,26 +10,8 @@
 
 #include "statelm.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void die(const char *what, slm_status st, const char *msg) {
-    fprintf(stderr, "bench_verify_cost: %s: %s (%s)\n", what, msg, slm_status_name(st));
-    exit(1);
-}
+#define BENCH_NAME "bench_verify_cost"
+#include "bench_util.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {

@@ -1,0 +1,35 @@
+/* bench_util.h — the timing helpers every bench/ program shares: a monotonic clock, the median of
+ * repetitions, and (with BENCH_NAME defined before the include) a fatal error for a failed call. */
+#ifndef SLM_BENCH_UTIL_H
+#define SLM_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v[0, n) and returns its median. */
+static inline double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#ifdef BENCH_NAME
+#include "statelm.h"
+static inline void die(const char *what, slm_status st, const char *msg) {
+    fprintf(stderr, BENCH_NAME ": %s: %s (%s)\n", what, msg, slm_status_name(st));
+    exit(1);
+}
+#endif
+
+#endif
