@@ -1,8 +1,8 @@
 /* decode_batch.c — benchmark (not a test) of batched decoding: aggregate decode tok/s of B sessions
  * of one model stepping together with slm_session_decode_batch (one pass over the weights per
  * step), next to the same B sessions stepping one slm_session_decode after another (what a server
- * loop without batching does), for B = 1, 2, 4, 8. Each session first takes a prompt of its own
- * length (32 + 8 i tokens); token ids are synthetic and fixed.
+ * loop without batching does), for B = 1, 2, 4, 8, the two stepping alternately. Each session first
+ * takes a prompt of its own length (32 + 8 i tokens); token ids are synthetic and fixed.
  * Usage: bench_decode_batch MODEL.gguf [-t THREADS] [-n STEPS] [-c CTX] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,28 +51,33 @@ int main(int argc, char **argv) {
     printf("%-9s %14s %14s %8s\n", "sessions", "batched tok/s", "one-by-one", "ratio");
     double single = 0;
     for (int32_t b = 1; b <= MAX_B; b *= 2) {
-        slm_session *s[MAX_B];
-        int32_t tok[MAX_B];
-        double t_batch = 0, t_loop = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            open_sessions(m, &p, b, s);
-            for (int32_t i = 0; i < b; i++) tok[i] = 100 + i;
-            double t0 = now_s();
-            for (int32_t k = 0; k < n_steps; k++) {
-                if (pass == 0) {
-                    if ((st = slm_session_decode_batch(s, tok, (size_t)b, NULL, err, sizeof err)))
+        /* set 0 steps batched, set 1 one decode after another; one untimed step each (the first
+         * call prepares the weights it reads), then the two alternate step by step, the order
+         * swapped every step, so drift of the shared machine reaches both alike */
+        slm_session *s[2][MAX_B];
+        int32_t tok[2][MAX_B];
+        double t_mode[2] = {0, 0};
+        for (int set = 0; set < 2; set++) {
+            open_sessions(m, &p, b, s[set]);
+            for (int32_t i = 0; i < b; i++) tok[set][i] = 100 + i;
+        }
+        for (int32_t k = -1; k < n_steps; k++)
+            for (int o = 0; o < 2; o++) {
+                int set = (k & 1) ? 1 - o : o;
+                double t0 = now_s();
+                if (set == 0) {
+                    if ((st = slm_session_decode_batch(s[0], tok[0], (size_t)b, NULL, err, sizeof err)))
                         die("batch", st, err);
                 } else {
                     for (int32_t i = 0; i < b; i++)
-                        if ((st = slm_session_decode(s[i], tok[i], NULL))) die("decode", st, slm_session_errmsg(s[i]));
+                        if ((st = slm_session_decode(s[1][i], tok[1][i], NULL))) die("decode", st, slm_session_errmsg(s[1][i]));
                 }
-                for (int32_t i = 0; i < b; i++) tok[i] = (tok[i] * 31 + 7) % 20000;
+                if (k >= 0) t_mode[set] += now_s() - t0;
+                for (int32_t i = 0; i < b; i++) tok[set][i] = (tok[set][i] * 31 + 7) % 20000;
             }
-            double dt = now_s() - t0;
-            if (pass == 0) t_batch = dt;
-            else t_loop = dt;
-            for (int32_t i = 0; i < b; i++) slm_session_destroy(s[i]);
-        }
+        double t_batch = t_mode[0], t_loop = t_mode[1];
+        for (int set = 0; set < 2; set++)
+            for (int32_t i = 0; i < b; i++) slm_session_destroy(s[set][i]);
         double tps = (double)b * n_steps / t_batch, tps_loop = (double)b * n_steps / t_loop;
         if (b == 1) single = tps;
         printf("%-9d %14.1f %14.1f %7.2fx   (%.2fx the single stream)\n", b, tps, tps_loop, tps / tps_loop,
