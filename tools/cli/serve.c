@@ -1153,7 +1153,6 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
     }
     unsigned status = 400;
     slm_chat_message *msgs = NULL;
-    char *rendered = NULL;
     job *j = calloc(1, sizeof *j);
     if (!j) goto fail;
     pthread_cond_init(&j->cv, NULL);
@@ -1280,11 +1279,12 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
             }
             msgs[n_msgs++] = (slm_chat_message){r, content->valuestring};
         }
-        if (slm_chat_render(srv.m, NULL, msgs, n_msgs, true, &rendered) != SLM_OK) {
-            snprintf(msg, cap, "cannot render the chat template");
+        /* message contents are text: control-token text in them stays text */
+        slm_status st = slm_chat_tokenize(srv.m, NULL, msgs, n_msgs, NULL, true, &j->prompt, &j->n_prompt);
+        if (st != SLM_OK) {
+            snprintf(msg, cap, "cannot render and tokenize the chat template (%s)", slm_status_name(st));
             goto fail;
         }
-        if (!encode_prompt(j, rendered, SLM_TOKENIZE_PARSE_SPECIAL, msg, cap)) goto fail;
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
@@ -1319,13 +1319,11 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         goto fail;
     }
     free(msgs);
-    slm_free(rendered);
     cJSON_Delete(root);
     *out = j;
     return 0;
 fail:
     free(msgs);
-    slm_free(rendered);
     cJSON_Delete(root);
     if (j) job_unref_locked(j);
     if (!msg[0]) snprintf(msg, cap, "out of memory");
