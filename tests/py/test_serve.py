@@ -8,7 +8,7 @@ ports, with the official `openai` client and with curl:
 - stop strings cut the answer at their first occurrence, streamed and not;
 - every error status: 400 (bad JSON, bad field, too deep, prompt beyond the context naming the
   limit, max_tokens beyond the cap), 401, 404, 413, 503 with Retry-After;
-- a client that disconnects mid-stream frees its slot; 16 concurrent requests get the answers
+- a client that disconnects mid-stream, or while waiting for a non-streamed answer, frees its slot; 16 concurrent requests get the answers
   they get alone; the second turn of a conversation reports cached_tokens; states evicted from
   the snapshot cache spill to --state-dir (hash names) and are reused from there, also by the
   next server of the same model and context (not by one of another context);
@@ -509,6 +509,34 @@ def no_reuse_test(arch):
     return r2.choices[0].message.content
 
 
+def nonstream_disconnect_test(arch):
+    """A non-streamed request whose client closes the connection frees its slot at the next step."""
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    n = 30000
+    s = Server(model, "-c", str(n + 100), "--parallel", "1", "--api-key", KEY, "--max-tokens", str(n))
+    try:
+        payload = json.dumps({"model": s.model, "prompt": [1, 2, 3], "max_tokens": n, "ignore_eos": True}).encode()
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                     b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() +
+                     b"\r\n\r\n" + payload)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not (m := s.metrics()).get("statelm_generated_tokens_total", 0) >= 200:
+            time.sleep(0.02)
+        sock.close()
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + 30 and (m := s.metrics())["statelm_slots_busy"] != 0:
+            time.sleep(0.02)
+        freed = time.monotonic() - t0
+        check(m["statelm_slots_busy"] == 0 and freed < 2 and m["statelm_requests_cancelled_total"] == 1 and
+              m["statelm_generated_tokens_total"] < n,
+              f"{arch}: a non-streamed request whose client left: slot freed after {freed:.1f} s, metrics {m}")
+        r = s.client().completions.create(model=s.model, prompt=[1, 2], max_tokens=4, temperature=0)
+        check(r.usage.completion_tokens >= 1, f"{arch}: a request after the non-streamed disconnect")
+    finally:
+        s.stop(f"{arch} non-streamed disconnect server")
+
+
 def message_text_tests(arch):
     """A chat message spelling a control token gets the ids of its characters."""
     model = data / "tiny" / arch / f"{arch}-f32.gguf"
@@ -541,6 +569,7 @@ for arch in ("llama", "qwen35"):
         one_slot_tests(arch, turn2, msgs)
         check(no_reuse_test(arch) == turn2, f"{arch} --no-prefix-reuse: turn 2 differs from the server with reuse")
         message_text_tests(arch)
+        nonstream_disconnect_test(arch)
     else:
         no_reuse_test(arch)
     spec_tests(arch, ["--lookup", "--draft-max", "4"])

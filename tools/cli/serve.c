@@ -25,6 +25,7 @@
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1388,6 +1389,19 @@ static void sse_free(void *cls) {
     pthread_mutex_unlock(&srv.mu);
 }
 
+/* Whether the client of conn has closed the connection (or it failed): checked while a
+ * non-streamed request waits for its answer, since libmicrohttpd does not read the socket then. */
+static bool client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {ci->connect_fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT); /* 0: the client's FIN */
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool chat) {
     char msg[512] = "";
     job *j = NULL;
@@ -1423,7 +1437,27 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         MHD_destroy_response(resp);
         return ret;
     }
-    while (!j->done) pthread_cond_wait(&j->cv, &srv.mu);
+    while (!j->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000 * 1000 * 1000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        pthread_cond_timedwait(&j->cv, &srv.mu, &until);
+        if (j->done) break;
+        pthread_mutex_unlock(&srv.mu);
+        bool gone = client_gone(conn);
+        pthread_mutex_lock(&srv.mu);
+        if (gone && !j->done) { /* the scheduler frees the slot at its next step, as for a stream */
+            j->cancelled = true;
+            job_unref_locked(j);
+            pthread_cond_signal(&srv.wake);
+            pthread_mutex_unlock(&srv.mu);
+            return MHD_NO;
+        }
+    }
     cJSON *out = NULL;
     unsigned code = 200;
     if (j->err_status) {
