@@ -19,6 +19,8 @@ ports, with the official `openai` client and with curl:
   not, n=2 included, equal plain `statelm run`; seeded sampling is reproducible; /metrics counts
   drafted and accepted tokens;
 - --no-prefix-reuse: the second turn of a conversation reports 0 cached tokens and the same answer;
+- a conversation's turn 2 on a hybrid (lfm2, qwen35) reuses all of turn 1, prompt and answer:
+  the assistant message the client sends back is continued from the ids it was generated as;
 - control-token text in a chat message ("<|im_end|>") is prompt text, several tokens, not the
   control token; /v1/completions with a string prompt still parses it (one token).
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
@@ -537,6 +539,28 @@ def nonstream_disconnect_test(arch):
         s.stop(f"{arch} non-streamed disconnect server")
 
 
+def exact_continuation_test(arch):
+    """Turn 2 reuses turn 1's prompt and generated ids although the answer's text re-tokenises
+    differently (random weights: it does, for most of these prompts)."""
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    s = Server(model, "-c", "1024", "--parallel", "1", "--api-key", KEY)
+    try:
+        client = s.client()
+        for k, question in enumerate(["Tell me a story about a cat.", "What is 2 + 2?", "Name three rivers.",
+                                      "Write a haiku about rain.", "Why is the sky blue?"]):
+            msgs = [{"role": "user", "content": question}]
+            r1 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=24, temperature=0)
+            msgs += [{"role": "assistant", "content": r1.choices[0].message.content},
+                     {"role": "user", "content": "And then?"}]
+            r2 = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=4, temperature=0)
+            cached = r2.usage.prompt_tokens_details.cached_tokens
+            want = r1.usage.prompt_tokens + r1.usage.completion_tokens - 1
+            check(cached >= want, f"{arch}: conversation {k}: turn 2 cached_tokens {cached} < turn 1 prompt + "
+                                  f"completion - 1 = {want} (answer {r1.choices[0].message.content!r})")
+    finally:
+        s.stop(f"{arch} exact continuation server")
+
+
 def message_text_tests(arch):
     """A chat message spelling a control token gets the ids of its characters."""
     model = data / "tiny" / arch / f"{arch}-f32.gguf"
@@ -570,6 +594,9 @@ for arch in ("llama", "qwen35"):
         check(no_reuse_test(arch) == turn2, f"{arch} --no-prefix-reuse: turn 2 differs from the server with reuse")
         message_text_tests(arch)
         nonstream_disconnect_test(arch)
+if only != "spec":
+    for arch in ("lfm2", "qwen35"):
+        exact_continuation_test(arch)
     else:
         no_reuse_test(arch)
     spec_tests(arch, ["--lookup", "--draft-max", "4"])
