@@ -7,7 +7,9 @@
  * "gemma" (Gemma 3: BOS, <start_of_turn>user|model ... <end_of_turn>, a system message folded into
  * the first turn, contents trimmed as Python's str.strip does, roles required to alternate).
  * Tools and non-string contents are not modelled (messages carry strings). chat_detect maps a
- * stored Jinja template to a name by distinctive substrings. Tests compare against jinja2
+ * stored Jinja template to a name by distinctive substrings. chat_render_spans records where message
+ * text (roles, contents) lies in the rendered text; chat_tokenize tokenises the whole text in one
+ * pass with control tokens matched only outside those spans (tok_encode_spans). Tests compare against jinja2
  * renderings of the real templates (scripts/gen-chat-golden.py). */
 #include <string.h>
 
