@@ -339,7 +339,10 @@ def one_slot_tests(arch, turn2, msgs):
                    "--state-dir", state_dir)
         try:
             client = s.client()
-            # the same conversation turn on a server whose state is different gives the same answer
+            # the same conversation turn on a server whose state is different gives the same answer (turn 1
+            # first, so that this server too continues from the ids of its answer; then another prompt)
+            client.chat.completions.create(model=s.model, messages=msgs[:1], max_tokens=12, temperature=0)
+            client.completions.create(model=s.model, prompt=[9, 8, 7], max_tokens=2, temperature=0)
             r = client.chat.completions.create(model=s.model, messages=msgs, max_tokens=12, temperature=0)
             check(r.choices[0].message.content == turn2, f"{arch}: turn 2 on a fresh server "
                                                           f"{r.choices[0].message.content!r} != {turn2!r}")
