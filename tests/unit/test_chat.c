@@ -95,15 +95,18 @@ static void bad_arguments(void **unused) {
 static const char *const TEMPLATES[] = {"chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3", "gemma"};
 #define N_TEMPLATES (sizeof TEMPLATES / sizeof TEMPLATES[0])
 
-/* The tiny models of tests/data, and the real SmolLM2 when it has been fetched. */
+#define N_MODELS 7
+
+/* The tiny models of tests/data, and the real SmolLM2 and Gemma 3 when they have been fetched
+ * (scripts/fetch-models.sh); NULL for one that is absent. */
 static const char *model_path(size_t i) {
     static const char *const tiny[] = {"tiny/llama/llama-f32.gguf", "tiny/lfm2/lfm2-f32.gguf", "tiny/qwen3/qwen3-f32.gguf",
                                        "tiny/qwen35/qwen35-f32.gguf", "tiny/gemma3/gemma3-f32.gguf"};
+    static const char *const real_names[] = {"SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m.Q4_K_M.gguf"};
     static char real[1024];
     if (i < 5) return tu_data_path(tiny[i]);
-    if (i > 5) return NULL;
     const char *home = getenv("HOME");
-    snprintf(real, sizeof real, "%s/.cache/statelm/models/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : "");
+    snprintf(real, sizeof real, "%s/.cache/statelm/models/%s", home ? home : "", real_names[i - 5]);
     return tu_file_exists(real) ? real : NULL;
 }
 
@@ -130,7 +133,7 @@ static int32_t *render_encode(const slm_tokenizer *t, const char *name, const sl
 
 static void no_control_tokens_from_messages(void **unused) {
     (void)unused;
-    for (size_t mi = 0; mi < 6; mi++) {
+    for (size_t mi = 0; mi < N_MODELS; mi++) {
         const char *path = model_path(mi);
         if (!path) continue;
         slm_model *model = NULL;
@@ -184,7 +187,7 @@ static void ordinary_messages_same_ids(void **unused) {
     free(text);
     assert_non_null(root);
     int n_compared = 0;
-    for (size_t mi = 0; mi < 6; mi++) {
+    for (size_t mi = 0; mi < N_MODELS; mi++) {
         const char *path = model_path(mi);
         if (!path) continue;
         slm_model *model = NULL;
