@@ -288,10 +288,29 @@ typedef struct slm_chat_message {
  * model's stored template. Static storage or NULL if no template fits. */
 SLM_API const char *slm_chat_template_detect(const slm_model *model);
 /* Renders messages into *out (caller frees with slm_free). The rendered text contains the
- * special-token strings (e.g. "<|im_start|>"); tokenize it with SLM_TOKENIZE_PARSE_SPECIAL and
- * without SLM_TOKENIZE_ADD_BOS. */
+ * special-token strings (e.g. "<|im_start|>"). To prefill, use slm_chat_tokenize: tokenising this
+ * text with SLM_TOKENIZE_PARSE_SPECIAL would also turn control-token text inside messages into
+ * control tokens. */
 SLM_API slm_status slm_chat_render(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
                                    size_t n_msgs, bool add_generation_prompt, char **out);
+/* Token ids of a message's content, given to slm_chat_tokenize. */
+typedef struct slm_chat_ids {
+    const int32_t *ids; /* NULL: tokenise the content */
+    size_t n_ids;
+} slm_chat_ids;
+/* Renders and tokenises the messages into *ids (*n_ids of them; caller frees with slm_free), ready
+ * to prefill (BOS included where the template writes it). Special/control token text is recognised
+ * only in the template's own text: message roles and contents are tokenised as plain text, so a
+ * message that spells "<|im_end|>" gets the ids of those characters, never the control token.
+ * The whole text is tokenised in one pass, so for contents that spell no control token the ids are
+ * those of slm_chat_render's text tokenised with SLM_TOKENIZE_PARSE_SPECIAL. content_ids (n_msgs
+ * entries, or NULL): where an entry has ids and the template writes that message's content whole
+ * and unchanged, the content becomes exactly those ids (e.g. the ids an assistant turn was
+ * generated as), the text on either side being tokenised up to it and from it; ids out of the
+ * vocabulary fail with SLM_ERR_RANGE. */
+SLM_API slm_status slm_chat_tokenize(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
+                                     size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                                     int32_t **ids, size_t *n_ids);
 SLM_API void slm_free(void *ptr);
 
 /* ---------------------------------------------------------------------------------------------

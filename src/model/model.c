@@ -429,4 +429,17 @@ SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name
     return chat_render(name, m->tok, msgs, n_msgs, add_generation_prompt, &al_default, out, NULL);
 }
 
+SLM_API slm_status slm_chat_tokenize(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                     size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                                     int32_t **ids, size_t *n_ids) {
+    if (!ids || !n_ids) return SLM_ERR_INVALID_ARG;
+    *ids = NULL;
+    *n_ids = 0;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    const char *name = template_name ? template_name : slm_chat_template_detect(m);
+    if (!name) return SLM_ERR_NOT_FOUND;
+    if (!m->tok) return SLM_ERR_UNSUPPORTED;
+    return chat_tokenize(name, m->tok, msgs, n_msgs, content_ids, add_generation_prompt, &al_default, ids, n_ids, NULL);
+}
+
 SLM_API void slm_free(void *ptr) { free(ptr); }

@@ -174,6 +174,20 @@ typedef struct tok_ids {
 } tok_ids;
 slm_status tok_ids_push(tok_ids *ids, int32_t id, const slm_allocator *a);
 
+/* A byte range text[off, off + len) of the text being encoded. ids NULL: plain text, where no
+ * control token is matched (user-defined tokens are, as without SLM_TOKENIZE_PARSE_SPECIAL), nor
+ * one that overlaps the span. ids set: the range encodes as ids[0, n_ids), the text on either side
+ * as separate segments. Spans are sorted by off and do not overlap. */
+typedef struct tok_span {
+    size_t off, len;
+    const int32_t *ids;
+    size_t n_ids;
+} tok_span;
+/* slm_tokenizer_encode into *out (allocated with tok's allocator; the caller frees out->v) with
+ * spans. SLM_ERR_INVALID_ARG: *bad_off as slm_tokenizer_encode's *n_out. */
+slm_status tok_encode_spans(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                            const tok_span *spans, size_t n_spans, tok_ids *out, size_t *bad_off);
+
 /* Byte-level BPE of one pre-tokenised piece (raw bytes s[0, n)), appending ids. A byte whose
  * character is not in the vocabulary becomes text_unk; without one the call fails with
  * SLM_ERR_INVALID_ARG and *bad_off receives the byte's offset in s. */

@@ -583,21 +583,38 @@ static int32_t match_special(const slm_tokenizer *t, const char *s, size_t n, bo
     return -1;
 }
 
-SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
-                                        int32_t *ids, size_t cap, size_t *n_out) {
-    if (n_out) *n_out = 0;
-    if (!tok || !n_out || (!text && len > 0) || (!ids && cap > 0)) return SLM_ERR_INVALID_ARG;
+slm_status tok_encode_spans(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                            const tok_span *spans, size_t n_spans, tok_ids *out, size_t *bad_off) {
     enc_ctx c = {0};
     c.t = tok;
     c.prev_special = true;
+    *bad_off = 0;
     slm_status st = SLM_OK;
     bool parse_special = (flags & SLM_TOKENIZE_PARSE_SPECIAL) != 0;
     if ((flags & SLM_TOKENIZE_ADD_BOS) && tok->add_bos && tok->bos >= 0) st = tok_ids_push(&c.ids, tok->bos, &tok->alloc);
-    size_t seg = 0, i = 0;
+    size_t seg = 0, i = 0, k = 0;
     while (i < len && st == SLM_OK) {
+        while (k < n_spans && spans[k].off + spans[k].len <= i && !(spans[k].ids && spans[k].off == i)) k++;
+        if (k < n_spans && spans[k].ids && spans[k].off == i) { /* the span's text is these ids */
+            st = encode_text(&c, text + seg, i - seg);
+            if (st == SLM_ERR_INVALID_ARG) c.bad_off += seg;
+            for (size_t q = 0; q < spans[k].n_ids && st == SLM_OK; q++) st = tok_ids_push(&c.ids, spans[k].ids[q], &tok->alloc);
+            c.prev_special = false;
+            i += spans[k].len;
+            seg = i;
+            k++;
+            continue;
+        }
         size_t mlen = 0;
-        int32_t id = tok->first_byte_match[(uint8_t)text[i]] ? match_special(tok, text + i, len - i, parse_special, &mlen)
-                                                             : -1;
+        int32_t id = -1;
+        if (tok->first_byte_match[(uint8_t)text[i]]) {
+            /* control tokens only where the match lies wholly outside the spans */
+            bool in_span = k < n_spans && spans[k].off <= i;
+            id = match_special(tok, text + i, len - i, parse_special && !in_span, &mlen);
+            if (id >= 0 && !in_span && k < n_spans && i + mlen > spans[k].off &&
+                tok->tokens[id].type == TOK_TYPE_CONTROL)
+                id = match_special(tok, text + i, len - i, false, &mlen);
+        }
         if (id < 0) {
             i++;
             continue;
@@ -610,16 +627,29 @@ SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *te
         seg = i;
     }
     if (st == SLM_OK && (st = encode_text(&c, text + seg, len - seg)) == SLM_ERR_INVALID_ARG) c.bad_off += seg;
-    if (st == SLM_ERR_INVALID_ARG) *n_out = c.bad_off;
-    if (st == SLM_OK) {
-        *n_out = c.ids.n;
-        if (ids && c.ids.n) memcpy(ids, c.ids.v, (c.ids.n < cap ? c.ids.n : cap) * sizeof *ids);
-        if (c.ids.n > cap) st = SLM_ERR_RANGE;
-    }
-    al_free(&tok->alloc, c.ids.v);
+    if (st == SLM_ERR_INVALID_ARG) *bad_off = c.bad_off;
+    if (st == SLM_OK) *out = c.ids;
+    else al_free(&tok->alloc, c.ids.v);
     pretok_vec_free(&c.pieces, &tok->alloc);
     pretok_vec_free(&c.scratch, &tok->alloc);
     al_free(&tok->alloc, c.esc);
+    return st;
+}
+
+SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                                        int32_t *ids, size_t cap, size_t *n_out) {
+    if (n_out) *n_out = 0;
+    if (!tok || !n_out || (!text && len > 0) || (!ids && cap > 0)) return SLM_ERR_INVALID_ARG;
+    tok_ids v = {0};
+    size_t bad_off = 0;
+    slm_status st = tok_encode_spans(tok, text, len, flags, NULL, 0, &v, &bad_off);
+    if (st == SLM_ERR_INVALID_ARG) *n_out = bad_off;
+    if (st == SLM_OK) {
+        *n_out = v.n;
+        if (ids && v.n) memcpy(ids, v.v, (v.n < cap ? v.n : cap) * sizeof *ids);
+        if (v.n > cap) st = SLM_ERR_RANGE;
+    }
+    al_free(&tok->alloc, v.v);
     return st;
 }
 

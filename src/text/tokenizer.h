@@ -29,5 +29,22 @@ const char *chat_detect(const char *stored_template);
 /* Renders messages with the named template. *out is allocated with a (caller frees with al_free). */
 slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                        bool add_generation_prompt, const slm_allocator *a, char **out, slm_err *e);
+/* A byte range of the rendered text written from message msg: its role or (part of) its content;
+ * whole: the span is the message's whole content, unchanged. */
+typedef struct chat_span {
+    size_t off, len, msg;
+    bool whole;
+} chat_span;
+/* chat_render that also returns the spans of message text, in order (*spans allocated with a). */
+slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                             bool add_generation_prompt, const slm_allocator *a, char **out, chat_span **spans,
+                             size_t *n_spans, slm_err *e);
+/* Renders and tokenises in one pass over the whole text: special/control token text is matched
+ * only in the template's own text, message text is plain text (slm_chat_tokenize). content_ids
+ * (n_msgs, or NULL): a message whose entry has ids and whose content the template writes whole and
+ * unchanged encodes that content as those ids. *ids allocated with a. */
+slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                         const slm_chat_ids *content_ids, bool add_generation_prompt, const slm_allocator *a,
+                         int32_t **ids, size_t *n_ids, slm_err *e);
 
 #endif

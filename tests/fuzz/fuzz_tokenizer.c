@@ -4,7 +4,8 @@
  * first input byte picks the tokenizer and the flags; the rest is the text. Checks: encode never
  * fails, ids are in range, decode(encode(x)) == NFC(x) for valid UTF-8 (BPE) and == x for SPM
  * without special parsing (unless x contains a literal "▁"), the streaming detokenizer emits only
- * valid UTF-8 and matches decode for valid input; chat_detect/chat_render on the text. */
+ * valid UTF-8 and matches decode for valid input; chat_detect/chat_render/chat_tokenize (with and
+ * without content ids) on the text. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,8 +150,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const names[] = {"chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3", "gemma"};
     slm_chat_message m[3] = {{"system", z}, {"user", z}, {(mode & 8) ? "tool" : "assistant", z}};
     char *out = NULL;
-    if (chat_render(names[(mode >> 4) % (sizeof names / sizeof names[0])], t, m, 3, true, NULL, &out, NULL) != SLM_OK) abort();
+    const char *name = names[(mode >> 4) % (sizeof names / sizeof names[0])];
+    if (chat_render(name, t, m, 3, true, NULL, &out, NULL) != SLM_OK) abort();
     free(out);
+    /* Tokenised with the message spans: no control token from the messages, ids spliced in. */
+    int32_t *cids = NULL;
+    size_t n_cids = 0;
+    const slm_chat_ids given[3] = {{NULL, 0}, {NULL, 0}, {ids, n < 8 ? n : 8}};
+    slm_status cs = chat_tokenize(name, t, m, 3, (mode & 4) ? given : NULL, true, NULL, &cids, &n_cids, NULL);
+    if (cs != SLM_OK) abort();
+    for (size_t i = 0; i < n_cids; i++)
+        if (cids[i] < 0 || cids[i] >= slm_tokenizer_n_vocab(t)) abort();
+    free(cids);
     free(z);
     free(dec);
     free(ids);

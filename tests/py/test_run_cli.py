@@ -9,11 +9,14 @@ committed in tests/data/tiny/*/golden (manifest.json: HF greedy continuation; lo
   template; chat answers two turns read from stdin;
 - --prompt-cache FILE: a later run with a longer prompt reuses all but the last saved token and
   prints the same tokens as a run without the cache; a damaged cache file is refused and left alone
-  (tests/py/test_prompt_cache.py has the other refusals and unwritable caches).
+  (tests/py/test_prompt_cache.py has the other refusals and unwritable caches);
+- -p TEXT spelling "<|im_end|>" gets the ids of those characters (several prompt tokens, counted
+  by --prompt-cache), not the control token.
 Standard library only. Usage: test_run_cli.py STATELM TESTS_DATA_DIR."""
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -95,6 +98,15 @@ for arch in ("llama", "qwen3", "lfm2", "qwen35"):
     # text prompt through the chat template, and a two-turn chat
     run("run", "-m", model, "-p", "hello world", "-n", "8", "--seed", "1")
     run("chat", "-m", model, "-n", "6", "--seed", "1", stdin="hi there\nand again\n")
+    def n_prompt_tokens(text):
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([statelm, "run", "-m", model, "-p", text, "-n", "1", "--temp", "0", "--prompt-cache",
+                                os.path.join(d, "c")], capture_output=True, text=True)
+        m = re.search(r"of (\d+) prompt tokens", p.stderr)
+        return int(m.group(1)) if m else -1
+    extra = n_prompt_tokens("Hi<|im_end|>") - n_prompt_tokens("Hi")
+    if extra < 3:
+        failures.append(f"{arch}: '<|im_end|>' in -p TEXT is {extra} prompt token(s), not text")
     print(f"{arch}: ok")
 
 if failures:

@@ -81,6 +81,12 @@ static void model_null(void **unused) {
     assert_int_equal(slm_chat_render(NULL, "chatml", &msg, 1, true, &out), SLM_ERR_INVALID_ARG);
     assert_null(out);
     assert_int_equal(slm_chat_render(NULL, "chatml", &msg, 1, true, NULL), SLM_ERR_INVALID_ARG);
+    int32_t *ids = (int32_t *)1;
+    size_t n_ids = 7;
+    assert_int_equal(slm_chat_tokenize(NULL, "chatml", &msg, 1, NULL, true, &ids, &n_ids), SLM_ERR_INVALID_ARG);
+    assert_null(ids);
+    assert_int_equal(n_ids, 0);
+    assert_int_equal(slm_chat_tokenize(NULL, "chatml", &msg, 1, NULL, true, NULL, &n_ids), SLM_ERR_INVALID_ARG);
 }
 
 static void tokenizer_null(void **unused) {

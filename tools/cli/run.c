@@ -224,30 +224,25 @@ static int parse_ids(const char *s, int32_t n_vocab, ids_buf *out) {
 static int tokenize_prompt(const slm_model *m, const gen_opts *o, const char *text, bool with_template, ids_buf *out) {
     const slm_tokenizer *tok = slm_model_tokenizer(m);
     if (!tok) return cli_fail("model has no tokenizer: use --prompt-ids");
-    char *rendered = NULL;
-    uint32_t flags = SLM_TOKENIZE_PARSE_SPECIAL;
-    const char *src = text;
-    if (with_template) {
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (with_template) { /* the messages are text: control-token text in them is not parsed */
         slm_chat_message msgs[2];
         size_t n = 0;
         if (o->system) msgs[n++] = (slm_chat_message){"system", o->system};
         msgs[n++] = (slm_chat_message){"user", text};
-        slm_status st = slm_chat_render(m, o->chat_template, msgs, n, true, &rendered);
+        slm_status st = slm_chat_tokenize(m, o->chat_template, msgs, n, NULL, true, &ids, &n_ids);
         if (st != SLM_OK) return cli_fail("cannot render the chat template%s%s (%s)", o->chat_template ? " " : "",
                                           o->chat_template ? o->chat_template : "", slm_status_name(st));
-        src = rendered;
     } else {
-        flags |= SLM_TOKENIZE_ADD_BOS;
-    }
-    size_t len = strlen(src), n_ids = 0;
-    size_t cap = len + 16;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    if (!ids) return cli_fail("out of memory");
-    slm_status st = slm_tokenizer_encode(tok, src, len, flags, ids, cap, &n_ids);
-    slm_free(rendered);
-    if (st != SLM_OK) {
-        free(ids);
-        return cli_fail("cannot tokenize the prompt (%s)", slm_status_name(st));
+        size_t len = strlen(text), cap = len + 16;
+        if (!(ids = malloc(cap * sizeof *ids))) return cli_fail("out of memory");
+        slm_status st =
+            slm_tokenizer_encode(tok, text, len, SLM_TOKENIZE_PARSE_SPECIAL | SLM_TOKENIZE_ADD_BOS, ids, cap, &n_ids);
+        if (st != SLM_OK) {
+            free(ids);
+            return cli_fail("cannot tokenize the prompt (%s)", slm_status_name(st));
+        }
     }
     for (size_t i = 0; i < n_ids; i++)
         if (!ids_push(out, ids[i])) {
@@ -574,23 +569,12 @@ static bool chat_drop_oldest(chat_log *c, size_t first) {
     return true;
 }
 
-/* Renders the conversation with the generation prompt and tokenizes it into *ids (caller frees). */
+/* Renders the conversation with the generation prompt and tokenizes it into *ids (caller frees);
+ * the messages are text (control-token text in them is not parsed). */
 static int chat_tokenize(const slm_model *m, const gen_opts *o, const chat_log *c, int32_t **ids, size_t *n_ids) {
-    char *rendered = NULL;
     *ids = NULL;
-    slm_status st = slm_chat_render(m, o->chat_template, c->msgs, c->n, true, &rendered);
-    if (st != SLM_OK) return cli_fail("cannot render the chat template (%s)", slm_status_name(st));
-    size_t len = strlen(rendered);
-    *ids = malloc((len + 16) * sizeof **ids);
-    if (!*ids ||
-        slm_tokenizer_encode(slm_model_tokenizer(m), rendered, len, SLM_TOKENIZE_PARSE_SPECIAL, *ids, len + 16, n_ids) !=
-            SLM_OK) {
-        free(*ids);
-        *ids = NULL;
-        slm_free(rendered);
-        return cli_fail("cannot tokenize the conversation");
-    }
-    slm_free(rendered);
+    slm_status st = slm_chat_tokenize(m, o->chat_template, c->msgs, c->n, NULL, true, ids, n_ids);
+    if (st != SLM_OK) return cli_fail("cannot render and tokenize the conversation (%s)", slm_status_name(st));
     return 0;
 }
 

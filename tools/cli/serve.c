@@ -25,6 +25,7 @@
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,6 +44,8 @@
 #define MAX_TOP_LOGPROBS 20
 #define MAX_JSON_DEPTH 32
 #define MAX_STATE_FILES 256
+#define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
+#define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
 
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model;
@@ -88,6 +91,9 @@ typedef struct choice {
     size_t n_tokens, n_lps_sent;
     const char *finish; /* NULL while generating; "stop" or "length" */
     bool role_sent;
+    int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded */
+    size_t n_ids, cap_ids;
+    bool ids_cut;       /* a stop string cut text: ids spell more than text */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the
@@ -146,6 +152,17 @@ typedef struct cached_state {
     uint64_t bytes, last_used, hash;
 } cached_state;
 
+/* A returned completion: its text and the ids it was generated as. A later chat request whose
+ * assistant message is exactly this text continues from these ids (re-tokenising the text may
+ * give other ids, which would end the reusable prefix there). */
+typedef struct gen_memory {
+    uint64_t hash, last_used;
+    char *text;
+    size_t n_text;
+    int32_t *ids;
+    size_t n_ids;
+} gen_memory;
+
 /* A TCP connection, watched against slow clients. receiving: it is reading a request (headers and
  * body) that began at t_start; a request not received within --timeout seconds is cut by shutting
  * the socket down, however slowly its bytes trickle in (libmicrohttpd's own timeout only counts
@@ -177,6 +194,9 @@ static struct {
     uint64_t cache_bytes, tick, next_id, hash_seed;
     int32_t n_inflight; /* HTTP requests not yet completed */
     conn_watch *conns;
+    gen_memory *gens; /* (GEN_MEMORY_N), LRU by last_used; under mu */
+    size_t n_gens, gens_bytes;
+    uint64_t gen_tick;
     /* counters, under mu */
     uint64_t m_requests, m_errors, m_prompt_tokens, m_gen_tokens, m_reused_tokens, m_cancelled;
     int32_t m_busy;
@@ -218,6 +238,7 @@ static void job_unref_locked(job *j) {
     for (int32_t i = 0; i < MAX_N; i++) {
         free(j->choices[i].text.v);
         free(j->choices[i].lps);
+        free(j->choices[i].ids);
     }
     for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
@@ -555,6 +576,53 @@ static void index_state_dir(slm_session *s) {
 
 /* ---- scheduler -------------------------------------------------------------------------------- */
 
+static uint64_t hash_text(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ srv.hash_seed;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static void gen_forget_locked(size_t i) {
+    srv.gens_bytes -= srv.gens[i].n_text + srv.gens[i].n_ids * sizeof(int32_t);
+    free(srv.gens[i].text);
+    free(srv.gens[i].ids);
+    srv.gens[i] = srv.gens[--srv.n_gens];
+}
+
+/* Index of the remembered completion whose text is s[0, n), or -1. */
+static long gen_find_locked(const char *s, size_t n) {
+    uint64_t h = hash_text(s, n);
+    for (size_t i = 0; i < srv.n_gens; i++)
+        if (srv.gens[i].hash == h && srv.gens[i].n_text == n && memcmp(srv.gens[i].text, s, n) == 0) return (long)i;
+    return -1;
+}
+
+/* Remembers the ids of a finished chat choice under its text (evicting the least recently used). */
+static void gen_remember_locked(const choice *c) {
+    if (!srv.gens || c->ids_cut || c->n_ids == 0 || c->text.n == 0) return;
+    size_t bytes = c->text.n + c->n_ids * sizeof(int32_t);
+    if (bytes > GEN_MEMORY_BYTES / 4) return;
+    long old = gen_find_locked(c->text.v, c->text.n);
+    if (old >= 0) gen_forget_locked((size_t)old);
+    while (srv.n_gens > 0 && (srv.n_gens == GEN_MEMORY_N || srv.gens_bytes + bytes > GEN_MEMORY_BYTES)) {
+        size_t lru = 0;
+        for (size_t i = 1; i < srv.n_gens; i++)
+            if (srv.gens[i].last_used < srv.gens[lru].last_used) lru = i;
+        gen_forget_locked(lru);
+    }
+    gen_memory g = {hash_text(c->text.v, c->text.n), ++srv.gen_tick, malloc(c->text.n), c->text.n,
+                    malloc(c->n_ids * sizeof(int32_t)), c->n_ids};
+    if (!g.text || !g.ids) {
+        free(g.text);
+        free(g.ids);
+        return;
+    }
+    memcpy(g.text, c->text.v, c->text.n);
+    memcpy(g.ids, c->ids, c->n_ids * sizeof(int32_t));
+    srv.gens[srv.n_gens++] = g;
+    srv.gens_bytes += bytes;
+}
+
 static void stream_end(stream *st) {
     slm_spec_stats ss = {0};
     if (st->spec) slm_spec_get_stats(st->spec, &ss);
@@ -579,6 +647,8 @@ static void stream_end(stream *st) {
         if (++j->n_done == j->n || j->err_status || j->cancelled) {
             if (!j->done) {
                 j->done = true;
+                if (j->chat && !j->err_status && !j->cancelled)
+                    for (int32_t i = 0; i < j->n; i++) gen_remember_locked(&j->choices[i]);
                 if (j->stream) sse_finish(j);
                 pthread_cond_broadcast(&j->cv);
             }
@@ -780,10 +850,21 @@ static bool publish_token(stream *st, int32_t id, int32_t pos) {
         }
         c->n_tokens++;
         srv.m_gen_tokens++;
+        if (c->n_ids == c->cap_ids) {
+            size_t cap = c->cap_ids ? 2 * c->cap_ids : 64;
+            int32_t *v = realloc(c->ids, cap * sizeof *v);
+            if (v) {
+                c->ids = v;
+                c->cap_ids = cap;
+            }
+        }
+        if (c->n_ids < c->cap_ids) c->ids[c->n_ids++] = id;
+        else c->ids_cut = true; /* out of memory: not remembered */
         long at = j->n_stops ? find_stop(j, &c->text, old) : -1;
         if (at >= 0) {
             c->text.n = (size_t)at;
             c->text.v[at] = '\0';
+            c->ids_cut = true;
             finish = "stop";
         }
     }
@@ -1153,7 +1234,7 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
     }
     unsigned status = 400;
     slm_chat_message *msgs = NULL;
-    char *rendered = NULL;
+    slm_chat_ids *content_ids = NULL;
     job *j = calloc(1, sizeof *j);
     if (!j) goto fail;
     pthread_cond_init(&j->cv, NULL);
@@ -1280,11 +1361,29 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
             }
             msgs[n_msgs++] = (slm_chat_message){r, content->valuestring};
         }
-        if (slm_chat_render(srv.m, NULL, msgs, n_msgs, true, &rendered) != SLM_OK) {
-            snprintf(msg, cap, "cannot render the chat template");
+        /* an assistant message that is exactly a completion this server returned continues from the
+         * ids it was generated as */
+        if (!(content_ids = calloc(n_msgs ? n_msgs : 1, sizeof *content_ids))) goto fail;
+        pthread_mutex_lock(&srv.mu);
+        for (size_t i = 0; i < n_msgs; i++) {
+            if (strcmp(msgs[i].role, "assistant") != 0) continue;
+            long g = gen_find_locked(msgs[i].content, strlen(msgs[i].content));
+            int32_t *copy = g >= 0 ? malloc(srv.gens[g].n_ids * sizeof *copy) : NULL;
+            if (!copy) continue;
+            memcpy(copy, srv.gens[g].ids, srv.gens[g].n_ids * sizeof *copy);
+            content_ids[i] = (slm_chat_ids){copy, srv.gens[g].n_ids};
+            srv.gens[g].last_used = ++srv.gen_tick;
+        }
+        pthread_mutex_unlock(&srv.mu);
+        /* message contents are text: control-token text in them stays text */
+        slm_status st = slm_chat_tokenize(srv.m, NULL, msgs, n_msgs, content_ids, true, &j->prompt, &j->n_prompt);
+        for (size_t i = 0; i < n_msgs; i++) free((void *)(uintptr_t)content_ids[i].ids);
+        free(content_ids);
+        content_ids = NULL;
+        if (st != SLM_OK) {
+            snprintf(msg, cap, "cannot render and tokenize the chat template (%s)", slm_status_name(st));
             goto fail;
         }
-        if (!encode_prompt(j, rendered, SLM_TOKENIZE_PARSE_SPECIAL, msg, cap)) goto fail;
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
@@ -1319,13 +1418,12 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         goto fail;
     }
     free(msgs);
-    slm_free(rendered);
     cJSON_Delete(root);
     *out = j;
     return 0;
 fail:
     free(msgs);
-    slm_free(rendered);
+    free(content_ids);
     cJSON_Delete(root);
     if (j) job_unref_locked(j);
     if (!msg[0]) snprintf(msg, cap, "out of memory");
@@ -1390,6 +1488,19 @@ static void sse_free(void *cls) {
     pthread_mutex_unlock(&srv.mu);
 }
 
+/* Whether the client of conn has closed the connection (or it failed): checked while a
+ * non-streamed request waits for its answer, since libmicrohttpd does not read the socket then. */
+static bool client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {ci->connect_fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT); /* 0: the client's FIN */
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool chat) {
     char msg[512] = "";
     job *j = NULL;
@@ -1425,7 +1536,27 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         MHD_destroy_response(resp);
         return ret;
     }
-    while (!j->done) pthread_cond_wait(&j->cv, &srv.mu);
+    while (!j->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000 * 1000 * 1000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        pthread_cond_timedwait(&j->cv, &srv.mu, &until);
+        if (j->done) break;
+        pthread_mutex_unlock(&srv.mu);
+        bool gone = client_gone(conn);
+        pthread_mutex_lock(&srv.mu);
+        if (gone && !j->done) { /* the scheduler frees the slot at its next step, as for a stream */
+            j->cancelled = true;
+            job_unref_locked(j);
+            pthread_cond_signal(&srv.wake);
+            pthread_mutex_unlock(&srv.mu);
+            return MHD_NO;
+        }
+    }
     cJSON *out = NULL;
     unsigned code = 200;
     if (j->err_status) {
@@ -1724,7 +1855,8 @@ int cmd_serve(int argc, char **argv) {
     srv.n_forks_cap = srv.o.parallel * (MAX_N - 1);
     srv.slots = calloc((size_t)srv.o.parallel, sizeof *srv.slots);
     srv.forks = calloc((size_t)srv.n_forks_cap, sizeof *srv.forks);
-    if (!srv.slots || !srv.forks) {
+    srv.gens = calloc(GEN_MEMORY_N, sizeof *srv.gens);
+    if (!srv.slots || !srv.forks || !srv.gens) {
         cli_fail("out of memory");
         goto done;
     }
@@ -1825,6 +1957,8 @@ done:
     }
     while (srv.n_cache) cache_remove(srv.n_cache - 1, true);
     free(srv.cache);
+    while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
+    free(srv.gens);
     for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) {
         slm_session_destroy(srv.slots[i].s);
         slm_session_destroy(srv.slots[i].draft);
