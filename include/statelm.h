@@ -415,7 +415,7 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
  * unless fixed. With prompt lookup (no draft model, no draft_fn) it is the k that maximises
  * (1 + expected accepted tokens) / (1 + verify_cost * k), the acceptance estimated per match
  * length from the verify results so far: long drafts where the output copies the context, none
- * where drafting does not pay for the verify (docs/architecture.md, "Speculation"). */
+ * where drafting does not pay for the verify (docs/architecture.md, "Prompt lookup"). */
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
