@@ -413,9 +413,10 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
  * rejected one is replaced by a draw from norm(max(0, p - q)) — so the output has the
  * distribution of plain sampling with that sampler. Draft length adapts to the acceptance rate
  * unless fixed. With prompt lookup (no draft model, no draft_fn) it is the k that maximises
- * (1 + expected accepted tokens) / (1 + verify_cost * k), the acceptance estimated per match
- * length from the verify results so far: long drafts where the output copies the context, none
- * where drafting does not pay for the verify (docs/architecture.md, "Prompt lookup"). */
+ * (1 + expected accepted tokens) / (cost of a pass of 1 + k tokens in decode steps), the
+ * acceptance estimated per match length from the verify results so far and the costs measured
+ * from the driver's own passes (1 + verify_cost * k until measured): long drafts where the output
+ * copies the context, none where drafting does not pay (docs/architecture.md, "Prompt lookup"). */
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
@@ -425,8 +426,8 @@ typedef struct slm_spec_params {
     slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
     void *draft_user_data;
     struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
-    float verify_cost;       /* prompt lookup: a verify of 1 + k tokens costs 1 + verify_cost * k decode steps,
-                                0..100 (default 0.3, measured on x86-64 CPUs; lower on wide accelerators) */
+    float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
+                                decode steps until timed, 0..100 (default 0.3, as on x86-64 CPUs) */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */

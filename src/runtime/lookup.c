@@ -39,10 +39,14 @@ static float prior(int32_t len) {
 #define DECAY 0.97f       /* per observation of the same row */
 
 void lookup_policy_init(lookup_policy *p, float verify_cost) {
-    p->verify_cost = verify_cost;
     for (int32_t l = 0; l <= LOOKUP_MATCH_MAX; l++) {
         p->hit[l] = prior(l) * PRIOR_WEIGHT;
         p->seen[l] = PRIOR_WEIGHT;
+    }
+    for (int32_t k = 0; k <= LOOKUP_DRAFT_MAX; k++) {
+        p->pass_cost[k] = 1.0f + verify_cost * (float)k;
+        p->pass_s[k] = 0.0;
+        p->n_timed[k] = 0;
     }
 }
 
@@ -54,13 +58,14 @@ static int32_t row(const lookup_match *m, size_t i) {
 
 size_t lookup_plan(const lookup_policy *p, const lookup_match *m, size_t k_max) {
     if (m->len == 0) return 0;
+    if (k_max > LOOKUP_DRAFT_MAX) k_max = LOOKUP_DRAFT_MAX;
     size_t n = m->n_avail < k_max ? m->n_avail : k_max, best_k = 0;
     double best = 1.0, expected = 1.0, all_kept = 1.0; /* tokens per pass: 1 + E[accepted] */
     for (size_t i = 0; i < n; i++) {
         int32_t r = row(m, i);
         all_kept *= (double)p->hit[r] / (double)p->seen[r];
         expected += all_kept;
-        double gain = expected / (1.0 + (double)p->verify_cost * (double)(i + 1));
+        double gain = expected / (double)p->pass_cost[i + 1];
         if (gain > best * (1.0 + 1e-6)) {
             best = gain;
             best_k = i + 1;
@@ -75,5 +80,19 @@ void lookup_learn(lookup_policy *p, const lookup_match *m, size_t n_draft, size_
         int32_t r = row(m, i);
         p->hit[r] = p->hit[r] * DECAY + (i < n_ok ? 1.0f : 0.0f);
         p->seen[r] = p->seen[r] * DECAY + 1.0f;
+    }
+}
+
+#define TIMED_MIN 3 /* passes of each size timed before their measured ratio replaces the prior */
+
+void lookup_time(lookup_policy *p, size_t k, double seconds) {
+    if (k > LOOKUP_DRAFT_MAX || !(seconds > 0.0)) return;
+    p->pass_s[k] = p->n_timed[k] ? 0.8 * p->pass_s[k] + 0.2 * seconds : seconds;
+    if (p->n_timed[k] < TIMED_MIN) p->n_timed[k]++;
+    if (p->n_timed[0] < TIMED_MIN) return;
+    for (size_t j = k ? k : 1; j <= (k ? k : LOOKUP_DRAFT_MAX); j++) { /* a new decode time rescales all */
+        if (p->n_timed[j] < TIMED_MIN) continue;
+        double ratio = p->pass_s[j] / p->pass_s[0];
+        p->pass_cost[j] = (float)(ratio > 1.0 ? ratio : 1.0); /* a verify costs at least a decode step */
     }
 }

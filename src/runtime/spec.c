@@ -13,6 +13,7 @@
  * A verify split into several calls restores the checkpointed states saved before it and replays
  * the kept tokens. */
 #include <string.h>
+#include <time.h>
 
 #include "runtime/lookup.h"
 #include "runtime/session.h"
@@ -300,6 +301,12 @@ static slm_status draft_model(slm_spec *sp, size_t n_hist, int32_t *draft, size_
     return SLM_OK;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Draft length after a step that drafted n_draft tokens and had n_ok accepted: longer while all
  * are accepted, halved when fewer than half are; a rejected single draft pauses drafting for a
  * number of steps that doubles with each such pause (up to 32), so a drafter that is always wrong
@@ -400,6 +407,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     for (size_t i = 0; i < n_draft; i++) /* a drafter's ids are data: the draft ends at a bad one */
         if (sp->feed[1 + i] < 0 || sp->feed[1 + i] >= t->n_token_ids) n_draft = i;
     const float *rows = NULL;
+    double t0 = sp->lookup && !sp->fixed ? now_s() : 0.0;
     if ((st = slm_session_verify(t, sp->feed, 1 + n_draft, &rows)))
         return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
     size_t n_ok = 0;
@@ -426,6 +434,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
         adapt(sp, n_draft, n_ok);
     } else if (!sp->fixed && k_max > 0) {
         lookup_learn(&sp->policy, &sp->match, n_draft, n_ok);
+        lookup_time(&sp->policy, n_draft, now_s() - t0);
         sp->draft_len = (int32_t)n_draft;
     }
     return SLM_OK;

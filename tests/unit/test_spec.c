@@ -374,6 +374,18 @@ static void lookup_policy_drafts(void **u) {
     for (int i = 0; i < 8; i++) lookup_learn(&p, &one, 2, 2);
     assert_true(lookup_plan(&p, &one, 8) >= 1);
 
+    /* measured pass costs replace the prior: a 2-token pass timed at a decode step's cost makes
+     * one-token drafts pay */
+    lookup_policy_init(&p, 0.3f);
+    assert_int_equal(lookup_plan(&p, &one, 8), 0);
+    for (int i = 0; i < 3; i++) {
+        lookup_time(&p, 0, 0.010);
+        lookup_time(&p, 1, 0.0105);
+    }
+    assert_true(fabsf(p.pass_cost[1] - 1.05f) < 1e-3f);
+    assert_true(fabsf(p.pass_cost[2] - 1.6f) < 1e-6f); /* not timed: the prior */
+    assert_int_equal(lookup_plan(&p, &one, 8), 1);
+
     /* verify_cost 0: everything available is drafted; out of range: refused */
     lookup_policy_init(&p, 0.0f);
     assert_int_equal(lookup_plan(&p, &one, 8), 8);
