@@ -414,9 +414,10 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
  * the session is as it was (and the verify may still be accepted). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
-/* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the most recent
- * earlier occurrence of the longest n-gram (n = 3, 2, 1) that ends history[0, n_history).
- * Returns the number of tokens drafted, 0 when nothing matches. */
+/* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier
+ * occurrence whose preceding tokens agree longest with the end of history[0, n_history) (matches
+ * of 32 tokens or more count as equal; the most recent among equals). Returns the number of
+ * tokens drafted, 0 when the last token occurs nowhere earlier. */
 SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_t *draft, size_t n_max);
 /* A drafter: proposes at most n_max tokens that follow history[0, n_history) into draft; returns
  * how many. */
@@ -430,7 +431,11 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
  * logits, q: over the draft model's, or a point mass for prompt lookup and drafters), the first
  * rejected one is replaced by a draw from norm(max(0, p - q)) — so the output has the
  * distribution of plain sampling with that sampler. Draft length adapts to the acceptance rate
- * unless fixed. */
+ * unless fixed. With prompt lookup (no draft model, no draft_fn) it is the k that maximises
+ * (1 + expected accepted tokens) / (cost of a pass of 1 + k tokens in decode steps), the
+ * acceptance estimated per match length from the verify results so far and the costs measured
+ * from the driver's own passes (1 + verify_cost * k until measured): long drafts where the output
+ * copies the context, none where drafting does not pay (docs/architecture.md, "Prompt lookup"). */
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
@@ -440,12 +445,14 @@ typedef struct slm_spec_params {
     slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
     void *draft_user_data;
     struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
+    float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
+                                decode steps until timed, 0..100 (default 0.3, as on x86-64 CPUs) */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
     uint64_t n_drafted;      /* tokens proposed */
     uint64_t n_accepted;     /* proposed tokens the target agreed with */
-    int32_t draft_len;       /* current draft length */
+    int32_t draft_len;       /* current draft length (prompt lookup: that of the last step) */
 } slm_spec_stats;
 SLM_API slm_spec_params slm_spec_params_default(void);
 /* Creates a driver for target (and params->draft): both are borrowed and must outlive it; the

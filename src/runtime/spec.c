@@ -13,7 +13,9 @@
  * A verify split into several calls restores the checkpointed states saved before it and replays
  * the kept tokens. */
 #include <string.h>
+#include <time.h>
 
+#include "runtime/lookup.h"
 #include "runtime/session.h"
 
 /* Grows the verify buffers for k rows (plus the row of the logits before the verify). */
@@ -128,17 +130,10 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
 
 SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_t *draft, size_t n_max) {
     if (!history || !draft || n_max == 0) return 0;
-    for (size_t g = n_history > 3 ? 3 : n_history; g >= 1; g--) {
-        const int32_t *tail = history + n_history - g;
-        for (size_t i = n_history - g; i-- > 0;) { /* most recent earlier occurrence first */
-            if (memcmp(history + i, tail, g * sizeof *tail) != 0) continue;
-            size_t n = n_history - (i + g);
-            if (n > n_max) n = n_max;
-            memcpy(draft, history + i + g, n * sizeof *draft);
-            return n;
-        }
-    }
-    return 0;
+    lookup_match m = lookup_find(history, n_history);
+    size_t n = m.n_avail < n_max ? m.n_avail : n_max;
+    memcpy(draft, history + m.start, n * sizeof *draft);
+    return n;
 }
 
 struct slm_spec {
@@ -148,8 +143,11 @@ struct slm_spec {
     slm_draft_fn draft_fn;
     void *draft_user_data;
     bool fixed;
+    bool lookup;              /* the built-in prompt lookup, with its own draft-length policy */
+    lookup_policy policy;
+    lookup_match match;       /* of the last step's draft */
     int32_t draft_max;
-    int32_t draft_len;        /* current K in [1, draft_max] */
+    int32_t draft_len;        /* current K in [1, draft_max]; prompt lookup: the last draft's length */
     int32_t skip;             /* steps left without drafting (after fully rejected single drafts) */
     int32_t backoff;          /* next skip */
     int32_t *hist;            /* (target n_ctx + 66): the target's history, the next token, the draft */
@@ -168,6 +166,7 @@ SLM_API slm_spec_params slm_spec_params_default(void) {
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
     p.draft_max = 8;
+    p.verify_cost = 0.3f;
     return p;
 }
 
@@ -213,6 +212,8 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
     if (!target || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_spec_create: target and out are required");
     else if (p.draft_max < 1 || p.draft_max > 64)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "draft_max %d is out of range [1, 64]", p.draft_max);
+    else if (!(p.verify_cost >= 0.0f && p.verify_cost <= 100.0f))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range [0, 100]", (double)p.verify_cost);
     else if (p.draft == target) st = err_set(&e, SLM_ERR_INVALID_ARG, "the draft session is the target session");
     else if (target->fn_verify < 0) st = err_set(&e, SLM_ERR_UNSUPPORTED, "the target's program has no verify function");
     else if (p.draft) st = same_tokenizer(target, p.draft, &e);
@@ -237,6 +238,8 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
         sp->draft_fn = p.draft_fn;
         sp->draft_user_data = p.draft_user_data;
         sp->fixed = p.fixed;
+        sp->lookup = !p.draft && !p.draft_fn;
+        lookup_policy_init(&sp->policy, p.verify_cost);
         sp->draft_max = sp->draft_len = p.draft_max;
         sp->backoff = 1;
         sp->sampler = p.sampler;
@@ -296,6 +299,12 @@ static slm_status draft_model(slm_spec *sp, size_t n_hist, int32_t *draft, size_
             return err_set(&sp->err, st, "draft model: %s", slm_session_errmsg(d));
     }
     return SLM_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Draft length after a step that drafted n_draft tokens and had n_ok accepted: longer while all
@@ -364,7 +373,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     if (t->pos >= t->n_ctx)
         return err_set(&sp->err, SLM_ERR_CONTEXT_FULL, "the target's %d-token context is full", t->n_ctx);
     int32_t v = t->n_vocab;
-    size_t room = (size_t)(t->n_ctx - t->pos), k_max = (size_t)sp->draft_len;
+    size_t room = (size_t)(t->n_ctx - t->pos), k_max = (size_t)(sp->lookup ? sp->draft_max : sp->draft_len);
     if (sp->skip > 0) {
         sp->skip--;
         k_max = 0;
@@ -386,14 +395,19 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     sp->hist[t->pos] = sp->feed[0];
     if (k_max > 0 && sp->draft) {
         if ((st = draft_model(sp, n_hist, sp->feed + 1, k_max, &n_draft))) return st;
+    } else if (k_max > 0 && sp->lookup) {
+        sp->match = lookup_find(sp->hist, n_hist);
+        n_draft = sp->fixed ? (sp->match.n_avail < k_max ? sp->match.n_avail : k_max)
+                            : lookup_plan(&sp->policy, &sp->match, k_max);
+        memcpy(sp->feed + 1, sp->hist + sp->match.start, n_draft * sizeof(int32_t));
     } else if (k_max > 0) {
-        n_draft = sp->draft_fn ? sp->draft_fn(sp->draft_user_data, sp->hist, n_hist, sp->feed + 1, k_max)
-                               : slm_draft_lookup(sp->hist, n_hist, sp->feed + 1, k_max);
+        n_draft = sp->draft_fn(sp->draft_user_data, sp->hist, n_hist, sp->feed + 1, k_max);
         if (n_draft > k_max) n_draft = k_max;
     }
     for (size_t i = 0; i < n_draft; i++) /* a drafter's ids are data: the draft ends at a bad one */
         if (sp->feed[1 + i] < 0 || sp->feed[1 + i] >= t->n_token_ids) n_draft = i;
     const float *rows = NULL;
+    double t0 = sp->lookup && !sp->fixed ? now_s() : 0.0;
     if ((st = slm_session_verify(t, sp->feed, 1 + n_draft, &rows)))
         return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
     size_t n_ok = 0;
@@ -416,6 +430,12 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     sp->stats.n_steps++;
     sp->stats.n_drafted += n_draft;
     sp->stats.n_accepted += n_ok;
-    adapt(sp, n_draft, n_ok);
+    if (!sp->lookup) {
+        adapt(sp, n_draft, n_ok);
+    } else if (!sp->fixed && k_max > 0) {
+        lookup_learn(&sp->policy, &sp->match, n_draft, n_ok);
+        lookup_time(&sp->policy, n_draft, now_s() - t0);
+        sp->draft_len = (int32_t)n_draft;
+    }
     return SLM_OK;
 }

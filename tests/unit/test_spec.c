@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/lookup.h"  /* white box: the lookup policy */
 #include "runtime/session.h" /* white box: the program's largest call */
 #include "statelm.h"
 
@@ -309,12 +310,12 @@ static void lookup_drafter(void **u) {
     (void)u;
     int32_t d[8];
     const int32_t h1[] = {1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 1, 2, 3, 4};
-    /* 3-gram "2 3 4": most recent earlier occurrence at 6, continuation 7 1 2 ... */
+    /* "1 2 3 4" at 0 matches longer than the more recent "2 3 4" at 6: its continuation 5 9 2 */
     assert_int_equal(slm_draft_lookup(h1, 14, d, 3), 3);
-    assert_int_equal(d[0], 7);
-    assert_int_equal(d[1], 1);
+    assert_int_equal(d[0], 5);
+    assert_int_equal(d[1], 9);
     assert_int_equal(d[2], 2);
-    const int32_t h2[] = {5, 6, 8, 6};  /* no 3- or 2-gram match; the 1-gram 6 continues with 8 6 */
+    const int32_t h2[] = {5, 6, 8, 6};  /* only the 1-gram 6 matches; it continues with 8 6 */
     assert_int_equal(slm_draft_lookup(h2, 4, d, 8), 2);
     assert_int_equal(d[0], 8);
     assert_int_equal(d[1], 6);
@@ -322,6 +323,83 @@ static void lookup_drafter(void **u) {
     assert_int_equal(slm_draft_lookup(h3, 3, d, 8), 0);
     assert_int_equal(slm_draft_lookup(h3, 0, d, 8), 0);
     assert_int_equal(slm_draft_lookup(h1, 14, d, 0), 0);
+    /* a long span being copied is drafted whole, though its last 3-gram recurs more recently */
+    const int32_t h4[] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 5, 13, 14, 15, 99, 5, 10, 11, 12, 13, 14, 15};
+    assert_int_equal(slm_draft_lookup(h4, 24, d, 6), 6);
+    for (int i = 0; i < 6; i++) assert_int_equal(d[i], 16 + i);
+}
+
+/* The lookup driver's match search and draft-length policy (white box: runtime/lookup.h). */
+static void lookup_policy_drafts(void **u) {
+    (void)u;
+    const int32_t h4[] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 5, 13, 14, 15, 99, 5, 10, 11, 12, 13, 14, 15};
+    lookup_match m = lookup_find(h4, 24);
+    assert_int_equal(m.len, 6);
+    assert_int_equal(m.start, 6);
+    assert_int_equal(m.n_avail, 18);
+    assert_false(m.ambiguous);
+    const int32_t h5[] = {7, 1, 8, 2, 7, 3, 9, 7}; /* 7 is followed by 1 and by 3: ambiguous */
+    m = lookup_find(h5, 8);
+    assert_int_equal(m.len, 1);
+    assert_int_equal(m.start, 5);
+    assert_true(m.ambiguous);
+    m = lookup_find(h5, 1);
+    assert_int_equal(m.len, 0);
+
+    lookup_policy p;
+    lookup_policy_init(&p, 0.3f);
+    lookup_match one = {0, 8, 1, false}, amb = {0, 8, 1, true}, three = {0, 20, 3, false},
+                 copy = {0, 20, LOOKUP_MATCH_MAX, false};
+    /* a fresh policy: no drafts after one-token matches, the whole k_max inside a long copy */
+    assert_int_equal(lookup_plan(&p, &one, 8), 0);
+    assert_int_equal(lookup_plan(&p, &copy, 8), 8);
+    assert_true(lookup_plan(&p, &copy, 64) >= 10); /* longer still when allowed, while it pays */
+    assert_true(lookup_plan(&p, &three, 8) >= 3);
+    /* drafts after 3-token matches stop once the target keeps rejecting them ... */
+    for (int i = 0; i < 6; i++) lookup_learn(&p, &three, lookup_plan(&p, &three, 8), 0);
+    assert_int_equal(lookup_plan(&p, &three, 8), 0);
+    assert_int_equal(lookup_plan(&p, &copy, 8), 8); /* (other match lengths keep their estimates) */
+
+    /* ... and one-token drafts, worth it where a verify is cheap, stop after repeated rejections and
+     * come back when they are kept again */
+    lookup_policy_init(&p, 0.1f);
+    assert_true(lookup_plan(&p, &one, 8) >= 1);
+    assert_true(lookup_plan(&p, &amb, 8) < lookup_plan(&p, &one, 8)); /* ambiguous: shorter */
+    int n_rejected = 0;
+    while (lookup_plan(&p, &one, 8) > 0 && n_rejected < 100) {
+        lookup_learn(&p, &one, lookup_plan(&p, &one, 8), 0);
+        n_rejected++;
+    }
+    assert_true(n_rejected >= 1 && n_rejected <= 4);
+    for (int i = 0; i < 8; i++) lookup_learn(&p, &one, 2, 2);
+    assert_true(lookup_plan(&p, &one, 8) >= 1);
+
+    /* measured pass costs replace the prior: a 2-token pass timed at a decode step's cost makes
+     * one-token drafts pay */
+    lookup_policy_init(&p, 0.3f);
+    assert_int_equal(lookup_plan(&p, &one, 8), 0);
+    for (int i = 0; i < 3; i++) {
+        lookup_time(&p, 0, 0.010);
+        lookup_time(&p, 1, 0.0105);
+    }
+    assert_true(fabsf(p.pass_cost[1] - 1.05f) < 1e-3f);
+    assert_true(fabsf(p.pass_cost[2] - 1.6f) < 1e-6f); /* not timed: the prior */
+    assert_int_equal(lookup_plan(&p, &one, 8), 1);
+
+    /* verify_cost 0: everything available is drafted; out of range: refused */
+    lookup_policy_init(&p, 0.0f);
+    assert_int_equal(lookup_plan(&p, &one, 8), 8);
+    slm_model *mdl = load("llama");
+    slm_session *s = new_session(mdl, N_CTX);
+    slm_spec_params sp = slm_spec_params_default();
+    slm_spec *spec = NULL;
+    char err[256];
+    sp.verify_cost = -1.0f;
+    assert_int_equal(slm_spec_create(s, &sp, &spec, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(spec);
+    assert_non_null(strstr(err, "verify_cost"));
+    slm_session_destroy(s);
+    slm_model_destroy(mdl);
 }
 
 /* (d) bad input: each refusal leaves the session where it was, able to continue exactly. */
@@ -577,7 +655,8 @@ static void sampling_same_model(void **u) { (void)u, check_sampling("llama", fal
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(lookup_drafter),     cmocka_unit_test(verify_accept_all),
+        cmocka_unit_test(lookup_drafter),     cmocka_unit_test(lookup_policy_drafts),
+        cmocka_unit_test(verify_accept_all),
         cmocka_unit_test(verify_split_calls), cmocka_unit_test(spec_lookup),
         cmocka_unit_test(spec_all_rejected),  cmocka_unit_test(spec_all_accepted),
         cmocka_unit_test(spec_draft_same_model), cmocka_unit_test(spec_draft_other_model),
