@@ -434,7 +434,8 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
  * unless fixed. With prompt lookup (no draft model, no draft_fn) it is the k that maximises
  * (1 + expected accepted tokens) / (cost of a pass of 1 + k tokens in decode steps), the
  * acceptance estimated per match length from the verify results so far and the costs measured
- * from the driver's own passes (1 + verify_cost * k until measured): long drafts where the output
+ * from the driver's own passes when greedy (1 + verify_cost * k until measured; always with a
+ * sampler, so that a seeded run repeats): long drafts where the output
  * copies the context, none where drafting does not pay (docs/architecture.md, "Prompt lookup"). */
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
@@ -446,7 +447,7 @@ typedef struct slm_spec_params {
     void *draft_user_data;
     struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
     float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
-                                decode steps until timed, 0..100 (default 0.3, as on x86-64 CPUs) */
+                                decode steps until timed (greedy) or always (sampling), 0..100 (default 0.3) */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */

@@ -407,7 +407,10 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     for (size_t i = 0; i < n_draft; i++) /* a drafter's ids are data: the draft ends at a bad one */
         if (sp->feed[1 + i] < 0 || sp->feed[1 + i] >= t->n_token_ids) n_draft = i;
     const float *rows = NULL;
-    double t0 = sp->lookup && !sp->fixed ? now_s() : 0.0;
+    /* greedy only: with a sampler the drafts decide which random numbers are drawn, so they must
+     * not depend on timing, or a seeded run would not repeat */
+    bool timed = sp->lookup && !sp->fixed && !sp->sampler;
+    double t0 = timed ? now_s() : 0.0;
     if ((st = slm_session_verify(t, sp->feed, 1 + n_draft, &rows)))
         return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
     size_t n_ok = 0;
@@ -434,7 +437,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
         adapt(sp, n_draft, n_ok);
     } else if (!sp->fixed && k_max > 0) {
         lookup_learn(&sp->policy, &sp->match, n_draft, n_ok);
-        lookup_time(&sp->policy, n_draft, now_s() - t0);
+        if (timed) lookup_time(&sp->policy, n_draft, now_s() - t0);
         sp->draft_len = (int32_t)n_draft;
     }
     return SLM_OK;
