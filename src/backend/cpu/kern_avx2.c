@@ -658,30 +658,40 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
 #define ATTN_DIRECT_ROWS 4 /* rows (T*G) up to which attn_block reads K and V in place */
 #define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) the in-place path prefetches */
 
+/* Prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS (when it holds keys below
+ * nk_max): the whole span of its 16 rows, the other KV heads' columns included, so that one pass
+ * streams the state contiguously and the other heads' tasks find their columns in cache
+ * (prefetches past the state's end do not fault). */
+INLINE void prefetch_ahead(const void *k, const void *v, int64_t kstride, int64_t vstride, size_t el, int64_t nk_max,
+                           int64_t ring, int64_t j0) {
+    int64_t jp = j0 + 16 * ATTN_PREFETCH_BLOCKS;
+    if (jp >= nk_max) return;
+    int64_t rp = ring ? jp % ring : jp;
+    const char *kp = (const char *)k + (size_t)(rp * kstride) * el, *vp = (const char *)v + (size_t)(rp * vstride) * el;
+    for (size_t o = 0; o < (size_t)(16 * kstride) * el; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
+    for (size_t o = 0; o < (size_t)(16 * vstride) * el; o += 64) _mm_prefetch(vp + o, _MM_HINT_T0);
+}
+
 /* One block of keys of attn_block's in-place path (few rows): the K/V rows read where they lie,
  * the next blocks' rows prefetched; KVT a constant (the loads specialise). Arguments as in
  * attn_block; rows [t_first*G, t_end*G) meet the block, nbk of its keys exist. */
-INLINE void direct_block(const uint32_t KVT, const float *q, int64_t qts, int64_t G, const void *k, const void *v,
-                         const void *kblk, const void *vblk, int64_t kstride, int64_t vstride, int64_t hd,
-                         int64_t hdv, int64_t hdvp, int64_t nk0, int64_t nk_max, int64_t window, int64_t ring,
-                         int64_t j0, int nbk, int64_t t_first, int64_t t_end, __m256 vscale, float *acc, float *P,
-                         float *M, float *L, float *C) {
+INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
+                         const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
+                         int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t nk_max, int64_t window,
+                         int64_t ring, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m256 vscale, float *acc,
+                         float *P, float *M, float *L, float *C) {
     size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
-    if (j0 + 16 * ATTN_PREFETCH_BLOCKS < nk_max) { /* the rows ATTN_PREFETCH_BLOCKS blocks on */
-        int64_t rp = ring ? (j0 + 16 * ATTN_PREFETCH_BLOCKS) % ring : j0 + 16 * ATTN_PREFETCH_BLOCKS;
-        const char *kp = (const char *)k + (size_t)(rp * kstride) * el;
-        const char *vp = (const char *)v + (size_t)(rp * vstride) * el;
-        size_t kb = (size_t)hd * el, vb = (size_t)hdv * el;
-        for (int j = 0; j < 16; j++) {
-            for (size_t o = 0; o < kb; o += 64) _mm_prefetch(kp + (size_t)(j * kstride) * el + o, _MM_HINT_T0);
-            for (size_t o = 0; o < vb; o += 64) _mm_prefetch(vp + (size_t)(j * vstride) * el + o, _MM_HINT_T0);
-        }
+    prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0);
+    /* row r's keys in the block: lanes [jlo[r], nj[r]) */
+    int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
+    for (int64_t r = r_begin; r < r_end; r++) {
+        int64_t nk = nk0 + tok[r], lo = window && nk - window > 0 ? nk - window : 0;
+        nj[r] = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo[r] = lo > j0 ? (int)(lo - j0) : 0;
     }
     const void *kblk8 = (const uint8_t *)kblk + (size_t)(8 * kstride) * el;
-    for (int64_t r0 = t_first * G; r0 < t_end * G; r0 += 4) { /* scores 4 rows at a time */
-        int nr = t_end * G - r0 < 4 ? (int)(t_end * G - r0) : 4;
-        const float *qr[4];
-        for (int x = 0; x < nr; x++) qr[x] = q + ((r0 + x) / G) * qts + ((r0 + x) % G) * hd;
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += 4) { /* scores 4 rows at a time */
+        int nr = r_end - r0 < 4 ? (int)(r_end - r0) : 4;
+        const float *const *qr = qrow + r0;
         __m256 slo[4], shi[4] = {vscale, vscale, vscale, vscale}; /* lanes past nbk: masked */
         int nlo = nbk < 8 ? nbk : 8;
         switch (nr) {
@@ -697,25 +707,22 @@ INLINE void direct_block(const uint32_t KVT, const float *q, int64_t qts, int64_
             default: qk_direct8(1, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
             }
         for (int x = 0; x < nr; x++) {
-            int64_t r = r0 + x, nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
-            int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            C[r] = softmax_step(slo[x], shi[x], jlo, nj, &M[r], &L[r], P + 16 * r);
+            int64_t r = r0 + x;
+            C[r] = softmax_step(slo[x], shi[x], jlo[r], nj[r], &M[r], &L[r], P + 16 * r);
         }
     }
-    for (int64_t r = t_first * G; r < t_end * G;) { /* the rows of one token (same keys) 4 at a time */
-        int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
-        int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-        int64_t n = (r / G + 1) * G - r < 4 ? (r / G + 1) * G - r : 4;
+    for (int64_t r = r_begin; r < r_end;) { /* the rows of one token (same keys) 4 at a time */
+        int n = 1;
+        while (n < 4 && r + n < r_end && tok[r + n] == tok[r]) n++;
         float *a = acc + r * hdvp;
         const float *p = P + 16 * r, *c = C + r;
-        if (n == 4) pv_direct(4, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo, nj);
-        else if (n == 3) pv_direct(3, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo, nj);
-        else if (n == 2) pv_direct(2, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo, nj);
-        else pv_direct(1, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo, nj);
+        if (n == 4) pv_direct(4, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else if (n == 3) pv_direct(3, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else if (n == 2) pv_direct(2, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else pv_direct(1, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
         r += n;
     }
 }
-
 
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
@@ -735,6 +742,10 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     /* few rows (decode, verify): scores straight from the state, no transposed copy of K or f32
      * copy of V, which only pay for themselves over many rows */
     bool direct = R <= ATTN_DIRECT_ROWS;
+    const float *qrow[ATTN_DIRECT_ROWS];
+    int64_t tok[ATTN_DIRECT_ROWS];
+    for (int64_t t = 0; direct && t < T; t++)
+        for (int64_t h = 0; h < G; h++) qrow[t * G + h] = q + t * qts + h * hd, tok[t * G + h] = t;
     const __m256 vscale = _mm256_set1_ps(scale);
     for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
@@ -748,13 +759,14 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         if (direct) {
             if (kvt == SLM_DTYPE_F16)
-                direct_block(SLM_DTYPE_F16, q, qts, G, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
-                             window, ring, j0, nbk, t_first, t_end, vscale, acc, P, M, L, C);
+                direct_block(SLM_DTYPE_F16, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
             else
-                direct_block(SLM_DTYPE_F32, q, qts, G, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
-                             window, ring, j0, nbk, t_first, t_end, vscale, acc, P, M, L, C);
+                direct_block(SLM_DTYPE_F32, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
             continue;
         }
+        prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0);
         for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
             for (int64_t i = 0; i < hd8; i += 8) {
                 __m256 t[8];
