@@ -689,20 +689,23 @@ static void attention_window_ring(void **unused) {
 }
 
 /* The decode and verify shapes at a long context (1..8 tokens after ~1000 keys, 3 KV heads of 3
- * query heads, hd 64, the session's interleaved state layout): against the reference (NMSE) and
- * bit for bit against the portable C on every level. Odd trials put NaNs and infinities into
- * keys every query sees, so some scores are NaN or infinite: the running max skips NaN
- * scores as fmaxf does on every level (no reference: libm's expf differs from cpu_exp there). */
+ * query heads, hd 64, the session's interleaved state layout; and 20 tokens of 8 query heads per
+ * KV head, many rows per call): against the reference (NMSE) and bit for bit against the
+ * portable C on every level. Odd trials put NaNs and infinities into keys every query sees, so
+ * some scores are NaN or infinite: the running max skips NaN scores as fmaxf does on every
+ * level (no reference there: libm's expf differs from cpu_exp on them). */
 static void attention_decode_long(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
-    const int64_t hd = 64, Hkv = 3, H = 9, ns[] = {1, 2, 3, 5, 8};
-    for (int trial = 0; trial < 10; trial++) {
+    const int64_t hd = 64, Hkv = 3, ns[] = {1, 2, 3, 5, 8};
+    for (int trial = 0; trial < 12; trial++) {
         uint32_t kvt = trial % 4 < 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
         bool nonfinite = trial % 2;
-        int64_t n = ns[trial % 5], pos = irand(900, 1100), ctx = pos + n + irand(0, 40), kw = hd * Hkv;
+        /* the last two: 8 query heads per KV head and 20 tokens, many rows per call (the
+         * transposed-copy path of kern_avx2.c) */
+        int64_t H = Hkv * (trial < 10 ? 3 : 8), n = trial < 10 ? ns[trial % 5] : 20, pos = irand(900, 1100), ctx = pos + n + irand(0, 40), kw = hd * Hkv;
         size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
         uint8_t *K = malloc(el * (size_t)(kw * ctx)), *V = malloc(el * (size_t)(kw * ctx));
         assert_true(K && V);

@@ -655,8 +655,10 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
         }
 }
 
-#define ATTN_DIRECT_ROWS 4 /* rows (T*G) up to which attn_block reads K and V in place */
-#define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) the in-place path prefetches */
+/* rows (T*G) up to which attn_block reads K and V in place: measured faster than the transposed
+ * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
+#define ATTN_DIRECT_ROWS 64
+#define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) attn_block prefetches */
 
 /* Prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS (when it holds keys below
  * nk_max): the whole span of its 16 rows, the other KV heads' columns included, so that one pass
@@ -739,8 +741,8 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     /* row of token t: keys [lo_t, hi_t], hi_t = nk0 - 1 + t, lo_t = window ? max(0, hi_t - window + 1) : 0
      * (both ascending in t); each block of 16 is loaded once for the tokens whose keys meet it */
     int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
-    /* few rows (decode, verify): scores straight from the state, no transposed copy of K or f32
-     * copy of V, which only pay for themselves over many rows */
+    /* up to ATTN_DIRECT_ROWS rows (decode, verify, prefill of few query heads): scores straight
+     * from the state, no transposed copy of K or f32 copy of V, which only pay over many rows */
     bool direct = R <= ATTN_DIRECT_ROWS;
     const float *qrow[ATTN_DIRECT_ROWS];
     int64_t tok[ATTN_DIRECT_ROWS];
