@@ -688,6 +688,65 @@ static void attention_window_ring(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* The decode and verify shapes at a long context (1..8 tokens after ~1000 keys, 3 KV heads of 3
+ * query heads, hd 64, the session's interleaved state layout; and 20 tokens of 8 query heads per
+ * KV head, many rows per call): against the reference (NMSE) and bit for bit against the
+ * portable C on every level. Odd trials put NaNs and infinities into keys every query sees, so
+ * some scores are NaN or infinite: the running max skips NaN scores as fmaxf does on every
+ * level (no reference there: libm's expf differs from cpu_exp on them). */
+static void attention_decode_long(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    const int64_t hd = 64, Hkv = 3, ns[] = {1, 2, 3, 5, 8};
+    for (int trial = 0; trial < 12; trial++) {
+        uint32_t kvt = trial % 4 < 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
+        bool nonfinite = trial % 2;
+        /* the last two: 8 query heads per KV head and 20 tokens, many rows per call (the
+         * transposed-copy path of kern_avx2.c) */
+        int64_t H = Hkv * (trial < 10 ? 3 : 8), n = trial < 10 ? ns[trial % 5] : 20, pos = irand(900, 1100), ctx = pos + n + irand(0, 40), kw = hd * Hkv;
+        size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+        uint8_t *K = malloc(el * (size_t)(kw * ctx)), *V = malloc(el * (size_t)(kw * ctx));
+        assert_true(K && V);
+        for (int64_t i = 0; i < kw * ctx; i++) kv_put(kvt, K, i, frand()), kv_put(kvt, V, i, frand());
+        if (nonfinite)
+            for (int64_t g = 0; g < Hkv; g++)
+                for (int x = 0; x < 16; x++) /* at random lanes of random blocks */
+                    kv_put(kvt, K, irand(0, pos - 1) * kw + g * hd + irand(0, hd - 1), x % 4 ? nanf("") : INFINITY);
+        float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
+        for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
+        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        nd.p.attn.n_head_kv = (int32_t)Hkv;
+        nd.p.attn.scale = 1.0f / sqrtf((float)hd);
+        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, kw, ctx, 1, V)};
+        size_t ny = (size_t)(hd * H * n);
+        float *y_ref = out_alloc(ny);
+        be_view out = v4(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
+        if (!nonfinite) run(ref, &nd, &out, in, n, pos);
+        float *y_gen = NULL;
+        for (int li = 0; li < n_lv; li++) {
+            char what[160];
+            snprintf(what, sizeof what, "decode attention %s %s n=%lld pos=%lld%s", slm_dtype_name(kvt),
+                     cpu_isa_name(lv[li]), (long long)n, (long long)pos, nonfinite ? " non-finite keys" : "");
+            backend *be = mk(true, lv[li], 2);
+            float *y = out_alloc(ny);
+            out.data = y;
+            run(be, &nd, &out, in, n, pos);
+            check_guard(y, ny, what);
+            if (!nonfinite) {
+                double err = nmse(y, y_ref, ny);
+                if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
+            }
+            same_as_generic(lv[li], y, ny, &y_gen, what);
+            free(y);
+            be->vt->destroy(be);
+        }
+        free(K), free(V), free(q), free(y_ref), free(y_gen);
+    }
+    ref->vt->destroy(ref);
+}
+
 /* A ring too short for the call (the first query's oldest key shares a row with the newest
  * position) is refused by the reference and the fast kernels, and the output is not written. */
 static void attention_ring_too_short(void **unused) {
@@ -1192,6 +1251,7 @@ int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
+        cmocka_unit_test(attention_decode_long),
         cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),

@@ -544,6 +544,188 @@ INLINE void pv_rows(const int NR, float *acc, const float *P, const float *C, co
     }
 }
 
+/* The canonical running max of cpu.h's softmax over the lanes of (lo, hi) selected by (vlo, vhi):
+ * masked lanes never enter, a NaN score is skipped as fmaxf skips it (MAXPS returns its second
+ * operand when one is NaN, and the second operand here is never NaN), -INFINITY when no lane
+ * qualifies. A max of NaN-free values is exact, so the lane order does not matter. */
+INLINE float masked_max16(__m256 lo, __m256 hi, __m256 vlo, __m256 vhi) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m = _mm256_max_ps(_mm256_blendv_ps(ninf, lo, vlo), ninf);
+    m = _mm256_max_ps(_mm256_blendv_ps(ninf, hi, vhi), m);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    return _mm_cvtss_f32(m4);
+}
+
+/* Lanes [jlo, nj) of a 16-key block as all-ones float masks (lanes 0..7, 8..15). */
+INLINE void key_lanes(int jlo, int nj, __m256 *vlo, __m256 *vhi) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), e8 = _mm256_set1_epi32(8);
+    __m256i lo = _mm256_set1_epi32(jlo - 1), hi = _mm256_set1_epi32(nj);
+    *vlo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, lo), _mm256_cmpgt_epi32(hi, idx)));
+    __m256i idx8 = _mm256_add_epi32(idx, e8);
+    *vhi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx8, lo), _mm256_cmpgt_epi32(hi, idx8)));
+}
+
+/* The online-softmax step of one row for its keys [jlo, nj) of a block with scores (lo, hi):
+ * updates *m and *l, returns the correction and writes p (16, masked lanes exactly 0). */
+INLINE float softmax_step(__m256 slo, __m256 shi, int jlo, int nj, float *m, float *l, float *p) {
+    __m256 vlo, vhi;
+    key_lanes(jlo, nj, &vlo, &vhi);
+    float mb = masked_max16(slo, shi, vlo, vhi);
+    float mn = mb > *m ? mb : *m; /* fmaxf(m, mb): neither is NaN */
+    float corr = mn == *m ? 1.0f : cpu_exp(*m - mn);
+    __m256 vm = _mm256_set1_ps(mn);
+    __m256 plo = _mm256_and_ps(exp8(_mm256_sub_ps(slo, vm)), vlo);
+    __m256 phi = _mm256_and_ps(exp8(_mm256_sub_ps(shi, vm)), vhi);
+    *l = *l * corr + hsum16(plo, phi);
+    *m = mn;
+    _mm256_storeu_ps(p, plo);
+    _mm256_storeu_ps(p + 8, phi);
+    return corr;
+}
+
+/* Scores of NR (1..4) query rows qr[] against keys [0, nk) (nk <= 8) at rows kr + j*kstride of
+ * the state, keys past nk 0 and never read: 8 dims of the 8 keys at a time transposed in
+ * registers, then qk_rows's chains (even dims into c0, odd into c1, in order), s = (c0 + c1) *
+ * scale. Decode's path: no transposed copy of the block, which only pays for many rows. */
+INLINE void qk_direct8(const int NR, const float *const *qr, uint32_t kvt, const void *kr, int64_t kstride, int nk,
+                       int64_t hd, __m256 vscale, __m256 *s) {
+    __m256 c0[4], c1[4];
+    for (int n = 0; n < NR; n++) c0[n] = c1[n] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 t[8];
+        if (nk == 8)
+            for (int j = 0; j < 8; j++) t[j] = kv_at8(kvt, kr, j * kstride + i);
+        else
+            for (int j = 0; j < 8; j++) t[j] = j < nk ? kv_at8(kvt, kr, j * kstride + i) : _mm256_setzero_ps();
+        transpose8(t);
+        for (int d = 0; d < 8; d += 2)
+            for (int n = 0; n < NR; n++) {
+                c0[n] = _mm256_fmadd_ps(_mm256_set1_ps(qr[n][i + d]), t[d], c0[n]);
+                c1[n] = _mm256_fmadd_ps(_mm256_set1_ps(qr[n][i + d + 1]), t[d + 1], c1[n]);
+            }
+    }
+    for (; i < hd; i++) {
+        float kj[8];
+        for (int j = 0; j < 8; j++) kj[j] = j < nk ? kv_at(kvt, kr, j * kstride + i) : 0.0f;
+        __m256 kv = _mm256_loadu_ps(kj);
+        for (int n = 0; n < NR; n++) {
+            if (i & 1) c1[n] = _mm256_fmadd_ps(_mm256_set1_ps(qr[n][i]), kv, c1[n]);
+            else c0[n] = _mm256_fmadd_ps(_mm256_set1_ps(qr[n][i]), kv, c0[n]);
+        }
+    }
+    for (int n = 0; n < NR; n++) s[n] = _mm256_mul_ps(_mm256_add_ps(c0[n], c1[n]), vscale);
+}
+
+/* pv_rows reading V straight from the state (rows vr + j*vstride, j in [jlo, nj)) instead of a
+ * converted copy: acc = acc * C, then + P[j] * V[j] for j ascending. CH chunks of 8 dims per pass
+ * (NR * CH chains in flight: the FMA latency, not the loads, bounds one chain); dims past the
+ * last whole pass 8 at a time, then scalar, with the same operations. */
+INLINE void pv_pass(const int NR, const int CH, float *acc, const float *P, const float *C, uint32_t kvt,
+                    const void *vr, int64_t vstride, int64_t hdvp, int64_t i, int jlo, int nj) {
+    __m256 a[4][8];
+    for (int n = 0; n < NR; n++)
+        for (int c = 0; c < CH; c++)
+            a[n][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + n * hdvp + i + 8 * c), _mm256_set1_ps(C[n]));
+    for (int j = jlo; j < nj; j++) {
+        __m256 p[4];
+        for (int n = 0; n < NR; n++) p[n] = _mm256_set1_ps(P[16 * n + j]);
+        for (int c = 0; c < CH; c++) {
+            __m256 vv = kv_at8(kvt, vr, j * vstride + i + 8 * c);
+            for (int n = 0; n < NR; n++) a[n][c] = _mm256_fmadd_ps(p[n], vv, a[n][c]);
+        }
+    }
+    for (int n = 0; n < NR; n++)
+        for (int c = 0; c < CH; c++) _mm256_storeu_ps(acc + n * hdvp + i + 8 * c, a[n][c]);
+}
+
+INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, uint32_t kvt, const void *vr,
+                      int64_t vstride, int64_t hdv, int64_t hdvp, int jlo, int nj) {
+    const int CH = NR == 1 ? 8 : NR == 2 ? 4 : NR == 3 ? 4 : 2;
+    int64_t i = 0;
+    for (; i + 8 * CH <= hdv; i += 8 * CH) pv_pass(NR, CH, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj);
+    for (; i + 8 <= hdv; i += 8) pv_pass(NR, 1, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj);
+    for (; i < hdv; i++)
+        for (int n = 0; n < NR; n++) {
+            float a = acc[n * hdvp + i] * C[n];
+            for (int j = jlo; j < nj; j++) a = fmaf(P[16 * n + j], kv_at(kvt, vr, j * vstride + i), a);
+            acc[n * hdvp + i] = a;
+        }
+}
+
+/* rows (T*G) up to which attn_block reads K and V in place: measured faster than the transposed
+ * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
+#define ATTN_DIRECT_ROWS 64
+#define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) attn_block prefetches */
+
+/* Prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS (when it holds keys below
+ * nk_max): the whole span of its 16 rows, the other KV heads' columns included, so that one pass
+ * streams the state contiguously and the other heads' tasks find their columns in cache
+ * (prefetches past the state's end do not fault). */
+INLINE void prefetch_ahead(const void *k, const void *v, int64_t kstride, int64_t vstride, size_t el, int64_t nk_max,
+                           int64_t ring, int64_t j0) {
+    int64_t jp = j0 + 16 * ATTN_PREFETCH_BLOCKS;
+    if (jp >= nk_max) return;
+    int64_t rp = ring ? jp % ring : jp;
+    const char *kp = (const char *)k + (size_t)(rp * kstride) * el, *vp = (const char *)v + (size_t)(rp * vstride) * el;
+    for (size_t o = 0; o < (size_t)(16 * kstride) * el; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
+    for (size_t o = 0; o < (size_t)(16 * vstride) * el; o += 64) _mm_prefetch(vp + o, _MM_HINT_T0);
+}
+
+/* One block of keys of attn_block's in-place path (few rows): the K/V rows read where they lie,
+ * the next blocks' rows prefetched; KVT a constant (the loads specialise). Arguments as in
+ * attn_block; rows [t_first*G, t_end*G) meet the block, nbk of its keys exist. */
+INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
+                         const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
+                         int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t nk_max, int64_t window,
+                         int64_t ring, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m256 vscale, float *acc,
+                         float *P, float *M, float *L, float *C) {
+    size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
+    prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0);
+    /* row r's keys in the block: lanes [jlo[r], nj[r]) */
+    int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
+    for (int64_t r = r_begin; r < r_end; r++) {
+        int64_t nk = nk0 + tok[r], lo = window && nk - window > 0 ? nk - window : 0;
+        nj[r] = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo[r] = lo > j0 ? (int)(lo - j0) : 0;
+    }
+    const void *kblk8 = (const uint8_t *)kblk + (size_t)(8 * kstride) * el;
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += 4) { /* scores 4 rows at a time */
+        int nr = r_end - r0 < 4 ? (int)(r_end - r0) : 4;
+        const float *const *qr = qrow + r0;
+        __m256 slo[4], shi[4] = {vscale, vscale, vscale, vscale}; /* lanes past nbk: masked */
+        int nlo = nbk < 8 ? nbk : 8;
+        switch (nr) {
+        case 4: qk_direct8(4, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
+        case 3: qk_direct8(3, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
+        case 2: qk_direct8(2, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
+        default: qk_direct8(1, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
+        }
+        if (nbk > 8) switch (nr) {
+            case 4: qk_direct8(4, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
+            case 3: qk_direct8(3, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
+            case 2: qk_direct8(2, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
+            default: qk_direct8(1, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
+            }
+        for (int x = 0; x < nr; x++) {
+            int64_t r = r0 + x;
+            C[r] = softmax_step(slo[x], shi[x], jlo[r], nj[r], &M[r], &L[r], P + 16 * r);
+        }
+    }
+    for (int64_t r = r_begin; r < r_end;) { /* the rows of one token (same keys) 4 at a time */
+        int n = 1;
+        while (n < 4 && r + n < r_end && tok[r + n] == tok[r]) n++;
+        float *a = acc + r * hdvp;
+        const float *p = P + 16 * r, *c = C + r;
+        if (n == 4) pv_direct(4, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else if (n == 3) pv_direct(3, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else if (n == 2) pv_direct(2, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        else pv_direct(1, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        r += n;
+    }
+}
+
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
                        int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
@@ -559,6 +741,14 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     /* row of token t: keys [lo_t, hi_t], hi_t = nk0 - 1 + t, lo_t = window ? max(0, hi_t - window + 1) : 0
      * (both ascending in t); each block of 16 is loaded once for the tokens whose keys meet it */
     int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
+    /* up to ATTN_DIRECT_ROWS rows (decode, verify, prefill of few query heads): scores straight
+     * from the state, no transposed copy of K or f32 copy of V, which only pay over many rows */
+    bool direct = R <= ATTN_DIRECT_ROWS;
+    const float *qrow[ATTN_DIRECT_ROWS];
+    int64_t tok[ATTN_DIRECT_ROWS];
+    for (int64_t t = 0; direct && t < T; t++)
+        for (int64_t h = 0; h < G; h++) qrow[t * G + h] = q + t * qts + h * hd, tok[t * G + h] = t;
+    const __m256 vscale = _mm256_set1_ps(scale);
     for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
         int64_t hd8 = hd & ~(int64_t)7;
@@ -566,6 +756,19 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
         const void *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
         const void *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
+        /* tokens [t_first, t_end) have keys in this block: hi_t >= j0 and lo_t <= j0 + 15 */
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
+        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
+        if (direct) {
+            if (kvt == SLM_DTYPE_F16)
+                direct_block(SLM_DTYPE_F16, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
+            else
+                direct_block(SLM_DTYPE_F32, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
+            continue;
+        }
+        prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0);
         for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
             for (int64_t i = 0; i < hd8; i += 8) {
                 __m256 t[8];
@@ -581,32 +784,16 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             for (; i + 8 <= hdv; i += 8) _mm256_storeu_ps(Vf + j * hdvp + i, kv_at8(kvt, vblk, j * vstride + i));
             for (; i < hdv; i++) Vf[j * hdvp + i] = kv_at(kvt, vblk, j * vstride + i);
         }
-        /* tokens [t_first, t_end) have keys in this block: hi_t >= j0 and lo_t <= j0 + 15 */
-        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
-        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         for (int64_t r = t_first * G; r < t_end * G; r++) {
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
             int nj = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo = lo > j0 ? (int)(lo - j0) : 0;
-            float s[16], ps[16];
             if ((r - t_first * G) % 2 == 0) { /* the scores of rows r and r + 1 (when in range) */
                 bool two = r + 1 < t_end * G;
                 qk_rows(q + (r / G) * qts + (r % G) * hd, q + ((r + two) / G) * qts + ((r + two) % G) * hd, Kt, hd,
                         scale, S2);
             }
-            memcpy(s, S2 + 16 * ((r - t_first * G) % 2), sizeof s);
-            float mb = -INFINITY;
-            for (int j = jlo; j < nj; j++) mb = fmaxf(mb, s[j]);
-            float mn = fmaxf(M[r], mb);
-            float corr = mn == M[r] ? 1.0f : cpu_exp(M[r] - mn);
-            __m256 vm = _mm256_set1_ps(mn);
-            _mm256_storeu_ps(ps, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), vm)));
-            _mm256_storeu_ps(ps + 8, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + 8), vm)));
-            for (int j = 0; j < jlo; j++) ps[j] = 0.0f;
-            for (int j = nj; j < 16; j++) ps[j] = 0.0f;
-            L[r] = L[r] * corr + hsum16(_mm256_loadu_ps(ps), _mm256_loadu_ps(ps + 8));
-            M[r] = mn;
-            C[r] = corr;
-            memcpy(P + 16 * r, ps, sizeof ps);
+            const float *s = S2 + 16 * ((r - t_first * G) % 2);
+            C[r] = softmax_step(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8), jlo, nj, &M[r], &L[r], P + 16 * r);
         }
         for (int64_t r = t_first * G; r < t_end * G;) { /* the rows of one token (same keys) 4 at a time */
             int64_t nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;

@@ -983,7 +983,11 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
                 int64_t r = r0 + x, nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
                 __mmask16 km = (__mmask16)(mask16(nk - j0) & ~mask16(lo - j0));
                 __m512 s1 = _mm512_mul_ps(sv[x], vscale);
-                float mn = fmaxf(M[r], _mm512_mask_reduce_max_ps(km, s1));
+                /* the max over the row's lanes skipping NaN scores as fmaxf does (VMAXPS returns its
+                 * second operand, here never NaN, when one is NaN); then a tree over NaN-free lanes */
+                const __m512 ninf = _mm512_set1_ps(-INFINITY);
+                float mb = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_mask_blend_ps(km, ninf, s1), ninf));
+                float mn = mb > M[r] ? mb : M[r];
                 float corr = mn == M[r] ? 1.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(M[r] - mn)));
                 __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(s1, _mm512_set1_ps(mn))));
                 L[r] = L[r] * corr + hsum16(p);

@@ -288,9 +288,9 @@ void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
                         else c0 = fmaf(qr[i], kv_load(kvt, k, base + i), c0);
                     }
                     s[j] = (c0 + c1) * scale;
-                    mb = fmaxf(mb, s[j]);
+                    mb = s[j] > mb ? s[j] : mb; /* fmaxf(mb, s[j]) inline: skips a NaN; mb is never NaN */
                 }
-                float mn = fmaxf(m, mb);
+                float mn = mb > m ? mb : m;
                 float corr = mn == m ? 1.0f : cpu_exp(m - mn);
                 float ps[16], psum[16] = {0};
                 for (int j = jlo; j < nbk; j++) psum[j] = ps[j] = cpu_exp(s[j] - mn);
