@@ -2,7 +2,8 @@
 # Speculative decoding benchmarks of issue 16, one run (not a test; the machine it runs on may be
 # shared, so read the ratios, which compare runs of the same tool moments apart, before the tok/s):
 #  (a) the cost of a verify pass of k = 1, 2, 4, 8 tokens relative to one decode step
-#      (bench_verify_cost) on SmolLM2-135M and the full-size random LFM2-350M / Qwen3.5-0.8B shapes;
+#      (bench_verify_cost) on SmolLM2-135M and the full-size random LFM2-350M / Qwen3.5-0.8B shapes,
+#      next to the same ratio for llama.cpp (llama-bench -p 1,2,4,8 -d 128: k * pp1 / ppk);
 #  (b) decode tokens/s with prompt lookup vs plain greedy decoding on input-grounded prompts (rewrite
 #      code with one change, quote a paragraph, fix one word in a list, rename a variable, change a
 #      JSON field, comment a config file, correct spelling, extend a numbered list) with the real
@@ -37,11 +38,25 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# threads $threads, at most $n generated tokens, medians of $reps, draft-max $k"
 
+llama_bench=""
+[ "$verify_cost" = 0 ] || llama_bench=$(bash "$here/build-llama-bench.sh" 2>/dev/null) || llama_bench=""
 [ "$verify_cost" = 0 ] || echo "## (a) verify(k) / decode(1), prompt 128, medians of 9"
 [ "$verify_cost" = 0 ] || for f in SmolLM2-135M-Instruct.Q4_1.gguf random-lfm2-350m-q4_0.gguf random-qwen35-0.8b-q4_0.gguf; do
   [ -s "$models/$f" ] || { echo "$f: missing (scripts/fetch-models.sh, scripts/gen-fullsize-models.sh)"; continue; }
   echo "### $f"
   "$build/bench_verify_cost" "$models/$f" -t "$threads" -p 128 -r 9
+  # llama.cpp's ceiling of the same kind: a batch of k tokens after 128 (llama-bench -p k -d 128)
+  # against a batch of 1, as time per pass: k * pp1 / ppk
+  [ -n "$llama_bench" ] || continue
+  if "$llama_bench" -m "$models/$f" -p 1,2,4,8 -n 0 -d 128 -r 5 -t "$threads" -o json > "$tmp/lb.json" 2> "$tmp/lb.err"; then
+    python3 - "$tmp/lb.json" <<'PY'
+import json, sys
+tps = {r["n_prompt"]: r["avg_ts"] for r in json.load(open(sys.argv[1]))}
+print("llama.cpp pass of k / pass of 1: " + ", ".join(f"k={k} {k * tps[1] / tps[k]:.2f}x" for k in (2, 4, 8) if k in tps and 1 in tps))
+PY
+  else
+    echo "llama-bench failed: $(tail -2 "$tmp/lb.err")"
+  fi
 done
 
 sys="<|im_start|>system
