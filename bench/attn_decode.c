@@ -16,22 +16,13 @@
 #include "backend/cpu/kern_common.h"
 #include "base/half.h"
 
+#include "bench_isa.h"
 #include "bench_util.h"
 
 static uint32_t rng = 12345u;
 static float frand(void) { /* [-1, 1) */
     rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
-}
-
-static const cpu_isa *isa_of(cpu_isa_level level) {
-    switch (level) {
-    case CPU_ISA_AVX512: return cpu_isa_avx512();
-    case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
-    case CPU_ISA_AVX2: return cpu_isa_avx2();
-    case CPU_ISA_NEON: return cpu_isa_neon();
-    default: return cpu_isa_generic();
-    }
 }
 
 int main(int argc, char **argv) {
@@ -58,7 +49,7 @@ int main(int argc, char **argv) {
                 if (!strcmp(a, cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
         }
     }
-    const cpu_isa *isa = cpu_isa_supported(level) ? isa_of(level) : NULL;
+    const cpu_isa *isa = cpu_isa_supported(level) ? bench_isa_of(level) : NULL;
     if (!isa || P < 1 || T < 1 || G < 1 || Hkv < 1 || hd < 1 || L < 1 || reps < 1) {
         fprintf(stderr, "usage: bench_attn_decode [-p KEYS] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS] "
                         "[-r REPS] [-f32] [-i TIER]\n");

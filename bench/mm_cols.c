@@ -12,22 +12,13 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
 
+#include "bench_isa.h"
 #include "bench_util.h"
 
 static uint32_t rng = 12345u;
 static uint32_t next_u32(void) {
     rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
     return rng;
-}
-
-static const cpu_isa *isa_of(cpu_isa_level level) {
-    switch (level) {
-    case CPU_ISA_AVX512: return cpu_isa_avx512();
-    case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
-    case CPU_ISA_AVX2: return cpu_isa_avx2();
-    case CPU_ISA_NEON: return cpu_isa_neon();
-    default: return NULL;
-    }
 }
 
 int main(int argc, char **argv) {
@@ -43,7 +34,7 @@ int main(int argc, char **argv) {
                 if (!strcmp(argv[i + 1], cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
         }
     }
-    const cpu_isa *isa = cpu_isa_supported(level) ? isa_of(level) : NULL;
+    const cpu_isa *isa = cpu_isa_supported(level) ? bench_isa_of(level) : NULL;
     if (!isa || !isa->mm_quant_packed || m < 1 || k < 256 || k % 256 || reps < 1) {
         fprintf(stderr, "usage: bench_mm_cols [-m ROWS] [-k COLS, a multiple of 256] [-r REPS] [-i TIER with tiles]\n");
         return 2;

@@ -176,7 +176,13 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
         for (size_t b = 0; b < n && !st; b++) {
             slm_session *s = sessions[b];
             if (s->trace) s->trace(s->trace_user, fn, i, ps->nodes, ps->n_nodes);
+            /* on the lead's backend (same kernels, checked; a backend keeps nothing of a session
+             * between nodes): one thread pool for the whole step, where each session's own pool
+             * would keep its workers spinning on the same cores between its turns */
+            backend *own = s->be;
+            s->be = lead->be;
             if ((st = sess_run_step(s, fn, i, 1, s->pos))) err_set(&e, st, "session %zu: %s", b, s->err.msg);
+            s->be = own;
         }
         for (size_t b = 0; b < n && !st; b++) copy_columns(lead, sessions[b], fn, ps, read, false, (int32_t)b);
     }

@@ -12,14 +12,20 @@
 #include "text/tok_impl.h"
 #include "text/tokenizer.h"
 
-static void golden_renderings(void **unused) {
-    (void)unused;
+/* tests/data/chat/golden.json, the reference renderings of scripts/gen-chat-golden.py (cJSON_Delete when done). */
+static cJSON *load_golden(void) {
     size_t n = 0;
     uint8_t *text = tu_read_file(tu_data_path("chat/golden.json"), &n);
     assert_non_null(text);
     cJSON *root = cJSON_Parse((const char *)text);
     free(text);
     assert_non_null(root);
+    return root;
+}
+
+static void golden_renderings(void **unused) {
+    (void)unused;
+    cJSON *root = load_golden();
     int n_cases = 0, bad = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, root) {
@@ -180,12 +186,7 @@ static void no_control_tokens_from_messages(void **unused) {
 /* Messages that spell no control token: the same ids as the rendered text tokenised whole. */
 static void ordinary_messages_same_ids(void **unused) {
     (void)unused;
-    size_t n = 0;
-    uint8_t *text = tu_read_file(tu_data_path("chat/golden.json"), &n);
-    assert_non_null(text);
-    cJSON *root = cJSON_Parse((const char *)text);
-    free(text);
-    assert_non_null(root);
+    cJSON *root = load_golden();
     int n_compared = 0;
     for (size_t mi = 0; mi < N_MODELS; mi++) {
         const char *path = model_path(mi);
