@@ -95,6 +95,15 @@ struct backend_vtable {
                                size_t cap);
     bool (*takes_conv_step)(const backend *be, const be_view *out, const be_view *in, bool silu, char *text,
                             size_t cap);
+    /* Runs fn(ctx, task, thread) for every task in [0, n_tasks) as one job on the backend's threads
+     * (thread in [0, n_threads), one task at a time per thread) and returns when all are done. A
+     * task must not call into be itself; it may run a serial backend (create_serial) of its
+     * thread. May be NULL. */
+    void (*run_tasks)(backend *be, int64_t n_tasks, void (*fn)(void *ctx, int64_t task, int32_t thread), void *ctx);
+    /* A one-thread backend with the kernels, settings and per-model cache of be (borrowed: be must
+     * outlive it) that allocates through a. SLM_OK, or an error with a message and *out = NULL.
+     * May be NULL. */
+    slm_status (*create_serial)(backend *be, const slm_allocator *a, backend **out, slm_err *e);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
     /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "avx2",

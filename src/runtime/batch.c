@@ -11,10 +11,95 @@
  * into each session's arena; after it, the outputs that batched steps read are copied back into
  * their columns. Column j of a batched step depends on column j of its inputs alone and the
  * kernels give every column the same bits whatever the count (batch invariance), so each session
- * gets the bits slm_session_decode gives it. */
+ * gets the bits slm_session_decode gives it.
+ * With B >= 2 sessions and at least as many as the lead's threads, a per-session step runs as one
+ * job of the lead's backend whose tasks are the sessions: each task runs its session's step alone
+ * on a one-thread backend of its thread (batch_serial: same kernels, so the same bits), touching
+ * that session's arena, states and err only. Fewer sessions run one after another on the lead's
+ * backend, each step spread over its threads. */
+#include <pthread.h>
 #include <string.h>
 
 #include "runtime/session.h"
+
+/* The lead's one-thread backends, one per thread of its backend. They allocate through locked, the
+ * session's allocator behind a mutex: their scratch grows inside concurrent tasks, and the user's
+ * allocator need not be thread-safe. */
+struct batch_serial {
+    slm_allocator inner;
+    slm_allocator locked;
+    pthread_mutex_t mu;
+    int32_t n;
+    backend **be; /* (n) */
+};
+
+static void *locked_alloc(void *user, size_t size) {
+    struct batch_serial *bs = user;
+    pthread_mutex_lock(&bs->mu);
+    void *p = al_malloc(&bs->inner, size);
+    pthread_mutex_unlock(&bs->mu);
+    return p;
+}
+
+static void locked_free(void *user, void *ptr) {
+    struct batch_serial *bs = user;
+    pthread_mutex_lock(&bs->mu);
+    al_free(&bs->inner, ptr);
+    pthread_mutex_unlock(&bs->mu);
+}
+
+void sess_batch_serial_free(slm_session *s) {
+    struct batch_serial *bs = s->batch_serial;
+    if (!bs) return;
+    for (int32_t t = 0; bs->be && t < bs->n; t++)
+        if (bs->be[t]) bs->be[t]->vt->destroy(bs->be[t]);
+    al_free(&bs->inner, bs->be);
+    pthread_mutex_destroy(&bs->mu);
+    al_free(&s->alloc, bs);
+    s->batch_serial = NULL;
+}
+
+/* Makes the lead's one-thread backends (once). */
+static slm_status bind_serial(slm_session *lead) {
+    if (lead->batch_serial) return SLM_OK;
+    struct batch_serial *bs = al_calloc(&lead->alloc, 1, sizeof *bs);
+    if (!bs) return err_set(&lead->err, SLM_ERR_NOMEM, "out of memory");
+    bs->inner = lead->alloc;
+    bs->locked = (slm_allocator){locked_alloc, locked_free, bs};
+    pthread_mutex_init(&bs->mu, NULL);
+    lead->batch_serial = bs;
+    int32_t n = lead->n_threads > 1 ? lead->n_threads : 1;
+    if (!(bs->be = al_calloc(&bs->inner, (size_t)n, sizeof(backend *)))) {
+        sess_batch_serial_free(lead);
+        return err_set(&lead->err, SLM_ERR_NOMEM, "out of memory");
+    }
+    bs->n = n;
+    for (int32_t t = 0; t < n; t++) {
+        slm_status st = lead->be->vt->create_serial(lead->be, &bs->locked, &bs->be[t], &lead->err);
+        if (st) {
+            sess_batch_serial_free(lead);
+            return st;
+        }
+    }
+    return SLM_OK;
+}
+
+/* One per-session step of every session as tasks of one job. */
+typedef struct step_job {
+    slm_session *const *sessions;
+    backend **serial; /* (threads of the lead's backend) */
+    int32_t fn, step;
+    slm_status *status; /* (B) */
+} step_job;
+
+static void run_session_step(void *ctx, int64_t task, int32_t thread) {
+    const step_job *j = ctx;
+    slm_session *s = j->sessions[task];
+    backend *own = s->be;
+    s->be = j->serial[thread];
+    j->status[task] = sess_run_step(s, j->fn, j->step, 1, s->pos);
+    s->be = own;
+}
 
 /* The tensor a view stands for (views follow their source). */
 static int32_t root_of(const g_program *p, int32_t t) {
@@ -116,6 +201,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
     for (size_t i = 0; sessions && i < n; i++)
         if (sessions[i]) err_clear(&sessions[i]->err);
     uint8_t *made = NULL, *read = NULL;
+    slm_status *status = NULL; /* (n) per-session steps as tasks of one job; NULL: one after another */
     slm_status st = check_batch(sessions, tokens, n, &e);
     if (st) goto done;
     slm_session *lead = sessions[0];
@@ -151,6 +237,16 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
         }
         sessions[i]->verify_k = 0;
     }
+    if (n >= 2 && n >= (size_t)lead->n_threads && lead->be->vt->run_tasks && lead->be->vt->create_serial) {
+        if ((st = bind_serial(lead))) {
+            err_set(&e, st, "%s", lead->err.msg);
+            goto done;
+        }
+        if (!(status = al_calloc(&lead->alloc, n, sizeof *status))) {
+            st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
     memcpy(lead->batch_ptr[f->tokens], tokens, n * sizeof(int32_t));
     int32_t last_layer = -2;
     for (int32_t i = 0; i < x->n_steps && !st; i++) {
@@ -173,7 +269,15 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
             continue;
         }
         for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, ps, made, true, (int32_t)b);
-        for (size_t b = 0; b < n && !st; b++) {
+        if (status) {
+            for (size_t b = 0; b < n; b++)
+                if (sessions[b]->trace) sessions[b]->trace(sessions[b]->trace_user, fn, i, ps->nodes, ps->n_nodes);
+            step_job job = {sessions, lead->batch_serial->be, fn, i, status};
+            lead->be->vt->run_tasks(lead->be, (int64_t)n, run_session_step, &job);
+            for (size_t b = 0; b < n && !st; b++)
+                if ((st = status[b])) err_set(&e, st, "session %zu: %s", b, sessions[b]->err.msg);
+        }
+        for (size_t b = 0; b < n && !st && !status; b++) {
             slm_session *s = sessions[b];
             if (s->trace) s->trace(s->trace_user, fn, i, ps->nodes, ps->n_nodes);
             /* on the lead's backend (same kernels, checked; a backend keeps nothing of a session
@@ -200,6 +304,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
     }
 done:
     if (made) al_free(&sessions[0]->alloc, made);
+    if (status) al_free(&sessions[0]->alloc, status);
     if (st) {
         for (size_t b = 0; sessions && b < n; b++)
             if (sessions[b]) err_set(&sessions[b]->err, st, "%s", e.msg);

@@ -300,6 +300,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     if (s->prog) memplan_free(s->prog, &s->batch_plan);
     al_free_aligned(&a, s->batch_arena);
     al_free(&a, s->batch_ptr);
+    sess_batch_serial_free(s);
     if (s->be) s->be->vt->destroy(s->be);
     slm_plan_destroy(s->plan);
     al_free(&a, s);

@@ -117,6 +117,7 @@ struct slm_session {
     uint8_t *batch_arena;
     size_t batch_arena_bytes;
     void **batch_ptr;        /* (prog->n_tensors) bound to batch_arena */
+    struct batch_serial *batch_serial; /* NULL, or one-thread backends for per-session tasks */
 };
 
 /* Creates a session that runs prog (owned by the session from here on, also on failure), compiled
@@ -145,6 +146,8 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
  * them; sess_tensor_data is where tensor t is bound. */
 slm_status sess_bind(slm_session *s, int32_t fn, int32_t n);
 slm_status sess_run_step(slm_session *s, int32_t fn, int32_t i, int64_t n, int32_t pos);
+/* Releases the one-thread backends of s's batch calls (runtime/batch.c); accepts NULL fields. */
+void sess_batch_serial_free(slm_session *s);
 void sess_states_finish(slm_session *s, bool commit);
 void *sess_tensor_data(slm_session *s, int32_t t);
 /* Feeds tokens[0, n) in Program calls split at checkpoint positions, taking checkpoints. With

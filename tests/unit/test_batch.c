@@ -1,7 +1,8 @@
 /* test_batch.c — slm_session_decode_batch on the tiny llama, qwen3, lfm2, qwen35 and gemma3 models:
  *   (a) 1..8 sessions at different positions decoding together for 20 steps give every session the
  *       logits (bit for bit), states, history and checkpoints of the same session decoding alone,
- *       and rollback and snapshot/restore afterwards continue bit-identically;
+ *       and rollback and snapshot/restore afterwards continue bit-identically; with 1-thread and
+ *       with 2-thread sessions (then 2..8 sessions run their per-session steps concurrently);
  *   (b) refused batches (another model, another context, a session twice, a bad token id, a full
  *       context, the abort callback mid-step) fail with every session unchanged: the next batch
  *       gives the reference bits;
@@ -44,16 +45,20 @@ static bool abort_after(void *user) {
     return --abort_countdown == 0;
 }
 
-static slm_session *new_session(const slm_model *m, int32_t n_ctx, bool with_abort) {
+static slm_session *new_session_threads(const slm_model *m, int32_t n_ctx, bool with_abort, int32_t n_threads) {
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
-    p.n_threads = 1;
+    p.n_threads = n_threads;
     p.checkpoint_interval = 8;
     if (with_abort) p.abort_fn = abort_after;
     slm_session *s = NULL;
     char err[512];
     if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
     return s;
+}
+
+static slm_session *new_session(const slm_model *m, int32_t n_ctx, bool with_abort) {
+    return new_session_threads(m, n_ctx, with_abort, 1);
 }
 
 static int32_t argmax(const float *v, int32_t n) {
@@ -84,20 +89,19 @@ static void assert_same_session(slm_session *a, slm_session *b) {
     if (na) assert_memory_equal(ca, cb, na * sizeof(int32_t));
 }
 
-/* (a) */
-static void batch_equals_alone(void **state) {
-    (void)state;
-    static const int32_t batch_sizes[] = {1, 2, 3, 8};
-    for (int a = 0; a < N_ARCH; a++) {
-        slm_model *m = load(archs[a]);
-        for (size_t bi = 0; bi < sizeof batch_sizes / sizeof batch_sizes[0]; bi++) {
+/* (a) for the models arch_list and each batch size, sessions of n_threads threads */
+static void equals_alone(const char *const *arch_list, int n_arch, const int32_t *batch_sizes, int n_sizes,
+                         int32_t n_threads) {
+    for (int a = 0; a < n_arch; a++) {
+        slm_model *m = load(arch_list[a]);
+        for (int bi = 0; bi < n_sizes; bi++) {
             int32_t nb = batch_sizes[bi];
             slm_session *bat[MAX_B], *ref[MAX_B];
             int32_t tok[MAX_B], prompt[32];
             const float *lg[MAX_B];
             for (int32_t i = 0; i < nb; i++) {
-                bat[i] = new_session(m, N_CTX, false);
-                ref[i] = new_session(m, N_CTX, false);
+                bat[i] = new_session_threads(m, N_CTX, false, n_threads);
+                ref[i] = new_session_threads(m, N_CTX, false, n_threads);
                 int32_t len = 1 + 3 * i; /* different positions */
                 prompt_of(i, len, bat[i]->n_vocab, prompt);
                 assert_int_equal(slm_session_prefill(bat[i], prompt, (size_t)len, NULL), SLM_OK);
@@ -110,7 +114,7 @@ static void batch_equals_alone(void **state) {
                     assert_int_equal(slm_session_decode(ref[i], tok[i], NULL), SLM_OK);
                 }
                 slm_status st = slm_session_decode_batch(bat, tok, (size_t)nb, lg, err, sizeof err);
-                if (st) fail_msg("%s, %d sessions, step %d: %s", archs[a], nb, step, err);
+                if (st) fail_msg("%s, %d sessions of %d threads, step %d: %s", arch_list[a], nb, n_threads, step, err);
                 for (int32_t i = 0; i < nb; i++) {
                     assert_ptr_equal(lg[i], bat[i]->logits);
                     assert_same_session(bat[i], ref[i]);
@@ -140,6 +144,22 @@ static void batch_equals_alone(void **state) {
         }
         slm_model_destroy(m);
     }
+}
+
+static void batch_equals_alone(void **state) {
+    (void)state;
+    static const int32_t batch_sizes[] = {1, 2, 3, 8};
+    equals_alone(archs, N_ARCH, batch_sizes, 4, 1);
+}
+
+/* (a) with 2-thread sessions: fewer sessions than threads step one after another over the lead's
+ * threads; from 2 on, each per-session step is one job whose tasks are the sessions (threads run
+ * different sessions' steps at once) */
+static void batch_equals_alone_threaded(void **state) {
+    (void)state;
+    static const char *const threaded_archs[] = {"llama", "lfm2", "qwen35", "qwen35:q8_0"};
+    static const int32_t batch_sizes[] = {1, 2, 4, 8};
+    equals_alone(threaded_archs, 4, batch_sizes, 4, 2);
 }
 
 /* One good batch after a refusal: every session must give the reference bits. */
@@ -367,6 +387,7 @@ static void alloc_failure_sweep(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batch_equals_alone),
+        cmocka_unit_test(batch_equals_alone_threaded),
         cmocka_unit_test(refusals_change_nothing),
         cmocka_unit_test(plan_marks_batched_steps),
         cmocka_unit_test(alloc_failure_sweep),

@@ -533,6 +533,20 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
     return cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
 }
 
+static void cpu_run_tasks(backend *be, int64_t n_tasks, void (*fn)(void *ctx, int64_t task, int32_t thread), void *ctx) {
+    pool_run(((cpu_backend *)be)->pool, n_tasks, fn, ctx);
+}
+
+static slm_status cpu_create_serial(backend *be, const slm_allocator *a, backend **out, slm_err *e) {
+    const cpu_backend *cb = (const cpu_backend *)be;
+    slm_status st = cpu_backend_create_with(a, 1, cb->use_fast, cb->isa->level, out, e);
+    if (st) return st;
+    cpu_backend *serial = (cpu_backend *)*out;
+    serial->repack = cb->repack;
+    serial->wc = cb->wc;
+    return SLM_OK;
+}
+
 /* ---- the vtable ------------------------------------------------------------------------------- */
 
 static slm_status cpu_create(const slm_allocator *a, const backend_params *p, backend **out, slm_err *e) {
@@ -562,6 +576,8 @@ const backend_vtable backend_vtable_cpu = {
     .select_kernel = cpu_select_kernel,
     .takes_matmul_group = cpu_takes_matmul_group,
     .takes_conv_step = cpu_takes_conv_step,
+    .run_tasks = cpu_run_tasks,
+    .create_serial = cpu_create_serial,
     .reserve_scratch = cpu_reserve,
     .kernels = cpu_backend_kernels,
     .cache_create = cpu_cache_create,
