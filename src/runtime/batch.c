@@ -15,7 +15,9 @@
  * With B >= 2 sessions and at least as many as the lead's threads, a per-session step runs as one
  * job of the lead's backend whose tasks are the sessions: each task runs its session's step alone
  * on a one-thread backend of its thread (batch_serial: same kernels, so the same bits), touching
- * that session's arena, states and err only. Fewer sessions run one after another on the lead's
+ * that session's arena, states and err only; a task runs a whole run of consecutive per-session
+ * steps of one layer (their inputs from batched steps are all made before the run, their outputs
+ * read by batched steps all read after it). Fewer sessions run one after another on the lead's
  * backend, each step spread over its threads. */
 #include <pthread.h>
 #include <string.h>
@@ -84,20 +86,22 @@ static slm_status bind_serial(slm_session *lead) {
     return SLM_OK;
 }
 
-/* One per-session step of every session as tasks of one job. */
-typedef struct step_job {
+/* Per-session steps [first, end) of every session as tasks of one job, a task per session. */
+typedef struct steps_job {
     slm_session *const *sessions;
     backend **serial; /* (threads of the lead's backend) */
-    int32_t fn, step;
+    int32_t fn, first, end;
     slm_status *status; /* (B) */
-} step_job;
+} steps_job;
 
-static void run_session_step(void *ctx, int64_t task, int32_t thread) {
-    const step_job *j = ctx;
+static void run_session_steps(void *ctx, int64_t task, int32_t thread) {
+    const steps_job *j = ctx;
     slm_session *s = j->sessions[task];
     backend *own = s->be;
     s->be = j->serial[thread];
-    j->status[task] = sess_run_step(s, j->fn, j->step, 1, s->pos);
+    slm_status st = SLM_OK;
+    for (int32_t i = j->first; i < j->end && !st; i++) st = sess_run_step(s, j->fn, i, 1, s->pos);
+    j->status[task] = st;
     s->be = own;
 }
 
@@ -268,12 +272,19 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
             if (st) err_set(&e, st, "%s", lead->err.msg);
             continue;
         }
-        for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, ps, made, true, (int32_t)b);
+        int32_t end = i + 1;
+        while (status && end < x->n_steps && !x->steps[end].batched &&
+               p->nodes[f->nodes[x->steps[end].nodes[0]]].layer == layer)
+            end++;
+        for (int32_t k = i; k < end; k++)
+            for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, &x->steps[k], made, true, (int32_t)b);
         if (status) {
-            for (size_t b = 0; b < n; b++)
-                if (sessions[b]->trace) sessions[b]->trace(sessions[b]->trace_user, fn, i, ps->nodes, ps->n_nodes);
-            step_job job = {sessions, lead->batch_serial->be, fn, i, status};
-            lead->be->vt->run_tasks(lead->be, (int64_t)n, run_session_step, &job);
+            for (int32_t k = i; k < end; k++)
+                for (size_t b = 0; b < n; b++)
+                    if (sessions[b]->trace)
+                        sessions[b]->trace(sessions[b]->trace_user, fn, k, x->steps[k].nodes, x->steps[k].n_nodes);
+            steps_job job = {sessions, lead->batch_serial->be, fn, i, end, status};
+            lead->be->vt->run_tasks(lead->be, (int64_t)n, run_session_steps, &job);
             for (size_t b = 0; b < n && !st; b++)
                 if ((st = status[b])) err_set(&e, st, "session %zu: %s", b, sessions[b]->err.msg);
         }
@@ -288,7 +299,10 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
             if ((st = sess_run_step(s, fn, i, 1, s->pos))) err_set(&e, st, "session %zu: %s", b, s->err.msg);
             s->be = own;
         }
-        for (size_t b = 0; b < n && !st; b++) copy_columns(lead, sessions[b], fn, ps, read, false, (int32_t)b);
+        for (int32_t k = i; k < end; k++)
+            for (size_t b = 0; b < n && !st; b++)
+                copy_columns(lead, sessions[b], fn, &x->steps[k], read, false, (int32_t)b);
+        i = end - 1;
     }
     for (size_t b = 0; b < n; b++) sess_states_finish(sessions[b], st == SLM_OK);
     if (st) goto done;
