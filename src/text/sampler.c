@@ -18,7 +18,8 @@ struct slm_sampler {
     slm_sampler_params p;
     uint64_t rng[4];
     int32_t cap;
-    cand *cands; /* (cap) */
+    cand *cands;      /* (cap) */
+    int32_t n_sorted; /* cands[0, n_sorted) is the sorted head of this call's candidates */
 };
 
 SLM_API slm_sampler_params slm_sampler_params_default(void) {
@@ -85,10 +86,57 @@ static int cand_cmp(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static inline bool cand_before(const cand *x, const cand *y) {
+    return x->v > y->v || (x->v == y->v && x->id < y->id);
+}
+
+/* Reorders c[0, n) so that c[0, k) holds the k candidates that come first in cand_cmp's order (in
+ * any order among themselves): quickselect, median-of-three pivot. */
+static void select_first(cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        cand a = c[lo], b = c[lo + (hi - lo) / 2], d = c[hi];
+        cand p = cand_before(&a, &b) ? (cand_before(&b, &d) ? b : cand_before(&a, &d) ? d : a)
+                                     : (cand_before(&a, &d) ? a : cand_before(&b, &d) ? d : b);
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (cand_before(&c[i], &p)) i++;
+            while (cand_before(&p, &c[j])) j--;
+            if (i <= j) {
+                cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+/* Extends the sorted head of s->cands[0, n) to at least `want` candidates (geometrically, so a
+ * walk over the first m costs O(n + m log m) in all, not a sort of all n). The order is total
+ * (ties by id), so the head is the same whatever the algorithm. */
+static void sort_head(slm_sampler *s, int32_t n, int32_t want) {
+    if (want <= s->n_sorted) return;
+    int32_t m = s->n_sorted * 2;
+    if (m < 64) m = 64;
+    if (m < want) m = want;
+    if (m > n) m = n;
+    cand *rest = s->cands + s->n_sorted;
+    if (m < n) select_first(rest, n - s->n_sorted, m - s->n_sorted);
+    qsort(rest, (size_t)(m - s->n_sorted), sizeof(cand), cand_cmp);
+    s->n_sorted = m;
+}
+
 /* What slm_sampler_sample draws from: *greedy >= 0 at temperature 0 (the argmax after the
- * repetition penalty, lowest id on ties); otherwise *greedy = -1 and s->cands[0, *n_kept) are the
- * kept candidates (penalised logits over the temperature, sorted descending, ascending id on ties,
- * cut by top-k, top-p and min-p), with weights exp(v - *mx) summing to *sum. */
+ * repetition penalty, lowest id on ties); otherwise *greedy = -1 and the kept candidates are
+ * s->cands[0, *n_kept) (penalised logits over the temperature, cut by top-k, top-p and min-p in
+ * the order descending, ascending id on ties), with weights exp(v - *mx) summing to *sum. When a
+ * cut applies the kept ones are a sorted head (s->n_sorted >= *n_kept) and *sum adds them in that
+ * order; when none does they are all n_vocab in any order (the sorted head grows on demand) and
+ * *sum adds them in id order. Top-p's running sum goes in the sorted order over the weights'
+ * total before the cut (in id order without top-k). */
 static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                   size_t n_history, int32_t *greedy, int32_t *n_kept, double *mx, double *sum) {
     *greedy = -1;
@@ -99,6 +147,7 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         s->cap = n_vocab;
     }
     cand *c = s->cands;
+    s->n_sorted = 0;
     for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], i};
     /* repetition penalty over the distinct tokens of the last repeat_last_n */
     if (s->p.repeat_penalty != 1.0f && n_history) {
@@ -120,32 +169,51 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         return SLM_OK;
     }
     for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
-    qsort(c, (size_t)n_vocab, sizeof(cand), cand_cmp);
     int32_t n = n_vocab;
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
-    /* softmax over the kept candidates */
-    double top = c[0].v, total = 0.0;
-    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    bool cut = false;
+    double top, total = 0.0;
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        sort_head(s, n_vocab, s->p.top_k);
+        n = s->p.top_k;
+        cut = true;
+        top = c[0].v;
+        for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    } else { /* the first candidate's value, then the weights in id order (nothing moved yet) */
+        int32_t first = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (cand_before(&c[i], &c[first])) first = i;
+        top = c[first].v;
+        for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    }
     /* top-p: smallest prefix with cumulative probability >= top_p */
     if (s->p.top_p < 1.0f) {
         double cum = 0.0;
         for (int32_t i = 0; i < n; i++) {
+            sort_head(s, n, i + 1);
             cum += exp((double)c[i].v - top) / total;
             if (cum >= s->p.top_p) {
                 n = i + 1;
                 break;
             }
         }
+        cut = true;
     }
     /* min-p: drop candidates with probability below min_p * max probability */
     if (s->p.min_p > 0.0f) {
         double thresh = log((double)s->p.min_p);
         int32_t keep = 1;
-        while (keep < n && (double)c[keep].v - top >= thresh) keep++;
+        for (; keep < n; keep++) {
+            sort_head(s, n, keep + 1);
+            if ((double)c[keep].v - top < thresh) break;
+        }
         n = keep;
+        cut = true;
     }
-    total = 0.0;
-    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    if (cut) {
+        sort_head(s, n, n);
+        total = 0.0;
+        for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    }
     *n_kept = n;
     *mx = top;
     *sum = total;
@@ -168,12 +236,14 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     double r = (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
+        sort_head(s, n, i + 1);
         cum += exp((double)c[i].v - mx);
         if (r < cum) {
             *token = c[i].id;
             return SLM_OK;
         }
     }
+    sort_head(s, n, n);
     *token = c[n - 1].id;
     return SLM_OK;
 }

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "statelm.h"
@@ -107,6 +108,93 @@ static void temperature_top_k_top_p_min_p(void **unused) {
     slm_sampler_destroy(s);
 }
 
+/* The draw by the definition, written here the direct way: every candidate sorted (value
+ * descending, id ascending), top-k, top-p over the weights' total, min-p, then u times the kept
+ * weights' sum walked in that order. */
+typedef struct ref_cand {
+    float v;
+    int32_t id;
+} ref_cand;
+
+static int ref_cmp(const void *a, const void *b) {
+    const ref_cand *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int32_t ref_draw(const float *logits, int32_t n_vocab, float temp, int32_t top_k, float top_p, float min_p,
+                        double u, ref_cand *c) {
+    for (int32_t i = 0; i < n_vocab; i++) c[i] = (ref_cand){logits[i] / temp, i};
+    qsort(c, (size_t)n_vocab, sizeof *c, ref_cmp);
+    int32_t n = top_k > 0 && top_k < n_vocab ? top_k : n_vocab;
+    double top = c[0].v, total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    if (top_p < 1.0f) {
+        double cum = 0.0;
+        for (int32_t i = 0; i < n; i++)
+            if ((cum += exp((double)c[i].v - top) / total) >= top_p) {
+                n = i + 1;
+                break;
+            }
+    }
+    if (min_p > 0.0f) {
+        int32_t keep = 1;
+        while (keep < n && (double)c[keep].v - top >= log((double)min_p)) keep++;
+        n = keep;
+    }
+    total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
+    double r = u * total, cum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        if (r < (cum += exp((double)c[i].v - top))) return c[i].id;
+    return c[n - 1].id;
+}
+
+/* The sampler (which sorts only the head of the order it walks) draws the token of the direct
+ * definition for every seed, on a 16384-token vocabulary of several shapes (flat, peaked, many
+ * ties) under each cut: the same uniform number through a twin sampler of the same seed. */
+static void draws_match_full_sort(void **unused) {
+    (void)unused;
+    const int32_t n = 16384;
+    float *logits = malloc((size_t)n * sizeof *logits);
+    ref_cand *work = malloc((size_t)n * sizeof *work);
+    assert_non_null(logits);
+    assert_non_null(work);
+    static const struct {
+        float temp;
+        int32_t top_k;
+        float top_p, min_p;
+    } cuts[] = {{0.7f, 0, 1.0f, 0.0f}, {1.3f, 0, 1.0f, 0.0f}, {0.8f, 40, 0.95f, 0.05f}, {0.7f, 0, 0.9f, 0.0f},
+                {1.0f, 0, 1.0f, 0.05f}, {0.6f, 100, 1.0f, 0.0f}, {1.0f, 0, 0.5f, 0.1f}};
+    uint32_t x = 2463534242u;
+    int n_draws = 0;
+    for (int shape = 0; shape < 3; shape++) {
+        for (int32_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            float g = (float)(x >> 8) / 16777216.0f;
+            logits[i] = shape == 0 ? 4.0f * g : shape == 1 ? 30.0f * g * g * g * g : (float)(int)(8.0f * g);
+        }
+        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++)
+            for (uint64_t seed = 1; seed <= 16; seed++) {
+                slm_sampler *s = make(cuts[k].temp, cuts[k].top_k, cuts[k].top_p, cuts[k].min_p, 1.0f, seed);
+                slm_sampler *twin = make(cuts[k].temp, cuts[k].top_k, cuts[k].top_p, cuts[k].min_p, 1.0f, seed);
+                for (int d = 0; d < 3; d++, n_draws++) {
+                    int32_t got = draw(s, logits, n);
+                    int32_t want = ref_draw(logits, n, cuts[k].temp, cuts[k].top_k, cuts[k].top_p, cuts[k].min_p,
+                                            slm_sampler_uniform(twin), work);
+                    if (got != want)
+                        fail_msg("shape %d cut %zu seed %llu draw %d: sampler %d, definition %d", shape, k,
+                                 (unsigned long long)seed, d, got, want);
+                }
+                slm_sampler_destroy(s);
+                slm_sampler_destroy(twin);
+            }
+    }
+    assert_int_equal(n_draws, 3 * 7 * 16 * 3);
+    free(logits);
+    free(work);
+}
+
 static void invalid_params(void **unused) {
     (void)unused;
     slm_sampler_params p = slm_sampler_params_default();
@@ -129,6 +217,7 @@ int main(void) {
         cmocka_unit_test(greedy),
         cmocka_unit_test(seeded_reproducible),
         cmocka_unit_test(temperature_top_k_top_p_min_p),
+        cmocka_unit_test(draws_match_full_sort),
         cmocka_unit_test(invalid_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
