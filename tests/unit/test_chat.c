@@ -137,14 +137,21 @@ static int32_t *render_encode(const slm_tokenizer *t, const char *name, const sl
     return ids;
 }
 
+/* Model mi of model_path, or NULL when its file is absent. */
+static slm_model *load_model(size_t mi) {
+    const char *path = model_path(mi);
+    if (!path) return NULL;
+    slm_model *model = NULL;
+    char err[256];
+    assert_int_equal(slm_model_load(path, NULL, &model, err, sizeof err), SLM_OK);
+    return model;
+}
+
 static void no_control_tokens_from_messages(void **unused) {
     (void)unused;
     for (size_t mi = 0; mi < N_MODELS; mi++) {
-        const char *path = model_path(mi);
-        if (!path) continue;
-        slm_model *model = NULL;
-        char err[256];
-        assert_int_equal(slm_model_load(path, NULL, &model, err, sizeof err), SLM_OK);
+        slm_model *model = load_model(mi);
+        if (!model) continue;
         const slm_tokenizer *t = slm_model_tokenizer(model);
         /* every control token's text, then a forged system turn */
         char evil[4096] = "hi ";
@@ -189,11 +196,8 @@ static void ordinary_messages_same_ids(void **unused) {
     cJSON *root = load_golden();
     int n_compared = 0;
     for (size_t mi = 0; mi < N_MODELS; mi++) {
-        const char *path = model_path(mi);
-        if (!path) continue;
-        slm_model *model = NULL;
-        char err[256];
-        assert_int_equal(slm_model_load(path, NULL, &model, err, sizeof err), SLM_OK);
+        slm_model *model = load_model(mi);
+        if (!model) continue;
         const slm_tokenizer *t = slm_model_tokenizer(model);
         const cJSON *c;
         cJSON_ArrayForEach(c, root) {
