@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up and runs every statelm test: installs the build dependencies, fetches the real test
 # model, builds the release tree (build/), the ASan+UBSan tree (build-asan/) and a ThreadSanitizer
-# tree (build-tsan/, threaded tests only: pool, sessions in threads, concurrent state saves), and
-# runs CTest in each (unit, golden, CLI, Python and fuzz-corpus replay tests). Exit status is
-# non-zero when any test fails.
+# tree (build-tsan/, threaded tests only: pool, sessions in threads, concurrent state saves, the
+# sessions of a batched decode step as tasks), and runs CTest in each (unit, golden, CLI, Python
+# and fuzz-corpus replay tests). Exit status is non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -32,7 +32,7 @@ cmake --build build -j "$jobs"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLM_SANITIZE=ON -DSLM_PYTHON="$py" >/dev/null
 cmake --build build-asan -j "$jobs"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSLM_TSAN=ON -DSLM_PYTHON="$py" >/dev/null
-cmake --build build-tsan -j "$jobs" --target test_threads test_kern_ref test_session test_state
+cmake --build build-tsan -j "$jobs" --target test_threads test_kern_ref test_session test_state test_batch
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 status=0
@@ -41,5 +41,5 @@ ctest --test-dir build --output-on-failure -j "$jobs" || status=1
 echo "== ASan+UBSan build tests"
 ctest --test-dir build-asan --output-on-failure -j "$jobs" || status=1
 echo "== ThreadSanitizer build: sessions in threads, thread pool, concurrent state saves"
-ctest --test-dir build-tsan --output-on-failure -R '^(test_threads|test_kern_ref|test_session|test_state)$' || status=1
+ctest --test-dir build-tsan --output-on-failure -R '^(test_threads|test_kern_ref|test_session|test_state|test_batch)$' || status=1
 exit $status
