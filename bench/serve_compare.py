@@ -13,12 +13,13 @@ import argparse
 import http.client
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from serve_util import stop_server
 
 here = Path(__file__).resolve().parent
 ap = argparse.ArgumentParser()
@@ -81,12 +82,7 @@ try:
         time.sleep(0.5)
     results["llama-server"] = run_load("llama-server", ["--url", f"http://127.0.0.1:{port}"])
 finally:
-    srv.send_signal(signal.SIGTERM)
-    try:
-        srv.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.wait()
+    stop_server(srv)
 
 print(f"\n{a.requests} requests, {a.concurrency} at a time, {a.parallel} slots, {a.max_tokens} tokens each, "
       f"{a.threads} threads, model {os.path.basename(a.model)}")

@@ -16,12 +16,13 @@ import argparse
 import http.client
 import json
 import re
-import signal
 import statistics
 import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from serve_util import stop_server
 
 ap = argparse.ArgumentParser()
 ap.add_argument("statelm", nargs="?")
@@ -95,12 +96,7 @@ try:
         c.close()
 finally:
     if srv:
-        srv.send_signal(signal.SIGTERM)
-        try:
-            srv.wait(60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        stop_server(srv)
 
 ok = [r for r in results if r[0]]
 ttft = sorted(r[1] for r in ok)

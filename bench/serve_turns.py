@@ -12,10 +12,11 @@ import argparse
 import http.client
 import json
 import re
-import signal
 import statistics
 import subprocess
 import time
+
+from serve_util import stop_server
 
 ap = argparse.ArgumentParser()
 ap.add_argument("statelm")
@@ -74,12 +75,7 @@ def run(extra):
             cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
             out.append((ttft, total, usage.get("prompt_tokens", 0), cached))
     finally:
-        srv.send_signal(signal.SIGTERM)
-        try:
-            srv.wait(60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        stop_server(srv)
     return out
 
 

@@ -341,14 +341,17 @@ static cJSON *usage_json(const job *j) {
     return u;
 }
 
-static cJSON *chunk_head(const job *j) {
+/* The fields every response object of job j opens with (OpenAI: id, object, created, model). */
+static cJSON *response_head(const job *j, const char *object) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "id", j->id);
-    cJSON_AddStringToObject(root, "object", j->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddStringToObject(root, "object", object);
     cJSON_AddNumberToObject(root, "created", (double)j->created);
     cJSON_AddStringToObject(root, "model", srv.model_id);
     return root;
 }
+
+static cJSON *chunk_head(const job *j) { return response_head(j, j->chat ? "chat.completion.chunk" : "text_completion"); }
 
 /* Appends the stream event of choice ci: text [n_sent, upto), logprobs not yet sent and, when the
  * choice has finished, its finish_reason. Under srv.mu. */
@@ -1431,11 +1434,7 @@ fail:
 }
 
 static cJSON *completion_json(const job *j) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", j->id);
-    cJSON_AddStringToObject(root, "object", j->chat ? "chat.completion" : "text_completion");
-    cJSON_AddNumberToObject(root, "created", (double)j->created);
-    cJSON_AddStringToObject(root, "model", srv.model_id);
+    cJSON *root = response_head(j, j->chat ? "chat.completion" : "text_completion");
     cJSON *arr = cJSON_AddArrayToObject(root, "choices");
     for (int32_t i = 0; i < j->n; i++) {
         const choice *c = &j->choices[i];
