@@ -199,11 +199,14 @@ static void invalid_params(void **unused) {
     (void)unused;
     slm_sampler_params p = slm_sampler_params_default();
     slm_sampler *s = NULL;
-    p.top_p = 0.0f;
+    p.top_p = 1.5f;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     assert_null(s);
     p = slm_sampler_params_default();
     p.temperature = -1.0f;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    p = slm_sampler_params_default();
+    p.repeat_last_n = -1;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     p = slm_sampler_params_default();
     assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
