@@ -28,10 +28,12 @@ URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 SECTION_NUM = re.compile(r"^(\d+(?:\.\d+)*)\.?(?:\s|$)")
 # "docs/spec/gguf.md §7", "docs/spec/qwen35.md, §4.2", "docs/spec/gemma3.md §2–§4": page, then the
 # run of § numbers that follows it.
-CITE = re.compile(r"(?<![\w./-])(docs/(?:spec/)?[\w-]+\.md),?\s*((?:§\s?\d+(?:\.\d+)*[\s,–-]*)+)")
-SIBLING_CITE = re.compile(r"(?<![\w./-])((?:\.\./|[\w-]+/)*[\w-]+\.md),?\s*((?:§\s?\d+(?:\.\d+)*[\s,–-]*)+)")
+DOCS_PAGE = r"(?<![\w./-])(docs/(?:spec/)?[\w-]+\.md)"
+SECTIONS = r",?\s*((?:§\s?\d+(?:\.\d+)*[\s,–-]*)+)"
+CITE = re.compile(DOCS_PAGE + SECTIONS)
+SIBLING_CITE = re.compile(r"(?<![\w./-])((?:\.\./|[\w-]+/)*[\w-]+\.md)" + SECTIONS)
 SECTION = re.compile(r"§\s?(\d+(?:\.\d+)*)")
-TITLE_CITE = re.compile(r"(?<![\w./-])(docs/(?:spec/)?[\w-]+\.md),\s*\"([^\"]+)\"")
+TITLE_CITE = re.compile(DOCS_PAGE + r",\s*\"([^\"]+)\"")
 BOLD_LEAD = re.compile(r"^\s*(?:[-*]\s+)?\*\*([^*]+?)\.?\*\*")
 
 
