@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/params.h"
 #include "compile/plan.h"
 
 #if defined(SLM_HAVE_COREML)
@@ -1549,7 +1550,8 @@ SLM_API slm_status slm_plan_export(slm_plan *pl, const char *path, const slm_exp
     if (!pl) return SLM_ERR_INVALID_ARG;
     err_clear(&pl->err);
     slm_export_params ep = slm_export_params_default();
-    if (params) memcpy(&ep, params, params->size < sizeof ep ? params->size : sizeof ep);
+    params_read(&ep, sizeof ep, params);
+    if (ep.weights == 0) ep.weights = SLM_DTYPE_F16;
     if (!path || !*path) return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: no output path");
     if (ep.format && strcmp(ep.format, "coreml") != 0)
         return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: unknown format '%s' (known: coreml)", ep.format);

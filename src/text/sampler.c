@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/params.h"
 #include "statelm.h"
 
 typedef struct cand {
@@ -60,9 +61,12 @@ static uint64_t next_u64(uint64_t s[4]) {
 SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out) {
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
-    slm_sampler_params p = slm_sampler_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
-    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p >= 0 && p.top_p <= 1) || !(p.min_p >= 0 && p.min_p <= 1) ||
+    slm_sampler_params d = slm_sampler_params_default(), p = d;
+    params_read(&p, sizeof p, params);
+    if (p.top_p == 0.0f) p.top_p = d.top_p;
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = d.repeat_penalty;
+    if (p.repeat_last_n == 0) p.repeat_last_n = d.repeat_last_n;
+    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) || !(p.min_p >= 0 && p.min_p <= 1) ||
         !(p.repeat_penalty > 0) || p.repeat_last_n < 0 || !isfinite(p.presence_penalty) ||
         !isfinite(p.frequency_penalty) || p.n_logit_bias < 0 || (p.n_logit_bias && !p.logit_bias))
         return SLM_ERR_INVALID_ARG;

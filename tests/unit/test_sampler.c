@@ -5,6 +5,7 @@
  * as llama.cpp and OpenAI define them. */
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +201,7 @@ static void invalid_params(void **unused) {
     (void)unused;
     slm_sampler_params p = slm_sampler_params_default();
     slm_sampler *s = NULL;
-    p.top_p = -0.1f;
+    p.top_p = 1.5f;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     assert_null(s);
     p = slm_sampler_params_default();
@@ -218,6 +219,9 @@ static void invalid_params(void **unused) {
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     p = slm_sampler_params_default();
     p.temperature = -1.0f;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    p = slm_sampler_params_default();
+    p.repeat_last_n = -1;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     p = slm_sampler_params_default();
     assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
@@ -240,8 +244,8 @@ static void check_probs(const slm_sampler_params *p, const float *logits, int32_
 }
 
 /* Logit biases, then repetition, then frequency and presence penalties (llama.cpp's and OpenAI's
- * definitions: minus count * frequency + presence over the window's distinct tokens); top_p 0 keeps
- * the argmax; a bias past the vocabulary or a fully banned vocabulary is SLM_ERR_RANGE. */
+ * definitions: minus count * frequency + presence over the window's distinct tokens); a top_p of
+ * FLT_MIN keeps the argmax; a bias past the vocabulary or a fully banned vocabulary is SLM_ERR_RANGE. */
 static void bias_and_penalties(void **unused) {
     (void)unused;
     const float logits[5] = {1.0f, 0.5f, 0.2f, -0.3f, 0.0f};
@@ -294,7 +298,7 @@ static void bias_and_penalties(void **unused) {
         slm_sampler_destroy(s);
     }
 
-    s = make(1.0f, 0, 0.0f, 0.0f, 1.0f, 7); /* top_p 0: only the most probable token */
+    s = make(1.0f, 0, FLT_MIN, 0.0f, 1.0f, 7); /* top_p FLT_MIN: only the most probable token */
     for (int i = 0; i < 100; i++) assert_int_equal(draw(s, logits, 5), 0);
     slm_sampler_destroy(s);
 }

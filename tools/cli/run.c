@@ -412,7 +412,7 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
-    sp.kv_dtype = o->kv_dtype;
+    sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
     cli_apply_env(&sp, NULL);
@@ -443,7 +443,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
             return cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         slm_session_params p = slm_session_params_default();
         p.n_ctx = slm_session_n_ctx(s);
-        p.kv_dtype = o->kv_dtype;
+        p.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
         p.n_threads = o->n_threads;
         p.abort_fn = abort_on_interrupt;
         cli_apply_env(&p, NULL);

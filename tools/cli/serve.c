@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -1354,6 +1355,7 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         if (integer) *(int32_t *)(void *)field = (int32_t)v;
         else *(float *)(void *)field = (float)v;
     }
+    if (j->sp.top_p == 0.0f) j->sp.top_p = FLT_MIN; /* the most probable token only (0 is the C default) */
     if (!parse_logit_bias(cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), j, msg, cap)) goto fail;
     v = -1;
     if (!num_field(root, "seed", -9.2e18, 9.2e18, true, &v, msg, cap)) goto fail;
