@@ -6,8 +6,8 @@ pkgs=(build-essential cmake pkg-config clang libpcre2-dev libcjson-dev libcmocka
       python3 python3-venv)
 # `statelm serve` is an HTTP server on libmicrohttpd; its test also talks to it with curl
 pkgs+=(libmicrohttpd-dev curl)
-# statelm export --target coreml: protoc generates protobuf-c sources for Core ML's Model/MIL protos
-pkgs+=(libprotobuf-c-dev protobuf-c-compiler protobuf-compiler)
+# statelm export --target coreml: protoc-c compiles src/export/proto/*.proto (Core ML's format)
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler)
 # x86 hosts also test the NEON kernels: an aarch64 cross compiler and qemu-user (tests/cross)
 case "$(uname -m)" in x86_64 | amd64) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user) ;; esac
 missing=()
