@@ -8,7 +8,7 @@ set -euo pipefail
 # libunistring, xxHash; libmicrohttpd for `statelm serve`; protobuf-c for `statelm export`, whose
 # sources protoc-c generates at build time), and Python with pip for fetching models from PyPI.
 pkgs=(build-essential cmake pkg-config libpcre2-dev libcjson-dev libunistring-dev libxxhash-dev
-      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3 python3-pip)
+      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pip)
 case "${1:-}" in
   "") ;;
   --tests)

@@ -16,8 +16,8 @@
  * that did not apply), an op this exporter cannot express. Ops the profile runs elsewhere
  * (ONEHOT: position arithmetic) are exported and listed with their reason in the report.
  *
- * Protobuf: protobuf-c structs generated at build time from coremltools' descriptors (see
- * CMakeLists.txt); weight.bin is MIL blob storage v2: a 64-byte header (u32 count, u32 version
+ * Protobuf: protobuf-c structs generated at build time from src/export/proto/{Model,MIL}.proto
+ * (see CMakeLists.txt); weight.bin is MIL blob storage v2: a 64-byte header (u32 count, u32 version
  * 2, zeros), then per blob a 64-byte record (u32 0xDEADBEEF, u32 dtype (1 = f16), u64 size, u64
  * data offset, zeros) and its data, each at a 64-byte boundary (coremltools' MILBlob
  * StorageFormat.hpp); a const names its blob by the offset of its record. */
