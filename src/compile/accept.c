@@ -70,9 +70,10 @@ static bool conv_window(const slm_plan *pl, const g_function *f, int32_t at, pla
     }
     int32_t x = cat->in[1];
     const g_tensor *xt = &p->tensors[x];
-    if (gs->n_dims != 2 || gs->alloc_ne[0] != gs->ne[0] || gs->alloc_ne[1] != gs->ne[1] || xt->dtype != gs->dtype ||
-        xt->ne[0] != gs->ne[0] || p->tensors[sl->out[0]].ne[1] != gs->ne[1]) {
-        snprintf(r->detail, sizeof r->detail, "a conv window, but padded, cast or not (C, K - 1) columns of x's dtype");
+    if (gs->n_dims != 2 || gs->ne[1] < 1 || gs->alloc_ne[0] != gs->ne[0] || gs->alloc_ne[1] != gs->ne[1] ||
+        xt->dtype != gs->dtype || xt->ne[0] != gs->ne[0] || p->tensors[sl->out[0]].ne[1] != gs->ne[1]) {
+        snprintf(r->detail, sizeof r->detail, "a conv window, but the state is padded, of another dtype than x, or not "
+                                              "(C, K - 1)");
         return false;
     }
     if (!in_arena(pl, x) || !prefix_columns(p, x)) {
@@ -95,12 +96,17 @@ static bool recurrence(const slm_plan *pl, const g_function *f, int32_t at, int3
     const g_program *p = pl->legal;
     const g_node *nd = &p->nodes[f->nodes[at]];
     const plan_step *ps = &pl->exec[pl->accept.fn].steps[pl->exec[pl->accept.fn].step_of[at]];
-    if (nd->op != G_OP_DELTANET || nd->out[1] != value || !reads_state(p, nd, 5, r->state)) {
+    if (nd->op != G_OP_DELTANET || nd->out[1] != value) {
         snprintf(r->detail, sizeof r->detail, "its value comes from %s, which no rebuild re-runs", g_op_name(nd->op));
         return false;
     }
+    if (!reads_state(p, nd, 5, r->state)) {
+        snprintf(r->detail, sizeof r->detail, "the DELTANET reads a converted copy of the state, not the state itself");
+        return false;
+    }
     if (pl->tensor_state[value] != r->state || ps->kind != PLAN_STEP_NODE) {
-        snprintf(r->detail, sizeof r->detail, "the DELTANET's next state is not computed in its back buffer (direct_write)");
+        snprintf(r->detail, sizeof r->detail,
+                 "the DELTANET's next state is not computed in its back buffer (direct_write)");
         return false;
     }
     for (int k = 0; k < 5; k++)
@@ -115,7 +121,8 @@ static bool recurrence(const slm_plan *pl, const g_function *f, int32_t at, int3
     r->operand[PLAN_ROLE_STATE] = nd->in[5];
     r->operand[PLAN_ROLE_OUT] = nd->out[0];
     r->operand[PLAN_ROLE_NEXT] = value;
-    snprintf(r->detail, sizeof r->detail, "DELTANET re-run over the kept columns of its inputs from the state before%s%s",
+    snprintf(r->detail, sizeof r->detail,
+             "DELTANET re-run over the kept columns of its inputs from the state before%s%s",
              ps->kernel_text[0] ? "; kernel: " : "", ps->kernel_text);
     return true;
 }

@@ -261,10 +261,11 @@ struct slm_plan {
 struct backend;
 /* Lowers pl->legal into steps (fusion passes of pl->target), choosing kernels on be when given
  * (the backend a session runs or one made for the plan; NULL: no kernels, no backend-dependent
- * fusions). Fusions a backend must take are asked of it at the largest token count a function
- * runs with (its fixed count; n_ctx for symbolic functions). */
+ * fusions), then compiles the accept plan (accept_plan) and plans each function's memory; also
+ * fills n_token_ids and state_ring. Fusions a backend must take are asked of it at the largest
+ * token count a function runs with (its fixed count; n_ctx for symbolic functions). */
 slm_status lower_plan(slm_plan *pl, struct backend *be, slm_err *e);
-/* A copy of pl's executable part (legal program, steps, memory, target, context, tier) for a
+/* A copy of pl's executable part (legal program, steps, accept plan, memory, target, context, tier) for a
  * session to own; findings, rewrites, orig and the per-node costs are not
  * copied (the copy serves execution, not the node accessors). NULL on OOM. */
 slm_plan *plan_clone_exec(const slm_plan *pl);
