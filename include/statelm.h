@@ -407,11 +407,13 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
 /* Keeps the first n_keep of the k tokens of the verify that was the last call on s: the session
  * is then exactly as if only those had been decoded one by one (KV rows past them dropped; conv
  * and recurrent states rebuilt from the states before the verify and the verify's own inputs,
- * without another pass over the weights — a verify split into several calls replays the kept
- * tokens instead), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
- * session had no logits before the verify) are those after the last kept token. Fails with
- * SLM_ERR_STATE when the last call was not a verify, SLM_ERR_RANGE when n_keep > k; on any failure
- * the session is as it was (and the verify may still be accepted). */
+ * without another pass over the weights, by the plan's accept steps (slm_plan_accept_step_at) — a
+ * verify split into several calls, or a plan whose accept replays, replays the kept tokens
+ * instead; the slm_spec driver counts those in slm_spec_stats.n_replays), and *logits (borrowed
+ * until the next call; NULL when n_keep = 0 and the session had no logits before the verify) are
+ * those after the last kept token. Fails with SLM_ERR_STATE when the last call was not a verify,
+ * SLM_ERR_RANGE when n_keep > k; on any failure the session is as it was (and the verify may
+ * still be accepted). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
 /* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier

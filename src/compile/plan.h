@@ -86,7 +86,8 @@ typedef struct plan_write {
  * target's fusion passes over them (tgt_profile.fusions), each replacing a pattern of steps by one
  * fused step that records its pass and the IR nodes it stands for; then it picks a backend kernel
  * for every step and plans the activation memory. A session runs the steps in order and nothing
- * else (runtime/session.c), so the list a plan prints is the list a session executes.
+ * else (runtime/session.c; after a partial accept, the accept plan's steps below), so the list a
+ * plan prints is the list a session executes.
  *
  * Invariants:
  *  1. Every node of a function belongs to exactly one step of that function.
@@ -165,7 +166,7 @@ typedef struct plan_fn_exec {
  * does a verify split into several calls (more than max_call_tokens tokens) at run time; sessions
  * count replays (slm_spec_stats.n_replays). The activations the steps read (keep) live to the end
  * of a verify call (memplan), only when the plan rebuilds. The executor runs the steps in order
- * (runtime/session.c, sess_run_accept) and fronts the back buffers only when all succeeded. */
+ * (runtime/session.c, sess_run_accept) and makes the back buffers current only when all succeeded. */
 typedef enum plan_rebuild_kind {
     PLAN_REBUILD_CONV_WINDOW = 0,
     PLAN_REBUILD_RECURRENCE,
