@@ -415,11 +415,13 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
 /* Keeps the first n_keep of the k tokens of the verify that was the last call on s: the session
  * is then exactly as if only those had been decoded one by one (KV rows past them dropped; conv
  * and recurrent states rebuilt from the states before the verify and the verify's own inputs,
- * without another pass over the weights — a verify split into several calls replays the kept
- * tokens instead), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
- * session had no logits before the verify) are those after the last kept token. Fails with
- * SLM_ERR_STATE when the last call was not a verify, SLM_ERR_RANGE when n_keep > k; on any failure
- * the session is as it was (and the verify may still be accepted). */
+ * without another pass over the weights, by the plan's accept steps (slm_plan_accept_step_at) — a
+ * verify split into several calls, or a plan whose accept replays, replays the kept tokens
+ * instead; the slm_spec driver counts those in slm_spec_stats.n_replays), and *logits (borrowed
+ * until the next call; NULL when n_keep = 0 and the session had no logits before the verify) are
+ * those after the last kept token. Fails with SLM_ERR_STATE when the last call was not a verify,
+ * SLM_ERR_RANGE when n_keep > k; on any failure the session is as it was (and the verify may
+ * still be accepted). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
 /* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier
@@ -463,6 +465,8 @@ typedef struct slm_spec_stats {
     uint64_t n_drafted;      /* tokens proposed */
     uint64_t n_accepted;     /* proposed tokens the target agreed with */
     int32_t draft_len;       /* current draft length (prompt lookup: that of the last step) */
+    uint64_t n_replays;      /* steps whose accept replayed the kept tokens instead of rebuilding the
+                                states (statelm plan says why: "accept" of the plan) */
 } slm_spec_stats;
 SLM_API slm_spec_params slm_spec_params_default(void);
 /* Creates a driver for target (and params->draft): both are borrowed and must outlive it; the
@@ -737,6 +741,26 @@ typedef struct slm_plan_write {
     const char *rules;      /* the target's write rules it satisfies, e.g. "ane.write.full_extent, ..." */
 } slm_plan_write;
 SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, int32_t k, slm_plan_write *out);
+
+/* The accept plan: how slm_session_accept, keeping n of the k tokens of a verify that ran as one
+ * call of the "verify" function, brings each conv and recurrent state to its value after the n
+ * tokens — one step per such state, run in this order by the session's executor, from the states
+ * before the verify and the verify's own activations, without another pass over the weights — or
+ * why it replays the kept tokens instead (a "replay" step: then every state replays). A verify
+ * of more than slm_plan_max_call_tokens tokens (when not 0) takes several calls and replays too.
+ * KV states need no step. Replays are counted (slm_spec_stats.n_replays). */
+typedef struct slm_plan_accept_step {
+    const char *state;
+    const char *how;        /* "conv_window": the last K - 1 columns of (state before ++ x[:, :n]);
+                             * "recurrence": the node re-run over the n kept columns of its inputs;
+                             * "replay": not rebuilt */
+    int32_t node;           /* position in the verify function of the node whose operands it reads, -1 for "replay" */
+    const char *detail;     /* what it computes (and the kernel), or why the state replays */
+} slm_plan_accept_step;
+SLM_API int32_t slm_plan_n_accept_steps(const slm_plan *plan);
+SLM_API slm_status slm_plan_accept_step_at(const slm_plan *plan, int32_t i, slm_plan_accept_step *out);
+/* Most tokens one Program call takes (sliding-window KV rings), 0 = any. */
+SLM_API int32_t slm_plan_max_call_tokens(const slm_plan *plan);
 
 /* Simulates the plan on the CPU: the original and the legalised program each prefill prompt and
  * then generate n_steps greedy tokens (each fed back); compares token by token. *identical is true

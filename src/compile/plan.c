@@ -231,6 +231,9 @@ SLM_API void slm_plan_destroy(slm_plan *pl) {
     }
     al_free(&a, pl->tensor_state);
     al_free(&a, pl->tensor_home);
+    al_free(&a, pl->state_ring);
+    al_free(&a, pl->accept.steps);
+    al_free(&a, pl->accept.keep);
     al_free(&a, pl);
 }
 
@@ -251,9 +254,19 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
     bool ok = (pl->legal = graph_clone(p)) != NULL;
     size_t nt = (size_t)p->n_tensors + 1;
     ok = ok && (pl->tensor_state = al_array(a, nt, sizeof(int32_t))) && (pl->tensor_home = al_array(a, nt, 1));
+    size_t ns = (size_t)p->n_states + 1;
+    ok = ok && (pl->state_ring = al_array(a, ns, 1)) && (pl->accept.keep = al_array(a, nt, 1)) &&
+         (pl->accept.steps = al_array(a, ns, sizeof(plan_rebuild)));
     if (ok) {
         memcpy(pl->tensor_state, src->tensor_state, nt * sizeof(int32_t));
         memcpy(pl->tensor_home, src->tensor_home, nt);
+        memcpy(pl->state_ring, src->state_ring, ns);
+        memcpy(pl->accept.keep, src->accept.keep, nt);
+        memcpy(pl->accept.steps, src->accept.steps, ns * sizeof(plan_rebuild));
+        pl->accept.fn = src->accept.fn;
+        pl->accept.n_steps = src->accept.n_steps;
+        pl->accept.replay = src->accept.replay;
+        pl->n_token_ids = src->n_token_ids;
     }
     for (int32_t fn = 0; ok && fn < p->n_functions; fn++) {
         const plan_fn_exec *x = &src->exec[fn];
@@ -576,7 +589,40 @@ SLM_API slm_status slm_plan_state_write_at(const slm_plan *pl, int32_t state, in
     return SLM_ERR_RANGE;
 }
 
+SLM_API int32_t slm_plan_n_accept_steps(const slm_plan *pl) { return pl ? pl->accept.n_steps : 0; }
+SLM_API int32_t slm_plan_max_call_tokens(const slm_plan *pl) { return pl ? pl->legal->max_call_tokens : 0; }
+
+SLM_API slm_status slm_plan_accept_step_at(const slm_plan *pl, int32_t i, slm_plan_accept_step *out) {
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->accept.n_steps) return SLM_ERR_RANGE;
+    const plan_rebuild *r = &pl->accept.steps[i];
+    out->state = pl->legal->states[r->state].name;
+    out->how = plan_rebuild_kind_name(r->kind);
+    out->node = r->node;
+    out->detail = r->detail;
+    return SLM_OK;
+}
+
 /* ---- JSON -------------------------------------------------------------------------------------- */
+
+static void add_accept(const slm_plan *pl, cJSON *root) {
+    cJSON *ja = cJSON_AddObjectToObject(root, "accept");
+    if (pl->accept.fn >= 0) cJSON_AddStringToObject(ja, "function", pl->legal->functions[pl->accept.fn].name);
+    else cJSON_AddNullToObject(ja, "function");
+    cJSON_AddBoolToObject(ja, "replays", pl->accept.replay);
+    cJSON_AddNumberToObject(ja, "max_call_tokens", slm_plan_max_call_tokens(pl));
+    cJSON *steps = cJSON_AddArrayToObject(ja, "steps");
+    for (int32_t i = 0; i < slm_plan_n_accept_steps(pl); i++) {
+        slm_plan_accept_step a;
+        slm_plan_accept_step_at(pl, i, &a);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "state", a.state);
+        cJSON_AddStringToObject(j, "how", a.how);
+        cJSON_AddNumberToObject(j, "node", a.node);
+        cJSON_AddStringToObject(j, "detail", a.detail);
+        cJSON_AddItemToArray(steps, j);
+    }
+}
 
 static cJSON *shape_json(const int64_t *ne, int32_t n_dims) {
     cJSON *a = cJSON_CreateArray();
@@ -682,6 +728,7 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
         }
         cJSON_AddItemToArray(fns, jf);
     }
+    add_accept(pl, root);
     cJSON *sts = cJSON_AddArrayToObject(root, "states");
     for (int32_t i = 0; i < slm_plan_n_states(pl); i++) {
         slm_plan_state s;

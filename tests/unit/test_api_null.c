@@ -290,6 +290,10 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_plan_device_total_at(NULL, 0, 0, &dt), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_state_at(NULL, 0, &ps), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_state_write_at(NULL, 0, 0, &w), SLM_ERR_INVALID_ARG);
+    slm_plan_accept_step as;
+    assert_int_equal(slm_plan_n_accept_steps(NULL), 0);
+    assert_int_equal(slm_plan_accept_step_at(NULL, 0, &as), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_max_call_tokens(NULL), 0);
     bool identical = true;
     int32_t first_diff = 3, tok = 1;
     assert_int_equal(slm_plan_simulate(NULL, &tok, 1, 1, 0, &identical, &first_diff), SLM_ERR_INVALID_ARG);

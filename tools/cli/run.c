@@ -506,11 +506,11 @@ int cmd_run(int argc, char **argv) {
         slm_spec_get_stats(spec, &ss);
         fflush(stdout);
         fprintf(stderr, "statelm: speculation (%s, draft-max %d): %zu tokens in %llu passes, %llu drafted, %llu accepted "
-                "(acceptance %.1f%%), %.2f s\n",
+                "(acceptance %.1f%%), %llu accepts replayed, %.2f s\n",
                 o.lookup ? "lookup" : "draft model", o.draft_max ? o.draft_max : slm_spec_params_default().draft_max,
                 generated.n, (unsigned long long)ss.n_steps, (unsigned long long)ss.n_drafted,
                 (unsigned long long)ss.n_accepted, ss.n_drafted ? 100.0 * (double)ss.n_accepted / (double)ss.n_drafted : 0.0,
-                now_s() - t0);
+                (unsigned long long)ss.n_replays, now_s() - t0);
     }
     if (!rc && o.ids_only) {
         for (size_t i = 0; i < generated.n; i++) printf("%s%d", i ? " " : "", generated.v[i]);

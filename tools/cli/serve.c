@@ -211,7 +211,7 @@ static struct {
     int32_t m_busy;
     double m_decode_s;
     uint64_t m_decode_tokens;
-    uint64_t m_drafted, m_accepted;
+    uint64_t m_drafted, m_accepted, m_replays;
     uint64_t m_batch_steps, m_batch_slots, m_batch_fallbacks; /* batched decode calls, slots in them, refusals */
     int32_t m_batch_max;                                      /* most slots in one batched decode call */
 } srv;
@@ -673,6 +673,7 @@ static void stream_end(stream *st) {
     if (!st->own_session) srv.m_busy--;
     srv.m_drafted += ss.n_drafted;
     srv.m_accepted += ss.n_accepted;
+    srv.m_replays += ss.n_replays;
     if (j) {
         if (++j->n_done == j->n || j->err_status || j->cancelled) {
             if (!j->done) {
@@ -1711,6 +1712,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n"
              "# TYPE statelm_spec_drafted_tokens_total counter\nstatelm_spec_drafted_tokens_total %llu\n"
              "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n"
+             "# TYPE statelm_spec_replays_total counter\nstatelm_spec_replays_total %llu\n"
              "# TYPE statelm_decode_batch_steps_total counter\nstatelm_decode_batch_steps_total %llu\n"
              "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
              "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
@@ -1720,7 +1722,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
              srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
              (unsigned long long)srv.cache_bytes, n_files, (unsigned long long)srv.m_drafted,
-             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_batch_steps,
+             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_replays, (unsigned long long)srv.m_batch_steps,
              (unsigned long long)srv.m_batch_slots, srv.m_batch_max, (unsigned long long)srv.m_batch_fallbacks);
     pthread_mutex_unlock(&srv.mu);
     return send_text(conn, buf, "text/plain; version=0.0.4");
