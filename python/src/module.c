@@ -39,18 +39,21 @@ PyObject *ext_raise_closed(const char *what) {
 }
 
 int ext_id_from(PyObject *obj, int32_t *id) {
-    if (!PyLong_Check(obj)) {
+    /* ints and what acts as one (numpy integers: __index__); floats and text are TypeError */
+    PyObject *v = PyLong_Check(obj) ? Py_NewRef(obj) : PyNumber_Index(obj);
+    if (!v) {
         PyErr_SetString(PyExc_TypeError, "a token id must be an int");
         return -1;
     }
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (overflow || v < INT32_MIN || v > INT32_MAX) {
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (overflow || x < INT32_MIN || x > INT32_MAX) {
         ext_raise(SLM_ERR_RANGE, "token id outside int32");
         return -1;
     }
-    *id = (int32_t)v;
+    *id = (int32_t)x;
     return 0;
 }
 

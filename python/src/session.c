@@ -507,6 +507,7 @@ static PyObject *session_pos(PyObject *self, void *closure) {
     (void)closure;
     SessionObject *s = (SessionObject *)self;
     if (s->closed) return ext_raise_closed("session is closed");
+    if (s->busy) return ext_raise_busy("session");
     return PyLong_FromLong(slm_session_pos(s->sess));
 }
 
