@@ -3,7 +3,7 @@
 # runs apt-get update only when a package is missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libpcre2-dev libcjson-dev libcmocka-dev libunistring-dev libxxhash-dev
-      python3 python3-venv)
+      python3 python3-venv python3-dev)
 # `statelm serve` is an HTTP server on libmicrohttpd; its test also talks to it with curl
 pkgs+=(libmicrohttpd-dev curl)
 # statelm export --target coreml: protoc generates protobuf-c sources for Core ML's Model/MIL protos
