@@ -145,9 +145,27 @@ static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+/* Sessions take part in garbage collection: a Model subclass keeping its own session (statelm's
+ * Model does) makes a cycle through the session's reference to its model. */
+static int session_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT((PyObject *)((SessionObject *)self)->model);
+    return 0;
+}
+
+static int session_clear(PyObject *self) {
+    SessionObject *s = (SessionObject *)self;
+    if (s->n_pins > 0) return 0; /* exported buffers still use the session: not garbage yet */
+    s->closed = true;
+    session_free(s);
+    Py_CLEAR(s->model);
+    return 0;
+}
+
 static void session_dealloc(PyObject *self) {
     SessionObject *s = (SessionObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     session_free(s);
     Py_XDECREF((PyObject *)s->model);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -537,7 +555,9 @@ static PyObject *session_history(PyObject *self, void *closure) {
 
 static PyObject *session_model(PyObject *self, void *closure) {
     (void)closure;
-    return Py_NewRef((PyObject *)((SessionObject *)self)->model);
+    SessionObject *s = (SessionObject *)self;
+    if (!s->model) return ext_raise_closed("session is closed");
+    return Py_NewRef((PyObject *)s->model);
 }
 
 static PyObject *session_closed(PyObject *self, void *closure) {
@@ -596,12 +616,14 @@ static PyType_Slot session_slots[] = {
     {Py_tp_init, session_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, session_dealloc},
+    {Py_tp_traverse, session_traverse},
+    {Py_tp_clear, session_clear},
     {Py_tp_methods, session_methods},
     {Py_tp_getset, session_getset},
     {0, NULL},
 };
 static PyType_Spec session_spec = {"statelm._statelm.Session", sizeof(SessionObject), 0,
-                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, session_slots};
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, session_slots};
 
 /* ---- Snapshot */
 

@@ -76,7 +76,7 @@ class Model(_statelm.Model):
     n_ctx, kv_dtype and kernels configure the session generate() and the completion calls use (0 /
     None: the model's defaults); n_threads is every session's default thread count."""
 
-    __slots__ = ("_session", "_session_params", "path")
+    __slots__ = ("_session", "_session_params", "path", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, *, n_threads: int = 0, n_ctx: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None):

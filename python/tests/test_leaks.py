@@ -6,11 +6,13 @@ import gc
 import os
 import sys
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
 
 import statelm
+from conftest import tiny_path
 
 
 def rss_bytes():
@@ -78,3 +80,16 @@ def test_objects_release_their_references(models):
     gc.collect()
     assert sys.getrefcount(m) == base
     m.close()
+
+
+def test_model_with_its_own_session_is_collected():
+    # Model keeps a session for generate(), and the session holds the model: a cycle the garbage
+    # collector must be able to break
+    m = statelm.Model(tiny_path("llama"))
+    m.generate([1, 89, 95], 4, stream=False)
+    own = m._session
+    assert own is not None and own.model is m
+    ref = weakref.ref(m)
+    del m, own
+    gc.collect()
+    assert ref() is None

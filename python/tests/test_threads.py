@@ -28,11 +28,12 @@ def test_gil_released_during_compute(models):
         stamps.append(time.perf_counter())
     th.join()
     t0, t1 = window
-    assert t1 - t0 > 0.02
+    assert t1 - t0 > 0.05
     # Holding the GIL, the call would leave this thread no bytecode between entering and leaving
-    # C; a switch may fall at its start, so count the second half only.
-    late = [t for t in stamps if (t0 + t1) / 2 < t < t1]
-    assert len(late) > 1000, f"{len(late)} iterations of the other thread during {t1 - t0:.3f} s of compute"
+    # C; GIL hand-overs (every 5 ms) may fall just before and after it, so count the middle half.
+    q = (t1 - t0) / 4
+    middle = [t for t in stamps if t0 + q < t < t1 - q]
+    assert len(middle) > 1000, f"{len(middle)} iterations of the other thread during {t1 - t0:.3f} s of compute"
     s.close()
 
 
