@@ -527,22 +527,38 @@ SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_
  * Sampler: owns its RNG; reproducible for a given seed. */
 typedef struct slm_sampler slm_sampler;
 
+/* A bias added to one token's logit before everything else (-INFINITY bans the token). */
+typedef struct slm_logit_bias {
+    int32_t token;
+    float bias;
+} slm_logit_bias;
+
+/* The order applied: logit biases, then the penalties over the distinct tokens of the last
+ * repeat_last_n of the history (repeat: a positive logit divided by repeat_penalty, a negative one
+ * multiplied; then minus count * frequency_penalty + presence_penalty, count being the token's
+ * occurrences in that window, as llama.cpp and OpenAI define them), then greedy at temperature 0,
+ * else temperature, top-k, top-p, min-p and a draw. */
 typedef struct slm_sampler_params {
     size_t size;
     float temperature;     /* 0 = greedy */
     int32_t top_k;         /* 0 = off */
-    float top_p;           /* 1 = off */
+    float top_p;           /* 1 = off; 0 keeps the most probable token only */
     float min_p;           /* 0 = off */
     float repeat_penalty;  /* 1 = off */
-    int32_t repeat_last_n; /* window of past tokens the penalty looks at */
+    int32_t repeat_last_n; /* window of past tokens the penalties look at */
     uint64_t seed;
+    float presence_penalty;            /* 0 = off */
+    float frequency_penalty;           /* 0 = off */
+    const slm_logit_bias *logit_bias;  /* (n_logit_bias), copied by slm_sampler_create */
+    int32_t n_logit_bias;
 } slm_sampler_params;
 
 SLM_API slm_sampler_params slm_sampler_params_default(void);
 SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out);
 SLM_API void slm_sampler_destroy(slm_sampler *s);
-/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the repetition
- * penalty (may be NULL/0). */
+/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the penalties
+ * (may be NULL/0). SLM_ERR_RANGE when a logit bias names a token >= n_vocab or every token is
+ * banned (-INFINITY). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
 /* The distribution slm_sampler_sample draws from for these logits and history: probs (n_vocab
