@@ -12,25 +12,63 @@ typedef struct SamplerObject {
     bool busy;
 } SamplerObject;
 
+/* logit_bias: a mapping {token id (int or its decimal str, as OpenAI's JSON has it): bias} into a
+ * PyMem array (*out, *n). */
+static int logit_biases(PyObject *map, slm_logit_bias **out, int32_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (!map || map == Py_None) return 0;
+    if (!PyDict_Check(map)) {
+        PyErr_SetString(PyExc_TypeError, "logit_bias must be a dict {token id: bias}");
+        return -1;
+    }
+    Py_ssize_t count = PyDict_Size(map), pos = 0, i = 0;
+    if (count > INT32_MAX) return ext_raise(SLM_ERR_RANGE, "too many logit biases"), -1;
+    slm_logit_bias *b = PyMem_Calloc((size_t)count + 1, sizeof *b);
+    if (!b) return PyErr_NoMemory(), -1;
+    PyObject *key, *value;
+    while (PyDict_Next(map, &pos, &key, &value)) {
+        PyObject *id = PyUnicode_Check(key) ? PyNumber_Long(key) : Py_NewRef(key);
+        int rc = id ? ext_id_from(id, &b[i].token) : -1;
+        Py_XDECREF(id);
+        double bias = rc ? -1.0 : PyFloat_AsDouble(value);
+        if (rc || (bias == -1.0 && PyErr_Occurred())) {
+            PyMem_Free(b);
+            return -1;
+        }
+        b[i++].bias = (float)bias;
+    }
+    *out = b;
+    *n = (int32_t)i;
+    return 0;
+}
+
 static int sampler_init(PyObject *self, PyObject *args, PyObject *kw) {
     /* Constraints on the candidates (e.g. a grammar) join as new keyword arguments here once the
      * C sampler has them. */
-    static char *names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "seed", NULL};
+    static char *names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "seed",
+                            "presence_penalty", "frequency_penalty", "logit_bias", NULL};
     SamplerObject *o = (SamplerObject *)self;
     slm_sampler_params p = slm_sampler_params_default();
     unsigned long long seed = p.seed;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$fifffiK", names, &p.temperature, &p.top_k, &p.top_p, &p.min_p,
-                                     &p.repeat_penalty, &p.repeat_last_n, &seed))
+    PyObject *bias_map = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$fifffiKffO", names, &p.temperature, &p.top_k, &p.top_p, &p.min_p,
+                                     &p.repeat_penalty, &p.repeat_last_n, &seed, &p.presence_penalty,
+                                     &p.frequency_penalty, &bias_map))
         return -1;
     p.seed = seed;
     if (o->sampler) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler is already created");
         return -1;
     }
+    slm_logit_bias *biases;
+    if (logit_biases(bias_map, &biases, &p.n_logit_bias)) return -1;
+    p.logit_bias = biases;
     slm_status st = slm_sampler_create(&p, &o->sampler);
+    PyMem_Free(biases);
     if (st != SLM_OK) {
-        ext_raise(st, "sampler parameters out of range (temperature >= 0, top_k >= 0, 0 < top_p <= 1, "
-                      "0 <= min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0)");
+        ext_raise(st, "sampler parameters out of range (temperature >= 0, top_k >= 0, 0 <= top_p <= 1, "
+                      "0 <= min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0, finite penalties and biases)");
         return -1;
     }
     return 0;

@@ -56,11 +56,10 @@ class _Stops:
         return out
 
 
-def _run(model, ids, max_tokens, stop, temperature, top_p, min_p, top_k, repeat_penalty, seed, lookup, draft_model):
+def _run(model, ids, max_tokens, stop, sampling, seed, lookup, draft_model):
     """Runs in the model's own session: yields (text piece, None, tokens so far) while generating,
-    then ("", finish_reason, completion tokens)."""
-    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
-                      seed=random.getrandbits(63) if seed is None else seed)
+    then ("", finish_reason, completion tokens). sampling: the Sampler's keyword arguments."""
+    sampler = Sampler(**sampling, seed=random.getrandbits(63) if seed is None else seed)
     stops = _Stops(stop)
     detok = model.detokenizer()
     n = 0
@@ -99,16 +98,19 @@ def _check_logprobs(logprobs):
 
 def create_completion(model, prompt: str | Sequence[int], *, max_tokens: int | None = 16, temperature: float = 0.8,
                       top_p: float = 0.95, min_p: float = 0.05, top_k: int = 40, repeat_penalty: float = 1.0,
-                      seed: int | None = None, stop: str | list[str] | None = None, stream: bool = False,
-                      echo: bool = False, logprobs: int | None = None, lookup: bool = False, draft_model=None):
+                      presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                      logit_bias: dict[int | str, float] | None = None, seed: int | None = None,
+                      stop: str | list[str] | None = None, stream: bool = False, echo: bool = False,
+                      logprobs: int | None = None, lookup: bool = False, draft_model=None):
     """A text completion of prompt: text (tokenised with BOS, control-token text such as
     "<|im_start|>" read as those tokens, as llama-cpp-python does) or ids. See the module doc."""
     _check_logprobs(logprobs)
     ids = model.prompt_ids(prompt, special=True)
     cid, created, name = f"cmpl-{uuid.uuid4()}", int(time.time()), model.path
     head = model.detokenize(ids) if echo else ""
-    gen = _run(model, ids, max_tokens, stop, temperature, top_p, min_p, top_k, repeat_penalty, seed, lookup,
-               draft_model)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                    presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, logit_bias=logit_bias)
+    gen = _run(model, ids, max_tokens, stop, sampling, seed, lookup, draft_model)
 
     def chunk(text, finish):
         return {"id": cid, "object": "text_completion", "created": created, "model": name,
@@ -131,16 +133,18 @@ def create_completion(model, prompt: str | Sequence[int], *, max_tokens: int | N
 
 def create_chat_completion(model, messages: list[dict], *, max_tokens: int | None = None, temperature: float = 0.2,
                            top_p: float = 0.95, min_p: float = 0.05, top_k: int = 40, repeat_penalty: float = 1.0,
-                           seed: int | None = None, stop: str | list[str] | None = None, stream: bool = False,
-                           logprobs: bool | None = None, template: str | None = None, lookup: bool = False,
-                           draft_model=None):
+                           presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                           logit_bias: dict[int | str, float] | None = None, seed: int | None = None,
+                           stop: str | list[str] | None = None, stream: bool = False, logprobs: bool | None = None,
+                           template: str | None = None, lookup: bool = False, draft_model=None):
     """The assistant's reply to messages (rendered with the model's chat template, or template).
     See the module doc."""
     _check_logprobs(logprobs)
     ids = model.chat_template(messages, add_generation_prompt=True, template=template, tokenize=True)
     cid, created, name = f"chatcmpl-{uuid.uuid4()}", int(time.time()), model.path
-    gen = _run(model, ids, max_tokens, stop, temperature, top_p, min_p, top_k, repeat_penalty, seed, lookup,
-               draft_model)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                    presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, logit_bias=logit_bias)
+    gen = _run(model, ids, max_tokens, stop, sampling, seed, lookup, draft_model)
     if stream:
         def chunks() -> Iterator[dict]:
             def chunk(delta, finish):

@@ -199,7 +199,14 @@ class Sampler:
     --seed`). temperature 0 is greedy. Defaults are llama-cpp-python's."""
 
     def __init__(self, *, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0) -> None: ...
+                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, logit_bias: dict[int | str, float] | None = None) -> None:
+        """Applied in this order: logit_bias ({token id: bias}, -inf bans a token), the penalties
+        over the distinct tokens of the last repeat_last_n of the history (repeat_penalty divides a
+        positive logit and multiplies a negative one; then minus count * frequency_penalty +
+        presence_penalty), then greedy at temperature 0, else temperature, top-k, top-p (0 keeps
+        the most probable token), min-p and a draw. Out-of-range values raise
+        InvalidArgumentError."""
     def sample(self, session: Session) -> int:
         """Draws the next token from the session's logits (its history for the penalty)."""
     def probs(self, session: Session) -> Logits:

@@ -3,6 +3,7 @@ the greedy tokens), llama-cpp-python-shaped completions checked against the Open
 types and llama-cpp-python's documented fields, stop strings, seeded sampling, tokenizer and chat
 template against Hugging Face's (tests/data/tiny/tokenizer_vectors.json)."""
 import json
+import subprocess
 import unicodedata
 
 import pytest
@@ -164,4 +165,26 @@ def test_sampler(models):
         draws = [statelm.Sampler(temperature=0.7, top_k=5, seed=9).sample(s) for _ in range(3)]
         assert len(set(draws)) == 1 and probs[draws[0]] > 0
     with pytest.raises(statelm.InvalidArgumentError):
-        statelm.Sampler(top_p=0.0)
+        statelm.Sampler(top_p=1.5)
+    with pytest.raises(statelm.InvalidArgumentError):
+        statelm.Sampler(logit_bias={-3: 1.0})
+    with pytest.raises(TypeError):
+        statelm.Sampler(logit_bias=[(1, 2.0)])
+
+
+def test_logit_bias_and_penalties_match_cli(models, statelm_cli):
+    m = models["llama"]
+    with statelm.Session(m, n_ctx=32) as s:
+        s.prefill([1, 89, 95])
+        top = s.logits.argmax()
+        banned = statelm.Sampler(temperature=0, logit_bias={top: float("-inf")}).sample(s)
+        assert banned != top
+        assert statelm.Sampler(temperature=0, logit_bias={str(top): float("-inf")}).sample(s) == banned
+    man = golden("llama")[0]
+    prompt = man["ids"][:man["n_prompt"]]
+    out = subprocess.run([statelm_cli, "run", "-m", tiny_path("llama"), "--prompt-ids", ",".join(map(str, prompt)),
+                          "--temp", "0.9", "--seed", "11", "--presence-penalty", "0.7", "--frequency-penalty", "0.4",
+                          "--repeat-penalty", "1.3", "--ids", "-n", "24", "--ignore-eos"],
+                         capture_output=True, text=True, check=True).stdout
+    sampler = statelm.Sampler(temperature=0.9, seed=11, presence_penalty=0.7, frequency_penalty=0.4, repeat_penalty=1.3)
+    assert [t.id for t in m.generate(prompt, 24, sampler=sampler, stop_at_eog=False)] == [int(x) for x in out.split()]
