@@ -208,15 +208,22 @@ static PyObject *logits_result(SessionObject *s, slm_status st, const float *log
     return ext_logits_view(s);
 }
 
+/* Begins a call on s with token ids: parses arg into *ids (PyMem, freed by the caller after the
+ * call) and acquires s; on failure raises and frees. */
+static int ids_call_begin(SessionObject *s, PyObject *arg, int32_t **ids, size_t *n) {
+    if (ext_ids_from(arg, ids, n)) return -1;
+    if (ext_session_acquire(s)) {
+        PyMem_Free(*ids);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *session_prefill(PyObject *self, PyObject *arg) {
     SessionObject *s = (SessionObject *)self;
     int32_t *ids;
     size_t n;
-    if (ext_ids_from(arg, &ids, &n)) return NULL;
-    if (ext_session_acquire(s)) {
-        PyMem_Free(ids);
-        return NULL;
-    }
+    if (ids_call_begin(s, arg, &ids, &n)) return NULL;
     const float *logits = NULL;
     slm_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -242,11 +249,7 @@ static PyObject *session_sync(PyObject *self, PyObject *arg) {
     SessionObject *s = (SessionObject *)self;
     int32_t *ids;
     size_t n, reused = 0;
-    if (ext_ids_from(arg, &ids, &n)) return NULL;
-    if (ext_session_acquire(s)) {
-        PyMem_Free(ids);
-        return NULL;
-    }
+    if (ids_call_begin(s, arg, &ids, &n)) return NULL;
     const float *logits = NULL;
     slm_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -367,11 +370,7 @@ static PyObject *session_verify(PyObject *self, PyObject *arg) {
     SessionObject *s = (SessionObject *)self;
     int32_t *ids;
     size_t n;
-    if (ext_ids_from(arg, &ids, &n)) return NULL;
-    if (ext_session_acquire(s)) {
-        PyMem_Free(ids);
-        return NULL;
-    }
+    if (ids_call_begin(s, arg, &ids, &n)) return NULL;
     const float *rows = NULL;
     slm_status st;
     Py_BEGIN_ALLOW_THREADS

@@ -43,21 +43,10 @@ _names = {code: name for code, name, _, _ in _table}
 by_status: dict[int, type] = {}
 for _code, _name, _cls, _extra in _table:
     _bases = (StatelmError, _extra) if _extra else (StatelmError,)
-    by_status[_code] = type(_cls, _bases, {"status_code": _code, "status_name": _name, "__module__": "statelm",
-                                          "__doc__": f"statelm status {_name}."})
-
-InvalidArgumentError = by_status[-1]
-OutOfMemoryError = by_status[-2]
-IOFailedError = by_status[-3]
-FormatError = by_status[-4]
-UnsupportedError = by_status[-5]
-ShapeError = by_status[-6]
-RangeError = by_status[-7]
-ContextFullError = by_status[-8]
-StateError = by_status[-9]
-BackendError = by_status[-10]
-AbortedError = by_status[-11]
-NotFoundError = by_status[-12]
+    by_status[_code] = globals()[_cls] = type(_cls, _bases, {"status_code": _code, "status_name": _name,
+                                                            "__module__": "statelm",
+                                                            "__doc__": f"statelm status {_name}."})
+InvalidArgumentError = by_status[-1]  # the base of ClosedError below
 
 
 class ClosedError(InvalidArgumentError):
