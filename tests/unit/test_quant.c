@@ -59,12 +59,14 @@ static void bytes_equal_llama_cpp(void **unused) {
 }
 
 /* dequant(quant(x)) stays within one quantisation step of x: the step of each block is its range
- * over the type's levels (2^bits - 1); K-quants get twice that for their 6/8-bit scales. */
+ * over the type's levels (2^bits - 1); for the K-quants the block is the super-block of 256 (their
+ * sub-block scales and mins are themselves quantised against the super-block's) and the step is
+ * doubled. */
 static void round_trip_within_step(void **unused) {
     (void)unused;
     static const struct { uint32_t type; int bits; int block; } ty[] = {
         {SLM_DTYPE_Q4_0, 4, 32}, {SLM_DTYPE_Q4_1, 4, 32}, {SLM_DTYPE_Q5_0, 5, 32}, {SLM_DTYPE_Q5_1, 5, 32},
-        {SLM_DTYPE_Q8_0, 8, 32}, {SLM_DTYPE_Q4_K, 4, 32}, {SLM_DTYPE_Q5_K, 5, 32}, {SLM_DTYPE_Q6_K, 6, 16},
+        {SLM_DTYPE_Q8_0, 8, 32}, {SLM_DTYPE_Q4_K, 4, 256}, {SLM_DTYPE_Q5_K, 5, 256}, {SLM_DTYPE_Q6_K, 6, 256},
         {SLM_DTYPE_F16, 11, 1},  {SLM_DTYPE_BF16, 8, 1},
     };
     size_t n_rows;
