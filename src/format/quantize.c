@@ -25,6 +25,7 @@
 #include "base/quant.h"
 #include "format/gguf.h"
 #include "format/gguf_write.h"
+#include "format/quantize.h"
 
 #define GGML_QNT_VERSION 2
 
@@ -249,8 +250,7 @@ static void *run_job(void *arg) {
     return NULL;
 }
 
-/* Quantises all rows of t into dst with n_threads threads (the caller's thread is one of them). */
-static slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst, int n_threads,
+slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst, int n_threads,
                                   const slm_allocator *a, slm_err *e) {
     const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
     uint64_t in_rb = 0, out_rb = 0;
@@ -313,20 +313,14 @@ static slm_status parse_type_option(const char *what, const char *name, uint32_t
     return SLM_OK;
 }
 
-/* Fills s from the file's metadata and the tensor list (sorted). */
-static void mix_init(mix_state *s, const gguf_file *g, gguf_tensor **order) {
-    gguf_str arch = {0};
-    char key[128];
-    int64_t v = 0;
-    if (gguf_get_str(g, "general.architecture", &arch, NULL) == SLM_OK && arch.len < 64) {
-        s->falcon = arch.len == 6 && memcmp(arch.ptr, "falcon", 6) == 0;
-        snprintf(key, sizeof key, "%.*s.block_count", (int)arch.len, arch.ptr);
-        if (gguf_get_i64(g, key, &v, NULL) == SLM_OK && v > 0 && v < (1 << 20)) s->n_ffn_down = (int)v;
-        snprintf(key, sizeof key, "%.*s.expert_count", (int)arch.len, arch.ptr);
-        if (gguf_get_i64(g, key, &v, NULL) == SLM_OK && v > 0) s->n_expert = v;
-    }
+/* Fills s's counts from the tensor list (sorted). */
+static void mix_init(mix_state *s, const char *arch, int64_t n_layer, int64_t n_expert, const gguf_tensor *const *order,
+                     uint64_t n) {
+    s->falcon = arch && strcmp(arch, "falcon") == 0;
+    s->n_ffn_down = n_layer > 0 && n_layer < (1 << 20) ? (int)n_layer : 0;
+    s->n_expert = n_expert > 0 ? n_expert : 0;
     s->tied_embeddings = true;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
+    for (uint64_t i = 0; i < n; i++) {
         category c = category_of(order[i]->name);
         if (c == CAT_ATTN_V) s->n_attention_wv++;
         if (c == CAT_OUTPUT) s->tied_embeddings = false;
@@ -363,12 +357,46 @@ static const char *short_name(uint32_t t) {
     return tr ? tr->name : "?";
 }
 
+slm_status quantize_plan(const char *type, const slm_quantize_params *p, const char *arch, int64_t n_layer,
+                         int64_t n_expert, const gguf_tensor *ts, uint64_t n, const gguf_tensor **order,
+                         uint32_t *types, uint32_t *file_type, slm_err *e) {
+    mix_state s;
+    memset(&s, 0, sizeof s);
+    s.p = p;
+    slm_status st;
+    if (!(s.ft = find_ftype(type)))
+        return err_set(e, SLM_ERR_INVALID_ARG, "unknown quantisation type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0, "
+                       "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, f16, bf16, f32)", type);
+    if ((st = parse_type_option("token embedding type", p->token_embd_type, &s.token_embd_type, e)) != SLM_OK ||
+        (st = parse_type_option("output tensor type", p->output_type, &s.output_type, e)) != SLM_OK)
+        return st;
+    for (uint64_t i = 0; i < n; i++) order[i] = &ts[i];
+    qsort(order, (size_t)n, sizeof *order, cmp_weight);
+    mix_init(&s, arch, n_layer, n_expert, order, n);
+    for (uint64_t i = 0; i < n; i++) {
+        types[i] = target_type(&s, order[i]);
+        if ((st = check_tensor(order[i], types[i], e)) != SLM_OK) return st;
+        uint64_t bytes;
+        if (!quantize_tensor_bytes(order[i], types[i], &bytes))
+            return err_set(e, SLM_ERR_SHAPE, "tensor '%s': too large", order[i]->name);
+    }
+    *file_type = s.ft->file_type;
+    return SLM_OK;
+}
+
+bool quantize_tensor_bytes(const gguf_tensor *t, uint32_t type, uint64_t *bytes) {
+    uint64_t rb = 0, rows = 0;
+    *bytes = 0;
+    return dtype_row_bytes(type, (uint64_t)t->ne[0], &rb) && u64_mul_ok((uint64_t)t->ne[1], (uint64_t)t->ne[2], &rows) &&
+           u64_mul_ok(rows, (uint64_t)t->ne[3], &rows) && u64_mul_ok(rb, rows, bytes) && *bytes <= SIZE_MAX / 2;
+}
+
 SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
                                 const slm_quantize_params *params, char *err, size_t err_cap) {
     slm_err e;
     err_clear(&e);
     slm_quantize_params p = slm_quantize_params_default();
-    if (params) memcpy(&p, params, params->size < sizeof p ? params->size : sizeof p);
+    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
     const slm_allocator *a = &al_default;
     slm_logger log = {p.log_fn, p.log_user_data};
     gguf_file g;
@@ -376,29 +404,25 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
     gguf_writer w;
     memset(&w, 0, sizeof w);
     w.fd = -1;
-    gguf_tensor **order = NULL;
-    uint32_t *types = NULL;
+    const gguf_tensor **order = NULL;
+    uint32_t *types = NULL, file_type = 0;
     uint8_t *buf = NULL;
     slm_status st = SLM_OK;
-    mix_state s;
-    memset(&s, 0, sizeof s);
-    s.p = &p;
+    uint32_t dummy;
 
     if (!in_path || !out_path || !type) {
         st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_quantize: NULL argument");
         goto done;
     }
-    if (!(s.ft = find_ftype(type))) {
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown quantisation type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0, "
-                     "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, f16, bf16, f32)", type);
+    /* the names first, so a typo is reported before the file is read */
+    if (!find_ftype(type)) {
+        st = quantize_plan(type, &p, NULL, 0, 0, NULL, 0, NULL, NULL, &dummy, &e);
         goto done;
     }
-    if ((st = parse_type_option("token embedding type", p.token_embd_type, &s.token_embd_type, &e)) != SLM_OK ||
-        (st = parse_type_option("output tensor type", p.output_type, &s.output_type, &e)) != SLM_OK)
-        goto done;
     struct stat sb;
     if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        st = err_set(&e, SLM_ERR_UNSUPPORTED, "%s is a folder: quantize reads GGUF files", in_path);
+        st = err_set(&e, SLM_ERR_UNSUPPORTED, "%s is a folder: quantize reads GGUF files (statelm run -m FOLDER "
+                     "--quantize TYPE quantises a Hugging Face folder on load)", in_path);
         goto done;
     }
     if ((st = gguf_open(&g, in_path, a, &e)) != SLM_OK) goto done;
@@ -415,20 +439,23 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
         st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (uint64_t i = 0; i < g.n_tensors; i++) order[i] = &g.tensors[i];
-    qsort(order, (size_t)g.n_tensors, sizeof *order, cmp_weight);
-    mix_init(&s, &g, order);
+    char arch[64] = "", key[128];
+    gguf_str arch_str = {0};
+    int64_t n_layer = 0, n_expert = 0;
+    if (gguf_get_str(&g, "general.architecture", &arch_str, NULL) == SLM_OK && arch_str.len < sizeof arch) {
+        snprintf(arch, sizeof arch, "%.*s", (int)arch_str.len, arch_str.ptr);
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        if (gguf_get_i64(&g, key, &n_layer, NULL) != SLM_OK) n_layer = 0;
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        if (gguf_get_i64(&g, key, &n_expert, NULL) != SLM_OK) n_expert = 0;
+    }
+    if ((st = quantize_plan(type, &p, arch, n_layer, n_expert, g.tensors, g.n_tensors, order, types, &file_type, &e)) !=
+        SLM_OK)
+        goto done;
     size_t max_out = 0;
     for (uint64_t i = 0; i < g.n_tensors; i++) {
-        types[i] = target_type(&s, order[i]);
-        if ((st = check_tensor(order[i], types[i], &e)) != SLM_OK) goto done;
-        uint64_t rb = 0, bytes = 0;
-        int64_t n_rows = order[i]->ne[1] * order[i]->ne[2] * order[i]->ne[3];
-        if (!dtype_row_bytes(types[i], (uint64_t)order[i]->ne[0], &rb) || !u64_mul_ok(rb, (uint64_t)n_rows, &bytes) ||
-            bytes > SIZE_MAX / 2) {
-            st = err_set(&e, SLM_ERR_SHAPE, "tensor '%s': too large", order[i]->name);
-            goto done;
-        }
+        uint64_t bytes = 0;
+        quantize_tensor_bytes(order[i], types[i], &bytes);
         if (types[i] != order[i]->type && bytes > max_out) max_out = (size_t)bytes;
     }
 
@@ -446,20 +473,19 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
             gguf_writer_bytes(&w, g.map.data + g.kv[i].offset, (size_t)(end - g.kv[i].offset), &e);
     }
     write_kv_u32(&w, "general.quantization_version", GGML_QNT_VERSION, &e);
-    write_kv_u32(&w, "general.file_type", s.ft->file_type, &e);
+    write_kv_u32(&w, "general.file_type", file_type, &e);
     /* tensor infos, data offsets aligned */
     uint64_t off = 0;
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const gguf_tensor *t = order[i];
-        uint64_t rb = 0;
-        dtype_row_bytes(types[i], (uint64_t)t->ne[0], &rb);
+        uint64_t bytes = 0;
+        quantize_tensor_bytes(t, types[i], &bytes);
         gguf_writer_str(&w, t->name, strlen(t->name), &e);
         gguf_writer_u32(&w, t->n_dims, &e);
         for (uint32_t d = 0; d < t->n_dims; d++) gguf_writer_u64(&w, (uint64_t)t->ne[d], &e);
         gguf_writer_u32(&w, types[i], &e);
         gguf_writer_u64(&w, off, &e);
-        off += rb * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-        off += (g.alignment - off % g.alignment) % g.alignment;
+        off += bytes + (g.alignment - bytes % g.alignment) % g.alignment;
     }
     if ((st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK) goto done;
 
@@ -473,9 +499,9 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
             gguf_writer_bytes(&w, t->data, (size_t)t->size_bytes, &e);
         } else {
             if ((st = quantize_tensor(t, types[i], buf, n_threads, a, &e)) != SLM_OK) goto done;
-            uint64_t rb = 0;
-            dtype_row_bytes(types[i], (uint64_t)t->ne[0], &rb);
-            gguf_writer_bytes(&w, buf, (size_t)(rb * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3])), &e);
+            uint64_t bytes = 0;
+            quantize_tensor_bytes(t, types[i], &bytes);
+            gguf_writer_bytes(&w, buf, (size_t)bytes, &e);
         }
         fmap_release(&g.map, t->data, (size_t)t->size_bytes);
         if ((st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK) goto done;
