@@ -125,6 +125,9 @@ typedef struct slm_model_params {
     slm_free_fn free_fn;
     void *alloc_user_data;
     int32_t n_threads;    /* default for sessions; 0 = number of online CPUs */
+    const char *quantize; /* NULL, or a type of slm_quantize ("q4_0", "q4_k_m", ...): the weights are
+                           * quantised in memory on load with the tensor types and bytes slm_quantize
+                           * would write for the same source (docs/quantize.md) */
 } slm_model_params;
 
 SLM_API slm_model_params slm_model_params_default(void);

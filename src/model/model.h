@@ -40,6 +40,8 @@ struct slm_model {
     int32_t n_tensors;
     mdl_tensor *tensors;     /* (n_tensors), file order */
     uint64_t weight_bytes;
+    int32_t n_quantized;     /* weights quantised on load: their buffers (al_malloc_large) */
+    uint8_t **quantized;
     mdl_hparams hp;
     int32_t n_hparams;
     mdl_hparam_entry *hparams; /* (n_hparams) for info */

@@ -14,6 +14,11 @@
    a shape the requested type cannot take, a folder: one line naming it, non-zero exit, no file
    left behind; the same for a write cut short by RLIMIT_FSIZE.
 6. Every tiny model quantised to every type loads and runs in statelm.
+7. Quantisation on load (slm_model_params.quantize, run --quantize): the logits of every step
+   (logits_digest: hashes of the raw floats) equal those of the file statelm quantize writes from
+   the same GGUF; from a Hugging Face folder too, wherever the folder and its GGUF conversion give
+   bit-identical f32 logits (llama.cpp's converter permutes llama's q/k rows and reorders
+   Qwen3.5's linear-attention heads inside rows, so there the blocks hold other values).
 Usage: test_quantize.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
 import os
 import re
@@ -280,6 +285,38 @@ with tempfile.TemporaryDirectory() as tmp:
             if p.returncode != 0 or len(p.stdout.split()) != 2:
                 failures.append(f"{arch} {t}: run exit {p.returncode}: {p.stderr.decode().strip()[:200]}")
             out.unlink()
+
+    # ---- 7: quantisation on load
+    digest = Path(statelm).parent / "logits_digest"
+    if not digest.exists():
+        failures.append(f"{digest} is missing (build the logits_digest target)")
+    else:
+        def hashes(*args):
+            p = subprocess.run([str(digest), "-n", "4", *args], capture_output=True, timeout=300)
+            if p.returncode != 0:
+                failures.append(f"logits_digest {args}: {p.stderr.decode().strip()}")
+            return p.stdout
+        n_hf = 0
+        for arch in ("llama", "qwen3", "lfm2", "qwen35", "gemma3"):
+            model = data / "tiny" / arch / f"{arch}-f32.gguf"
+            hf = data / "tiny" / arch / "hf"
+            hf_same = hashes("-m", str(hf)) == hashes("-m", str(model))
+            for t in ("q4_0", "q5_1", "q4_k_m", "q6_k"):
+                out = tmp / f"{arch}-{t}-load.gguf"
+                if not quantize_ok(f"{arch} {t}", str(model), str(out), t):
+                    continue
+                want = hashes("-m", str(out))
+                if hashes("-m", str(model), "--quantize", t) != want:
+                    failures.append(f"{arch} {t}: logits quantised on load differ from the quantized file's")
+                if hf_same:
+                    n_hf += 1
+                    if hashes("-m", str(hf), "--quantize", t) != want:
+                        failures.append(f"{arch} {t}: logits of the HF folder quantised on load differ")
+        if n_hf == 0:
+            failures.append("no HF folder gives the f32 logits of its GGUF: the HF half of check 7 ran on nothing")
+        p = run("run", "-m", str(data / "tiny" / "qwen3" / "hf"), "--quantize", "q3_k", "--prompt-ids", "1", "-n", "1")
+        if p.returncode == 0 or "unknown quantisation type 'q3_k'" not in p.stderr.decode():
+            failures.append(f"run --quantize q3_k: exit {p.returncode}, {p.stderr.decode().strip()}")
 
 for f in failures:
     print("FAIL:", f)
