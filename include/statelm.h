@@ -797,7 +797,8 @@ SLM_API slm_quantize_params slm_quantize_params_default(void);
  * embedding rules) or the mixes "q4_k_s", "q4_k_m" (= "q4_k"), "q5_k_s", "q5_k_m" (= "q5_k"),
  * "q6_k". The file appears at out_path whole or not at all (temporary file, fsync, rename); an
  * existing out_path is refused (SLM_ERR_INVALID_ARG) unless params->force. Sources of 2-D weights
- * must be F32, F16 or BF16 (or already the target type). On failure err holds one line naming
+ * must be F32, F16 or BF16 (or already the target type); quantised sources can only be
+ * dequantised (type "f32", "f16", "bf16"). On failure err holds one line naming
  * the type, tensor, row or file at fault and nothing is left behind. params may be NULL. */
 SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
                                 const slm_quantize_params *params, char *err, size_t err_cap);

@@ -327,13 +327,16 @@ static void mix_init(mix_state *s, const char *arch, int64_t n_layer, int64_t n_
     }
 }
 
-/* Checks that t can become type out: source convertible, rows whole blocks. */
+/* Checks that t can become type out: source convertible (a float type, or a quantised type going
+ * to a float type), rows whole blocks. */
 static slm_status check_tensor(const gguf_tensor *t, uint32_t out, slm_err *e) {
     const dtype_traits *to = dtype_traits_of(out), *from = dtype_traits_of(t->type);
     if (out == t->type) return SLM_OK;
     if (!quant_has_row(out))
         return err_set(e, SLM_ERR_UNSUPPORTED, "tensor '%s': no quantiser for type %s", t->name, to ? to->name : "?");
-    if (t->type != SLM_DTYPE_F32 && t->type != SLM_DTYPE_F16 && t->type != SLM_DTYPE_BF16)
+    /* quantised sources may only be dequantised (to f32, f16, bf16): requantising compounds errors */
+    if (t->type != SLM_DTYPE_F32 && t->type != SLM_DTYPE_F16 && t->type != SLM_DTYPE_BF16 &&
+        (to->is_quantized || !from->can_dequant))
         return err_set(e, SLM_ERR_UNSUPPORTED, "tensor '%s' is %s: requantising is not supported (start from an "
                        "f32, f16 or bf16 file)", t->name, from->name);
     if (t->ne[0] % to->block_elems != 0)

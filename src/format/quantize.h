@@ -22,7 +22,8 @@ slm_status quantize_plan(const char *type, const slm_quantize_params *p, const c
                          uint32_t *types, uint32_t *file_type, slm_err *e);
 /* Bytes of t's elements as type; false on overflow or rows that are not whole blocks. */
 bool quantize_tensor_bytes(const gguf_tensor *t, uint32_t type, uint64_t *bytes);
-/* Quantises all rows of t (F32/F16/BF16) into dst (quantize_tensor_bytes) with n_threads threads,
+/* Quantises all rows of t (F32/F16/BF16, or any dequantisable type when out_type is a float type)
+ * into dst (quantize_tensor_bytes) with n_threads threads,
  * the caller's among them. SLM_ERR_FORMAT naming the tensor and row for a non-finite value. */
 slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst, int n_threads,
                            const slm_allocator *a, slm_err *e);

@@ -10,6 +10,7 @@
 3. The mix rules (docs/quantize.md, from llama.cpp src/llama-quant.cpp) on an 8-layer model:
    per tensor the type llama-quantize picks, worked out in the table below from its rules.
 4. The options --leave-output, --token-embedding-type, --output-tensor-type, --pure, --force.
+   A Q8_0 file dequantised to F32 equals gguf-py's dequantisation.
 5. Bad input: unknown type, existing output, truncated source, requantising, non-finite values,
    a shape the requested type cannot take, a folder: one line naming it, non-zero exit, no file
    left behind; the same for a write cut short by RLIMIT_FSIZE.
@@ -273,6 +274,16 @@ with tempfile.TemporaryDirectory() as tmp:
     one_error_line(p, "RLIMIT_FSIZE", r"cannot write .*out\.gguf: File too large", bad_dir)
     if os.listdir(bad_dir):
         failures.append(f"RLIMIT_FSIZE: left {os.listdir(bad_dir)}")
+
+    # dequantising: a Q8_0 file to F32 equals gguf-py's dequantisation
+    out = tmp / "deq-f32.gguf"
+    if quantize_ok("q8_0 -> f32", str(data / "tiny" / "llama" / "llama-q8_0.gguf"), str(out), "f32"):
+        _, ts = read(out)
+        r_q, tq = read(data / "tiny" / "llama" / "llama-q8_0.gguf")
+        for tn, t in tq.items():
+            want = dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32).tobytes()
+            if ts[tn].tensor_type != Q.F32 or np.asarray(ts[tn].data).tobytes() != want:
+                failures.append(f"q8_0 -> f32: {tn} is {ts[tn].tensor_type.name}, not gguf-py's dequantisation")
 
     # ---- 6: the tiny models, every type: loads and generates
     for arch in ("llama", "qwen3", "lfm2", "qwen35", "gemma3"):
