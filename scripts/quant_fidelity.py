@@ -8,9 +8,10 @@ the whole sequence is then scored teacher-forced (`statelm score --top 1`) by th
 every quantised file, and each position whose next token is known counts as agreeing when the two
 argmaxes are equal. Printed per type: agreements / positions, the rate with a 95% Wilson interval,
 the file size. Positions of one sequence are not independent, so the interval is indicative.
+The prompts are the first --prompts (default 8) of scripts/gemma_agreement.py's.
 
 Usage: python3 scripts/quant_fidelity.py [--statelm build/statelm] [--types q4_k_m,q4_0,q8_0]
-           [--gen 48] [--json OUT.json] SRC.gguf"""
+           [--gen 48] [--prompts 8] [--json OUT.json] SRC.gguf"""
 import argparse
 import json
 import math
@@ -21,16 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPTS = [
-    "The history of the printing press begins",
-    "The capital of France is Paris. The capital of Germany is",
-    "Photosynthesis is the process by which plants",
-    "Once upon a time, in a small village at the edge of the forest,",
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
-    "Shopping list:\n- eggs\n- milk\n-",
-    "The three laws of thermodynamics state that",
-    "In 1969, the Apollo 11 mission",
-]
+sys.path.insert(0, str(ROOT / "scripts"))
+from gemma_agreement import PROMPTS  # noqa: E402  (16 varied plain-text prompts)
 
 
 def sh(*args):
@@ -62,6 +55,7 @@ def main():
     ap.add_argument("--statelm", default=str(ROOT / "build" / "statelm"))
     ap.add_argument("--types", default="q4_k_m,q4_0,q8_0")
     ap.add_argument("--gen", type=int, default=48)
+    ap.add_argument("--prompts", type=int, default=8, help="the first N of scripts/gemma_agreement.py's prompts")
     ap.add_argument("--json")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,13 +66,13 @@ def main():
             files[t] = os.path.join(tmp, f"{t}.gguf")
             sh(a.statelm, "quantize", "--quiet", exact, files[t], t)
         seqs = []
-        for text in PROMPTS:
+        for text in PROMPTS[:a.prompts]:
             ids = sh(a.statelm, "tokenize", "-m", exact, "-p", text).split()
             gen = sh(a.statelm, "run", "-m", exact, "--prompt-ids", ",".join(ids), "--temp", "0", "--ids",
                      "-n", str(a.gen)).split()
             seqs.append([int(x) for x in ids + gen])
         ref = [argmaxes(a.statelm, exact, s) for s in seqs]
-        result = {"src": os.path.basename(a.src), "prompts": len(PROMPTS), "gen": a.gen, "types": {}}
+        result = {"src": os.path.basename(a.src), "prompts": a.prompts, "gen": a.gen, "types": {}}
         for t, path in files.items():
             k = n = 0
             for s, r in zip(seqs, ref):

@@ -73,24 +73,37 @@ static void min_max(const float *x, int n, float *mn, float *mx) {
     *mx = hi;
 }
 
+/* Packs 32 4-bit levels: qs[j] = l[j] | l[16 + j] << 4. */
+static void pack_q4(const uint8_t *l, uint8_t *qs) {
+    for (int j = 0; j < QK / 2; j++) qs[j] = (uint8_t)(l[j] | (l[QK / 2 + j] << 4));
+}
+
+/* Packs 32 5-bit levels: the low nibbles as pack_q4, bit 4 of level j as bit j of qh (u32 LE). */
+static void pack_q5(const uint8_t *l, uint8_t *qh, uint8_t *qs) {
+    uint32_t h = 0;
+    for (int j = 0; j < QK / 2; j++) {
+        qs[j] = (uint8_t)((l[j] & 0x0F) | ((l[QK / 2 + j] & 0x0F) << 4));
+        h |= ((l[j] & 0x10u) >> 4) << j;
+        h |= ((l[QK / 2 + j] & 0x10u) >> 4) << (j + QK / 2);
+    }
+    for (int b = 0; b < 4; b++) qh[b] = (uint8_t)(h >> (8 * b));
+}
+
 /* Q4_0: d f16 | qs[16]; q = min(15, trunc(x/d + 8.5)), d = max / -8. */
 static void q_q4_0(const float *x, uint8_t *y, int64_t nb) {
+    uint8_t l[QK];
     for (int64_t i = 0; i < nb; i++, x += QK, y += 18) {
         const float d = signed_absmax(x, QK) / -8;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = x[j] * id;
-            const float x1 = x[QK / 2 + j] * id;
-            const uint8_t xi0 = (uint8_t)imin(15, (int8_t)(x0 + 8.5f));
-            const uint8_t xi1 = (uint8_t)imin(15, (int8_t)(x1 + 8.5f));
-            y[2 + j] = (uint8_t)(xi0 | (xi1 << 4));
-        }
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(15, (int8_t)(x[j] * id + 8.5f));
+        pack_q4(l, y + 2);
     }
 }
 
 /* Q4_1: d f16 | m f16 | qs[16]; d = (max - min) / 15, m = min. */
 static void q_q4_1(const float *x, uint8_t *y, int64_t nb) {
+    uint8_t l[QK];
     for (int64_t i = 0; i < nb; i++, x += QK, y += 20) {
         float mn, mx;
         min_max(x, QK, &mn, &mx);
@@ -98,38 +111,26 @@ static void q_q4_1(const float *x, uint8_t *y, int64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
         st_f16(y + 2, mn);
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = (x[j] - mn) * id;
-            const float x1 = (x[QK / 2 + j] - mn) * id;
-            const uint8_t xi0 = (uint8_t)imin(15, (int8_t)(x0 + 0.5f));
-            const uint8_t xi1 = (uint8_t)imin(15, (int8_t)(x1 + 0.5f));
-            y[4 + j] = (uint8_t)(xi0 | (xi1 << 4));
-        }
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(15, (int8_t)((x[j] - mn) * id + 0.5f));
+        pack_q4(l, y + 4);
     }
 }
 
 /* Q5_0: d f16 | qh u32 (bit j = bit 4 of element j) | qs[16]; d = max / -16. */
 static void q_q5_0(const float *x, uint8_t *y, int64_t nb) {
+    uint8_t l[QK];
     for (int64_t i = 0; i < nb; i++, x += QK, y += 22) {
         const float d = signed_absmax(x, QK) / -16;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = x[j] * id;
-            const float x1 = x[QK / 2 + j] * id;
-            const uint8_t xi0 = (uint8_t)imin(31, (int8_t)(x0 + 16.5f));
-            const uint8_t xi1 = (uint8_t)imin(31, (int8_t)(x1 + 16.5f));
-            y[6 + j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-            qh |= ((xi0 & 0x10u) >> 4) << j;
-            qh |= ((xi1 & 0x10u) >> 4) << (j + QK / 2);
-        }
-        for (int b = 0; b < 4; b++) y[2 + b] = (uint8_t)(qh >> (8 * b));
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(31, (int8_t)(x[j] * id + 16.5f));
+        pack_q5(l, y + 2, y + 6);
     }
 }
 
 /* Q5_1: d f16 | m f16 | qh u32 | qs[16]; d = (max - min) / 31, q = trunc((x - min)/d + 0.5). */
 static void q_q5_1(const float *x, uint8_t *y, int64_t nb) {
+    uint8_t l[QK];
     for (int64_t i = 0; i < nb; i++, x += QK, y += 24) {
         float mn, mx;
         min_max(x, QK, &mn, &mx);
@@ -137,17 +138,8 @@ static void q_q5_1(const float *x, uint8_t *y, int64_t nb) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
         st_f16(y + 2, mn);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = (x[j] - mn) * id;
-            const float x1 = (x[QK / 2 + j] - mn) * id;
-            const uint8_t xi0 = (uint8_t)(x0 + 0.5f);
-            const uint8_t xi1 = (uint8_t)(x1 + 0.5f);
-            y[8 + j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-            qh |= ((xi0 & 0x10u) >> 4) << j;
-            qh |= ((xi1 & 0x10u) >> 4) << (j + QK / 2);
-        }
-        for (int b = 0; b < 4; b++) y[4 + b] = (uint8_t)(qh >> (8 * b));
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
+        pack_q5(l, y + 4, y + 8);
     }
 }
 
