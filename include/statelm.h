@@ -8,8 +8,12 @@
  *    caller buffer (err, err_cap).
  *  - Handles are opaque. slm_model is immutable after load and may be shared by threads;
  *    slm_session is used by one thread at a time. Destroy functions accept NULL.
- *  - Params structs are zero-initialisable, append-only, begin with `size`, and have a
- *    slm_*_params_default() constructor.
+ *  - Params structs are append-only, begin with `size` and have a slm_*_params_default()
+ *    constructor. The library reads only the first `size` bytes (sizeof the struct the caller was
+ *    built with): fields a smaller, older struct lacks keep their defaults, and a struct zeroed
+ *    whole (size 0) gives every default, so set size (or start from the constructor) to pass any
+ *    field. A field left at 0 means its default, except where its comment gives 0 a meaning of its
+ *    own (slm_sampler_params: temperature 0 = greedy, top_k 0 and min_p 0 = off).
  *  - The library never prints, exits or aborts on bad input.
  *
  * NULL policy (every function; tests/unit/test_api_null.c calls each one with NULL):
@@ -141,7 +145,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
 SLM_API void slm_model_destroy(slm_model *model);
 
 SLM_API slm_model_format slm_model_get_format(const slm_model *model);
-/* Architecture id as in GGUF general.architecture: "llama", "qwen3", "lfm2", "qwen35".
+/* Architecture id as in GGUF general.architecture: "llama", "qwen3", "lfm2", "qwen35", "gemma3".
  * Borrowed until slm_model_destroy. */
 SLM_API const char *slm_model_arch(const slm_model *model);
 /* general.name or the folder name; borrowed. May be "". */
@@ -320,10 +324,14 @@ SLM_API void slm_free(void *ptr);
  * Sessions: one instance of a model's states plus its position. One thread at a time. */
 typedef struct slm_session slm_session;
 
+/* Dtype of a session's KV states (attention keys and values). Its own enum, not slm_dtype, so that
+ * 0 is the default: slm_dtype's 0 is f32. */
+typedef enum slm_kv_type { SLM_KV_DEFAULT = 0, SLM_KV_F16 = 1, SLM_KV_F32 = 2 } slm_kv_type;
+
 typedef struct slm_session_params {
     size_t size;          /* sizeof(slm_session_params) */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
@@ -443,14 +451,15 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
-    int32_t draft_max;       /* most tokens drafted per step, 1..64 (default 8) */
+    int32_t draft_max;       /* most tokens drafted per step, 1..64; 0 = the default, 8 */
     bool fixed;              /* always draft draft_max tokens (no adaptation) */
     slm_session *draft;      /* draft model session (same tokenizer as the target), or NULL */
     slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
     void *draft_user_data;
     struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
     float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
-                                decode steps until timed (greedy) or always (sampling), 0..100 (default 0.3) */
+                                decode steps until timed (greedy) or always (sampling), (0, 100];
+                                0 = the default, 0.3 */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
@@ -500,7 +509,7 @@ SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
  * beyond the common prefix of the two histories are dropped. */
 SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
 /* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
- * state. params may set threads and checkpoint options (n_ctx and kv_dtype are taken from snap). */
+ * state. params may set threads and checkpoint options (n_ctx and kv_type are taken from snap). */
 SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_params *params, slm_session **out,
                                     char *err, size_t err_cap);
 SLM_API void slm_snapshot_destroy(slm_snapshot *snap);
@@ -530,22 +539,43 @@ SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_
  * Sampler: owns its RNG; reproducible for a given seed. */
 typedef struct slm_sampler slm_sampler;
 
+/* A bias added to one token's logit before everything else (-INFINITY bans the token). */
+typedef struct slm_logit_bias {
+    int32_t token;
+    float bias;
+} slm_logit_bias;
+
+/* slm_sampler_params_default() gives temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1, repeat_last_n 64, seed 0, no presence or frequency penalty and no logit bias:
+ * what a struct zeroed whole (size 0) gets. With size set, a field at 0 means what its comment
+ * says: temperature, top_k, min_p, the presence and frequency penalties and n_logit_bias take 0 as
+ * a setting (greedy, off, off, off, off, none), the others as their default.
+ * The order applied: logit biases, then the penalties over the distinct tokens of the last
+ * repeat_last_n of the history (repeat: a positive logit divided by repeat_penalty, a negative one
+ * multiplied; then minus count * frequency_penalty + presence_penalty, count being the token's
+ * occurrences in that window, as llama.cpp and OpenAI define them), then greedy at temperature 0,
+ * else temperature, top-k, top-p, min-p and a draw. */
 typedef struct slm_sampler_params {
-    size_t size;
-    float temperature;     /* 0 = greedy */
-    int32_t top_k;         /* 0 = off */
-    float top_p;           /* 1 = off */
-    float min_p;           /* 0 = off */
-    float repeat_penalty;  /* 1 = off */
-    int32_t repeat_last_n; /* window of past tokens the penalty looks at */
-    uint64_t seed;
+    size_t size;           /* sizeof(slm_sampler_params) */
+    float temperature;     /* >= 0; 0 = greedy */
+    int32_t top_k;         /* >= 0; 0 = off */
+    float top_p;           /* (0, 1], 1 = off; 0 = the default, 0.95 (FLT_MIN keeps the most probable token only) */
+    float min_p;           /* [0, 1]; 0 = off */
+    float repeat_penalty;  /* > 0, 1 = off; 0 = the default, 1 */
+    int32_t repeat_last_n; /* >= 1: window of past tokens the penalties look at; 0 = the default, 64 */
+    uint64_t seed;         /* 0 = the default, 0 */
+    float presence_penalty;           /* finite; 0 = off */
+    float frequency_penalty;          /* finite; 0 = off */
+    const slm_logit_bias *logit_bias; /* (n_logit_bias), copied by slm_sampler_create */
+    int32_t n_logit_bias;             /* >= 0; 0 = none */
 } slm_sampler_params;
 
 SLM_API slm_sampler_params slm_sampler_params_default(void);
 SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out);
 SLM_API void slm_sampler_destroy(slm_sampler *s);
-/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the repetition
- * penalty (may be NULL/0). */
+/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the penalties
+ * (may be NULL/0). SLM_ERR_RANGE when a logit bias names a token >= n_vocab or every token is
+ * banned (-INFINITY). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
 /* The distribution slm_sampler_sample draws from for these logits and history: probs (n_vocab
@@ -574,7 +604,7 @@ typedef struct slm_plan_params {
     size_t size;          /* sizeof(slm_plan_params) */
     const char *target;   /* NULL = "cpu" */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
     const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
 } slm_plan_params;
@@ -741,8 +771,9 @@ SLM_API double slm_plan_function_measured_us(const slm_plan *plan, int32_t fn);
 /* Creates a session that executes plan (compiled for model, on a target executable here). The
  * session keeps its own copy of what it runs; plan may be destroyed after. Refused with
  * SLM_ERR_INVALID_ARG (nothing created) when the plan was compiled for another model (by
- * fingerprint), when params name an n_ctx, kv_dtype or kernels other than the plan's, or for a
- * target not executable here (SLM_ERR_UNSUPPORTED). params may be NULL. */
+ * fingerprint), when params name an n_ctx, KV type or kernels other than the plan's (0,
+ * SLM_KV_DEFAULT and NULL name none: the plan's are taken), or for a target not executable here
+ * (SLM_ERR_UNSUPPORTED). params may be NULL. */
 SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const slm_plan *plan,
                                                 const slm_session_params *params, slm_session **out, char *err,
                                                 size_t err_cap);
@@ -760,7 +791,8 @@ typedef struct slm_export_params {
     size_t size;             /* sizeof(slm_export_params) */
     const char *format;      /* "coreml" (default) */
     slm_dtype weights;       /* SLM_DTYPE_F16 (default), SLM_DTYPE_Q8_0 (int8) or SLM_DTYPE_Q4_0 (int4):
-                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale) */
+                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale); 0 (the
+                              * id of f32, which export does not offer) = the default, f16 */
     const char *report_path; /* NULL, or where to write the export's compute plan as JSON (per MIL op:
                               * ANE-eligible or why not; states; op histogram) */
     bool dry_run;            /* check and lower everything, write nothing (statelm export --check-only) */

@@ -140,7 +140,7 @@ static void print_step(const char *proto, const char *what, long k, const float 
 static int new_session(const slm_model *m, const options *o, slm_session **out) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
-    sp.kv_dtype = o->kv_dtype;
+    sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = o->n_threads;
     sp.kernels = o->kernels;
     char err[512] = "";

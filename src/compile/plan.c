@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "base/dtype.h"
+#include "base/params.h"
 #include "compile/memplan.h"
 #include "model/build.h"
 
@@ -27,7 +28,6 @@ SLM_API slm_plan_params slm_plan_params_default(void) {
     slm_plan_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
-    p.kv_dtype = SLM_DTYPE_F16;
     return p;
 }
 
@@ -330,23 +330,24 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
     if (out) *out = NULL;
     if (err && err_cap) err[0] = '\0';
     slm_plan_params p = slm_plan_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     const tgt_profile *t = tgt_find(p.target ? p.target : "cpu");
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    slm_dtype kv = SLM_DTYPE_F16;
     g_program *prog = NULL;
     backend *be = NULL;
     slm_status st = SLM_OK;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_plan_create: model and out are required");
     else if (!t) st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown target '%s' (targets: cpu, cuda, ane)", p.target);
-    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (!params_kv_dtype(p.kv_type, &kv))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if (p.n_prefill < 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
     else if ((st = plan_backend(&model->alloc, t, p.kernels, &be, &e)) == SLM_OK &&
-             (st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = plan_create_program(model, prog, t, n_ctx, p.kv_dtype, p.n_prefill, be, out, &e);
+             (st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+        st = plan_create_program(model, prog, t, n_ctx, kv, p.n_prefill, be, out, &e);
     if (be) be->vt->destroy(be);
     err_copy_out(&e, err, err_cap);
     return st;

@@ -22,6 +22,7 @@
 #include "base/dtype.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "base/quant.h"
 #include "format/gguf.h"
 #include "format/gguf_write.h"
@@ -399,7 +400,7 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
     slm_err e;
     err_clear(&e);
     slm_quantize_params p = slm_quantize_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     const slm_allocator *a = &al_default;
     slm_logger log = {p.log_fn, p.log_user_data};
     gguf_file g;

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "base/dtype.h"
+#include "base/params.h"
 #include "format/quantize.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -326,7 +327,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
         return e.status;
     }
     slm_model_params p = slm_model_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     slm_allocator a = {p.alloc_fn, p.free_fn, p.alloc_user_data};
     if (!a.alloc || !a.free) a = al_default;
     slm_model *m = al_calloc(&a, 1, sizeof *m);

@@ -10,13 +10,13 @@
 #include <time.h>
 
 #include "base/dtype.h"
+#include "base/params.h"
 #include "model/build.h"
 
 SLM_API slm_session_params slm_session_params_default(void) {
     slm_session_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
-    p.kv_dtype = SLM_DTYPE_F16;
     return p;
 }
 
@@ -198,7 +198,7 @@ static slm_status apply_params(slm_session *s, const slm_session_params *p, slm_
 
 static slm_session_params params_or_default(const slm_session_params *params) {
     slm_session_params p = slm_session_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     return p;
 }
 
@@ -211,14 +211,15 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     slm_status st = SLM_OK;
     slm_session_params p = params_or_default(params);
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    slm_dtype kv = SLM_DTYPE_F16;
     g_program *prog = NULL;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
-    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (!params_kv_dtype(p.kv_type, &kv))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
-    else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = create_compiled(model, prog, p.n_threads, n_ctx, p.kv_dtype, p.kernels, p.no_repack, out, &e);
+    else if ((st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+        st = create_compiled(model, prog, p.n_threads, n_ctx, kv, p.kernels, p.no_repack, out, &e);
     if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
         slm_session_destroy(*out);
         *out = NULL;
@@ -236,6 +237,7 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
     if (err && err_cap) err[0] = '\0';
     slm_session_params p = params_or_default(params);
     slm_status st = SLM_OK;
+    slm_dtype kv = SLM_DTYPE_F16;
     uint8_t fm[16] = {0}, fp[16] = {0};
     if (model) slm_model_fingerprint(model, fm);
     if (plan && plan->model) slm_model_fingerprint(plan->model, fp);
@@ -249,9 +251,9 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
                      plan->target->executable_why);
     else if (p.n_ctx != 0 && p.n_ctx != plan->n_ctx)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for a %d-token context, not %d", plan->n_ctx, p.n_ctx);
-    else if (params && p.kv_dtype != plan->kv_dtype)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not %s",
-                     slm_dtype_name(plan->kv_dtype), slm_dtype_name(p.kv_dtype));
+    else if (p.kv_type != SLM_KV_DEFAULT && !(params_kv_dtype(p.kv_type, &kv) && kv == plan->kv_dtype))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not kv_type %d",
+                     slm_dtype_name(plan->kv_dtype), (int)p.kv_type);
     else if (kernels && strcmp(kernels, plan->kernels) != 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for the %s kernels, not %s", plan->kernels, kernels);
     if (st == SLM_OK) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/params.h"
 #include "runtime/lookup.h"
 #include "runtime/session.h"
 
@@ -205,15 +206,17 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
     slm_err e;
     err_clear(&e);
     if (out) *out = NULL;
-    slm_spec_params p = slm_spec_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_spec_params d = slm_spec_params_default(), p = d;
+    params_read(&p, sizeof p, params);
+    if (p.draft_max == 0) p.draft_max = d.draft_max;
+    if (p.verify_cost == 0.0f) p.verify_cost = d.verify_cost;
     slm_status st = SLM_OK;
     slm_spec *sp = NULL;
     if (!target || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_spec_create: target and out are required");
     else if (p.draft_max < 1 || p.draft_max > 64)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "draft_max %d is out of range [1, 64]", p.draft_max);
-    else if (!(p.verify_cost >= 0.0f && p.verify_cost <= 100.0f))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range [0, 100]", (double)p.verify_cost);
+    else if (!(p.verify_cost > 0.0f && p.verify_cost <= 100.0f))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range (0, 100]", (double)p.verify_cost);
     else if (p.draft == target) st = err_set(&e, SLM_ERR_INVALID_ARG, "the draft session is the target session");
     else if (target->fn_verify < 0) st = err_set(&e, SLM_ERR_UNSUPPORTED, "the target's program has no verify function");
     else if (p.draft) st = same_tokenizer(target, p.draft, &e);

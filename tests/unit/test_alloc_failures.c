@@ -52,7 +52,7 @@ static slm_session *new_session(const slm_model *m, char *err, size_t err_cap, s
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = N_CTX;
     sp.n_threads = 2;
-    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.kv_type = SLM_KV_F32;
     sp.checkpoint_interval = 4; /* hybrid models take checkpoints inside the sweeps */
     slm_session *s = NULL;
     *st = slm_session_create(m, &sp, &s, err, err_cap);

@@ -231,9 +231,9 @@ static void plan_refused_elsewhere(void **u) {
     sp.n_ctx = N_CTX + 1;
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "context");
     sp.n_ctx = 0;
-    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.kv_type = SLM_KV_F32;
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "KV");
-    sp.kv_dtype = SLM_DTYPE_F16;
+    sp.kv_type = SLM_KV_F16;
     sp.kernels = "ref";
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "kernels");
     sp.kernels = NULL;

@@ -492,7 +492,9 @@ static void draft_tokenizer_differs(void **u) {
     p.draft = s;
     assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
     p.draft = NULL;
-    p.draft_max = 0;
+    p.draft_max = 65;
+    assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
+    p.draft_max = -1;
     assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
     slm_session_destroy(ds);
     slm_session_destroy(s);

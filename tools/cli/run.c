@@ -1,7 +1,7 @@
 /* run.c — `statelm run` (one prompt, streamed generation) and `statelm chat` (interactive
  * multi-turn chat in one session). Contract of run (relied on; extend, do not change):
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
- *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
+ *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
@@ -47,6 +47,7 @@ typedef struct gen_opts {
 static const char usage_common[] =
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "  --presence-penalty P --frequency-penalty P   OpenAI's penalties, over the last 64 tokens\n"
     "  -t N                 threads (default: the online CPUs; more than those is capped)\n"
     "  --force-threads      use -t N even beyond the online CPU count\n"
     "  -c N_CTX             context size (a warning past the model's training context)\n"
@@ -128,6 +129,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--repeat-penalty")) {
             if (!VALUE() || !cli_parse_f64(a, v, 1e-3, 100, &fv)) return 1;
             o->sp.repeat_penalty = (float)fv;
+        } else if (!strcmp(a, "--presence-penalty")) {
+            if (!VALUE() || !cli_parse_f64(a, v, -2, 2, &fv)) return 1;
+            o->sp.presence_penalty = (float)fv;
+        } else if (!strcmp(a, "--frequency-penalty")) {
+            if (!VALUE() || !cli_parse_f64(a, v, -2, 2, &fv)) return 1;
+            o->sp.frequency_penalty = (float)fv;
         } else if (!strcmp(a, "--seed")) {
             if (!VALUE() || !cli_parse_i64(a, v, 0, INT64_MAX, &iv)) return 1;
             o->sp.seed = (uint64_t)iv;
@@ -411,7 +418,7 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
-    sp.kv_dtype = o->kv_dtype;
+    sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
     cli_apply_env(&sp, NULL);
@@ -442,7 +449,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
             return cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         slm_session_params p = slm_session_params_default();
         p.n_ctx = slm_session_n_ctx(s);
-        p.kv_dtype = o->kv_dtype;
+        p.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
         p.n_threads = o->n_threads;
         p.abort_fn = abort_on_interrupt;
         cli_apply_env(&p, NULL);
@@ -452,7 +459,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
     slm_spec_params p = slm_spec_params_default();
     if (o->draft_max) p.draft_max = o->draft_max;
     p.draft = *ds;
-    p.sampler = o->sp.temperature > 0.0f || o->sp.repeat_penalty != 1.0f ? smp : NULL;
+    p.sampler = cli_sampler_is_argmax(&o->sp) ? NULL : smp;
     if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
         return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
     return 0;
