@@ -1,9 +1,11 @@
 /* test_quant.c — base/quant: every quantiser byte for byte against llama.cpp's own reference
  * quantisers (ggml-quants.c quantize_row_*_ref; tests/data/quant/, written by
  * scripts/gen_quant_golden.py, which also checked the legacy types against gguf-py), the round trip
- * through base/dtype's dequantisers within each type's step, and the refusals. */
+ * through base/dtype's dequantisers within each type's step, the refusals, and slm_quantize's
+ * params and output rules (tests/py/test_quantize.py covers the file against gguf-py). */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,11 +118,66 @@ static void refusals(void **unused) {
     assert_false(quant_has_row(SLM_DTYPE_Q3_K));
 }
 
+static int n_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) n += de->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* slm_quantize's params as callers pass them (NULL, zeroed, an older layout with only `size`):
+ * the same file; an existing output is refused without force and replaced with it; a failure
+ * leaves only what was there. */
+static void quantize_file_params(void **unused) {
+    (void)unused;
+    char *dir = tu_temp_dir();
+    char a[1024], b[1024], c[1024];
+    snprintf(a, sizeof a, "%s/a.gguf", dir);
+    snprintf(b, sizeof b, "%s/b.gguf", dir);
+    snprintf(c, sizeof c, "%s/c.gguf", dir);
+    const char *src = tu_data_path("tiny/lfm2/lfm2-f32.gguf");
+    char err[512];
+    assert_int_equal(slm_quantize(src, a, "q8_0", NULL, err, sizeof err), SLM_OK);
+    slm_quantize_params zero;
+    memset(&zero, 0, sizeof zero);
+    assert_int_equal(slm_quantize(src, b, "Q8_0", &zero, err, sizeof err), SLM_OK);
+    size_t size_old = sizeof(size_t);
+    assert_int_equal(slm_quantize(src, c, "q8_0", (const slm_quantize_params *)&size_old, err, sizeof err), SLM_OK);
+    size_t na = 0, nb = 0, nc = 0;
+    uint8_t *fa = tu_read_file(a, &na), *fb = tu_read_file(b, &nb), *fc = tu_read_file(c, &nc);
+    assert_true(na > 0 && na == nb && na == nc && memcmp(fa, fb, na) == 0 && memcmp(fa, fc, na) == 0);
+    free(fb);
+    free(fc);
+    /* refused without force: a unchanged; replaced with force: by the q4_0 file */
+    assert_int_equal(slm_quantize(src, a, "q4_0", NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "exists"));
+    uint8_t *again = tu_read_file(a, &nb);
+    assert_true(nb == na && memcmp(again, fa, na) == 0);
+    free(again);
+    slm_quantize_params p = slm_quantize_params_default();
+    p.force = true;
+    p.n_threads = 3;
+    assert_int_equal(slm_quantize(src, a, "q4_0", &p, err, sizeof err), SLM_OK);
+    again = tu_read_file(a, &nb);
+    assert_true(nb < na);
+    free(again);
+    free(fa);
+    /* failures leave nothing new */
+    assert_int_equal(slm_quantize(src, b, "q4_0", &p, err, sizeof err), SLM_OK);
+    p.token_embd_type = "q4_k"; /* rows of 64: not whole 256-blocks */
+    assert_int_equal(slm_quantize(src, c, "q4_0", &p, err, sizeof err), SLM_ERR_SHAPE);
+    assert_non_null(strstr(err, "token_embd.weight"));
+    assert_int_equal(n_files(dir), 3);
+    tu_rm_dir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bytes_equal_llama_cpp),
         cmocka_unit_test(round_trip_within_step),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(quantize_file_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
