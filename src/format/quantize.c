@@ -4,7 +4,8 @@
  * rows that are not a whole number of blocks). Tensors are visited in llama.cpp's order (layer,
  * then name), which is also the order the layer counters of the mix rules count in and the order
  * of the output file. One tensor at a time: its rows are split over n_threads, converted to f32
- * (F32/F16/BF16 sources) and quantised by base/quant.c, and the tensor is written before the next
+ * (F32/F16/BF16 sources; quantised ones only on the way to a float type) and quantised by
+ * base/quant.c, and the tensor is written before the next
  * one is touched; the source pages are dropped after each tensor, so the resident set stays near
  * the largest tensor plus its quantised copy. The output is written by format/gguf_write.c
  * (temporary file, published whole). Metadata is copied byte for byte except
@@ -132,10 +133,12 @@ static bool allows_quantization(const gguf_tensor *t, bool leave_output) {
     return true;
 }
 
+/* The N of "blk.N." as sscanf("blk.%d.") reads it, or -1. */
 static int layer_of(const char *name) {
-    int layer = -1;
-    if (strncmp(name, "blk.", 4) == 0) layer = atoi(name + 4);
-    return layer;
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    char *end = NULL;
+    long layer = strtol(name + 4, &end, 10);
+    return end != name + 4 && layer >= INT32_MIN && layer <= INT32_MAX ? (int)layer : -1;
 }
 
 /* llama_model_loader's weight order: layer (non-layer tensors first), then name. */
