@@ -89,57 +89,38 @@ static void pack_q5(const uint8_t *l, uint8_t *qh, uint8_t *qs) {
     for (int b = 0; b < 4; b++) qh[b] = (uint8_t)(h >> (8 * b));
 }
 
-/* Q4_0: d f16 | qs[16]; q = min(15, trunc(x/d + 8.5)), d = max / -8. */
-static void q_q4_0(const float *x, uint8_t *y, int64_t nb) {
+/* Q4_0 (half 8) and Q5_0 (half 16): d = max / -half with max the signed absolute maximum,
+ * q = min(2·half - 1, trunc(x/d + half + 0.5)); written as d f16 | [qh u32 |] qs[16]. */
+static void q_absmax(const float *x, uint8_t *y, int64_t nb, int half) {
+    const size_t block_bytes = half == 8 ? 18 : 22;
+    const float offset = (float)half + 0.5f;
     uint8_t l[QK];
-    for (int64_t i = 0; i < nb; i++, x += QK, y += 18) {
-        const float d = signed_absmax(x, QK) / -8;
+    for (int64_t i = 0; i < nb; i++, x += QK, y += block_bytes) {
+        const float d = signed_absmax(x, QK) / (float)-half;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
-        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(15, (int8_t)(x[j] * id + 8.5f));
-        pack_q4(l, y + 2);
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(2 * half - 1, (int8_t)(x[j] * id + offset));
+        if (half == 8) pack_q4(l, y + 2);
+        else pack_q5(l, y + 2, y + 6);
     }
 }
 
-/* Q4_1: d f16 | m f16 | qs[16]; d = (max - min) / 15, m = min. */
-static void q_q4_1(const float *x, uint8_t *y, int64_t nb) {
+/* Q4_1 (nmax 15) and Q5_1 (nmax 31): d = (max - min) / nmax, m = min,
+ * q = min(nmax, trunc((x - min)/d + 0.5)); written as d f16 | m f16 | [qh u32 |] qs[16]. (ggml's
+ * Q5_1 has no min(): its q never exceeds 31 there either.) */
+static void q_min_range(const float *x, uint8_t *y, int64_t nb, int nmax) {
+    const size_t block_bytes = nmax == 15 ? 20 : 24;
     uint8_t l[QK];
-    for (int64_t i = 0; i < nb; i++, x += QK, y += 20) {
+    for (int64_t i = 0; i < nb; i++, x += QK, y += block_bytes) {
         float mn, mx;
         min_max(x, QK, &mn, &mx);
-        const float d = (mx - mn) / 15;
+        const float d = (mx - mn) / (float)nmax;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         st_f16(y, d);
         st_f16(y + 2, mn);
-        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(15, (int8_t)((x[j] - mn) * id + 0.5f));
-        pack_q4(l, y + 4);
-    }
-}
-
-/* Q5_0: d f16 | qh u32 (bit j = bit 4 of element j) | qs[16]; d = max / -16. */
-static void q_q5_0(const float *x, uint8_t *y, int64_t nb) {
-    uint8_t l[QK];
-    for (int64_t i = 0; i < nb; i++, x += QK, y += 22) {
-        const float d = signed_absmax(x, QK) / -16;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        st_f16(y, d);
-        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(31, (int8_t)(x[j] * id + 16.5f));
-        pack_q5(l, y + 2, y + 6);
-    }
-}
-
-/* Q5_1: d f16 | m f16 | qh u32 | qs[16]; d = (max - min) / 31, q = trunc((x - min)/d + 0.5). */
-static void q_q5_1(const float *x, uint8_t *y, int64_t nb) {
-    uint8_t l[QK];
-    for (int64_t i = 0; i < nb; i++, x += QK, y += 24) {
-        float mn, mx;
-        min_max(x, QK, &mn, &mx);
-        const float d = (mx - mn) / 31;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        st_f16(y, d);
-        st_f16(y + 2, mn);
-        for (int j = 0; j < QK; j++) l[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
-        pack_q5(l, y + 4, y + 8);
+        for (int j = 0; j < QK; j++) l[j] = (uint8_t)imin(nmax, (int8_t)((x[j] - mn) * id + 0.5f));
+        if (nmax == 15) pack_q4(l, y + 4);
+        else pack_q5(l, y + 4, y + 8);
     }
 }
 
@@ -451,10 +432,10 @@ bool quant_row(uint32_t type, const float *x, void *dst, int64_t n) {
     case SLM_DTYPE_F32: memcpy(y, x, (size_t)n * sizeof(float)); break;
     case SLM_DTYPE_F16: q_f16(x, y, n); break;
     case SLM_DTYPE_BF16: q_bf16(x, y, n); break;
-    case SLM_DTYPE_Q4_0: q_q4_0(x, y, nb); break;
-    case SLM_DTYPE_Q4_1: q_q4_1(x, y, nb); break;
-    case SLM_DTYPE_Q5_0: q_q5_0(x, y, nb); break;
-    case SLM_DTYPE_Q5_1: q_q5_1(x, y, nb); break;
+    case SLM_DTYPE_Q4_0: q_absmax(x, y, nb, 8); break;
+    case SLM_DTYPE_Q4_1: q_min_range(x, y, nb, 15); break;
+    case SLM_DTYPE_Q5_0: q_absmax(x, y, nb, 16); break;
+    case SLM_DTYPE_Q5_1: q_min_range(x, y, nb, 31); break;
     case SLM_DTYPE_Q8_0: q_q8_0(x, y, nb); break;
     case SLM_DTYPE_Q4_K: q_q4_k(x, y, nb); break;
     case SLM_DTYPE_Q5_K: q_q5_k(x, y, nb); break;
