@@ -129,6 +129,9 @@ typedef struct slm_model_params {
     slm_free_fn free_fn;
     void *alloc_user_data;
     int32_t n_threads;    /* default for sessions; 0 = number of online CPUs */
+    const char *quantize; /* NULL, or a type of slm_quantize ("q4_0", "q4_k_m", ...): the weights are
+                           * quantised in memory on load with the tensor types and bytes slm_quantize
+                           * would write for the same source (docs/quantize.md) */
 } slm_model_params;
 
 SLM_API slm_model_params slm_model_params_default(void);
@@ -828,6 +831,33 @@ SLM_API bool slm_export_available(const char *format, const char **why);
  * holds something the target rejects or the exporter cannot express). SLM_ERR_UNSUPPORTED when
  * this build has no exporter (slm_export_available). */
 SLM_API slm_status slm_plan_export(slm_plan *plan, const char *path, const slm_export_params *params);
+
+/* ---- quantize -------------------------------------------------------------------------------
+ * Writes a copy of a GGUF file with its weights quantised (src/format/quantize.c, docs/quantize.md):
+ * one tensor at a time, rows split over n_threads, with llama.cpp's reference rounding and, for the
+ * mixes, llama-quantize's per-tensor rules (llama.cpp src/llama-quant.cpp llama_tensor_get_type). */
+typedef struct slm_quantize_params {
+    size_t size;                 /* sizeof(slm_quantize_params) */
+    int32_t n_threads;           /* 0 = number of online CPUs */
+    bool force;                  /* replace an existing output file */
+    bool leave_output;           /* output.weight keeps its type (llama-quantize --leave-output-tensor) */
+    bool pure;                   /* no mix rules: every quantisable tensor gets the type's base type */
+    const char *token_embd_type; /* NULL, or a tensor type name ("q8_0", "f16") for token_embd.weight */
+    const char *output_type;     /* NULL, or a tensor type name for output.weight */
+    slm_log_fn log_fn;           /* optional: one SLM_LOG_INFO line per tensor */
+    void *log_user_data;
+} slm_quantize_params;
+SLM_API slm_quantize_params slm_quantize_params_default(void);
+/* Quantises the GGUF at in_path to type (case-insensitive): "q4_0", "q4_1", "q5_0", "q5_1",
+ * "q8_0", "f16", "bf16", "f32" (every quantisable tensor that type, except the mix's output and
+ * embedding rules) or the mixes "q4_k_s", "q4_k_m" (= "q4_k"), "q5_k_s", "q5_k_m" (= "q5_k"),
+ * "q6_k". The file appears at out_path whole or not at all (temporary file, fsync, rename); an
+ * existing out_path is refused (SLM_ERR_INVALID_ARG) unless params->force. Sources of 2-D weights
+ * must be F32, F16 or BF16 (or already the target type); quantised sources can only be
+ * dequantised (type "f32", "f16", "bf16"). On failure err holds one line naming
+ * the type, tensor, row or file at fault and nothing is left behind. params may be NULL. */
+SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
+                                const slm_quantize_params *params, char *err, size_t err_cap);
 
 #ifdef __cplusplus
 }

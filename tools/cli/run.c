@@ -21,6 +21,7 @@
 
 typedef struct gen_opts {
     const char *model;
+    const char *quantize;    /* --quantize T: weights quantised on load (slm_model_params.quantize) */
     const char *prompt;
     const char *prompt_ids;
     const char *chat_template;
@@ -63,6 +64,7 @@ static void usage_run(void) {
           "                       the context): the same tokens (--temp 0) or the same distribution\n"
           "                       as without it, often fewer passes over the weights\n"
           "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
+          "  --quantize T         quantise the weights on load (q4_0 ... q8_0, q4_k_m, q6_k: statelm quantize's types)\n"
           "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n",
           stdout);
     fputs(usage_common, stdout);
@@ -157,6 +159,9 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->prompt_cache_ro = !strcmp(a, "--prompt-cache-ro");
         } else if (!is_chat && !strcmp(a, "--lookup")) {
             o->lookup = true;
+        } else if (!strcmp(a, "--quantize")) {
+            if (!VALUE()) return 1;
+            o->quantize = v;
         } else if (!is_chat && !strcmp(a, "--draft-model")) {
             if (!VALUE()) return 1;
             o->draft_model = v;
@@ -407,6 +412,7 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     char err[512];
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = o->n_threads;
+    mp.quantize = o->quantize;
     slm_status st = slm_model_load(o->model, &mp, m, err, sizeof err);
     if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
     if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
