@@ -286,6 +286,49 @@ static void matmul_all(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* The few-column shapes (batched decode, verify, small prefill) on every tier, bit for bit against
+ * the portable C: each column count from 1 to 9 and some above (a pass of 8 columns plus a rest),
+ * on a tile pair and a lone half-full tile (m = 40) and on ranges split over 2 threads (m = 200),
+ * with more 32-blocks than one prefill chunk (k = 37 blocks; K types 5 super-blocks). */
+static void matmul_cols(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
+    const int64_t col_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
+    const int64_t rows[] = {40, 200};
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t mi = 0; mi < sizeof rows / sizeof rows[0]; mi++) {
+            uint32_t wt = types[ti];
+            int64_t k = cpu_wt_is_k(wt) ? 5 * CPU_QK_K : 37 * CPU_QK, m = rows[mi], max_cols = 17;
+            size_t rb;
+            uint8_t *w = rand_weights(wt, k, m, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(k * max_cols));
+            assert_non_null(x);
+            for (int64_t i = 0; i < k * max_cols; i++) x[i] = frand();
+            for (size_t ci = 0; ci < sizeof col_counts / sizeof col_counts[0]; ci++) {
+                int64_t cols = col_counts[ci];
+                size_t ny = (size_t)(m * cols);
+                float *y_gen = NULL;
+                for (int li = 0; li < n_lv; li++) {
+                    char what[128];
+                    snprintf(what, sizeof what, "matmul %s %s m=%lld cols=%lld", slm_dtype_name(wt),
+                             cpu_isa_name(lv[li]), (long long)m, (long long)cols);
+                    backend *be = mk(true, lv[li], 2);
+                    float *y = out_alloc(ny);
+                    run_mm(be, wt, w, k, m, x, cols, y);
+                    check_guard(y, ny, what);
+                    same_as_generic(lv[li], y, ny, &y_gen, what);
+                    free(y);
+                    be->vt->destroy(be);
+                }
+                free(y_gen);
+            }
+            free(w), free(x);
+        }
+}
+
 /* The tiles keep every bit: each row's GGUF bytes come back from them exactly (EMBED reads a tied
  * table this way once its file pages are released). Odd tile counts (a lone last tile), partial
  * tiles, every repacked type. */
@@ -1250,7 +1293,7 @@ static void missing_level_refused(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_cols), cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
         cmocka_unit_test(attention_decode_long),
         cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
