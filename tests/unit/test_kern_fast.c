@@ -289,7 +289,8 @@ static void matmul_all(void **unused) {
 /* The few-column shapes (batched decode, verify, small prefill) on every tier, bit for bit against
  * the portable C: each column count from 1 to 9 and some above (a pass of 8 columns plus a rest),
  * on a tile pair and a lone half-full tile (m = 40) and on ranges split over 2 threads (m = 200),
- * with more 32-blocks than one prefill chunk (k = 37 blocks; K types 5 super-blocks). */
+ * with more 32-blocks than one prefill chunk (k = 37 blocks; K types 5 super-blocks); and with
+ * "auto" kernels, where each shape runs on the tier kern_pick.c picks for it. */
 static void matmul_cols(void **unused) {
     (void)unused;
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
@@ -323,6 +324,20 @@ static void matmul_cols(void **unused) {
                     free(y);
                     be->vt->destroy(be);
                 }
+                /* "auto" kernels: each shape on the tier picked for it (kern_pick.c), the same bits */
+                backend *be = NULL;
+                slm_err e;
+                err_clear(&e);
+                assert_int_equal(cpu_backend_create(&al_default, 2, "auto", &be, &e), SLM_OK);
+                float *y = out_alloc(ny);
+                run_mm(be, wt, w, k, m, x, cols, y);
+                check_guard(y, ny, "auto");
+                char what[96];
+                snprintf(what, sizeof what, "matmul %s auto m=%lld cols=%lld", slm_dtype_name(wt), (long long)m,
+                         (long long)cols);
+                same_as_generic(CPU_ISA_AVX512, y, ny, &y_gen, what);
+                free(y);
+                be->vt->destroy(be);
                 free(y_gen);
             }
             free(w), free(x);

@@ -184,6 +184,16 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
+/* ---- the tier of each quantised matmul shape (kern_pick.c) ------------------------------------- */
+/* Weight types (the 8 quantised ones) and column counts (1..8, then 9 and more) of the choice. */
+#define CPU_PICK_TYPES 8
+#define CPU_PICK_COLS 9
+/* The index of quantised weight type wt in the choice (0..7), -1 for other types. */
+int32_t cpu_pick_type_index(uint32_t wt);
+/* Fills picks with own; with choose (a backend on "auto" kernels), for this CPU class's measured
+ * shapes, with the faster supported tier that reads own's tiles (the same bits: cpu.h). */
+void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]);
+
 /* ---- the backend ------------------------------------------------------------------------------ */
 /* Repacked copies of quantised weights, keyed by the weights' address (quantised operands are
  * always mapped weights, immutable while the model lives) and the ISA whose tile layout they use.
@@ -231,7 +241,13 @@ typedef struct cpu_backend {
     cpu_weight_cache *wc;  /* repacked weights: the model's shared table, or own_wc */
     cpu_weight_cache *own_wc;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
+    /* mm_quant_packed's tier per quantised weight type and column count (cpu_mm_pick) */
+    const cpu_isa *mm_pick[CPU_PICK_TYPES][CPU_PICK_COLS];
 } cpu_backend;
+
+/* The tier whose mm_quant_packed runs ncols columns of weights of type wt on cb's repacked tiles
+ * (cb->isa for the types without a choice). */
+const cpu_isa *cpu_mm_pick(const cpu_backend *cb, uint32_t wt, int64_t ncols);
 
 typedef slm_status (*cpu_kernel_fn)(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                                     const be_call *call, slm_err *e);
