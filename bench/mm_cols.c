@@ -4,9 +4,9 @@
  * computed alone, bit for bit. Random weights of an m x k matrix; a matrix larger than the last
  * level cache measures the streaming case, a small one the compute.
  * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512] [-t TYPE] [-c]
- * (-t: one weight type, q4_0, q4_1, q8_0, q4_k or q6_k; default all five. -c: the thread's CPU
- * time instead of wall time, for a machine shared with other work: time spent descheduled is
- * left out, contention for caches and memory is not). */
+ * (-t: one weight type, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k or q6_k; default every type the
+ * tier has tiles for. -c: the thread's CPU time instead of wall time, for a machine shared with
+ * other work: time spent descheduled is left out, contention for caches and memory is not). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +59,15 @@ int main(int argc, char **argv) {
     }
     printf("tier %s, %lld x %lld, best of %d%s\n", cpu_isa_name(level), (long long)m, (long long)k, reps,
            cpu_time ? ", thread CPU time" : "");
-    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     const int ncs[] = {1, 2, 3, 4, 8};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         if (only && strcmp(only, slm_dtype_name(wt))) continue;
+        if (!isa->tile_block_bytes(wt)) continue; /* the tier has no tiles for it */
         bool kq = cpu_wt_is_k(wt);
-        size_t bsz = kq ? (wt == SLM_DTYPE_Q4_K ? 144 : 210) : cpu_q32_block_bytes(wt);
+        size_t bsz = kq ? (wt == SLM_DTYPE_Q4_K ? 144 : wt == SLM_DTYPE_Q5_K ? 176 : 210) : cpu_q32_block_bytes(wt);
         size_t rb = bsz * (size_t)(k / (kq ? CPU_QK_K : CPU_QK));
         uint8_t *w = malloc(rb * (size_t)m);
         for (size_t i = 0; i < rb * (size_t)m; i++) w[i] = (uint8_t)next_u32();
@@ -74,7 +76,8 @@ int main(int argc, char **argv) {
                 uint8_t *p = w + (size_t)r * rb + b * bsz;
                 uint16_t h = (uint16_t)(0x2000 | (next_u32() & 0x3FF));
                 memcpy(p + (wt == SLM_DTYPE_Q6_K ? 208 : 0), &h, 2);
-                if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q4_K) memcpy(p + 2, &h, 2);
+                if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K)
+                    memcpy(p + 2, &h, 2);
             }
         int64_t nt = (m + 15) / 16;
         size_t pk_bytes = (size_t)(k / CPU_QK) * isa->tile_block_bytes(wt) * (size_t)nt;

@@ -3,7 +3,13 @@
  * (CMakeLists.txt) and only called when cpu_isa_detect finds those features.
  *
  * Quantised matmuls follow cpu.h's canonical arithmetic, which keeps one f32 accumulator per
- * output row and needs the exact integer dot of every 32-block:
+ * output row and needs the exact integer dot of every 32-block. On the repacked tiles
+ * (kern_tiles.c, every quantised type; the usual case) lane r of a register holds 4 weights of row
+ * r, so each vpdpbusd takes 4 activations of a column as a broadcast: one column streams a pair of
+ * tiles (32 rows); 2 to 8 columns (batched decode, verify, short prefills) load and unpack each
+ * block once for every column of a pass (up to 4 columns on both tiles of a pair, up to 8 on one
+ * tile; K types up to 8 per tile), passes over a chunk of blocks that stays in L1. In the file
+ * layout (repacking off):
  *  - decode (few columns): 16 rows at a time straight from the mapped blocks; vpdpbusd gives
  *    4 or 8 partial sums per row and block, a permute tree sums them into one lane per row, and
  *    the per-block FMA runs with the 16 rows in the 16 lanes (weight scales fetched by a gather);
@@ -12,7 +18,8 @@
  *    column as a broadcast, and a block's 8 vpdpbusd give the 16 rows' exact sums directly.
  * Unsigned weights are fed as u8 (Q4_0, Q4_1 nibbles; Q5_0, Q5_1 5-bit values; Q8_0 as w ^ 0x80)
  * with the offset term (-8, -16 or -128 times the block's activation sum) precomputed per
- * activation block (cpu.h). Q5_0 and Q5_1 always take the repacked form (5th bits merged once).
+ * activation block (cpu.h). In the file layout Q5_0 and Q5_1 always take the prefill form (5th bits
+ * merged once).
  * Weights are never copied outside the per-thread tile. */
 #include "backend/cpu/cpu.h"
 
@@ -318,19 +325,40 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- matmul on repacked tiles (cpu.h: repack_tiles, mm_quant_packed) ---------------------------- */
 
+INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
+/* 32-block types with f16 mins (an f32 sa in the activations) instead of an int32 aux offset. */
+INLINE bool has_mins(uint32_t wt) { return wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1; }
+
+/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
+ * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
+ * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
+INLINE __m512i q5_bits4(__m512i qh, int s) {
+    const __m512i b16 = _mm512_set1_epi8(0x10);
+    int j = (s & 15) / 4;
+    if (s < 16) return _mm512_and_si512(_mm512_slli_epi32(qh, (unsigned)(4 - j)), b16);
+    return _mm512_and_si512(j ? _mm512_srli_epi32(qh, (unsigned)j) : qh, b16);
+}
+
+/* The u8 weights of quant vector j of a 32-block tile (quants at q): low (hi false) or high nibbles,
+ * with Q5's 5th bits from qh. */
+INLINE __m512i nibbles(uint32_t wt, __m512i v, __m512i qh, int j, bool hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i n = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+    return is_q5(wt) ? _mm512_or_si512(n, q5_bits4(qh, hi ? 16 + 4 * j : 4 * j)) : n;
+}
+
 /* One column against a pair of tiles of a 32-block type (32 rows, the decode case): one
  * sequential stream, each activation broadcast shared by both tiles; the arithmetic of each row
  * is tiles_cols_q32's. */
 INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *ac, float *y,
                             __mmask16 mlo, __mmask16 mhi, pf_state *pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = q8 ? 512 : 256, sb = q41 ? 64 : 32;
+    const bool q8 = wt == SLM_DTYPE_Q8_0, mins = has_mins(wt);
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt), sb = mins ? 64 : 32;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, pk += stride) {
         pf_advance(pf, (const char *)pk + stride + PF_LEAD);
         const uint8_t *a = ac + 32 * b, *da = ac + k + 4 * b, *aux = ac + k + 4 * nb + 4 * b;
-        __m512i is0 = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux)), is1 = is0;
+        __m512i is0 = mins ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux)), is1 = is0;
         if (q8) {
             for (int j = 0; j < 8; j++) {
                 __m512i bc = _mm512_set1_epi32(ldi(a + 4 * j));
@@ -338,13 +366,15 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
                 is1 = _mm512_dpbusd_epi32(is1, _mm512_loadu_si512(pk + qb + 64 * j), bc);
             }
         } else {
+            __m512i qh0 = is_q5(wt) ? _mm512_loadu_si512(pk + 256) : _mm512_setzero_si512();
+            __m512i qh1 = is_q5(wt) ? _mm512_loadu_si512(pk + qb + 256) : _mm512_setzero_si512();
             for (int j = 0; j < 4; j++) {
                 __m512i v0 = _mm512_loadu_si512(pk + 64 * j), v1 = _mm512_loadu_si512(pk + qb + 64 * j);
                 __m512i lo = _mm512_set1_epi32(ldi(a + 4 * j)), hi = _mm512_set1_epi32(ldi(a + 16 + 4 * j));
-                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(v0, m4), lo);
-                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(v1, m4), lo);
-                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), hi);
-                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), hi);
+                is0 = _mm512_dpbusd_epi32(is0, nibbles(wt, v0, qh0, j, false), lo);
+                is1 = _mm512_dpbusd_epi32(is1, nibbles(wt, v1, qh1, j, false), lo);
+                is0 = _mm512_dpbusd_epi32(is0, nibbles(wt, v0, qh0, j, true), hi);
+                is1 = _mm512_dpbusd_epi32(is1, nibbles(wt, v1, qh1, j, true), hi);
             }
         }
         const uint8_t *sc = pk + 2 * qb;
@@ -353,7 +383,7 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
                                _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)), d), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is1),
                                _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb))), d), acc1);
-        if (q41) {
+        if (mins) {
             __m512 m = _mm512_set1_ps(ldf(aux));
             acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))), m, acc0);
             acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb + 32))), m, acc1);
@@ -378,9 +408,8 @@ typedef struct tiles_at {
 INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const int H1, tiles_at at, int64_t b0,
                            int64_t b1, int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y,
                            int64_t ldy, const __mmask16 mask[2], pf_state *pf, const char *pf_to, size_t pf_step) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
-    const size_t qb = q8 ? 512 : 256, sb = q41 ? 64 : 32;
+    const bool q8 = wt == SLM_DTYPE_Q8_0, mins = has_mins(wt);
+    const size_t qb = cpu_tile_quant_bytes(wt), sb = mins ? 64 : 32;
     __m512 acc[2][8];
     for (int h = H0; h < H1; h++)
         for (int c = 0; c < NC; c++)
@@ -391,7 +420,7 @@ INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const 
         __m512i is[2][8];
         for (int c = 0; c < NC; c++) {
             const uint8_t *aux = act + (size_t)c * act_stride + k + 4 * nb + 4 * b;
-            for (int h = H0; h < H1; h++) is[h][c] = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
+            for (int h = H0; h < H1; h++) is[h][c] = mins ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
         }
         /* vector j of a tile holds elements 4j..4j+3 of its 16 rows (Q8_0), or as nibbles 4j.. and
          * 16+4j.. (the others) */
@@ -404,10 +433,12 @@ INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const 
                                                        _mm512_set1_epi32(ldi(act + (size_t)c * act_stride + 32 * b + 4 * j)));
                 }
         } else {
+            __m512i qh[2];
+            for (int h = H0; h < H1; h++) qh[h] = is_q5(wt) ? _mm512_loadu_si512(blk + h * qb + 256) : _mm512_setzero_si512();
             for (int j = 0; j < 4; j++)
                 for (int h = H0; h < H1; h++) {
                     __m512i v = _mm512_loadu_si512(blk + h * qb + 64 * j);
-                    __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    __m512i lo = nibbles(wt, v, qh[h], j, false), hi = nibbles(wt, v, qh[h], j, true);
                     for (int c = 0; c < NC; c++) {
                         const uint8_t *a = act + (size_t)c * act_stride + 32 * b + 4 * j;
                         is[h][c] = _mm512_dpbusd_epi32(is[h][c], lo, _mm512_set1_epi32(ldi(a)));
@@ -422,7 +453,7 @@ INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const 
                 const uint8_t *ac = act + (size_t)c * act_stride;
                 acc[h][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[h][c]), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(ac + k + 4 * b))),
                                             acc[h][c]);
-                if (q41)
+                if (mins)
                     acc[h][c] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))),
                                                 _mm512_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc[h][c]);
             }
@@ -437,6 +468,8 @@ INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const 
     do {                                                                                                \
         if ((wt) == SLM_DTYPE_Q4_0) tiles_cols_q32(SLM_DTYPE_Q4_0, NC, H0, H1, __VA_ARGS__);             \
         else if ((wt) == SLM_DTYPE_Q4_1) tiles_cols_q32(SLM_DTYPE_Q4_1, NC, H0, H1, __VA_ARGS__);        \
+        else if ((wt) == SLM_DTYPE_Q5_0) tiles_cols_q32(SLM_DTYPE_Q5_0, NC, H0, H1, __VA_ARGS__);        \
+        else if ((wt) == SLM_DTYPE_Q5_1) tiles_cols_q32(SLM_DTYPE_Q5_1, NC, H0, H1, __VA_ARGS__);        \
         else tiles_cols_q32(SLM_DTYPE_Q8_0, NC, H0, H1, __VA_ARGS__);                                    \
     } while (0)
 #define TCQ_TILES(NC, h0, h1, ...)                                                                      \
@@ -506,9 +539,9 @@ static void tiles_cols(uint32_t wt, tiles_at at, int ntile, int64_t nb, int64_t 
  * weights, the NC integer sums and the NC accumulators in registers). */
 INLINE void packed_tile_kquant(const uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
                                size_t act_stride, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), b16 = _mm512_set1_epi8(0x10);
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
     __m512 acc[8];
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
@@ -525,6 +558,11 @@ INLINE void packed_tile_kquant(const uint32_t wt, const int NC, const uint8_t *p
                     for (int g = 0; g < 8; g++) {
                         __m512i v = _mm512_loadu_si512(pk + 64 * (8 * ch + g));
                         w[g] = _mm512_and_si512(half ? _mm512_srli_epi16(v, 4) : v, m4);
+                        if (q5) { /* Q5_K: bit 2ch + half of the qh bytes to bit 4 (kern_common.h) */
+                            __m512i qh = _mm512_loadu_si512(pk + KT_Q4K + 64 * g);
+                            qh = _mm512_slli_epi16(_mm512_srli_epi16(qh, (unsigned)(2 * ch + half)), 4);
+                            w[g] = _mm512_or_si512(w[g], _mm512_and_si512(qh, b16));
+                        }
                     }
                     __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch + 16 * half)));
                     for (int c = 0; c < NC; c++) {
@@ -594,6 +632,7 @@ INLINE void packed_tile_kquant(const uint32_t wt, const int NC, const uint8_t *p
 #define PTK_TYPE(NC, wt, ...)                                                                           \
     do {                                                                                                \
         if ((wt) == SLM_DTYPE_Q4_K) packed_tile_kquant(SLM_DTYPE_Q4_K, NC, __VA_ARGS__);                \
+        else if ((wt) == SLM_DTYPE_Q5_K) packed_tile_kquant(SLM_DTYPE_Q5_K, NC, __VA_ARGS__);           \
         else packed_tile_kquant(SLM_DTYPE_Q6_K, NC, __VA_ARGS__);                                       \
     } while (0)
 
@@ -613,7 +652,7 @@ static void packed_tile_kquant_call(uint32_t wt, int nc, const uint8_t *pk, int6
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
         size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
@@ -638,6 +677,8 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         if (ncols == 1 && ntile == 2) { /* decode: both tiles of a pair in one stream */
             if (wt == SLM_DTYPE_Q4_0) packed_pair_col(SLM_DTYPE_Q4_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
             else if (wt == SLM_DTYPE_Q4_1) packed_pair_col(SLM_DTYPE_Q4_1, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else if (wt == SLM_DTYPE_Q5_0) packed_pair_col(SLM_DTYPE_Q5_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else if (wt == SLM_DTYPE_Q5_1) packed_pair_col(SLM_DTYPE_Q5_1, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
             else packed_pair_col(SLM_DTYPE_Q8_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
             continue;
         }
@@ -1385,17 +1426,11 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
-/* The shared tile layouts but the Q5 types': this file's packed kernels do not read those, so
- * Q5_0, Q5_1 and Q5_K weights stay in the file layout (mm_quant). */
-static size_t tile_block_bytes(uint32_t wt) {
-    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q5_K ? 0 : cpu_tile_block_bytes(wt);
-}
-
 static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = tile_block_bytes,
+    .tile_block_bytes = cpu_tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
