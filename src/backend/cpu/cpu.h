@@ -190,9 +190,20 @@ size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 #define CPU_PICK_COLS 9
 /* The index of quantised weight type wt in the choice (0..7), -1 for other types. */
 int32_t cpu_pick_type_index(uint32_t wt);
-/* Fills picks with own; with choose (a backend on "auto" kernels), for this CPU class's measured
- * shapes, with the faster supported tier that reads own's tiles (the same bits: cpu.h). */
+/* Weight type wt with column counts [cols_lo, cols_hi] (CPU_PICK_COLS stands for that many and more)
+ * runs on tier level. */
+typedef struct cpu_pick_rule {
+    uint32_t wt;
+    int32_t cols_lo, cols_hi;
+    cpu_isa_level level;
+} cpu_pick_rule;
+/* Fills picks with own; with choose (a backend on "auto" kernels), applies this CPU class's rules
+ * (kern_pick.c's table of measured shapes). */
 void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]);
+/* Applies rules to picks: each rule whose tier is supported and reads own's tiles of its type (same
+ * layout, sizes and groups, so the same bits: cpu.h); the others are skipped. */
+void cpu_mm_picks_apply(const cpu_isa *own, const cpu_pick_rule *rules, size_t n_rules,
+                        const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]);
 
 /* ---- the backend ------------------------------------------------------------------------------ */
 /* Repacked copies of quantised weights, keyed by the weights' address (quantised operands are

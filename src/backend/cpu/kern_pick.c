@@ -7,20 +7,13 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
 
-/* Weight type wt and column counts [cols_lo, cols_hi] (CPU_PICK_COLS stands for that many and
- * more) run on tier level. */
-typedef struct pick_rule {
-    uint32_t wt;
-    int32_t cols_lo, cols_hi;
-    cpu_isa_level level;
-} pick_rule;
-
 /* x86-64 with AVX-512 (VNNI) and AVX-VNNI: Intel Sapphire Rapids and later Xeons. Measured on an
- * Intel Xeon with AVX-512 VNNI, AVX-VNNI and AMX (bench_mm_cols -m 65536 -k 1024, one thread,
- * avx512 against avxvnni interleaved; docs/architecture.md has the figures). Shapes not listed
- * run on the backend's own tier (avx512). */
-static const pick_rule rules_avx512_avxvnni[] = {
-    {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_AVX2_VNNI},
+ * Intel Xeon with AVX-512 VNNI, AVX-VNNI and AMX (bench_mm_cols -c -m 65536 -k 1024, one thread,
+ * avx512 and avxvnni interleaved; docs/architecture.md): avx512 was the fastest at every type and
+ * column count, so no shape leaves it. Add a rule where a measurement says otherwise, e.g.
+ * {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_AVX2_VNNI}. */
+static const cpu_pick_rule rules_avx512_avxvnni[] = {
+    {0, 0, 0, CPU_ISA_GENERIC}, /* (no rule; an empty initialiser is not C11) */
 };
 
 int32_t cpu_pick_type_index(uint32_t wt) {
@@ -46,24 +39,25 @@ static bool reads_same_tiles(const cpu_isa *own, const cpu_isa *alt, uint32_t wt
            alt->tile_group(wt) == own->tile_group(wt);
 }
 
-void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]) {
-    for (int t = 0; t < CPU_PICK_TYPES; t++)
-        for (int c = 0; c < CPU_PICK_COLS; c++) picks[t][c] = own;
-    if (!choose) return;
-    const pick_rule *rules = NULL;
-    size_t n_rules = 0;
-    if (own->level == CPU_ISA_AVX512 && cpu_isa_supported(CPU_ISA_AVX2_VNNI)) {
-        rules = rules_avx512_avxvnni;
-        n_rules = sizeof rules_avx512_avxvnni / sizeof rules_avx512_avxvnni[0];
-    }
+void cpu_mm_picks_apply(const cpu_isa *own, const cpu_pick_rule *rules, size_t n_rules,
+                        const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]) {
     for (size_t i = 0; i < n_rules; i++) {
-        const pick_rule *r = &rules[i];
+        const cpu_pick_rule *r = &rules[i];
         int32_t t = cpu_pick_type_index(r->wt);
         if (t < 0 || !cpu_isa_supported(r->level)) continue;
         const cpu_isa *alt = cpu_isa_get(r->level);
         if (!reads_same_tiles(own, alt, r->wt)) continue;
-        for (int32_t c = r->cols_lo; c <= r->cols_hi && c <= CPU_PICK_COLS; c++) picks[t][c - 1] = alt;
+        for (int32_t c = r->cols_lo < 1 ? 1 : r->cols_lo; c <= r->cols_hi && c <= CPU_PICK_COLS; c++) picks[t][c - 1] = alt;
     }
+}
+
+void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]) {
+    for (int t = 0; t < CPU_PICK_TYPES; t++)
+        for (int c = 0; c < CPU_PICK_COLS; c++) picks[t][c] = own;
+    if (!choose) return;
+    if (own->level == CPU_ISA_AVX512 && cpu_isa_supported(CPU_ISA_AVX2_VNNI))
+        cpu_mm_picks_apply(own, rules_avx512_avxvnni, sizeof rules_avx512_avxvnni / sizeof rules_avx512_avxvnni[0],
+                           picks);
 }
 
 const cpu_isa *cpu_mm_pick(const cpu_backend *cb, uint32_t wt, int64_t ncols) {
