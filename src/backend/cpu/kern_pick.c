@@ -7,14 +7,18 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
 
-/* x86-64 with AVX-512 (VNNI) and AVX-VNNI: Intel Sapphire Rapids and later Xeons. Measured on an
- * Intel Xeon with AVX-512 VNNI, AVX-VNNI and AMX (bench_mm_cols -c -m 65536 -k 1024, one thread,
- * avx512 and avxvnni interleaved; docs/architecture.md): avx512 was the fastest at every type and
- * column count, so no shape leaves it. Add a rule where a measurement says otherwise, e.g.
- * {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_AVX2_VNNI}. */
-static const cpu_pick_rule rules_avx512_avxvnni[] = {
-    {0, 0, 0, CPU_ISA_GENERIC}, /* (no rule; an empty initialiser is not C11) */
-};
+/* This CPU's class's rules (n_rules of them; NULL when none). Measured so far:
+ *  - x86-64 with AVX-512 (VNNI) and AVX-VNNI (Intel Sapphire Rapids and later Xeons), on an Intel
+ *    Xeon with AVX-512 VNNI, AVX-VNNI and AMX: bench_mm_cols -c -m 65536 -k 1024 (one thread,
+ *    avx512 and avxvnni interleaved, every type, 1-8 columns; docs/architecture.md): avx512 was
+ *    the fastest at every shape, so the class has no rule.
+ * Not measured: AVX-512 without AVX-VNNI (AMD Zen 4, where avx2 is the alternative), aarch64 (one
+ * tier). A rule reads {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_AVX2_VNNI}: Q8_0 at one column on avxvnni. */
+static const cpu_pick_rule *class_rules(const cpu_isa *own, size_t *n_rules) {
+    (void)own;
+    *n_rules = 0;
+    return NULL;
+}
 
 int32_t cpu_pick_type_index(uint32_t wt) {
     switch (wt) {
@@ -54,10 +58,9 @@ void cpu_mm_picks_apply(const cpu_isa *own, const cpu_pick_rule *rules, size_t n
 void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]) {
     for (int t = 0; t < CPU_PICK_TYPES; t++)
         for (int c = 0; c < CPU_PICK_COLS; c++) picks[t][c] = own;
-    if (!choose) return;
-    if (own->level == CPU_ISA_AVX512 && cpu_isa_supported(CPU_ISA_AVX2_VNNI))
-        cpu_mm_picks_apply(own, rules_avx512_avxvnni, sizeof rules_avx512_avxvnni / sizeof rules_avx512_avxvnni[0],
-                           picks);
+    size_t n_rules = 0;
+    const cpu_pick_rule *rules = choose ? class_rules(own, &n_rules) : NULL;
+    if (rules) cpu_mm_picks_apply(own, rules, n_rules, picks);
 }
 
 const cpu_isa *cpu_mm_pick(const cpu_backend *cb, uint32_t wt, int64_t ncols) {
