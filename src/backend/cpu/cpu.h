@@ -11,7 +11,8 @@
  *    kern_avx2_vnni.c; kern_avx512.c; kern_neon.c), chosen once per backend from the CPU's
  *    features (cpu_isa_detect) and backend_params.kernels: "ref" (reference kernels only),
  *    "generic", "neon", "avx2", "avxvnni", "avx512" (exactly that level: refused with a message
- *    when the build or the CPU lacks it), or NULL/""/"auto" (the best the CPU has).
+ *    when the build or the CPU lacks it), or NULL/""/"auto" (the best the CPU has; its quantised
+ *    matmuls on tiles may run a shape on another tier that reads the same tiles, kern_pick.c).
  *
  * Batch invariance (relied on by tests/golden and state replay): every output element is
  * computed by one task with the same arithmetic whatever the number of tokens in the call and the
