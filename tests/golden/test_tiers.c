@@ -15,7 +15,8 @@
 #include "backend/cpu/cpu.h"
 #include "statelm.h"
 
-static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512};
+static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON,   CPU_ISA_AVX2,
+                                      CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512, CPU_ISA_AMX};
 #define N_TIERS ((int)(sizeof tiers / sizeof tiers[0]))
 
 /* The logits (n_ids, n_vocab) of the golden ids of arch with the kernels of tier. */
@@ -71,7 +72,10 @@ static void check_arch(const char *arch, const char *form) {
     float *gen = run_tier(m, "generic", kv, ids, n_prompt, n_ids, n_vocab);
     int n_run = 0;
     for (int t = 1; t < N_TIERS; t++) {
-        if (!cpu_isa_supported(tiers[t])) continue;
+        if (!cpu_isa_supported(tiers[t])) {
+            if (tiers[t] == CPU_ISA_AMX) printf("%s %s: amx skipped: no AMX (%s)\n", arch, form, cpu_isa_missing(CPU_ISA_AMX));
+            continue;
+        }
         const char *tier = cpu_isa_name(tiers[t]);
         float *rows = run_tier(m, tier, kv, ids, n_prompt, n_ids, n_vocab);
         for (int32_t pos = n_prompt - 1; pos < n_ids; pos++) {
