@@ -82,6 +82,16 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* One poll of a spin-wait whose *t0 starts at 0: a CPU pause, and every SPIN_POLLS polls a clock
+ * read; true once limit_ns have passed since the first read. */
+static bool spin_over(uint32_t i, int64_t *t0, int64_t limit_ns) {
+    CPU_RELAX();
+    if (i % SPIN_POLLS) return false;
+    int64_t t = now_ns();
+    if (!*t0) *t0 = t;
+    return t - *t0 >= limit_ns;
+}
+
 /* Claims and runs tasks of the current job until none is left. */
 static void run_tasks(cpu_pool *p, int32_t thread) {
     for (;;) {
@@ -105,11 +115,7 @@ static uint64_t wait_job(cpu_pool *p, uint32_t seen) {
     for (uint32_t i = 1;; i++) {
         uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
         if (job_seq(w) != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return w;
-        CPU_RELAX();
-        if (i % SPIN_POLLS) continue;
-        int64_t t = now_ns();
-        if (!t0) t0 = t;
-        if (t - t0 < SPIN_NS) continue;
+        if (!spin_over(i, &t0, SPIN_NS)) continue;
         pthread_mutex_lock(&p->mu);
         atomic_fetch_add(&p->n_sleeping, 1);
         while (job_seq(atomic_load(&p->job)) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
@@ -135,11 +141,7 @@ static void *worker_main(void *argp) {
 static void wait_done(cpu_pool *p, int64_t n) {
     int64_t t0 = 0;
     for (uint32_t i = 1; atomic_load_explicit(&p->n_done, memory_order_acquire) < n; i++) {
-        CPU_RELAX();
-        if (i % SPIN_POLLS) continue;
-        int64_t t = now_ns();
-        if (!t0) t0 = t;
-        if (t - t0 < CALLER_SPIN_NS) continue;
+        if (!spin_over(i, &t0, CALLER_SPIN_NS)) continue;
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->caller_waiting, true);
         while (atomic_load(&p->n_done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
