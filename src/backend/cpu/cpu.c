@@ -81,6 +81,23 @@ static cpu_features read_features(void) {
     return f;
 }
 
+/* The AMX tier's table: the AVX-512 one with kern_amx.c's packed matmul. Built here, in code
+ * compiled without AVX-512 (a copy in kern_amx.c could use AVX-512 moves), as cpu_isa_missing asks
+ * for it on every CPU. */
+static cpu_isa amx_table;
+static pthread_once_t amx_table_once = PTHREAD_ONCE_INIT;
+static void amx_table_init(void) {
+    amx_table = *cpu_isa_avx512();
+    amx_table.level = CPU_ISA_AMX;
+    amx_table.mm_quant_packed = cpu_amx_mm_quant_packed();
+}
+
+const cpu_isa *cpu_isa_amx(void) {
+    if (!cpu_isa_avx512() || !cpu_amx_mm_quant_packed()) return NULL;
+    pthread_once(&amx_table_once, amx_table_init);
+    return &amx_table;
+}
+
 static const cpu_isa *built_in(cpu_isa_level level) {
     switch (level) {
     case CPU_ISA_GENERIC: return cpu_isa_generic();

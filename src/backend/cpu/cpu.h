@@ -178,7 +178,12 @@ const cpu_isa *cpu_isa_generic(void);
 const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
 const cpu_isa *cpu_isa_avx2_vnni(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
-const cpu_isa *cpu_isa_amx(void);    /* NULL when not built in */
+const cpu_isa *cpu_isa_amx(void);    /* NULL when not built in (cpu.c: the AVX-512 table with kern_amx.c's packed matmul) */
+typedef void (*cpu_mm_packed_fn)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                                 size_t act_stride, int64_t ncols, float *y, int64_t ldy);
+/* kern_amx.c's mm_quant_packed (AMX tile products from 16 columns, else the AVX-512 kernels'); NULL
+ * when not built in. */
+cpu_mm_packed_fn cpu_amx_mm_quant_packed(void);
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
 /* The table for a level; for a level this CPU lacks (cpu_isa_supported), the table of
  * cpu_isa_detect() instead, so the result is always safe to run. */

@@ -1,8 +1,10 @@
 /* kern_amx.c — the AMX tier (CPU_ISA_AMX): the AVX-512 tier's micro-kernels (kern_avx512.c), with
  * the quantised matmuls of many columns (prefill, batches of AMX_MIN_COLS and more) on repacked
- * Q4_0, Q4_1, Q8_0 and Q4_K weights done by AMX-INT8 tile products (Q4_K: see its section). Compiled with -mamx-tile -mamx-int8
- * plus the AVX-512 flags (CMakeLists.txt); a stub (cpu_isa_amx() NULL) where the compiler lacks
- * them. cpu.c runs it only where cpu_isa_supported(CPU_ISA_AMX): the CPU has AMX-TILE and
+ * Q4_0, Q4_1, Q8_0 and Q4_K weights done by AMX-INT8 tile products (Q4_K: see its section).
+ * This file gives that matmul (cpu_amx_mm_quant_packed); cpu.c builds the tier's table from the
+ * AVX-512 one (cpu_isa_amx), in code without AVX-512 instructions, as the table is built on CPUs
+ * without them too when they ask for the tier. Compiled with -mamx-tile -mamx-int8 plus the AVX-512
+ * flags (CMakeLists.txt); a stub (NULL) where the compiler lacks them. cpu.c runs it only where cpu_isa_supported(CPU_ISA_AMX): the CPU has AMX-TILE and
  * AMX-INT8, XCR0 enables the tile state, and the process got the OS's permission for the tile
  * data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process before any tile is used).
  *
@@ -28,7 +30,6 @@
     defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__)
 
 #include <immintrin.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
@@ -272,8 +273,6 @@ static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
     _tile_release();
 }
 
-static const cpu_isa *avx512_isa;
-
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
     if (ncols >= AMX_MIN_COLS && wt == SLM_DTYPE_Q4_K) {
@@ -281,7 +280,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         return;
     }
     if (ncols < AMX_MIN_COLS || (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0)) {
-        avx512_isa->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
+        cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
     _Alignas(64) uint8_t ubuf[AMX_CHUNK * AMX_BLOCK_BYTES];
@@ -313,23 +312,8 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
     _tile_release();
 }
 
-static cpu_isa k_amx;
-static pthread_once_t k_amx_once = PTHREAD_ONCE_INIT;
-
-/* The AVX-512 table with this file's packed matmul; the tiles are kern_tiles.c's, which both read. */
-static void amx_table_init(void) {
-    avx512_isa = cpu_isa_avx512();
-    k_amx = *avx512_isa;
-    k_amx.level = CPU_ISA_AMX;
-    k_amx.mm_quant_packed = mm_quant_packed;
-}
-
-const cpu_isa *cpu_isa_amx(void) {
-    if (!cpu_isa_avx512()) return NULL;
-    pthread_once(&k_amx_once, amx_table_init);
-    return &k_amx;
-}
+cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return mm_quant_packed; }
 
 #else
-const cpu_isa *cpu_isa_amx(void) { return NULL; }
+cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return NULL; }
 #endif
