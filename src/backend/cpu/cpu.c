@@ -570,7 +570,8 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
         else if (*kernels && strcmp(kernels, "auto")) {
             *out = NULL;
             return err_set(e, SLM_ERR_INVALID_ARG,
-                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512, amx or auto", kernels);
+                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512, amx or auto",
+                           kernels);
         }
     }
     const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;

@@ -69,8 +69,9 @@ const char *cpu_isa_name(cpu_isa_level isa);
 /* True when the level's kernels are built in and this CPU has every feature they need (CPUID, and
  * XGETBV for the OS saving the AVX / AVX-512 / AMX tile registers). For AMX it also asks the OS for
  * the tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA), once per process, before any
- * thread uses a tile) and is false when that is refused or the OS has no such request. Reads the CPU's feature bits (cpuid and
- * the compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
+ * thread uses a tile) and is false when that is refused or the OS has no such request. Reads the
+ * CPU's feature bits (cpuid and the compiler's __builtin_cpu_supports, whose table the C runtime
+ * fills once, read-only after). */
 bool cpu_isa_supported(cpu_isa_level level);
 /* Why a level is not supported: "not built in", or the first CPU feature it lacks ("AVX-VNNI");
  * NULL when cpu_isa_supported(level). Static storage. */
@@ -178,7 +179,8 @@ const cpu_isa *cpu_isa_generic(void);
 const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
 const cpu_isa *cpu_isa_avx2_vnni(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
-const cpu_isa *cpu_isa_amx(void);    /* NULL when not built in (cpu.c: the AVX-512 table with kern_amx.c's packed matmul) */
+/* cpu.c: the AVX-512 table with kern_amx.c's packed matmul; NULL when not built in. */
+const cpu_isa *cpu_isa_amx(void);
 typedef void (*cpu_mm_packed_fn)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                                  size_t act_stride, int64_t ncols, float *y, int64_t ldy);
 /* kern_amx.c's mm_quant_packed (AMX tile products from 16 columns, else the AVX-512 kernels'); NULL
