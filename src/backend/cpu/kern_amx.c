@@ -1,20 +1,22 @@
-/* kern_amx.c — the AMX tier (CPU_ISA_AMX): the AVX-512 tier's micro-kernels (kern_avx512.c), with
- * the quantised matmuls of many columns (prefill, batches of AMX_MIN_COLS and more) on repacked
- * Q4_0, Q4_1, Q8_0 and Q4_K weights done by AMX-INT8 tile products (Q4_K: see its section).
- * This file gives that matmul (cpu_amx_mm_quant_packed); cpu.c builds the tier's table from the
- * AVX-512 one (cpu_isa_amx), in code without AVX-512 instructions, as the table is built on CPUs
- * without them too when they ask for the tier. Compiled with -mamx-tile -mamx-int8 plus the AVX-512
- * flags (CMakeLists.txt); a stub (NULL) where the compiler lacks them. cpu.c runs it only where cpu_isa_supported(CPU_ISA_AMX): the CPU has AMX-TILE and
- * AMX-INT8, XCR0 enables the tile state, and the process got the OS's permission for the tile
- * data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process before any tile is used).
+/* kern_amx.c — the AMX tier's matmul (CPU_ISA_AMX): the quantised matmuls of many columns
+ * (prefill, batches of AMX_MIN_COLS and more) on repacked Q4_0, Q4_1, Q8_0 and Q4_K weights as
+ * AMX-INT8 tile products (Q4_K: see its section); fewer columns and other types go to the AVX-512
+ * kernels. cpu.c builds the tier's table (cpu_isa_amx) from the AVX-512 one with this file's
+ * cpu_amx_mm_quant_packed, in code without AVX-512 instructions, as every CPU builds it when it asks
+ * for the tier. Compiled with -mamx-tile -mamx-int8 plus the AVX-512 flags (CMakeLists.txt); a stub
+ * (NULL) where the compiler lacks them. It runs only where cpu_isa_supported(CPU_ISA_AMX): the CPU
+ * has AMX-TILE and AMX-INT8, XCR0 enables the tile state, and the process got the OS's permission
+ * for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process before any tile use).
  *
- * The product keeps cpu.h's canonical arithmetic, so it equals the portable C bit for bit: one
- * tile product covers one 32-block only (K = 32), so the int32 it leaves per (column, row) is the
- * block's exact integer dot; the per-block FMA then runs in f32 exactly as in the other tiers, with
- * the 16 rows of a weight tile in the 16 lanes and one accumulator register per column.
+ * The products keep cpu.h's canonical arithmetic, so they equal the portable C bit for bit: one
+ * tile product of a 32-block type covers one block only (K = 32), so the int32 it leaves per
+ * (column, row) is the block's exact integer dot; the per-block FMA then runs in f32 exactly as in
+ * the other tiers, with the 16 rows of a weight tile in the 16 lanes and one accumulator register
+ * per column.
  *
- * Tiles (one configuration per call and column-group height M <= 16, loaded by the calling thread
- * with LDTILECFG and released at the end of the call, so every pool thread configures its own):
+ * Tiles of the 32-block types (one configuration per call and column-group height M <= 16, loaded
+ * by the calling thread with LDTILECFG and released at the end of the call, so every pool thread
+ * configures its own):
  *  tmm0-3  C: M x 16 int32, row c = column c's dots with the 16 weight rows of one block;
  *  tmm4-5  A: M x 32 int8, the quantised activations of M columns for one block (read in place,
  *          row stride act_stride);
@@ -174,7 +176,8 @@ static void unpack_q4k(const uint8_t *tp, int64_t B0, int64_t B1, uint8_t *u) {
         for (int j = 0; j < 4; j++)
             for (int half = 0; half < 2; half++) {
                 const int s = 2 * j + half;
-                __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 2048 + 16 * s))), rep);
+                __m128i sc8 = _mm_loadu_si128((const __m128i *)(sp + 2048 + 16 * s));
+                __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(sc8), rep); /* row r's scale in its 4 bytes */
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(sc, 3), m7), lo = _mm512_and_si512(sc, m7);
                 for (int g = 0; g < 8; g++) {
                     __m512i v = _mm512_loadu_si512(sp + 64 * (8 * j + g));
@@ -218,10 +221,11 @@ INLINE void tile_group_q4k(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, i
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 2304)));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 2336)));
         __m512i mnp[4]; /* lane r: (mn_2j, mn_2j+1) of row r as int16 pairs */
-        for (int j = 0; j < 4; j++)
-            mnp[j] = _mm512_or_si512(
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 2176 + 32 * j))),
-                _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 2176 + 32 * j + 16))), 16));
+        for (int j = 0; j < 4; j++) {
+            __m512i even = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 2176 + 32 * j)));
+            __m512i odd = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 2176 + 32 * j + 16)));
+            mnp[j] = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+        }
         for (int c = 0; c < M; c++) {
             const uint8_t *as = act + (size_t)c * act_stride + (size_t)B * CPU_Q8K_BYTES;
             const __m512 da = _mm512_set1_ps(ldf(as));
@@ -231,7 +235,8 @@ INLINE void tile_group_q4k(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, i
             /* bsum_s = bsums[2s] + bsums[2s + 1] (int16: |bsum_s| <= 32 x 128), packed in pairs */
             __m256i s32 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(as + 260)), _mm256_set1_epi16(1));
             __m256i pairs = _mm256_packs_epi32(s32, s32); /* dwords 0, 1, 4, 5: (b0 b1) (b2 b3) (b4 b5) (b6 b7) */
-            __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mnp[0], _mm512_set1_epi32(_mm256_extract_epi32(pairs, 0)));
+            __m512i corr = _mm512_setzero_si512();
+            corr = _mm512_dpwssd_epi32(corr, mnp[0], _mm512_set1_epi32(_mm256_extract_epi32(pairs, 0)));
             corr = _mm512_dpwssd_epi32(corr, mnp[1], _mm512_set1_epi32(_mm256_extract_epi32(pairs, 1)));
             corr = _mm512_dpwssd_epi32(corr, mnp[2], _mm512_set1_epi32(_mm256_extract_epi32(pairs, 4)));
             corr = _mm512_dpwssd_epi32(corr, mnp[3], _mm512_set1_epi32(_mm256_extract_epi32(pairs, 5)));
