@@ -6,6 +6,7 @@
 
 static inline const cpu_isa *bench_isa_of(cpu_isa_level level) {
     switch (level) {
+    case CPU_ISA_AMX: return cpu_isa_amx();
     case CPU_ISA_AVX512: return cpu_isa_avx512();
     case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
     case CPU_ISA_AVX2: return cpu_isa_avx2();

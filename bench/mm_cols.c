@@ -1,9 +1,9 @@
 /* mm_cols.c — benchmark (not a test) of one CPU tier's quantised matmul on repacked tiles against
- * 1, 2, 3, 4 and 8 activation columns (the decode, verify and small-prefill shapes): the best of
+ * 1, 2, 3, 4, 8, 16 and 64 activation columns (decode, verify, batched decode and prefill): the best of
  * R timings of each, its ratio to one column, and a check that every column equals the column
  * computed alone, bit for bit. Random weights of an m x k matrix; a matrix larger than the last
  * level cache measures the streaming case, a small one the compute.
- * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512] [-t TYPE] [-c]
+ * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512|amx] [-t TYPE] [-c]
  * (-t: one weight type, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k or q6_k; default every type the
  * tier has tiles for. -c: the thread's CPU time instead of wall time, for a machine shared with
  * other work: time spent descheduled is left out, contention for caches and memory is not). */
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) only = argv[i + 1];
         else if (!strcmp(argv[i], "-i")) {
-            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_AVX512; l++)
+            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_AMX; l++)
                 if (!strcmp(argv[i + 1], cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
         }
     }
@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
            cpu_time ? ", thread CPU time" : "");
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
                               SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
-    const int ncs[] = {1, 2, 3, 4, 8};
+    enum { MAXC = 64 };
+    const int ncs[] = {1, 2, 3, 4, 8, 16, MAXC};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         if (only && strcmp(only, slm_dtype_name(wt))) continue;
@@ -83,15 +84,15 @@ int main(int argc, char **argv) {
         size_t pk_bytes = (size_t)(k / CPU_QK) * isa->tile_block_bytes(wt) * (size_t)nt;
         uint8_t *pk = aligned_alloc(64, (pk_bytes + 63) / 64 * 64);
         size_t as = cpu_act_bytes(wt, k);
-        uint8_t *act = aligned_alloc(64, as * 8);
-        float *x = malloc(sizeof(float) * (size_t)k), *y = malloc(sizeof(float) * (size_t)m * 8);
-        float *y1 = malloc(sizeof(float) * (size_t)m * 8);
+        uint8_t *act = aligned_alloc(64, as * MAXC);
+        float *x = malloc(sizeof(float) * (size_t)k), *y = malloc(sizeof(float) * (size_t)m * MAXC);
+        float *y1 = malloc(sizeof(float) * (size_t)m * MAXC);
         if (!w || !pk || !act || !x || !y || !y1) {
             fprintf(stderr, "bench_mm_cols: out of memory\n");
             return 1;
         }
         isa->repack_tiles(wt, w, rb, m, k, 0, nt, pk);
-        for (int c = 0; c < 8; c++) {
+        for (int c = 0; c < MAXC; c++) {
             for (int64_t i = 0; i < k; i++) x[i] = (float)(next_u32() >> 8) / 16777216.0f - 0.5f;
             isa->quant_act(wt, x, k, act + as * (size_t)c);
             isa->mm_quant_packed(wt, pk, m, k, act + as * (size_t)c, as, 1, y1 + c * m, m);
@@ -108,7 +109,8 @@ int main(int argc, char **argv) {
             }
             if (nc == 1) t1 = best;
             bool same = memcmp(y, y1, sizeof(float) * (size_t)(m * nc)) == 0;
-            printf("%-5s cols %d: %9.1f us  x%.2f%s\n", slm_dtype_name(wt), nc, best * 1e6, best / t1,
+            printf("%-5s cols %2d: %9.1f us  x%5.2f  %6.2f us/col%s\n", slm_dtype_name(wt), nc, best * 1e6, best / t1,
+                   best * 1e6 / nc,
                    same ? "" : "  DIFFERS from the columns alone");
         }
         free(w), free(pk), free(act), free(x), free(y), free(y1);

@@ -40,8 +40,8 @@ typedef struct backend_params {
     backend_kind kind;
     int32_t n_threads;   /* workers (< 1 is taken as 1) */
     const char *kernels; /* CPU: NULL, "" or "auto" = the best tier this CPU has; "ref" = the reference
-                          * kernels (the oracle) only; "generic", "neon", "avx2", "avxvnni" or
-                          * "avx512" = exactly that tier */
+                          * kernels (the oracle) only; "generic", "neon", "avx2", "avxvnni",
+                          * "avx512" or "amx" = exactly that tier */
     bool no_repack;      /* CPU: keep quantised weights in their file layout only */
 } backend_params;
 
@@ -107,7 +107,7 @@ struct backend_vtable {
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
     /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "avx2",
-     * "avxvnni" or "avx512"). Static storage. */
+     * "avxvnni", "avx512" or "amx"). Static storage. */
     const char *(*kernels)(const backend *be);
     /* The per-model cache of this kind: cache_create makes an empty one (SLM_OK or SLM_ERR_NOMEM);
      * cache_destroy releases it (accepts NULL); cache_set_file_map declares [data, data + size) a

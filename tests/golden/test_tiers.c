@@ -1,9 +1,9 @@
 /* test_tiers.c — end to end, every CPU kernel tier gives the same bits: each tiny model
  * (tests/data/tiny: llama, qwen3, lfm2, qwen35, as F32 and Q8_0 GGUF; attention, conv, DeltaNet,
  * gated RMSNorm, the activations and the quantised matmuls) is fed its golden ids (the prompt as one
- * prefill, then one decode per id) in a session per tier this CPU has (cpu_isa_supported), selected
- * with slm_session_params.kernels, and every step's logits must equal those of the generic tier bit
- * for bit.
+ * prefill, then one decode per id; then all ids as one prefill) in a session per tier this CPU has
+ * (cpu_isa_supported), selected with slm_session_params.kernels, and every step's logits must equal
+ * those of the generic tier bit for bit.
  * slm_session_kernels must name the tier. KV in f16 for the Q8_0 files, f32 for the F32 ones. */
 #include "testutil.h"
 
@@ -15,12 +15,11 @@
 #include "backend/cpu/cpu.h"
 #include "statelm.h"
 
-static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512};
+static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON,   CPU_ISA_AVX2,
+                                      CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512, CPU_ISA_AMX};
 #define N_TIERS ((int)(sizeof tiers / sizeof tiers[0]))
 
-/* The logits (n_ids, n_vocab) of the golden ids of arch with the kernels of tier. */
-static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, const int32_t *ids, int32_t n_prompt,
-                       int32_t n_ids, int32_t n_vocab) {
+static slm_session *tier_session(const slm_model *m, const char *tier, uint32_t kv_dtype) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = 64;
     sp.kv_type = kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
@@ -31,7 +30,17 @@ static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, 
     slm_status st = slm_session_create(m, &sp, &s, err, sizeof err);
     if (st != SLM_OK) fail_msg("session with kernels=%s: %s", tier, err);
     assert_string_equal(slm_session_kernels(s), tier);
-    float *rows = calloc((size_t)n_ids * (size_t)n_vocab, sizeof(float));
+    return s;
+}
+
+/* The logits (n_ids + 1, n_vocab) of the golden ids of arch with the kernels of tier: rows
+ * [n_prompt - 1, n_ids) from the prompt's prefill and one decode per id, row n_ids the last
+ * position's from one prefill of all n_ids ids (a many-column matmul: the AMX tier's tile products
+ * take 16 columns and more). */
+static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, const int32_t *ids, int32_t n_prompt,
+                       int32_t n_ids, int32_t n_vocab) {
+    slm_session *s = tier_session(m, tier, kv_dtype);
+    float *rows = calloc((size_t)(n_ids + 1) * (size_t)n_vocab, sizeof(float));
     assert_non_null(rows);
     const float *logits = NULL;
     assert_int_equal(slm_session_prefill(s, ids, (size_t)n_prompt, &logits), SLM_OK);
@@ -41,7 +50,19 @@ static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, 
         memcpy(rows + (size_t)pos * (size_t)n_vocab, logits, (size_t)n_vocab * sizeof(float));
     }
     slm_session_destroy(s);
+    s = tier_session(m, tier, kv_dtype);
+    assert_int_equal(slm_session_prefill(s, ids, (size_t)n_ids, &logits), SLM_OK);
+    memcpy(rows + (size_t)n_ids * (size_t)n_vocab, logits, (size_t)n_vocab * sizeof(float));
+    slm_session_destroy(s);
     return rows;
+}
+
+static slm_model *load(const char *rel) {
+    slm_model *m = NULL;
+    char err[512];
+    slm_model_params mp = slm_model_params_default();
+    if (slm_model_load(tu_data_path(rel), &mp, &m, err, sizeof err) != SLM_OK) fail_msg("load %s: %s", rel, err);
+    return m;
 }
 
 static void check_arch(const char *arch, const char *form) {
@@ -62,19 +83,22 @@ static void check_arch(const char *arch, const char *form) {
     assert_int_equal(size, (size_t)n_ids * 4);
 
     snprintf(rel, sizeof rel, "tiny/%s/%s-%s.gguf", arch, arch, form);
-    slm_model *m = NULL;
-    char err[512];
-    slm_model_params mp = slm_model_params_default();
-    if (slm_model_load(tu_data_path(rel), &mp, &m, err, sizeof err) != SLM_OK) fail_msg("load %s: %s", rel, err);
+    slm_model *m = load(rel);
     int32_t n_vocab = slm_model_n_vocab(m);
     uint32_t kv = strcmp(form, "f32") == 0 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
     float *gen = run_tier(m, "generic", kv, ids, n_prompt, n_ids, n_vocab);
     int n_run = 0;
     for (int t = 1; t < N_TIERS; t++) {
-        if (!cpu_isa_supported(tiers[t])) continue;
+        if (!cpu_isa_supported(tiers[t])) {
+            if (tiers[t] == CPU_ISA_AMX) printf("%s %s: amx skipped: no AMX (%s)\n", arch, form, cpu_isa_missing(CPU_ISA_AMX));
+            continue;
+        }
         const char *tier = cpu_isa_name(tiers[t]);
-        float *rows = run_tier(m, tier, kv, ids, n_prompt, n_ids, n_vocab);
-        for (int32_t pos = n_prompt - 1; pos < n_ids; pos++) {
+        /* a model of its own: the repacked weights a model keeps are one tier's (the first to ask) */
+        slm_model *mt = load(rel);
+        float *rows = run_tier(mt, tier, kv, ids, n_prompt, n_ids, n_vocab);
+        slm_model_destroy(mt);
+        for (int32_t pos = n_prompt - 1; pos <= n_ids; pos++) { /* pos n_ids: the whole-sequence prefill */
             const float *a = rows + (size_t)pos * (size_t)n_vocab, *b = gen + (size_t)pos * (size_t)n_vocab;
             if (memcmp(a, b, (size_t)n_vocab * sizeof(float)) != 0) {
                 int32_t i = 0;

@@ -73,12 +73,15 @@ static double nmse(const float *a, const float *b, size_t n) {
 /* Every ISA level (cpu.h), and the ones this machine and build have (generic always): each level
  * asked on its own, as the levels are not nested (AVX512 CPUs without AVX-VNNI exist). */
 static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
-                                           CPU_ISA_AVX512};
+                                           CPU_ISA_AVX512,  CPU_ISA_AMX};
 #define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;
     for (int i = 0; i < N_LEVELS; i++)
         if (cpu_isa_supported(all_levels[i])) out[n++] = all_levels[i];
+    static bool said;
+    if (!cpu_isa_supported(CPU_ISA_AMX) && !said) /* visible: the AMX tier is tested only where it runs */
+        fprintf(stderr, "test_kern_fast: amx tier skipped: no AMX (%s)\n", cpu_isa_missing(CPU_ISA_AMX)), said = true;
     return n;
 }
 
@@ -225,6 +228,11 @@ static void matmul_all(void **unused) {
                 k = be_ > 1 ? be_ * (be_ == 256 ? 5 : 37) : 299;
                 m = 40;
                 cols = 5;
+            }
+            if (trial == 3 || trial == 4) { /* many columns (AMX: groups of 16 columns, then a partial one) */
+                k = be_ > 1 ? be_ * (be_ == 256 ? 5 : 37) : 299;
+                m = trial == 3 ? 40 : 71;
+                cols = trial == 3 ? 16 : 37;
             }
             size_t rb;
             uint8_t *w = rand_weights(wt, k, m, &rb);

@@ -13,6 +13,9 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
@@ -26,6 +29,7 @@ const char *cpu_isa_name(cpu_isa_level isa) {
     case CPU_ISA_AVX2: return "avx2";
     case CPU_ISA_AVX2_VNNI: return "avxvnni";
     case CPU_ISA_AVX512: return "avx512";
+    case CPU_ISA_AMX: return "amx";
     default: return "generic";
     }
 }
@@ -36,6 +40,7 @@ typedef struct cpu_features {
     bool avx2, fma, f16c, avx_os;                  /* avx_os: XCR0 has the XMM and YMM states */
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512_os; /* + opmask, ZMM states */
     bool avxvnni;
+    bool amx_tile, amx_int8, amx_os;               /* amx_os: XCR0 has XTILECFG and XTILEDATA */
     bool dotprod;
 } cpu_features;
 
@@ -52,6 +57,7 @@ static cpu_features read_features(void) {
         __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
         f.avx_os = (xlo & 0x6u) == 0x6u;
         f.avx512_os = (xlo & 0xE6u) == 0xE6u;
+        f.amx_os = ((xlo >> 17) & 3u) == 3u;
     }
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
         f.avx2 = (b >> 5) & 1;
@@ -60,6 +66,8 @@ static cpu_features read_features(void) {
         f.avx512bw = (b >> 30) & 1;
         f.avx512vl = (b >> 31) & 1;
         f.avx512vnni = (c >> 11) & 1;
+        f.amx_tile = (d >> 24) & 1;
+        f.amx_int8 = (d >> 25) & 1;
         unsigned int max_sub = a;
         if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = (a >> 4) & 1;
     }
@@ -73,6 +81,23 @@ static cpu_features read_features(void) {
     return f;
 }
 
+/* The AMX tier's table: the AVX-512 one with kern_amx.c's packed matmul. Built here, in code
+ * compiled without AVX-512 (a copy in kern_amx.c could use AVX-512 moves), as cpu_isa_missing asks
+ * for it on every CPU. */
+static cpu_isa amx_table;
+static pthread_once_t amx_table_once = PTHREAD_ONCE_INIT;
+static void amx_table_init(void) {
+    amx_table = *cpu_isa_avx512();
+    amx_table.level = CPU_ISA_AMX;
+    amx_table.mm_quant_packed = cpu_amx_mm_quant_packed();
+}
+
+const cpu_isa *cpu_isa_amx(void) {
+    if (!cpu_isa_avx512() || !cpu_amx_mm_quant_packed()) return NULL;
+    pthread_once(&amx_table_once, amx_table_init);
+    return &amx_table;
+}
+
 static const cpu_isa *built_in(cpu_isa_level level) {
     switch (level) {
     case CPU_ISA_GENERIC: return cpu_isa_generic();
@@ -80,6 +105,7 @@ static const cpu_isa *built_in(cpu_isa_level level) {
     case CPU_ISA_AVX2: return cpu_isa_avx2();
     case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
     case CPU_ISA_AVX512: return cpu_isa_avx512();
+    case CPU_ISA_AMX: return cpu_isa_amx();
     default: return NULL;
     }
 }
@@ -93,6 +119,29 @@ static const char *avx2_missing(const cpu_features *f) {
     return NULL;
 }
 
+/* The OS's permission for this process to use the AMX tile data (Linux 5.16+: XTILEDATA is an
+ * XSAVE feature a process must request before its threads touch a tile, else they get SIGILL).
+ * Asked once per process; the answer is kept. Only asked when CPUID and XCR0 report AMX. */
+static bool amx_permitted;
+static pthread_once_t amx_perm_once = PTHREAD_ONCE_INIT;
+static void amx_request_permission(void) {
+#if defined(__x86_64__) && defined(__linux__) && defined(SYS_arch_prctl)
+    const long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    amx_permitted = syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+#endif
+}
+
+/* What the AVX-512 kernels need (the AMX file uses them all too), or NULL. */
+static const char *avx512_missing(const cpu_features *f) {
+    if (avx2_missing(f)) return avx2_missing(f);
+    if (!f->avx512f) return "AVX-512F";
+    if (!f->avx512bw) return "AVX-512BW";
+    if (!f->avx512vl) return "AVX-512VL";
+    if (!f->avx512dq) return "AVX-512DQ";
+    if (!f->avx512vnni) return "AVX-512 VNNI";
+    return f->avx512_os ? NULL : "OS support for the AVX-512 registers";
+}
+
 const char *cpu_isa_missing(cpu_isa_level level) {
     if (!built_in(level)) return "not built in";
     cpu_features f = read_features();
@@ -100,14 +149,14 @@ const char *cpu_isa_missing(cpu_isa_level level) {
     case CPU_ISA_NEON: return f.dotprod ? NULL : "the dot-product extension";
     case CPU_ISA_AVX2: return avx2_missing(&f);
     case CPU_ISA_AVX2_VNNI: return avx2_missing(&f) ? avx2_missing(&f) : f.avxvnni ? NULL : "AVX-VNNI";
-    case CPU_ISA_AVX512:
-        if (avx2_missing(&f)) return avx2_missing(&f);
-        if (!f.avx512f) return "AVX-512F";
-        if (!f.avx512bw) return "AVX-512BW";
-        if (!f.avx512vl) return "AVX-512VL";
-        if (!f.avx512dq) return "AVX-512DQ";
-        if (!f.avx512vnni) return "AVX-512 VNNI";
-        return f.avx512_os ? NULL : "OS support for the AVX-512 registers";
+    case CPU_ISA_AVX512: return avx512_missing(&f);
+    case CPU_ISA_AMX:
+        if (avx512_missing(&f)) return avx512_missing(&f);
+        if (!f.amx_tile) return "AMX-TILE";
+        if (!f.amx_int8) return "AMX-INT8";
+        if (!f.amx_os) return "OS support for the AMX tile registers";
+        pthread_once(&amx_perm_once, amx_request_permission);
+        return amx_permitted ? NULL : "the OS's permission for the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
     default: return NULL;
     }
 }
@@ -115,7 +164,7 @@ const char *cpu_isa_missing(cpu_isa_level level) {
 bool cpu_isa_supported(cpu_isa_level level) { return cpu_isa_missing(level) == NULL; }
 
 cpu_isa_level cpu_isa_detect(void) {
-    const cpu_isa_level pref[] = {CPU_ISA_AVX512, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX2, CPU_ISA_NEON};
+    const cpu_isa_level pref[] = {CPU_ISA_AMX, CPU_ISA_AVX512, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX2, CPU_ISA_NEON};
     for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++)
         if (cpu_isa_supported(pref[i])) return pref[i];
     return CPU_ISA_GENERIC;
@@ -507,7 +556,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* kernels: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "auto" (NULL and "" mean
+/* kernels: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "amx" | "auto" (NULL and "" mean
  * "auto": the best level this CPU has). A named level the build or the CPU lacks is refused (never
  * run, never replaced by another); so is a value not in that list. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
@@ -521,10 +570,12 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
         else if (!strcmp(kernels, "avx2")) isa = CPU_ISA_AVX2;
         else if (!strcmp(kernels, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
         else if (!strcmp(kernels, "avx512")) isa = CPU_ISA_AVX512;
+        else if (!strcmp(kernels, "amx")) isa = CPU_ISA_AMX;
         else if (*kernels && strcmp(kernels, "auto")) {
             *out = NULL;
             return err_set(e, SLM_ERR_INVALID_ARG,
-                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512 or auto", kernels);
+                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512, amx or auto",
+                           kernels);
         }
     }
     const char *missing = use_fast ? cpu_isa_missing(isa) : NULL;

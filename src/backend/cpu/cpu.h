@@ -61,19 +61,23 @@ typedef enum cpu_isa_level {
     CPU_ISA_NEON = 1,    /* aarch64 with NEON and the dot-product extension */
     CPU_ISA_AVX2 = 2,    /* x86-64 with AVX2, FMA, F16C */
     CPU_ISA_AVX2_VNNI = 3, /* the same plus AVX-VNNI (VEX vpdpbusd; Alder Lake and later clients) */
-    CPU_ISA_AVX512 = 4   /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
+    CPU_ISA_AVX512 = 4,  /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
+    CPU_ISA_AMX = 5      /* AVX512 plus AMX-TILE and AMX-INT8, with the OS's permission for the tile data */
 } cpu_isa_level;
 
-/* "generic", "neon", "avx2", "avxvnni", "avx512". */
+/* "generic", "neon", "avx2", "avxvnni", "avx512", "amx". */
 const char *cpu_isa_name(cpu_isa_level isa);
 /* True when the level's kernels are built in and this CPU has every feature they need (CPUID, and
- * XGETBV for the OS saving the AVX / AVX-512 registers). Reads the CPU's feature bits (cpuid and
- * the compiler's __builtin_cpu_supports, whose table the C runtime fills once, read-only after). */
+ * XGETBV for the OS saving the AVX / AVX-512 / AMX tile registers). For AMX it also asks the OS for
+ * the tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA), once per process, before any
+ * thread uses a tile) and is false when that is refused or the OS has no such request. Reads the
+ * CPU's feature bits (cpuid and the compiler's __builtin_cpu_supports, whose table the C runtime
+ * fills once, read-only after). */
 bool cpu_isa_supported(cpu_isa_level level);
 /* Why a level is not supported: "not built in", or the first CPU feature it lacks ("AVX-VNNI");
  * NULL when cpu_isa_supported(level). Static storage. */
 const char *cpu_isa_missing(cpu_isa_level level);
-/* The most preferred supported level (AVX512, AVX2_VNNI, AVX2, NEON, else GENERIC). */
+/* The most preferred supported level (AMX, AVX512, AVX2_VNNI, AVX2, NEON, else GENERIC). */
 cpu_isa_level cpu_isa_detect(void);
 
 /* ---- activation formats for the integer matmuls ---------------------------------------------
@@ -176,6 +180,13 @@ const cpu_isa *cpu_isa_generic(void);
 const cpu_isa *cpu_isa_avx2(void);   /* NULL when not built in */
 const cpu_isa *cpu_isa_avx2_vnni(void); /* NULL when not built in */
 const cpu_isa *cpu_isa_avx512(void); /* NULL when not built in */
+/* cpu.c: the AVX-512 table with kern_amx.c's packed matmul; NULL when not built in. */
+const cpu_isa *cpu_isa_amx(void);
+typedef void (*cpu_mm_packed_fn)(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
+                                 size_t act_stride, int64_t ncols, float *y, int64_t ldy);
+/* kern_amx.c's mm_quant_packed (AMX tile products from 16 columns, else the AVX-512 kernels'); NULL
+ * when not built in. */
+cpu_mm_packed_fn cpu_amx_mm_quant_packed(void);
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
 /* The table for a level; for a level this CPU lacks (cpu_isa_supported), the table of
  * cpu_isa_detect() instead, so the result is always safe to run. */
@@ -302,7 +313,7 @@ const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, con
  * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
                               slm_err *e);
-/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni" or "avx512" (static
+/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni", "avx512" or "amx" (static
  * storage; vtable kernels). */
 const char *cpu_backend_kernels(const backend *be);
 

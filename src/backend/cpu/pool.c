@@ -1,21 +1,31 @@
-/* pool.c — persistent thread pool with low-latency dispatch. A job is published by bumping an
- * atomic generation counter; workers spin on it (with a CPU pause) for a short while after each
- * job, then sleep on a condition variable, so back-to-back jobs (one per node in decode) start in
- * well under a microsecond while an idle pool costs nothing. Tasks are taken from an atomic
- * counter; the caller takes tasks too and then spins until every worker has checked out.
+/* pool.c — persistent thread pool with low-latency dispatch that shares the CPU gracefully. A job is
+ * one atomic word (sequence number, task count, next task); it is published by storing a new word,
+ * and every thread, the caller included, claims tasks from it one at a time by compare-and-swap.
+ * Workers spin (with a CPU pause) for a short while after each job, then sleep on a condition
+ * variable, so back-to-back jobs (one per node in decode) start in well under a microsecond while
+ * an idle pool costs nothing. The caller waits for the tasks, not for the workers: a worker that
+ * was descheduled (another process holds its core) and claimed nothing is simply not waited for,
+ * and the caller itself takes the tasks it would have run. While the last claimed tasks finish the
+ * caller spins briefly, then sleeps until the worker that completes the job wakes it, so a worker
+ * descheduled in the middle of a task gets the core back instead of competing with a spinner.
  *
  * Invariants:
- *  1. fn, ctx and n_tasks are written before the release-increment of gen and read after a worker
- *     observes the new gen (acquire); they are not changed until every worker has incremented
- *     n_done for that job.
- *  2. A worker that goes to sleep increments n_sleeping and re-checks gen under mu; the caller
- *     reads n_sleeping after incrementing gen (both sequentially consistent), so no wake-up is
- *     lost.
- *  3. pool_run is called by one thread at a time (the session's thread) and never from a task. */
+ *  1. fn, ctx and base are written before the job word that publishes them (release) and read by a
+ *     thread only after its claim (a CAS on the word, acquire) succeeded; they are not changed
+ *     until every claimed task of the job has incremented n_done (release; the caller reads it with
+ *     acquire), so a thread that holds a claimed task always reads its own job's fn and ctx.
+ *  2. A claim succeeds only on the current word with next < n: a thread holding an older word's
+ *     value fails its CAS (the sequence number, 32 bits, differs), so no task of a finished job is
+ *     ever run again and n_done counts the current job's tasks only.
+ *  3. A worker that goes to sleep increments n_sleeping and re-checks the word under mu; the caller
+ *     reads n_sleeping after publishing (both sequentially consistent), so no wake-up is lost. The
+ *     caller's sleep is symmetric: it sets caller_waiting and re-checks n_done under mu; the thread
+ *     whose increment completes the job reads caller_waiting after it (both sequentially
+ *     consistent) and then signals under mu.
+ *  4. pool_run is called by one thread at a time (the session's thread) and never from a task. */
 #include "backend/cpu/pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
@@ -29,25 +39,36 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* How long an idle worker spins before it sleeps, and how many polls between clock reads. */
+/* How long an idle worker spins before it sleeps, how long the caller spins for the last tasks of a
+ * job before it sleeps, and how many polls between clock reads. */
 #define SPIN_NS 100000LL
+#define CALLER_SPIN_NS 30000LL
 #define SPIN_POLLS 256
+
+/* The job word: sequence << 32 | n_tasks << 16 | next task. A pool_run of more than JOB_MAX_TASKS
+ * tasks runs as several jobs. */
+#define JOB_MAX_TASKS 0xFFFF
+static inline uint32_t job_seq(uint64_t w) { return (uint32_t)(w >> 32); }
+static inline int64_t job_n(uint64_t w) { return (int64_t)((w >> 16) & 0xFFFF); }
+static inline int64_t job_next(uint64_t w) { return (int64_t)(w & 0xFFFF); }
 
 struct cpu_pool {
     slm_allocator alloc;
     int32_t n_threads;
-    pthread_t *threads;            /* (n_threads - 1) workers */
-    struct worker_arg *args;       /* (n_threads - 1) */
-    _Alignas(64) atomic_uint_fast64_t gen;
+    pthread_t *threads;      /* (n_threads - 1) workers */
+    struct worker_arg *args; /* (n_threads - 1) */
+    _Alignas(64) atomic_uint_fast64_t job;
     atomic_bool quit;
     pool_task_fn fn;
     void *ctx;
-    int64_t n_tasks;
-    _Alignas(64) atomic_int_fast64_t next_task;
-    _Alignas(64) atomic_int n_done;
+    int64_t base; /* task index of the job's task 0 within its pool_run */
+    uint32_t seq; /* the caller's last sequence number */
+    _Alignas(64) atomic_int_fast64_t n_done;
     _Alignas(64) atomic_int n_sleeping;
+    atomic_bool caller_waiting;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;      /* workers wait for a job */
+    pthread_cond_t done_cv; /* the caller waits for the job's last tasks */
 };
 
 typedef struct worker_arg {
@@ -61,28 +82,43 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void run_tasks(cpu_pool *p, pool_task_fn fn, void *ctx, int64_t n_tasks, int32_t thread) {
+/* One poll of a spin-wait whose *t0 starts at 0: a CPU pause, and every SPIN_POLLS polls a clock
+ * read; true once limit_ns have passed since the first read. */
+static bool spin_over(uint32_t i, int64_t *t0, int64_t limit_ns) {
+    CPU_RELAX();
+    if (i % SPIN_POLLS) return false;
+    int64_t t = now_ns();
+    if (!*t0) *t0 = t;
+    return t - *t0 >= limit_ns;
+}
+
+/* Claims and runs tasks of the current job until none is left. */
+static void run_tasks(cpu_pool *p, int32_t thread) {
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
-        if (t >= n_tasks) break;
-        fn(ctx, t, thread);
+        uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
+        do {
+            if (job_next(w) >= job_n(w)) return;
+        } while (!atomic_compare_exchange_weak_explicit(&p->job, &w, w + 1, memory_order_acq_rel,
+                                                        memory_order_acquire));
+        p->fn(p->ctx, p->base + job_next(w), thread);
+        if (atomic_fetch_add(&p->n_done, 1) + 1 == job_n(w) && atomic_load(&p->caller_waiting)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
-/* Waits until gen differs from seen (or quit); returns the new generation. */
-static uint64_t wait_job(cpu_pool *p, uint64_t seen) {
+/* Waits until the job word's sequence differs from seen (or quit); returns the word. */
+static uint64_t wait_job(cpu_pool *p, uint32_t seen) {
     int64_t t0 = 0;
     for (uint32_t i = 1;; i++) {
-        uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (g != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return g;
-        CPU_RELAX();
-        if (i % SPIN_POLLS) continue;
-        int64_t t = now_ns();
-        if (!t0) t0 = t;
-        if (t - t0 < SPIN_NS) continue;
+        uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
+        if (job_seq(w) != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return w;
+        if (!spin_over(i, &t0, SPIN_NS)) continue;
         pthread_mutex_lock(&p->mu);
         atomic_fetch_add(&p->n_sleeping, 1);
-        while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
+        while (job_seq(atomic_load(&p->job)) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
         atomic_fetch_sub(&p->n_sleeping, 1);
         pthread_mutex_unlock(&p->mu);
         t0 = 0;
@@ -92,14 +128,27 @@ static uint64_t wait_job(cpu_pool *p, uint64_t seen) {
 static void *worker_main(void *argp) {
     cpu_pool *p = ((worker_arg *)argp)->p;
     int32_t thread = ((worker_arg *)argp)->thread;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        seen = wait_job(p, seen);
+        seen = job_seq(wait_job(p, seen));
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) break;
-        run_tasks(p, p->fn, p->ctx, p->n_tasks, thread);
-        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
+        run_tasks(p, thread);
     }
     return NULL;
+}
+
+/* Waits until n tasks of the current job are done: spins a while, then sleeps (invariant 3). */
+static void wait_done(cpu_pool *p, int64_t n) {
+    int64_t t0 = 0;
+    for (uint32_t i = 1; atomic_load_explicit(&p->n_done, memory_order_acquire) < n; i++) {
+        if (!spin_over(i, &t0, CALLER_SPIN_NS)) continue;
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_waiting, true);
+        while (atomic_load(&p->n_done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
+        atomic_store(&p->caller_waiting, false);
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
 }
 
 slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out, slm_err *e) {
@@ -109,13 +158,14 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
     if (!p) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     p->alloc = *a;
     p->n_threads = 1;
-    atomic_init(&p->gen, 0);
+    atomic_init(&p->job, 0);
     atomic_init(&p->quit, false);
-    atomic_init(&p->next_task, 0);
     atomic_init(&p->n_done, 0);
     atomic_init(&p->n_sleeping, 0);
+    atomic_init(&p->caller_waiting, false);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
     if (n_threads > 1) {
         p->threads = al_calloc(a, (size_t)n_threads - 1, sizeof(pthread_t));
         p->args = al_calloc(a, (size_t)n_threads - 1, sizeof(worker_arg));
@@ -146,6 +196,7 @@ void pool_destroy(cpu_pool *p) {
     for (int32_t i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->done_cv);
     slm_allocator a = p->alloc;
     al_free(&a, p->threads);
     al_free(&a, p->args);
@@ -158,21 +209,20 @@ void pool_run(cpu_pool *p, int64_t n_tasks, pool_task_fn fn, void *ctx) {
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
-    int n_workers = p->n_threads - 1;
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes the job (invariant 1, 2) */
-    if (atomic_load(&p->n_sleeping) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
-    run_tasks(p, fn, ctx, n_tasks, 0);
-    for (uint32_t i = 1; atomic_load_explicit(&p->n_done, memory_order_acquire) < n_workers; i++) {
-        CPU_RELAX();
-        if (i % 4096 == 0) sched_yield(); /* a worker may have been descheduled */
+    for (int64_t base = 0; base < n_tasks; base += JOB_MAX_TASKS) {
+        int64_t n = n_tasks - base < JOB_MAX_TASKS ? n_tasks - base : JOB_MAX_TASKS;
+        p->fn = fn;
+        p->ctx = ctx;
+        p->base = base;
+        atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+        p->seq++;
+        atomic_store(&p->job, (uint64_t)p->seq << 32 | (uint64_t)n << 16); /* seq_cst: publishes (1, 3) */
+        if (atomic_load(&p->n_sleeping) > 0) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+        run_tasks(p, 0);
+        wait_done(p, n);
     }
 }
