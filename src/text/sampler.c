@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "statelm.h"
+#include "text/sampler.h"
 
 typedef struct cand {
     float v; /* logit, after penalty and temperature */
@@ -20,7 +21,15 @@ struct slm_sampler {
     int32_t cap;
     cand *cands;      /* (cap) */
     int32_t n_sorted; /* cands[0, n_sorted) is the sorted head of this call's candidates */
+    samp_mask_fn mask_fn; /* token filter (samp_set_mask), or NULL */
+    void *mask_ud;
+    uint32_t *mask;       /* ((cap + 31) / 32) bits of the filter's last answer */
 };
+
+void samp_set_mask(slm_sampler *s, samp_mask_fn fn, void *ud) {
+    s->mask_fn = fn;
+    s->mask_ud = ud;
+}
 
 SLM_API slm_sampler_params slm_sampler_params_default(void) {
     slm_sampler_params p;
@@ -76,6 +85,7 @@ SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_samp
 SLM_API void slm_sampler_destroy(slm_sampler *s) {
     if (!s) return;
     free(s->cands);
+    free(s->mask);
     free(s);
 }
 
@@ -144,6 +154,9 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
         if (!grown) return SLM_ERR_NOMEM;
         s->cands = grown;
+        uint32_t *bits = realloc(s->mask, ((size_t)n_vocab + 31) / 32 * sizeof *bits);
+        if (!bits) return SLM_ERR_NOMEM;
+        s->mask = bits;
         s->cap = n_vocab;
     }
     cand *c = s->cands;
@@ -161,11 +174,20 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
             c[id].v = c[id].v > 0 ? c[id].v / s->p.repeat_penalty : c[id].v * s->p.repeat_penalty;
         }
     }
+    if (s->mask_fn) { /* keep only the allowed ids, in id order */
+        slm_status st = s->mask_fn(s->mask_ud, s->mask, n_vocab);
+        if (st) return st;
+        int32_t m = 0;
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (s->mask[i / 32] >> (i % 32) & 1) c[m++] = c[i];
+        if (!m) return SLM_ERR_STATE;
+        n_vocab = m;
+    }
     if (s->p.temperature == 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
             if (c[i].v > c[best].v) best = i;
-        *greedy = best;
+        *greedy = c[best].id;
         return SLM_OK;
     }
     for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;
