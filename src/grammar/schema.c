@@ -308,6 +308,11 @@ static bool gen_object(conv *c, const cJSON *s, const char *path, int depth, cha
         }
         int i = 0;
         while (i < k && strcmp(ps[i].key, r->valuestring)) i++;
+        if (i == k && add && cJSON_IsFalse(add)) {
+            free(ps);
+            return fail(c, SLM_ERR_UNSUPPORTED, "required property '%s' at %s is not in 'properties' and "
+                        "additionalProperties is false: nothing validates", r->valuestring, ptr(path));
+        }
         if (i == k) ps[k++] = (prop){r->valuestring, NULL, true, ""};
         ps[i].required = true;
     }

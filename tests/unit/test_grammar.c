@@ -118,6 +118,8 @@ static void schema_refusals(void **unused) {
         {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", SLM_ERR_FORMAT, "maxItems below minItems"},
         {"{\"type\":\"string\",\"maxLength\":-1}", SLM_ERR_FORMAT, "non-negative integer"},
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", SLM_ERR_FORMAT, "left-recursive"},
+        {"{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":false}", SLM_ERR_UNSUPPORTED,
+         "required property 'x' at / is not in 'properties'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         slm_grammar *g = (slm_grammar *)1;
