@@ -367,8 +367,13 @@ static bool gen_object(conv *c, const cJSON *s, const char *path, int depth, cha
         char fn[48], rn[48], fnext[48], rnext[48];
         snprintf(fn, sizeof fn, "%s-f%d", base, i);
         snprintf(rn, sizeof rn, "%s-r%d", base, i);
-        snprintf(fnext, sizeof fnext, i + 1 < k ? "%s-f%d" : "\"\"", base, i + 1);
-        snprintf(rnext, sizeof rnext, i + 1 < k ? "%s-r%d" : "", base, i + 1);
+        if (i + 1 < k) {
+            snprintf(fnext, sizeof fnext, "%s-f%d", base, i + 1);
+            snprintf(rnext, sizeof rnext, "%s-r%d", base, i + 1);
+        } else { /* past the last property: nothing */
+            snprintf(fnext, sizeof fnext, "\"\"");
+            rnext[0] = 0;
+        }
         if (ps[i].required) {
             sb_printf(&f, "%s %s", ps[i].rule, rnext);
             sb_printf(&r, "\",\" ws %s %s", ps[i].rule, rnext);
