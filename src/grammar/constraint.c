@@ -2,8 +2,8 @@
  * gr_grammar; slm_grammar_vocab is a tokenizer's byte trie; slm_constraint walks the trie with the
  * matcher's byte automaton (matcher.h) to produce token masks, and caches the mask of each dstate.
  *
- * The trie is stored in preorder: node i has a byte, a depth (the root, node 0, has depth 0), the
- * index just past its subtree (skip) and the tokens whose bytes end at it (toks[tok_off, +tok_n)).
+ * The trie is stored in preorder (trie_node): node i has a byte, a depth (the root, node 0, has
+ * depth 0), the index just past its subtree (skip) and the tokens whose bytes end at it.
  * A mask walks the nodes in order with one automaton state per depth and jumps over the subtree of
  * a dead state, so its cost is the number of trie nodes on live paths; a token that spans several
  * grammar terminals or ends inside a UTF-8 character is just a longer path. */
@@ -23,14 +23,18 @@ struct slm_grammar {
     gr_grammar *g;
 };
 
+typedef struct trie_node {
+    int32_t skip;    /* index just past this node's subtree */
+    int32_t tok_off; /* toks[tok_off, tok_off + tok_n) end here */
+    int32_t tok_n;
+    uint16_t depth;  /* bytes from the root */
+    uint8_t byte;
+} trie_node;
+
 struct slm_grammar_vocab {
     int32_t n_vocab;
     int32_t n_nodes;
-    uint8_t *byte;    /* (n_nodes) */
-    uint16_t *depth;  /* (n_nodes) */
-    int32_t *skip;    /* (n_nodes) */
-    int32_t *tok_off; /* (n_nodes) */
-    int32_t *tok_n;   /* (n_nodes) */
+    trie_node *nodes; /* (n_nodes), preorder */
     int32_t *toks;    /* token ids by node */
     int32_t max_depth;
     uint32_t *bytes_off; /* (n_vocab + 1): bytes of id in pool[bytes_off[id], bytes_off[id + 1]); empty = not in trie */
@@ -146,11 +150,7 @@ static int cmp_token_bytes(const void *a, const void *b) {
 
 SLM_API void slm_grammar_vocab_destroy(slm_grammar_vocab *v) {
     if (!v) return;
-    free(v->byte);
-    free(v->depth);
-    free(v->skip);
-    free(v->tok_off);
-    free(v->tok_n);
+    free(v->nodes);
     free(v->toks);
     free(v->bytes_off);
     free(v->pool);
@@ -202,17 +202,10 @@ slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out)
     qsort(order, (size_t)n_in, sizeof *order, cmp_token_bytes);
     /* at most one node per byte, plus the root */
     size_t cap = total + 1;
-    v->byte = malloc(cap);
-    v->depth = malloc(cap * sizeof *v->depth);
-    v->skip = malloc(cap * sizeof *v->skip);
-    v->tok_off = malloc(cap * sizeof *v->tok_off);
-    v->tok_n = calloc(cap, sizeof *v->tok_n);
+    v->nodes = calloc(cap, sizeof *v->nodes);
     v->toks = malloc(((size_t)n_in + 1) * sizeof *v->toks);
     path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
-    if (!v->byte || !v->depth || !v->skip || !v->tok_off || !v->tok_n || !v->toks || !path) goto nomem;
-    v->byte[0] = 0;
-    v->depth[0] = 0;
-    v->tok_off[0] = 0;
+    if (!v->nodes || !v->toks || !path) goto nomem;
     path[0] = 0;
     v->n_nodes = 1;
     int32_t cur_depth = 0;
@@ -221,22 +214,20 @@ slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out)
         const uint8_t *b = order[k].b;
         uint32_t len = order[k].len;
         int32_t l = k ? lcp(order[k - 1].b, order[k - 1].len, b, len) : 0;
-        for (int32_t d = cur_depth; d > l; d--) v->skip[path[d]] = v->n_nodes;
+        for (int32_t d = cur_depth; d > l; d--) v->nodes[path[d]].skip = v->n_nodes;
         for (int32_t d = l + 1; d <= (int32_t)len; d++) {
             int32_t i = v->n_nodes++;
-            v->byte[i] = b[d - 1];
-            v->depth[i] = (uint16_t)d;
-            v->tok_off[i] = k;
+            v->nodes[i] = (trie_node){0, k, 0, (uint16_t)d, b[d - 1]};
             path[d] = i;
         }
         cur_depth = (int32_t)len;
         if (cur_depth > v->max_depth) v->max_depth = cur_depth;
         int32_t node = path[len];
-        if (!v->tok_n[node]) v->tok_off[node] = k;
-        v->tok_n[node]++;
+        if (!v->nodes[node].tok_n) v->nodes[node].tok_off = k;
+        v->nodes[node].tok_n++;
         v->toks[k] = id;
     }
-    for (int32_t d = cur_depth; d >= 0; d--) v->skip[path[d]] = v->n_nodes;
+    for (int32_t d = cur_depth; d >= 0; d--) v->nodes[path[d]].skip = v->n_nodes;
     free(order);
     free(path);
     *out = v;
@@ -330,15 +321,17 @@ static slm_status walk(slm_constraint *c, uint32_t *bits) {
     gm *m = &c->m;
     memset(bits, 0, c->words * sizeof *bits);
     c->st[0] = c->cur;
+    int32_t *st = c->st;
     for (int32_t i = 1; i < v->n_nodes;) {
-        int32_t t = gm_step(m, c->st[v->depth[i] - 1], v->byte[i]);
+        const trie_node *nd = &v->nodes[i];
+        int32_t t = gm_step(m, st[nd->depth - 1], nd->byte);
         if (t < 0) {
             if (t == GM_NOMEM) return SLM_ERR_NOMEM;
-            i = v->skip[i];
+            i = nd->skip;
             continue;
         }
-        c->st[v->depth[i]] = t;
-        for (int32_t k = v->tok_off[i], e = k + v->tok_n[i]; k < e; k++) bits[v->toks[k] / 32] |= 1u << (v->toks[k] % 32);
+        st[nd->depth] = t;
+        for (int32_t k = nd->tok_off, e = k + nd->tok_n; k < e; k++) bits[v->toks[k] / 32] |= 1u << (v->toks[k] % 32);
         i++;
     }
     return SLM_OK;

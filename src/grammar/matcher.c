@@ -137,8 +137,17 @@ static int32_t intern_ds(gm *m, int32_t set, uint32_t acc, uint8_t need, uint8_t
         const gm_dstate *d = &m->ds[m->ds_ht[i] - 1];
         if (d->set == set && d->acc == acc && d->need == need && d->len == len) return m->ds_ht[i] - 1;
     }
-    if (!grow((void **)&m->ds, &m->cap_ds, m->n_ds + 1, sizeof *m->ds, &m->bytes)) return GM_NOMEM;
-    m->ds[m->n_ds] = (gm_dstate){set, acc, need, len, NULL, NULL};
+    if (m->n_ds + 1 > m->cap_ds) {
+        int32_t cap = m->cap_ds;
+        if (!grow((void **)&m->ds, &cap, m->n_ds + 1, sizeof *m->ds, &m->bytes)) return GM_NOMEM;
+        int32_t *t = realloc(m->trans, (size_t)cap * 256 * sizeof *t);
+        if (!t) return GM_NOMEM; /* ds grew, cap_ds did not: the next call retries */
+        m->bytes += (size_t)(cap - m->cap_ds) * 256 * sizeof *t;
+        m->trans = t;
+        m->cap_ds = cap;
+    }
+    m->ds[m->n_ds] = (gm_dstate){set, acc, need, len, NULL};
+    for (size_t k = 0; k < 256; k++) m->trans[(size_t)m->n_ds * 256 + k] = GM_UNKNOWN;
     m->ds_ht[i] = m->n_ds + 1;
     return m->n_ds++;
 }
@@ -261,10 +270,8 @@ void gm_init(gm *m, const gr_grammar *g) {
 }
 
 static void drop_tables(gm *m) {
-    for (int32_t d = 0; d < m->n_ds; d++) {
-        free(m->ds[d].next);
-        free(m->ds[d].mask);
-    }
+    for (int32_t d = 0; d < m->n_ds; d++) free(m->ds[d].mask);
+    free(m->trans);
     free(m->nodes);
     free(m->node_ht);
     free(m->set_pool);
@@ -311,13 +318,6 @@ int32_t gm_start(gm *m) {
 }
 
 int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
-    if (!m->ds[d].next) {
-        int32_t *nx = malloc(256 * sizeof *nx);
-        if (!nx) return GM_NOMEM;
-        for (int i = 0; i < 256; i++) nx[i] = GM_UNKNOWN;
-        m->ds[d].next = nx;
-        m->bytes += 256 * sizeof *nx;
-    }
     gm_dstate st = m->ds[d];
     int32_t t = GM_DEAD;
     uint32_t acc;
@@ -351,7 +351,7 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
     if (lo > hi || lo > MAX_CP || !meets(m, st.set, lo, hi)) goto done;
     t = intern_ds(m, st.set, acc, need, len);
 done:
-    if (t != GM_NOMEM) m->ds[d].next[b] = t;
+    if (t != GM_NOMEM) m->trans[(size_t)d * 256 + b] = t;
     return t;
 }
 

@@ -18,7 +18,7 @@
  * 1. nodes[i].pos is a GR_CLS element (top) or the GR_REF/GR_CLS element a return resumes at;
  *    parent < i or -1 (the bottom).
  * 2. a set's members are sorted ascending and distinct, each a node whose pos is GR_CLS.
- * 3. ds[d].next, when allocated, holds GM_UNKNOWN, GM_DEAD or a dstate id per byte.
+ * 3. trans[256 d + b] is GM_UNKNOWN, GM_DEAD or the dstate after byte b from dstate d.
  * Memory only grows until gm_flush, which keeps one dstate (renumbered) and drops the rest. */
 #ifndef SLM_GRAMMAR_MATCHER_H
 #define SLM_GRAMMAR_MATCHER_H
@@ -38,8 +38,7 @@ typedef struct gm_dstate {
     uint32_t acc;  /* bits of the partial character so far */
     uint8_t need;  /* continuation bytes still needed (0: on a character boundary) */
     uint8_t len;   /* length of the partial character's encoding */
-    int32_t *next; /* (256) or NULL until a transition is asked for */
-    uint32_t *mask; /* cached token mask (owned by the constraint's layout), or NULL */
+    uint32_t *mask; /* cached token mask (malloc'ed by the constraint, freed with the tables), or NULL */
 } gm_dstate;
 
 typedef struct gm {
@@ -57,6 +56,7 @@ typedef struct gm {
     int32_t set_ht_cap;
     gm_dstate *ds;
     int32_t n_ds, cap_ds;
+    int32_t *trans; /* (cap_ds * 256) transitions, see invariant 3 */
     int32_t *ds_ht;
     int32_t ds_ht_cap;
     /* scratch of one set advance */
@@ -78,8 +78,7 @@ int32_t gm_start(gm *m);
 /* Transition of dstate d on byte b: a dstate id, GM_DEAD or GM_NOMEM. */
 int32_t gm_step_slow(gm *m, int32_t d, uint8_t b);
 static inline int32_t gm_step(gm *m, int32_t d, uint8_t b) {
-    const int32_t *nx = m->ds[d].next;
-    int32_t t = nx ? nx[b] : GM_UNKNOWN;
+    int32_t t = m->trans[(size_t)d * 256 + b];
     return t != GM_UNKNOWN ? t : gm_step_slow(m, d, b);
 }
 /* True when the grammar may end in dstate d (on a character boundary, empty stack in the set). */

@@ -294,6 +294,23 @@ out:
     return ok;
 }
 
+/* Advances *set over the whole characters at the start of b[0, n) (the output is known viable);
+ * returns how many bytes they take (a partial character at the end stays). */
+static size_t radvance_bytes(const gr_grammar *g, rset *set, const uint8_t *b, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t len = utf8_decode(b + i, n - i, &cp);
+        if (!len) break;
+        rset next;
+        radvance(g, set, cp, &next);
+        free(set->s);
+        *set = next;
+        i += len;
+    }
+    return i;
+}
+
 /* ---- brute force against the constraint --------------------------------------------------------- */
 
 static uint64_t rng_state;
@@ -341,7 +358,10 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
     int n_checked = 0;
     for (int w = 0; w < n_walks; w++) {
         slm_constraint_reset(c);
-        size_t n_out = 0;
+        size_t n_out = 0, at = 0; /* cur: the reference state after out[0, at), whole characters */
+        rset cur = start;
+        cur.s = malloc((size_t)start.cap * sizeof *cur.s);
+        memcpy(cur.s, start.s, (size_t)start.n * sizeof *cur.s);
         for (int step = 0; step < n_steps; step++) {
             assert_int_equal(slm_constraint_mask(c, mask, N), SLM_OK);
             int allowed[N], n_allowed = 0;
@@ -349,11 +369,11 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
                 bool want, can_end, viable;
                 if (toks[t].kind == GV_NONE) want = false;
                 else if (toks[t].kind == GV_EOG) {
-                    viable = rviable(gg, &start, out, n_out, &can_end);
+                    viable = rviable(gg, &cur, out + at, n_out - at, &can_end);
                     want = viable && can_end;
                 } else {
                     memcpy(out + n_out, toks[t].bytes, toks[t].len);
-                    want = rviable(gg, &start, out, n_out + toks[t].len, &can_end);
+                    want = rviable(gg, &cur, out + at, n_out - at + toks[t].len, &can_end);
                 }
                 bool got = mask[t / 32] >> (t % 32) & 1;
                 if (got != want) {
@@ -385,7 +405,9 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
             if (n_out + toks[t].len > 4000) break;
             memcpy(out + n_out, toks[t].bytes, toks[t].len);
             n_out += toks[t].len;
+            at += radvance_bytes(gg, &cur, out + at, n_out - at);
         }
+        free(cur.s);
     }
     assert_true(n_checked > N * n_walks);
     free(out);
