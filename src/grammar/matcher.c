@@ -85,10 +85,11 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, bool accept) {
     uint32_t mask = (uint32_t)m->set_ht_cap - 1, i = (uint32_t)set_hash(v, n, accept) & mask;
     for (; m->set_ht[i]; i = (i + 1) & mask) {
         int32_t s = m->set_ht[i] - 1;
-        if (m->set_n[s] == n && m->set_accept[s] == accept && !memcmp(m->set_pool + m->set_off[s], v, (size_t)n * sizeof *v))
+        if (m->set_n[s] == n && m->set_accept[s] == accept &&
+            (!n || !memcmp(m->set_pool + m->set_off[s], v, (size_t)n * sizeof *v)))
             return s;
     }
-    if (m->n_pool + (size_t)n > m->cap_pool) {
+    if (m->n_pool + (size_t)n > m->cap_pool || !m->set_pool) { /* never NULL once a set exists */
         size_t c = m->cap_pool ? m->cap_pool : 1024;
         while (c < m->n_pool + (size_t)n) c *= 2;
         int32_t *np = realloc(m->set_pool, c * sizeof *np);
@@ -113,7 +114,7 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, bool accept) {
         m->cap_sets = c;
         m->bytes = b0 + (size_t)(c - cap) * 9;
     }
-    memcpy(m->set_pool + m->n_pool, v, (size_t)n * sizeof *v);
+    if (n) memcpy(m->set_pool + m->n_pool, v, (size_t)n * sizeof *v);
     m->set_off[m->n_sets] = (int32_t)m->n_pool;
     m->set_n[m->n_sets] = n;
     m->set_accept[m->n_sets] = accept;
@@ -235,7 +236,7 @@ static int32_t close_set(gm *m) {
         }
     }
     if (!m->n_out && !accept) return GM_DEAD;
-    qsort(m->out, (size_t)m->n_out, sizeof *m->out, cmp_i32); /* ids are distinct: (pos, parent) visited once */
+    if (m->n_out > 1) qsort(m->out, (size_t)m->n_out, sizeof *m->out, cmp_i32); /* distinct: (pos, parent) visited once */
     int32_t s = intern_set(m, m->out, m->n_out, accept);
     return s < 0 ? GM_NOMEM : s;
 }
