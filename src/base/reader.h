@@ -20,13 +20,10 @@ typedef struct rd {
 void rd_init(rd *r, const void *data, size_t size, slm_err *e);
 static inline size_t rd_left(const rd *r) { return r->size - r->pos; }
 
-slm_status rd_u8(rd *r, const char *field, uint8_t *v);
-slm_status rd_u16(rd *r, const char *field, uint16_t *v);
 slm_status rd_u32(rd *r, const char *field, uint32_t *v);
 slm_status rd_u64(rd *r, const char *field, uint64_t *v);
 /* Returns a pointer to n bytes inside the buffer and advances. */
 slm_status rd_bytes(rd *r, const char *field, size_t n, const uint8_t **p);
-slm_status rd_skip(rd *r, const char *field, uint64_t n);
 
 /* Little-endian loads from unaligned memory. */
 static inline uint16_t ld_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -22,6 +22,10 @@
  * conv_step and matmul_group need the backend to take the job (backend_vtable takes_*), asked at
  * the largest token count the function runs with; without a backend they are not applied.
  *
+ * After the steps of every function: the accept plan (compile/accept.c, whose steps read
+ * activations of the verify call that its memory plan then keeps to the end), and the activation
+ * memory of each function.
+ *
  * Batched steps (plan_step.batched, only in a symbolic function with logits for every column,
  * "verify", the function slm_session_decode_batch runs): a step whose nodes are column-local
  * ops (EMBED, MATMUL, elementwise, norms, RESHAPE) on weights and on activations laid out as
@@ -70,6 +74,13 @@ static void node_views(const g_program *p, const g_node *nd, int64_t n, be_view 
         return;
     }
     for (int k = 0; k < nd->n_out; k++) view_of(p, nd->out[k], n, &out[k]);
+}
+
+/* A step of kind made by pass (NULL: none) that binds no state and has no operand roles yet. */
+static plan_step new_step(plan_step_kind kind, const char *pass) {
+    plan_step m = {.kind = kind, .pass = pass, .state = -1};
+    for (int r = 0; r < PLAN_N_ROLES; r++) m.operand[r] = -1;
+    return m;
 }
 
 /* Replaces steps [i, i + span) by merged (which must already hold the nodes it stands for),
@@ -158,9 +169,17 @@ static slm_status pass_conv_step(lower_ctx *c, slm_err *e) {
         view_of(p, cv->in[1], c->n_max, &in[2]);
         view_of(p, last, c->n_max, &out[0]);
         view_of(p, sl->out[0], c->n_max, &out[1]);
-        plan_step m = {.kind = PLAN_STEP_CONV_STEP, .pass = "conv_step", .n_nodes = span};
-        if (!c->be->vt->takes_conv_step(c->be, out, in, span == 5, m.kernel_text, sizeof m.kernel_text)) continue;
+        plan_step m = new_step(PLAN_STEP_CONV_STEP, "conv_step");
+        m.n_nodes = span;
+        m.state = si;
+        m.silu = span == 5;
+        if (!c->be->vt->takes_conv_step(c->be, out, in, m.silu, m.kernel_text, sizeof m.kernel_text)) continue;
         for (int32_t k = 0; k < span; k++) m.nodes[k] = s[k].nodes[0];
+        m.operand[PLAN_ROLE_STATE] = cat->in[0];
+        m.operand[PLAN_ROLE_X] = cat->in[1];
+        m.operand[PLAN_ROLE_WEIGHT] = cv->in[1];
+        m.operand[PLAN_ROLE_OUT] = last;
+        m.operand[PLAN_ROLE_NEXT] = sl->out[0];
         c->pl->tensor_home[xc] = PLAN_HOME_FUSED;
         if (span == 5) c->pl->tensor_home[cv->out[0]] = PLAN_HOME_FUSED;
         replace_steps(x, i, span, &m, NULL, 0);
@@ -179,7 +198,7 @@ static slm_status pass_matmul_group(lower_ctx *c, slm_err *e) {
         if (x->steps[i].kind != PLAN_STEP_NODE) continue;
         const g_node *first = step_node(c, &x->steps[i], 0);
         if (first->op != G_OP_MATMUL) continue;
-        plan_step m = {.kind = PLAN_STEP_MATMUL_GROUP, .pass = "matmul_group"}, views[PLAN_STEP_MAX_NODES];
+        plan_step m = new_step(PLAN_STEP_MATMUL_GROUP, "matmul_group"), views[PLAN_STEP_MAX_NODES];
         int32_t n_views = 0, span = 1;
         m.nodes[m.n_nodes++] = x->steps[i].nodes[0];
         for (int32_t j = i + 1; m.n_nodes < PLAN_STEP_MAX_NODES && j < x->n_steps; j++) {
@@ -320,9 +339,11 @@ static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err 
         const g_node *nd = &p->nodes[f->nodes[i]];
         for (int k = 0; k < nd->n_in; k++) c.uses[nd->in[k]]++;
         plan_step *s = &x->steps[i];
-        s->kind = nd->op == G_OP_RESHAPE || nd->op == G_OP_STATE_READ ? PLAN_STEP_VIEW : PLAN_STEP_NODE;
+        *s = new_step(nd->op == G_OP_RESHAPE || nd->op == G_OP_STATE_READ ? PLAN_STEP_VIEW : PLAN_STEP_NODE, NULL);
         s->n_nodes = 1;
         s->nodes[0] = i;
+        s->state = nd->op == G_OP_STATE_READ ? nd->p.read.state : nd->op == G_OP_STATE_WRITE ? nd->p.write.state : -1;
+        if (nd->op == G_OP_STATE_READ) s->operand[PLAN_ROLE_STATE] = nd->out[0];
     }
     x->n_steps = f->n_nodes;
     slm_status st = SLM_OK;
@@ -338,15 +359,32 @@ static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err 
     mark_batched(&c);
     for (int32_t i = 0; i < x->n_steps; i++)
         for (int32_t k = 0; k < x->steps[i].n_nodes; k++) x->step_of[x->steps[i].nodes[k]] = i;
-    memplan mp = {0};
-    if ((st = plan_memplan(pl, fn, pl->fn_tokens[fn] > 0 ? pl->fn_tokens[fn] : 1, &mp, e))) return st;
-    x->arena_bytes = mp.arena_bytes;
-    x->arena_offset = mp.offset; /* the plan keeps the offsets (allocated with p->alloc = pl->alloc) */
     return SLM_OK;
 }
 
 slm_status plan_memplan(const slm_plan *pl, int32_t fn, int64_t n, memplan *mp, slm_err *e) {
-    return memplan_build(pl->legal, fn, n, pl->exec[fn].step_of, pl->tensor_home, mp, e);
+    const uint8_t *keep = fn == pl->accept.fn ? pl->accept.keep : NULL;
+    return memplan_build(pl->legal, fn, n, pl->exec[fn].step_of, pl->tensor_home, keep, mp, e);
+}
+
+/* What a session needs to know of the program's states and inputs, so that it matches no ops:
+ * the valid token ids and the KV rings. */
+static slm_status session_facts(slm_plan *pl, slm_err *e) {
+    const g_program *p = pl->legal;
+    if (!(pl->state_ring = al_calloc(&pl->alloc, (size_t)p->n_states + 1, 1)))
+        return err_set(e, SLM_ERR_NOMEM, "out of memory lowering the plan");
+    int32_t decode = graph_find_function(p, "decode");
+    const g_function *f = decode >= 0 ? &p->functions[decode] : NULL;
+    for (int32_t i = 0; f && i < f->n_nodes && !pl->n_token_ids; i++) {
+        const g_node *nd = &p->nodes[f->nodes[i]];
+        if (nd->op == G_OP_EMBED && nd->in[1] == f->tokens) pl->n_token_ids = (int32_t)p->tensors[nd->in[0]].ne[1];
+    }
+    for (int32_t n = 0; n < p->n_nodes; n++) {
+        const g_node *nd = &p->nodes[n];
+        if (nd->op != G_OP_ATTENTION || nd->p.attn.ring <= 0) continue;
+        for (int k = 1; k < 3; k++) pl->state_ring[p->tensors[nd->in[k]].src] = 1;
+    }
+    return SLM_OK;
 }
 
 slm_status lower_plan(slm_plan *pl, backend *be, slm_err *e) {
@@ -356,8 +394,16 @@ slm_status lower_plan(slm_plan *pl, backend *be, slm_err *e) {
     if (!pl->tensor_state || !pl->tensor_home) return err_set(e, SLM_ERR_NOMEM, "out of memory lowering the plan");
     for (int32_t t = 0; t < p->n_tensors; t++) pl->tensor_state[t] = -1;
     snprintf(pl->kernels, sizeof pl->kernels, "%s", be ? be->vt->kernels(be) : "");
-    slm_status st = SLM_OK;
+    slm_status st = session_facts(pl, e);
     for (int32_t fn = 0; fn < p->n_functions && !st; fn++) st = lower_function(pl, be, fn, e);
+    if (!st) st = accept_plan(pl, e);
+    for (int32_t fn = 0; fn < p->n_functions && !st; fn++) {
+        plan_fn_exec *x = &pl->exec[fn];
+        memplan mp = {0};
+        if ((st = plan_memplan(pl, fn, pl->fn_tokens[fn] > 0 ? pl->fn_tokens[fn] : 1, &mp, e))) break;
+        x->arena_bytes = mp.arena_bytes;
+        x->arena_offset = mp.offset; /* the plan keeps the offsets (allocated with p->alloc = pl->alloc) */
+    }
     pl->lowered = st == SLM_OK;
     return st;
 }

@@ -28,7 +28,7 @@ static int32_t root_of(const g_program *p, int32_t t) {
 }
 
 slm_status memplan_build(const g_program *p, int32_t fn, int64_t n, const int32_t *step_of, const uint8_t *not_stored,
-                         memplan *mp, slm_err *e) {
+                         const uint8_t *keep, memplan *mp, slm_err *e) {
     memplan_free(p, mp);
     const g_function *f = &p->functions[fn];
     size_t nt = (size_t)p->n_tensors;
@@ -73,18 +73,8 @@ slm_status memplan_build(const g_program *p, int32_t fn, int64_t n, const int32_
         }
     }
     if (f->logits >= 0) last_use[root_of(p, f->logits)] = end;
-    /* A function with logits for every column (verify) may be accepted in part: runtime/spec.c
-     * then rebuilds the conv and recurrent states from the conv inputs (CONCAT(state, x): x) and
-     * the DELTANET inputs of the call, so those live to its end. */
-    if (f->logits >= 0 && (p->tensors[f->logits].n_mask & 2)) {
-        for (int32_t i = 0; i < f->n_nodes; i++) {
-            const g_node *nd = &p->nodes[f->nodes[i]];
-            if (nd->op == G_OP_CONCAT && p->tensors[nd->in[0]].storage == G_STATE_VIEW)
-                last_use[root_of(p, nd->in[1])] = end;
-            for (int k = 0; nd->op == G_OP_DELTANET && k < nd->n_in; k++)
-                if (p->tensors[nd->in[k]].storage != G_STATE_VIEW) last_use[root_of(p, nd->in[k])] = end;
-        }
-    }
+    for (size_t t = 0; keep && t < nt; t++)
+        if (keep[t] && p->tensors[root_of(p, (int32_t)t)].fn == fn) last_use[root_of(p, (int32_t)t)] = end;
     int32_t n_live = 0;
     size_t arena = 0;
     /* The token input lives for the whole call. */

@@ -25,9 +25,10 @@ typedef struct memplan {
  * step_of[i] (ascending; NULL = i) is the step that runs the node at position i, so the inputs of
  * a step stay live until it ends and its outputs never share bytes with them. Tensors with
  * not_stored[t] set (NULL = none) get no arena bytes: they live in a state buffer or only inside a
- * fused step. */
+ * fused step. Tensors with keep[t] set (NULL = none) live to the end of the call (the accept
+ * plan reads them after it). */
 slm_status memplan_build(const g_program *p, int32_t fn, int64_t n, const int32_t *step_of, const uint8_t *not_stored,
-                         memplan *mp, slm_err *e);
+                         const uint8_t *keep, memplan *mp, slm_err *e);
 void memplan_free(const g_program *p, memplan *mp);
 /* Bytes of tensor t for n tokens (activations are f32, the token input i32). */
 size_t memplan_tensor_bytes(const g_tensor *t, int64_t n);

@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "base/dtype.h"
+#include "base/params.h"
 #include "compile/memplan.h"
 #include "model/build.h"
 
@@ -27,7 +28,6 @@ SLM_API slm_plan_params slm_plan_params_default(void) {
     slm_plan_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
-    p.kv_dtype = SLM_DTYPE_F16;
     return p;
 }
 
@@ -231,6 +231,9 @@ SLM_API void slm_plan_destroy(slm_plan *pl) {
     }
     al_free(&a, pl->tensor_state);
     al_free(&a, pl->tensor_home);
+    al_free(&a, pl->state_ring);
+    al_free(&a, pl->accept.steps);
+    al_free(&a, pl->accept.keep);
     al_free(&a, pl);
 }
 
@@ -251,9 +254,19 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
     bool ok = (pl->legal = graph_clone(p)) != NULL;
     size_t nt = (size_t)p->n_tensors + 1;
     ok = ok && (pl->tensor_state = al_array(a, nt, sizeof(int32_t))) && (pl->tensor_home = al_array(a, nt, 1));
+    size_t ns = (size_t)p->n_states + 1;
+    ok = ok && (pl->state_ring = al_array(a, ns, 1)) && (pl->accept.keep = al_array(a, nt, 1)) &&
+         (pl->accept.steps = al_array(a, ns, sizeof(plan_rebuild)));
     if (ok) {
         memcpy(pl->tensor_state, src->tensor_state, nt * sizeof(int32_t));
         memcpy(pl->tensor_home, src->tensor_home, nt);
+        memcpy(pl->state_ring, src->state_ring, ns);
+        memcpy(pl->accept.keep, src->accept.keep, nt);
+        memcpy(pl->accept.steps, src->accept.steps, ns * sizeof(plan_rebuild));
+        pl->accept.fn = src->accept.fn;
+        pl->accept.n_steps = src->accept.n_steps;
+        pl->accept.replay = src->accept.replay;
+        pl->n_token_ids = src->n_token_ids;
     }
     for (int32_t fn = 0; ok && fn < p->n_functions; fn++) {
         const plan_fn_exec *x = &src->exec[fn];
@@ -330,23 +343,24 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
     if (out) *out = NULL;
     if (err && err_cap) err[0] = '\0';
     slm_plan_params p = slm_plan_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     const tgt_profile *t = tgt_find(p.target ? p.target : "cpu");
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    slm_dtype kv = SLM_DTYPE_F16;
     g_program *prog = NULL;
     backend *be = NULL;
     slm_status st = SLM_OK;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_plan_create: model and out are required");
     else if (!t) st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown target '%s' (targets: cpu, cuda, ane)", p.target);
-    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (!params_kv_dtype(p.kv_type, &kv))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if (p.n_prefill < 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
     else if ((st = plan_backend(&model->alloc, t, p.kernels, &be, &e)) == SLM_OK &&
-             (st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = plan_create_program(model, prog, t, n_ctx, p.kv_dtype, p.n_prefill, be, out, &e);
+             (st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+        st = plan_create_program(model, prog, t, n_ctx, kv, p.n_prefill, be, out, &e);
     if (be) be->vt->destroy(be);
     err_copy_out(&e, err, err_cap);
     return st;
@@ -575,7 +589,40 @@ SLM_API slm_status slm_plan_state_write_at(const slm_plan *pl, int32_t state, in
     return SLM_ERR_RANGE;
 }
 
+SLM_API int32_t slm_plan_n_accept_steps(const slm_plan *pl) { return pl ? pl->accept.n_steps : 0; }
+SLM_API int32_t slm_plan_max_call_tokens(const slm_plan *pl) { return pl ? pl->legal->max_call_tokens : 0; }
+
+SLM_API slm_status slm_plan_accept_step_at(const slm_plan *pl, int32_t i, slm_plan_accept_step *out) {
+    if (!pl || !out) return SLM_ERR_INVALID_ARG;
+    if (i < 0 || i >= pl->accept.n_steps) return SLM_ERR_RANGE;
+    const plan_rebuild *r = &pl->accept.steps[i];
+    out->state = pl->legal->states[r->state].name;
+    out->how = plan_rebuild_kind_name(r->kind);
+    out->node = r->node;
+    out->detail = r->detail;
+    return SLM_OK;
+}
+
 /* ---- JSON -------------------------------------------------------------------------------------- */
+
+static void add_accept(const slm_plan *pl, cJSON *root) {
+    cJSON *ja = cJSON_AddObjectToObject(root, "accept");
+    if (pl->accept.fn >= 0) cJSON_AddStringToObject(ja, "function", pl->legal->functions[pl->accept.fn].name);
+    else cJSON_AddNullToObject(ja, "function");
+    cJSON_AddBoolToObject(ja, "replays", pl->accept.replay);
+    cJSON_AddNumberToObject(ja, "max_call_tokens", slm_plan_max_call_tokens(pl));
+    cJSON *steps = cJSON_AddArrayToObject(ja, "steps");
+    for (int32_t i = 0; i < slm_plan_n_accept_steps(pl); i++) {
+        slm_plan_accept_step a;
+        slm_plan_accept_step_at(pl, i, &a);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "state", a.state);
+        cJSON_AddStringToObject(j, "how", a.how);
+        cJSON_AddNumberToObject(j, "node", a.node);
+        cJSON_AddStringToObject(j, "detail", a.detail);
+        cJSON_AddItemToArray(steps, j);
+    }
+}
 
 static cJSON *shape_json(const int64_t *ne, int32_t n_dims) {
     cJSON *a = cJSON_CreateArray();
@@ -681,6 +728,7 @@ static void add_plan_body(const slm_plan *pl, cJSON *root) {
         }
         cJSON_AddItemToArray(fns, jf);
     }
+    add_accept(pl, root);
     cJSON *sts = cJSON_AddArrayToObject(root, "states");
     for (int32_t i = 0; i < slm_plan_n_states(pl); i++) {
         slm_plan_state s;

@@ -86,7 +86,8 @@ typedef struct plan_write {
  * target's fusion passes over them (tgt_profile.fusions), each replacing a pattern of steps by one
  * fused step that records its pass and the IR nodes it stands for; then it picks a backend kernel
  * for every step and plans the activation memory. A session runs the steps in order and nothing
- * else (runtime/session.c), so the list a plan prints is the list a session executes.
+ * else (runtime/session.c; after a partial accept, the accept plan's steps below), so the list a
+ * plan prints is the list a session executes.
  *
  * Invariants:
  *  1. Every node of a function belongs to exactly one step of that function.
@@ -104,6 +105,18 @@ typedef enum plan_step_kind {
 } plan_step_kind;
 
 #define PLAN_STEP_MAX_NODES 8
+
+/* The operands of a fused step (and of an accept step) by role: tensor ids of the legalised
+ * program, set by the pass that made the step, -1 for a role the step does not have. The runtime
+ * binds operands by role and never by their position in the nodes the step stands for. */
+typedef enum plan_role {
+    PLAN_ROLE_STATE = 0,  /* the state view the step reads: the state as the call found it */
+    PLAN_ROLE_X,          /* conv: the call's new columns x (C, n) */
+    PLAN_ROLE_WEIGHT,     /* conv: the filter (K, C) */
+    PLAN_ROLE_OUT,        /* the step's output (conv_step: CONV1D's, or the SILU's after it) */
+    PLAN_ROLE_NEXT,       /* the state's next value (computed in its back buffer) */
+    PLAN_N_ROLES
+} plan_role;
 
 /* Where an activation lives during a call: the arena (memplan), the back buffer of
  * tensor_state[t], or nowhere (only inside a fused step). */
@@ -124,6 +137,10 @@ typedef struct plan_step {
     bool batched;           /* in the function with logits per column ("verify"): column-local, touching no state and no position, so
                                slm_session_decode_batch runs it once over one column per session;
                                otherwise it runs per session on that session's states and position */
+    int32_t state;          /* the state it binds (VIEW of a STATE_READ), writes (a STATE_WRITE NODE, COMMIT,
+                               CONV_STEP), or -1 */
+    int32_t operand[PLAN_N_ROLES]; /* by role: CONV_STEP all five; a VIEW of a state: STATE (the view) */
+    bool silu;              /* CONV_STEP: SILU applied to the convolution (its OUT is the SILU's) */
 } plan_step;
 
 typedef struct plan_fn_exec {
@@ -133,6 +150,54 @@ typedef struct plan_fn_exec {
     size_t arena_bytes;     /* activation arena of a call over the plan's tokens for this function */
     size_t *arena_offset;   /* (legal->n_tensors) each tensor's offset in that arena, or MEMPLAN_NONE */
 } plan_fn_exec;
+
+/* ---- the accept plan: rebuilding states after a partial accept (compile/accept.c) ----------------
+ * slm_session_accept(n_keep) after a verify of k tokens in one call of the verify function must
+ * leave the session as if only the first n_keep had been decoded. KV states need nothing (rows past
+ * the kept position are scratch); every double-buffered state (conv, recurrent) gets one accept
+ * step that computes its value after the kept columns into its back buffer, from the states before
+ * the verify (in checkpoint layout) and the verify call's own activations, without the weights:
+ *   CONV_WINDOW  the state is the last K - 1 columns of CONCAT(state, x) (the verify's SLICE): the
+ *                last K - 1 columns of (state before ++ x[:, :n_keep])
+ *   RECURRENCE   the state is the next-state output of one node (DELTANET) whose other inputs are
+ *                column-wise: that node re-run over the kept columns, from the state before
+ *   REPLAY       neither: accept restores the states before the verify and replays the kept tokens
+ * A state that replays makes every state replay (accept either rebuilds all or replays), and so
+ * does a verify split into several calls (more than max_call_tokens tokens) at run time; sessions
+ * count replays (slm_spec_stats.n_replays). The activations the steps read (keep) live to the end
+ * of a verify call (memplan), only when the plan rebuilds. The executor runs the steps in order
+ * (runtime/session.c, sess_run_accept) and makes the back buffers current only when all succeeded. */
+typedef enum plan_rebuild_kind {
+    PLAN_REBUILD_CONV_WINDOW = 0,
+    PLAN_REBUILD_RECURRENCE,
+    PLAN_REBUILD_REPLAY
+} plan_rebuild_kind;
+
+/* The function id the executor's trace hook reports for accept steps. */
+#define PLAN_FN_ACCEPT (-1)
+
+typedef struct plan_rebuild {
+    plan_rebuild_kind kind;
+    int32_t state;
+    int32_t node;           /* position in the verify function of the node whose operands it reads (CONV_WINDOW:
+                               the CONCAT; RECURRENCE: the node it re-runs), -1 for REPLAY */
+    int32_t kernel;         /* RECURRENCE: be_call.kernel of that node's step */
+    int32_t operand[PLAN_N_ROLES]; /* CONV_WINDOW: STATE, X; RECURRENCE: STATE, OUT, NEXT (operands of the node) */
+    char detail[224];       /* what it computes, or why the state replays */
+} plan_rebuild;
+
+typedef struct plan_accept {
+    int32_t fn;             /* the verify function, -1 when the program has none (then no steps) */
+    int32_t n_steps;        /* one per double-buffered state, in state order */
+    plan_rebuild *steps;
+    bool replay;            /* some step is REPLAY: accept replays the kept tokens for every state */
+    uint8_t *keep;          /* (legal->n_tensors + 1) activations the steps read (none when replay) */
+} plan_accept;
+
+/* Compiles pl->accept from pl->legal and its lowered steps (lower_plan calls it before planning
+ * memory). SLM_ERR_NOMEM only. */
+slm_status accept_plan(slm_plan *pl, slm_err *e);
+const char *plan_rebuild_kind_name(plan_rebuild_kind k);
 
 /* Measured time per step (slm_plan_profile, runtime/profile.c). */
 typedef struct plan_measure {
@@ -187,6 +252,9 @@ struct slm_plan {
     plan_fn_exec exec[G_MAX_FUNCTIONS];
     int32_t *tensor_state;    /* (legal->n_tensors) invariant 4, else -1 */
     uint8_t *tensor_home;     /* (legal->n_tensors) plan_home: where an activation lives */
+    plan_accept accept;       /* after a partial accept of a verify call */
+    int32_t n_token_ids;      /* valid token ids are [0, n): rows of the table the decode function embeds from */
+    uint8_t *state_ring;      /* (legal->n_states + 1) a KV ring: a ring ATTENTION reads it (written at pos mod R) */
     plan_measure measure;
     slm_err err;
 };
@@ -194,10 +262,11 @@ struct slm_plan {
 struct backend;
 /* Lowers pl->legal into steps (fusion passes of pl->target), choosing kernels on be when given
  * (the backend a session runs or one made for the plan; NULL: no kernels, no backend-dependent
- * fusions). Fusions a backend must take are asked of it at the largest token count a function
- * runs with (its fixed count; n_ctx for symbolic functions). */
+ * fusions), then compiles the accept plan (accept_plan) and plans each function's memory; also
+ * fills n_token_ids and state_ring. Fusions a backend must take are asked of it at the largest
+ * token count a function runs with (its fixed count; n_ctx for symbolic functions). */
 slm_status lower_plan(slm_plan *pl, struct backend *be, slm_err *e);
-/* A copy of pl's executable part (legal program, steps, memory, target, context, tier) for a
+/* A copy of pl's executable part (legal program, steps, accept plan, memory, target, context, tier) for a
  * session to own; findings, rewrites, orig and the per-node costs are not
  * copied (the copy serves execution, not the node accessors). NULL on OOM. */
 slm_plan *plan_clone_exec(const slm_plan *pl);

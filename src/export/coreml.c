@@ -16,8 +16,8 @@
  * that did not apply), an op this exporter cannot express. Ops the profile runs elsewhere
  * (ONEHOT: position arithmetic) are exported and listed with their reason in the report.
  *
- * Protobuf: protobuf-c structs generated at build time from coremltools' descriptors (see
- * CMakeLists.txt); weight.bin is MIL blob storage v2: a 64-byte header (u32 count, u32 version
+ * Protobuf: protobuf-c structs generated at build time from src/export/proto/{Model,MIL}.proto
+ * (see CMakeLists.txt); weight.bin is MIL blob storage v2: a 64-byte header (u32 count, u32 version
  * 2, zeros), then per blob a 64-byte record (u32 0xDEADBEEF, u32 dtype (1 = f16), u64 size, u64
  * data offset, zeros) and its data, each at a 64-byte boundary (coremltools' MILBlob
  * StorageFormat.hpp); a const names its blob by the offset of its record. */
@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/params.h"
 #include "compile/plan.h"
 
 #if defined(SLM_HAVE_COREML)
@@ -1549,7 +1550,8 @@ SLM_API slm_status slm_plan_export(slm_plan *pl, const char *path, const slm_exp
     if (!pl) return SLM_ERR_INVALID_ARG;
     err_clear(&pl->err);
     slm_export_params ep = slm_export_params_default();
-    if (params) memcpy(&ep, params, params->size < sizeof ep ? params->size : sizeof ep);
+    params_read(&ep, sizeof ep, params);
+    if (ep.weights == 0) ep.weights = SLM_DTYPE_F16;
     if (!path || !*path) return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: no output path");
     if (ep.format && strcmp(ep.format, "coreml") != 0)
         return err_set(&pl->err, SLM_ERR_INVALID_ARG, "export: unknown format '%s' (known: coreml)", ep.format);

@@ -583,12 +583,6 @@ const gguf_kv *gguf_find(const gguf_file *g, const char *key) {
     return NULL;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name) {
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (strcmp(g->tensors[i].name, name) == 0) return &g->tensors[i];
-    return NULL;
-}
-
 static slm_status wrong_type(slm_err *e, const gguf_kv *kv, const char *expected) {
     char nm[84];
     return err_set(e, SLM_ERR_FORMAT, "kv '%s' at byte offset %llu: type %s, expected %s",
@@ -627,15 +621,6 @@ slm_status gguf_get_f64(const gguf_file *g, const char *key, double *out, slm_er
     else if (vtype_is_unsigned(v->type)) *out = (double)v->v.u64;
     else if (vtype_is_int(v->type)) *out = (double)v->v.i64;
     else return wrong_type(e, kv, "a number");
-    return SLM_OK;
-}
-
-slm_status gguf_get_bool(const gguf_file *g, const char *key, bool *out, slm_err *e) {
-    *out = false;
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv) return SLM_ERR_NOT_FOUND;
-    if (kv->value.type != GGUF_BOOL) return wrong_type(e, kv, "bool");
-    *out = kv->value.v.b;
     return SLM_OK;
 }
 

@@ -98,14 +98,12 @@ void gguf_close(gguf_file *g);
 
 /* Lookup (linear in n_kv, fine for < 1000 keys; callers cache what they need). NULL if absent. */
 const gguf_kv *gguf_find(const gguf_file *g, const char *key);
-const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
 
 /* Typed getters. Integer getters accept any integer width (and BOOL for ints); they fail with
  * SLM_ERR_FORMAT when the type does not fit or the value is out of range for the output. Absent
  * keys give SLM_ERR_NOT_FOUND (no message set: callers decide whether absence is an error). */
 slm_status gguf_get_i64(const gguf_file *g, const char *key, int64_t *out, slm_err *e);
 slm_status gguf_get_f64(const gguf_file *g, const char *key, double *out, slm_err *e); /* ints too */
-slm_status gguf_get_bool(const gguf_file *g, const char *key, bool *out, slm_err *e);
 slm_status gguf_get_str(const gguf_file *g, const char *key, gguf_str *out, slm_err *e);
 slm_status gguf_get_arr(const gguf_file *g, const char *key, const gguf_value **arr, slm_err *e);
 

@@ -371,10 +371,6 @@ int32_t gb_rope(g_builder *b, int32_t x, int32_t n_rot, g_rope_style style, floa
     return out;
 }
 
-int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale) {
-    return gb_attention_window(b, q, k_state, v_state, n_head_kv, scale, 0, 0);
-}
-
 int32_t gb_attention_window(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale,
                             int32_t window, int32_t ring) {
     if (!live(b, 3, q, k_state, v_state)) return -1;

@@ -228,7 +228,6 @@ int32_t gb_rmsnorm(g_builder *b, int32_t x, int32_t w, float eps, float w_offset
 int32_t gb_l2norm(g_builder *b, int32_t x, float eps);
 int32_t gb_gated_rmsnorm(g_builder *b, int32_t x, int32_t z, int32_t w, float eps);
 int32_t gb_rope(g_builder *b, int32_t x, int32_t n_rot, g_rope_style style, float base, float freq_scale);
-int32_t gb_attention(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale);
 /* Sliding-window attention over ring states (see g_node.p.attn): window >= 1; ring = 0 or a
  * multiple of 16 no larger than the states' rows. */
 int32_t gb_attention_window(g_builder *b, int32_t q, int32_t k_state, int32_t v_state, int32_t n_head_kv, float scale,

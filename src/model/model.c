@@ -15,6 +15,8 @@
 #include <xxhash.h>
 
 #include "base/dtype.h"
+#include "base/params.h"
+#include "format/quantize.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -256,6 +258,63 @@ static bool is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* slm_model_params.quantize: each weight gets the type slm_quantize would give it (quantize_plan
+ * over the canonical names) and the bytes it would write (quantize_tensor), in buffers the model
+ * owns; the mapped source stays untouched. On failure the model is destroyed by the caller. */
+static slm_status quantize_on_load(slm_model *m, const char *type, slm_err *e) {
+    const uint64_t n = (uint64_t)m->n_tensors;
+    gguf_tensor *ts = al_calloc(&m->alloc, (size_t)n, sizeof *ts);
+    const gguf_tensor **order = al_calloc(&m->alloc, (size_t)n, sizeof *order);
+    uint32_t *types = al_calloc(&m->alloc, (size_t)n, sizeof *types), file_type = 0;
+    m->quantized = al_calloc(&m->alloc, (size_t)n, sizeof *m->quantized);
+    slm_status st = SLM_OK;
+    if (n && (!ts || !order || !types || !m->quantized)) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const mdl_tensor *t = &m->tensors[i];
+        ts[i].name = t->name;
+        ts[i].type = t->type;
+        ts[i].n_dims = (uint32_t)t->n_dims;
+        for (int d = 0; d < 4; d++) ts[i].ne[d] = t->ne[d];
+        ts[i].size_bytes = t->size_bytes;
+        ts[i].data = t->data;
+    }
+    /* llama.cpp's rules count layers by block_count: the GGUF's own, else the config's */
+    char key[96];
+    int64_t n_layer = m->hp.n_layer, n_expert = 0;
+    snprintf(key, sizeof key, "%s.block_count", m->arch->name);
+    if (m->format == SLM_FORMAT_GGUF && gguf_get_i64(&m->gguf, key, &n_layer, NULL) != SLM_OK) n_layer = m->hp.n_layer;
+    snprintf(key, sizeof key, "%s.expert_count", m->arch->name);
+    if (m->format == SLM_FORMAT_GGUF && gguf_get_i64(&m->gguf, key, &n_expert, NULL) != SLM_OK) n_expert = 0;
+    slm_quantize_params qp = slm_quantize_params_default();
+    if ((st = quantize_plan(type, &qp, m->arch->name, n_layer, n_expert, ts, n, order, types, &file_type, e)))
+        goto done;
+    for (uint64_t i = 0; i < n; i++) {
+        mdl_tensor *t = &m->tensors[order[i] - ts];
+        uint64_t bytes = 0;
+        if (types[i] == t->type) continue;
+        quantize_tensor_bytes(order[i], types[i], &bytes);
+        uint8_t *buf = al_malloc_large(&m->alloc, (size_t)bytes);
+        if (!buf) {
+            st = err_set(e, SLM_ERR_NOMEM, "out of memory quantising %s", t->name);
+            goto done;
+        }
+        m->quantized[m->n_quantized++] = buf;
+        if ((st = quantize_tensor(order[i], types[i], buf, m->n_threads, &m->alloc, e))) goto done;
+        m->weight_bytes = m->weight_bytes - t->size_bytes + bytes;
+        t->type = types[i];
+        t->data = buf;
+        t->size_bytes = bytes;
+    }
+done:
+    al_free(&m->alloc, ts);
+    al_free(&m->alloc, order);
+    al_free(&m->alloc, types);
+    return st;
+}
+
 SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out, char *err,
                                   size_t err_cap) {
     slm_err e;
@@ -268,7 +327,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
         return e.status;
     }
     slm_model_params p = slm_model_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     slm_allocator a = {p.alloc_fn, p.free_fn, p.alloc_user_data};
     if (!a.alloc || !a.free) a = al_default;
     slm_model *m = al_calloc(&a, 1, sizeof *m);
@@ -291,6 +350,7 @@ SLM_API slm_status slm_model_load(const char *path, const slm_model_params *para
     m->format = is_dir(path) ? SLM_FORMAT_HF : SLM_FORMAT_GGUF;
     st = m->format == SLM_FORMAT_HF ? load_hf(m, &e) : load_gguf(m, &e);
     if (st) goto fail;
+    if (p.quantize && (st = quantize_on_load(m, p.quantize, &e))) goto fail;
     if (!m->name && !(m->name = al_strdup(&a, ""))) {
         st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
@@ -313,6 +373,8 @@ SLM_API void slm_model_destroy(slm_model *m) {
     pthread_mutex_destroy(&m->rt_mu);
     tok_destroy(m->tok);
     for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
+    for (int32_t i = 0; i < m->n_quantized; i++) al_free_aligned(&a, m->quantized[i]);
+    al_free(&a, m->quantized);
     al_free(&a, m->tensors);
     for (int32_t i = 0; m->state_names && i < m->n_states; i++) al_free(&a, m->state_names[i]);
     al_free(&a, m->state_names);

@@ -10,13 +10,13 @@
 #include <time.h>
 
 #include "base/dtype.h"
+#include "base/params.h"
 #include "model/build.h"
 
 SLM_API slm_session_params slm_session_params_default(void) {
     slm_session_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
-    p.kv_dtype = SLM_DTYPE_F16;
     return p;
 }
 
@@ -49,16 +49,6 @@ static slm_status share_model_cache(const slm_model *model, backend *be, slm_err
     be_model_cache *c = m->rt_cache;
     if (st == SLM_OK && c->vt == be->vt) be->vt->use_cache(be, c);
     return st;
-}
-
-/* Range of valid token ids: rows of the table the EMBED of the decode function's token input reads. */
-static int32_t token_id_limit(const g_program *p, int32_t fn) {
-    const g_function *f = &p->functions[fn];
-    for (int32_t i = 0; i < f->n_nodes; i++) {
-        const g_node *nd = &p->nodes[f->nodes[i]];
-        if (nd->op == G_OP_EMBED && nd->in[1] == f->tokens) return (int32_t)p->tensors[nd->in[0]].ne[1];
-    }
-    return 0;
 }
 
 slm_status sess_backend(const slm_model *model, const tgt_profile *t, int32_t n_threads, const char *kernels,
@@ -112,7 +102,7 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
     }
     if (s->fn_prefill < 0) s->fn_prefill = s->fn_decode;
     s->n_vocab = (int32_t)g_ne(&prog->tensors[prog->functions[s->fn_decode].logits], 0, 1);
-    s->n_token_ids = token_id_limit(prog, s->fn_decode);
+    s->n_token_ids = pl->n_token_ids;
     s->states = al_calloc(&s->alloc, (size_t)prog->n_states + 1, sizeof(sess_state));
     s->tensor_ptr = al_calloc(&s->alloc, (size_t)prog->n_tensors, sizeof(void *));
     s->history = al_calloc(&s->alloc, (size_t)s->n_ctx, sizeof(int32_t));
@@ -121,15 +111,11 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (int32_t n = 0; n < prog->n_nodes; n++) { /* KV rings: the states a ring ATTENTION reads */
-        const g_node *nd = &prog->nodes[n];
-        if (nd->op != G_OP_ATTENTION || nd->p.attn.ring <= 0) continue;
-        for (int k = 1; k < 3; k++) s->states[prog->tensors[nd->in[k]].src].ring = true;
-    }
     size_t state_block_bytes = 0;
     for (int32_t i = 0; i < prog->n_states; i++) {
         const g_state *gs = &prog->states[i];
         sess_state *ss = &s->states[i];
+        ss->ring = pl->state_ring[i];
         ss->bytes = state_bytes(gs);
         ss->double_buffered = plan_state_double_buffered(gs);
         if (sess_state_checkpointed(ss)) {
@@ -198,7 +184,7 @@ static slm_status apply_params(slm_session *s, const slm_session_params *p, slm_
 
 static slm_session_params params_or_default(const slm_session_params *params) {
     slm_session_params p = slm_session_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     return p;
 }
 
@@ -211,14 +197,15 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     slm_status st = SLM_OK;
     slm_session_params p = params_or_default(params);
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
+    slm_dtype kv = SLM_DTYPE_F16;
     g_program *prog = NULL;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
-    else if (p.kv_dtype != SLM_DTYPE_F16 && p.kv_dtype != SLM_DTYPE_F32)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_dtype must be f16 or f32, not %s", slm_dtype_name(p.kv_dtype));
+    else if (!params_kv_dtype(p.kv_type, &kv))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
-    else if ((st = mdl_build_program(model, n_ctx, p.kv_dtype, &prog, &e)) == SLM_OK)
-        st = create_compiled(model, prog, p.n_threads, n_ctx, p.kv_dtype, p.kernels, p.no_repack, out, &e);
+    else if ((st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+        st = create_compiled(model, prog, p.n_threads, n_ctx, kv, p.kernels, p.no_repack, out, &e);
     if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
         slm_session_destroy(*out);
         *out = NULL;
@@ -236,6 +223,7 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
     if (err && err_cap) err[0] = '\0';
     slm_session_params p = params_or_default(params);
     slm_status st = SLM_OK;
+    slm_dtype kv = SLM_DTYPE_F16;
     uint8_t fm[16] = {0}, fp[16] = {0};
     if (model) slm_model_fingerprint(model, fm);
     if (plan && plan->model) slm_model_fingerprint(plan->model, fp);
@@ -249,9 +237,9 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
                      plan->target->executable_why);
     else if (p.n_ctx != 0 && p.n_ctx != plan->n_ctx)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for a %d-token context, not %d", plan->n_ctx, p.n_ctx);
-    else if (params && p.kv_dtype != plan->kv_dtype)
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not %s",
-                     slm_dtype_name(plan->kv_dtype), slm_dtype_name(p.kv_dtype));
+    else if (p.kv_type != SLM_KV_DEFAULT && !(params_kv_dtype(p.kv_type, &kv) && kv == plan->kv_dtype))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not kv_type %d",
+                     slm_dtype_name(plan->kv_dtype), (int)p.kv_type);
     else if (kernels && strcmp(kernels, plan->kernels) != 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for the %s kernels, not %s", plan->kernels, kernels);
     if (st == SLM_OK) {
@@ -437,33 +425,33 @@ static slm_status run_matmul_group(slm_session *s, const g_function *f, const pl
     return refused(e, s->be->vt->exec_matmul_group(s->be, ps->n_nodes, out, in, e), "matmul group");
 }
 
-/* PLAN_STEP_CONV_STEP: CONCAT, SLICE (into the state's back buffer), COMMIT, CONV1D [, SILU]. */
-static slm_status run_conv_step(slm_session *s, const g_function *f, const plan_step *ps, int64_t n, slm_err *e) {
-    const g_node *cat = step_node(s, f, ps, 0), *sl = step_node(s, f, ps, 1), *wr = step_node(s, f, ps, 2),
-                 *cv = step_node(s, f, ps, 3), *last = step_node(s, f, ps, ps->n_nodes - 1);
+/* PLAN_STEP_CONV_STEP: CONCAT, SLICE (into the state's back buffer), COMMIT, CONV1D [, SILU], its
+ * operands by role. */
+static slm_status run_conv_step(slm_session *s, const plan_step *ps, int64_t n, slm_err *e) {
     be_view in[3], out[2];
-    bind_view(s, cat->in[0], n, &in[0]);
-    bind_view(s, cat->in[1], n, &in[1]);
-    bind_view(s, cv->in[1], n, &in[2]);
-    bind_view(s, last->out[0], n, &out[0]);
-    bind_view(s, sl->out[0], n, &out[1]); /* the state's back buffer (direct_write) */
+    bind_view(s, ps->operand[PLAN_ROLE_STATE], n, &in[0]);
+    bind_view(s, ps->operand[PLAN_ROLE_X], n, &in[1]);
+    bind_view(s, ps->operand[PLAN_ROLE_WEIGHT], n, &in[2]);
+    bind_view(s, ps->operand[PLAN_ROLE_OUT], n, &out[0]);
+    bind_view(s, ps->operand[PLAN_ROLE_NEXT], n, &out[1]); /* the state's back buffer (direct_write) */
     if (out[0].data != in[1].data && views_overlap(&out[0], &in[1]))
         return err_set(e, SLM_ERR_BACKEND, "conv step output overlaps its input");
-    slm_status st = refused(e, s->be->vt->exec_conv_step(s->be, out, in, ps->n_nodes == 5, e), "conv step");
-    if (st == SLM_OK) (void)state_for_write(s, wr->p.write.state, true);
+    slm_status st = refused(e, s->be->vt->exec_conv_step(s->be, out, in, ps->silu, e), "conv step");
+    if (st == SLM_OK) (void)state_for_write(s, ps->state, true);
     return st;
 }
 
-/* PLAN_STEP_NODE: one node on the backend, with the plan's kernel. */
-static slm_status run_node(slm_session *s, const g_node *nd, const be_call *call, slm_err *e) {
+/* PLAN_STEP_NODE: one node on the backend, with the plan's kernel; a step that writes a state
+ * (ps->state) gets the state's storage as its output. */
+static slm_status run_node(slm_session *s, const plan_step *ps, const g_node *nd, const be_call *call, slm_err *e) {
     be_view in[G_MAX_IN], out[G_MAX_OUT];
     for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], call->n, &in[k]);
-    if (nd->op == G_OP_STATE_WRITE) {
-        const g_state *gs = &s->prog->states[nd->p.write.state];
+    if (ps->state >= 0) {
+        const g_state *gs = &s->prog->states[ps->state];
         out[0].dtype = gs->dtype;
         out[0].n_dims = gs->n_dims;
         for (int d = 0; d < 4; d++) out[0].ne[d] = gs->alloc_ne[d];
-        out[0].data = state_for_write(s, nd->p.write.state, write_is_full(s->prog, nd, call->n, call->pos));
+        out[0].data = state_for_write(s, ps->state, write_is_full(s->prog, nd, call->n, call->pos));
     } else {
         for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], call->n, &out[k]);
     }
@@ -475,15 +463,14 @@ static slm_status run_node(slm_session *s, const g_node *nd, const be_call *call
 
 /* Runs step ps of function f. */
 static slm_status run_step(slm_session *s, const g_function *f, const plan_step *ps, be_call *call, slm_err *e) {
-    const g_node *nd = step_node(s, f, ps, 0);
     switch (ps->kind) {
-    case PLAN_STEP_VIEW:
-        if (nd->op == G_OP_STATE_READ) s->tensor_ptr[nd->out[0]] = state_current(s, nd->p.read.state);
+    case PLAN_STEP_VIEW: /* a RESHAPE's view needs no binding; a state's view is the state as of now */
+        if (ps->state >= 0) s->tensor_ptr[ps->operand[PLAN_ROLE_STATE]] = state_current(s, ps->state);
         return SLM_OK;
-    case PLAN_STEP_COMMIT: (void)state_for_write(s, nd->p.write.state, true); return SLM_OK;
+    case PLAN_STEP_COMMIT: (void)state_for_write(s, ps->state, true); return SLM_OK;
     case PLAN_STEP_MATMUL_GROUP: return run_matmul_group(s, f, ps, call->n, e);
-    case PLAN_STEP_CONV_STEP: return run_conv_step(s, f, ps, call->n, e);
-    case PLAN_STEP_NODE: call->kernel = ps->kernel; return run_node(s, nd, call, e);
+    case PLAN_STEP_CONV_STEP: return run_conv_step(s, ps, call->n, e);
+    case PLAN_STEP_NODE: call->kernel = ps->kernel; return run_node(s, ps, step_node(s, f, ps, 0), call, e);
     }
     return err_set(e, SLM_ERR_BACKEND, "unknown plan step kind %d", (int)ps->kind);
 }
@@ -581,99 +568,77 @@ static size_t ckpt_offset(const slm_session *s, int32_t i) {
     return off;
 }
 
-/* The plan step that runs node index i of function fn (its kernel). */
-static const plan_step *step_of_node(const slm_session *s, int32_t fn, int32_t i) {
-    const plan_fn_exec *x = &s->plan->exec[fn];
-    return x->step_of ? &x->steps[x->step_of[i]] : NULL;
-}
-
-/* The conv state si after the first n_keep columns of the call: the last K - 1 columns of
- * CONCAT(state before, x[:, :n_keep]) into the back buffer. Checks only when !run. */
-static bool rebuild_conv(slm_session *s, const g_node *cat, const uint8_t *before, int32_t n_keep, bool run) {
-    const g_program *p = s->prog;
-    int32_t si = p->tensors[cat->in[0]].src, u = cat->in[1];
-    const g_state *gs = &p->states[si];
-    sess_state *ss = &s->states[si];
-    if (!ss->double_buffered || cat->p.concat.axis != 1 || gs->n_dims != 2 || gs->ne[1] < 1 ||
-        gs->alloc_ne[0] != gs->ne[0] || gs->alloc_ne[1] != gs->ne[1] || p->tensors[u].dtype != gs->dtype ||
-        p->tensors[u].ne[0] != gs->ne[0] ||
-        !tensor_data(s, u))
-        return false;
-    if (!run) return true;
+/* CONV_WINDOW: state r->state after the first n_keep columns of the call: the last K - 1 columns of
+ * (state before ++ x[:, :n_keep]) into its back buffer. */
+static void rebuild_conv_window(slm_session *s, const plan_rebuild *r, const uint8_t *before, int32_t n_keep) {
+    const g_state *gs = &s->prog->states[r->state];
+    sess_state *ss = &s->states[r->state];
     size_t col = ss->bytes / (size_t)gs->ne[1];
     int64_t km1 = gs->ne[1];
-    const uint8_t *old = before + ckpt_offset(s, si), *x = tensor_data(s, u);
+    const uint8_t *old = before + ckpt_offset(s, r->state), *x = tensor_data(s, r->operand[PLAN_ROLE_X]);
     uint8_t *dst = ss->buf[1 - ss->front];
     for (int64_t j = 0; j < km1; j++) {
         int64_t c = n_keep + j;
         memcpy(dst + (size_t)j * col, c < km1 ? old + (size_t)c * col : x + (size_t)(c - km1) * col, col);
     }
-    return true;
 }
 
-slm_status sess_rebuild_states(slm_session *s, int32_t fn, const uint8_t *before, int32_t pos, int32_t n_keep) {
-    g_program *p = s->prog;
-    const g_function *f = &p->functions[fn];
-    slm_err *e = &s->err;
-    bool *covered = al_calloc(&s->alloc, (size_t)p->n_states + 1, sizeof(bool));
-    uint8_t *o_buf = NULL, *state_buf = NULL;
-    size_t o_bytes = 0, state_bytes_max = 0;
-    slm_status st = covered ? SLM_OK : err_set(e, SLM_ERR_NOMEM, "out of memory");
-    /* check: every double-buffered state is written by a conv CONCAT or a DELTANET whose inputs
-     * the memory plan kept */
-    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
-        const g_node *nd = &p->nodes[f->nodes[i]];
-        if (nd->op == G_OP_CONCAT && p->tensors[nd->in[0]].storage == G_STATE_VIEW) {
-            if (!rebuild_conv(s, nd, before, n_keep, false)) st = SLM_ERR_UNSUPPORTED;
-            else covered[p->tensors[nd->in[0]].src] = true;
-        } else if (nd->op == G_OP_DELTANET) {
-            int32_t si = p->tensors[nd->in[5]].src;
-            const plan_step *ps = step_of_node(s, fn, i);
-            bool ok = p->tensors[nd->in[5]].storage == G_STATE_VIEW && s->states[si].double_buffered && ps &&
-                      ps->kind == PLAN_STEP_NODE && s->plan->tensor_state[nd->out[1]] == si;
-            for (int k = 0; k < 5 && ok; k++) ok = tensor_data(s, nd->in[k]) != NULL;
-            if (!ok) {
-                st = SLM_ERR_UNSUPPORTED;
-                break;
-            }
-            covered[si] = true;
-            size_t ob = (size_t)g_nelements(&p->tensors[nd->out[0]], n_keep) * sizeof(float);
-            if (ob > o_bytes) o_bytes = ob;
-            if (s->states[si].bytes > state_bytes_max) state_bytes_max = s->states[si].bytes;
-        }
+/* RECURRENCE: the node re-run over the first n_keep columns of its inputs, from the state before
+ * (a copy in state_buf) into the state's back buffer, its other output into o_buf; operands by role. */
+static slm_status rebuild_recurrence(slm_session *s, const plan_rebuild *r, const uint8_t *before, int32_t pos,
+                                     int32_t n_keep, uint8_t *state_buf, uint8_t *o_buf) {
+    const g_node *nd = &s->prog->nodes[s->prog->functions[s->plan->accept.fn].nodes[r->node]];
+    sess_state *ss = &s->states[r->state];
+    be_view in[G_MAX_IN], out[G_MAX_OUT];
+    memcpy(state_buf, before + ckpt_offset(s, r->state), ss->bytes);
+    for (int k = 0; k < nd->n_in; k++) {
+        bind_view(s, nd->in[k], n_keep, &in[k]);
+        if (nd->in[k] == r->operand[PLAN_ROLE_STATE]) in[k].data = state_buf;
     }
-    for (int32_t i = 0; i < p->n_states && !st; i++)
-        if (s->states[i].double_buffered && !covered[i]) st = SLM_ERR_UNSUPPORTED;
-    if (!st && o_bytes && (!(o_buf = al_malloc_aligned(&s->alloc, o_bytes)) ||
-                           !(state_buf = al_malloc_aligned(&s->alloc, state_bytes_max))))
+    for (int k = 0; k < nd->n_out; k++) {
+        bind_view(s, nd->out[k], n_keep, &out[k]);
+        if (nd->out[k] == r->operand[PLAN_ROLE_OUT]) out[k].data = o_buf;
+        if (nd->out[k] == r->operand[PLAN_ROLE_NEXT]) out[k].data = ss->buf[1 - ss->front];
+    }
+    be_call call = {n_keep, pos, r->kernel};
+    size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
+    slm_status st;
+    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, &s->err))) return st;
+    return s->be->vt->exec(s->be, nd, out, in, &call, &s->err);
+}
+
+slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, int32_t n_keep) {
+    const plan_accept *a = &s->plan->accept;
+    const g_program *p = s->prog;
+    slm_err *e = &s->err;
+    if (a->replay || a->fn < 0) return err_set(e, SLM_ERR_STATE, "the accept plan replays: nothing to rebuild");
+    size_t o_bytes = 0, state_bytes_max = 0;
+    for (int32_t i = 0; i < a->n_steps; i++) {
+        const plan_rebuild *r = &a->steps[i];
+        if (r->kind != PLAN_REBUILD_RECURRENCE) continue;
+        size_t ob = (size_t)g_nelements(&p->tensors[r->operand[PLAN_ROLE_OUT]], n_keep) * sizeof(float);
+        if (ob > o_bytes) o_bytes = ob;
+        if (s->states[r->state].bytes > state_bytes_max) state_bytes_max = s->states[r->state].bytes;
+    }
+    uint8_t *o_buf = NULL, *state_buf = NULL;
+    slm_status st = SLM_OK;
+    if (o_bytes && (!(o_buf = al_malloc_aligned(&s->alloc, o_bytes)) ||
+                    !(state_buf = al_malloc_aligned(&s->alloc, state_bytes_max))))
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
-    /* run: into the back buffers; the fronts flip only when every state is rebuilt */
-    for (int32_t i = 0; i < f->n_nodes && !st; i++) {
-        const g_node *nd = &p->nodes[f->nodes[i]];
-        if (nd->op == G_OP_CONCAT && p->tensors[nd->in[0]].storage == G_STATE_VIEW) {
-            (void)rebuild_conv(s, nd, before, n_keep, true);
-        } else if (nd->op == G_OP_DELTANET) {
-            int32_t si = p->tensors[nd->in[5]].src;
-            sess_state *ss = &s->states[si];
-            be_view in[G_MAX_IN], out[G_MAX_OUT];
-            for (int k = 0; k < nd->n_in; k++) bind_view(s, nd->in[k], n_keep, &in[k]);
-            for (int k = 0; k < nd->n_out; k++) bind_view(s, nd->out[k], n_keep, &out[k]);
-            memcpy(state_buf, before + ckpt_offset(s, si), ss->bytes);
-            in[5].data = state_buf;
-            out[0].data = o_buf;
-            out[1].data = ss->buf[1 - ss->front];
-            be_call call = {n_keep, pos, step_of_node(s, fn, i)->kernel};
-            size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
-            if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, e))) break;
-            st = s->be->vt->exec(s->be, nd, out, in, &call, e);
-        }
+    /* into the back buffers; the fronts flip only when every state is rebuilt */
+    for (int32_t i = 0; i < a->n_steps && !st; i++) {
+        const plan_rebuild *r = &a->steps[i];
+        if (s->trace) s->trace(s->trace_user, PLAN_FN_ACCEPT, i, &r->node, 1);
+        if (r->kind == PLAN_REBUILD_CONV_WINDOW) rebuild_conv_window(s, r, before, n_keep);
+        else st = rebuild_recurrence(s, r, before, pos, n_keep, state_buf, o_buf);
     }
     if (!st)
-        for (int32_t i = 0; i < p->n_states; i++)
-            if (s->states[i].double_buffered) s->states[i].front = 1 - s->states[i].front;
+        for (int32_t i = 0; i < a->n_steps; i++) {
+            sess_state *ss = &s->states[a->steps[i].state];
+            ss->front = 1 - ss->front;
+        }
     al_free_aligned(&s->alloc, o_buf);
     al_free_aligned(&s->alloc, state_buf);
-    al_free(&s->alloc, covered);
     return st;
 }
 

@@ -111,6 +111,8 @@ struct slm_session {
     uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify */
     float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
     int32_t verify_cap;
+    uint64_t n_accept_replays; /* accepts that replayed the kept tokens (the accept plan replays, or the
+                                  verify took several calls) instead of running the accept plan */
     /* slm_session_decode_batch calls led by this session (runtime/batch.c): the activations of
      * the batched steps, one column per session */
     memplan batch_plan;
@@ -157,13 +159,13 @@ slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atom
 /* Logits of the call that just ran function fn ((n_vocab, rows) floats in the arena; valid until
  * the next call). */
 const float *sess_call_logits(slm_session *s, int32_t fn);
-/* Rebuilds the double-buffered (conv, recurrent) states as they were after the first n_keep
- * tokens of the call of fn (at pos) that just ran, without the weights: from before (the states
- * before the call, in checkpoint layout) and the call's conv and DELTANET inputs, which the memory
- * plan of a function with logits for every column keeps to the end of the call. KV states are
- * left alone. SLM_ERR_UNSUPPORTED when a state is written in a way it does not know; on any
- * failure the session is unchanged. */
-slm_status sess_rebuild_states(slm_session *s, int32_t fn, const uint8_t *before, int32_t pos, int32_t n_keep);
+/* Runs the plan's accept steps (compile/plan.h, "the accept plan") after the call of the verify
+ * function (at pos) that just ran: every double-buffered (conv, recurrent) state becomes its value
+ * after the first n_keep tokens of the call, from before (the states before the call, in
+ * checkpoint layout) and the activations of the call that its memory plan keeps; KV states are left
+ * alone. Each step is reported to the trace hook as function PLAN_FN_ACCEPT. SLM_ERR_STATE when
+ * the plan replays instead; on any failure the session is unchanged. */
+slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, int32_t n_keep);
 /* Validates n tokens for feeding at the current position (ids in range, room in the context). */
 slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);
 /* Bytes of one position of KV state i (the row along its position axis), 0 for other states. */

@@ -6,15 +6,16 @@
  * Exactness rests on batch invariance (runtime/state.c): the verify function computes each column
  * as a decode of that token would, so row i of a verify equals the logits of decoding tokens[i].
  * KV rows beyond the kept position are scratch (session.h inv. 1). On hybrids, a verify of one
- * Program call is accepted in part without the weights: the conv states are the last columns of
- * (state before, the call's conv inputs) and the DeltaNet states come from re-running only the
- * recurrence over the kept columns of its inputs (sess_rebuild_states; the verify function's memory
- * plan keeps those inputs); KV rings lost no row of the window (a call writes at most R - W rows).
- * A verify split into several calls restores the checkpointed states saved before it and replays
- * the kept tokens. */
+ * Program call is accepted in part without the weights by the plan's accept steps (compile/plan.h,
+ * "the accept plan"; sess_run_accept): conv states from the last columns of (state before, the
+ * call's conv inputs), DeltaNet states by re-running only the recurrence over the kept columns of
+ * its inputs; KV rings lost no row of the window (a call writes at most R - W rows). A verify split
+ * into several calls, or a plan whose accept replays (statelm plan says why), restores the
+ * checkpointed states saved before it and replays the kept tokens; sessions count those replays. */
 #include <string.h>
 #include <time.h>
 
+#include "base/params.h"
 #include "runtime/lookup.h"
 #include "runtime/session.h"
 
@@ -84,16 +85,12 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
     int32_t keep = (int32_t)n_keep;
     size_t v = (size_t)s->n_vocab;
     slm_status st = SLM_OK;
-    /* hybrids: rebuild the states from the verify's own inputs when it was one call (then KV rings
-     * lost no row of the window: a call writes at most R - W rows), else replay the kept tokens */
-    bool rebuilt = false;
-    if (keep > 0 && keep < k && s->has_recurrent && s->verify_fn == s->fn_verify) {
-        st = sess_rebuild_states(s, s->fn_verify, s->verify_state, p0, keep);
-        if (st && st != SLM_ERR_UNSUPPORTED) return st;
-        rebuilt = st == SLM_OK;
-        st = SLM_OK;
-        err_clear(&s->err);
-    }
+    /* hybrids: run the plan's accept steps when the verify was one call of the function they follow
+     * (then KV rings lost no row of the window: a call writes at most R - W rows) and the plan
+     * rebuilds every state; else replay the kept tokens (counted) */
+    bool partial = keep > 0 && keep < k && s->has_recurrent;
+    bool rebuilt = partial && s->verify_fn == s->plan->accept.fn && !s->plan->accept.replay;
+    if (rebuilt && (st = sess_run_accept(s, s->verify_state, p0, keep))) return st;
     if (rebuilt) {
         s->pos = p0 + keep;
         memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
@@ -120,6 +117,7 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
         s->logits_valid = true;
     }
     s->verify_k = 0;
+    s->n_accept_replays += partial && !rebuilt;
     int32_t every = s->ckpt_interval;
     if (s->has_recurrent && every > 0 && p0 / every != s->pos / every) sess_ckpt_take(s);
     if (logits && s->logits_valid) *logits = s->logits;
@@ -205,15 +203,17 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
     slm_err e;
     err_clear(&e);
     if (out) *out = NULL;
-    slm_spec_params p = slm_spec_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_spec_params d = slm_spec_params_default(), p = d;
+    params_read(&p, sizeof p, params);
+    if (p.draft_max == 0) p.draft_max = d.draft_max;
+    if (p.verify_cost == 0.0f) p.verify_cost = d.verify_cost;
     slm_status st = SLM_OK;
     slm_spec *sp = NULL;
     if (!target || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_spec_create: target and out are required");
     else if (p.draft_max < 1 || p.draft_max > 64)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "draft_max %d is out of range [1, 64]", p.draft_max);
-    else if (!(p.verify_cost >= 0.0f && p.verify_cost <= 100.0f))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range [0, 100]", (double)p.verify_cost);
+    else if (!(p.verify_cost > 0.0f && p.verify_cost <= 100.0f))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range (0, 100]", (double)p.verify_cost);
     else if (p.draft == target) st = err_set(&e, SLM_ERR_INVALID_ARG, "the draft session is the target session");
     else if (target->fn_verify < 0) st = err_set(&e, SLM_ERR_UNSUPPORTED, "the target's program has no verify function");
     else if (p.draft) st = same_tokenizer(target, p.draft, &e);
@@ -415,6 +415,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
         return err_set(&sp->err, st, "verify: %s", slm_session_errmsg(t));
     size_t n_ok = 0;
     int32_t replacement = -1;
+    uint64_t replays = t->n_accept_replays;
     if (!sp->sampler) {
         while (n_ok < n_draft && sp->feed[1 + n_ok] == argmax(rows + n_ok * (size_t)v, v)) n_ok++;
     } else if ((st = accept_sampled(sp, rows, n_hist, n_draft, &n_ok, &replacement))) {
@@ -433,6 +434,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     sp->stats.n_steps++;
     sp->stats.n_drafted += n_draft;
     sp->stats.n_accepted += n_ok;
+    sp->stats.n_replays += t->n_accept_replays - replays;
     if (!sp->lookup) {
         adapt(sp, n_draft, n_ok);
     } else if (!sp->fixed && k_max > 0) {

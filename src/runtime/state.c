@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "base/fmap.h"
+#include "base/params.h"
 #include "base/reader.h"
 #include "runtime/session.h"
 
@@ -504,9 +505,9 @@ SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_
         return SLM_ERR_INVALID_ARG;
     }
     slm_session_params p = slm_session_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    params_read(&p, sizeof p, params);
     p.n_ctx = snap->n_ctx;
-    p.kv_dtype = snap->kv_dtype;
+    p.kv_type = params_kv_type(snap->kv_dtype);
     slm_session *s = NULL;
     slm_status st = slm_session_create(snap->model, &p, &s, err, err_cap);
     if (st) return st;

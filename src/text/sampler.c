@@ -1,5 +1,6 @@
-/* sampler.c — token sampling (public slm_sampler_* API): repetition penalty, then greedy when the
- * temperature is 0, else temperature, top-k, top-p, min-p (Hugging Face warper order) and a draw
+/* sampler.c — token sampling (public slm_sampler_* API): logit biases, the repetition, frequency and
+ * presence penalties, then greedy when the temperature is 0, else temperature, top-k, top-p, min-p
+ * (Hugging Face warper order) and a draw
  * from the sampler's own xoshiro256** generator seeded through splitmix64. Reproducible: the same
  * seed, logits and history give the same token on every machine (ties break to the lower id). */
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/params.h"
 #include "statelm.h"
 #include "text/sampler.h"
 
@@ -16,7 +18,7 @@ typedef struct cand {
 } cand;
 
 struct slm_sampler {
-    slm_sampler_params p;
+    slm_sampler_params p; /* p.logit_bias points at the sampler's own copy */
     uint64_t rng[4];
     int32_t cap;
     cand *cands;      /* (cap) */
@@ -68,13 +70,31 @@ static uint64_t next_u64(uint64_t s[4]) {
 SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_sampler **out) {
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
-    slm_sampler_params p = slm_sampler_params_default();
-    if (params) memcpy(&p, params, params->size && params->size < sizeof p ? params->size : sizeof p);
+    slm_sampler_params d = slm_sampler_params_default(), p = d;
+    params_read(&p, sizeof p, params);
+    if (p.top_p == 0.0f) p.top_p = d.top_p;
+    if (p.repeat_penalty == 0.0f) p.repeat_penalty = d.repeat_penalty;
+    if (p.repeat_last_n == 0) p.repeat_last_n = d.repeat_last_n;
     if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) || !(p.min_p >= 0 && p.min_p <= 1) ||
-        !(p.repeat_penalty > 0) || p.repeat_last_n < 0)
+        !(p.repeat_penalty > 0) || p.repeat_last_n < 0 || !isfinite(p.presence_penalty) ||
+        !isfinite(p.frequency_penalty) || p.n_logit_bias < 0 || (p.n_logit_bias && !p.logit_bias))
         return SLM_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < p.n_logit_bias; i++)
+        if (p.logit_bias[i].token < 0 || isnan(p.logit_bias[i].bias) || p.logit_bias[i].bias == INFINITY)
+            return SLM_ERR_INVALID_ARG;
     slm_sampler *s = calloc(1, sizeof *s);
     if (!s) return SLM_ERR_NOMEM;
+    if (p.n_logit_bias) {
+        slm_logit_bias *copy = malloc((size_t)p.n_logit_bias * sizeof *copy);
+        if (!copy) {
+            free(s);
+            return SLM_ERR_NOMEM;
+        }
+        memcpy(copy, p.logit_bias, (size_t)p.n_logit_bias * sizeof *copy);
+        p.logit_bias = copy;
+    } else {
+        p.logit_bias = NULL;
+    }
     s->p = p;
     uint64_t x = p.seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
@@ -84,6 +104,7 @@ SLM_API slm_status slm_sampler_create(const slm_sampler_params *params, slm_samp
 
 SLM_API void slm_sampler_destroy(slm_sampler *s) {
     if (!s) return;
+    free((void *)(uintptr_t)s->p.logit_bias);
     free(s->cands);
     free(s->mask);
     free(s);
@@ -139,8 +160,32 @@ static void sort_head(slm_sampler *s, int32_t n, int32_t want) {
     s->n_sorted = m;
 }
 
+/* The penalties over the distinct tokens of history's last p->repeat_last_n: repetition (divides a
+ * positive logit, multiplies a negative one), then minus count * frequency + presence. */
+static void apply_penalties(const slm_sampler_params *p, cand *c, int32_t n_vocab, const int32_t *history,
+                            size_t n_history) {
+    bool counted = p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+    if ((p->repeat_penalty == 1.0f && !counted) || !n_history) return;
+    size_t from = n_history > (size_t)p->repeat_last_n ? n_history - (size_t)p->repeat_last_n : 0;
+    for (size_t i = from; i < n_history; i++) {
+        int32_t id = history[i];
+        if (id < 0 || id >= n_vocab) continue;
+        bool seen = false;
+        for (size_t j = from; j < i && !seen; j++) seen = history[j] == id;
+        if (seen) continue;
+        float v = c[id].v;
+        if (p->repeat_penalty != 1.0f) v = v > 0 ? v / p->repeat_penalty : v * p->repeat_penalty;
+        if (counted) {
+            int32_t count = 1;
+            for (size_t j = i + 1; j < n_history; j++) count += history[j] == id;
+            v -= (float)count * p->frequency_penalty + p->presence_penalty;
+        }
+        c[id].v = v;
+    }
+}
+
 /* What slm_sampler_sample draws from: *greedy >= 0 at temperature 0 (the argmax after the
- * repetition penalty, lowest id on ties); otherwise *greedy = -1 and the kept candidates are
+ * biases and penalties, lowest id on ties); otherwise *greedy = -1 and the kept candidates are
  * s->cands[0, *n_kept) (penalised logits over the temperature, cut by top-k, top-p and min-p in
  * the order descending, ascending id on ties), with weights exp(v - *mx) summing to *sum. When a
  * cut applies the kept ones are a sorted head (s->n_sorted >= *n_kept) and *sum adds them in that
@@ -162,18 +207,11 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
     cand *c = s->cands;
     s->n_sorted = 0;
     for (int32_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], i};
-    /* repetition penalty over the distinct tokens of the last repeat_last_n */
-    if (s->p.repeat_penalty != 1.0f && n_history) {
-        size_t from = n_history > (size_t)s->p.repeat_last_n ? n_history - (size_t)s->p.repeat_last_n : 0;
-        for (size_t i = from; i < n_history; i++) {
-            int32_t id = history[i];
-            if (id < 0 || id >= n_vocab) continue;
-            bool seen = false;
-            for (size_t j = from; j < i && !seen; j++) seen = history[j] == id;
-            if (seen) continue;
-            c[id].v = c[id].v > 0 ? c[id].v / s->p.repeat_penalty : c[id].v * s->p.repeat_penalty;
-        }
+    for (int32_t i = 0; i < s->p.n_logit_bias; i++) {
+        if (s->p.logit_bias[i].token >= n_vocab) return SLM_ERR_RANGE;
+        c[s->p.logit_bias[i].token].v += s->p.logit_bias[i].bias;
     }
+    apply_penalties(&s->p, c, n_vocab, history, n_history);
     if (s->mask_fn) { /* keep only the allowed ids, in id order */
         slm_status st = s->mask_fn(s->mask_ud, s->mask, n_vocab);
         if (st) return st;
@@ -187,6 +225,7 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
             if (c[i].v > c[best].v) best = i;
+        if (c[best].v == -INFINITY) return SLM_ERR_RANGE;
         *greedy = c[best].id;
         return SLM_OK;
     }
@@ -207,6 +246,7 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         top = c[first].v;
         for (int32_t i = 0; i < n; i++) total += exp((double)c[i].v - top);
     }
+    if (top == -INFINITY) return SLM_ERR_RANGE;
     /* top-p: smallest prefix with cumulative probability >= top_p */
     if (s->p.top_p < 1.0f) {
         double cum = 0.0;

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # test_docs_refs.sh — the repository explains itself: no tracked file points outside it (the
-# shared folder, DESIGN.md or STYLE.md of the workspace), and every docs/ page a file cites
-# (docs/NAME.md, docs/spec/NAME.md) exists. Arguments: the statelm binary (unused), tests/data.
+# shared folder, DESIGN.md or STYLE.md of the workspace), every docs/ page a file cites
+# (docs/NAME.md, docs/spec/NAME.md) exists, and every link and section citation lands on
+# something that exists: Markdown links on their file and heading anchor, "docs/<page>.md §N.M" on a
+# numbered heading, "docs/<page>.md, \"Title\"" on a heading or bold paragraph title
+# (tests/cli/check_md_refs.py, standard-library Python: $SLM_PYTHON or python3).
+# Arguments: the statelm binary (unused), tests/data.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -23,11 +27,7 @@ if [ -n "$out" ]; then echo "spec pages cited outside docs/:"; echo "$out"; fail
 for ref in $(echo "$files" | xargs grep -ohIP '(?<![/\w.-])docs/(spec/)?[\w-]+\.md' 2>/dev/null | sort -u); do
     if [ ! -f "$ref" ]; then echo "cited but missing: $ref"; echo "$files" | xargs grep -lF "$ref"; fail=1; fi
 done
-# Relative links between docs/ pages resolve.
-for page in $(echo "$files" | grep '^docs/.*\.md$'); do
-    for link in $(grep -oP '\]\(\K[^)#:]+\.md(?=[)#])' "$page"); do
-        [ -f "$(dirname "$page")/$link" ] || { echo "$page links to missing $link"; fail=1; }
-    done
-done
+# Links (files and heading anchors) and section citations resolve.
+echo "$files" | "${SLM_PYTHON:-python3}" tests/cli/check_md_refs.py || fail=1
 [ -f LICENSE ] || { echo "LICENSE is missing"; fail=1; }
 exit $fail

@@ -1,7 +1,8 @@
 /* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
  * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
- * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the seven types with tiles
- * on the repacked tiles, whole matrices and ranges from tile 2; Q4_K, Q5_K, Q6_K in the file layout)
+ * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the eight types with tiles
+ * on the repacked tiles, whole matrices and ranges from tile 2, and 1-9, 12 and 17 columns; Q4_K,
+ * Q5_K, Q6_K in the file layout)
  * and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the
  * same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
  * dot-product extension and run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86);
@@ -71,6 +72,43 @@ static uint8_t *rand_weights(uint32_t wt, int64_t k, int64_t m, size_t *row_byte
         }
     }
     return w;
+}
+
+/* The few-column shapes on the repacked tiles of every type: column counts 1 to 9 and some above
+ * (passes of 8 plus a rest), a tile pair and a lone half-full tile (m = 40) and 13 tiles (m = 200),
+ * more 32-blocks than one chunk of tile_cols (37). Returns the number of cases. */
+static int few_cols(const cpu_isa *neon, const cpu_isa *ref, const uint32_t *types, size_t n_types) {
+    const int64_t col_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17}, rows[] = {40, 200};
+    int cases = 0;
+    for (size_t ti = 0; ti < n_types; ti++)
+        for (size_t mi = 0; mi < sizeof rows / sizeof rows[0]; mi++) {
+            uint32_t wt = types[ti];
+            if (!neon->tile_block_bytes(wt)) continue;
+            int64_t k = cpu_wt_is_k(wt) ? 5 * 256 : 37 * 32, m = rows[mi], max_cols = 17;
+            size_t rb, as = cpu_act_bytes(wt, k);
+            uint8_t *w = rand_weights(wt, k, m, &rb), *act = calloc((size_t)max_cols, as);
+            float *x = malloc(sizeof(float) * (size_t)k);
+            for (int64_t c = 0; c < max_cols; c++) {
+                for (int64_t i = 0; i < k; i++) x[i] = frand();
+                ref->quant_act(wt, x, k, act + (size_t)c * as);
+            }
+            int64_t ntiles = (m + 15) / 16;
+            uint8_t *pk = malloc((size_t)ntiles * (size_t)(k / CPU_QK) * neon->tile_block_bytes(wt));
+            neon->repack_tiles(wt, w, rb, m, k, 0, ntiles, pk);
+            float *y_ref = calloc((size_t)(m * max_cols), sizeof(float)), *y = calloc((size_t)(m * max_cols), sizeof(float));
+            void *scratch = malloc(cpu_mm_scratch_bytes(wt, k, max_cols));
+            for (size_t ci = 0; ci < sizeof col_counts / sizeof col_counts[0]; ci++) {
+                int64_t cols = col_counts[ci];
+                size_t ny = (size_t)(m * cols);
+                ref->mm_quant(wt, w, rb, m, k, act, as, cols, y_ref, m, scratch);
+                memset(y, 0, ny * sizeof(float));
+                neon->mm_quant_packed(wt, pk, m, k, act, as, cols, y, m);
+                check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "mm_quant_packed, few columns", wt, k, m, cols);
+                cases++;
+            }
+            free(w), free(act), free(x), free(pk), free(y_ref), free(y), free(scratch);
+        }
+    return cases;
 }
 
 int main(void) {
@@ -144,6 +182,7 @@ int main(void) {
             cases++;
         }
     }
+    cases += few_cols(neon, ref, quant, sizeof quant / sizeof quant[0]);
     printf("neon_kernels: %d cases, %d failures\n", cases, failures);
     return failures ? 1 : 0;
 }

@@ -55,7 +55,7 @@ static void golden_free(golden *g) {
 static slm_session *new_session(const slm_model *m) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = 64;
-    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.kv_type = SLM_KV_F32;
     sp.n_threads = 2;
     slm_session *s = NULL;
     char err[512];

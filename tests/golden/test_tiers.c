@@ -23,7 +23,7 @@ static float *run_tier(const slm_model *m, const char *tier, uint32_t kv_dtype, 
                        int32_t n_ids, int32_t n_vocab) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = 64;
-    sp.kv_dtype = kv_dtype;
+    sp.kv_type = kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = 2;
     sp.kernels = tier;
     slm_session *s = NULL;

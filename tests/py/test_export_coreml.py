@@ -168,7 +168,7 @@ def one_error_line(label, p):
 probe = run("export", "-m", str(data / "tiny/llama/llama-f32.gguf"), "--target", "coreml", "--check-only")
 if "no Core ML export" in probe.stdout + probe.stderr:
     print("FAIL: coremltools is importable but this statelm was built without the Core ML exporter "
-          "(install protobuf-compiler, protobuf-c-compiler, libprotobuf-c-dev: scripts/install-deps.sh)")
+          "(install protobuf-c-compiler, libprotobuf-c-dev: scripts/install-deps.sh)")
     sys.exit(1)
 check("check-only llama", probe.returncode == 0 and "exportable: yes" in probe.stdout, probe.stdout + probe.stderr)
 

@@ -9,8 +9,10 @@ grammars and unsupported keywords are refused naming the position or keyword.
 
 Samples per schema and model: SLM_GRAMMAR_SAMPLES (default 1; the issue's 1,000 per model is
 SLM_GRAMMAR_SAMPLES=30 over the 34 schemas: ~7 CPU minutes on SmolLM2, ~20 on Gemma 3). In a
-sanitizer build (~10x slower) the default is every third schema on SmolLM2 only. A model whose file
-is absent is skipped with a SKIPPED line; exit 77 when both are.
+sanitizer build (~10x slower) the default is every third schema on SmolLM2 only. Seeds are
+1000 * schema index + SLM_GRAMMAR_SEED0 (default 0) + k; SLM_GRAMMAR_MODELS (comma-separated file
+names) picks models. A model whose file is absent is skipped with a SKIPPED line; exit 77 when both
+are.
 Usage: test_grammar_schemas.py STATELM TESTS_DATA_DIR."""
 import datetime
 import json
@@ -27,6 +29,9 @@ statelm, data = sys.argv[1], Path(sys.argv[2])
 models_dir = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache/statelm")) / "models"
 MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m.Q4_K_M.gguf"]
 SAMPLES = int(os.environ.get("SLM_GRAMMAR_SAMPLES", "1"))
+SEED0 = int(os.environ.get("SLM_GRAMMAR_SEED0", "0"))
+if "SLM_GRAMMAR_MODELS" in os.environ:
+    MODELS = [m for m in MODELS if m in os.environ["SLM_GRAMMAR_MODELS"].split(",")]
 N_PREDICT = 96
 PROMPT = "Reply with one JSON value and nothing else."
 schemas = sorted((data / "grammar/schemas").glob("*.json"))
@@ -117,7 +122,7 @@ jobs = []
 for m in present:
     for i, path in enumerate(schemas):
         for k in range(SAMPLES):
-            jobs.append((m, path, 1000 * i + k))
+            jobs.append((m, path, 1000 * i + SEED0 + k))
 
 
 def sample(job):

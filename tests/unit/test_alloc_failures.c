@@ -52,7 +52,7 @@ static slm_session *new_session(const slm_model *m, char *err, size_t err_cap, s
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = N_CTX;
     sp.n_threads = 2;
-    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.kv_type = SLM_KV_F32;
     sp.checkpoint_interval = 4; /* hybrid models take checkpoints inside the sweeps */
     slm_session *s = NULL;
     *st = slm_session_create(m, &sp, &s, err, err_cap);
@@ -93,6 +93,33 @@ static void model_load_sweep(void **unused) {
         }
         assert_true(k > 3 && k < SWEEP_CAP);
     }
+}
+
+/* The same sweep with the weights quantised on load (slm_model_params.quantize): every refused
+ * allocation of the quantiser's plan, buffers and per-thread rows is NOMEM with nothing leaked. */
+static void quantize_on_load_sweep(void **unused) {
+    (void)unused;
+    const char *path = tu_data_path(models[1]); /* an f32 source (lfm2) */
+    long k = 0;
+    for (; k < SWEEP_CAP; k++) {
+        tu_failing f = tu_failing_at(k);
+        slm_model_params mp = model_params(&f);
+        mp.quantize = "q4_k_m";
+        slm_model *m = (slm_model *)&f;
+        char err[512] = "";
+        slm_status st = slm_model_load(path, &mp, &m, err, sizeof err);
+        if (st == SLM_OK) {
+            if (f.n_refused != 0) fail_msg("loaded although allocation %ld was refused", k);
+            slm_model_destroy(m);
+            assert_int_equal(f.n_live, 0);
+            break;
+        }
+        if (st != SLM_ERR_NOMEM) fail_msg("refusing allocation %ld gave %s: %s", k, slm_status_name(st), err);
+        assert_null(m);
+        if (f.n_live != 0 || f.live_bytes != 0)
+            fail_msg("refusing allocation %ld leaked %ld blocks (%zu bytes)", k, f.n_live, f.live_bytes);
+    }
+    assert_true(k > 3 && k < SWEEP_CAP);
 }
 
 /* Logits after seq[0, split) as one prefill and the rest one decode step at a time, on a session
@@ -266,6 +293,7 @@ static void session_call_sweep(void **unused) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(model_load_sweep),
+        cmocka_unit_test(quantize_on_load_sweep),
         cmocka_unit_test(session_create_sweep),
         cmocka_unit_test(session_call_sweep),
     };

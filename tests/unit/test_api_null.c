@@ -327,6 +327,10 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_plan_device_total_at(NULL, 0, 0, &dt), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_state_at(NULL, 0, &ps), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_plan_state_write_at(NULL, 0, 0, &w), SLM_ERR_INVALID_ARG);
+    slm_plan_accept_step as;
+    assert_int_equal(slm_plan_n_accept_steps(NULL), 0);
+    assert_int_equal(slm_plan_accept_step_at(NULL, 0, &as), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_plan_max_call_tokens(NULL), 0);
     bool identical = true;
     int32_t first_diff = 3, tok = 1;
     assert_int_equal(slm_plan_simulate(NULL, &tok, 1, 1, 0, &identical, &first_diff), SLM_ERR_INVALID_ARG);
@@ -358,6 +362,13 @@ static void plan_null(void **unused) {
     assert_false(slm_export_available("onnx", &why));
     assert_true(why && why[0]);
     (void)slm_export_available(NULL, NULL); /* this build's answer; never crashes */
+    slm_quantize_params qp = slm_quantize_params_default();
+    assert_int_equal(qp.size, sizeof qp);
+    char qerr[128] = "";
+    assert_int_equal(slm_quantize(NULL, "out.gguf", "q4_0", &qp, qerr, sizeof qerr), SLM_ERR_INVALID_ARG);
+    assert_true(qerr[0] != '\0');
+    assert_int_equal(slm_quantize("in.gguf", NULL, "q4_0", NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_quantize("in.gguf", "out.gguf", NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
 }
 
 /* With real handles, the required out-params of the status calls are checked too. */

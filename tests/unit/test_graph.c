@@ -126,7 +126,7 @@ static void memplan_no_overlap(void **unused) {
     memplan mp;
     memset(&mp, 0, sizeof mp);
     for (int64_t n = 1; n <= 33; n += 8) {
-        assert_int_equal(memplan_build(p, fn, n, NULL, NULL, &mp, &e), SLM_OK);
+        assert_int_equal(memplan_build(p, fn, n, NULL, NULL, NULL, &mp, &e), SLM_OK);
         const g_function *f = &p->functions[fn];
         /* lifetime by node index */
         int32_t first[256], last[256];

@@ -286,6 +286,120 @@ static void matmul_all(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* The few-column shapes (batched decode, verify, small prefill) on every tier, bit for bit against
+ * the portable C: each column count from 1 to 9 and some above (a pass of 8 columns plus a rest),
+ * on a tile pair and a lone half-full tile (m = 40) and on ranges split over 2 threads (m = 200),
+ * with more 32-blocks than one prefill chunk (k = 37 blocks; K types 5 super-blocks); and with
+ * "auto" kernels, where each shape runs on the tier kern_pick.c picks for it. */
+static void matmul_cols(void **unused) {
+    (void)unused;
+    const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
+                              SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
+    const int64_t col_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
+    const int64_t rows[] = {40, 72, 200};
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t mi = 0; mi < sizeof rows / sizeof rows[0]; mi++) {
+            uint32_t wt = types[ti];
+            int64_t k = cpu_wt_is_k(wt) ? 5 * CPU_QK_K : 37 * CPU_QK, m = rows[mi], max_cols = 17;
+            size_t rb;
+            uint8_t *w = rand_weights(wt, k, m, &rb);
+            float *x = malloc(sizeof(float) * (size_t)(k * max_cols));
+            assert_non_null(x);
+            for (int64_t i = 0; i < k * max_cols; i++) x[i] = frand();
+            for (size_t ci = 0; ci < sizeof col_counts / sizeof col_counts[0]; ci++) {
+                int64_t cols = col_counts[ci];
+                size_t ny = (size_t)(m * cols);
+                float *y_gen = NULL;
+                for (int li = 0; li < n_lv; li++) {
+                    char what[128];
+                    snprintf(what, sizeof what, "matmul %s %s m=%lld cols=%lld", slm_dtype_name(wt),
+                             cpu_isa_name(lv[li]), (long long)m, (long long)cols);
+                    backend *be = mk(true, lv[li], 2);
+                    float *y = out_alloc(ny);
+                    run_mm(be, wt, w, k, m, x, cols, y);
+                    check_guard(y, ny, what);
+                    same_as_generic(lv[li], y, ny, &y_gen, what);
+                    free(y);
+                    be->vt->destroy(be);
+                }
+                /* "auto" kernels: each shape on the tier picked for it (kern_pick.c), the same bits */
+                backend *be = NULL;
+                slm_err e;
+                err_clear(&e);
+                assert_int_equal(cpu_backend_create(&al_default, 2, "auto", &be, &e), SLM_OK);
+                float *y = out_alloc(ny);
+                run_mm(be, wt, w, k, m, x, cols, y);
+                check_guard(y, ny, "auto");
+                char what[96];
+                snprintf(what, sizeof what, "matmul %s auto m=%lld cols=%lld", slm_dtype_name(wt), (long long)m,
+                         (long long)cols);
+                same_as_generic(CPU_ISA_AVX512, y, ny, &y_gen, what);
+                free(y);
+                be->vt->destroy(be);
+                free(y_gen);
+            }
+            free(w), free(x);
+        }
+}
+
+/* The per-shape tier choice (kern_pick.c): rules naming another supported tier that reads the
+ * backend's tiles take effect for exactly their shapes, a rule naming a tier without those tiles
+ * (generic) is skipped, and the matmuls of the picked shapes give the portable C's bits. */
+static void matmul_picks(void **unused) {
+    (void)unused;
+    backend *be = NULL, *gen = mk(true, CPU_ISA_GENERIC, 2);
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(cpu_backend_create(&al_default, 2, "auto", &be, &e), SLM_OK);
+    cpu_backend *cb = (cpu_backend *)be;
+    cpu_isa_level lv[N_LEVELS], alt = cb->isa->level;
+    int n_lv = levels(lv);
+    for (int i = 0; i < n_lv; i++)
+        if (lv[i] != cb->isa->level && lv[i] != CPU_ISA_GENERIC) alt = lv[i];
+    const cpu_isa *alt_isa = cpu_isa_get(alt);
+    const cpu_pick_rule rules[] = {{SLM_DTYPE_Q4_0, 2, 3, alt}, {SLM_DTYPE_Q4_K, 8, CPU_PICK_COLS, alt},
+                                   {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_GENERIC}, {SLM_DTYPE_F32, 1, 1, alt}};
+    cpu_mm_picks_apply(cb->isa, rules, sizeof rules / sizeof rules[0], cb->mm_pick);
+    bool same_tiles = cb->isa->repack_tiles && alt_isa->repack_tiles == cb->isa->repack_tiles &&
+                      alt_isa->tile_block_bytes(SLM_DTYPE_Q4_0) == cb->isa->tile_block_bytes(SLM_DTYPE_Q4_0) &&
+                      cb->isa->tile_block_bytes(SLM_DTYPE_Q4_0);
+    const cpu_isa *want = same_tiles ? alt_isa : cb->isa;
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_0, 1), cb->isa);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_0, 2), want);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_0, 3), want);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_0, 4), cb->isa);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_K, 7), cb->isa);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q4_K, 40), same_tiles ? alt_isa : cb->isa);
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_Q8_0, 1), cb->isa); /* generic reads no tiles */
+    assert_ptr_equal(cpu_mm_pick(cb, SLM_DTYPE_F32, 1), cb->isa);
+    const struct {
+        uint32_t wt;
+        int64_t cols;
+    } shapes[] = {{SLM_DTYPE_Q4_0, 2}, {SLM_DTYPE_Q4_0, 3}, {SLM_DTYPE_Q4_K, 8}, {SLM_DTYPE_Q4_K, 12}};
+    uint8_t *ws[sizeof shapes / sizeof shapes[0]]; /* alive with the backend: its repacked copies are keyed by address */
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        uint32_t wt = shapes[i].wt;
+        int64_t k = cpu_wt_is_k(wt) ? 3 * CPU_QK_K : 37 * CPU_QK, m = 72, cols = shapes[i].cols;
+        size_t rb, ny = (size_t)(m * cols);
+        uint8_t *w = ws[i] = rand_weights(wt, k, m, &rb);
+        float *x = malloc(sizeof(float) * (size_t)(k * cols)), *y = out_alloc(ny), *y_gen = out_alloc(ny);
+        assert_non_null(x);
+        for (int64_t j = 0; j < k * cols; j++) x[j] = frand();
+        run_mm(gen, wt, w, k, m, x, cols, y_gen);
+        run_mm(be, wt, w, k, m, x, cols, y);
+        check_guard(y, ny, "picked tier");
+        if (memcmp(y, y_gen, ny * sizeof(float)) != 0)
+            fail_msg("matmul %s cols=%lld on the picked tier %s differs from the portable C", slm_dtype_name(wt),
+                     (long long)cols, cpu_isa_name(cpu_mm_pick(cb, wt, cols)->level));
+        free(x), free(y), free(y_gen);
+    }
+    be->vt->destroy(be);
+    gen->vt->destroy(gen);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) free(ws[i]);
+}
+
 /* The tiles keep every bit: each row's GGUF bytes come back from them exactly (EMBED reads a tied
  * table this way once its file pages are released). Odd tile counts (a lone last tile), partial
  * tiles, every repacked type. */
@@ -1250,7 +1364,7 @@ static void missing_level_refused(void **unused) {
 int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
+        cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_cols), cmocka_unit_test(matmul_picks), cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
         cmocka_unit_test(attention_decode_long),
         cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),

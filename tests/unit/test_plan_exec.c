@@ -4,8 +4,10 @@
  * exactly one plan node; a session made from a plan (slm_session_create_from_plan) runs that plan
  * and gives the same logits bit for bit; plans for another model, context, kernel tier or a target
  * not run here are refused; slm_plan_profile measures every node and refuses bad input with the
- * plan's measurements unchanged. The executor's visits are recorded through its trace hook
- * (runtime/session.h), independently of the plan accessors. */
+ * plan's measurements unchanged; accept after a verify runs exactly the plan's accept steps, and a
+ * state the accept plan cannot rebuild makes accept replay, visibly and counted. The executor's
+ * visits are recorded through its trace hook (runtime/session.h), independently of the plan
+ * accessors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +233,9 @@ static void plan_refused_elsewhere(void **u) {
     sp.n_ctx = N_CTX + 1;
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "context");
     sp.n_ctx = 0;
-    sp.kv_dtype = SLM_DTYPE_F32;
+    sp.kv_type = SLM_KV_F32;
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "KV");
-    sp.kv_dtype = SLM_DTYPE_F16;
+    sp.kv_type = SLM_KV_F16;
     sp.kernels = "ref";
     expect_refused(lfm2, pl, &sp, SLM_ERR_INVALID_ARG, "kernels");
     sp.kernels = NULL;
@@ -293,11 +295,159 @@ static void profile_measures_every_node(void **u) {
     slm_model_destroy(m);
 }
 
+/* ---- the accept plan ----------------------------------------------------------------------------- */
+
+static int32_t greedy(const float *l, int32_t n) {
+    int32_t best = 0;
+    for (int32_t j = 1; j < n; j++)
+        if (l[j] > l[best]) best = j;
+    return best;
+}
+
+/* After a verify of K_VERIFY tokens, accept(N_KEEP) runs exactly the plan's accept steps (every
+ * one a rebuild: these plans replay nothing), no Program step, in order, each naming the verify
+ * node whose operands it reads; the session then continues bit for bit like one that decoded the
+ * kept tokens one by one. Models without conv/recurrent states have no steps. */
+enum { K_VERIFY = 5, N_KEEP = 2 };
+
+static void accept_runs_the_accept_plan(void **u) {
+    (void)u;
+    int32_t prompt[N_PROMPT];
+    for (int32_t i = 0; i < N_PROMPT; i++) prompt[i] = 3 + 2 * i;
+    trace *t = calloc(1, sizeof *t);
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        slm_model *m = load(models[k]);
+        slm_plan *pl = cpu_plan(m, N_CTX, NULL);
+        int32_t n_steps = slm_plan_n_accept_steps(pl), want_steps = 0;
+        slm_session_params sp = slm_session_params_default();
+        sp.n_ctx = N_CTX;
+        slm_session *s = NULL, *ref = NULL;
+        char err[256];
+        if (slm_session_create_from_plan(m, pl, &sp, &s, err, sizeof err) != SLM_OK) fail_msg("%s: %s", models[k], err);
+        assert_int_equal(slm_session_create(m, &sp, &ref, err, sizeof err), SLM_OK);
+        for (int32_t i = 0; i < slm_session_n_states(s); i++) {
+            slm_state_info info;
+            slm_session_state(s, i, &info);
+            want_steps += info.role == SLM_STATE_CONV || info.role == SLM_STATE_RECURRENT;
+        }
+        if (n_steps != want_steps) fail_msg("%s: %d accept steps for %d conv/recurrent states", models[k], n_steps, want_steps);
+        const float *l = NULL, *rows = NULL;
+        assert_int_equal(slm_session_prefill(s, prompt, N_PROMPT, &l), SLM_OK);
+        assert_int_equal(slm_session_prefill(ref, prompt, N_PROMPT, &l), SLM_OK);
+        int32_t nv = slm_model_n_vocab(m), draft[K_VERIFY];
+        for (int32_t i = 0; i < K_VERIFY; i++) draft[i] = 1 + 7 * i;
+        assert_int_equal(slm_session_verify(s, draft, K_VERIFY, &rows), SLM_OK);
+        t->n = 0;
+        s->trace = record;
+        s->trace_user = t;
+        if (slm_session_accept(s, N_KEEP, &l) != SLM_OK) fail_msg("%s: accept: %s", models[k], slm_session_errmsg(s));
+        s->trace = NULL;
+        if (t->n != n_steps) fail_msg("%s: accept ran %d steps, the plan lists %d", models[k], t->n, n_steps);
+        for (int32_t i = 0; i < n_steps; i++) {
+            slm_plan_accept_step a;
+            assert_int_equal(slm_plan_accept_step_at(pl, i, &a), SLM_OK);
+            const visit *v = &t->v[i];
+            if (strcmp(a.how, "replay") == 0) fail_msg("%s: state %s replays: %s", models[k], a.state, a.detail);
+            if (v->fn != PLAN_FN_ACCEPT || v->step != i || v->n_nodes != 1 || v->nodes[0] != a.node)
+                fail_msg("%s: accept step %d (%s %s) differs from what the session ran", models[k], i, a.how, a.state);
+        }
+        assert_int_equal(s->n_accept_replays, 0);
+        const float *lr = NULL;
+        for (int32_t i = 0; i < N_KEEP; i++) assert_int_equal(slm_session_decode(ref, draft[i], &lr), SLM_OK);
+        for (int32_t step = 0; step < 4; step++) { /* the states carry on exactly */
+            if (memcmp(l, lr, (size_t)nv * sizeof(float)) != 0) fail_msg("%s: logits differ %d steps after accept", models[k], step);
+            int32_t tok = greedy(l, nv);
+            assert_int_equal(slm_session_decode(s, tok, &l), SLM_OK);
+            assert_int_equal(slm_session_decode(ref, tok, &lr), SLM_OK);
+        }
+        slm_session_destroy(s);
+        slm_session_destroy(ref);
+        slm_plan_destroy(pl);
+        slm_model_destroy(m);
+    }
+    free(t);
+}
+
+/* A state the accept plan cannot rebuild (its value comes from an ADD, neither a conv window nor a
+ * recurrence) makes the plan replay, says why, and accept replays the kept tokens — counted, and
+ * traced as Program steps — giving a decode's logits. Program: x = EMBED(tokens) (4, n); decode and
+ * verify write s' = s + SUM(x over the columns) (4, 1) and give logits x + s per column. */
+static float w_emb[4 * 6];
+
+static g_program *build_sum_state(void) {
+    g_program *p = NULL;
+    slm_err e;
+    err_clear(&e);
+    assert_int_equal(graph_create(&al_default, &p), SLM_OK);
+    int64_t sne[4] = {4, 1, 1, 1}, wne[4] = {4, 6, 1, 1};
+    int32_t st = graph_add_state(p, "sum", SLM_STATE_RECURRENT, 0, SLM_DTYPE_F32, 2, sne, -1, &e);
+    int32_t w = graph_add_weight(p, "emb", SLM_DTYPE_F32, 2, wne, w_emb, sizeof w_emb, &e);
+    static const g_affine origin[4] = {{0, false, false, 0}, {0, false, false, 0}, {0, false, false, 0}, {0, false, false, 0}};
+    for (int k = 0; k < 2; k++) {
+        int32_t fn;
+        assert_int_equal(graph_add_function(p, k ? "verify" : "decode", k == 1, 1, &fn, &e), SLM_OK);
+        g_builder b;
+        gb_init(&b, p, fn, &e);
+        b.layer = 0;
+        int32_t x = gb_embed(&b, w, gb_tokens(&b));
+        int32_t s = gb_state_read(&b, st);
+        g_affine ne4[4] = {g_const(4), g_const(1), g_const(1), g_const(1)};
+        gb_set_logits(&b, gb_add(&b, x, gb_reshape(&b, gb_scale(&b, s, 1.0f), 1, ne4)));
+        gb_state_write(&b, st, gb_add(&b, s, gb_sum(&b, x, 1)), origin);
+        if (b.status != SLM_OK) fail_msg("%s", e.msg);
+    }
+    assert_int_equal(graph_verify(p, &e), SLM_OK);
+    return p;
+}
+
+static void accept_replay_is_counted(void **u) {
+    (void)u;
+    for (int i = 0; i < 24; i++) w_emb[i] = 0.25f * (float)(i % 5) - 0.5f + 0.125f * (float)(i / 4);
+    slm_err e;
+    err_clear(&e);
+    slm_session *s = NULL, *ref = NULL;
+    if (sess_create_program(NULL, build_sum_state(), 1, 32, SLM_DTYPE_F32, NULL, &s, &e) != SLM_OK) fail_msg("%s", e.msg);
+    assert_int_equal(sess_create_program(NULL, build_sum_state(), 1, 32, SLM_DTYPE_F32, NULL, &ref, &e), SLM_OK);
+    const slm_plan *pl = s->plan;
+    assert_int_equal(slm_plan_n_accept_steps(pl), 1);
+    slm_plan_accept_step a;
+    assert_int_equal(slm_plan_accept_step_at(pl, 0, &a), SLM_OK);
+    assert_string_equal(a.how, "replay");
+    assert_int_equal(a.node, -1);
+    if (!strstr(a.detail, "ADD")) fail_msg("the replay's reason does not name the op: %s", a.detail);
+    char *json = NULL;
+    assert_int_equal(slm_plan_json(pl, false, &json), SLM_OK);
+    assert_non_null(strstr(json, "\"accept\":{\"function\":\"verify\",\"replays\":true"));
+    slm_free(json);
+    const float *l = NULL, *lr = NULL;
+    assert_int_equal(slm_session_decode(s, 1, &l), SLM_OK);
+    assert_int_equal(slm_session_decode(ref, 1, &lr), SLM_OK);
+    const int32_t draft[3] = {4, 2, 5};
+    assert_int_equal(slm_session_verify(s, draft, 3, NULL), SLM_OK);
+    trace *t = calloc(1, sizeof *t);
+    s->trace = record;
+    s->trace_user = t;
+    assert_int_equal(slm_session_accept(s, 1, &l), SLM_OK);
+    s->trace = NULL;
+    assert_int_equal(s->n_accept_replays, 1);
+    assert_true(t->n > 0);
+    for (int32_t i = 0; i < t->n; i++) assert_int_equal(t->v[i].fn, s->fn_decode); /* the kept token, decoded */
+    assert_int_equal(slm_session_decode(ref, draft[0], &lr), SLM_OK);
+    assert_memory_equal(l, lr, 4 * sizeof(float));
+    assert_int_equal(slm_session_decode(s, 3, &l), SLM_OK);
+    assert_int_equal(slm_session_decode(ref, 3, &lr), SLM_OK);
+    assert_memory_equal(l, lr, 4 * sizeof(float));
+    free(t);
+    slm_session_destroy(s);
+    slm_session_destroy(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(executed_nodes_are_the_plan), cmocka_unit_test(fusions_are_plan_nodes),
         cmocka_unit_test(session_from_plan),           cmocka_unit_test(plan_refused_elsewhere),
-        cmocka_unit_test(profile_measures_every_node),
+        cmocka_unit_test(profile_measures_every_node), cmocka_unit_test(accept_runs_the_accept_plan),
+        cmocka_unit_test(accept_replay_is_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,11 @@
 /* test_sampler.c — the sampler against probabilities computed here from the definitions: greedy
  * (ties to the lower id), seeded reproducibility, empirical frequencies of temperature sampling
  * versus softmax, and the sets top-k / top-p / min-p keep; repetition penalty as in llama.cpp and
- * HF (positive logits divided, negative multiplied). */
+ * HF (positive logits divided, negative multiplied); logit biases, frequency and presence penalties
+ * as llama.cpp and OpenAI define them. */
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,16 +201,105 @@ static void invalid_params(void **unused) {
     (void)unused;
     slm_sampler_params p = slm_sampler_params_default();
     slm_sampler *s = NULL;
-    p.top_p = 0.0f;
+    p.top_p = 1.5f;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     assert_null(s);
     p = slm_sampler_params_default();
+    p.presence_penalty = NAN;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    slm_logit_bias bad[2] = {{1, INFINITY}, {-1, 0.0f}};
+    for (int i = 0; i < 2; i++) {
+        p = slm_sampler_params_default();
+        p.logit_bias = &bad[i];
+        p.n_logit_bias = 1;
+        assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    }
+    p = slm_sampler_params_default();
+    p.n_logit_bias = 1; /* and no array */
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    p = slm_sampler_params_default();
     p.temperature = -1.0f;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
+    p = slm_sampler_params_default();
+    p.repeat_last_n = -1;
     assert_int_equal(slm_sampler_create(&p, &s), SLM_ERR_INVALID_ARG);
     p = slm_sampler_params_default();
     assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
     int32_t t;
     assert_int_equal(slm_sampler_sample(s, NULL, 5, NULL, 0, &t), SLM_ERR_INVALID_ARG);
+    slm_sampler_destroy(s);
+}
+
+/* slm_sampler_probs at temperature 1 without cuts against softmax(want). */
+static void check_probs(const slm_sampler_params *p, const float *logits, int32_t n, const int32_t *hist, size_t n_hist,
+                        const float *want) {
+    slm_sampler *s = NULL;
+    assert_int_equal(slm_sampler_create(p, &s), SLM_OK);
+    float got[8];
+    double expect[8];
+    softmax(want, n, 1.0f, expect);
+    assert_int_equal(slm_sampler_probs(s, logits, n, hist, n_hist, got), SLM_OK);
+    for (int32_t i = 0; i < n; i++) assert_true(fabs((double)got[i] - expect[i]) < 1e-6);
+    slm_sampler_destroy(s);
+}
+
+/* Logit biases, then repetition, then frequency and presence penalties (llama.cpp's and OpenAI's
+ * definitions: minus count * frequency + presence over the window's distinct tokens); a top_p of
+ * FLT_MIN keeps the argmax; a bias past the vocabulary or a fully banned vocabulary is SLM_ERR_RANGE. */
+static void bias_and_penalties(void **unused) {
+    (void)unused;
+    const float logits[5] = {1.0f, 0.5f, 0.2f, -0.3f, 0.0f};
+    const int32_t hist[5] = {0, 0, 0, 3, 1}; /* counts: token 0 three times, 1 and 3 once */
+    slm_sampler_params p = slm_sampler_params_default();
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.presence_penalty = 0.4f;
+    p.frequency_penalty = 0.3f;
+    const float counted[5] = {1.0f - (3 * 0.3f + 0.4f), 0.5f - (0.3f + 0.4f), 0.2f, -0.3f - (0.3f + 0.4f), 0.0f};
+    check_probs(&p, logits, 5, hist, 5, counted);
+    p.repeat_penalty = 2.0f; /* applied first: 1.0 halves, -0.3 doubles */
+    const float both[5] = {0.5f - (3 * 0.3f + 0.4f), 0.25f - (0.3f + 0.4f), 0.2f, -0.6f - (0.3f + 0.4f), 0.0f};
+    check_probs(&p, logits, 5, hist, 5, both);
+    p.repeat_last_n = 2; /* the window sees tokens 3 and 1 only */
+    const float window[5] = {1.0f, 0.25f - (0.3f + 0.4f), 0.2f, -0.6f - (0.3f + 0.4f), 0.0f};
+    check_probs(&p, logits, 5, hist, 5, window);
+
+    p = slm_sampler_params_default();
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    slm_logit_bias bias[2] = {{4, 2.5f}, {0, -INFINITY}};
+    p.logit_bias = bias;
+    p.n_logit_bias = 2;
+    const float biased[5] = {-INFINITY, 0.5f, 0.2f, -0.3f, 2.5f};
+    check_probs(&p, logits, 5, NULL, 0, biased);
+    slm_sampler *s = NULL;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    bias[1].token = 3; /* the sampler holds its own copy */
+    for (int i = 0; i < 200; i++) assert_int_not_equal(draw(s, logits, 5), 0);
+    int32_t t;
+    assert_int_equal(slm_sampler_sample(s, logits, 4, NULL, 0, &t), SLM_ERR_RANGE); /* token 4 >= n_vocab */
+    slm_sampler_destroy(s);
+    p.temperature = 0.0f;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    assert_int_equal(draw(s, logits, 5), 4);
+    slm_sampler_destroy(s);
+
+    slm_logit_bias ban[5] = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}, {3, -INFINITY}, {4, -INFINITY}};
+    p.logit_bias = ban;
+    p.n_logit_bias = 5;
+    for (int greedy_run = 0; greedy_run < 2; greedy_run++) {
+        p.temperature = greedy_run ? 0.0f : 1.0f;
+        assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+        assert_int_equal(slm_sampler_sample(s, logits, 5, NULL, 0, &t), SLM_ERR_RANGE);
+        slm_sampler_destroy(s);
+    }
+
+    s = make(1.0f, 0, FLT_MIN, 0.0f, 1.0f, 7); /* top_p FLT_MIN: only the most probable token */
+    for (int i = 0; i < 100; i++) assert_int_equal(draw(s, logits, 5), 0);
     slm_sampler_destroy(s);
 }
 
@@ -219,6 +310,7 @@ int main(void) {
         cmocka_unit_test(temperature_top_k_top_p_min_p),
         cmocka_unit_test(draws_match_full_sort),
         cmocka_unit_test(invalid_params),
+        cmocka_unit_test(bias_and_penalties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@ static slm_session *session(const slm_model *m, int32_t n_ctx, int32_t n_threads
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
     p.n_threads = n_threads;
-    p.kv_dtype = SLM_DTYPE_F32;
+    p.kv_type = SLM_KV_F32;
     p.abort_fn = abort_fn;
     p.abort_user_data = ud;
     slm_session *s = NULL;
@@ -172,12 +172,12 @@ static void states_and_getters(void **unused) {
     assert_int_equal(slm_tokenizer_n_vocab(tok), slm_model_n_vocab(m));
     /* invalid parameters are refused up front */
     slm_session_params p = slm_session_params_default();
-    p.kv_dtype = SLM_DTYPE_Q8_0;
+    p.kv_type = (slm_kv_type)7;
     slm_session *bad = NULL;
     char err[256];
     assert_int_equal(slm_session_create(m, &p, &bad, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_null(bad);
-    assert_non_null(strstr(err, "kv_dtype"));
+    assert_non_null(strstr(err, "kv_type 7"));
     slm_session_destroy(s);
     slm_model_destroy(m);
 }

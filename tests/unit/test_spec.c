@@ -119,9 +119,10 @@ static void continue_and_compare(slm_session *s, const ref_run *r, int at, const
     }
 }
 
+/* Counts the steps of Program functions (a pass over the weights), not the accept plan's. */
 static void count_steps(void *user, int32_t fn, int32_t step, const int32_t *nodes, int32_t n_nodes) {
-    (void)fn, (void)step, (void)nodes, (void)n_nodes;
-    (*(int *)user)++;
+    (void)step, (void)nodes, (void)n_nodes;
+    if (fn != PLAN_FN_ACCEPT) (*(int *)user)++;
 }
 
 /* (a), (b): verify out[at, at + k) at prompt + out[0, at), check rows, accept n_keep, continue. */
@@ -141,11 +142,15 @@ static void check_verify_accept(const slm_model *m, const ref_run *r, int at, in
     int steps = 0;
     s->trace = count_steps;
     s->trace_user = &steps;
+    uint64_t replays = s->n_accept_replays;
     if (slm_session_accept(s, (size_t)n_keep, &l) != SLM_OK) fail_msg("%s: accept: %s", what, slm_session_errmsg(s));
     s->trace = NULL;
     bool one_call = s->prog->max_call_tokens <= 0 || k <= s->prog->max_call_tokens;
+    bool replayed = !one_call && n_keep > 0 && n_keep < k;
     if (one_call && steps) fail_msg("%s: accept ran %d plan steps", what, steps);
-    if (!one_call && n_keep > 0 && n_keep < k && !steps) fail_msg("%s: a split verify accepted without a replay", what);
+    if (replayed && !steps) fail_msg("%s: a split verify accepted without a replay", what);
+    if (s->n_accept_replays - replays != (replayed ? 1u : 0u))
+        fail_msg("%s: %llu replays counted", what, (unsigned long long)(s->n_accept_replays - replays));
     same_logits(l, ref_row(r, at + n_keep), r->n_vocab, what, at + n_keep);
     assert_int_equal(slm_session_accept(s, 0, NULL), SLM_ERR_STATE); /* accepted once */
     size_t n_hist = 0;
@@ -264,6 +269,13 @@ static void check_spec(const slm_model *m, const slm_model *draft_m, const ref_r
     slm_spec_get_stats(sp, &st);
     assert_true(st.n_accepted <= st.n_drafted);
     assert_int_equal(st.n_accepted + st.n_steps, N_GEN);
+    /* every replayed accept is counted; only a verify split into several calls replays (the accept
+     * plans of these models rebuild every state) */
+    if (st.n_replays != s->n_accept_replays)
+        fail_msg("%s: %llu replays in the stats, %llu in the session", what, (unsigned long long)st.n_replays,
+                 (unsigned long long)s->n_accept_replays);
+    if ((s->prog->max_call_tokens <= 0 || K + 1 <= s->prog->max_call_tokens) && st.n_replays != 0)
+        fail_msg("%s: %llu accepts replayed", what, (unsigned long long)st.n_replays);
     if (kind == DRAFT_WRONG) {
         if (st.n_accepted != 0 || st.n_drafted == 0) fail_msg("%s: %llu of %llu wrong drafts accepted", what,
                                                               (unsigned long long)st.n_accepted, (unsigned long long)st.n_drafted);
@@ -492,7 +504,9 @@ static void draft_tokenizer_differs(void **u) {
     p.draft = s;
     assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
     p.draft = NULL;
-    p.draft_max = 0;
+    p.draft_max = 65;
+    assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
+    p.draft_max = -1;
     assert_int_equal(slm_spec_create(s, &p, &sp, err, sizeof err), SLM_ERR_INVALID_ARG);
     slm_session_destroy(ds);
     slm_session_destroy(s);

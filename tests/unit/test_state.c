@@ -43,7 +43,7 @@ static slm_session *new_session(const slm_model *m, int32_t n_ctx, slm_dtype kv,
                                 const char *dir) {
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
-    p.kv_dtype = kv;
+    p.kv_type = kv == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     p.n_threads = 2;
     p.checkpoint_interval = interval;
     p.checkpoint_dir = dir;

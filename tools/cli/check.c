@@ -22,7 +22,7 @@ int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl) {
     slm_plan_params pp = slm_plan_params_default();
     pp.target = o->target;
     pp.n_ctx = o->n_ctx;
-    pp.kv_dtype = o->kv_dtype;
+    pp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     pp.n_prefill = o->n_prefill;
     cli_apply_env(NULL, &pp);
     if ((st = slm_plan_create(*m, &pp, pl, err, sizeof err)) != SLM_OK) {

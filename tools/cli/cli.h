@@ -44,6 +44,7 @@ int cmd_score(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* The one place the environment reaches the library: SLM_KERNELS (kernel tier) sets sp->kernels
  * and pp->kernels, SLM_REPACK=0 sets sp->no_repack.
@@ -58,6 +59,9 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * [lo, hi]. */
 bool cli_parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *opt, const char *s, double lo, double hi, double *out);
+/* Whether a sampler of these parameters picks the plain argmax of the logits (temperature 0, no
+ * penalty, no bias): speculation then verifies greedily without the sampler. */
+bool cli_sampler_is_argmax(const slm_sampler_params *p);
 /* Fetches the value of option argv[*i] (advancing *i); NULL with a message when missing. */
 const char *cli_value(int argc, char **argv, int *i);
 /* "1.5 MiB" style sizes. */

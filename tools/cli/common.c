@@ -229,3 +229,8 @@ char *cli_utf8_sanitize(const char *s) {
     out[o] = '\0';
     return out;
 }
+
+bool cli_sampler_is_argmax(const slm_sampler_params *p) {
+    return p->temperature == 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f &&
+           p->frequency_penalty == 0.0f && p->n_logit_bias == 0;
+}

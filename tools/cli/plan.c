@@ -2,8 +2,9 @@
  * plan of the model for the target: the check's findings, the rewrites legalisation applied (with
  * precision warnings), per function the nodes a session executes, in order (a fused node names its
  * pass and IR nodes; op, shapes, dtype, device, kernel, reason, bytes, FLOPs, share of the cost),
- * the arena, totals per device, per state the logical and allocated shapes, buffers and each
- * write's window with the rules it keeps. --simulate runs the original and legalised programs on
+ * the arena, totals per device, the accept plan (per conv/recurrent state how a partial accept of
+ * a verify rebuilds it, or why it replays), per state the logical and allocated shapes, buffers
+ * and each write's window with the rules it keeps. --simulate runs the original and legalised programs on
  * the CPU and compares their greedy tokens: prints "identical" or the first differing step (exit
  * status 1). --profile runs the plan and adds each node's measured median time per call. Exit
  * status 2 on errors. Shapes are printed in ggml order (ne[0] innermost). */
@@ -82,6 +83,32 @@ static void print_function(const slm_plan *pl, int32_t fn, bool measured) {
         fmt_num(t.flops, "FLOP", f, sizeof f);
         printf("  total on %-5s %5d nodes  %12s  %14s  %5.1f%% of the cost\n", t.device, t.n_nodes, b, f, 100.0 * t.cost_share);
     }
+}
+
+/* The accept plan: per conv/recurrent state, how a partial accept of a verify call rebuilds it. */
+static void print_accept(const slm_plan *pl) {
+    int32_t n = slm_plan_n_accept_steps(pl), n_replay = 0, max_call = slm_plan_max_call_tokens(pl);
+    if (n == 0 && max_call == 0) return;
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_accept_step a;
+        slm_plan_accept_step_at(pl, i, &a);
+        n_replay += strcmp(a.how, "replay") == 0;
+    }
+    printf("\naccept (slm_session_accept keeps n of the k tokens of one verify call): %d steps executed in this order, "
+           "%s\n",
+           n, n == 0     ? "no conv or recurrent state to rebuild"
+              : n_replay ? "but the kept tokens are replayed for every state: a state below cannot be rebuilt"
+                         : "each state rebuilt from the states before the verify and the verify's activations");
+    if (n) printf("  %4s %-16s %-12s %11s  %s\n", "#", "state", "how", "verify node", "detail");
+    for (int32_t i = 0; i < n; i++) {
+        slm_plan_accept_step a;
+        slm_plan_accept_step_at(pl, i, &a);
+        char node[16] = "-";
+        if (a.node >= 0) snprintf(node, sizeof node, "#%d", a.node);
+        printf("  %4d %-16s %-12s %11s  %s\n", i, a.state, a.how, node, a.detail);
+    }
+    if (max_call > 0)
+        printf("  a verify of more than %d tokens takes several calls: its accept replays the kept tokens\n", max_call);
 }
 
 static void print_states(const slm_plan *pl) {
@@ -192,6 +219,7 @@ int cmd_plan(int argc, char **argv) {
         print_rewrites(pl);
         if (slm_plan_kernels(pl)[0]) printf("\nkernels: %s\n", slm_plan_kernels(pl));
         for (int32_t fn = 0; fn < slm_plan_n_functions(pl); fn++) print_function(pl, fn, o.profile);
+        print_accept(pl);
         print_states(pl);
     }
     if (o.simulate) {

@@ -1,7 +1,7 @@
 /* run.c — `statelm run` (one prompt, streamed generation) and `statelm chat` (interactive
  * multi-turn chat in one session). Contract of run (relied on; extend, do not change):
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
- *     [--min-p P] [--repeat-penalty R] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
+ *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
  *     [--grammar FILE | --json-schema FILE]
@@ -24,6 +24,7 @@
 
 typedef struct gen_opts {
     const char *model;
+    const char *quantize;    /* --quantize T: weights quantised on load (slm_model_params.quantize) */
     const char *prompt;
     const char *prompt_ids;
     const char *chat_template;
@@ -51,6 +52,7 @@ typedef struct gen_opts {
 static const char usage_common[] =
     "  --temp T             temperature, 0 = greedy (default 0.8)\n"
     "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "  --presence-penalty P --frequency-penalty P   OpenAI's penalties, over the last 64 tokens\n"
     "  -t N                 threads (default: the online CPUs; more than those is capped)\n"
     "  --force-threads      use -t N even beyond the online CPU count\n"
     "  -c N_CTX             context size (a warning past the model's training context)\n"
@@ -67,6 +69,7 @@ static void usage_run(void) {
           "                       the context): the same tokens (--temp 0) or the same distribution\n"
           "                       as without it, often fewer passes over the weights\n"
           "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
+          "  --quantize T         quantise the weights on load (q4_0 ... q8_0, q4_k_m, q6_k: statelm quantize's types)\n"
           "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
           "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's format)\n"
           "  --json-schema FILE   constrain the output to JSON valid under a JSON Schema\n"
@@ -134,6 +137,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--repeat-penalty")) {
             if (!VALUE() || !cli_parse_f64(a, v, 1e-3, 100, &fv)) return 1;
             o->sp.repeat_penalty = (float)fv;
+        } else if (!strcmp(a, "--presence-penalty")) {
+            if (!VALUE() || !cli_parse_f64(a, v, -2, 2, &fv)) return 1;
+            o->sp.presence_penalty = (float)fv;
+        } else if (!strcmp(a, "--frequency-penalty")) {
+            if (!VALUE() || !cli_parse_f64(a, v, -2, 2, &fv)) return 1;
+            o->sp.frequency_penalty = (float)fv;
         } else if (!strcmp(a, "--seed")) {
             if (!VALUE() || !cli_parse_i64(a, v, 0, INT64_MAX, &iv)) return 1;
             o->sp.seed = (uint64_t)iv;
@@ -158,6 +167,9 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->prompt_cache_ro = !strcmp(a, "--prompt-cache-ro");
         } else if (!is_chat && !strcmp(a, "--lookup")) {
             o->lookup = true;
+        } else if (!strcmp(a, "--quantize")) {
+            if (!VALUE()) return 1;
+            o->quantize = v;
         } else if (!is_chat && !strcmp(a, "--draft-model")) {
             if (!VALUE()) return 1;
             o->draft_model = v;
@@ -433,12 +445,13 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     char err[512];
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = o->n_threads;
+    mp.quantize = o->quantize;
     slm_status st = slm_model_load(o->model, &mp, m, err, sizeof err);
     if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
     if (o->n_ctx) cli_warn_ctx(*m, o->n_ctx, o->kv_dtype);
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
-    sp.kv_dtype = o->kv_dtype;
+    sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
     cli_apply_env(&sp, NULL);
@@ -469,7 +482,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
             return cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         slm_session_params p = slm_session_params_default();
         p.n_ctx = slm_session_n_ctx(s);
-        p.kv_dtype = o->kv_dtype;
+        p.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
         p.n_threads = o->n_threads;
         p.abort_fn = abort_on_interrupt;
         cli_apply_env(&p, NULL);
@@ -479,7 +492,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
     slm_spec_params p = slm_spec_params_default();
     if (o->draft_max) p.draft_max = o->draft_max;
     p.draft = *ds;
-    p.sampler = o->sp.temperature > 0.0f || o->sp.repeat_penalty != 1.0f ? smp : NULL;
+    p.sampler = cli_sampler_is_argmax(&o->sp) ? NULL : smp;
     if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
         return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
     return 0;
@@ -577,11 +590,11 @@ int cmd_run(int argc, char **argv) {
         slm_spec_get_stats(spec, &ss);
         fflush(stdout);
         fprintf(stderr, "statelm: speculation (%s, draft-max %d): %zu tokens in %llu passes, %llu drafted, %llu accepted "
-                "(acceptance %.1f%%), %.2f s\n",
+                "(acceptance %.1f%%), %llu accepts replayed, %.2f s\n",
                 o.lookup ? "lookup" : "draft model", o.draft_max ? o.draft_max : slm_spec_params_default().draft_max,
                 generated.n, (unsigned long long)ss.n_steps, (unsigned long long)ss.n_drafted,
                 (unsigned long long)ss.n_accepted, ss.n_drafted ? 100.0 * (double)ss.n_accepted / (double)ss.n_drafted : 0.0,
-                now_s() - t0);
+                (unsigned long long)ss.n_replays, now_s() - t0);
     }
     if (!rc && o.ids_only) {
         for (size_t i = 0; i < generated.n; i++) printf("%s%d", i ? " " : "", generated.v[i]);

@@ -62,7 +62,7 @@ int cmd_score(int argc, char **argv) {
     if (st == SLM_OK) {
         slm_session_params sp = slm_session_params_default();
         sp.n_ctx = n_ctx ? (int32_t)n_ctx : (int32_t)n_ids;
-        sp.kv_dtype = kv;
+        sp.kv_type = kv == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
         cli_apply_env(&sp, NULL);
         if ((st = slm_session_create(m, &sp, &s, err, sizeof err)) != SLM_OK) cli_name_env(err, sizeof err);
     }

@@ -1,6 +1,6 @@
 /* serve.c — `statelm serve`: an OpenAI-compatible HTTP server (libmicrohttpd, one thread per
  * connection) over the public API. Endpoints: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models, GET /health, GET /metrics (Prometheus text).
+ * GET /v1/models, GET /health, GET /metrics (Prometheus text); OPTIONS answers CORS preflights.
  *
  * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
  * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
@@ -22,13 +22,16 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +49,15 @@
 #define MAX_STATE_FILES 256
 #define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
 #define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
+#define MAX_LOGIT_BIAS 1024            /* most logit_bias entries per request */
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *state_dir, *draft_model;
+    const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     bool lookup, no_prefix_reuse;
+    slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
+    int32_t max_conns, max_conns_per_client; /* open connections accepted in all, and from one address */
 } serve_opts;
 
 /* Growable byte buffer, always NUL-terminated when non-empty. */
@@ -106,7 +112,7 @@ typedef struct job {
     int32_t *prompt;
     size_t n_prompt;
     int32_t max_tokens;
-    slm_sampler_params sp;
+    slm_sampler_params sp; /* sp.logit_bias is the job's own array */
     char *stops[MAX_STOPS];
     int32_t n_stops;
     char id[48];
@@ -116,6 +122,7 @@ typedef struct job {
     int32_t n_done;
     size_t cached_tokens;
     int err_status;
+    const char *err_code; /* OpenAI error code of err_status (static string) */
     char err_msg[256];
     bool cancelled, done;
     sbuf sse;     /* server-sent events not yet read */
@@ -179,7 +186,9 @@ static struct {
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
     const slm_tokenizer *tok;
-    char model_id[256];
+    char model_id[256];          /* --alias, or the model file's name */
+    const char *model_file;      /* the model file's name */
+    const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
     int32_t n_ctx, n_vocab;
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the scheduler waits for work on it */
@@ -202,7 +211,7 @@ static struct {
     int32_t m_busy;
     double m_decode_s;
     uint64_t m_decode_tokens;
-    uint64_t m_drafted, m_accepted;
+    uint64_t m_drafted, m_accepted, m_replays;
     uint64_t m_batch_steps, m_batch_slots, m_batch_fallbacks; /* batched decode calls, slots in them, refusals */
     int32_t m_batch_max;                                      /* most slots in one batched decode call */
 } srv;
@@ -241,18 +250,33 @@ static void job_unref_locked(job *j) {
         free(j->choices[i].ids);
     }
     for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free((void *)(uintptr_t)j->sp.logit_bias);
     free(j->prompt);
     free(j->sse.v);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
 
-static cJSON *error_json(const char *msg, const char *type) {
+/* An OpenAI error object: type from the HTTP status; code as given, or the status's own. */
+static cJSON *error_json(const char *msg, unsigned status, const char *code) {
+    const char *type = status == 401 ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 503 ? "server_overloaded"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    if (!code)
+        code = status == 401 ? "invalid_api_key"
+               : status == 404 ? "unknown_url"
+               : status == 405 ? "method_not_allowed"
+               : status == 413 ? "request_too_large"
+               : status == 503 ? "server_busy"
+               : status >= 500 ? "server_error"
+                               : "invalid_request";
     cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
     cJSON_AddNullToObject(e, "param");
-    cJSON_AddNullToObject(e, "code");
+    cJSON_AddStringToObject(e, "code", code);
     return root;
 }
 
@@ -388,7 +412,7 @@ static void sse_choice(job *j, int32_t ci, size_t upto) {
 /* Ends the job's event stream: usage when asked for, then [DONE]. Under srv.mu. */
 static void sse_finish(job *j) {
     if (j->err_status) {
-        sse_add_json(j, error_json(j->err_msg, "server_error"));
+        sse_add_json(j, error_json(j->err_msg, (unsigned)j->err_status, j->err_code));
     } else if (j->include_usage) {
         cJSON *root = chunk_head(j);
         cJSON_AddArrayToObject(root, "choices");
@@ -399,16 +423,19 @@ static void sse_finish(job *j) {
     j->sse_end = true;
 }
 
-/* Marks the job failed (before any choice finished). Under srv.mu. */
-static void job_fail_locked(job *j, int status, const char *msg) {
+/* Marks the job failed: a streamed job ends with an error event. Under srv.mu. */
+static void job_fail_code_locked(job *j, int status, const char *code, const char *msg) {
     if (j->done) return;
     j->err_status = status;
+    j->err_code = code;
     snprintf(j->err_msg, sizeof j->err_msg, "%s", msg);
     j->done = true;
     srv.m_errors++;
     if (j->stream) sse_finish(j);
     pthread_cond_broadcast(&j->cv);
 }
+
+static void job_fail_locked(job *j, int status, const char *msg) { job_fail_code_locked(j, status, NULL, msg); }
 
 /* ---- stop strings ---------------------------------------------------------------------------- */
 
@@ -646,6 +673,7 @@ static void stream_end(stream *st) {
     if (!st->own_session) srv.m_busy--;
     srv.m_drafted += ss.n_drafted;
     srv.m_accepted += ss.n_accepted;
+    srv.m_replays += ss.n_replays;
     if (j) {
         if (++j->n_done == j->n || j->err_status || j->cancelled) {
             if (!j->done) {
@@ -926,7 +954,7 @@ static bool spec_begin(stream *st) {
         slm_spec_params p = slm_spec_params_default();
         if (srv.o.draft_max) p.draft_max = srv.o.draft_max;
         p.draft = srv.draft_model ? st->draft : NULL;
-        p.sampler = st->j->sp.temperature > 0.0f || st->j->sp.repeat_penalty != 1.0f ? st->smp : NULL;
+        p.sampler = cli_sampler_is_argmax(&st->j->sp) ? NULL : st->smp;
         s = slm_spec_create(st->s, &p, &st->spec, err, sizeof err);
     }
     if (s == SLM_OK) return true;
@@ -1091,7 +1119,7 @@ static void *scheduler(void *arg) {
                 job *j = srv.queue_head;
                 srv.queue_head = j->next;
                 srv.queue_len--;
-                job_fail_locked(j, 503, "the server is shutting down");
+                job_fail_code_locked(j, 503, "server_shutting_down", "the server is shutting down");
                 job_unref_locked(j);
             }
             srv.queue_tail = NULL;
@@ -1107,12 +1135,8 @@ static void *scheduler(void *arg) {
             if (stream_dead(st)) {
                 pthread_mutex_lock(&srv.mu);
                 if (st->j->cancelled && !st->j->done) srv.m_cancelled++;
-                if (srv.stopping && !st->j->choices[st->choice].finish) {
-                    /* in-flight streams end with a final chunk */
-                    choice *c = &st->j->choices[st->choice];
-                    c->finish = "stop";
-                    if (st->j->stream) sse_choice(st->j, st->choice, c->text.n);
-                }
+                if (srv.stopping && !st->j->choices[st->choice].finish) /* cut short: an error, not "stop" */
+                    job_fail_code_locked(st->j, 503, "server_shutting_down", "the server is shutting down");
                 pthread_mutex_unlock(&srv.mu);
                 stream_end(st);
                 continue;
@@ -1148,6 +1172,32 @@ typedef struct req {
     bool too_big;
 } req;
 
+/* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list. */
+static bool cors_allowed(const char *origin) {
+    if (!srv.o.cors || !origin) return false;
+    if (!strcmp(srv.o.cors, "*")) return true;
+    size_t n = strlen(origin);
+    for (const char *p = srv.o.cors; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !memcmp(p, origin, n)) return true;
+        p += len + (end != NULL);
+    }
+    return false;
+}
+
+/* Queues resp with the headers every response carries (CORS for an allowed Origin). */
+static enum MHD_Result queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp) {
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (cors_allowed(origin)) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", !strcmp(srv.o.cors, "*") ? "*" : origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *obj, bool retry_after) {
     char *s = cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
@@ -1155,28 +1205,22 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, c
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
-    enum MHD_Result ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return queue_response(conn, status, r);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...) {
+/* An error response; code NULL: the status's own OpenAI code (error_json). */
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *type = status == 401 ? "authentication_error"
-                       : status == 404 ? "not_found_error"
-                       : status == 503 ? "server_overloaded"
-                       : status >= 500 ? "server_error"
-                                       : "invalid_request_error";
     pthread_mutex_lock(&srv.mu);
     srv.m_errors++;
     pthread_mutex_unlock(&srv.mu);
-    return send_json(conn, status, error_json(msg, type), status == 503);
+    return send_json(conn, status, error_json(msg, status, code), status == 503);
 }
 
 /* Deepest nesting of arrays and objects in a JSON text (strings skipped). */
@@ -1224,9 +1268,41 @@ static bool num_field(const cJSON *root, const char *name, double lo, double hi,
     return true;
 }
 
-/* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg). */
-static unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, char *msg, size_t cap) {
+/* Reads "logit_bias": {"token id": bias, ...} (OpenAI; a bias <= -100 or false bans the token, as
+ * -100 does there) into the job's sampler parameters. false with msg on a bad entry. */
+static bool parse_logit_bias(const cJSON *f, job *j, char *msg, size_t cap) {
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsObject(f)) return snprintf(msg, cap, "'logit_bias' must be an object of token ids to biases"), false;
+    int32_t n = cJSON_GetArraySize(f);
+    if (n > MAX_LOGIT_BIAS) return snprintf(msg, cap, "'logit_bias' takes at most %d entries", MAX_LOGIT_BIAS), false;
+    if (n == 0) return true;
+    slm_logit_bias *v = malloc((size_t)n * sizeof *v);
+    if (!v) return snprintf(msg, cap, "out of memory"), false;
+    j->sp.logit_bias = v;
+    const cJSON *e;
+    int32_t i = 0;
+    cJSON_ArrayForEach(e, f) {
+        char *end = NULL;
+        long id = strtol(e->string, &end, 10);
+        if (!e->string[0] || *end || id < 0 || id >= srv.n_vocab)
+            return snprintf(msg, cap, "logit_bias: '%.40s' is not a token id in [0, %d)", e->string, srv.n_vocab), false;
+        float bias;
+        if (cJSON_IsFalse(e)) bias = -INFINITY;
+        else if (cJSON_IsNumber(e) && e->valuedouble >= -100 && e->valuedouble <= 100)
+            bias = e->valuedouble <= -100 ? -INFINITY : (float)e->valuedouble;
+        else return snprintf(msg, cap, "logit_bias['%.40s'] must be a number in [-100, 100] or false", e->string), false;
+        v[i++] = (slm_logit_bias){(int32_t)id, bias};
+        j->sp.n_logit_bias = i;
+    }
+    return true;
+}
+
+/* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg,
+ * OpenAI code in *code when more specific than the status's). */
+static unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
+                              size_t cap) {
     *out = NULL;
+    *code = NULL;
     if (json_depth(body, n_body) > MAX_JSON_DEPTH)
         return (unsigned)snprintf(msg, cap, "JSON nested deeper than %d levels", MAX_JSON_DEPTH), 400;
     cJSON *root = cJSON_ParseWithLength(body, n_body);
@@ -1249,24 +1325,39 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         snprintf(msg, cap, "'model' must be a string");
         goto fail;
     }
-    if (model && strcmp(model->valuestring, srv.model_id) != 0) {
-        snprintf(msg, cap, "the model '%s' does not exist (this server serves '%s')", model->valuestring, srv.model_id);
-        status = 404;
-        goto fail;
-    }
+    /* one model is served: any name is accepted, as llama-server does (/v1/models says so) */
     double v;
-    j->sp = slm_sampler_params_default();
-    j->sp.temperature = 1.0f;
-    j->sp.top_k = 0;
-    j->sp.top_p = 1.0f;
-    j->sp.min_p = 0.0f;
+    j->sp = srv.o.sampling;
+    j->sp.logit_bias = NULL;
+    j->sp.n_logit_bias = 0;
     j->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
-    v = 1.0;
-    if (!num_field(root, "temperature", 0, 2, false, &v, msg, cap)) goto fail;
-    j->sp.temperature = (float)v;
-    v = 1.0;
-    if (!num_field(root, "top_p", 1e-9, 1, false, &v, msg, cap)) goto fail;
-    j->sp.top_p = (float)v;
+    static const struct {
+        const char *name;
+        double lo, hi;
+        bool integer;
+        size_t offset;
+    } sampling_fields[] = {
+        {"temperature", 0, 2, false, offsetof(slm_sampler_params, temperature)},
+        {"top_p", 0, 1, false, offsetof(slm_sampler_params, top_p)},
+        {"min_p", 0, 1, false, offsetof(slm_sampler_params, min_p)},
+        {"top_k", 0, 1e9, true, offsetof(slm_sampler_params, top_k)},
+        {"presence_penalty", -2, 2, false, offsetof(slm_sampler_params, presence_penalty)},
+        {"frequency_penalty", -2, 2, false, offsetof(slm_sampler_params, frequency_penalty)},
+        {"repeat_penalty", 1e-6, 100, false, offsetof(slm_sampler_params, repeat_penalty)},
+        {"repeat_last_n", 0, 1e9, true, offsetof(slm_sampler_params, repeat_last_n)},
+    };
+    for (size_t k = 0; k < sizeof sampling_fields / sizeof *sampling_fields; k++) {
+        char *field = (char *)&j->sp + sampling_fields[k].offset;
+        bool integer = sampling_fields[k].integer;
+        if (integer) v = *(int32_t *)(void *)field;
+        else v = *(float *)(void *)field;
+        if (!num_field(root, sampling_fields[k].name, sampling_fields[k].lo, sampling_fields[k].hi, integer, &v, msg, cap))
+            goto fail;
+        if (integer) *(int32_t *)(void *)field = (int32_t)v;
+        else *(float *)(void *)field = (float)v;
+    }
+    if (j->sp.top_p == 0.0f) j->sp.top_p = FLT_MIN; /* the most probable token only (0 is the C default) */
+    if (!parse_logit_bias(cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), j, msg, cap)) goto fail;
     v = -1;
     if (!num_field(root, "seed", -9.2e18, 9.2e18, true, &v, msg, cap)) goto fail;
     if (v >= 0 || cJSON_GetObjectItemCaseSensitive(root, "seed")) j->sp.seed = (uint64_t)(int64_t)v;
@@ -1337,10 +1428,6 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
             snprintf(msg, cap, "'messages' must be a non-empty list");
             goto fail;
         }
-        if (!slm_chat_template_detect(srv.m)) {
-            snprintf(msg, cap, "the model has no chat template: use /v1/completions");
-            goto fail;
-        }
         msgs = calloc((size_t)cJSON_GetArraySize(arr), sizeof *msgs);
         if (!msgs) goto fail;
         size_t n_msgs = 0;
@@ -1379,7 +1466,8 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         }
         pthread_mutex_unlock(&srv.mu);
         /* message contents are text: control-token text in them stays text */
-        slm_status st = slm_chat_tokenize(srv.m, NULL, msgs, n_msgs, content_ids, true, &j->prompt, &j->n_prompt);
+        slm_status st = slm_chat_tokenize(srv.m, srv.chat_template, msgs, n_msgs, content_ids, true, &j->prompt,
+                                          &j->n_prompt);
         for (size_t i = 0; i < n_msgs; i++) free((void *)(uintptr_t)content_ids[i].ids);
         free(content_ids);
         content_ids = NULL;
@@ -1416,6 +1504,7 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
         goto fail;
     }
     if (j->n_prompt >= (size_t)srv.n_ctx) {
+        *code = "context_length_exceeded";
         snprintf(msg, cap, "the prompt has %zu tokens; this server's context limit is %d tokens (prompt plus at least one "
                            "generated token)", j->n_prompt, srv.n_ctx);
         goto fail;
@@ -1503,15 +1592,17 @@ static bool client_gone(struct MHD_Connection *conn) {
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool chat) {
     char msg[512] = "";
     job *j = NULL;
-    unsigned status = parse_request(r->body.v ? r->body.v : "", r->body.n, chat, &j, msg, sizeof msg);
-    if (status) return send_error(conn, status, "%s", msg);
+    const char *code = NULL;
+    unsigned status = parse_request(r->body.v ? r->body.v : "", r->body.n, chat, &j, &code, msg, sizeof msg);
+    if (status) return send_error(conn, status, code, "%s", msg);
     pthread_mutex_lock(&srv.mu);
     srv.m_requests++;
     srv.m_prompt_tokens += j->n_prompt;
     if (srv.stopping || srv.queue_len + srv.m_busy >= srv.o.parallel + srv.o.queue_max) {
         job_unref_locked(j);
         pthread_mutex_unlock(&srv.mu);
-        return send_error(conn, 503, "the server is busy (%d slots, %d requests queued): retry later", srv.o.parallel,
+        return send_error(conn, 503, srv.stopping ? "server_shutting_down" : NULL,
+                          "the server is busy (%d slots, %d requests queued): retry later", srv.o.parallel,
                           srv.o.queue_max);
     }
     snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)++srv.next_id);
@@ -1531,9 +1622,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         }
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue_response(conn, MHD_HTTP_OK, resp);
     }
     while (!j->done) {
         struct timespec until;
@@ -1557,26 +1646,49 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         }
     }
     cJSON *out = NULL;
-    unsigned code = 200;
+    unsigned http_status = 200;
     if (j->err_status) {
-        code = (unsigned)j->err_status;
-        out = error_json(j->err_msg, code == 503 ? "server_overloaded" : "server_error");
+        http_status = (unsigned)j->err_status;
+        out = error_json(j->err_msg, http_status, j->err_code);
     } else {
         out = completion_json(j);
     }
     j->cancelled = true;
     job_unref_locked(j);
     pthread_mutex_unlock(&srv.mu);
-    return send_json(conn, code, out, code == 503);
+    return send_json(conn, http_status, out, http_status == 503);
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, const char *type) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                                                 MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(resp, "Content-Type", type);
-    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue_response(conn, MHD_HTTP_OK, resp);
+}
+
+/* A CORS preflight (or any OPTIONS request): 204, no authentication, the allowed methods and, for
+ * an Origin --cors allows, the CORS grant. */
+static enum MHD_Result send_options(struct MHD_Connection *conn) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t)"", MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
+    if (cors_allowed(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"))) {
+        const char *asked = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    }
+    return queue_response(conn, MHD_HTTP_NO_CONTENT, resp);
+}
+
+/* The method each endpoint takes, for 405 answers. */
+static const char *endpoint_method(const char *url) {
+    static const struct {
+        const char *url, *method;
+    } endpoints[] = {{"/health", "GET"},           {"/metrics", "GET"},         {"/v1/models", "GET"},
+                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}};
+    for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
+        if (!strcmp(url, endpoints[i].url)) return endpoints[i].method;
+    return NULL;
 }
 
 static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
@@ -1600,6 +1712,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_state_files gauge\nstatelm_state_files %zu\n"
              "# TYPE statelm_spec_drafted_tokens_total counter\nstatelm_spec_drafted_tokens_total %llu\n"
              "# TYPE statelm_spec_accepted_tokens_total counter\nstatelm_spec_accepted_tokens_total %llu\n"
+             "# TYPE statelm_spec_replays_total counter\nstatelm_spec_replays_total %llu\n"
              "# TYPE statelm_decode_batch_steps_total counter\nstatelm_decode_batch_steps_total %llu\n"
              "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
              "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
@@ -1609,7 +1722,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
              srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
              (unsigned long long)srv.cache_bytes, n_files, (unsigned long long)srv.m_drafted,
-             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_batch_steps,
+             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_replays, (unsigned long long)srv.m_batch_steps,
              (unsigned long long)srv.m_batch_slots, srv.m_batch_max, (unsigned long long)srv.m_batch_fallbacks);
     pthread_mutex_unlock(&srv.mu);
     return send_text(conn, buf, "text/plain; version=0.0.4");
@@ -1629,7 +1742,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         pthread_mutex_unlock(&srv.mu);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > cap)
-            return send_error(conn, 413, "the request body is larger than %d KiB", srv.o.max_body_kib);
+            return send_error(conn, 413, NULL, "the request body is larger than %d KiB", srv.o.max_body_kib);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -1645,13 +1758,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cw->receiving = false;
         pthread_mutex_unlock(&srv.mu);
     }
-    if (r->too_big) return send_error(conn, 413, "the request body is larger than %d KiB", srv.o.max_body_kib);
+    if (r->too_big) return send_error(conn, 413, NULL, "the request body is larger than %d KiB", srv.o.max_body_kib);
+    if (!strcmp(method, "OPTIONS")) return send_options(conn);
+    const char *wanted = endpoint_method(url);
+    if (!wanted) return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
+    if (strcmp(method, wanted) != 0)
+        return send_error(conn, 405, NULL, "%s takes %s, not %s", url, wanted, method); /* before auth, as a 404 */
     bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
     if (is_get && !strcmp(url, "/health")) return send_text(conn, "{\"status\":\"ok\"}", "application/json");
     if (srv.o.api_key) {
         const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
         if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strcmp(auth + 7, srv.o.api_key) != 0)
-            return send_error(conn, 401, "invalid API key");
+            return send_error(conn, 401, NULL, "invalid API key");
     }
     if (is_get && !strcmp(url, "/metrics")) return handle_metrics(conn);
     if (is_get && !strcmp(url, "/v1/models")) {
@@ -1663,12 +1781,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cJSON_AddStringToObject(e, "object", "model");
         cJSON_AddNumberToObject(e, "created", 0);
         cJSON_AddStringToObject(e, "owned_by", "statelm");
+        cJSON *meta = cJSON_AddObjectToObject(e, "meta");
+        cJSON_AddStringToObject(meta, "file", srv.model_file);
+        cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
+        cJSON_AddStringToObject(meta, "chat_template", srv.chat_template ? srv.chat_template : "");
+        cJSON_AddNumberToObject(meta, "n_ctx", srv.n_ctx);
+        cJSON_AddNumberToObject(meta, "n_vocab", srv.n_vocab);
         cJSON_AddItemToArray(arr, e);
         return send_json(conn, 200, root, false);
     }
     if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(conn, r, true);
     if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(conn, r, false);
-    return send_error(conn, 404, "no endpoint %s %s", method, url);
+    return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -1735,7 +1859,7 @@ static void watch_connections(void) {
 
 static void usage_serve(void) {
     puts("usage: statelm serve -m MODEL [options]   an OpenAI-compatible HTTP server\n"
-         "  --host ADDR          IPv4 address to bind (default 127.0.0.1)\n"
+         "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
          "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
          "  --parallel N         slots: requests generated concurrently (default 4)\n"
          "  -c N_CTX             context per slot (default: the model's default)\n"
@@ -1749,11 +1873,22 @@ static void usage_serve(void) {
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
          "  --timeout S          a request must arrive within S seconds, and a connection idle that\n"
          "                       long is closed (default 30)\n"
+         "  --max-conns N        open connections accepted; more are closed at once (default 1024)\n"
+         "  --max-conns-per-client N   open connections from one IP address (default 128)\n"
          "  --lookup             speculative decoding per slot, drafts from prompt lookup\n"
          "  --draft-model M2     speculative decoding per slot, drafts from model M2 (same tokenizer)\n"
          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
          "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
-         "SIGINT or SIGTERM stops it: streams in flight end with a final chunk.");
+         "  --alias NAME         the model's name in responses and /v1/models (default: the file's name);\n"
+         "                       requests may name any model\n"
+         "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma (default:\n"
+         "                       the model's own; chatml, with a warning, for a model that has none)\n"
+         "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
+         "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
+         "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
+         "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
+         "SIGINT or SIGTERM stops it: requests in flight end with an error (code server_shutting_down).\n"
+         "Request fields, errors and limits: docs/serve.md.");
 }
 
 static int parse_serve(int argc, char **argv, serve_opts *o) {
@@ -1766,11 +1901,17 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->max_tokens = 4096;
     o->queue_max = 64;
     o->timeout_s = 30;
+    o->max_conns = 1024;
+    o->max_conns_per_client = 128;
+    o->sampling = slm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t iv;
+        double fv;
         int32_t *dst = NULL;
+        float *fdst = NULL;
         int64_t lo = 0, hi = 0;
+        double flo = 0, fhi = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage_serve();
             return 0;
@@ -1799,10 +1940,27 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--max-tokens")) dst = &o->max_tokens, lo = 1, hi = 1 << 24;
         else if (!strcmp(a, "--queue")) dst = &o->queue_max, lo = 0, hi = 1 << 20;
         else if (!strcmp(a, "--timeout")) dst = &o->timeout_s, lo = 1, hi = 86400;
+        else if (!strcmp(a, "--max-conns")) dst = &o->max_conns, lo = 1, hi = 65536;
+        else if (!strcmp(a, "--max-conns-per-client")) dst = &o->max_conns_per_client, lo = 1, hi = 65536;
+        else if (!strcmp(a, "--alias")) o->alias = v;
+        else if (!strcmp(a, "--cors")) o->cors = v;
+        else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--temp")) fdst = &o->sampling.temperature, flo = 0, fhi = 2;
+        else if (!strcmp(a, "--top-p")) fdst = &o->sampling.top_p, flo = 0, fhi = 1;
+        else if (!strcmp(a, "--min-p")) fdst = &o->sampling.min_p, flo = 0, fhi = 1;
+        else if (!strcmp(a, "--repeat-penalty")) fdst = &o->sampling.repeat_penalty, flo = 1e-6, fhi = 100;
+        else if (!strcmp(a, "--presence-penalty")) fdst = &o->sampling.presence_penalty, flo = -2, fhi = 2;
+        else if (!strcmp(a, "--frequency-penalty")) fdst = &o->sampling.frequency_penalty, flo = -2, fhi = 2;
         else return cli_fail("serve: unknown option '%s'", a), 2;
         if (dst) {
             if (!cli_parse_i64(a, v, lo, hi, &iv)) return 2;
             *dst = (int32_t)iv;
+        }
+        if (fdst) {
+            if (!cli_parse_f64(a, v, flo, fhi, &fv)) return 2;
+            *fdst = (float)fv;
         }
     }
     if (!o->model) return cli_fail("-m MODEL is required"), 2;
@@ -1844,9 +2002,26 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     const char *base = strrchr(srv.o.model, '/');
-    base = base && base[1] ? base + 1 : srv.o.model;
-    snprintf(srv.model_id, sizeof srv.model_id, "%s", base);
+    srv.model_file = base && base[1] ? base + 1 : srv.o.model;
+    snprintf(srv.model_id, sizeof srv.model_id, "%s", srv.o.alias ? srv.o.alias : srv.model_file);
     srv.n_vocab = slm_model_n_vocab(srv.m);
+    srv.chat_template = srv.o.chat_template ? srv.o.chat_template : slm_chat_template_detect(srv.m);
+    if (!srv.chat_template) {
+        srv.chat_template = "chatml";
+        fprintf(stderr, "statelm serve: warning: the model has no known chat template; chat requests use chatml "
+                        "(--chat-template NAME to choose)\n");
+    }
+    {
+        const slm_chat_message probe = {"user", "hi"};
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        st = slm_chat_tokenize(srv.m, srv.chat_template, &probe, 1, NULL, true, &ids, &n_ids);
+        slm_free(ids);
+        if (st != SLM_OK) {
+            cli_fail("--chat-template %s: not a template statelm renders (%s)", srv.chat_template, slm_status_name(st));
+            goto done;
+        }
+    }
     if (srv.o.draft_model && (st = slm_model_load(srv.o.draft_model, &mp, &srv.draft_model, err, sizeof err)) != SLM_OK) {
         cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         goto done;
@@ -1894,34 +2069,58 @@ int cmd_serve(int argc, char **argv) {
     srv.hash_seed = 1469598103934665603ull ^ (uint64_t)srv.n_ctx;
     for (int k = 0; k < 16; k++) srv.hash_seed = (srv.hash_seed ^ fp[k]) * 1099511628211ull;
     index_state_dir(srv.slots[0].s);
-    struct sockaddr_in addr;
+    /* --host: an IPv4 or IPv6 address or a name, bound to its first address */
+    struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)srv.o.port);
-    if (inet_pton(AF_INET, srv.o.host, &addr.sin_addr) != 1) {
-        cli_fail("--host %s: not an IPv4 address", srv.o.host);
-        goto done;
+    {
+        struct addrinfo hints = {0}, *res = NULL;
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE;
+        int gai = getaddrinfo(srv.o.host, NULL, &hints, &res);
+        if (gai != 0 || !res) {
+            cli_fail("--host %s: %s", srv.o.host, gai ? gai_strerror(gai) : "no address");
+            goto done;
+        }
+        memcpy(&addr, res->ai_addr, res->ai_addrlen);
+        freeaddrinfo(res);
+    }
+    bool ipv6 = addr.ss_family == AF_INET6;
+    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)srv.o.port);
+    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)srv.o.port);
+    char host_text[INET6_ADDRSTRLEN + 2];
+    {
+        char a[INET6_ADDRSTRLEN];
+        const void *raw = ipv6 ? (const void *)&((struct sockaddr_in6 *)&addr)->sin6_addr
+                               : (const void *)&((struct sockaddr_in *)&addr)->sin_addr;
+        inet_ntop(addr.ss_family, raw, a, sizeof a);
+        snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
     }
     if (pthread_create(&sched, NULL, scheduler, NULL) != 0) {
         cli_fail("cannot start the scheduler thread");
         goto done;
     }
     sched_started = true;
-    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                             (ipv6 ? MHD_USE_IPv6 : 0),
+                         0, NULL, NULL,
                          on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned int)(srv.o.parallel * MAX_N + srv.o.queue_max + 16), MHD_OPTION_NOTIFY_COMPLETED,
+                         (unsigned int)srv.o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned int)srv.o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
                          on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
     if (!d) {
-        cli_fail("cannot listen on %s:%d: %s", srv.o.host, srv.o.port, strerror(errno));
+        cli_fail("cannot listen on %s port %d: %s", host_text, srv.o.port, strerror(errno));
         goto done;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
-    struct sockaddr_in bound;
+    struct sockaddr_storage bound;
     socklen_t len = sizeof bound;
     int port = srv.o.port;
-    if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0) port = ntohs(bound.sin_port);
-    printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", srv.o.host, port,
+    if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0)
+        port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
            srv.model_id, srv.o.parallel, srv.n_ctx);
     fflush(stdout);
     int sig = 0;

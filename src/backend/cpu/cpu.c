@@ -395,6 +395,8 @@ static int32_t cpu_select_kernel(const backend *be, const g_node *nd, const be_v
     uint32_t wt = in[0].dtype;
     if (nd->op == G_OP_MATMUL && cpu_mm_is_quant(wt)) {
         bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
+        /* on tiles, the tier picked for the function's columns (its largest call) */
+        if (tiles) isa = cpu_isa_name(cpu_mm_pick(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3])->level);
         snprintf(text, cap, "%s %s x 8-bit activations%s", isa, slm_dtype_name((slm_dtype)wt),
                  tiles ? ", 16-row tiles" : "");
     } else if (nd->op == G_OP_MATMUL || nd->op == G_OP_EMBED) {
@@ -411,7 +413,8 @@ static bool cpu_takes_matmul_group(const backend *be, int32_t n, const be_view *
     if (!cb->use_fast || !cpu_matmul_group_takes(n, out, in)) return false;
     uint32_t wt = in[0].dtype;
     bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
-    snprintf(text, cap, "%s %d x %s, activations quantised once%s", cpu_isa_name(cb->isa->level), n,
+    const cpu_isa *isa = tiles ? cpu_mm_pick(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3]) : cb->isa;
+    snprintf(text, cap, "%s %d x %s, activations quantised once%s", cpu_isa_name(isa->level), n,
              slm_dtype_name((slm_dtype)wt), tiles ? ", 16-row tiles" : "");
     return true;
 }
@@ -487,6 +490,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
                        strcmp(missing, "not built in") ? "this CPU lacks " : "", missing);
     }
     cb->isa = cpu_isa_get(isa);
+    cpu_mm_picks_fill(cb->isa, false, cb->mm_pick);
     cb->scratch = al_calloc(a, (size_t)n_threads, sizeof(uint8_t *));
     if (!cb->scratch) {
         al_free(a, cb);
@@ -530,7 +534,12 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
                        kernels ? kernels : "", cpu_isa_name(isa), strcmp(missing, "not built in") ? "this CPU lacks " : "",
                        missing);
     }
-    return cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
+    slm_status st = cpu_backend_create_with(a, n_threads, use_fast, isa, out, e);
+    if (st == SLM_OK && (!kernels || !*kernels || !strcmp(kernels, "auto"))) { /* the faster tier per shape */
+        cpu_backend *cb = (cpu_backend *)*out;
+        cpu_mm_picks_fill(cb->isa, true, cb->mm_pick);
+    }
+    return st;
 }
 
 static void cpu_run_tasks(backend *be, int64_t n_tasks, void (*fn)(void *ctx, int64_t task, int32_t thread), void *ctx) {
@@ -544,6 +553,7 @@ static slm_status cpu_create_serial(backend *be, const slm_allocator *a, backend
     cpu_backend *serial = (cpu_backend *)*out;
     serial->repack = cb->repack;
     serial->wc = cb->wc;
+    memcpy(serial->mm_pick, cb->mm_pick, sizeof serial->mm_pick);
     return SLM_OK;
 }
 

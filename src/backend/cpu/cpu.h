@@ -11,7 +11,8 @@
  *    kern_avx2_vnni.c; kern_avx512.c; kern_neon.c), chosen once per backend from the CPU's
  *    features (cpu_isa_detect) and backend_params.kernels: "ref" (reference kernels only),
  *    "generic", "neon", "avx2", "avxvnni", "avx512" (exactly that level: refused with a message
- *    when the build or the CPU lacks it), or NULL/""/"auto" (the best the CPU has).
+ *    when the build or the CPU lacks it), or NULL/""/"auto" (the best the CPU has; its quantised
+ *    matmuls on tiles may run a shape on another tier that reads the same tiles, kern_pick.c).
  *
  * Batch invariance (relied on by tests/golden and state replay): every output element is
  * computed by one task with the same arithmetic whatever the number of tokens in the call and the
@@ -184,6 +185,27 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
 
+/* ---- the tier of each quantised matmul shape (kern_pick.c) ------------------------------------- */
+/* Weight types (the 8 quantised ones) and column counts (1..8, then 9 and more) of the choice. */
+#define CPU_PICK_TYPES 8
+#define CPU_PICK_COLS 9
+/* The index of quantised weight type wt in the choice (0..7), -1 for other types. */
+int32_t cpu_pick_type_index(uint32_t wt);
+/* Weight type wt with column counts [cols_lo, cols_hi] (CPU_PICK_COLS stands for that many and more)
+ * runs on tier level. */
+typedef struct cpu_pick_rule {
+    uint32_t wt;
+    int32_t cols_lo, cols_hi;
+    cpu_isa_level level;
+} cpu_pick_rule;
+/* Fills picks with own; with choose (a backend on "auto" kernels), applies this CPU class's rules
+ * (kern_pick.c's table of measured shapes). */
+void cpu_mm_picks_fill(const cpu_isa *own, bool choose, const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]);
+/* Applies rules to picks: each rule whose tier is supported and reads own's tiles of its type (same
+ * layout, sizes and groups, so the same bits: cpu.h); the others are skipped. */
+void cpu_mm_picks_apply(const cpu_isa *own, const cpu_pick_rule *rules, size_t n_rules,
+                        const cpu_isa *picks[CPU_PICK_TYPES][CPU_PICK_COLS]);
+
 /* ---- the backend ------------------------------------------------------------------------------ */
 /* Repacked copies of quantised weights, keyed by the weights' address (quantised operands are
  * always mapped weights, immutable while the model lives) and the ISA whose tile layout they use.
@@ -231,7 +253,13 @@ typedef struct cpu_backend {
     cpu_weight_cache *wc;  /* repacked weights: the model's shared table, or own_wc */
     cpu_weight_cache *own_wc;
     const cpu_isa *isa;    /* micro-kernels of the fast kernels */
+    /* mm_quant_packed's tier per quantised weight type and column count (cpu_mm_pick) */
+    const cpu_isa *mm_pick[CPU_PICK_TYPES][CPU_PICK_COLS];
 } cpu_backend;
+
+/* The tier whose mm_quant_packed runs ncols columns of weights of type wt on cb's repacked tiles
+ * (cb->isa for the types without a choice). */
+const cpu_isa *cpu_mm_pick(const cpu_backend *cb, uint32_t wt, int64_t ncols);
 
 typedef slm_status (*cpu_kernel_fn)(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                                     const be_call *call, slm_err *e);

@@ -3,7 +3,13 @@
  * (CMakeLists.txt) and only called when cpu_isa_detect finds those features.
  *
  * Quantised matmuls follow cpu.h's canonical arithmetic, which keeps one f32 accumulator per
- * output row and needs the exact integer dot of every 32-block:
+ * output row and needs the exact integer dot of every 32-block. On the repacked tiles
+ * (kern_tiles.c, every quantised type; the usual case) lane r of a register holds 4 weights of row
+ * r, so each vpdpbusd takes 4 activations of a column as a broadcast: one column streams a pair of
+ * tiles (32 rows); 2 to 8 columns (batched decode, verify, short prefills) load and unpack each
+ * block once for every column of a pass (up to 4 columns on both tiles of a pair, up to 8 on one
+ * tile; K types up to 8 per tile), passes over a chunk of blocks that stays in L1. In the file
+ * layout (repacking off):
  *  - decode (few columns): 16 rows at a time straight from the mapped blocks; vpdpbusd gives
  *    4 or 8 partial sums per row and block, a permute tree sums them into one lane per row, and
  *    the per-block FMA runs with the 16 rows in the 16 lanes (weight scales fetched by a gather);
@@ -12,7 +18,8 @@
  *    column as a broadcast, and a block's 8 vpdpbusd give the 16 rows' exact sums directly.
  * Unsigned weights are fed as u8 (Q4_0, Q4_1 nibbles; Q5_0, Q5_1 5-bit values; Q8_0 as w ^ 0x80)
  * with the offset term (-8, -16 or -128 times the block's activation sum) precomputed per
- * activation block (cpu.h). Q5_0 and Q5_1 always take the repacked form (5th bits merged once).
+ * activation block (cpu.h). In the file layout Q5_0 and Q5_1 always take the prefill form (5th bits
+ * merged once).
  * Weights are never copied outside the per-thread tile. */
 #include "backend/cpu/cpu.h"
 
@@ -318,65 +325,40 @@ static void gemm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- matmul on repacked tiles (cpu.h: repack_tiles, mm_quant_packed) ---------------------------- */
 
-/* NC (1..4) columns against one repacked tile of a 32-block type (16 rows, nb blocks addressed by
- * sub from the pair start pk); y[c * ldy + r] for r in mrows. */
-INLINE void packed_tile_cols(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
-                             const uint8_t *act, size_t act_stride, int NC, float *y, int64_t ldy, __mmask16 mrows,
-                             pf_state *pf) {
+INLINE bool is_q5(uint32_t wt) { return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1; }
+/* 32-block types with f16 mins (an f32 sa in the activations) instead of an int32 aux offset. */
+INLINE bool has_mins(uint32_t wt) { return wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1; }
+
+/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
+ * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
+ * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
+INLINE __m512i q5_bits4(__m512i qh, int s) {
+    const __m512i b16 = _mm512_set1_epi8(0x10);
+    int j = (s & 15) / 4;
+    if (s < 16) return _mm512_and_si512(_mm512_slli_epi32(qh, (unsigned)(4 - j)), b16);
+    return _mm512_and_si512(j ? _mm512_srli_epi32(qh, (unsigned)j) : qh, b16);
+}
+
+/* The u8 weights of quant vector j of a 32-block tile (quants at q): low (hi false) or high nibbles,
+ * with Q5's 5th bits from qh. */
+INLINE __m512i nibbles(uint32_t wt, __m512i v, __m512i qh, int j, bool hi) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++, pk += sub.stride) {
-        if (pf) pf_advance(pf, (const char *)pk + sub.stride + PF_LEAD);
-        const uint8_t *q = pk + sub.quants;
-        __m512i w[8];
-        if (q8) {
-            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
-        } else {
-            for (int j = 0; j < 4; j++) {
-                __m512i v = _mm512_loadu_si512(q + 64 * j);
-                w[j] = _mm512_and_si512(v, m4);
-                w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-        }
-        const uint8_t *sc = pk + sub.scales;
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
-        for (int c = 0; c < NC; c++) {
-            const uint8_t *ac = act + (size_t)c * act_stride;
-            const uint8_t *a = ac + 32 * b, *da = ac + k + 4 * b, *aux = ac + k + 4 * nb + 4 * b;
-            __m512i is = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
-            /* w[j] holds elements 4j..4j+3 of every row (Q8_0; for the nibbles w[j] / w[j+4] are
-             * elements 4j.. and 16+4j..), so w[j] pairs with activations a[4j..4j+3] in both cases */
-            is = _mm512_dpbusd_epi32(is, w[0], _mm512_set1_epi32(ldi(a)));
-            is = _mm512_dpbusd_epi32(is, w[1], _mm512_set1_epi32(ldi(a + 4)));
-            is = _mm512_dpbusd_epi32(is, w[2], _mm512_set1_epi32(ldi(a + 8)));
-            is = _mm512_dpbusd_epi32(is, w[3], _mm512_set1_epi32(ldi(a + 12)));
-            is = _mm512_dpbusd_epi32(is, w[4], _mm512_set1_epi32(ldi(a + 16)));
-            is = _mm512_dpbusd_epi32(is, w[5], _mm512_set1_epi32(ldi(a + 20)));
-            is = _mm512_dpbusd_epi32(is, w[6], _mm512_set1_epi32(ldi(a + 24)));
-            is = _mm512_dpbusd_epi32(is, w[7], _mm512_set1_epi32(ldi(a + 28)));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(da))), acc[c]);
-            if (q41)
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))),
-                                         _mm512_set1_ps(ldf(aux)), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+    __m512i n = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+    return is_q5(wt) ? _mm512_or_si512(n, q5_bits4(qh, hi ? 16 + 4 * j : 4 * j)) : n;
 }
 
 /* One column against a pair of tiles of a 32-block type (32 rows, the decode case): one
  * sequential stream, each activation broadcast shared by both tiles; the arithmetic of each row
- * is packed_tile_cols's. */
+ * is tiles_cols_q32's. */
 INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t k, const uint8_t *ac, float *y,
                             __mmask16 mlo, __mmask16 mhi, pf_state *pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const bool q8 = wt == SLM_DTYPE_Q8_0, q41 = wt == SLM_DTYPE_Q4_1;
-    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = q8 ? 512 : 256, sb = q41 ? 64 : 32;
+    const bool q8 = wt == SLM_DTYPE_Q8_0, mins = has_mins(wt);
+    const size_t stride = 2 * cpu_tile_block_bytes(wt), qb = cpu_tile_quant_bytes(wt), sb = mins ? 64 : 32;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, pk += stride) {
         pf_advance(pf, (const char *)pk + stride + PF_LEAD);
         const uint8_t *a = ac + 32 * b, *da = ac + k + 4 * b, *aux = ac + k + 4 * nb + 4 * b;
-        __m512i is0 = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux)), is1 = is0;
+        __m512i is0 = mins ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux)), is1 = is0;
         if (q8) {
             for (int j = 0; j < 8; j++) {
                 __m512i bc = _mm512_set1_epi32(ldi(a + 4 * j));
@@ -384,13 +366,15 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
                 is1 = _mm512_dpbusd_epi32(is1, _mm512_loadu_si512(pk + qb + 64 * j), bc);
             }
         } else {
+            __m512i qh0 = is_q5(wt) ? _mm512_loadu_si512(pk + 256) : _mm512_setzero_si512();
+            __m512i qh1 = is_q5(wt) ? _mm512_loadu_si512(pk + qb + 256) : _mm512_setzero_si512();
             for (int j = 0; j < 4; j++) {
                 __m512i v0 = _mm512_loadu_si512(pk + 64 * j), v1 = _mm512_loadu_si512(pk + qb + 64 * j);
                 __m512i lo = _mm512_set1_epi32(ldi(a + 4 * j)), hi = _mm512_set1_epi32(ldi(a + 16 + 4 * j));
-                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(v0, m4), lo);
-                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(v1, m4), lo);
-                is0 = _mm512_dpbusd_epi32(is0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), hi);
-                is1 = _mm512_dpbusd_epi32(is1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), hi);
+                is0 = _mm512_dpbusd_epi32(is0, nibbles(wt, v0, qh0, j, false), lo);
+                is1 = _mm512_dpbusd_epi32(is1, nibbles(wt, v1, qh1, j, false), lo);
+                is0 = _mm512_dpbusd_epi32(is0, nibbles(wt, v0, qh0, j, true), hi);
+                is1 = _mm512_dpbusd_epi32(is1, nibbles(wt, v1, qh1, j, true), hi);
             }
         }
         const uint8_t *sc = pk + 2 * qb;
@@ -399,7 +383,7 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
                                _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)), d), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is1),
                                _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb))), d), acc1);
-        if (q41) {
+        if (mins) {
             __m512 m = _mm512_set1_ps(ldf(aux));
             acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))), m, acc0);
             acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + sb + 32))), m, acc1);
@@ -409,56 +393,203 @@ INLINE void packed_pair_col(uint32_t wt, const uint8_t *pk, int64_t nb, int64_t 
     _mm512_mask_storeu_ps(y + 16, mhi, acc1);
 }
 
-/* NC (1..4) columns against one K-quant tile (nbk super-blocks), cpu.h's canonical arithmetic:
+/* Where the blocks of one tile pair (or a lone last tile) lie: block b at pk + b * stride, tile h's
+ * quants at + h * qb, its scales at + scales + h * sb (kern_tiles.c). */
+typedef struct tiles_at {
+    const uint8_t *pk;
+    size_t stride, scales;
+} tiles_at;
+
+/* NC (1..8) columns against tiles [H0, H1) (16 rows each) of a pair over blocks [b0, b1), each
+ * block's weights loaded and unpacked once for all NC columns (cpu.h's canonical arithmetic;
+ * registers: 2 x NC accumulators and NC x (H1 - H0) integer sums, so NC <= 4 for both tiles).
+ * Row r of tile h, column c at y[c * ldy + 16h + r] (valid rows: mask[h]), continued from the
+ * sums there when b0 > 0. Block b's step prefetches up to pf_to + (b - b0 + 1) * pf_step. */
+INLINE void tiles_cols_q32(const uint32_t wt, const int NC, const int H0, const int H1, tiles_at at, int64_t b0,
+                           int64_t b1, int64_t nb, int64_t k, const uint8_t *act, size_t act_stride, float *y,
+                           int64_t ldy, const __mmask16 mask[2], pf_state *pf, const char *pf_to, size_t pf_step) {
+    const bool q8 = wt == SLM_DTYPE_Q8_0, mins = has_mins(wt);
+    const size_t qb = cpu_tile_quant_bytes(wt), sb = mins ? 64 : 32;
+    __m512 acc[2][8];
+    for (int h = H0; h < H1; h++)
+        for (int c = 0; c < NC; c++)
+            acc[h][c] = b0 ? _mm512_maskz_loadu_ps(mask[h], y + c * ldy + 16 * h) : _mm512_setzero_ps();
+    const uint8_t *blk = at.pk + (size_t)b0 * at.stride;
+    for (int64_t b = b0; b < b1; b++, blk += at.stride) {
+        pf_advance(pf, pf_to + (size_t)(b - b0 + 1) * pf_step);
+        __m512i is[2][8];
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *aux = act + (size_t)c * act_stride + k + 4 * nb + 4 * b;
+            for (int h = H0; h < H1; h++) is[h][c] = mins ? _mm512_setzero_si512() : _mm512_set1_epi32(ldi(aux));
+        }
+        /* vector j of a tile holds elements 4j..4j+3 of its 16 rows (Q8_0), or as nibbles 4j.. and
+         * 16+4j.. (the others) */
+        if (q8) {
+            for (int j = 0; j < 8; j++)
+                for (int h = H0; h < H1; h++) {
+                    __m512i w = _mm512_loadu_si512(blk + h * qb + 64 * j);
+                    for (int c = 0; c < NC; c++)
+                        is[h][c] = _mm512_dpbusd_epi32(is[h][c], w,
+                                                       _mm512_set1_epi32(ldi(act + (size_t)c * act_stride + 32 * b + 4 * j)));
+                }
+        } else {
+            __m512i qh[2];
+            for (int h = H0; h < H1; h++) qh[h] = is_q5(wt) ? _mm512_loadu_si512(blk + h * qb + 256) : _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                for (int h = H0; h < H1; h++) {
+                    __m512i v = _mm512_loadu_si512(blk + h * qb + 64 * j);
+                    __m512i lo = nibbles(wt, v, qh[h], j, false), hi = nibbles(wt, v, qh[h], j, true);
+                    for (int c = 0; c < NC; c++) {
+                        const uint8_t *a = act + (size_t)c * act_stride + 32 * b + 4 * j;
+                        is[h][c] = _mm512_dpbusd_epi32(is[h][c], lo, _mm512_set1_epi32(ldi(a)));
+                        is[h][c] = _mm512_dpbusd_epi32(is[h][c], hi, _mm512_set1_epi32(ldi(a + 16)));
+                    }
+                }
+        }
+        for (int h = H0; h < H1; h++) {
+            const uint8_t *sc = blk + at.scales + h * sb;
+            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *ac = act + (size_t)c * act_stride;
+                acc[h][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[h][c]), _mm512_mul_ps(dw, _mm512_set1_ps(ldf(ac + k + 4 * b))),
+                                            acc[h][c]);
+                if (mins)
+                    acc[h][c] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32))),
+                                                _mm512_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc[h][c]);
+            }
+        }
+    }
+    for (int h = H0; h < H1; h++)
+        for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy + 16 * h, mask[h], acc[h][c]);
+}
+
+/* tiles_cols_q32 with the weight type, column count and tiles as constants */
+#define TCQ_TYPE(NC, H0, H1, wt, ...)                                                                   \
+    do {                                                                                                \
+        if ((wt) == SLM_DTYPE_Q4_0) tiles_cols_q32(SLM_DTYPE_Q4_0, NC, H0, H1, __VA_ARGS__);             \
+        else if ((wt) == SLM_DTYPE_Q4_1) tiles_cols_q32(SLM_DTYPE_Q4_1, NC, H0, H1, __VA_ARGS__);        \
+        else if ((wt) == SLM_DTYPE_Q5_0) tiles_cols_q32(SLM_DTYPE_Q5_0, NC, H0, H1, __VA_ARGS__);        \
+        else if ((wt) == SLM_DTYPE_Q5_1) tiles_cols_q32(SLM_DTYPE_Q5_1, NC, H0, H1, __VA_ARGS__);        \
+        else tiles_cols_q32(SLM_DTYPE_Q8_0, NC, H0, H1, __VA_ARGS__);                                    \
+    } while (0)
+#define TCQ_TILES(NC, h0, h1, ...)                                                                      \
+    do {                                                                                                \
+        if ((h0) == 0 && (h1) == 2) TCQ_TYPE(NC, 0, 2, __VA_ARGS__);                                    \
+        else if ((h0) == 0) TCQ_TYPE(NC, 0, 1, __VA_ARGS__);                                            \
+        else TCQ_TYPE(NC, 1, 2, __VA_ARGS__);                                                           \
+    } while (0)
+
+static void tiles_cols_q32_call(uint32_t wt, int nc, int h0, int h1, tiles_at at, int64_t b0, int64_t b1, int64_t nb,
+                                int64_t k, const uint8_t *act, size_t act_stride, float *y, int64_t ldy,
+                                const __mmask16 mask[2], pf_state *pf, const char *pf_to, size_t pf_step) {
+    switch (nc) {
+    case 1: TCQ_TILES(1, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 2: TCQ_TILES(2, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 3: TCQ_TILES(3, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 4: TCQ_TILES(4, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 5: TCQ_TILES(5, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 6: TCQ_TILES(6, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    case 7: TCQ_TILES(7, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    default: TCQ_TILES(8, h0, h1, wt, at, b0, b1, nb, k, act, act_stride, y, ldy, mask, pf, pf_to, pf_step); break;
+    }
+}
+
+/* Blocks of a tile pair per pass with several columns: 32 x 576 bytes (Q4_0) to 32 x 1088 (Q8_0),
+ * in L1 while every pass reads them. */
+#define PAIR_CHUNK_BLOCKS 32
+/* Columns per pass: up to 4 take both tiles of a pair at once, up to 8 one tile at a time. */
+#define COLS_BOTH_TILES 4
+#define COLS_PER_PASS 8
+
+/* ncols >= 2 columns against a tile pair (ntile 2) or a lone last tile (ntile 1) at at: per chunk
+ * of blocks, passes of up to COLS_PER_PASS columns. Every pass reads the whole chunk and together
+ * they take longer than streaming it, so the prefetch runs one chunk ahead, paced evenly over the
+ * passes. */
+static void tiles_cols(uint32_t wt, tiles_at at, int ntile, int64_t nb, int64_t k, const uint8_t *act,
+                       size_t act_stride, int64_t ncols, float *y, int64_t ldy, const __mmask16 mask[2], pf_state *pf) {
+    int64_t passes = 0;
+    for (int64_t c = 0; c < ncols; c += COLS_PER_PASS) {
+        int64_t nc = ncols - c < COLS_PER_PASS ? ncols - c : COLS_PER_PASS;
+        passes += nc <= COLS_BOTH_TILES ? 1 : ntile;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += PAIR_CHUNK_BLOCKS) {
+        int64_t b1 = b0 + PAIR_CHUNK_BLOCKS < nb ? b0 + PAIR_CHUNK_BLOCKS : nb;
+        const size_t chunk = (size_t)(b1 - b0) * at.stride, step = chunk / (size_t)passes / (size_t)(b1 - b0) + 1;
+        const char *ahead = (const char *)(at.pk + (size_t)b1 * at.stride);
+        int64_t pass = 0;
+        for (int64_t c = 0; c < ncols; c += COLS_PER_PASS) {
+            int nc = (int)(ncols - c < COLS_PER_PASS ? ncols - c : COLS_PER_PASS);
+            const uint8_t *ac = act + (size_t)c * act_stride;
+            if (nc <= COLS_BOTH_TILES) {
+                tiles_cols_q32_call(wt, nc, 0, ntile, at, b0, b1, nb, k, ac, act_stride, y + c * ldy, ldy, mask, pf,
+                                    ahead + (size_t)pass++ * chunk / (size_t)passes, step);
+                continue;
+            }
+            for (int h = 0; h < ntile; h++)
+                tiles_cols_q32_call(wt, nc, h, h + 1, at, b0, b1, nb, k, ac, act_stride, y + c * ldy, ldy, mask, pf,
+                                    ahead + (size_t)pass++ * chunk / (size_t)passes, step);
+        }
+    }
+}
+
+/* NC (1..8) columns against one K-quant tile (nbk super-blocks), cpu.h's canonical arithmetic:
  * the integer sums of a row and super-block are exact, so summing them per sub-block across the
- * 16 row lanes gives the bits of the row-at-a-time kernel. */
-INLINE void packed_tile_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *act, size_t act_stride,
-                               int NC, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const bool q4 = wt == SLM_DTYPE_Q4_K;
-    const size_t sbb = q4 ? KT_Q4K : KT_Q6K;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+ * 16 row lanes gives the bits of the row-at-a-time kernel. Each super-block's weights are loaded
+ * and unpacked once for all NC columns (low then high nibbles of a chunk, to keep the unpacked
+ * weights, the NC integer sums and the NC accumulators in registers). */
+INLINE void packed_tile_kquant(const uint32_t wt, const int NC, const uint8_t *pk, int64_t nbk, const uint8_t *act,
+                               size_t act_stride, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), b16 = _mm512_set1_epi8(0x10);
+    const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
+    const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
+    __m512 acc[8];
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        const uint8_t *ab[4];
+        const uint8_t *ab[8];
         for (int c = 0; c < NC; c++) ab[c] = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
-        __m512i is[4], corr[4];
-        for (int c = 0; c < NC; c++) is[c] = corr[c] = _mm512_setzero_si512();
+        __m512i is[8];
+        for (int c = 0; c < NC; c++) is[c] = _mm512_setzero_si512();
         if (q4) {
             for (int ch = 0; ch < 4; ch++) {
                 /* a super-block is 37 lines: prefetch a quarter per chunk (pf_advance issues <= 32) */
                 if (pf) pf_advance(pf, (const char *)pk + (size_t)(ch + 1) * sbb / 4 + PF_LEAD);
-                __m512i wl[8], wh[8];
-                for (int g = 0; g < 8; g++) {
-                    __m512i v = _mm512_loadu_si512(pk + 64 * (8 * ch + g));
-                    wl[g] = _mm512_and_si512(v, m4);
-                    wh[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                }
-                __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch)));
-                __m512i sh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch + 16)));
-                for (int c = 0; c < NC; c++) {
-                    const uint8_t *a = ab[c] + 4 + 64 * ch;
-                    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                for (int half = 0; half < 2; half++) { /* sub-block 2ch + half */
+                    __m512i w[8];
                     for (int g = 0; g < 8; g++) {
-                        lo = _mm512_dpbusd_epi32(lo, wl[g], _mm512_set1_epi32(ldi(a + 4 * g)));
-                        hi = _mm512_dpbusd_epi32(hi, wh[g], _mm512_set1_epi32(ldi(a + 32 + 4 * g)));
+                        __m512i v = _mm512_loadu_si512(pk + 64 * (8 * ch + g));
+                        w[g] = _mm512_and_si512(half ? _mm512_srli_epi16(v, 4) : v, m4);
+                        if (q5) { /* Q5_K: bit 2ch + half of the qh bytes to bit 4 (kern_common.h) */
+                            __m512i qh = _mm512_loadu_si512(pk + KT_Q4K + 64 * g);
+                            qh = _mm512_slli_epi16(_mm512_srli_epi16(qh, (unsigned)(2 * ch + half)), 4);
+                            w[g] = _mm512_or_si512(w[g], _mm512_and_si512(qh, b16));
+                        }
                     }
-                    is[c] = _mm512_add_epi32(is[c], _mm512_add_epi32(_mm512_mullo_epi32(lo, sl), _mm512_mullo_epi32(hi, sh)));
-                }
-            }
-            for (int s = 0; s < 8; s++) {
-                __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2176 + 16 * s)));
-                for (int c = 0; c < NC; c++) {
-                    int16_t bs[2];
-                    memcpy(bs, ab[c] + 260 + 4 * s, sizeof bs);
-                    corr[c] = _mm512_add_epi32(corr[c], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs[0] + bs[1])));
+                    __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2048 + 32 * ch + 16 * half)));
+                    for (int c = 0; c < NC; c++) {
+                        const uint8_t *a = ab[c] + 4 + 64 * ch + 32 * half;
+                        __m512i s = _mm512_setzero_si512();
+                        for (int g = 0; g < 8; g++) s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(ldi(a + 4 * g)));
+                        is[c] = _mm512_add_epi32(is[c], _mm512_mullo_epi32(s, sc));
+                    }
                 }
             }
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 2304)));
-            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 2336)));
             for (int c = 0; c < NC; c++) {
                 __m512 da = _mm512_set1_ps(ldf(ab[c]));
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(d, da), acc[c]);
-                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr[c]), _mm512_mul_ps(dmin, da), acc[c]);
+            }
+            /* mins: min s times the two bsums of its 32 elements, one vpmaddwd */
+            for (int c = 0; c < NC; c++) is[c] = _mm512_setzero_si512();
+            for (int s = 0; s < 8; s++) {
+                __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(pk + 2176 + 16 * s)));
+                mn = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));
+                for (int c = 0; c < NC; c++)
+                    is[c] = _mm512_add_epi32(is[c], _mm512_madd_epi16(mn, _mm512_set1_epi32(ldi(ab[c] + 260 + 4 * s))));
+            }
+            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 2336)));
+            for (int c = 0; c < NC; c++) {
+                __m512 da = _mm512_set1_ps(ldf(ab[c]));
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dmin, da), acc[c]);
             }
         } else {
             for (int j = 0; j < 16; j++) {
@@ -478,65 +609,82 @@ INLINE void packed_tile_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, cons
                     s = _mm512_dpbusd_epi32(s, q1, _mm512_set1_epi32(ldi(a + 4)));
                     s = _mm512_dpbusd_epi32(s, q2, _mm512_set1_epi32(ldi(a + 8)));
                     s = _mm512_dpbusd_epi32(s, q3, _mm512_set1_epi32(ldi(a + 12)));
-                    int16_t bs;
-                    memcpy(&bs, ab[c] + 260 + 2 * j, sizeof bs);
                     is[c] = _mm512_add_epi32(is[c], _mm512_mullo_epi32(s, sc));
-                    corr[c] = _mm512_add_epi32(corr[c], _mm512_mullo_epi32(sc, _mm512_set1_epi32(bs)));
                 }
             }
-            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 3328)));
-            for (int c = 0; c < NC; c++) {
-                __m512i isum = _mm512_sub_epi32(is[c], _mm512_slli_epi32(corr[c], 5));
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(ldf(ab[c]))), acc[c]);
+            /* Σ_j sc_j · bsum_j, scales 2m and 2m + 1 in the two halves of each lane: one vpmaddwd */
+            for (int m = 0; m < 8; m++) {
+                __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pk + 3072 + 32 * m)));
+                __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pk + 3072 + 32 * m + 16)));
+                __m512i sp = _mm512_mask_blend_epi16(0xAAAAAAAAu, s0, _mm512_slli_epi32(s1, 16));
+                for (int c = 0; c < NC; c++)
+                    is[c] = _mm512_sub_epi32(is[c], _mm512_slli_epi32(_mm512_madd_epi16(sp, _mm512_set1_epi32(ldi(ab[c] + 260 + 4 * m))), 5));
             }
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk + 3328)));
+            for (int c = 0; c < NC; c++)
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(d, _mm512_set1_ps(ldf(ab[c]))), acc[c]);
         }
     }
     for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
 }
 
+/* packed_tile_kquant with the weight type and column count as constants */
+#define PTK_TYPE(NC, wt, ...)                                                                           \
+    do {                                                                                                \
+        if ((wt) == SLM_DTYPE_Q4_K) packed_tile_kquant(SLM_DTYPE_Q4_K, NC, __VA_ARGS__);                \
+        else if ((wt) == SLM_DTYPE_Q5_K) packed_tile_kquant(SLM_DTYPE_Q5_K, NC, __VA_ARGS__);           \
+        else packed_tile_kquant(SLM_DTYPE_Q6_K, NC, __VA_ARGS__);                                       \
+    } while (0)
+
+static void packed_tile_kquant_call(uint32_t wt, int nc, const uint8_t *pk, int64_t nbk, const uint8_t *act,
+                                    size_t act_stride, float *y, int64_t ldy, __mmask16 mrows, pf_state *pf) {
+    switch (nc) {
+    case 1: PTK_TYPE(1, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 2: PTK_TYPE(2, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 3: PTK_TYPE(3, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 4: PTK_TYPE(4, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 5: PTK_TYPE(5, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 6: PTK_TYPE(6, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    case 7: PTK_TYPE(7, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    default: PTK_TYPE(8, wt, pk, nbk, act, act_stride, y, ldy, mrows, pf); break;
+    }
+}
+
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+    if (cpu_wt_is_k(wt)) {
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
         size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
         for (int64_t t = 0; t < ntiles; t++) {
             const uint8_t *tp = pk + (size_t)t * tile_bytes;
             __mmask16 m = mask16(nr - 16 * t);
-            int64_t c = 0;
-            for (; c + 4 <= ncols; c += 4)
-                packed_tile_kquant(wt, tp, nbk, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t, ldy,
-                                   m, c == 0 ? &pf : NULL);
-            for (; c < ncols; c++)
-                packed_tile_kquant(wt, tp, nbk, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t, ldy,
-                                   m, c == 0 ? &pf : NULL);
+            /* the first pass over a tile streams it from memory (prefetched); later ones hit cache */
+            for (int64_t c = 0; c < ncols; c += COLS_PER_PASS)
+                packed_tile_kquant_call(wt, (int)(ncols - c < COLS_PER_PASS ? ncols - c : COLS_PER_PASS), tp, nbk,
+                                        act + (size_t)c * act_stride, act_stride, y + c * ldy + 16 * t, ldy, m,
+                                        c == 0 ? &pf : NULL);
         }
         return;
     }
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;
-    size_t tile_bytes = (size_t)nb * cpu_tile_block_bytes(wt);
+    size_t tbb = cpu_tile_block_bytes(wt), tile_bytes = (size_t)nb * tbb, qb = cpu_tile_quant_bytes(wt);
     pf_state pf = {(const char *)pk, (const char *)pk + (size_t)ntiles * tile_bytes};
-    for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * tile_bytes;
-        cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
-        if (ncols == 1 && (t | 1) < ntiles) { /* both tiles of a pair at once */
-            __mmask16 mlo = mask16(nr - 16 * t), mhi = mask16(nr - 16 * t - 16);
-            if (wt == SLM_DTYPE_Q4_0) packed_pair_col(SLM_DTYPE_Q4_0, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
-            else if (wt == SLM_DTYPE_Q4_1) packed_pair_col(SLM_DTYPE_Q4_1, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
-            else packed_pair_col(SLM_DTYPE_Q8_0, base, nb, k, act, y + 16 * t, mlo, mhi, &pf);
-            t++;
+    for (int64_t t = 0; t < ntiles; t += 2) {
+        const uint8_t *base = pk + (size_t)t * tile_bytes;
+        int ntile = t + 1 < ntiles ? 2 : 1;
+        __mmask16 mask[2] = {mask16(nr - 16 * t), mask16(nr - 16 * t - 16)};
+        if (ncols == 1 && ntile == 2) { /* decode: both tiles of a pair in one stream */
+            if (wt == SLM_DTYPE_Q4_0) packed_pair_col(SLM_DTYPE_Q4_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else if (wt == SLM_DTYPE_Q4_1) packed_pair_col(SLM_DTYPE_Q4_1, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else if (wt == SLM_DTYPE_Q5_0) packed_pair_col(SLM_DTYPE_Q5_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else if (wt == SLM_DTYPE_Q5_1) packed_pair_col(SLM_DTYPE_Q5_1, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
+            else packed_pair_col(SLM_DTYPE_Q8_0, base, nb, k, act, y + 16 * t, mask[0], mask[1], &pf);
             continue;
         }
-        __mmask16 m = mask16(nr - 16 * t);
-        /* the first pass over a pair streams it from memory (prefetched); later ones hit cache */
-        pf_state *p = (t & 1) == 0 ? &pf : NULL;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4, p = NULL)
-            packed_tile_cols(wt, base, sub, nb, k, act + (size_t)c * act_stride, act_stride, 4, y + c * ldy + 16 * t,
-                             ldy, m, p);
-        for (; c < ncols; c++, p = NULL)
-            packed_tile_cols(wt, base, sub, nb, k, act + (size_t)c * act_stride, act_stride, 1, y + c * ldy + 16 * t,
-                             ldy, m, p);
+        /* a pair: blocks of 2 tbb, both tiles' quants then both tiles' scales; a lone tile: tbb */
+        tiles_at at = {base, ntile * tbb, ntile * qb};
+        tiles_cols(wt, at, ntile, nb, k, act, act_stride, ncols, y + 16 * t, ldy, mask, &pf);
     }
 }
 
@@ -1278,17 +1426,11 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
     }
 }
 
-/* The shared tile layouts but the Q5 types': this file's packed kernels do not read those, so
- * Q5_0, Q5_1 and Q5_K weights stay in the file layout (mm_quant). */
-static size_t tile_block_bytes(uint32_t wt) {
-    return wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1 || wt == SLM_DTYPE_Q5_K ? 0 : cpu_tile_block_bytes(wt);
-}
-
 static const cpu_isa k_avx512 = {
     .level = CPU_ISA_AVX512,
     .quant_act = quant_act,
     .mm_quant = mm_quant,
-    .tile_block_bytes = tile_block_bytes,
+    .tile_block_bytes = cpu_tile_block_bytes,
     .tile_group = cpu_tile_group,
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,

@@ -32,6 +32,7 @@ typedef struct mm_ctx {
     int64_t k, m, cols;
     const uint8_t *act; /* quantised columns, or NULL for float weights */
     const uint8_t *pk;  /* repacked weights (cpu_wpack_get), or NULL */
+    const cpu_isa *pk_isa; /* the tier that runs them (cpu_mm_pick) */
     size_t tile_bytes;  /* bytes of one 16-row tile in pk */
     size_t act_stride;
     const float *x;
@@ -52,8 +53,8 @@ static void mm_task(void *vctx, int64_t task, int32_t thread) {
     if (r1 > c->m) r1 = c->m;
     const uint8_t *w = c->w + (size_t)r0 * c->row_bytes;
     if (c->pk)
-        isa->mm_quant_packed(c->wt, c->pk + (size_t)(r0 / MM_TILE) * c->tile_bytes, r1 - r0, c->k, c->act,
-                             c->act_stride, c->cols, c->y + r0, c->m);
+        c->pk_isa->mm_quant_packed(c->wt, c->pk + (size_t)(r0 / MM_TILE) * c->tile_bytes, r1 - r0, c->k, c->act,
+                                   c->act_stride, c->cols, c->y + r0, c->m);
     else if (c->act)
         isa->mm_quant(c->wt, w, c->row_bytes, r1 - r0, c->k, c->act, c->act_stride, c->cols, c->y + r0, c->m, scratch);
     else
@@ -122,6 +123,7 @@ static int64_t mm_setup(cpu_backend *cb, const be_view *out, const be_view *in, 
         c->act_stride = cpu_act_bytes(c->wt, c->k);
         c->pk = cpu_wpack_get(cb, c->wt, c->w, c->row_bytes, c->k, c->m);
         if (c->pk) c->tile_bytes = (size_t)(c->k / CPU_QK) * cb->isa->tile_block_bytes(c->wt);
+        c->pk_isa = cpu_mm_pick(cb, c->wt, c->cols);
     } else {
         const uint8_t *copy = cpu_wpack_get(cb, c->wt, c->w, c->row_bytes, c->k, c->m); /* on huge pages */
         if (copy) c->w = copy;

@@ -274,6 +274,95 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
     memcpy(y, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
 }
 
+/* Blocks per pass of tile_cols: each group of 4 rows walks a chunk once, so the chunk (32 blocks of
+ * a 16-row tile: 9-17 KiB) stays in L1 over the four passes. */
+#define TILE_CHUNK_BLOCKS 32
+
+/* NC (1..8) columns against one tile of a 32-block type, the few-column shapes (batched decode,
+ * verify): per chunk of blocks and group of 4 rows, each block's weights are loaded and unpacked
+ * once for all NC columns. The arithmetic of each row and column is tile_col's (the integer sums
+ * are exact, the FMAs per block in order). Rows [0, nr) of the 16 are written, column c at y + c * ldy. */
+static inline __attribute__((always_inline)) void tile_cols(const uint32_t wt, const int NC, const uint8_t *pk,
+                                                            cpu_tile_sub sub, int64_t nb, int64_t k,
+                                                            const uint8_t *act, size_t act_stride, float *y,
+                                                            int64_t ldy, int64_t nr) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), flip = vdupq_n_u8(0x80);
+    const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1, mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
+    const bool aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
+    float out[8][16];
+    for (int64_t b0 = 0; b0 < nb; b0 += TILE_CHUNK_BLOCKS) {
+        int64_t b1 = b0 + TILE_CHUNK_BLOCKS < nb ? b0 + TILE_CHUNK_BLOCKS : nb;
+        for (int g = 0; g < 4; g++) { /* rows 4g..4g+3 */
+            float32x4_t acc[8];
+            for (int c = 0; c < NC; c++) acc[c] = b0 ? vld1q_f32(out[c] + 4 * g) : vdupq_n_f32(0.0f);
+            const uint8_t *blk = pk + (size_t)b0 * sub.stride;
+            for (int64_t b = b0; b < b1; b++, blk += sub.stride) {
+                const uint8_t *q = blk + sub.quants + 16 * g, *sc = blk + sub.scales;
+                /* w[j] (j < 4) pairs with activations 4j..4j+3 (lane j of the first 16), w[4 + j] with
+                 * 16 + 4j.. (lane j of the second 16): Q8_0's vectors j and 4 + j, the nibble types'
+                 * low and high nibbles of vector j */
+                int8x16_t w[8];
+                if (wt == SLM_DTYPE_Q8_0) {
+                    for (int j = 0; j < 8; j++) w[j] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * j), flip));
+                } else {
+                    uint32x4_t qh = q5 ? vld1q_u32((const uint32_t *)(const void *)(q + 256)) : vdupq_n_u32(0);
+                    for (int j = 0; j < 4; j++) {
+                        uint8x16_t v = vld1q_u8(q + 64 * j), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
+                        if (q5) {
+                            lo = vorrq_u8(lo, q5_bits4(qh, 4 * j));
+                            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * j));
+                        }
+                        w[j] = vreinterpretq_s8_u8(lo);
+                        w[4 + j] = vreinterpretq_s8_u8(hi);
+                    }
+                }
+                float32x4_t dw = f16x4(sc + 8 * g), mw = mins ? f16x4(sc + 32 + 8 * g) : vdupq_n_f32(0.0f);
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *ac = act + (size_t)c * act_stride;
+                    int8x16_t a0 = vld1q_s8((const int8_t *)ac + 32 * b), a1 = vld1q_s8((const int8_t *)ac + 32 * b + 16);
+                    int32x4_t is = vdupq_n_s32(aux ? ldi(ac + k + 4 * nb + 4 * b) : 0);
+                    is = vdotq_laneq_s32(is, w[0], a0, 0);
+                    is = vdotq_laneq_s32(is, w[1], a0, 1);
+                    is = vdotq_laneq_s32(is, w[2], a0, 2);
+                    is = vdotq_laneq_s32(is, w[3], a0, 3);
+                    is = vdotq_laneq_s32(is, w[4], a1, 0);
+                    is = vdotq_laneq_s32(is, w[5], a1, 1);
+                    is = vdotq_laneq_s32(is, w[6], a1, 2);
+                    is = vdotq_laneq_s32(is, w[7], a1, 3);
+                    acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(is), vmulq_n_f32(dw, ldf(ac + k + 4 * b)));
+                    if (mins) acc[c] = vfmaq_f32(acc[c], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
+                }
+            }
+            for (int c = 0; c < NC; c++) vst1q_f32(out[c] + 4 * g, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) memcpy(y + c * ldy, out[c], sizeof(float) * (size_t)(nr < 16 ? nr : 16));
+}
+
+/* tile_cols with the weight type and column count (1..8) as constants */
+#define TILE_COLS_TYPE(NC, wt, ...)                                                                    \
+    do {                                                                                               \
+        if ((wt) == SLM_DTYPE_Q4_0) tile_cols(SLM_DTYPE_Q4_0, NC, __VA_ARGS__);                         \
+        else if ((wt) == SLM_DTYPE_Q4_1) tile_cols(SLM_DTYPE_Q4_1, NC, __VA_ARGS__);                    \
+        else if ((wt) == SLM_DTYPE_Q5_0) tile_cols(SLM_DTYPE_Q5_0, NC, __VA_ARGS__);                    \
+        else if ((wt) == SLM_DTYPE_Q5_1) tile_cols(SLM_DTYPE_Q5_1, NC, __VA_ARGS__);                    \
+        else tile_cols(SLM_DTYPE_Q8_0, NC, __VA_ARGS__);                                                \
+    } while (0)
+
+static void tile_cols_call(uint32_t wt, int nc, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
+                           const uint8_t *act, size_t act_stride, float *y, int64_t ldy, int64_t nr) {
+    switch (nc) {
+    case 1: TILE_COLS_TYPE(1, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 2: TILE_COLS_TYPE(2, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 3: TILE_COLS_TYPE(3, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 4: TILE_COLS_TYPE(4, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 5: TILE_COLS_TYPE(5, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 6: TILE_COLS_TYPE(6, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    case 7: TILE_COLS_TYPE(7, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    default: TILE_COLS_TYPE(8, wt, pk, sub, nb, k, act, act_stride, y, ldy, nr); break;
+    }
+}
+
 /* Four int8 at p (u8 when is_unsigned) widened to int32 lanes. */
 static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
     uint8_t b[8] = {p[0], p[1], p[2], p[3], 0, 0, 0, 0};
@@ -371,8 +460,13 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
     for (int64_t t = 0; t < ntiles; t++) {
         const uint8_t *base = pk + (size_t)(t & ~(int64_t)1) * tile_bytes;
         cpu_tile_sub sub = cpu_tile_sub_of(wt, t, ntiles);
-        for (int64_t c = 0; c < ncols; c++)
-            tile_col(wt, base, sub, nb, k, act + (size_t)c * act_stride, y + c * ldy + 16 * t, nr - 16 * t);
+        if (ncols == 1) { /* decode */
+            tile_col(wt, base, sub, nb, k, act, y + 16 * t, nr - 16 * t);
+            continue;
+        }
+        for (int64_t c = 0; c < ncols; c += 8) /* up to 8 columns per pass */
+            tile_cols_call(wt, (int)(ncols - c < 8 ? ncols - c : 8), base, sub, nb, k, act + (size_t)c * act_stride,
+                           act_stride, y + c * ldy + 16 * t, ldy, nr - 16 * t);
     }
 }
 

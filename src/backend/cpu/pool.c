@@ -152,8 +152,6 @@ void pool_destroy(cpu_pool *p) {
     al_free_aligned(&a, p);
 }
 
-int32_t pool_n_threads(const cpu_pool *p) { return p->n_threads; }
-
 void pool_run(cpu_pool *p, int64_t n_tasks, pool_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
     if (p->n_threads == 1 || n_tasks == 1) {

@@ -15,7 +15,6 @@ typedef void (*pool_task_fn)(void *ctx, int64_t task, int32_t thread);
 
 slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out, slm_err *e);
 void pool_destroy(cpu_pool *p);
-int32_t pool_n_threads(const cpu_pool *p);
 /* Runs fn for every task index; returns when all are done. n_tasks <= 0 does nothing. */
 void pool_run(cpu_pool *p, int64_t n_tasks, pool_task_fn fn, void *ctx);
 

@@ -1,0 +1,40 @@
+/* params.h — reading a caller's params struct (include/statelm.h: append-only, `size` first).
+ * A caller built against an older, smaller struct passes its own size: only those bytes are read,
+ * and the fields it lacks keep their defaults; size 0 (a zeroed struct) reads nothing, so every
+ * field is its default. Each constructor then gives fields left at 0 their default as its header
+ * comment says.
+ * Growing a struct: an older caller's size covers its struct's trailing padding, whose bytes are
+ * indeterminate, so a field appended to a struct whose last field leaves padding must not start
+ * inside that padding (put an explicit reserved field there first, or start at the next multiple
+ * of the old sizeof's alignment). */
+#ifndef SLM_BASE_PARAMS_H
+#define SLM_BASE_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "statelm.h"
+
+/* Overwrites the first min(src->size, dst_size) bytes of dst (which holds the defaults, size
+ * first) with src's; dst's size stays dst_size. Does nothing for a NULL src. */
+static inline void params_read(void *dst, size_t dst_size, const void *src) {
+    if (!src) return;
+    size_t n;
+    memcpy(&n, src, sizeof n);
+    memcpy(dst, src, n < dst_size ? n : dst_size);
+    memcpy(dst, &dst_size, sizeof dst_size);
+}
+
+/* The KV state dtype kv names (SLM_KV_DEFAULT: f16); false for a value that names none. */
+static inline bool params_kv_dtype(slm_kv_type kv, slm_dtype *out) {
+    if (kv != SLM_KV_DEFAULT && kv != SLM_KV_F16 && kv != SLM_KV_F32) return false;
+    *out = kv == SLM_KV_F32 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
+    return true;
+}
+
+static inline slm_kv_type params_kv_type(slm_dtype kv_dtype) {
+    return kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+}
+
+#endif
