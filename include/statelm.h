@@ -594,6 +594,64 @@ SLM_API double slm_sampler_uniform(slm_sampler *s);
 SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_t n, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
+ * Constrained decoding (docs/grammar.md). A grammar is a compiled GBNF grammar (llama.cpp's
+ * format) or JSON Schema; immutable, shareable across threads. A grammar vocabulary is the byte trie
+ * of a tokenizer's tokens, built once per tokenizer and shared (immutable) by every constraint on
+ * it. A constraint is one generation's position in a grammar: it gives the mask of tokens whose
+ * bytes keep the output a prefix of some string of the grammar (end-of-generation tokens only where
+ * the grammar may end) and advances by accepted tokens; one thread at a time. Constructors take an
+ * optional caller buffer err/err_cap for the message; on failure *out is NULL. */
+typedef struct slm_grammar slm_grammar;
+typedef struct slm_grammar_vocab slm_grammar_vocab;
+typedef struct slm_constraint slm_constraint;
+
+/* GBNF text[0, len) with start rule root (NULL = "root"). A bad grammar is refused with
+ * SLM_ERR_FORMAT (SLM_ERR_RANGE past a size cap) and "grammar LINE:COL: what is wrong". */
+SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *root, slm_grammar **out, char *err,
+                                      size_t err_cap);
+/* A JSON Schema (JSON text[0, len)) converted to GBNF, then compiled. {"type": "object"} is
+ * response_format json_object (any JSON object). Unsupported keywords are refused with
+ * SLM_ERR_UNSUPPORTED naming the keyword and where it is (a JSON pointer); malformed schemas with
+ * SLM_ERR_FORMAT. */
+SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
+                                                size_t err_cap);
+/* The GBNF that slm_grammar_from_json_schema compiles, into buf (NUL-terminated when it fits);
+ * *n_out receives the length without the NUL; SLM_ERR_RANGE when cap <= that length. */
+SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,
+                                           char *err, size_t err_cap);
+SLM_API void slm_grammar_destroy(slm_grammar *g);
+
+/* Tokens in the trie: every token with non-empty bytes that is not a control, unknown or unused
+ * token; end-of-generation tokens (slm_tokenizer_is_eog) are handled apart. The tokenizer must
+ * outlive the vocabulary. */
+SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_grammar_vocab **out);
+SLM_API void slm_grammar_vocab_destroy(slm_grammar_vocab *v);
+
+/* g and v are borrowed and must outlive the constraint. The constraint starts at the beginning. */
+SLM_API slm_status slm_constraint_create(const slm_grammar *g, const slm_grammar_vocab *v, slm_constraint **out);
+SLM_API void slm_constraint_destroy(slm_constraint *c);
+/* Writes the allowed tokens as bits: token i is allowed when mask[i / 32] >> (i % 32) & 1, for i in
+ * [0, n_vocab) (ids past the tokenizer's vocabulary are never allowed). SLM_ERR_NOMEM when the
+ * matcher's tables could not grow (the constraint is then reset to its start). */
+SLM_API slm_status slm_constraint_mask(slm_constraint *c, uint32_t *mask, int32_t n_vocab);
+/* Advances by token: SLM_ERR_INVALID_ARG (state unchanged, message on c) when the mask would not
+ * allow it. An end-of-generation token is accepted only where the grammar may end. */
+SLM_API slm_status slm_constraint_accept(slm_constraint *c, int32_t token);
+/* True when the grammar may end here; slm_constraint_done: nothing but the end may follow. */
+SLM_API bool slm_constraint_can_end(const slm_constraint *c);
+SLM_API bool slm_constraint_done(const slm_constraint *c);
+/* Back to the beginning (the caches of masks seen so far are kept). */
+SLM_API void slm_constraint_reset(slm_constraint *c);
+/* Last error message on c (borrowed until the next call on c). */
+SLM_API const char *slm_constraint_errmsg(const slm_constraint *c);
+/* Cache statistics: masks computed by walking the trie, masks served from the cache. */
+SLM_API void slm_constraint_stats(const slm_constraint *c, uint64_t *n_walked, uint64_t *n_cached);
+/* Attaches c to the sampler (borrowed; NULL detaches): slm_sampler_sample and slm_sampler_probs
+ * then draw only among the tokens c allows (SLM_ERR_STATE when it allows none). The sampler does
+ * not advance c: call slm_constraint_accept with each token kept. */
+SLM_API slm_status slm_sampler_set_constraint(slm_sampler *s, slm_constraint *c);
+
+/* ---------------------------------------------------------------------------------------------
  * Compute plans: a model's Program compiled for a target (docs/architecture.md compile/). Creating a plan
  * checks the Program against the target's rules (findings, before anything is rewritten),
  * legalises it (rewrites, each recorded), places every node on a device (a reason for every node

@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/params.h"
 #include "statelm.h"
+#include "text/sampler.h"
 
 typedef struct cand {
     float v; /* logit, after penalty and temperature */
@@ -22,7 +23,15 @@ struct slm_sampler {
     int32_t cap;
     cand *cands;      /* (cap) */
     int32_t n_sorted; /* cands[0, n_sorted) is the sorted head of this call's candidates */
+    samp_mask_fn mask_fn; /* token filter (samp_set_mask), or NULL */
+    void *mask_ud;
+    uint32_t *mask;       /* ((cap + 31) / 32) bits of the filter's last answer */
 };
+
+void samp_set_mask(slm_sampler *s, samp_mask_fn fn, void *ud) {
+    s->mask_fn = fn;
+    s->mask_ud = ud;
+}
 
 SLM_API slm_sampler_params slm_sampler_params_default(void) {
     slm_sampler_params p;
@@ -97,6 +106,7 @@ SLM_API void slm_sampler_destroy(slm_sampler *s) {
     if (!s) return;
     free((void *)(uintptr_t)s->p.logit_bias);
     free(s->cands);
+    free(s->mask);
     free(s);
 }
 
@@ -189,6 +199,9 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         cand *grown = realloc(s->cands, (size_t)n_vocab * sizeof(cand));
         if (!grown) return SLM_ERR_NOMEM;
         s->cands = grown;
+        uint32_t *bits = realloc(s->mask, ((size_t)n_vocab + 31) / 32 * sizeof *bits);
+        if (!bits) return SLM_ERR_NOMEM;
+        s->mask = bits;
         s->cap = n_vocab;
     }
     cand *c = s->cands;
@@ -199,12 +212,21 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         c[s->p.logit_bias[i].token].v += s->p.logit_bias[i].bias;
     }
     apply_penalties(&s->p, c, n_vocab, history, n_history);
+    if (s->mask_fn) { /* keep only the allowed ids, in id order */
+        slm_status st = s->mask_fn(s->mask_ud, s->mask, n_vocab);
+        if (st) return st;
+        int32_t m = 0;
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (s->mask[i / 32] >> (i % 32) & 1) c[m++] = c[i];
+        if (!m) return SLM_ERR_STATE;
+        n_vocab = m;
+    }
     if (s->p.temperature == 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
             if (c[i].v > c[best].v) best = i;
         if (c[best].v == -INFINITY) return SLM_ERR_RANGE;
-        *greedy = best;
+        *greedy = c[best].id;
         return SLM_OK;
     }
     for (int32_t i = 0; i < n_vocab; i++) c[i].v /= s->p.temperature;

@@ -822,3 +822,10 @@ SLM_API slm_status slm_detokenizer_flush(slm_detokenizer *d, const char **text, 
     *len = d->out_len;
     return SLM_OK;
 }
+
+bool tok_is_control(const slm_tokenizer *t, int32_t id) {
+    uint8_t type = t->tokens[id].type;
+    return skipped_type(type) || type == TOK_TYPE_UNUSED;
+}
+
+const char *tok_bytes(const slm_tokenizer *t, int32_t id) { return t->pool + t->tokens[id].bytes_off; }

@@ -19,6 +19,10 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
  * no tokenizer.json. */
 slm_status tok_from_hf(const hf_config *c, const slm_allocator *a, slm_tokenizer **out, slm_err *e);
 void tok_destroy(slm_tokenizer *t);
+/* True for ids that never stand for text in output: control, unknown and unused tokens. */
+bool tok_is_control(const slm_tokenizer *t, int32_t id);
+/* The raw bytes of id (slm_tokenizer_token_bytes without the copy); borrowed from t. */
+const char *tok_bytes(const slm_tokenizer *t, int32_t id);
 
 /* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3",
  * "qwen3-nothink", "lfm2", "llama3", "gemma". chat_detect picks one from a stored Jinja template string

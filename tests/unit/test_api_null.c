@@ -252,6 +252,43 @@ static void sampler_null(void **unused) {
     slm_sampler_destroy(NULL);
 }
 
+static void grammar_null(void **unused) {
+    (void)unused;
+    slm_grammar *g = (slm_grammar *)1;
+    char err[128] = "";
+    assert_int_equal(slm_grammar_create(NULL, 4, NULL, &g, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(g);
+    assert_int_equal(slm_grammar_create("root ::= \"a\"", 12, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    g = (slm_grammar *)1;
+    assert_int_equal(slm_grammar_from_json_schema(NULL, 2, &g, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_null(g);
+    assert_int_equal(slm_grammar_from_json_schema("{}", 2, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    size_t n = 7;
+    assert_int_equal(slm_json_schema_to_gbnf(NULL, 2, NULL, 0, &n, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n, 0);
+    assert_int_equal(slm_json_schema_to_gbnf("{}", 2, NULL, 0, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_grammar_vocab *v = (slm_grammar_vocab *)1;
+    assert_int_equal(slm_grammar_vocab_create(NULL, &v), SLM_ERR_INVALID_ARG);
+    assert_null(v);
+    slm_constraint *c = (slm_constraint *)1;
+    assert_int_equal(slm_constraint_create(NULL, NULL, &c), SLM_ERR_INVALID_ARG);
+    assert_null(c);
+    uint32_t mask[1];
+    assert_int_equal(slm_constraint_mask(NULL, mask, 1), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_constraint_accept(NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_false(slm_constraint_can_end(NULL));
+    assert_false(slm_constraint_done(NULL));
+    slm_constraint_reset(NULL);
+    assert_string_equal(slm_constraint_errmsg(NULL), "invalid argument: NULL handle");
+    uint64_t walked = 5, cached = 5;
+    slm_constraint_stats(NULL, &walked, &cached);
+    assert_true(walked == 0 && cached == 0);
+    assert_int_equal(slm_sampler_set_constraint(NULL, NULL), SLM_ERR_INVALID_ARG);
+    slm_constraint_destroy(NULL);
+    slm_grammar_vocab_destroy(NULL);
+    slm_grammar_destroy(NULL);
+}
+
 static void plan_null(void **unused) {
     (void)unused;
     char err[128] = "";
@@ -408,7 +445,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(enums_and_names), cmocka_unit_test(model_null),      cmocka_unit_test(tokenizer_null),
         cmocka_unit_test(session_null),    cmocka_unit_test(sampler_null),    cmocka_unit_test(plan_null),
-        cmocka_unit_test(null_out_params), cmocka_unit_test(every_function_is_covered),
+        cmocka_unit_test(null_out_params), cmocka_unit_test(grammar_null),    cmocka_unit_test(every_function_is_covered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,11 +4,14 @@
  *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
+ *     [--grammar FILE | --json-schema FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token.
  * --lookup / --draft-model decode by speculation (slm_spec): at --temp 0 the same tokens as plain
  * greedy decoding, else speculative sampling (the distribution of plain sampling with the same
- * options), and a summary line on stderr with the drafted and accepted tokens. */
+ * options), and a summary line on stderr with the drafted and accepted tokens.
+ * --grammar / --json-schema constrain the output (docs/grammar.md); generation stops where nothing
+ * but the end may follow, and a note on stderr says when -n ran out before the grammar could end. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +44,8 @@ typedef struct gen_opts {
     bool force_threads;
     slm_dtype kv_dtype;
     slm_sampler_params sp;
+    const char *grammar_file; /* GBNF, or with schema_is_json a JSON Schema (run only) */
+    bool schema_is_json;
 } gen_opts;
 
 /* Options shared by run and chat. */
@@ -65,7 +70,10 @@ static void usage_run(void) {
           "                       as without it, often fewer passes over the weights\n"
           "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
           "  --quantize T         quantise the weights on load (q4_0 ... q8_0, q4_k_m, q6_k: statelm quantize's types)\n"
-          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n",
+          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
+          "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's format)\n"
+          "  --json-schema FILE   constrain the output to JSON valid under a JSON Schema\n"
+          "                       ({\"type\": \"object\"}: any JSON object); see docs/grammar.md\n",
           stdout);
     fputs(usage_common, stdout);
     puts("  --no-chat            feed the prompt raw (no chat template)\n"
@@ -170,6 +178,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->draft_max = (int32_t)iv;
         } else if (!is_chat && !strcmp(a, "--ids")) {
             o->ids_only = true;
+        } else if (!is_chat && (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema"))) {
+            if (!VALUE()) return 1;
+            if (o->grammar_file) return cli_fail("run: give one of --grammar and --json-schema, once");
+            o->grammar_file = v;
+            o->schema_is_json = !strcmp(a, "--json-schema");
         } else if (!is_chat && !strcmp(a, "--no-chat")) {
             o->no_chat = true;
         } else if (!strcmp(a, "--ignore-eos")) {
@@ -192,6 +205,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
     if (o->lookup && o->draft_model) return cli_fail("run: --lookup and --draft-model exclude each other");
     if (o->draft_max && !o->lookup && !o->draft_model) return cli_fail("run: --draft-max needs --lookup or --draft-model");
+    if (o->grammar_file && (o->lookup || o->draft_model || o->ignore_eos))
+        return cli_fail("run: --grammar/--json-schema cannot be combined with --lookup, --draft-model or --ignore-eos");
     if ((o->lookup || o->draft_model) && o->logprobs)
         return cli_fail("run: --logprobs cannot be combined with --lookup or --draft-model");
     if (o->prompt_ids) {
@@ -307,6 +322,8 @@ typedef struct gen_ctx {
     bool interrupted; /* out: stopped by SIGINT (the session holds what was computed before) */
     bool ctx_full;    /* out: stopped because the context was full */
     slm_spec *spec;   /* greedy speculation instead of sampling, or NULL */
+    slm_constraint *con; /* the sampler's constraint (--grammar / --json-schema), or NULL */
+    bool complete;       /* out: the constraint reached a point where only the end may follow */
 } gen_ctx;
 
 /* Brings the session to prompt[0, n) reusing the longest common prefix of its history (prefix
@@ -362,7 +379,14 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
             rc = cli_fail("sampling failed (%s)", slm_status_name(st));
             break;
         }
-        if (!g->o->ignore_eos && tok && slm_tokenizer_is_eog(tok, id)) break;
+        if (g->con && (st = slm_constraint_accept(g->con, id)) != SLM_OK) {
+            rc = cli_fail("grammar: %s (%s)", slm_constraint_errmsg(g->con), slm_status_name(st));
+            break;
+        }
+        if (!g->o->ignore_eos && tok && slm_tokenizer_is_eog(tok, id)) {
+            g->complete = true;
+            break;
+        }
         if (g->o->logprobs) print_logprobs(logits, n_vocab, slm_session_pos(g->s), id, g->o->logprobs);
         if (!ids_push(generated, id)) {
             rc = cli_fail("out of memory");
@@ -375,6 +399,10 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
                 fwrite(text, 1, len, stdout);
                 fflush(stdout);
             }
+        }
+        if (g->con && slm_constraint_done(g->con)) {
+            g->complete = true;
+            break;
         }
         if (i + 1 == g->o->n_predict || g->spec) continue; /* a speculation step already fed its tokens */
         if (slm_session_pos(g->s) >= slm_session_n_ctx(g->s)) {
@@ -399,6 +427,11 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
         size_t len;
         if (slm_detokenizer_flush(dt, &text, &len) == SLM_OK && len) fwrite(text, 1, len, stdout);
         slm_detokenizer_destroy(dt);
+    }
+    if (g->con && !g->complete && !rc && !g->interrupted) {
+        fflush(stdout);
+        fprintf(stderr, "%sstatelm: the output is incomplete: generation stopped before the grammar's end\n",
+                stream_text ? "\n" : "");
     }
     if (g->ctx_full) {
         fflush(stdout);
@@ -465,6 +498,47 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
     return 0;
 }
 
+/* The whole of a file up to 1 MiB + 1 byte (the library refuses more, naming the cap), or NULL
+ * after a message. Caller frees. */
+static char *read_small_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail("%s: cannot open", path);
+        return NULL;
+    }
+    size_t cap = ((size_t)1 << 20) + 1;
+    char *buf = malloc(cap);
+    *n = buf ? fread(buf, 1, cap, f) : 0;
+    bool bad = !buf || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        cli_fail("%s: cannot read", path);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The grammar of --grammar / --json-schema, the model's vocabulary trie and the constraint, attached
+ * to smp. Returns 0 or an exit code. */
+static int open_constraint(const gen_opts *o, const slm_model *m, slm_sampler *smp, slm_grammar **g,
+                           slm_grammar_vocab **v, slm_constraint **c) {
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    if (!tok) return cli_fail("run: --grammar/--json-schema need a model with a tokenizer");
+    size_t n = 0;
+    char *text = read_small_file(o->grammar_file, &n);
+    if (!text) return 1;
+    char err[512];
+    slm_status st = o->schema_is_json ? slm_grammar_from_json_schema(text, n, g, err, sizeof err)
+                                      : slm_grammar_create(text, n, NULL, g, err, sizeof err);
+    free(text);
+    if (st) return cli_fail("%s: %s (%s)", o->grammar_file, err, slm_status_name(st));
+    if ((st = slm_grammar_vocab_create(tok, v)) || (st = slm_constraint_create(*g, *v, c)) ||
+        (st = slm_sampler_set_constraint(smp, *c)))
+        return cli_fail("grammar: %s", slm_status_name(st));
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     gen_opts o;
     int rc = parse_opts(argc, argv, &o, false);
@@ -476,7 +550,11 @@ int cmd_run(int argc, char **argv) {
     slm_model *dm = NULL;
     slm_session *ds = NULL;
     slm_spec *spec = NULL;
+    slm_grammar *gram = NULL;
+    slm_grammar_vocab *gv = NULL;
+    slm_constraint *con = NULL;
     if ((rc = open_all(&o, &m, &s, &smp))) goto done;
+    if (o.grammar_file && (rc = open_constraint(&o, m, smp, &gram, &gv, &con))) goto done;
     if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
     else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
@@ -504,7 +582,7 @@ int cmd_run(int argc, char **argv) {
                     slm_session_errmsg(s), slm_status_name(st));
         fprintf(stderr, "statelm: prompt cache: %zu of %zu prompt tokens reused\n", reused, prompt.n);
     }
-    gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o, .spec = spec};
+    gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o, .spec = spec, .con = con};
     double t0 = now_s();
     rc = generate(&g, prompt.v, prompt.n, &generated);
     if (spec) {
@@ -528,6 +606,9 @@ done:
     free(prompt.v);
     free(generated.v);
     slm_spec_destroy(spec);
+    slm_constraint_destroy(con);
+    slm_grammar_vocab_destroy(gv);
+    slm_grammar_destroy(gram);
     slm_session_destroy(ds);
     slm_model_destroy(dm);
     slm_sampler_destroy(smp);
@@ -678,7 +759,7 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         ids_buf reply = {0};
-        gen_ctx g = {m, s, smp, &o, false, false, NULL};
+        gen_ctx g = {.m = m, .s = s, .smp = smp, .o = &o};
         rc = generate(&g, ids, n_ids, &reply);
         free(ids);
         printf("\n");

@@ -1,0 +1,444 @@
+/* constraint.c — the public grammar API (statelm.h "Constrained decoding"): slm_grammar wraps a
+ * gr_grammar; slm_grammar_vocab is a tokenizer's byte trie; slm_constraint walks the trie with the
+ * matcher's byte automaton (matcher.h) to produce token masks, and caches the mask of each dstate.
+ *
+ * The trie is stored in preorder (trie_node): node i has a byte, a depth (the root, node 0, has
+ * depth 0), the index just past its subtree (skip) and the tokens whose bytes end at it.
+ * A mask walks the nodes in order with one automaton state per depth and jumps over the subtree of
+ * a dead state, so its cost is the number of trie nodes on live paths; a token that spans several
+ * grammar terminals or ends inside a UTF-8 character is just a longer path. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "text/sampler.h"
+#include "text/tokenizer.h"
+
+#define MAX_TOKEN_BYTES 4096         /* longer tokens are left out of the trie (never allowed) */
+#define CONSTRAINT_MEM_CAP ((size_t)128 << 20) /* matcher tables + cached masks, per constraint */
+
+struct slm_grammar {
+    gr_grammar *g;
+};
+
+typedef struct trie_node {
+    int32_t skip;    /* index just past this node's subtree */
+    int32_t tok_off; /* toks[tok_off, tok_off + tok_n) end here */
+    int32_t tok_n;
+    uint16_t depth;  /* bytes from the root */
+    uint8_t byte;
+} trie_node;
+
+struct slm_grammar_vocab {
+    int32_t n_vocab;
+    int32_t n_nodes;
+    trie_node *nodes; /* (n_nodes), preorder */
+    int32_t *toks;    /* token ids by node */
+    int32_t max_depth;
+    uint32_t *bytes_off; /* (n_vocab + 1): bytes of id in pool[bytes_off[id], bytes_off[id + 1]); empty = not in trie */
+    uint8_t *pool;
+    int32_t *eog;        /* end-of-generation ids, ascending */
+    int32_t n_eog;
+    uint8_t *is_eog;     /* (n_vocab) */
+};
+
+struct slm_constraint {
+    const slm_grammar *g;
+    const slm_grammar_vocab *v;
+    gm m;
+    int32_t start, cur; /* dstates; start = -1 after a flush until the next reset */
+    bool ended;         /* an end-of-generation token was accepted */
+    int32_t *st;        /* (max_depth + 1) automaton state per trie depth during a walk */
+    uint32_t *scratch;  /* (words) */
+    size_t words;       /* (v->n_vocab + 31) / 32 */
+    uint64_t n_walked, n_cached;
+    char err[256];
+};
+
+/* ---- grammars ---------------------------------------------------------------------------------- */
+
+static void copy_err(const slm_err *e, char *err, size_t err_cap) {
+    if (err && err_cap) err_copy_out(e, err, err_cap);
+}
+
+SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *root, slm_grammar **out, char *err,
+                                      size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (err && err_cap) err[0] = 0;
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    gr_grammar *g = NULL;
+    slm_status st = gr_parse(text, len, root, &g, &e);
+    if (st) {
+        copy_err(&e, err, err_cap);
+        return st;
+    }
+    slm_grammar *h = calloc(1, sizeof *h);
+    if (!h) {
+        gr_free(g);
+        return SLM_ERR_NOMEM;
+    }
+    h->g = g;
+    *out = h;
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
+                                                size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (err && err_cap) err[0] = 0;
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!schema) return SLM_ERR_INVALID_ARG;
+    char *gbnf = NULL;
+    slm_status st = gr_schema_to_gbnf(schema, len, &gbnf, &e);
+    if (st) {
+        copy_err(&e, err, err_cap);
+        return st;
+    }
+    st = slm_grammar_create(gbnf, strlen(gbnf), "root", out, err, err_cap);
+    free(gbnf);
+    return st;
+}
+
+SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,
+                                           char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (err && err_cap) err[0] = 0;
+    if (n_out) *n_out = 0;
+    if (!schema || !n_out || (!buf && cap)) return SLM_ERR_INVALID_ARG;
+    char *gbnf = NULL;
+    slm_status st = gr_schema_to_gbnf(schema, len, &gbnf, &e);
+    if (st) {
+        copy_err(&e, err, err_cap);
+        return st;
+    }
+    size_t n = strlen(gbnf);
+    *n_out = n;
+    if (cap > n) memcpy(buf, gbnf, n + 1);
+    free(gbnf);
+    return cap > n ? SLM_OK : SLM_ERR_RANGE;
+}
+
+SLM_API void slm_grammar_destroy(slm_grammar *g) {
+    if (!g) return;
+    gr_free(g->g);
+    free(g);
+}
+
+/* ---- the vocabulary trie ------------------------------------------------------------------------- */
+
+typedef struct tok_ref {
+    const uint8_t *b;
+    uint32_t len;
+    int32_t id;
+} tok_ref;
+
+/* Bytes in lexicographic order (a prefix first), then id. */
+static int cmp_token_bytes(const void *a, const void *b) {
+    const tok_ref *x = a, *y = b;
+    int c = memcmp(x->b, y->b, x->len < y->len ? x->len : y->len);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+SLM_API void slm_grammar_vocab_destroy(slm_grammar_vocab *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->toks);
+    free(v->bytes_off);
+    free(v->pool);
+    free(v->eog);
+    free(v->is_eog);
+    free(v);
+}
+
+static int32_t lcp(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t i = 0;
+    while (i < la && i < lb && a[i] == b[i]) i++;
+    return (int32_t)i;
+}
+
+slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out) {
+    *out = NULL;
+    tok_ref *order = NULL;
+    int32_t *path = NULL;
+    slm_grammar_vocab *v = calloc(1, sizeof *v);
+    if (!v) return SLM_ERR_NOMEM;
+    v->n_vocab = n;
+    v->bytes_off = calloc((size_t)n + 1, sizeof *v->bytes_off);
+    v->eog = malloc(((size_t)n + 1) * sizeof *v->eog);
+    v->is_eog = calloc((size_t)n + 1, 1);
+    order = malloc(((size_t)n + 1) * sizeof *order);
+    if (!v->bytes_off || !v->eog || !v->is_eog || !order) goto nomem;
+    size_t total = 0;
+    for (int32_t id = 0; id < n; id++)
+        if (tokens[id].kind == GV_TEXT && tokens[id].len > 0 && tokens[id].len <= MAX_TOKEN_BYTES) total += tokens[id].len;
+    if (total > UINT32_MAX) goto nomem;
+    v->pool = malloc(total + 1);
+    if (!v->pool) goto nomem;
+    uint32_t at = 0;
+    int32_t n_in = 0;
+    for (int32_t id = 0; id < n; id++) {
+        v->bytes_off[id] = at;
+        const gv_token *t = &tokens[id];
+        if (t->kind == GV_EOG) {
+            v->eog[v->n_eog++] = id;
+            v->is_eog[id] = 1;
+        }
+        if (t->kind != GV_TEXT || t->len == 0 || t->len > MAX_TOKEN_BYTES) continue;
+        memcpy(v->pool + at, t->bytes, t->len);
+        order[n_in++] = (tok_ref){NULL, t->len, id};
+        at += t->len;
+    }
+    v->bytes_off[n] = at;
+    for (int32_t k = 0; k < n_in; k++) order[k].b = v->pool + v->bytes_off[order[k].id];
+    qsort(order, (size_t)n_in, sizeof *order, cmp_token_bytes);
+    /* at most one node per byte, plus the root */
+    size_t cap = total + 1;
+    v->nodes = calloc(cap, sizeof *v->nodes);
+    v->toks = malloc(((size_t)n_in + 1) * sizeof *v->toks);
+    path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
+    if (!v->nodes || !v->toks || !path) goto nomem;
+    path[0] = 0;
+    v->n_nodes = 1;
+    int32_t cur_depth = 0;
+    for (int32_t k = 0; k < n_in; k++) {
+        int32_t id = order[k].id;
+        const uint8_t *b = order[k].b;
+        uint32_t len = order[k].len;
+        int32_t l = k ? lcp(order[k - 1].b, order[k - 1].len, b, len) : 0;
+        for (int32_t d = cur_depth; d > l; d--) v->nodes[path[d]].skip = v->n_nodes;
+        for (int32_t d = l + 1; d <= (int32_t)len; d++) {
+            int32_t i = v->n_nodes++;
+            v->nodes[i] = (trie_node){0, k, 0, (uint16_t)d, b[d - 1]};
+            path[d] = i;
+        }
+        cur_depth = (int32_t)len;
+        if (cur_depth > v->max_depth) v->max_depth = cur_depth;
+        int32_t node = path[len];
+        if (!v->nodes[node].tok_n) v->nodes[node].tok_off = k;
+        v->nodes[node].tok_n++;
+        v->toks[k] = id;
+    }
+    for (int32_t d = cur_depth; d >= 0; d--) v->nodes[path[d]].skip = v->n_nodes;
+    free(order);
+    free(path);
+    *out = v;
+    return SLM_OK;
+nomem:
+    free(order);
+    free(path);
+    slm_grammar_vocab_destroy(v);
+    return SLM_ERR_NOMEM;
+}
+
+int32_t gv_n_nodes(const slm_grammar_vocab *v) { return v->n_nodes; }
+
+SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_grammar_vocab **out) {
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!tok) return SLM_ERR_INVALID_ARG;
+    int32_t n = slm_tokenizer_n_vocab(tok);
+    gv_token *ts = calloc((size_t)n + 1, sizeof *ts);
+    if (!ts) return SLM_ERR_NOMEM;
+    for (int32_t id = 0; id < n; id++) {
+        size_t len = 0;
+        slm_tokenizer_token_bytes(tok, id, NULL, 0, &len);
+        ts[id].bytes = (const uint8_t *)tok_bytes(tok, id);
+        ts[id].len = (uint32_t)(len < UINT32_MAX ? len : 0);
+        ts[id].kind = slm_tokenizer_is_eog(tok, id) ? GV_EOG : tok_is_control(tok, id) ? GV_NONE : GV_TEXT;
+    }
+    slm_status st = gv_create(ts, n, out);
+    free(ts);
+    return st;
+}
+
+/* ---- constraints --------------------------------------------------------------------------------- */
+
+SLM_API void slm_constraint_destroy(slm_constraint *c) {
+    if (!c) return;
+    gm_deinit(&c->m);
+    free(c->st);
+    free(c->scratch);
+    free(c);
+}
+
+SLM_API slm_status slm_constraint_create(const slm_grammar *g, const slm_grammar_vocab *v, slm_constraint **out) {
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!g || !v) return SLM_ERR_INVALID_ARG;
+    slm_constraint *c = calloc(1, sizeof *c);
+    if (!c) return SLM_ERR_NOMEM;
+    c->g = g;
+    c->v = v;
+    c->words = ((size_t)v->n_vocab + 31) / 32;
+    gm_init(&c->m, g->g);
+    c->st = malloc(((size_t)v->max_depth + 1) * sizeof *c->st);
+    c->scratch = malloc((c->words + 1) * sizeof *c->scratch);
+    c->start = c->cur = gm_start(&c->m);
+    if (!c->st || !c->scratch || c->start < 0) { /* the start is never GM_DEAD: the root derives something */
+        slm_constraint_destroy(c);
+        return SLM_ERR_NOMEM;
+    }
+    *out = c;
+    return SLM_OK;
+}
+
+SLM_API void slm_constraint_reset(slm_constraint *c) {
+    if (!c) return;
+    c->ended = false;
+    c->err[0] = 0;
+    if (c->start < 0) c->start = gm_start(&c->m);
+    if (c->start < 0) { /* out of memory even for the start: drop the tables and retry once */
+        gm_deinit(&c->m);
+        gm_init(&c->m, c->g->g);
+        c->start = gm_start(&c->m);
+    }
+    c->cur = c->start;
+}
+
+/* Drops the matcher's tables (keeping the current state) when they outgrow the cap. */
+static slm_status keep_small(slm_constraint *c) {
+    if (c->m.bytes <= CONSTRAINT_MEM_CAP) return SLM_OK;
+    slm_status st = gm_flush(&c->m, &c->cur);
+    c->start = -1;
+    if (st) {
+        slm_constraint_reset(c);
+        snprintf(c->err, sizeof c->err, "constraint: out of memory; reset to the start");
+    }
+    return st;
+}
+
+static slm_status walk(slm_constraint *c, uint32_t *bits) {
+    const slm_grammar_vocab *v = c->v;
+    gm *m = &c->m;
+    memset(bits, 0, c->words * sizeof *bits);
+    c->st[0] = c->cur;
+    int32_t *st = c->st;
+    for (int32_t i = 1; i < v->n_nodes;) {
+        const trie_node *nd = &v->nodes[i];
+        int32_t t = gm_step(m, st[nd->depth - 1], nd->byte);
+        if (t < 0) {
+            if (t == GM_NOMEM) return SLM_ERR_NOMEM;
+            i = nd->skip;
+            continue;
+        }
+        st[nd->depth] = t;
+        for (int32_t k = nd->tok_off, e = k + nd->tok_n; k < e; k++) bits[v->toks[k] / 32] |= 1u << (v->toks[k] % 32);
+        i++;
+    }
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_constraint_mask(slm_constraint *c, uint32_t *mask, int32_t n_vocab) {
+    if (!c || !mask || n_vocab <= 0) return SLM_ERR_INVALID_ARG;
+    slm_status st = keep_small(c);
+    if (st) return st;
+    const slm_grammar_vocab *v = c->v;
+    const uint32_t *bits = c->scratch;
+    if (c->ended) {
+        memset(c->scratch, 0, c->words * sizeof *c->scratch);
+    } else if (c->m.ds[c->cur].mask) {
+        bits = c->m.ds[c->cur].mask;
+        c->n_cached++;
+    } else {
+        st = walk(c, c->scratch);
+        if (st) {
+            gm_deinit(&c->m);
+            gm_init(&c->m, c->g->g);
+            c->start = -1;
+            slm_constraint_reset(c);
+            snprintf(c->err, sizeof c->err, "constraint: out of memory; reset to the start");
+            return st;
+        }
+        c->n_walked++;
+        size_t mask_bytes = c->words * sizeof *c->scratch;
+        if (c->m.bytes + mask_bytes <= CONSTRAINT_MEM_CAP) {
+            uint32_t *copy = malloc(mask_bytes);
+            if (copy) {
+                memcpy(copy, c->scratch, mask_bytes);
+                c->m.ds[c->cur].mask = copy;
+                c->m.bytes += mask_bytes;
+            }
+        }
+    }
+    size_t words = ((size_t)n_vocab + 31) / 32, common = words < c->words ? words : c->words;
+    memcpy(mask, bits, common * sizeof *mask);
+    if (words > common) memset(mask + common, 0, (words - common) * sizeof *mask);
+    if (n_vocab < v->n_vocab && n_vocab % 32) mask[words - 1] &= (1u << (n_vocab % 32)) - 1;
+    if (c->ended || gm_can_end(&c->m, c->cur))
+        for (int32_t k = 0; k < v->n_eog; k++)
+            if (v->eog[k] < n_vocab) mask[v->eog[k] / 32] |= 1u << (v->eog[k] % 32);
+    return SLM_OK;
+}
+
+SLM_API slm_status slm_constraint_accept(slm_constraint *c, int32_t token) {
+    if (!c) return SLM_ERR_INVALID_ARG;
+    c->err[0] = 0;
+    const slm_grammar_vocab *v = c->v;
+    if (token < 0 || token >= v->n_vocab) {
+        snprintf(c->err, sizeof c->err, "token %d is outside the vocabulary [0, %d)", token, v->n_vocab);
+        return SLM_ERR_INVALID_ARG;
+    }
+    if (v->is_eog[token]) {
+        if (!c->ended && !gm_can_end(&c->m, c->cur)) {
+            snprintf(c->err, sizeof c->err, "end-of-generation token %d where the grammar cannot end", token);
+            return SLM_ERR_INVALID_ARG;
+        }
+        c->ended = true;
+        return SLM_OK;
+    }
+    if (c->ended) {
+        snprintf(c->err, sizeof c->err, "token %d after the end of generation", token);
+        return SLM_ERR_INVALID_ARG;
+    }
+    uint32_t from = v->bytes_off[token], to = v->bytes_off[token + 1];
+    if (from == to) {
+        snprintf(c->err, sizeof c->err, "token %d has no text the grammar could match (control or empty)", token);
+        return SLM_ERR_INVALID_ARG;
+    }
+    slm_status st = keep_small(c);
+    if (st) return st;
+    int32_t d = c->cur;
+    for (uint32_t i = from; i < to && d >= 0; i++) d = gm_step(&c->m, d, v->pool[i]);
+    if (d == GM_NOMEM) {
+        snprintf(c->err, sizeof c->err, "constraint: out of memory");
+        return SLM_ERR_NOMEM;
+    }
+    if (d < 0) {
+        snprintf(c->err, sizeof c->err, "token %d is not allowed by the grammar here", token);
+        return SLM_ERR_INVALID_ARG;
+    }
+    c->cur = d;
+    return SLM_OK;
+}
+
+SLM_API bool slm_constraint_can_end(const slm_constraint *c) { return c && (c->ended || gm_can_end(&c->m, c->cur)); }
+
+SLM_API bool slm_constraint_done(const slm_constraint *c) { return c && (c->ended || gm_only_end(&c->m, c->cur)); }
+
+SLM_API const char *slm_constraint_errmsg(const slm_constraint *c) { return c ? c->err : SLM_NULL_HANDLE_MSG; }
+
+SLM_API void slm_constraint_stats(const slm_constraint *c, uint64_t *n_walked, uint64_t *n_cached) {
+    if (n_walked) *n_walked = c ? c->n_walked : 0;
+    if (n_cached) *n_cached = c ? c->n_cached : 0;
+}
+
+static slm_status sampler_mask(void *ud, uint32_t *mask, int32_t n_vocab) {
+    return slm_constraint_mask(ud, mask, n_vocab);
+}
+
+SLM_API slm_status slm_sampler_set_constraint(slm_sampler *s, slm_constraint *c) {
+    if (!s) return SLM_ERR_INVALID_ARG;
+    samp_set_mask(s, c ? sampler_mask : NULL, c);
+    return SLM_OK;
+}
+
+const gr_grammar *gr_of(const slm_grammar *g) { return g->g; }

@@ -1,0 +1,92 @@
+/* matcher.h — the grammar's state set and its lazy byte automaton (matcher.c).
+ *
+ * A parse position is a stack of element indices (grammar.h): the top is a GR_CLS element to
+ * match next, each entry below it the element to continue with when the rule above returns.
+ * Stacks are hash-consed nodes (pos, parent): equal stacks are the same node id, so a state set is
+ * a sorted array of node ids and equal sets are the same set id. A set also records whether the
+ * grammar may end here (the empty stack). Calls are expanded eagerly; a call that is the last
+ * element of its alternative does not push a return entry (so right recursion, which repetitions
+ * become, keeps stacks flat).
+ *
+ * Over this, a deterministic automaton on bytes is built lazily: a dstate is (set, a partial UTF-8
+ * character: bytes so far as acc, bytes still needed, total length). Its transition on a byte is
+ * computed once and kept in a 256-entry table. A partial character survives only when some code
+ * point completing it (a Unicode scalar value, not overlong) is in a class at the top of a stack, so
+ * every live dstate has a completion: the automaton accepts exactly the viable prefixes.
+ *
+ * Invariants:
+ * 1. nodes[i].pos is a GR_CLS element (top) or the GR_REF/GR_CLS element a return resumes at;
+ *    parent < i or -1 (the bottom).
+ * 2. a set's members are sorted ascending and distinct, each a node whose pos is GR_CLS.
+ * 3. trans[256 d + b] is GM_UNKNOWN, GM_DEAD or the dstate after byte b from dstate d.
+ * Memory only grows until gm_flush, which keeps one dstate (renumbered) and drops the rest. */
+#ifndef SLM_GRAMMAR_MATCHER_H
+#define SLM_GRAMMAR_MATCHER_H
+
+#include "grammar/grammar.h"
+
+#define GM_DEAD (-1)
+#define GM_NOMEM (-2)
+#define GM_UNKNOWN (-3)
+
+typedef struct gm_node {
+    int32_t pos, parent;
+} gm_node;
+
+typedef struct gm_dstate {
+    int32_t set;
+    uint32_t acc;  /* bits of the partial character so far */
+    uint8_t need;  /* continuation bytes still needed (0: on a character boundary) */
+    uint8_t len;   /* length of the partial character's encoding */
+    uint32_t *mask; /* cached token mask (malloc'ed by the constraint, freed with the tables), or NULL */
+} gm_dstate;
+
+typedef struct gm {
+    const gr_grammar *g;
+    gm_node *nodes;
+    int32_t n_nodes, cap_nodes;
+    int32_t *node_ht; /* id + 1, 0 = empty */
+    int32_t node_ht_cap;
+    int32_t *set_pool; /* members of every set */
+    size_t n_pool, cap_pool;
+    int32_t *set_off, *set_n;
+    uint8_t *set_accept;
+    int32_t n_sets, cap_sets;
+    int32_t *set_ht;
+    int32_t set_ht_cap;
+    gm_dstate *ds;
+    int32_t n_ds, cap_ds;
+    int32_t *trans; /* (cap_ds * 256) transitions, see invariant 3 */
+    int32_t *ds_ht;
+    int32_t ds_ht_cap;
+    /* scratch of one set advance */
+    int32_t *work; /* (pos, parent) pairs */
+    int32_t n_work, cap_work;
+    uint64_t *vis_key;
+    uint32_t *vis_gen;
+    int32_t vis_cap, vis_n;
+    uint32_t gen;
+    int32_t *out;
+    int32_t n_out, cap_out;
+    size_t bytes; /* memory held by tables that grow (approximate) */
+} gm;
+
+void gm_init(gm *m, const gr_grammar *g);
+void gm_deinit(gm *m);
+/* The dstate before any byte; GM_NOMEM on allocation failure. */
+int32_t gm_start(gm *m);
+/* Transition of dstate d on byte b: a dstate id, GM_DEAD or GM_NOMEM. */
+int32_t gm_step_slow(gm *m, int32_t d, uint8_t b);
+static inline int32_t gm_step(gm *m, int32_t d, uint8_t b) {
+    int32_t t = m->trans[(size_t)d * 256 + b];
+    return t != GM_UNKNOWN ? t : gm_step_slow(m, d, b);
+}
+/* True when the grammar may end in dstate d (on a character boundary, empty stack in the set). */
+bool gm_can_end(const gm *m, int32_t d);
+/* True when nothing but the end can follow d. */
+bool gm_only_end(const gm *m, int32_t d);
+/* Drops every table but what dstate *d needs; *d becomes its new id. SLM_ERR_NOMEM leaves the
+ * matcher empty (gm_start and *d must be recomputed by the caller: it resets). */
+slm_status gm_flush(gm *m, int32_t *d);
+
+#endif

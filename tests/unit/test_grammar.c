@@ -1,0 +1,528 @@
+/* test_grammar.c — the grammar layer (src/grammar/): llama.cpp's example grammars parse; bad
+ * grammars and unsupported schema keywords are refused with the position or keyword named; and the
+ * token masks equal brute force — for every token of small random vocabularies (tokens spanning
+ * several terminals, split UTF-8 characters, invalid bytes), along random walks, the mask allows
+ * the token exactly when a simple reference matcher (explicit stacks, code point by code point,
+ * written here without the engine's automaton, hashing or trie) says the output stays a prefix
+ * of the grammar's language; the end only where the grammar accepts. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/utf8.h"
+#include "grammar/grammar.h"
+#include "statelm.h"
+
+/* ---- parsing ------------------------------------------------------------------------------------ */
+
+static slm_grammar *parse_ok(const char *text) {
+    slm_grammar *g = NULL;
+    char err[512];
+    slm_status st = slm_grammar_create(text, strlen(text), NULL, &g, err, sizeof err);
+    if (st) fprintf(stderr, "unexpected refusal: %s\n--- grammar:\n%s\n", err, text);
+    assert_int_equal(st, SLM_OK);
+    return g;
+}
+
+static void llamacpp_grammars_parse(void **unused) {
+    (void)unused;
+    static const char *const files[] = {"json.gbnf", "json_arr.gbnf", "list.gbnf", "chess.gbnf", "japanese.gbnf",
+                                        "english.gbnf", "arithmetic.gbnf", "c.gbnf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "grammar/llamacpp/%s", files[i]);
+        size_t n = 0;
+        uint8_t *text = tu_read_file(tu_data_path(rel), &n);
+        assert_non_null(text);
+        char *z = malloc(n + 1);
+        memcpy(z, text, n);
+        z[n] = 0;
+        slm_grammar_destroy(parse_ok(z));
+        free(z);
+        free(text);
+    }
+}
+
+static void parse_errors(void **unused) {
+    (void)unused;
+    static const struct {
+        const char *text;
+        slm_status st;
+        const char *msg;
+    } cases[] = {
+        {"", SLM_ERR_FORMAT, "1:1: empty grammar"},
+        {"# only a comment\n", SLM_ERR_FORMAT, "empty grammar"},
+        {"root ::= foo\n", SLM_ERR_FORMAT, "1:10: undefined rule 'foo'"},
+        {"root ::= \"abc\n", SLM_ERR_FORMAT, "1:10: unterminated string"},
+        {"root ::= [a-z\n", SLM_ERR_FORMAT, "1:10: unterminated character class"},
+        {"root ::= [z-a]\n", SLM_ERR_FORMAT, "1:13: range end U+0061 is below its start U+007A"},
+        {"root ::= []\n", SLM_ERR_FORMAT, "empty character class"},
+        {"root ::= \"a\"\nroot ::= \"b\"\n", SLM_ERR_FORMAT, "2:1: rule 'root' defined twice (first at 1:1)"},
+        {"root ::= expr\nexpr ::= expr \"+\" num | num\nnum ::= [0-9]+\n", SLM_ERR_FORMAT,
+         "2:1: rule 'expr' is left-recursive"},
+        {"root ::= a\na ::= b? a \"x\"\nb ::= \"y\"\n", SLM_ERR_FORMAT, "'a' is left-recursive"},
+        {"root ::= \"x\" root\n", SLM_ERR_FORMAT, "1:1: rule 'root' can never end"},
+        {"root ::= * \"a\"\n", SLM_ERR_FORMAT, "1:10: '*' has nothing to repeat"},
+        {"root ::= (\"a\" | \"b\"\n", SLM_ERR_FORMAT, "unclosed '('"},
+        {"root ::= \"a\" )\n", SLM_ERR_FORMAT, "1:14: unmatched ')'"},
+        {"root \"a\"\n", SLM_ERR_FORMAT, "1:6: expected '::=' after rule name 'root'"},
+        {"root ::= \"\\q\"\n", SLM_ERR_FORMAT, "1:11: unknown escape \\q"},
+        {"root ::= \"\\x4\"\n", SLM_ERR_FORMAT, "\\x needs 2 hex digits"},
+        {"root ::= \"\\uD800\"\n", SLM_ERR_FORMAT, "not a Unicode scalar value"},
+        {"root ::= \"a\"{3,2}\n", SLM_ERR_FORMAT, "max below min"},
+        {"root ::= \"a\"{99999}\n", SLM_ERR_RANGE, "repetition count above"},
+        {"root ::= <[42]>\n", SLM_ERR_FORMAT, "token references"},
+        {"start ::= \"a\"\n", SLM_ERR_FORMAT, "no rule named 'root'"},
+        {"root ::= \"\xff\"\n", SLM_ERR_FORMAT, "invalid UTF-8"},
+        {"root ::= \"a\"\n  x ::= \"b\" |\n | ( \n", SLM_ERR_FORMAT, "unclosed '('"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        slm_grammar *g = (slm_grammar *)1;
+        char err[512] = "";
+        slm_status st = slm_grammar_create(cases[i].text, strlen(cases[i].text), NULL, &g, err, sizeof err);
+        if (st != cases[i].st || !strstr(err, cases[i].msg))
+            fprintf(stderr, "case %zu: status %d, message '%s', wanted %d '%s'\n", i, st, err, cases[i].st, cases[i].msg);
+        assert_int_equal(st, cases[i].st);
+        assert_non_null(strstr(err, cases[i].msg));
+        assert_null(g);
+    }
+    /* another start rule by name; a grammar with an unreachable never-ending rule is fine */
+    slm_grammar *g = NULL;
+    const char *t = "start ::= \"a\"\nloop ::= \"x\" loop\n";
+    assert_int_equal(slm_grammar_create(t, strlen(t), "start", &g, NULL, 0), SLM_OK);
+    slm_grammar_destroy(g);
+}
+
+static void schema_refusals(void **unused) {
+    (void)unused;
+    static const struct {
+        const char *schema;
+        slm_status st;
+        const char *msg;
+    } cases[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a\"}", SLM_ERR_UNSUPPORTED, "keyword 'pattern' at / is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":3}}}", SLM_ERR_UNSUPPORTED,
+         "keyword 'minimum' at /properties/a is not supported"},
+        {"{\"type\":\"string\",\"format\":\"email\"}", SLM_ERR_UNSUPPORTED, "format 'email' at / is not supported"},
+        {"{\"allOf\":[{\"type\":\"string\"}]}", SLM_ERR_UNSUPPORTED, "keyword 'allOf'"},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems'"},
+        {"{\"type\":\"object\",\"patternProperties\":{}}", SLM_ERR_UNSUPPORTED, "keyword 'patternProperties'"},
+        {"{\"$ref\":\"http://x/y.json\"}", SLM_ERR_UNSUPPORTED, "only local references"},
+        {"{\"$ref\":\"#/$defs/missing\"}", SLM_ERR_FORMAT, "does not resolve"},
+        {"{\"type\":\"strin\"}", SLM_ERR_FORMAT, "unknown type 'strin'"},
+        {"{\"type\":", SLM_ERR_FORMAT, "not valid JSON"},
+        {"false", SLM_ERR_UNSUPPORTED, "allows nothing"},
+        {"{\"enum\":[1,2],\"type\":\"string\"}", SLM_ERR_UNSUPPORTED, "allows no value"},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", SLM_ERR_FORMAT, "maxItems below minItems"},
+        {"{\"type\":\"string\",\"maxLength\":-1}", SLM_ERR_FORMAT, "non-negative integer"},
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", SLM_ERR_FORMAT, "left-recursive"},
+        {"{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":false}", SLM_ERR_UNSUPPORTED,
+         "required property 'x' at / is not in 'properties'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        slm_grammar *g = (slm_grammar *)1;
+        char err[512] = "";
+        slm_status st = slm_grammar_from_json_schema(cases[i].schema, strlen(cases[i].schema), &g, err, sizeof err);
+        if (st != cases[i].st || !strstr(err, cases[i].msg))
+            fprintf(stderr, "case %zu: status %d, message '%s', wanted %d '%s'\n", i, st, err, cases[i].st, cases[i].msg);
+        assert_int_equal(st, cases[i].st);
+        assert_non_null(strstr(err, cases[i].msg));
+        assert_null(g);
+    }
+    /* the GBNF text: size query, then the text */
+    const char *s = "{\"type\":\"object\"}";
+    size_t n = 0;
+    assert_int_equal(slm_json_schema_to_gbnf(s, strlen(s), NULL, 0, &n, NULL, 0), SLM_ERR_RANGE);
+    assert_true(n > 0);
+    char *buf = malloc(n + 1);
+    assert_int_equal(slm_json_schema_to_gbnf(s, strlen(s), buf, n + 1, &n, NULL, 0), SLM_OK);
+    assert_non_null(strstr(buf, "root ::= "));
+    free(buf);
+}
+
+/* ---- the reference matcher ----------------------------------------------------------------------- */
+
+#define RMAX 512
+typedef struct rst {
+    int32_t v[RMAX]; /* element positions, top last */
+    int n;
+} rst;
+typedef struct rset {
+    rst *s;
+    int n, cap;
+    bool accept;
+} rset;
+
+static void radd(rset *o, const rst *s) {
+    for (int i = 0; i < o->n; i++)
+        if (o->s[i].n == s->n && !memcmp(o->s[i].v, s->v, (size_t)s->n * sizeof s->v[0])) return;
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 8;
+        o->s = realloc(o->s, (size_t)o->cap * sizeof *o->s);
+    }
+    o->s[o->n++] = *s;
+}
+
+/* Adds to o every stack reachable from s whose top is a class (or the acceptance of an empty stack). */
+static void rexpand(const gr_grammar *g, const rst *s, rset *o) {
+    if (s->n == 0) {
+        o->accept = true;
+        return;
+    }
+    int32_t pos = s->v[s->n - 1];
+    gr_elem e = g->elems[pos];
+    if (e.type == GR_CLS) {
+        radd(o, s);
+        return;
+    }
+    rst *t = malloc(sizeof *t);
+    *t = *s;
+    t->n--;
+    if (e.type == GR_END) {
+        rexpand(g, t, o);
+    } else {
+        t->v[t->n++] = pos + 1; /* where the caller continues */
+        assert_true(t->n < RMAX);
+        for (int32_t a = 0; a < g->rules[e.val].n_alt; a++) {
+            rst *u = malloc(sizeof *u);
+            *u = *t;
+            u->v[u->n++] = g->alts[g->rules[e.val].alt_off + a];
+            rexpand(g, u, o);
+            free(u);
+        }
+    }
+    free(t);
+}
+
+static void rinit(const gr_grammar *g, rset *o) {
+    memset(o, 0, sizeof *o);
+    for (int32_t a = 0; a < g->rules[g->root].n_alt; a++) {
+        rst s = {.n = 1};
+        s.v[0] = g->alts[g->rules[g->root].alt_off + a];
+        rexpand(g, &s, o);
+    }
+}
+
+static bool class_has(const gr_grammar *g, int32_t c, uint32_t cp) {
+    for (int32_t i = 0; i < g->classes[c].n; i++)
+        if (g->ranges[g->classes[c].off + 2 * i] <= cp && cp <= g->ranges[g->classes[c].off + 2 * i + 1]) return true;
+    return false;
+}
+
+static void radvance(const gr_grammar *g, const rset *in, uint32_t cp, rset *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < in->n; i++) {
+        const rst *s = &in->s[i];
+        if (!class_has(g, g->elems[s->v[s->n - 1]].val, cp)) continue;
+        rst *t = malloc(sizeof *t);
+        *t = *s;
+        t->v[t->n - 1]++;
+        rexpand(g, t, o);
+        free(t);
+    }
+}
+
+/* A code point with this UTF-8 prefix (k of n bytes) that is a scalar value some stack top takes. */
+static bool partial_ok(const gr_grammar *g, const rset *set, const uint8_t *b, size_t k, size_t n) {
+    for (size_t i = 1; i < k; i++)
+        if ((b[i] & 0xC0) != 0x80) return false;
+    uint8_t lo_b[4], hi_b[4];
+    for (size_t i = 0; i < n; i++) {
+        lo_b[i] = i < k ? b[i] : 0x80;
+        hi_b[i] = i < k ? b[i] : 0xBF;
+    }
+    uint32_t lead_bits = n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07;
+    uint32_t lo = lo_b[0] & lead_bits, hi = hi_b[0] & lead_bits;
+    for (size_t i = 1; i < n; i++) {
+        lo = lo << 6 | (lo_b[i] & 0x3Fu);
+        hi = hi << 6 | (hi_b[i] & 0x3Fu);
+    }
+    uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+    if (lo < min) lo = min;
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    for (int i = 0; i < set->n; i++) {
+        const gr_class *c = &g->classes[g->elems[set->s[i].v[set->s[i].n - 1]].val];
+        for (int32_t r = 0; r < c->n; r++) {
+            uint32_t a = g->ranges[c->off + 2 * r], z = g->ranges[c->off + 2 * r + 1];
+            if (a < lo) a = lo;
+            if (z > hi) z = hi;
+            for (uint32_t cp = a; cp <= z; cp++) /* skips the surrogates: at most 2048 steps */
+                if (cp < 0xD800 || cp > 0xDFFF) return true;
+        }
+    }
+    return false;
+}
+
+/* Whether bytes b[0, n) from set `start` keep the output a viable prefix; *can_end: the grammar may
+ * end right after them. */
+static bool rviable(const gr_grammar *g, const rset *start, const uint8_t *b, size_t n, bool *can_end) {
+    rset cur = *start, next;
+    bool own = false, ok = true;
+    *can_end = false;
+    size_t i = 0;
+    while (i < n) {
+        size_t len = b[i] < 0x80 ? 1 : (b[i] >= 0xC2 && b[i] <= 0xDF) ? 2 : (b[i] >= 0xE0 && b[i] <= 0xEF) ? 3
+                   : (b[i] >= 0xF0 && b[i] <= 0xF4) ? 4 : 0;
+        if (!len) {
+            ok = false;
+            break;
+        }
+        if (i + len > n) {
+            ok = partial_ok(g, &cur, b + i, n - i, len);
+            goto out;
+        }
+        uint32_t cp;
+        if (utf8_decode(b + i, len, &cp) != len) {
+            ok = false;
+            break;
+        }
+        radvance(g, &cur, cp, &next);
+        if (own) free(cur.s);
+        cur = next;
+        own = true;
+        i += len;
+        if (!cur.n && !cur.accept) {
+            ok = false;
+            break;
+        }
+    }
+    if (ok) *can_end = cur.accept;
+out:
+    if (own) free(cur.s);
+    return ok;
+}
+
+/* Advances *set over the whole characters at the start of b[0, n) (the output is known viable);
+ * returns how many bytes they take (a partial character at the end stays). */
+static size_t radvance_bytes(const gr_grammar *g, rset *set, const uint8_t *b, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t len = utf8_decode(b + i, n - i, &cp);
+        if (!len) break;
+        rset next;
+        radvance(g, set, cp, &next);
+        free(set->s);
+        *set = next;
+        i += len;
+    }
+    return i;
+}
+
+/* ---- brute force against the constraint --------------------------------------------------------- */
+
+static uint64_t rng_state;
+static uint32_t rnd(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+static const char *const pieces[] = {
+    "a", "b", "ab", "ba", "{", "}", "\"", ":", ",", " ", "\n", "1", "23", "0", "-", "[", "]", "true", "fals", "e",
+    "null", "x", "y", "+", "*", "(", ")", "=", "!", "T", "Z", "2024-", "01", "-3", "\\", "u", "\"a\":", "{\"",
+    "\xe6\x97\xa5", "\xe6\x9c\xac", "\xe6", "\x97\xa5", "\xe6\x97", "\xa5", "\xf0\x9f\x98\x80", "\xf0\x9f", "\x98\x80",
+    "\xc3\xa9", "\xc3", "\xa9", "\xc3\xbc", "\xff", "\xed\xa0", "\xe0\x80", "\xf4\x90", ".", "9", "é", "日本", "\t",
+};
+
+static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_steps) {
+    slm_grammar *g = parse_ok(gbnf);
+    const gr_grammar *gg = gr_of(g);
+    rng_state = seed;
+    enum { N = 300 };
+    gv_token toks[N];
+    uint8_t store[N][16];
+    for (int i = 0; i < N; i++) {
+        size_t len = 0;
+        int parts = 1 + (int)(rnd() % 3);
+        for (int p = 0; p < parts; p++) {
+            const char *s = pieces[rnd() % (sizeof pieces / sizeof pieces[0])];
+            size_t l = strlen(s);
+            if (len + l > sizeof store[i]) break;
+            memcpy(store[i] + len, s, l);
+            len += l;
+        }
+        toks[i] = (gv_token){store[i], (uint32_t)len, GV_TEXT};
+    }
+    toks[7].kind = GV_EOG;
+    toks[8].kind = GV_NONE; /* a control token: never allowed */
+    slm_grammar_vocab *v = NULL;
+    assert_int_equal(gv_create(toks, N, &v), SLM_OK);
+    slm_constraint *c = NULL;
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    rset start;
+    rinit(gg, &start);
+    uint32_t mask[(N + 31) / 32], again[(N + 31) / 32];
+    uint8_t *out = malloc(4096);
+    int n_checked = 0;
+    for (int w = 0; w < n_walks; w++) {
+        slm_constraint_reset(c);
+        size_t n_out = 0, at = 0; /* cur: the reference state after out[0, at), whole characters */
+        rset cur = start;
+        cur.s = malloc((size_t)start.cap * sizeof *cur.s);
+        memcpy(cur.s, start.s, (size_t)start.n * sizeof *cur.s);
+        for (int step = 0; step < n_steps; step++) {
+            assert_int_equal(slm_constraint_mask(c, mask, N), SLM_OK);
+            int allowed[N], n_allowed = 0;
+            for (int t = 0; t < N; t++) {
+                bool want, can_end, viable;
+                if (toks[t].kind == GV_NONE) want = false;
+                else if (toks[t].kind == GV_EOG) {
+                    viable = rviable(gg, &cur, out + at, n_out - at, &can_end);
+                    want = viable && can_end;
+                } else {
+                    memcpy(out + n_out, toks[t].bytes, toks[t].len);
+                    want = rviable(gg, &cur, out + at, n_out - at + toks[t].len, &can_end);
+                }
+                bool got = mask[t / 32] >> (t % 32) & 1;
+                if (got != want) {
+                    fprintf(stderr, "walk %d step %d token %d ('%.*s'): mask %d, reference %d; output so far '%.*s'\n", w,
+                            step, t, (int)toks[t].len, (const char *)toks[t].bytes, got, want, (int)n_out,
+                            (const char *)out);
+                    fail();
+                }
+                n_checked++;
+                if (got) allowed[n_allowed++] = t;
+            }
+            if (!n_allowed) break;
+            /* a refused token leaves the state as it was */
+            for (int t = 0; t < N; t++)
+                if (!(mask[t / 32] >> (t % 32) & 1) && toks[t].kind == GV_TEXT) {
+                    assert_int_equal(slm_constraint_accept(c, t), SLM_ERR_INVALID_ARG);
+                    assert_true(strlen(slm_constraint_errmsg(c)) > 0);
+                    break;
+                }
+            assert_int_equal(slm_constraint_mask(c, again, N), SLM_OK);
+            assert_memory_equal(mask, again, sizeof mask);
+            int t = allowed[rnd() % (uint32_t)n_allowed];
+            if (toks[t].kind == GV_EOG && n_allowed > 1 && rnd() % 4) t = allowed[(rnd() % (uint32_t)(n_allowed))];
+            assert_int_equal(slm_constraint_accept(c, t), SLM_OK);
+            if (toks[t].kind == GV_EOG) {
+                assert_true(slm_constraint_can_end(c));
+                break;
+            }
+            if (n_out + toks[t].len > 4000) break;
+            memcpy(out + n_out, toks[t].bytes, toks[t].len);
+            n_out += toks[t].len;
+            at += radvance_bytes(gg, &cur, out + at, n_out - at);
+        }
+        free(cur.s);
+    }
+    assert_true(n_checked > N * n_walks);
+    free(out);
+    free(start.s);
+    slm_constraint_destroy(c);
+    slm_grammar_vocab_destroy(v);
+    slm_grammar_destroy(g);
+}
+
+static void brute_force_masks(void **unused) {
+    (void)unused;
+    static const char *const grammars[] = {
+        /* json.gbnf from llama.cpp */
+        "root ::= object\nvalue ::= object | array | string | number | boolean\n"
+        "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" ws value )* )? \"}\"\n"
+        "array ::= \"[\" ws ( value ( \",\" ws value )* )? \"]\"\n"
+        "string ::= \"\\\"\" ( [\\x20\\x21\\x23-\\x5b\\x5d-\\U0010FFFF] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* "
+        "\"\\\"\"\nnumber ::= \"-\"? [0-9]+ ws\nboolean ::= (\"true\" | \"false\") ws\nws ::= ([ \\t\\n] ws)?\n",
+        /* several terminals per token, multi-byte characters, bounded repetition */
+        "root ::= ( \"ab\" | \"a\" [0-9]+ | \"日本\" [^a-z]{0,3} | \"ba\"? \"x\" )* \"!\"\n",
+        "root ::= (expr \"=\" ws term \"\\n\")+\nexpr ::= term ([-+*/] term)*\n"
+        "term ::= ident | num | \"(\" ws expr \")\" ws\nident ::= [a-z] [a-z0-9_]* ws\nnum ::= [0-9]+ ws\nws ::= [ \\t\\n]*\n",
+        /* split characters: emoji and Latin-1 letters */
+        "root ::= [\\U0001F600-\\U0001F64F] \" \" [é-ü]+ ( \" \" [\\U0001F600-\\U0001F64F] )?\n",
+        /* nullable rules inside repetition, any character */
+        "root ::= a* \"=\" .{1,3}\na ::= \"x\"? \"y\"? ( \"a\" | \"b\" )\n",
+    };
+    for (size_t i = 0; i < sizeof grammars / sizeof grammars[0]; i++)
+        for (uint64_t seed = 1; seed <= 3; seed++) brute_force_one(grammars[i], seed * 7919 + i, 6, 24);
+}
+
+/* A schema's grammar under the same check. */
+static void brute_force_schema(void **unused) {
+    (void)unused;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"x\",1,null]},\"b\":{\"type\":\"array\","
+                         "\"items\":{\"type\":\"integer\"},\"maxItems\":2},\"e\":{\"type\":\"string\",\"maxLength\":3}},"
+                         "\"required\":[\"b\"],\"additionalProperties\":false}";
+    size_t n = 0;
+    slm_json_schema_to_gbnf(schema, strlen(schema), NULL, 0, &n, NULL, 0);
+    char *gbnf = malloc(n + 1);
+    assert_int_equal(slm_json_schema_to_gbnf(schema, strlen(schema), gbnf, n + 1, &n, NULL, 0), SLM_OK);
+    for (uint64_t seed = 1; seed <= 4; seed++) brute_force_one(gbnf, seed, 8, 30);
+    free(gbnf);
+}
+
+/* The sampler draws only what the constraint allows, and fails cleanly when nothing is. */
+static void sampler_constraint(void **unused) {
+    (void)unused;
+    const char *text = "root ::= \"ab\" | \"b\"\n";
+    slm_grammar *g = parse_ok(text);
+    gv_token toks[4] = {{(const uint8_t *)"a", 1, GV_TEXT}, {(const uint8_t *)"b", 1, GV_TEXT},
+                        {(const uint8_t *)"c", 1, GV_TEXT}, {NULL, 0, GV_EOG}};
+    slm_grammar_vocab *v = NULL;
+    assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
+    slm_constraint *c = NULL;
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    slm_sampler_params p = slm_sampler_params_default();
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    slm_sampler *s = NULL;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    assert_int_equal(slm_sampler_set_constraint(s, c), SLM_OK);
+    float logits[5] = {0.0f, 0.0f, 9.0f, 9.0f, 9.0f}; /* id 4 is past the vocabulary: never allowed */
+    int seen[5] = {0};
+    for (int i = 0; i < 200; i++) {
+        int32_t t = -1;
+        assert_int_equal(slm_sampler_sample(s, logits, 5, NULL, 0, &t), SLM_OK);
+        seen[t]++;
+    }
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    assert_int_equal(seen[2] + seen[3] + seen[4], 0);
+    float probs[5];
+    assert_int_equal(slm_sampler_probs(s, logits, 5, NULL, 0, probs), SLM_OK);
+    assert_true(probs[0] > 0.49f && probs[0] < 0.51f && probs[2] == 0.0f && probs[3] == 0.0f);
+    assert_int_equal(slm_constraint_accept(c, 1), SLM_OK); /* "b": done, only the end may follow */
+    assert_true(slm_constraint_done(c));
+    int32_t t = -1;
+    assert_int_equal(slm_sampler_sample(s, logits, 5, NULL, 0, &t), SLM_OK);
+    assert_int_equal(t, 3);
+    assert_int_equal(slm_constraint_accept(c, 3), SLM_OK);
+    slm_constraint_reset(c);
+    assert_int_equal(slm_constraint_accept(c, 3), SLM_ERR_INVALID_ARG); /* the end is not allowed at the start */
+    assert_int_equal(slm_constraint_accept(c, 2), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_constraint_accept(c, 99), SLM_ERR_INVALID_ARG);
+    /* greedy picks the best allowed token */
+    slm_sampler *gs = NULL;
+    p.temperature = 0.0f;
+    assert_int_equal(slm_sampler_create(&p, &gs), SLM_OK);
+    slm_sampler_set_constraint(gs, c);
+    float l2[5] = {1.0f, 2.0f, 9.0f, 9.0f, 9.0f};
+    assert_int_equal(slm_sampler_sample(gs, l2, 5, NULL, 0, &t), SLM_OK);
+    assert_int_equal(t, 1);
+    slm_sampler_set_constraint(gs, NULL);
+    assert_int_equal(slm_sampler_sample(gs, l2, 5, NULL, 0, &t), SLM_OK);
+    assert_int_equal(t, 2);
+    slm_sampler_destroy(gs);
+    slm_sampler_destroy(s);
+    slm_constraint_destroy(c);
+    slm_grammar_vocab_destroy(v);
+    slm_grammar_destroy(g);
+    /* NULL handling */
+    assert_int_equal(slm_constraint_create(NULL, NULL, &c), SLM_ERR_INVALID_ARG);
+    assert_null(c);
+    slm_constraint_destroy(NULL);
+    slm_grammar_destroy(NULL);
+    slm_grammar_vocab_destroy(NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(llamacpp_grammars_parse), cmocka_unit_test(parse_errors),
+        cmocka_unit_test(schema_refusals),         cmocka_unit_test(brute_force_masks),
+        cmocka_unit_test(brute_force_schema),      cmocka_unit_test(sampler_constraint),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
