@@ -1,6 +1,8 @@
 /* serve.c — `statelm serve`: an OpenAI-compatible HTTP server (libmicrohttpd, one thread per
  * connection) over the public API. Endpoints: POST /v1/chat/completions, POST /v1/completions,
  * GET /v1/models, GET /health, GET /metrics (Prometheus text); OPTIONS answers CORS preflights.
+ * Constrained output (response_format, grammar, json_schema): a job owns its compiled grammar, each
+ * stream a constraint over the model's one grammar vocabulary, attached to the stream's sampler.
  *
  * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
  * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
@@ -113,6 +115,7 @@ typedef struct job {
     size_t n_prompt;
     int32_t max_tokens;
     slm_sampler_params sp; /* sp.logit_bias is the job's own array */
+    slm_grammar *grammar;  /* response_format / grammar / json_schema, or NULL */
     char *stops[MAX_STOPS];
     int32_t n_stops;
     char id[48];
@@ -139,6 +142,7 @@ typedef struct stream {
     job *j;           /* NULL: idle */
     int32_t choice;
     slm_sampler *smp;
+    slm_constraint *con; /* the job's grammar, attached to smp, or NULL */
     slm_detokenizer *dt;
     size_t n_fed;     /* prompt tokens in the session; < n_prompt while prefilling */
     bool first_sync;
@@ -186,6 +190,8 @@ static struct {
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
     const slm_tokenizer *tok;
+    slm_grammar_vocab *gvocab;   /* the tokenizer's byte trie, made at the first constrained request */
+    pthread_mutex_t gvocab_mu;   /* guards making gvocab (not srv.mu: it takes up to a second) */
     char model_id[256];          /* --alias, or the model file's name */
     const char *model_file;      /* the model file's name */
     const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
@@ -251,6 +257,7 @@ static void job_unref_locked(job *j) {
     }
     for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free((void *)(uintptr_t)j->sp.logit_bias);
+    slm_grammar_destroy(j->grammar);
     free(j->prompt);
     free(j->sse.v);
     pthread_cond_destroy(&j->cv);
@@ -659,10 +666,12 @@ static void stream_end(stream *st) {
     slm_spec_destroy(st->spec);
     st->spec = NULL;
     slm_sampler_destroy(st->smp);
+    slm_constraint_destroy(st->con);
     slm_detokenizer_destroy(st->dt);
     free(st->own_logits);
     if (st->own_session) slm_session_destroy(st->s);
     st->smp = NULL;
+    st->con = NULL;
     st->dt = NULL;
     st->own_logits = NULL;
     if (st->own_session) st->s = NULL;
@@ -697,7 +706,9 @@ static bool stream_begin(stream *st, job *j, int32_t ci) {
     st->n_gen = 0;
     st->next_id = -1;
     st->first_sync = true;
-    return slm_sampler_create(&sp, &st->smp) == SLM_OK && slm_detokenizer_create(srv.tok, &st->dt) == SLM_OK;
+    if (slm_sampler_create(&sp, &st->smp) != SLM_OK || slm_detokenizer_create(srv.tok, &st->dt) != SLM_OK) return false;
+    return !j->grammar || (slm_constraint_create(j->grammar, srv.gvocab, &st->con) == SLM_OK &&
+                           slm_sampler_set_constraint(st->smp, st->con) == SLM_OK);
 }
 
 /* Picks the idle slot for j and brings it to the best kept state; NULL when none is idle. */
@@ -862,7 +873,8 @@ static bool publish_token(stream *st, int32_t id, int32_t pos) {
         if (j->logprobs) top_logprobs(st->logits, srv.n_vocab, id, j->top_logprobs, &lp);
         if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) n_piece = 0;
         st->n_gen++;
-        if (st->n_gen >= j->max_tokens || pos >= srv.n_ctx) finish = "length";
+        if (st->con && slm_constraint_done(st->con)) finish = "stop"; /* only the end may follow */
+        else if (st->n_gen >= j->max_tokens || pos >= srv.n_ctx) finish = "length";
     }
     pthread_mutex_lock(&srv.mu);
     bool ok = true;
@@ -917,10 +929,19 @@ static bool sample_step(stream *st) {
     size_t n_hist;
     const int32_t *hist = slm_session_history(st->s, &n_hist);
     int32_t id = -1;
+    slm_status ss = SLM_OK;
     if (cli_first_nonfinite(st->logits, srv.n_vocab) >= 0 ||
-        slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id) != SLM_OK) {
+        (ss = slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id)) != SLM_OK) {
         pthread_mutex_lock(&srv.mu);
-        job_fail_locked(st->j, 500, "the model produced non-finite logits");
+        job_fail_locked(st->j, 500, ss == SLM_ERR_STATE   ? "no token of the vocabulary continues the grammar here"
+                                    : ss == SLM_ERR_RANGE ? "logit_bias bans every token"
+                                                          : "the model produced non-finite logits");
+        pthread_mutex_unlock(&srv.mu);
+        return false;
+    }
+    if (st->con && slm_constraint_accept(st->con, id) != SLM_OK) { /* the mask allowed it: a bug */
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(st->j, 500, slm_constraint_errmsg(st->con));
         pthread_mutex_unlock(&srv.mu);
         return false;
     }
@@ -933,7 +954,7 @@ static bool sample_step(stream *st) {
  * left in the context, and the session holds the logits of its last token (a fork holds them after
  * its first decode). */
 static bool spec_wanted(const stream *st) {
-    return (srv.o.lookup || srv.draft_model) && !st->j->logprobs && slm_session_pos(st->s) < srv.n_ctx &&
+    return (srv.o.lookup || srv.draft_model) && !st->j->logprobs && !st->con && slm_session_pos(st->s) < srv.n_ctx &&
            (!st->own_session || st->n_gen > 0);
 }
 
@@ -1297,6 +1318,67 @@ static bool parse_logit_bias(const cJSON *f, job *j, char *msg, size_t cap) {
     return true;
 }
 
+/* The grammar vocabulary of the model, made once (at the first constrained request); NULL when it
+ * cannot be made. */
+static const slm_grammar_vocab *grammar_vocab(void) {
+    pthread_mutex_lock(&srv.gvocab_mu);
+    if (!srv.gvocab && slm_grammar_vocab_create(srv.tok, &srv.gvocab) != SLM_OK) srv.gvocab = NULL;
+    pthread_mutex_unlock(&srv.gvocab_mu);
+    return srv.gvocab;
+}
+
+/* Compiles the request's output constraint into j->grammar: response_format ({"type": "text"},
+ * {"type": "json_object"} with an optional llama-server "schema", {"type": "json_schema",
+ * "json_schema": {"schema": ...}}), or llama-server's "grammar" (GBNF) or "json_schema"; at most
+ * one of them. false with msg naming what is wrong. */
+static bool parse_constraint(const cJSON *root, job *j, char *msg, size_t cap) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *gbnf = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    const cJSON *given[3] = {rf, gbnf, schema};
+    int n_given = 0;
+    for (int i = 0; i < 3; i++) n_given += given[i] && !cJSON_IsNull(given[i]);
+    if (n_given > 1) return snprintf(msg, cap, "give one of 'response_format', 'grammar' and 'json_schema'"), false;
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+            return snprintf(msg, cap, "'response_format' must be an object with a string 'type'"), false;
+        if (!strcmp(type->valuestring, "text")) return true;
+        if (!strcmp(type->valuestring, "json_object")) {
+            schema = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+            if (!schema) schema = rf; /* any object: its "type" is "json_object", read below as such */
+        } else if (!strcmp(type->valuestring, "json_schema")) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            schema = js ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+            if (!cJSON_IsObject(schema))
+                return snprintf(msg, cap, "response_format json_schema needs 'json_schema': {'schema': {...}}"), false;
+        } else {
+            return snprintf(msg, cap, "response_format type '%.40s' is not text, json_object or json_schema",
+                            type->valuestring), false;
+        }
+    }
+    if (gbnf && !cJSON_IsNull(gbnf) && !cJSON_IsString(gbnf))
+        return snprintf(msg, cap, "'grammar' must be a string (GBNF)"), false;
+    if (schema && !cJSON_IsNull(schema) && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return snprintf(msg, cap, "'json_schema' must be a JSON Schema object"), false;
+    bool any_object = schema == rf && rf != NULL;
+    if (!cJSON_IsString(gbnf) && !(schema && !cJSON_IsNull(schema))) return true;
+    if (j->ignore_eos) return snprintf(msg, cap, "'ignore_eos' cannot be combined with a grammar"), false;
+    if (!grammar_vocab()) return snprintf(msg, cap, "cannot build the vocabulary's trie for the grammar"), false;
+    char err[384] = "";
+    slm_status st;
+    if (cJSON_IsString(gbnf)) {
+        st = slm_grammar_create(gbnf->valuestring, strlen(gbnf->valuestring), NULL, &j->grammar, err, sizeof err);
+    } else {
+        char *text = any_object ? strdup("{\"type\":\"object\"}") : cJSON_PrintUnformatted(schema);
+        if (!text) return snprintf(msg, cap, "out of memory"), false;
+        st = slm_grammar_from_json_schema(text, strlen(text), &j->grammar, err, sizeof err);
+        free(text);
+    }
+    if (st != SLM_OK) return snprintf(msg, cap, "%s (%s)", err[0] ? err : "bad grammar", slm_status_name(st)), false;
+    return true;
+}
+
 /* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg,
  * OpenAI code in *code when more specific than the status's). */
 static unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
@@ -1382,6 +1464,7 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
     j->include_usage = f && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "include_usage"));
     f = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos");
     j->ignore_eos = cJSON_IsTrue(f);
+    if (!parse_constraint(root, j, msg, cap)) goto fail;
     f = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (cJSON_IsString(f)) {
         if (f->valuestring[0] && !(j->stops[j->n_stops++] = strdup(f->valuestring))) goto fail;
@@ -1989,6 +2072,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&srv.gvocab_mu, NULL);
     pthread_cond_init(&srv.wake, NULL);
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = srv.o.n_threads;
@@ -2164,6 +2248,7 @@ done:
     for (int32_t i = 0; srv.forks && i < srv.n_forks_cap; i++) slm_session_destroy(srv.forks[i].draft);
     free(srv.slots);
     free(srv.forks);
+    slm_grammar_vocab_destroy(srv.gvocab);
     slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
     pthread_cond_destroy(&srv.wake);
