@@ -34,7 +34,8 @@ ports, with the official `openai` client and with curl:
 - constrained output: response_format json_schema / json_object and llama-server's grammar and
   json_schema fields, streamed and not, n=2: every answer that stops is valid (jsonschema, json,
   the GBNF's two words); bad grammars, unsupported schema keywords and conflicting fields are 400
-  naming what is wrong;
+  naming what is wrong; a leading <think>...</think> (forced by a grammar) goes to
+  reasoning_content, streamed and not, and stays in content with --reasoning-format none;
 - 500 half-sent requests from one client address: those beyond --max-conns-per-client are closed at
   once, and /health and a completion from another address still answer.
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
@@ -525,6 +526,20 @@ def constrained_test(arch):
                 want = ("yes", "no") if "grammar" in body else ('"yes"', '"no"')
                 check(st == 200 and out.get("text") in want and out.get("finish_reason") == "stop",
                       f"{arch}: {list(body)[0]}: {st} {raw[:200]!r}")
+        # reasoning: a leading <think>...</think> goes to reasoning_content, streamed or not
+        think = 'root ::= "<think>" " "? [a-z]{2,6} " " [a-z]{2,6} "</think>" "\\n"? [a-z]{2,6}'
+        for seed in (1, 2):
+            body = {"messages": msgs, "max_tokens": 40, "temperature": 1.0, "seed": seed, "grammar": think}
+            st, _, raw = s.request("POST", "/v1/chat/completions", body)
+            m = json.loads(raw)["choices"][0]["message"] if st == 200 else {}
+            ok = re.fullmatch(r"[a-z]{2,6} [a-z]{2,6}", m.get("reasoning_content", "")) and \
+                re.fullmatch(r"[a-z]{2,6}", m.get("content", ""))
+            check(bool(ok), f"{arch}: reasoning split: {st} {raw[:300]!r}")
+            events, done = sse_events(s.curl({**body, "stream": True}))
+            got_r = "".join(e["choices"][0]["delta"].get("reasoning_content", "") for e in events if e.get("choices"))
+            got_c = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+            check(done and (got_r, got_c) == (m.get("reasoning_content"), m.get("content")),
+                  f"{arch}: streamed reasoning {got_r!r} / content {got_c!r} != {m}")
         for body, needle in (({"grammar": 'root ::= "a" undefined'}, "undefined"),
                              ({"grammar": 'root ::= "a'}, "1:"),
                              ({"json_schema": {"type": "object", "patternProperties": {}}}, "patternProperties"),
@@ -536,6 +551,21 @@ def constrained_test(arch):
             check(st == 400 and needle in msg, f"{arch}: {body} -> {st} {raw[:200]!r}")
     finally:
         s.stop(f"{arch} constrained server")
+
+
+def reasoning_none_test():
+    """--reasoning-format none leaves <think> text in content."""
+    s = Server(data / "tiny" / "qwen35" / "qwen35-f32.gguf", "-c", str(CTX), "--parallel", "1", "--api-key", KEY,
+               "--reasoning-format", "none")
+    try:
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 40, "temperature": 1.0, "seed": 1,
+                "grammar": 'root ::= "<think>" [a-z]{2,6} "</think>" [a-z]{2,6}'}
+        st, _, raw = s.request("POST", "/v1/chat/completions", body)
+        m = json.loads(raw)["choices"][0]["message"] if st == 200 else {}
+        check(re.fullmatch(r"<think>[a-z]{2,6}</think>[a-z]{2,6}", m.get("content", "")) is not None and
+              "reasoning_content" not in m, f"--reasoning-format none: {st} {raw[:300]!r}")
+    finally:
+        s.stop("reasoning-none server")
 
 
 def many_slow_clients_test():
@@ -828,6 +858,7 @@ if only != "spec":
     slow_client_test()
     conventions_test("llama")
     constrained_test("qwen35")
+    reasoning_none_test()
     no_template_test()
     many_slow_clients_test()
     host_test()

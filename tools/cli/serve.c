@@ -56,6 +56,7 @@
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     bool lookup, no_prefix_reuse;
+    bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
@@ -384,27 +385,96 @@ static cJSON *response_head(const job *j, const char *object) {
 
 static cJSON *chunk_head(const job *j) { return response_head(j, j->chat ? "chat.completion.chunk" : "text_completion"); }
 
-/* Appends the stream event of choice ci: text [n_sent, upto), logprobs not yet sent and, when the
- * choice has finished, its finish_reason. Under srv.mu. */
+/* Where the parts of a chat answer text[0, n) lie (llama-server's --reasoning-format deepseek): an
+ * answer that opens, after white space, with "<think>" has its reasoning up to "</think>" (all of
+ * the rest while that has not come) and its content after it, white space around both trimmed.
+ * Unless final, ready stops short of what may still turn out to be a tag or the white space before
+ * one: text[0, ready) may be sent. Without reasoning the content is all the text. */
+typedef struct answer_parts {
+    size_t r0, r1; /* reasoning: text[r0, r1); none when r0 == r1 */
+    size_t c0;     /* content: text[c0, ready) */
+    size_t ready;
+} answer_parts;
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; }
+
+static answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
+    static const char open[] = "<think>", close[] = "</think>";
+    const size_t n_open = sizeof open - 1, n_close = sizeof close - 1;
+    answer_parts p = {0, 0, 0, n};
+    if (!j->chat || srv.o.reasoning_none) return p;
+    size_t i = 0;
+    while (i < n && is_space(t[i])) i++;
+    if (n - i < n_open && !memcmp(t + i, open, n - i)) { /* may yet become "<think>" */
+        if (!final) p.ready = 0;
+        return p;
+    }
+    if (memcmp(t + i, open, n_open) != 0) return p;
+    p.r0 = i + n_open;
+    while (p.r0 < n && is_space(t[p.r0])) p.r0++;
+    size_t e = p.r0;
+    while (e + n_close <= n && memcmp(t + e, close, n_close) != 0) e++;
+    if (e + n_close <= n) { /* closed: content after the tag */
+        p.r1 = e;
+        for (p.c0 = e + n_close; p.c0 < n && is_space(t[p.c0]);) p.c0++;
+    } else { /* open: everything so far is reasoning, less a tag that may be arriving */
+        p.c0 = n;
+        if (!final)
+            for (size_t k = n_close - 1; k > 0; k--)
+                if (k <= n - p.r0 && !memcmp(t + n - k, close, k)) {
+                    p.ready = n - k;
+                    break;
+                }
+        p.r1 = p.ready;
+    }
+    while (p.r1 > p.r0 && is_space(t[p.r1 - 1])) p.r1--;
+    if (!final && p.c0 >= p.ready && p.ready > p.r1) p.ready = p.r1; /* trailing white space waits */
+    if (p.ready < p.r0) p.ready = 0;
+    return p;
+}
+
+/* text[from, to) as a new NUL-terminated string (caller frees; NULL when out of memory). */
+static char *text_span(const choice *c, size_t from, size_t to) {
+    char *v = malloc(to - from + 1);
+    if (v) {
+        memcpy(v, c->text.v ? c->text.v + from : "", to - from);
+        v[to - from] = '\0';
+    }
+    return v;
+}
+
+/* Appends the stream event of choice ci: text [n_sent, upto) (for chat, split into reasoning and
+ * content deltas: split_answer), logprobs not yet sent and, when the choice has finished, its
+ * finish_reason. Under srv.mu. */
 static void sse_choice(job *j, int32_t ci, size_t upto) {
     choice *c = &j->choices[ci];
+    answer_parts parts = split_answer(j, c->text.v ? c->text.v : "", c->text.n, c->finish != NULL);
+    if (upto > parts.ready) upto = parts.ready;
+    if (upto < c->n_sent) upto = c->n_sent;
     bool has_text = upto > c->n_sent, has_lp = j->logprobs && c->n_lps_sent < c->n_tokens;
     if (!has_text && !has_lp && !c->finish && c->role_sent) return;
     cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", ci);
-    char *text = malloc(upto - c->n_sent + 1);
-    if (text) {
-        memcpy(text, c->text.v ? c->text.v + c->n_sent : "", upto - c->n_sent);
-        text[upto - c->n_sent] = '\0';
-    }
     if (j->chat) {
         cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
         if (!c->role_sent) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (has_text || !c->role_sent) cJSON_AddStringToObject(delta, "content", text ? text : "");
+        size_t r_from = c->n_sent > parts.r0 ? c->n_sent : parts.r0, r_to = upto < parts.r1 ? upto : parts.r1;
+        if (r_to > r_from) {
+            char *r = text_span(c, r_from, r_to);
+            cJSON_AddStringToObject(delta, "reasoning_content", r ? r : "");
+            free(r);
+        }
+        size_t c_from = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
+        if (upto > c_from || !c->role_sent) {
+            char *text = text_span(c, upto > c_from ? c_from : upto, upto);
+            cJSON_AddStringToObject(delta, "content", text ? text : "");
+            free(text);
+        }
     } else {
+        char *text = text_span(c, c->n_sent, upto);
         cJSON_AddStringToObject(ch, "text", text ? text : "");
+        free(text);
     }
-    free(text);
     c->role_sent = true;
     c->n_sent = upto;
     if (has_lp) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, c->n_lps_sent, c->n_tokens));
@@ -1616,7 +1686,12 @@ static cJSON *completion_json(const job *j) {
         if (j->chat) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", text ? text : "");
+            answer_parts parts = split_answer(j, text ? text : "", text ? strlen(text) : 0, true);
+            cJSON_AddStringToObject(m, "content", text ? text + parts.c0 : "");
+            if (text && parts.r1 > parts.r0) {
+                text[parts.r1] = '\0';
+                cJSON_AddStringToObject(m, "reasoning_content", text + parts.r0);
+            }
         } else {
             cJSON_AddStringToObject(ch, "text", text ? text : "");
         }
@@ -1967,6 +2042,8 @@ static void usage_serve(void) {
          "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma (default:\n"
          "                       the model's own; chatml, with a warning, for a model that has none)\n"
          "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
+         "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
+         "                       reasoning_content; none: it stays in content\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
@@ -2028,6 +2105,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--cors")) o->cors = v;
         else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--reasoning-format")) {
+            if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
+                return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
+            o->reasoning_none = !strcmp(v, "none");
+        }
         else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--temp")) fdst = &o->sampling.temperature, flo = 0, fhi = 2;
