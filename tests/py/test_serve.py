@@ -31,6 +31,11 @@ ports, with the official `openai` client and with curl:
   top_p 0 and top_k 1 at temperature 1 give the greedy answer; out-of-range fields are 400 naming
   them); a model without a chat template is served with chatml;
 - --host takes an IPv6 address (::1) and a name (localhost);
+- constrained output: response_format json_schema / json_object and llama-server's grammar and
+  json_schema fields, streamed and not, n=2: every answer that stops is valid (jsonschema, json,
+  the GBNF's two words); bad grammars, unsupported schema keywords and conflicting fields are 400
+  naming what is wrong; a leading <think>...</think> (forced by a grammar) goes to
+  reasoning_content, streamed and not, and stays in content with --reasoning-format none;
 - 500 half-sent requests from one client address: those beyond --max-conns-per-client are closed at
   once, and /health and a completion from another address still answer.
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
@@ -474,6 +479,95 @@ def host_test():
             s.stop(f"--host {host} server")
 
 
+def constrained_test(arch):
+    try:
+        import jsonschema
+    except ImportError:
+        check(False, "constrained_test needs jsonschema (scripts/requirements-test.txt)")
+        return
+    model = data / "tiny" / arch / f"{arch}-f32.gguf"
+    s = Server(model, "-c", str(CTX), "--parallel", "2", "--api-key", KEY)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                               "n": {"type": "integer"}, "tag": {"enum": ["a", "b"]}},
+              "required": ["name", "n", "tag"], "additionalProperties": False}
+    try:
+        client = s.client()
+        msgs = [{"role": "user", "content": "Give me a record"}]
+        stopped = 0
+        for seed in range(1, 7):
+            r = client.chat.completions.create(
+                model="x", messages=msgs, max_tokens=96, temperature=1.0, seed=seed,
+                response_format={"type": "json_schema", "json_schema": {"name": "rec", "schema": schema}})
+            text, finish = r.choices[0].message.content, r.choices[0].finish_reason
+            if finish == "stop":
+                stopped += 1
+                try:
+                    jsonschema.validate(json.loads(text), schema)
+                except (ValueError, jsonschema.ValidationError) as e:
+                    check(False, f"{arch}: json_schema seed {seed}: {text!r} is not valid: {e}")
+            if seed == 1:
+                streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                    model="x", messages=msgs, max_tokens=96, temperature=1.0, seed=seed, stream=True,
+                    response_format={"type": "json_schema", "json_schema": {"name": "rec", "schema": schema}})
+                    if c.choices)
+                check(streamed == text, f"{arch}: streamed constrained answer {streamed!r} != {text!r}")
+        check(stopped >= 3, f"{arch}: only {stopped} of 6 constrained answers ended within 96 tokens")
+        r = client.chat.completions.create(model="x", messages=msgs, max_tokens=96, temperature=1.0, seed=9, n=2,
+                                           response_format={"type": "json_object"})
+        for c in r.choices:
+            if c.finish_reason == "stop":
+                check(isinstance(json.loads(c.message.content), dict), f"{arch}: json_object: {c.message.content!r}")
+        for body in ({"grammar": 'root ::= "yes" | "no"'},
+                     {"json_schema": {"type": "string", "enum": ["yes", "no"]}}):
+            for seed in (1, 2, 3):
+                st, _, raw = s.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 8,
+                                                                   "temperature": 1.0, "seed": seed, **body})
+                out = json.loads(raw)["choices"][0] if st == 200 else {}
+                want = ("yes", "no") if "grammar" in body else ('"yes"', '"no"')
+                check(st == 200 and out.get("text") in want and out.get("finish_reason") == "stop",
+                      f"{arch}: {list(body)[0]}: {st} {raw[:200]!r}")
+        # reasoning: a leading <think>...</think> goes to reasoning_content, streamed or not
+        think = 'root ::= "<think>" " "? [a-z]{2,6} " " [a-z]{2,6} "</think>" "\\n"? [a-z]{2,6}'
+        for seed in (1, 2):
+            body = {"messages": msgs, "max_tokens": 40, "temperature": 1.0, "seed": seed, "grammar": think}
+            st, _, raw = s.request("POST", "/v1/chat/completions", body)
+            m = json.loads(raw)["choices"][0]["message"] if st == 200 else {}
+            ok = re.fullmatch(r"[a-z]{2,6} [a-z]{2,6}", m.get("reasoning_content", "")) and \
+                re.fullmatch(r"[a-z]{2,6}", m.get("content", ""))
+            check(bool(ok), f"{arch}: reasoning split: {st} {raw[:300]!r}")
+            events, done = sse_events(s.curl({**body, "stream": True}))
+            got_r = "".join(e["choices"][0]["delta"].get("reasoning_content", "") for e in events if e.get("choices"))
+            got_c = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+            check(done and (got_r, got_c) == (m.get("reasoning_content"), m.get("content")),
+                  f"{arch}: streamed reasoning {got_r!r} / content {got_c!r} != {m}")
+        for body, needle in (({"grammar": 'root ::= "a" undefined'}, "undefined"),
+                             ({"grammar": 'root ::= "a'}, "1:"),
+                             ({"json_schema": {"type": "object", "patternProperties": {}}}, "patternProperties"),
+                             ({"response_format": {"type": "xml"}}, "xml"),
+                             ({"response_format": {"type": "json_object"}, "grammar": 'root ::= "a"'}, "one of"),
+                             ({"grammar": 'root ::= "a"', "ignore_eos": True}, "ignore_eos")):
+            st, _, raw = s.request("POST", "/v1/completions", {"prompt": [1, 2], **body})
+            msg = json.loads(raw)["error"]["message"] if st == 400 else ""
+            check(st == 400 and needle in msg, f"{arch}: {body} -> {st} {raw[:200]!r}")
+    finally:
+        s.stop(f"{arch} constrained server")
+
+
+def reasoning_none_test():
+    """--reasoning-format none leaves <think> text in content."""
+    s = Server(data / "tiny" / "qwen35" / "qwen35-f32.gguf", "-c", str(CTX), "--parallel", "1", "--api-key", KEY,
+               "--reasoning-format", "none")
+    try:
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 40, "temperature": 1.0, "seed": 1,
+                "grammar": 'root ::= "<think>" [a-z]{2,6} "</think>" [a-z]{2,6}'}
+        st, _, raw = s.request("POST", "/v1/chat/completions", body)
+        m = json.loads(raw)["choices"][0]["message"] if st == 200 else {}
+        check(re.fullmatch(r"<think>[a-z]{2,6}</think>[a-z]{2,6}", m.get("content", "")) is not None and
+              "reasoning_content" not in m, f"--reasoning-format none: {st} {raw[:300]!r}")
+    finally:
+        s.stop("reasoning-none server")
+
+
 def many_slow_clients_test():
     """500 connections from one address (127.0.0.2) that each send half a request: beyond
     --max-conns-per-client they are closed at once, and meanwhile /health and a completion from
@@ -763,6 +857,8 @@ only = os.environ.get("SLM_TEST_SERVE_ONLY")  # "spec": only the speculation and
 if only != "spec":
     slow_client_test()
     conventions_test("llama")
+    constrained_test("qwen35")
+    reasoning_none_test()
     no_template_test()
     many_slow_clients_test()
     host_test()

@@ -1,6 +1,8 @@
 /* serve.c — `statelm serve`: an OpenAI-compatible HTTP server (libmicrohttpd, one thread per
  * connection) over the public API. Endpoints: POST /v1/chat/completions, POST /v1/completions,
  * GET /v1/models, GET /health, GET /metrics (Prometheus text); OPTIONS answers CORS preflights.
+ * Constrained output (response_format, grammar, json_schema): a job owns its compiled grammar, each
+ * stream a constraint over the model's one grammar vocabulary, attached to the stream's sampler.
  *
  * Threads: the HTTP connection threads parse requests into jobs and wait on them; one scheduler
  * thread owns every session and runs, in turn, one step per active stream (one sampled and decoded
@@ -54,6 +56,7 @@
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     bool lookup, no_prefix_reuse;
+    bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
@@ -113,6 +116,7 @@ typedef struct job {
     size_t n_prompt;
     int32_t max_tokens;
     slm_sampler_params sp; /* sp.logit_bias is the job's own array */
+    slm_grammar *grammar;  /* response_format / grammar / json_schema, or NULL */
     char *stops[MAX_STOPS];
     int32_t n_stops;
     char id[48];
@@ -139,6 +143,7 @@ typedef struct stream {
     job *j;           /* NULL: idle */
     int32_t choice;
     slm_sampler *smp;
+    slm_constraint *con; /* the job's grammar, attached to smp, or NULL */
     slm_detokenizer *dt;
     size_t n_fed;     /* prompt tokens in the session; < n_prompt while prefilling */
     bool first_sync;
@@ -186,6 +191,8 @@ static struct {
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
     const slm_tokenizer *tok;
+    slm_grammar_vocab *gvocab;   /* the tokenizer's byte trie, made at the first constrained request */
+    pthread_mutex_t gvocab_mu;   /* guards making gvocab (not srv.mu: it takes up to a second) */
     char model_id[256];          /* --alias, or the model file's name */
     const char *model_file;      /* the model file's name */
     const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
@@ -251,6 +258,7 @@ static void job_unref_locked(job *j) {
     }
     for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free((void *)(uintptr_t)j->sp.logit_bias);
+    slm_grammar_destroy(j->grammar);
     free(j->prompt);
     free(j->sse.v);
     pthread_cond_destroy(&j->cv);
@@ -377,27 +385,96 @@ static cJSON *response_head(const job *j, const char *object) {
 
 static cJSON *chunk_head(const job *j) { return response_head(j, j->chat ? "chat.completion.chunk" : "text_completion"); }
 
-/* Appends the stream event of choice ci: text [n_sent, upto), logprobs not yet sent and, when the
- * choice has finished, its finish_reason. Under srv.mu. */
+/* Where the parts of a chat answer text[0, n) lie (llama-server's --reasoning-format deepseek): an
+ * answer that opens, after white space, with "<think>" has its reasoning up to "</think>" (all of
+ * the rest while that has not come) and its content after it, white space around both trimmed.
+ * Unless final, ready stops short of what may still turn out to be a tag or the white space before
+ * one: text[0, ready) may be sent. Without reasoning the content is all the text. */
+typedef struct answer_parts {
+    size_t r0, r1; /* reasoning: text[r0, r1); none when r0 == r1 */
+    size_t c0;     /* content: text[c0, ready) */
+    size_t ready;
+} answer_parts;
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; }
+
+static answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
+    static const char open[] = "<think>", close[] = "</think>";
+    const size_t n_open = sizeof open - 1, n_close = sizeof close - 1;
+    answer_parts p = {0, 0, 0, n};
+    if (!j->chat || srv.o.reasoning_none) return p;
+    size_t i = 0;
+    while (i < n && is_space(t[i])) i++;
+    if (n - i < n_open && !memcmp(t + i, open, n - i)) { /* may yet become "<think>" */
+        if (!final) p.ready = 0;
+        return p;
+    }
+    if (memcmp(t + i, open, n_open) != 0) return p;
+    p.r0 = i + n_open;
+    while (p.r0 < n && is_space(t[p.r0])) p.r0++;
+    size_t e = p.r0;
+    while (e + n_close <= n && memcmp(t + e, close, n_close) != 0) e++;
+    if (e + n_close <= n) { /* closed: content after the tag */
+        p.r1 = e;
+        for (p.c0 = e + n_close; p.c0 < n && is_space(t[p.c0]);) p.c0++;
+    } else { /* open: everything so far is reasoning, less a tag that may be arriving */
+        p.c0 = n;
+        if (!final)
+            for (size_t k = n_close - 1; k > 0; k--)
+                if (k <= n - p.r0 && !memcmp(t + n - k, close, k)) {
+                    p.ready = n - k;
+                    break;
+                }
+        p.r1 = p.ready;
+    }
+    while (p.r1 > p.r0 && is_space(t[p.r1 - 1])) p.r1--;
+    if (!final && p.c0 >= p.ready && p.ready > p.r1) p.ready = p.r1; /* trailing white space waits */
+    if (p.ready < p.r0) p.ready = 0;
+    return p;
+}
+
+/* text[from, to) as a new NUL-terminated string (caller frees; NULL when out of memory). */
+static char *text_span(const choice *c, size_t from, size_t to) {
+    char *v = malloc(to - from + 1);
+    if (v) {
+        memcpy(v, c->text.v ? c->text.v + from : "", to - from);
+        v[to - from] = '\0';
+    }
+    return v;
+}
+
+/* Appends the stream event of choice ci: text [n_sent, upto) (for chat, split into reasoning and
+ * content deltas: split_answer), logprobs not yet sent and, when the choice has finished, its
+ * finish_reason. Under srv.mu. */
 static void sse_choice(job *j, int32_t ci, size_t upto) {
     choice *c = &j->choices[ci];
+    answer_parts parts = split_answer(j, c->text.v ? c->text.v : "", c->text.n, c->finish != NULL);
+    if (upto > parts.ready) upto = parts.ready;
+    if (upto < c->n_sent) upto = c->n_sent;
     bool has_text = upto > c->n_sent, has_lp = j->logprobs && c->n_lps_sent < c->n_tokens;
     if (!has_text && !has_lp && !c->finish && c->role_sent) return;
     cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", ci);
-    char *text = malloc(upto - c->n_sent + 1);
-    if (text) {
-        memcpy(text, c->text.v ? c->text.v + c->n_sent : "", upto - c->n_sent);
-        text[upto - c->n_sent] = '\0';
-    }
     if (j->chat) {
         cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
         if (!c->role_sent) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (has_text || !c->role_sent) cJSON_AddStringToObject(delta, "content", text ? text : "");
+        size_t r_from = c->n_sent > parts.r0 ? c->n_sent : parts.r0, r_to = upto < parts.r1 ? upto : parts.r1;
+        if (r_to > r_from) {
+            char *r = text_span(c, r_from, r_to);
+            cJSON_AddStringToObject(delta, "reasoning_content", r ? r : "");
+            free(r);
+        }
+        size_t c_from = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
+        if (upto > c_from || !c->role_sent) {
+            char *text = text_span(c, upto > c_from ? c_from : upto, upto);
+            cJSON_AddStringToObject(delta, "content", text ? text : "");
+            free(text);
+        }
     } else {
+        char *text = text_span(c, c->n_sent, upto);
         cJSON_AddStringToObject(ch, "text", text ? text : "");
+        free(text);
     }
-    free(text);
     c->role_sent = true;
     c->n_sent = upto;
     if (has_lp) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, c->n_lps_sent, c->n_tokens));
@@ -659,10 +736,12 @@ static void stream_end(stream *st) {
     slm_spec_destroy(st->spec);
     st->spec = NULL;
     slm_sampler_destroy(st->smp);
+    slm_constraint_destroy(st->con);
     slm_detokenizer_destroy(st->dt);
     free(st->own_logits);
     if (st->own_session) slm_session_destroy(st->s);
     st->smp = NULL;
+    st->con = NULL;
     st->dt = NULL;
     st->own_logits = NULL;
     if (st->own_session) st->s = NULL;
@@ -697,7 +776,9 @@ static bool stream_begin(stream *st, job *j, int32_t ci) {
     st->n_gen = 0;
     st->next_id = -1;
     st->first_sync = true;
-    return slm_sampler_create(&sp, &st->smp) == SLM_OK && slm_detokenizer_create(srv.tok, &st->dt) == SLM_OK;
+    if (slm_sampler_create(&sp, &st->smp) != SLM_OK || slm_detokenizer_create(srv.tok, &st->dt) != SLM_OK) return false;
+    return !j->grammar || (slm_constraint_create(j->grammar, srv.gvocab, &st->con) == SLM_OK &&
+                           slm_sampler_set_constraint(st->smp, st->con) == SLM_OK);
 }
 
 /* Picks the idle slot for j and brings it to the best kept state; NULL when none is idle. */
@@ -862,7 +943,8 @@ static bool publish_token(stream *st, int32_t id, int32_t pos) {
         if (j->logprobs) top_logprobs(st->logits, srv.n_vocab, id, j->top_logprobs, &lp);
         if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) n_piece = 0;
         st->n_gen++;
-        if (st->n_gen >= j->max_tokens || pos >= srv.n_ctx) finish = "length";
+        if (st->con && slm_constraint_done(st->con)) finish = "stop"; /* only the end may follow */
+        else if (st->n_gen >= j->max_tokens || pos >= srv.n_ctx) finish = "length";
     }
     pthread_mutex_lock(&srv.mu);
     bool ok = true;
@@ -917,10 +999,19 @@ static bool sample_step(stream *st) {
     size_t n_hist;
     const int32_t *hist = slm_session_history(st->s, &n_hist);
     int32_t id = -1;
+    slm_status ss = SLM_OK;
     if (cli_first_nonfinite(st->logits, srv.n_vocab) >= 0 ||
-        slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id) != SLM_OK) {
+        (ss = slm_sampler_sample(st->smp, st->logits, srv.n_vocab, hist, n_hist, &id)) != SLM_OK) {
         pthread_mutex_lock(&srv.mu);
-        job_fail_locked(st->j, 500, "the model produced non-finite logits");
+        job_fail_locked(st->j, 500, ss == SLM_ERR_STATE   ? "no token of the vocabulary continues the grammar here"
+                                    : ss == SLM_ERR_RANGE ? "logit_bias bans every token"
+                                                          : "the model produced non-finite logits");
+        pthread_mutex_unlock(&srv.mu);
+        return false;
+    }
+    if (st->con && slm_constraint_accept(st->con, id) != SLM_OK) { /* the mask allowed it: a bug */
+        pthread_mutex_lock(&srv.mu);
+        job_fail_locked(st->j, 500, slm_constraint_errmsg(st->con));
         pthread_mutex_unlock(&srv.mu);
         return false;
     }
@@ -933,7 +1024,7 @@ static bool sample_step(stream *st) {
  * left in the context, and the session holds the logits of its last token (a fork holds them after
  * its first decode). */
 static bool spec_wanted(const stream *st) {
-    return (srv.o.lookup || srv.draft_model) && !st->j->logprobs && slm_session_pos(st->s) < srv.n_ctx &&
+    return (srv.o.lookup || srv.draft_model) && !st->j->logprobs && !st->con && slm_session_pos(st->s) < srv.n_ctx &&
            (!st->own_session || st->n_gen > 0);
 }
 
@@ -1297,6 +1388,67 @@ static bool parse_logit_bias(const cJSON *f, job *j, char *msg, size_t cap) {
     return true;
 }
 
+/* The grammar vocabulary of the model, made once (at the first constrained request); NULL when it
+ * cannot be made. */
+static const slm_grammar_vocab *grammar_vocab(void) {
+    pthread_mutex_lock(&srv.gvocab_mu);
+    if (!srv.gvocab && slm_grammar_vocab_create(srv.tok, &srv.gvocab) != SLM_OK) srv.gvocab = NULL;
+    pthread_mutex_unlock(&srv.gvocab_mu);
+    return srv.gvocab;
+}
+
+/* Compiles the request's output constraint into j->grammar: response_format ({"type": "text"},
+ * {"type": "json_object"} with an optional llama-server "schema", {"type": "json_schema",
+ * "json_schema": {"schema": ...}}), or llama-server's "grammar" (GBNF) or "json_schema"; at most
+ * one of them. false with msg naming what is wrong. */
+static bool parse_constraint(const cJSON *root, job *j, char *msg, size_t cap) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *gbnf = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    const cJSON *given[3] = {rf, gbnf, schema};
+    int n_given = 0;
+    for (int i = 0; i < 3; i++) n_given += given[i] && !cJSON_IsNull(given[i]);
+    if (n_given > 1) return snprintf(msg, cap, "give one of 'response_format', 'grammar' and 'json_schema'"), false;
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+            return snprintf(msg, cap, "'response_format' must be an object with a string 'type'"), false;
+        if (!strcmp(type->valuestring, "text")) return true;
+        if (!strcmp(type->valuestring, "json_object")) {
+            schema = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+            if (!schema) schema = rf; /* any object: its "type" is "json_object", read below as such */
+        } else if (!strcmp(type->valuestring, "json_schema")) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            schema = js ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+            if (!cJSON_IsObject(schema))
+                return snprintf(msg, cap, "response_format json_schema needs 'json_schema': {'schema': {...}}"), false;
+        } else {
+            return snprintf(msg, cap, "response_format type '%.40s' is not text, json_object or json_schema",
+                            type->valuestring), false;
+        }
+    }
+    if (gbnf && !cJSON_IsNull(gbnf) && !cJSON_IsString(gbnf))
+        return snprintf(msg, cap, "'grammar' must be a string (GBNF)"), false;
+    if (schema && !cJSON_IsNull(schema) && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return snprintf(msg, cap, "'json_schema' must be a JSON Schema object"), false;
+    bool any_object = schema == rf && rf != NULL;
+    if (!cJSON_IsString(gbnf) && !(schema && !cJSON_IsNull(schema))) return true;
+    if (j->ignore_eos) return snprintf(msg, cap, "'ignore_eos' cannot be combined with a grammar"), false;
+    if (!grammar_vocab()) return snprintf(msg, cap, "cannot build the vocabulary's trie for the grammar"), false;
+    char err[384] = "";
+    slm_status st;
+    if (cJSON_IsString(gbnf)) {
+        st = slm_grammar_create(gbnf->valuestring, strlen(gbnf->valuestring), NULL, &j->grammar, err, sizeof err);
+    } else {
+        char *text = any_object ? strdup("{\"type\":\"object\"}") : cJSON_PrintUnformatted(schema);
+        if (!text) return snprintf(msg, cap, "out of memory"), false;
+        st = slm_grammar_from_json_schema(text, strlen(text), &j->grammar, err, sizeof err);
+        free(text);
+    }
+    if (st != SLM_OK) return snprintf(msg, cap, "%s (%s)", err[0] ? err : "bad grammar", slm_status_name(st)), false;
+    return true;
+}
+
 /* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg,
  * OpenAI code in *code when more specific than the status's). */
 static unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
@@ -1382,6 +1534,7 @@ static unsigned parse_request(const char *body, size_t n_body, bool chat, job **
     j->include_usage = f && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "include_usage"));
     f = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos");
     j->ignore_eos = cJSON_IsTrue(f);
+    if (!parse_constraint(root, j, msg, cap)) goto fail;
     f = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (cJSON_IsString(f)) {
         if (f->valuestring[0] && !(j->stops[j->n_stops++] = strdup(f->valuestring))) goto fail;
@@ -1533,7 +1686,12 @@ static cJSON *completion_json(const job *j) {
         if (j->chat) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", text ? text : "");
+            answer_parts parts = split_answer(j, text ? text : "", text ? strlen(text) : 0, true);
+            cJSON_AddStringToObject(m, "content", text ? text + parts.c0 : "");
+            if (text && parts.r1 > parts.r0) {
+                text[parts.r1] = '\0';
+                cJSON_AddStringToObject(m, "reasoning_content", text + parts.r0);
+            }
         } else {
             cJSON_AddStringToObject(ch, "text", text ? text : "");
         }
@@ -1884,6 +2042,8 @@ static void usage_serve(void) {
          "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma (default:\n"
          "                       the model's own; chatml, with a warning, for a model that has none)\n"
          "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
+         "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
+         "                       reasoning_content; none: it stays in content\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
@@ -1945,6 +2105,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--cors")) o->cors = v;
         else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--reasoning-format")) {
+            if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
+                return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
+            o->reasoning_none = !strcmp(v, "none");
+        }
         else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--temp")) fdst = &o->sampling.temperature, flo = 0, fhi = 2;
@@ -1989,6 +2154,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&srv.gvocab_mu, NULL);
     pthread_cond_init(&srv.wake, NULL);
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = srv.o.n_threads;
@@ -2164,6 +2330,7 @@ done:
     for (int32_t i = 0; srv.forks && i < srv.n_forks_cap; i++) slm_session_destroy(srv.forks[i].draft);
     free(srv.slots);
     free(srv.forks);
+    slm_grammar_vocab_destroy(srv.gvocab);
     slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
     pthread_cond_destroy(&srv.wake);
