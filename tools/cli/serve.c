@@ -405,8 +405,8 @@ static answer_parts split_answer(const job *j, const char *t, size_t n, bool fin
     if (!j->chat || srv.o.reasoning_none) return p;
     size_t i = 0;
     while (i < n && is_space(t[i])) i++;
-    if (n - i < n_open && !memcmp(t + i, open, n - i)) { /* may yet become "<think>" */
-        if (!final) p.ready = 0;
+    if (n - i < n_open) { /* too short to hold "<think>": may yet become it */
+        if (!final && !memcmp(t + i, open, n - i)) p.ready = 0;
         return p;
     }
     if (memcmp(t + i, open, n_open) != 0) return p;
