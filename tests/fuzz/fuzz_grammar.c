@@ -13,16 +13,9 @@
 
 #include "grammar/grammar.h"
 #include "statelm.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: contract violated: %s\n", __FILE__, __LINE__, #c);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const char *const k_tokens[] = {"a", "b", "x", "0", "1", "{", "}", "[", "]", "\"", ":", ",", " ", "\n",
                                        "true", "null", "\"a\"", "{\"", "\xc3", "\xa9", "\xc3\xa9", "-", ".", "e"};

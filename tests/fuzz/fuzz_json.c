@@ -10,17 +10,9 @@
 #include <string.h>
 
 #include "format/hfconfig.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Contract checks, on in every build (the replay test runs them under release and ASan). */
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: contract violated: %s\n", __FILE__, __LINE__, #c);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const char *const k_keys[] = {"hidden_size", "vocab_size", "rms_norm_eps", "tie_word_embeddings",
                                      "model_type",  "layer_types", "rope_parameters", "eos_token_id",

@@ -9,17 +9,9 @@
 #include <string.h>
 
 #include "format/safetensors.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Contract checks, on in every build (the replay test runs them under release and ASan). */
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: contract violated: %s\n", __FILE__, __LINE__, #c);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st_set s;
