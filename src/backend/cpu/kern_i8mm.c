@@ -151,7 +151,7 @@ static void tile_pairs_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int
 }
 
 /* Columns [0, nc) (nc <= 8) against one K-quant tile (nbk super-blocks, kern_common.h's layout),
- * rows [0, nr) of the 16 written: kern_neon.c's tile_col_kquant with SMMLA, each super-block's
+ * rows [0, nr) of the 16 written: kern_neon.c's tile_cols_kquant with SMMLA, each super-block's
  * weights unpacked and zipped once for every column pair. */
 static void tile_pairs_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *act, size_t act_stride,
                               int64_t nc, float *y, int64_t ldy, int64_t nr) {
