@@ -424,7 +424,7 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
  * until the next call; NULL when n_keep = 0 and the session had no logits before the verify) are
  * those after the last kept token. Fails with SLM_ERR_STATE when the last call was not a verify,
  * SLM_ERR_RANGE when n_keep > k; on any failure the session is as it was (and the verify may
- * still be accepted). */
+ * still be accepted, unless a backend failed while rebuilding a state: then it keeps all k). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
 /* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier
