@@ -917,6 +917,18 @@ SLM_API slm_quantize_params slm_quantize_params_default(void);
 SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
                                 const slm_quantize_params *params, char *err, size_t err_cap);
 
+/* ---- convert --------------------------------------------------------------------------------
+ * Writes the GGUF that llama.cpp's convert_hf_to_gguf.py writes for a Hugging Face folder
+ * (src/model/convert.c, docs/convert.md): the folder is loaded as slm_model_load loads it; tensor
+ * names, layouts, hyper-parameter keys, the tokenizer.ggml.* keys and the chat template follow the
+ * converter. outtype (case-insensitive; NULL = "f16", the converter's default): "f32", "f16",
+ * "bf16" (the converter's rules: 1-D tensors, norms and conv kernels stay F32), or any type of
+ * slm_quantize, which writes the bytes slm_quantize would write from the f32 conversion, in the
+ * same pass (params as for slm_quantize). Atomic output, --force and error reporting as
+ * slm_quantize. slm_quantize given a folder calls this. */
+SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const char *outtype,
+                               const slm_quantize_params *params, char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

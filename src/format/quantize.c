@@ -9,7 +9,9 @@
  * one is touched; the source pages are dropped after each tensor, so the resident set stays near
  * the largest tensor plus its quantised copy. The output is written by format/gguf_write.c
  * (temporary file, published whole). Metadata is copied byte for byte except
- * general.quantization_version and general.file_type, which are set as llama-quantize sets them. */
+ * general.quantization_version and general.file_type, which are set as llama-quantize sets them.
+ * A Hugging Face folder as input goes to slm_convert (model/convert.c), which plans with
+ * quantize_plan and quantises with quantize_tensor as if from the folder's f32 conversion. */
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
@@ -427,11 +429,7 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
         goto done;
     }
     struct stat sb;
-    if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        st = err_set(&e, SLM_ERR_UNSUPPORTED, "%s is a folder: quantize reads GGUF files (statelm run -m FOLDER "
-                     "--quantize TYPE quantises a Hugging Face folder on load)", in_path);
-        goto done;
-    }
+    if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) return slm_convert(in_path, out_path, type, &p, err, err_cap);
     if ((st = gguf_open(&g, in_path, a, &e)) != SLM_OK) goto done;
     if (g.n_tensors == 0) {
         st = err_set(&e, SLM_ERR_FORMAT, "%s holds no tensors", in_path);

@@ -45,6 +45,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 /* The one place the environment reaches the library: SLM_KERNELS (kernel tier) sets sp->kernels
  * and pp->kernels, SLM_REPACK=0 sets sp->no_repack.

@@ -1,5 +1,6 @@
-/* quantize.c — `statelm quantize [options] IN.gguf OUT.gguf TYPE`: a copy of a GGUF file with its
- * weights quantised (slm_quantize; docs/quantize.md has the types and the per-tensor mix rules).
+/* quantize.c — `statelm quantize [options] IN.gguf|HF_FOLDER OUT.gguf TYPE`: a copy of a GGUF file
+ * with its weights quantised, or a Hugging Face folder converted and quantised in one pass
+ * (slm_quantize, slm_convert; docs/quantize.md has the types and the per-tensor mix rules).
  * Options as llama-quantize names them: --leave-output-tensor (--leave-output), --pure,
  * --token-embedding-type T, --output-tensor-type T; plus --force (replace OUT), -t N, --quiet.
  * SIGXFSZ is ignored so a file-size limit (RLIMIT_FSIZE) is a write error that removes the
@@ -12,7 +13,7 @@
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fputs("usage: statelm quantize [options] IN.gguf OUT.gguf TYPE\n"
+    fputs("usage: statelm quantize [options] IN.gguf|HF_FOLDER OUT.gguf TYPE\n"
           "  TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 f16 bf16 f32, or a mix: q4_k_m (= q4_k) q4_k_s q5_k_m (= q5_k)\n"
           "        q5_k_s q6_k (llama-quantize's per-tensor rules; see docs/quantize.md)\n"
           "  --leave-output           keep output.weight as it is (also --leave-output-tensor)\n"
@@ -68,7 +69,7 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (n_pos != 3) {
-        cli_fail("quantize: expected IN.gguf OUT.gguf TYPE (try 'statelm quantize --help')");
+        cli_fail("quantize: expected IN.gguf|HF_FOLDER OUT.gguf TYPE (try 'statelm quantize --help')");
         return 2;
     }
     if (!quiet) p.log_fn = log_line;
