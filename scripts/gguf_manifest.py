@@ -7,7 +7,8 @@ describe(path) -> {"metadata": {key: entry}, "tensors": [entry, ...]} where
     arrays:  "type": "ARRAY", "elem": element type, "len", "sha256" of the canonical encoding
              (JSON of the list, compact separators, UTF-8, ensure_ascii off) and "value" when len <= 16;
   tensor entry (file order): "name", "type" (ggml type name), "shape" (ggml order, innermost first),
-    "sha256" of the tensor's bytes as stored.
+    "sha256" of the tensor's bytes as stored, and for F32 tensors of at most 16 elements "bits":
+    the elements as uint32 (so a comparison can say which element differs, and by how many ulps).
 Only the gguf package (gguf-py) and numpy; float values are compared as float32 round-trips."""
 import hashlib
 import json
@@ -16,6 +17,7 @@ import numpy as np
 import gguf
 
 SMALL = 16
+SMALL_TENSOR = 16
 LONG_STRING = 256
 
 
@@ -57,6 +59,9 @@ def describe(path) -> dict:
         meta[key] = _entry(field)
     tensors = []
     for t in r.tensors:
-        tensors.append({"name": t.name, "type": t.tensor_type.name, "shape": [int(x) for x in t.shape],
-                        "sha256": _sha(np.asarray(t.data).tobytes())})
+        e = {"name": t.name, "type": t.tensor_type.name, "shape": [int(x) for x in t.shape],
+             "sha256": _sha(np.asarray(t.data).tobytes())}
+        if t.tensor_type == gguf.GGMLQuantizationType.F32 and t.n_elements <= SMALL_TENSOR:
+            e["bits"] = [int(x) for x in np.asarray(t.data, dtype=np.float32).reshape(-1).view(np.uint32)]
+        tensors.append(e)
     return {"metadata": meta, "tensors": tensors}

@@ -198,6 +198,14 @@ static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, s
         kv_u32(b, akey(m, "ssm.group_count"), (uint32_t)hp->ssm_n_k_heads);
         kv_u32(b, akey(m, "ssm.time_step_rank"), (uint32_t)hp->ssm_n_v_heads);
         kv_u32(b, akey(m, "ssm.inner_size"), (uint32_t)(hp->ssm_head_v_dim * hp->ssm_n_v_heads));
+        const cJSON *layer_types = NULL;
+        if (hf_get_array(c, "layer_types", &layer_types, NULL) == SLM_OK) { /* Qwen3NextModel: per layer */
+            kv_arr_head(b, akey(m, "attention.recurrent_layers"), GGUF_BOOL, (uint64_t)hp->n_layer);
+            for (int32_t il = 0; il < hp->n_layer; il++) {
+                uint8_t recurrent = hp->layer_kind[il] == SLM_LAYER_LINEAR_ATTENTION;
+                kb_bytes(b, &recurrent, 1);
+            }
+        }
         cfg_int(c, "full_attention_interval", &interval);
         kv_u32(b, akey(m, "full_attention_interval"), (uint32_t)interval);
         if (!cfg_num(rp, "partial_rotary_factor", &partial)) cfg_num(c, "partial_rotary_factor", &partial);
@@ -505,26 +513,10 @@ done:
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
-/* The converter's order: the embedding, then the blocks by index with the HF names of a block in
- * sorted order, then the rest by HF name (safetensors keys are sorted; the converter walks them by
- * block). */
-static int tensor_class(const mdl_tensor *t, long *layer) {
-    const char *l = strstr(t->file_name, ".layers.");
-    *layer = 0;
-    if (strstr(t->file_name, "embed_tokens")) return 0;
-    if (l) {
-        *layer = strtol(l + 8, NULL, 10);
-        return 1;
-    }
-    return 2;
-}
-
+/* The converter's order: the checkpoint's tensors by Hugging Face name (the order of the keys
+ * of a safetensors file of one dtype; "model.layers.10." sorts before "model.layers.2."). */
 static int cmp_converter_order(const void *pa, const void *pb) {
     const mdl_tensor *a = *(const mdl_tensor *const *)pa, *b = *(const mdl_tensor *const *)pb;
-    long la, lb;
-    int ca = tensor_class(a, &la), cb = tensor_class(b, &lb);
-    if (ca != cb) return ca < cb ? -1 : 1;
-    if (la != lb) return la < lb ? -1 : 1;
     return strcmp(a->file_name, b->file_name);
 }
 
@@ -589,7 +581,7 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
     gguf_tensor *ts = NULL;
     const gguf_tensor **order = NULL;
     const mdl_tensor **sorted = NULL;
-    uint32_t *types = NULL, float_type = SLM_DTYPE_COUNT, file_type = 0, dummy;
+    uint32_t *types = NULL, float_type = SLM_DTYPE_COUNT, file_type = 0;
     uint8_t *buf = NULL;
     slm_status st = SLM_OK;
     if (!hf_dir || !out_path) {
@@ -598,8 +590,7 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
     }
     if (!outtype) outtype = "f16";
     /* the type first, so a typo is reported before anything is read */
-    if (outtype_of(outtype, &float_type, &file_type) != SLM_OK &&
-        (st = quantize_plan(outtype, &p, NULL, 0, 0, NULL, 0, NULL, NULL, &dummy, &e)))
+    if (outtype_of(outtype, &float_type, &file_type) != SLM_OK && (st = quantize_check_type(outtype, &p, &e)))
         goto done;
     struct stat sb;
     if (stat(hf_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {

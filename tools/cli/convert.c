@@ -23,42 +23,22 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-static void log_line(void *ud, slm_log_level level, const char *msg) {
-    (void)ud;
-    if (level <= SLM_LOG_INFO) fprintf(stderr, "%s\n", msg);
-}
-
 int cmd_convert(int argc, char **argv) {
     slm_quantize_params p = slm_quantize_params_default();
     const char *in = NULL, *out = NULL, *outtype = "f16";
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int64_t iv;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+        int used = cli_quantize_option(argc, argv, &i, &p, &quiet);
+        if (used < 0) return 2;
+        if (used) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!(in = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--outfile")) {
             if (!(out = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--outtype")) {
             if (!(outtype = cli_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--leave-output") || !strcmp(a, "--leave-output-tensor")) {
-            p.leave_output = true;
-        } else if (!strcmp(a, "--pure")) {
-            p.pure = true;
-        } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
-            p.force = true;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = true;
-        } else if (!strcmp(a, "--token-embedding-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.token_embd_type = v;
-        } else if (!strcmp(a, "--output-tensor-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.output_type = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &iv)) return 2;
-            p.n_threads = (int32_t)iv;
         } else {
             cli_fail("convert: unexpected argument '%s' (try 'statelm convert --help')", a);
             return 2;
@@ -68,7 +48,7 @@ int cmd_convert(int argc, char **argv) {
         cli_fail("convert: -m HF_FOLDER and -o OUT.gguf are required (try 'statelm convert --help')");
         return 2;
     }
-    if (!quiet) p.log_fn = log_line;
+    if (!quiet) p.log_fn = cli_quantize_log;
     signal(SIGXFSZ, SIG_IGN);
     char err[512];
     slm_status st = slm_convert(in, out, outtype, &p, err, sizeof err);

@@ -27,7 +27,33 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-static void log_line(void *ud, slm_log_level level, const char *msg) {
+int cli_quantize_option(int argc, char **argv, int *i, slm_quantize_params *p, bool *quiet) {
+    const char *a = argv[*i], *v = NULL;
+    int64_t iv;
+    if (!strcmp(a, "--leave-output") || !strcmp(a, "--leave-output-tensor")) {
+        p->leave_output = true;
+    } else if (!strcmp(a, "--pure")) {
+        p->pure = true;
+    } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
+        p->force = true;
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+        *quiet = true;
+    } else if (!strcmp(a, "--token-embedding-type")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        p->token_embd_type = v;
+    } else if (!strcmp(a, "--output-tensor-type")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        p->output_type = v;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 4096, &iv)) return -1;
+        p->n_threads = (int32_t)iv;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_quantize_log(void *ud, slm_log_level level, const char *msg) {
     (void)ud;
     if (level <= SLM_LOG_INFO) fprintf(stderr, "%s\n", msg);
 }
@@ -38,27 +64,12 @@ int cmd_quantize(int argc, char **argv) {
     int n_pos = 0;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int64_t iv;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        if (!strcmp(a, "--leave-output") || !strcmp(a, "--leave-output-tensor")) {
-            p.leave_output = true;
-        } else if (!strcmp(a, "--pure")) {
-            p.pure = true;
-        } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
-            p.force = true;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = true;
-        } else if (!strcmp(a, "--token-embedding-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.token_embd_type = v;
-        } else if (!strcmp(a, "--output-tensor-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.output_type = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &iv)) return 2;
-            p.n_threads = (int32_t)iv;
-        } else if (a[0] == '-' && a[1] != '\0') {
+        int used = cli_quantize_option(argc, argv, &i, &p, &quiet);
+        if (used < 0) return 2;
+        if (used) continue;
+        if (a[0] == '-' && a[1] != '\0') {
             cli_fail("quantize: unknown option '%s' (try 'statelm quantize --help')", a);
             return 2;
         } else if (n_pos < 3) {
@@ -72,7 +83,7 @@ int cmd_quantize(int argc, char **argv) {
         cli_fail("quantize: expected IN.gguf|HF_FOLDER OUT.gguf TYPE (try 'statelm quantize --help')");
         return 2;
     }
-    if (!quiet) p.log_fn = log_line;
+    if (!quiet) p.log_fn = cli_quantize_log;
     signal(SIGXFSZ, SIG_IGN);
     char err[512];
     slm_status st = slm_quantize(pos[0], pos[1], pos[2], &p, err, sizeof err);
