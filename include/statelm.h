@@ -139,9 +139,9 @@ SLM_API slm_model_params slm_model_params_default(void);
 /* Loads a GGUF file or a Hugging Face folder (config.json + model.safetensors or a sharded
  * model.safetensors.index.json, tokenizer.json, generation_config.json). Weights stay memory-
  * mapped, except the tensors of a folder that llama.cpp's converter rewrites (llama q/k rows,
- * qwen35 linear-attention heads and norms, gemma3 norms), which are held in the GGUF layout in
- * memory the model owns (docs/convert.md). On failure *out is NULL and err (if err_cap > 0) holds a one-line message naming the
- * field and, for binary files, the byte offset. */
+ * qwen35 linear-attention heads and norms, gemma3 norms): those are held, in the GGUF layout, in
+ * memory the model owns (docs/convert.md). On failure *out is NULL and err (if err_cap > 0) holds
+ * a one-line message naming the field and, for binary files, the byte offset. */
 SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out,
                                   char *err, size_t err_cap);
 SLM_API void slm_model_destroy(slm_model *model);

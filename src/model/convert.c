@@ -161,6 +161,13 @@ static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, s
     }
     const cJSON *rp = rope_params(c), *rp_full = cfg_obj(rp, "full_attention"), *rp_swa = cfg_obj(rp, "sliding_attention");
     if (!rp_full) rp_full = rp;
+    const char *rope_type = NULL;
+    if (hf_get_str(rp_full, "rope_type", &rope_type, NULL) == SLM_OK && strcmp(rope_type, "default") != 0) {
+        if (strcmp(rope_type, "linear") != 0 || !cfg_num(rp_full, "factor", &f))
+            return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: rope_type \"%s\" is not supported", rope_type);
+        kv_str(b, akey(m, "rope.scaling.type"), "linear");
+        kv_f32(b, akey(m, "rope.scaling.factor"), f);
+    }
     const cJSON *sections = NULL;
     if (hf_get_array(rp, "mrope_section", &sections, NULL) == SLM_OK) {
         int32_t s[4] = {0, 0, 0, 0};
@@ -173,7 +180,9 @@ static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, s
     }
     if (cfg_num(rp_full, "rope_theta", &f) || cfg_num(c, "rope_theta", &f)) kv_f32(b, akey(m, "rope.freq_base"), f);
     else if (gemma3) kv_f32(b, akey(m, "rope.freq_base"), 1000000.0);
-    if (cfg_num(rp_swa, "rope_theta", &f)) kv_f32(b, akey(m, "rope.freq_base_swa"), f);
+    /* without per-layer-type rope parameters, the converter takes the local base from the top level */
+    if (cfg_num(rp_swa, "rope_theta", &f) || (!rp_swa && rp_full == rp && cfg_num(c, "rope_local_base_freq", &f)))
+        kv_f32(b, akey(m, "rope.freq_base_swa"), f);
     if (cfg_num(c, lfm2 ? "norm_eps" : "rms_norm_eps", &f)) kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), f);
     else if (gemma3) kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), 1e-6);
     if (cfg_int(c, "head_dim", &head_dim) || gemma3) {
@@ -270,6 +279,7 @@ typedef struct special_vocab {
     int n_types;                /* bos..mask, then eot / eom when the post-processor adds them */
 } special_vocab;
 
+/* The id of the SpecialToken that opens (or, with last, closes) a TemplateProcessing sequence. */
 static const char *first_special(const cJSON *seq, bool last) {
     int n = cJSON_GetArraySize(seq);
     const cJSON *it = n > 0 ? cJSON_GetArrayItem(seq, last ? n - 1 : 0) : NULL;
@@ -282,7 +292,7 @@ static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b);
 /* SpecialVocab._try_load_from_tokenizer_json, the parts that apply to BPE tokenizers (the
  * RobertaProcessing and TemplateProcessing<pair> separator rules are not: BERT-style models). */
 static void special_from_tokenizer(special_vocab *sv, const cJSON *tj, const cJSON *cfg) {
-    for (int i = 0; i < SP_COUNT; i++) sv->id[i] = -1, sv->add[i] = -1;
+    for (int i = 0; i < SP_COUNT; i++) sv->text[i] = NULL, sv->id[i] = -1, sv->add[i] = -1;
     sv->n_types = SP_EOT;
     char key[32];
     for (int i = 0; i < SP_EOT; i++) {
@@ -293,10 +303,9 @@ static void special_from_tokenizer(special_vocab *sv, const cJSON *tj, const cJS
     if (!sv->text[SP_EOS] && sv->text[SP_SEP]) sv->text[SP_EOS] = sv->text[SP_SEP];
     const cJSON *pp = member(tj, "post_processor"), *list = member(pp, "processors"), *proc;
     if (!pp) return;
-    const cJSON *single_list[1] = {pp};
     int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 1;
     for (int k = 0; k < n; k++) {
-        proc = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, k) : single_list[0];
+        proc = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, k) : pp;
         const cJSON *ty = member(proc, "type");
         const char *type = cJSON_IsString(ty) ? ty->valuestring : "";
         if (!strcmp(type, "ByteLevel")) {
@@ -319,8 +328,7 @@ static void special_from_tokenizer(special_vocab *sv, const cJSON *tj, const cJS
                 if (!cfg) {
                     sv->text[SP_EOS] = last;
                 } else if (!same(last, sv->text[SP_EOS])) {
-                    sv->text[sv->n_types] = sv->text[SP_EOS]; /* the old EOS becomes EOT (then EOM) */
-                    sv->n_types++;
+                    if (sv->n_types < SP_COUNT) sv->text[sv->n_types++] = sv->text[SP_EOS]; /* old EOS: EOT, then EOM */
                     sv->text[SP_EOS] = last;
                 }
                 sv->add[SP_EOS] = same(last, sv->text[SP_EOS]);

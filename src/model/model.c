@@ -1,8 +1,8 @@
 /* model.c — slm_model_load and the model accessors of the public API. Detects the format (GGUF
  * magic or a folder with config.json), opens it through format/, builds the canonical tensor
- * directory (HF names mapped to GGUF names, HF tensors rewritten to the GGUF layout by
- * hf_layout.c), reads hyper-parameters through the architecture table, and attaches the tokenizer and chat template. A failure at any step releases everything
- * and leaves *out NULL. */
+ * directory (HF names mapped to GGUF names), reads hyper-parameters through the architecture
+ * table, rewrites HF tensors to the GGUF layout (hf_layout.c), and attaches the tokenizer and chat
+ * template. A failure at any step releases everything and leaves *out NULL. */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
