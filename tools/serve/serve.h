@@ -1,0 +1,213 @@
+/* serve.h — what the parts of `statelm serve` share (tools/serve/): the options, a request's job and
+ * its results, the scheduler's streams and state cache, and the one server struct `srv`.
+ *   engine.c  the scheduler: slots, streams, prefill/decode/speculation steps, the snapshot cache
+ *             with spill to --state-dir, the generated-ids memory;
+ *   openai.c  the OpenAI JSON shapes: request parsing into a job, responses and stream events;
+ *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
+ *   main.c    the command: options, start and shutdown.
+ * Threads and locking: see engine.c. */
+#ifndef SLM_TOOLS_SERVE_H
+#define SLM_TOOLS_SERVE_H
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli.h"
+
+#define CHUNK 64           /* prefill tokens per scheduler step */
+#define MAX_N 8            /* most choices per request */
+#define MAX_STOPS 4        /* most stop strings, as the OpenAI API */
+#define MAX_TOP_LOGPROBS 20
+#define MAX_JSON_DEPTH 32
+#define MAX_STATE_FILES 256
+#define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
+#define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
+#define MAX_LOGIT_BIAS 1024            /* most logit_bias entries per request */
+
+typedef struct serve_opts {
+    const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
+    bool lookup, no_prefix_reuse;
+    bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
+    slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
+    int32_t draft_max;
+    int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
+    int32_t max_conns, max_conns_per_client; /* open connections accepted in all, and from one address */
+} serve_opts;
+
+/* Growable byte buffer, always NUL-terminated when non-empty. */
+typedef struct sbuf {
+    char *v;
+    size_t n, cap;
+} sbuf;
+
+/* One generated token with its log-probability and the top alternatives. */
+typedef struct tok_lp {
+    int32_t id;
+    float logprob;
+    int32_t n_top;
+    int32_t top_id[MAX_TOP_LOGPROBS];
+    float top_lp[MAX_TOP_LOGPROBS];
+} tok_lp;
+
+typedef struct choice {
+    sbuf text;          /* generated text, cut at a stop string */
+    size_t n_sent;      /* bytes of text already streamed */
+    tok_lp *lps;        /* (n_tokens) when logprobs were asked for */
+    size_t n_tokens, n_lps_sent;
+    const char *finish; /* NULL while generating; "stop" or "length" */
+    bool role_sent;
+    int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded */
+    size_t n_ids, cap_ids;
+    bool ids_cut;       /* a stop string cut text: ids spell more than text */
+} choice;
+
+/* A request. Invariants: refs counts the HTTP side (until its response is gone) and the
+ * scheduler (until every stream of the job ended or it failed); the job is freed at 0. Fields
+ * below "results" change under srv.mu only. */
+typedef struct job {
+    int refs;
+    bool chat, stream, logprobs, ignore_eos, include_usage;
+    int32_t top_logprobs, n;
+    int32_t *prompt;
+    size_t n_prompt;
+    int32_t max_tokens;
+    slm_sampler_params sp; /* sp.logit_bias is the job's own array */
+    slm_grammar *grammar;  /* response_format / grammar / json_schema, or NULL */
+    char *stops[MAX_STOPS];
+    int32_t n_stops;
+    char id[48];
+    long long created;
+    /* results */
+    choice choices[MAX_N];
+    int32_t n_done;
+    size_t cached_tokens;
+    int err_status;
+    const char *err_code; /* OpenAI error code of err_status (static string) */
+    char err_msg[256];
+    bool cancelled, done;
+    sbuf sse;     /* server-sent events not yet read */
+    size_t sse_off;
+    bool sse_end; /* the last event is in sse */
+    pthread_cond_t cv;
+    struct job *next;
+} job;
+
+/* A generation in progress on one session: a slot's own session or a fork of it (n > 1). */
+typedef struct stream {
+    slm_session *s;
+    bool own_session; /* a fork, destroyed when the stream ends */
+    job *j;           /* NULL: idle */
+    int32_t choice;
+    slm_sampler *smp;
+    slm_constraint *con; /* the job's grammar, attached to smp, or NULL */
+    slm_detokenizer *dt;
+    size_t n_fed;     /* prompt tokens in the session; < n_prompt while prefilling */
+    bool first_sync;
+    const float *logits;
+    float *own_logits; /* a fork's copy of the logits it starts from */
+    int32_t n_gen;
+    int32_t next_id;  /* sampled, to be decoded; -1 none */
+    uint64_t last_used;
+    slm_spec *spec;      /* speculation driver over s for this generation, or NULL */
+    slm_session *draft;  /* --draft-model: this stream's draft session, kept across generations */
+} stream;
+
+/* An idle snapshot of a slot, kept in memory (snap) or spilled to a file (snap NULL). */
+typedef struct cached_state {
+    slm_snapshot *snap;
+    int32_t *hist;
+    size_t n_hist;
+    uint64_t bytes, last_used, hash;
+} cached_state;
+
+/* A returned completion: its text and the ids it was generated as. A later chat request whose
+ * assistant message is exactly this text continues from these ids (re-tokenising the text may
+ * give other ids, which would end the reusable prefix there). */
+typedef struct gen_memory {
+    uint64_t hash, last_used;
+    char *text;
+    size_t n_text;
+    int32_t *ids;
+    size_t n_ids;
+} gen_memory;
+
+/* A TCP connection, watched against slow clients. receiving: it is reading a request (headers and
+ * body) that began at t_start; a request not received within --timeout seconds is cut by shutting
+ * the socket down, however slowly its bytes trickle in (libmicrohttpd's own timeout only counts
+ * idle time). Linked in srv.conns under srv.mu between the STARTED and CLOSED notifications. */
+typedef struct conn_watch {
+    int fd;
+    double t_start;
+    bool receiving;
+    struct conn_watch *next, *prev;
+} conn_watch;
+
+typedef struct serve_state {
+    serve_opts o;
+    slm_model *m;
+    slm_model *draft_model; /* --draft-model, or NULL */
+    const slm_tokenizer *tok;
+    slm_grammar_vocab *gvocab;   /* the tokenizer's byte trie, made at the first constrained request */
+    pthread_mutex_t gvocab_mu;   /* guards making gvocab (not srv.mu: it takes up to a second) */
+    char model_id[256];          /* --alias, or the model file's name */
+    const char *model_file;      /* the model file's name */
+    const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
+    int32_t n_ctx, n_vocab;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the scheduler waits for work on it */
+    bool stopping;
+    job *queue_head, *queue_tail;
+    int32_t queue_len;
+    stream *slots;      /* (parallel) */
+    stream *forks;      /* (parallel * (MAX_N - 1)) */
+    int32_t n_forks_cap;
+    cached_state *cache; /* snapshots in memory then state files */
+    size_t n_cache, cap_cache;
+    uint64_t cache_bytes, tick, next_id, hash_seed;
+    int32_t n_inflight; /* HTTP requests not yet completed */
+    conn_watch *conns;
+    gen_memory *gens; /* (GEN_MEMORY_N), LRU by last_used; under mu */
+    size_t n_gens, gens_bytes;
+    uint64_t gen_tick;
+    /* counters, under mu */
+    uint64_t m_requests, m_errors, m_prompt_tokens, m_gen_tokens, m_reused_tokens, m_cancelled;
+    int32_t m_busy;
+    double m_decode_s;
+    uint64_t m_decode_tokens;
+    uint64_t m_drafted, m_accepted, m_replays;
+    uint64_t m_batch_steps, m_batch_slots, m_batch_fallbacks; /* batched decode calls, slots in them, refusals */
+    int32_t m_batch_max;                                      /* most slots in one batched decode call */
+} serve_state;
+
+extern serve_state srv;
+
+/* engine.c */
+bool sb_add(sbuf *b, const char *s, size_t n);
+double now_s(void);
+void job_unref_locked(job *j);
+void cache_remove(size_t i, bool keep_file);
+void index_state_dir(slm_session *s);
+void gen_forget_locked(size_t i);
+long gen_find_locked(const char *s, size_t n);
+void *scheduler(void *arg);
+
+/* openai.c */
+cJSON *error_json(const char *msg, unsigned status, const char *code);
+void sse_choice(job *j, int32_t ci, size_t upto);
+void sse_finish(job *j);
+unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
+                       size_t cap);
+cJSON *completion_json(const job *j);
+
+/* http.c */
+enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                           const char *version, const char *upload, size_t *upload_size, void **con_cls);
+void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe);
+void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                   enum MHD_ConnectionNotificationCode toe);
+void watch_connections(void);
+
+#endif
