@@ -93,11 +93,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
  * req): the job is cancelled and this side's reference dropped. */
 static void sse_free(void *cls) {
     job *j = cls;
-    pthread_mutex_lock(&srv.mu);
-    j->cancelled = true;
-    job_unref_locked(j);
-    pthread_cond_signal(&srv.wake);
-    pthread_mutex_unlock(&srv.mu);
+    job_cancel(j);
 }
 
 /* Whether the client of conn has closed the connection (or it failed): checked while a
@@ -122,21 +118,30 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     pthread_mutex_lock(&srv.mu);
     srv.m_requests++;
     srv.m_prompt_tokens += j->n_prompt;
-    if (srv.stopping || srv.queue_len + srv.m_busy >= srv.o.parallel + srv.o.queue_max) {
-        job_unref_locked(j);
-        pthread_mutex_unlock(&srv.mu);
-        return send_error(conn, 503, srv.stopping ? "server_shutting_down" : NULL,
-                          "the server is busy (%d slots, %d requests queued): retry later", srv.o.parallel,
-                          srv.o.queue_max);
-    }
     snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)++srv.next_id);
     j->created = (long long)time(NULL);
-    j->refs = 2; /* this side and the scheduler */
-    if (srv.queue_tail) srv.queue_tail->next = j;
-    else srv.queue_head = j;
-    srv.queue_tail = j;
-    srv.queue_len++;
-    pthread_cond_signal(&srv.wake);
+    j->refs = 2; /* this side and the engine (until its DONE event) */
+    pthread_mutex_unlock(&srv.mu);
+    slm_engine_request q = {
+        .ids = j->prompt, .n_ids = j->n_prompt, .sampler = j->sp, .grammar = j->grammar,
+        .max_tokens = j->max_tokens, .n = j->n, .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
+        .logprobs = j->logprobs, .top_logprobs = j->top_logprobs, .ignore_eos = j->ignore_eos,
+        .on_event = on_engine_event, .user = j};
+    uint64_t engine_id = 0;
+    slm_status st = slm_engine_submit(srv.engine, &q, &engine_id, msg, sizeof msg);
+    pthread_mutex_lock(&srv.mu);
+    if (st != SLM_OK) { /* no event comes: the engine's reference goes too */
+        j->refs = 1;
+        job_unref_locked(j);
+        pthread_mutex_unlock(&srv.mu);
+        if (st == SLM_ERR_RANGE)
+            return send_error(conn, 503, NULL, "the server is busy (%d slots, %d requests queued): retry later",
+                              srv.o.parallel, srv.o.queue_max);
+        if (st == SLM_ERR_ABORTED) return send_error(conn, 503, "server_shutting_down", "the server is shutting down");
+        return send_error(conn, st == SLM_ERR_NOMEM ? 500 : 400,
+                          st == SLM_ERR_CONTEXT_FULL ? "context_length_exceeded" : NULL, "%s", msg);
+    }
+    j->engine_id = engine_id;
     if (j->stream) {
         pthread_mutex_unlock(&srv.mu);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
@@ -161,11 +166,9 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         pthread_mutex_unlock(&srv.mu);
         bool gone = client_gone(conn);
         pthread_mutex_lock(&srv.mu);
-        if (gone && !j->done) { /* the scheduler frees the slot at its next step, as for a stream */
-            j->cancelled = true;
-            job_unref_locked(j);
-            pthread_cond_signal(&srv.wake);
+        if (gone && !j->done) { /* the engine frees the slot at its next step, as for a stream */
             pthread_mutex_unlock(&srv.mu);
+            job_cancel(j);
             return MHD_NO;
         }
     }
@@ -217,9 +220,9 @@ static const char *endpoint_method(const char *url) {
 
 static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
     char buf[4096];
+    slm_engine_stats es;
+    slm_engine_get_stats(srv.engine, &es);
     pthread_mutex_lock(&srv.mu);
-    size_t n_files = 0;
-    for (size_t i = 0; i < srv.n_cache; i++) n_files += srv.cache[i].snap == NULL;
     snprintf(buf, sizeof buf,
              "# TYPE statelm_requests_total counter\nstatelm_requests_total %llu\n"
              "# TYPE statelm_request_errors_total counter\nstatelm_request_errors_total %llu\n"
@@ -241,13 +244,14 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
              "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
              "# TYPE statelm_decode_batch_fallbacks_total counter\nstatelm_decode_batch_fallbacks_total %llu\n",
-             (unsigned long long)srv.m_requests, (unsigned long long)srv.m_errors, (unsigned long long)srv.m_cancelled,
-             (unsigned long long)srv.m_prompt_tokens, (unsigned long long)srv.m_gen_tokens,
-             (unsigned long long)srv.m_reused_tokens, srv.queue_len, srv.m_busy, srv.o.parallel,
-             srv.m_decode_s > 0 ? (double)srv.m_decode_tokens / srv.m_decode_s : 0.0, srv.n_cache - n_files,
-             (unsigned long long)srv.cache_bytes, n_files, (unsigned long long)srv.m_drafted,
-             (unsigned long long)srv.m_accepted, (unsigned long long)srv.m_replays, (unsigned long long)srv.m_batch_steps,
-             (unsigned long long)srv.m_batch_slots, srv.m_batch_max, (unsigned long long)srv.m_batch_fallbacks);
+             (unsigned long long)srv.m_requests, (unsigned long long)(srv.m_errors + es.n_failed),
+             (unsigned long long)es.n_cancelled, (unsigned long long)srv.m_prompt_tokens,
+             (unsigned long long)es.n_generated_tokens, (unsigned long long)es.n_reused_tokens, es.n_queued, es.n_busy,
+             es.n_slots, es.decode_seconds > 0 ? (double)es.n_decoded_tokens / es.decode_seconds : 0.0,
+             es.n_cached_states, (unsigned long long)es.cached_state_bytes, es.n_state_files,
+             (unsigned long long)es.n_drafted, (unsigned long long)es.n_accepted, (unsigned long long)es.n_replays,
+             (unsigned long long)es.n_batch_steps, (unsigned long long)es.n_batch_slots, es.batch_max,
+             (unsigned long long)es.n_batch_fallbacks);
     pthread_mutex_unlock(&srv.mu);
     return send_text(conn, buf, "text/plain; version=0.0.4");
 }

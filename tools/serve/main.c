@@ -147,8 +147,7 @@ int cmd_serve(int argc, char **argv) {
     rc = 1;
     char err[512];
     struct MHD_Daemon *d = NULL;
-    pthread_t sched;
-    bool sched_started = false;
+    bool engine_started = false;
     /* SIGINT and SIGTERM go to sigwait below: blocked before any thread starts */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -157,8 +156,6 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&srv.mu, NULL);
-    pthread_mutex_init(&srv.gvocab_mu, NULL);
-    pthread_cond_init(&srv.wake, NULL);
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = srv.o.n_threads;
     slm_status st = slm_model_load(srv.o.model, &mp, &srv.m, err, sizeof err);
@@ -195,49 +192,30 @@ int cmd_serve(int argc, char **argv) {
         cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         goto done;
     }
-    srv.n_forks_cap = srv.o.parallel * (MAX_N - 1);
-    srv.slots = calloc((size_t)srv.o.parallel, sizeof *srv.slots);
-    srv.forks = calloc((size_t)srv.n_forks_cap, sizeof *srv.forks);
     srv.gens = calloc(GEN_MEMORY_N, sizeof *srv.gens);
-    if (!srv.slots || !srv.forks || !srv.gens) {
+    if (!srv.gens) {
         cli_fail("out of memory");
         goto done;
     }
     if (srv.o.n_ctx) cli_warn_ctx(srv.m, srv.o.n_ctx, SLM_DTYPE_F16);
-    for (int32_t i = 0; i < srv.o.parallel; i++) {
-        slm_session_params sp = slm_session_params_default();
-        sp.n_ctx = srv.o.n_ctx;
-        sp.n_threads = srv.o.n_threads;
-        cli_apply_env(&sp, NULL);
-        if ((st = slm_session_create(srv.m, &sp, &srv.slots[i].s, err, sizeof err)) != SLM_OK) {
-            cli_name_env(err, sizeof err);
-            cli_fail("%s (%s)", err, slm_status_name(st));
-            goto done;
-        }
+    slm_engine_params ep = slm_engine_params_default();
+    ep.n_slots = srv.o.parallel;
+    ep.queue_max = srv.o.queue_max;
+    ep.session.n_ctx = srv.o.n_ctx;
+    ep.session.n_threads = srv.o.n_threads;
+    cli_apply_env(&ep.session, NULL);
+    ep.cache_mib = srv.o.cache_mib;
+    ep.state_dir = srv.o.state_dir;
+    ep.no_prefix_reuse = srv.o.no_prefix_reuse;
+    ep.lookup = srv.o.lookup;
+    ep.draft_model = srv.draft_model;
+    ep.draft_max = srv.o.draft_max;
+    if ((st = slm_engine_create(srv.m, &ep, &srv.engine, err, sizeof err)) != SLM_OK) {
+        cli_name_env(err, sizeof err);
+        cli_fail("%s (%s)", err, slm_status_name(st));
+        goto done;
     }
-    srv.n_ctx = slm_session_n_ctx(srv.slots[0].s);
-    if (srv.draft_model) { /* a draft model with another tokenizer is refused here, not per request */
-        slm_session_params sp = slm_session_params_default();
-        sp.n_ctx = srv.n_ctx;
-        sp.n_threads = srv.o.n_threads;
-        cli_apply_env(&sp, NULL);
-        slm_spec_params p = slm_spec_params_default();
-        slm_spec *probe = NULL;
-        if ((st = slm_session_create(srv.draft_model, &sp, &srv.slots[0].draft, err, sizeof err)) == SLM_OK) {
-            p.draft = srv.slots[0].draft;
-            st = slm_spec_create(srv.slots[0].s, &p, &probe, err, sizeof err);
-        }
-        slm_spec_destroy(probe);
-        if (st != SLM_OK) {
-            cli_fail("draft model: %s (%s)", err, slm_status_name(st));
-            goto done;
-        }
-    }
-    uint8_t fp[16];
-    slm_model_fingerprint(srv.m, fp);
-    srv.hash_seed = 1469598103934665603ull ^ (uint64_t)srv.n_ctx;
-    for (int k = 0; k < 16; k++) srv.hash_seed = (srv.hash_seed ^ fp[k]) * 1099511628211ull;
-    index_state_dir(srv.slots[0].s);
+    srv.n_ctx = slm_engine_n_ctx(srv.engine);
     /* --host: an IPv4 or IPv6 address or a name, bound to its first address */
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
@@ -265,11 +243,11 @@ int cmd_serve(int argc, char **argv) {
         inet_ntop(addr.ss_family, raw, a, sizeof a);
         snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
     }
-    if (pthread_create(&sched, NULL, scheduler, NULL) != 0) {
-        cli_fail("cannot start the scheduler thread");
+    if (slm_engine_start(srv.engine) != SLM_OK) {
+        cli_fail("cannot start the engine's thread");
         goto done;
     }
-    sched_started = true;
+    engine_started = true;
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                              (ipv6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL,
@@ -303,13 +281,7 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 done:
     if (d) MHD_quiesce_daemon(d);
-    if (sched_started) {
-        pthread_mutex_lock(&srv.mu);
-        srv.stopping = true;
-        pthread_cond_broadcast(&srv.wake);
-        pthread_mutex_unlock(&srv.mu);
-        pthread_join(sched, NULL);
-    }
+    if (engine_started) slm_engine_stop(srv.engine); /* every request gets its DONE event */
     if (d) {
         /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
         double t_end = now_s() + 5;
@@ -322,21 +294,11 @@ done:
         }
         MHD_stop_daemon(d);
     }
-    while (srv.n_cache) cache_remove(srv.n_cache - 1, true);
-    free(srv.cache);
+    slm_engine_free(srv.engine);
     while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
     free(srv.gens);
-    for (int32_t i = 0; srv.slots && i < srv.o.parallel; i++) {
-        slm_session_destroy(srv.slots[i].s);
-        slm_session_destroy(srv.slots[i].draft);
-    }
-    for (int32_t i = 0; srv.forks && i < srv.n_forks_cap; i++) slm_session_destroy(srv.forks[i].draft);
-    free(srv.slots);
-    free(srv.forks);
-    slm_grammar_vocab_destroy(srv.gvocab);
     slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
-    pthread_cond_destroy(&srv.wake);
     pthread_mutex_destroy(&srv.mu);
     /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
     return rc;

@@ -318,15 +318,6 @@ static bool parse_logit_bias(const cJSON *f, job *j, char *msg, size_t cap) {
     return true;
 }
 
-/* The grammar vocabulary of the model, made once (at the first constrained request); NULL when it
- * cannot be made. */
-static const slm_grammar_vocab *grammar_vocab(void) {
-    pthread_mutex_lock(&srv.gvocab_mu);
-    if (!srv.gvocab && slm_grammar_vocab_create(srv.tok, &srv.gvocab) != SLM_OK) srv.gvocab = NULL;
-    pthread_mutex_unlock(&srv.gvocab_mu);
-    return srv.gvocab;
-}
-
 /* Compiles the request's output constraint into j->grammar: response_format ({"type": "text"},
  * {"type": "json_object"} with an optional llama-server "schema", {"type": "json_schema",
  * "json_schema": {"schema": ...}}), or llama-server's "grammar" (GBNF) or "json_schema"; at most
@@ -364,7 +355,6 @@ static bool parse_constraint(const cJSON *root, job *j, char *msg, size_t cap) {
     bool any_object = schema == rf && rf != NULL;
     if (!cJSON_IsString(gbnf) && !(schema && !cJSON_IsNull(schema))) return true;
     if (j->ignore_eos) return snprintf(msg, cap, "'ignore_eos' cannot be combined with a grammar"), false;
-    if (!grammar_vocab()) return snprintf(msg, cap, "cannot build the vocabulary's trie for the grammar"), false;
     char err[384] = "";
     slm_status st;
     if (cJSON_IsString(gbnf)) {

@@ -1,15 +1,20 @@
-/* serve.h — what the parts of `statelm serve` share (tools/serve/): the options, a request's job and
- * its results, the scheduler's streams and state cache, and the one server struct `srv`.
- *   engine.c  the scheduler: slots, streams, prefill/decode/speculation steps, the snapshot cache
- *             with spill to --state-dir, the generated-ids memory;
- *   openai.c  the OpenAI JSON shapes: request parsing into a job, responses and stream events;
+/* serve.h — what the parts of `statelm serve` share (tools/serve/). The scheduler, slots, prefix
+ * cache, batching, speculation and constraints are the engine (include/statelm_engine.h,
+ * src/serve/engine.c); these files are the OpenAI-compatible HTTP server around it:
+ *   jobs.c    a request's job: the engine's events turned into results and stream events, the
+ *             generated-ids memory (chat turns continue from the ids a completion was generated as);
+ *   openai.c  the OpenAI JSON shapes: request parsing into a job, responses, stream events, errors;
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
  *   main.c    the command: options, start and shutdown.
- * Threads and locking: see engine.c. */
+ * Threads: HTTP connection threads parse requests into jobs, submit them to the engine and wait;
+ * the engine's thread delivers events (jobs.c) with no engine lock held. srv.mu guards every job's
+ * results, the generated-ids memory, the connection list and the counters; it is never held while
+ * calling the engine. */
 #ifndef SLM_TOOLS_SERVE_H
 #define SLM_TOOLS_SERVE_H
 
 #include <cjson/cJSON.h>
+#include "statelm_engine.h"
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,12 +22,10 @@
 
 #include "cli.h"
 
-#define CHUNK 64           /* prefill tokens per scheduler step */
-#define MAX_N 8            /* most choices per request */
-#define MAX_STOPS 4        /* most stop strings, as the OpenAI API */
-#define MAX_TOP_LOGPROBS 20
+#define MAX_N SLM_ENGINE_MAX_N         /* most choices per request */
+#define MAX_STOPS SLM_ENGINE_MAX_STOPS /* most stop strings, as the OpenAI API */
+#define MAX_TOP_LOGPROBS SLM_ENGINE_MAX_TOP_LOGPROBS
 #define MAX_JSON_DEPTH 32
-#define MAX_STATE_FILES 256
 #define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
 #define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
 #define MAX_LOGIT_BIAS 1024            /* most logit_bias entries per request */
@@ -44,13 +47,7 @@ typedef struct sbuf {
 } sbuf;
 
 /* One generated token with its log-probability and the top alternatives. */
-typedef struct tok_lp {
-    int32_t id;
-    float logprob;
-    int32_t n_top;
-    int32_t top_id[MAX_TOP_LOGPROBS];
-    float top_lp[MAX_TOP_LOGPROBS];
-} tok_lp;
+typedef slm_engine_logprob tok_lp;
 
 typedef struct choice {
     sbuf text;          /* generated text, cut at a stop string */
@@ -59,14 +56,14 @@ typedef struct choice {
     size_t n_tokens, n_lps_sent;
     const char *finish; /* NULL while generating; "stop" or "length" */
     bool role_sent;
-    int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded */
-    size_t n_ids, cap_ids;
+    int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded; set when finished */
+    size_t n_ids;
     bool ids_cut;       /* a stop string cut text: ids spell more than text */
 } choice;
 
-/* A request. Invariants: refs counts the HTTP side (until its response is gone) and the
- * scheduler (until every stream of the job ended or it failed); the job is freed at 0. Fields
- * below "results" change under srv.mu only. */
+/* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
+ * (from a successful submit until its DONE event); the job is freed at 0. Fields below "results"
+ * change under srv.mu only. */
 typedef struct job {
     int refs;
     bool chat, stream, logprobs, ignore_eos, include_usage;
@@ -80,9 +77,9 @@ typedef struct job {
     int32_t n_stops;
     char id[48];
     long long created;
+    uint64_t engine_id; /* the engine's name of the request, once submitted */
     /* results */
     choice choices[MAX_N];
-    int32_t n_done;
     size_t cached_tokens;
     int err_status;
     const char *err_code; /* OpenAI error code of err_status (static string) */
@@ -92,36 +89,7 @@ typedef struct job {
     size_t sse_off;
     bool sse_end; /* the last event is in sse */
     pthread_cond_t cv;
-    struct job *next;
 } job;
-
-/* A generation in progress on one session: a slot's own session or a fork of it (n > 1). */
-typedef struct stream {
-    slm_session *s;
-    bool own_session; /* a fork, destroyed when the stream ends */
-    job *j;           /* NULL: idle */
-    int32_t choice;
-    slm_sampler *smp;
-    slm_constraint *con; /* the job's grammar, attached to smp, or NULL */
-    slm_detokenizer *dt;
-    size_t n_fed;     /* prompt tokens in the session; < n_prompt while prefilling */
-    bool first_sync;
-    const float *logits;
-    float *own_logits; /* a fork's copy of the logits it starts from */
-    int32_t n_gen;
-    int32_t next_id;  /* sampled, to be decoded; -1 none */
-    uint64_t last_used;
-    slm_spec *spec;      /* speculation driver over s for this generation, or NULL */
-    slm_session *draft;  /* --draft-model: this stream's draft session, kept across generations */
-} stream;
-
-/* An idle snapshot of a slot, kept in memory (snap) or spilled to a file (snap NULL). */
-typedef struct cached_state {
-    slm_snapshot *snap;
-    int32_t *hist;
-    size_t n_hist;
-    uint64_t bytes, last_used, hash;
-} cached_state;
 
 /* A returned completion: its text and the ids it was generated as. A later chat request whose
  * assistant message is exactly this text continues from these ids (re-tokenising the text may
@@ -149,50 +117,33 @@ typedef struct serve_state {
     serve_opts o;
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
+    slm_engine *engine;
     const slm_tokenizer *tok;
-    slm_grammar_vocab *gvocab;   /* the tokenizer's byte trie, made at the first constrained request */
-    pthread_mutex_t gvocab_mu;   /* guards making gvocab (not srv.mu: it takes up to a second) */
     char model_id[256];          /* --alias, or the model file's name */
     const char *model_file;      /* the model file's name */
     const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
     int32_t n_ctx, n_vocab;
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* the scheduler waits for work on it */
-    bool stopping;
-    job *queue_head, *queue_tail;
-    int32_t queue_len;
-    stream *slots;      /* (parallel) */
-    stream *forks;      /* (parallel * (MAX_N - 1)) */
-    int32_t n_forks_cap;
-    cached_state *cache; /* snapshots in memory then state files */
-    size_t n_cache, cap_cache;
-    uint64_t cache_bytes, tick, next_id, hash_seed;
+    uint64_t next_id;   /* of response ids */
     int32_t n_inflight; /* HTTP requests not yet completed */
     conn_watch *conns;
-    gen_memory *gens; /* (GEN_MEMORY_N), LRU by last_used; under mu */
+    gen_memory *gens; /* (GEN_MEMORY_N), LRU by last_used */
     size_t n_gens, gens_bytes;
     uint64_t gen_tick;
-    /* counters, under mu */
-    uint64_t m_requests, m_errors, m_prompt_tokens, m_gen_tokens, m_reused_tokens, m_cancelled;
-    int32_t m_busy;
-    double m_decode_s;
-    uint64_t m_decode_tokens;
-    uint64_t m_drafted, m_accepted, m_replays;
-    uint64_t m_batch_steps, m_batch_slots, m_batch_fallbacks; /* batched decode calls, slots in them, refusals */
-    int32_t m_batch_max;                                      /* most slots in one batched decode call */
+    /* counters of what the engine does not see (it counts the rest: slm_engine_get_stats) */
+    uint64_t m_requests, m_errors, m_prompt_tokens;
 } serve_state;
 
 extern serve_state srv;
 
-/* engine.c */
+/* jobs.c */
 bool sb_add(sbuf *b, const char *s, size_t n);
 double now_s(void);
 void job_unref_locked(job *j);
-void cache_remove(size_t i, bool keep_file);
-void index_state_dir(slm_session *s);
+void on_engine_event(void *user, const slm_engine_event *ev);
+void job_cancel(job *j);
 void gen_forget_locked(size_t i);
 long gen_find_locked(const char *s, size_t n);
-void *scheduler(void *arg);
 
 /* openai.c */
 cJSON *error_json(const char *msg, unsigned status, const char *code);
