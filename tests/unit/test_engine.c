@@ -85,16 +85,14 @@ static void prompt_of(int32_t i, int32_t len, int32_t n_vocab, int32_t *out) {
 }
 
 static slm_engine_request greedy_request(const int32_t *ids, size_t n, int32_t max_tokens, outcome *o) {
-    slm_engine_request q = {0};
+    slm_engine_request q = slm_engine_request_default();
     q.ids = ids;
     q.n_ids = n;
-    q.sampler = slm_sampler_params_default();
     q.sampler.temperature = 0.0f;
     q.sampler.repeat_penalty = 1.0f;
     q.sampler.presence_penalty = 0.0f;
     q.sampler.frequency_penalty = 0.0f;
     q.max_tokens = max_tokens;
-    q.n = 1;
     q.ignore_eos = true;
     q.on_event = on_event;
     q.user = o;
@@ -342,7 +340,7 @@ static void refused_submit(void **u) {
         const char *what, *needle;
         slm_status want;
     } cases[] = {
-        {"n = 0", "n 0", SLM_ERR_INVALID_ARG},
+        {"n = -1", "n -1", SLM_ERR_INVALID_ARG},
         {"n too large", "n 9", SLM_ERR_INVALID_ARG},
         {"max_tokens 0", "max_tokens", SLM_ERR_INVALID_ARG},
         {"token id", "prompt[3]", SLM_ERR_INVALID_ARG},
@@ -357,7 +355,7 @@ static void refused_submit(void **u) {
         int32_t saved = prompt[3];
         slm_engine_request q = greedy_request(prompt, 10, 4, &o);
         switch (k) {
-        case 0: q.n = 0; break;
+        case 0: q.n = -1; break;
         case 1: q.n = SLM_ENGINE_MAX_N + 1; break;
         case 2: q.max_tokens = 0; break;
         case 3: prompt[3] = n_vocab; break;
