@@ -12,7 +12,8 @@
  *   (f) stop strings cut the text and end the choice;
  *   (g) threaded: the engine's thread with requests submitted and cancelled from 4 threads at once
  *       (run under TSan by scripts/test.sh), every request gets exactly one DONE and the ids of a
- *       plain session.
+ *       plain session; stopping with requests running ends them SHUTDOWN;
+ *   (h) params are read by their size (a zeroed struct is every default).
  * References come from plain session calls, never from the engine. */
 #include "testutil.h"
 
@@ -553,11 +554,41 @@ static void stop_running(void **u) {
     slm_model_destroy(m);
 }
 
+/* Params read by size: a zeroed struct (size 0) is every default; a given size reads that much. */
+static void params_by_size(void **u) {
+    (void)u;
+    slm_model *m = load("llama");
+    slm_engine_params p;
+    memset(&p, 0, sizeof p);
+    p.n_slots = 2; /* not read: size 0 */
+    slm_engine *e = NULL;
+    assert_int_equal(slm_engine_create(m, &p, &e, NULL, 0), SLM_OK);
+    slm_engine_stats st;
+    slm_engine_get_stats(e, &st);
+    assert_int_equal(st.n_slots, 4);
+    slm_engine_free(e);
+    p = slm_engine_params_default();
+    p.n_slots = 2;
+    p.session.n_ctx = N_CTX;
+    assert_int_equal(slm_engine_create(m, &p, &e, NULL, 0), SLM_OK);
+    slm_engine_get_stats(e, &st);
+    assert_int_equal(st.n_slots, 2);
+    assert_int_equal(slm_engine_n_ctx(e), N_CTX);
+    slm_engine_free(e);
+    char err[128];
+    p.lookup = true;
+    p.draft_model = m;
+    assert_int_equal(slm_engine_create(m, &p, &e, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(e);
+    assert_non_null(strstr(err, "lookup"));
+    slm_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batching),   cmocka_unit_test(cancel),   cmocka_unit_test(prefix_reuse),
         cmocka_unit_test(refused_submit), cmocka_unit_test(stop_string), cmocka_unit_test(threaded),
-        cmocka_unit_test(stop_running),
+        cmocka_unit_test(stop_running), cmocka_unit_test(params_by_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
