@@ -278,14 +278,19 @@ static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
     _tile_release();
 }
 
+bool cpu_amx_tile_products(uint32_t wt, int64_t ncols) {
+    return ncols >= AMX_MIN_COLS && (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ||
+                                     wt == SLM_DTYPE_Q4_K);
+}
+
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (ncols >= AMX_MIN_COLS && wt == SLM_DTYPE_Q4_K) {
-        mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
+    if (!cpu_amx_tile_products(wt, ncols)) {
+        cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
-    if (ncols < AMX_MIN_COLS || (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0)) {
-        cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
+    if (wt == SLM_DTYPE_Q4_K) {
+        mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
     _Alignas(64) uint8_t ubuf[AMX_CHUNK * AMX_BLOCK_BYTES];
@@ -321,4 +326,8 @@ cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return mm_quant_packed; }
 
 #else
 cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return NULL; }
+bool cpu_amx_tile_products(uint32_t wt, int64_t ncols) {
+    (void)wt, (void)ncols;
+    return false;
+}
 #endif
