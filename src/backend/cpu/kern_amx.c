@@ -40,7 +40,11 @@
 
 /* Columns from which the tile products run (fewer: the AVX-512 kernels), where bench_mm_cols
  * measured them ahead (Intel Xeon with AMX, 4608 x 1024, one thread; AVX-512 = 1): at 8 columns
- * 0.9-1.1x, at 16 1.2-1.5x, at 64 1.6-2.1x (Q4_0 1.85x, Q4_1 1.75x, Q8_0 1.6x, Q4_K 2.1x). */
+ * 0.9-1.1x, at 16 1.2-1.5x, at 64 1.6-2.1x (Q4_0 1.85x, Q4_1 1.75x, Q8_0 1.6x, Q4_K 2.1x). Also
+ * tried for 2-8 columns: two blocks per K = 64 product (activation rows zero-padded to keep the
+ * blocks apart), Q4_0 at 8 columns 1.2x faster than AVX-512 in cache (1024 x 1024) but 1.6-1.9x
+ * slower streaming 65536 x 1024, and 2-4 columns slower in both: each product's latency
+ * (zero, load, multiply, store, reload) is paid per block pair. */
 #define AMX_MIN_COLS 16
 /* 32-blocks of a tile unpacked at a time (AMX_CHUNK x AMX_BLOCK_BYTES of stack); a B tile's rows. */
 #define AMX_CHUNK 32
