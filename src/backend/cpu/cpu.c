@@ -458,6 +458,14 @@ const uint8_t *cpu_wpack_get(cpu_backend *cb, uint32_t wt, const void *w, size_t
 /* Kernel ids of select_kernel / be_call.kernel. */
 enum { CPU_KERNEL_ANY = 0, CPU_KERNEL_REF = 1, CPU_KERNEL_FAST = 2 };
 
+/* The tier that runs a quantised matmul of ncols columns on tiles (cpu_mm_pick), as plan names it:
+ * the AMX tier's shapes without tile products say that they run its AVX-512 kernels. */
+static const char *mm_tier_text(const cpu_backend *cb, uint32_t wt, int64_t ncols) {
+    cpu_isa_level level = cpu_mm_pick(cb, wt, ncols)->level;
+    if (level == CPU_ISA_AMX && !cpu_amx_tile_products(wt, ncols)) return "amx (avx512 kernels)";
+    return cpu_isa_name(level);
+}
+
 static int32_t cpu_select_kernel(const backend *be, const g_node *nd, const be_view *out, const be_view *in, char *text,
                                  size_t cap) {
     const cpu_backend *cb = (const cpu_backend *)be;
@@ -471,7 +479,7 @@ static int32_t cpu_select_kernel(const backend *be, const g_node *nd, const be_v
     if (nd->op == G_OP_MATMUL && cpu_mm_is_quant(wt)) {
         bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
         /* on tiles, the tier picked for the function's columns (its largest call) */
-        if (tiles) isa = cpu_isa_name(cpu_mm_pick(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3])->level);
+        if (tiles) isa = mm_tier_text(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3]);
         snprintf(text, cap, "%s %s x 8-bit activations%s", isa, slm_dtype_name((slm_dtype)wt),
                  tiles ? ", 16-row tiles" : "");
     } else if (nd->op == G_OP_MATMUL || nd->op == G_OP_EMBED) {
@@ -488,8 +496,8 @@ static bool cpu_takes_matmul_group(const backend *be, int32_t n, const be_view *
     if (!cb->use_fast || !cpu_matmul_group_takes(n, out, in)) return false;
     uint32_t wt = in[0].dtype;
     bool tiles = cb->repack && cb->isa->repack_tiles && cb->isa->tile_block_bytes && cb->isa->tile_block_bytes(wt);
-    const cpu_isa *isa = tiles ? cpu_mm_pick(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3]) : cb->isa;
-    snprintf(text, cap, "%s %d x %s, activations quantised once%s", cpu_isa_name(isa->level), n,
+    const char *isa = tiles ? mm_tier_text(cb, wt, in[1].ne[1] * in[1].ne[2] * in[1].ne[3]) : cpu_isa_name(cb->isa->level);
+    snprintf(text, cap, "%s %d x %s, activations quantised once%s", isa, n,
              slm_dtype_name((slm_dtype)wt), tiles ? ", 16-row tiles" : "");
     return true;
 }

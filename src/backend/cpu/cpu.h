@@ -188,6 +188,9 @@ typedef void (*cpu_mm_packed_fn)(uint32_t wt, const uint8_t *pk, int64_t nr, int
 /* kern_amx.c's mm_quant_packed (AMX tile products from 16 columns, else the AVX-512 kernels'); NULL
  * when not built in. */
 cpu_mm_packed_fn cpu_amx_mm_quant_packed(void);
+/* True when that matmul runs AMX tile products for weight type wt and ncols columns; for the
+ * other shapes it runs the AVX-512 kernels (false where kern_amx.c is not built in). */
+bool cpu_amx_tile_products(uint32_t wt, int64_t ncols);
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
 /* cpu.c: the NEON table with kern_i8mm.c's packed matmul; NULL when not built in. */
 const cpu_isa *cpu_isa_i8mm(void);

@@ -40,7 +40,11 @@
 
 /* Columns from which the tile products run (fewer: the AVX-512 kernels), where bench_mm_cols
  * measured them ahead (Intel Xeon with AMX, 4608 x 1024, one thread; AVX-512 = 1): at 8 columns
- * 0.9-1.1x, at 16 1.2-1.5x, at 64 1.6-2.1x (Q4_0 1.85x, Q4_1 1.75x, Q8_0 1.6x, Q4_K 2.1x). */
+ * 0.9-1.1x, at 16 1.2-1.5x, at 64 1.6-2.1x (Q4_0 1.85x, Q4_1 1.75x, Q8_0 1.6x, Q4_K 2.1x). Also
+ * tried for 2-8 columns: two blocks per K = 64 product (activation rows zero-padded to keep the
+ * blocks apart), Q4_0 at 8 columns 1.2x faster than AVX-512 in cache (1024 x 1024) but 1.6-1.9x
+ * slower streaming 65536 x 1024, and 2-4 columns slower in both: each product's latency
+ * (zero, load, multiply, store, reload) is paid per block pair. */
 #define AMX_MIN_COLS 16
 /* 32-blocks of a tile unpacked at a time (AMX_CHUNK x AMX_BLOCK_BYTES of stack); a B tile's rows. */
 #define AMX_CHUNK 32
@@ -278,14 +282,19 @@ static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
     _tile_release();
 }
 
+bool cpu_amx_tile_products(uint32_t wt, int64_t ncols) {
+    return ncols >= AMX_MIN_COLS && (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ||
+                                     wt == SLM_DTYPE_Q4_K);
+}
+
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
                             size_t act_stride, int64_t ncols, float *y, int64_t ldy) {
-    if (ncols >= AMX_MIN_COLS && wt == SLM_DTYPE_Q4_K) {
-        mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
+    if (!cpu_amx_tile_products(wt, ncols)) {
+        cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
-    if (ncols < AMX_MIN_COLS || (wt != SLM_DTYPE_Q4_0 && wt != SLM_DTYPE_Q4_1 && wt != SLM_DTYPE_Q8_0)) {
-        cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
+    if (wt == SLM_DTYPE_Q4_K) {
+        mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
     _Alignas(64) uint8_t ubuf[AMX_CHUNK * AMX_BLOCK_BYTES];
@@ -321,4 +330,8 @@ cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return mm_quant_packed; }
 
 #else
 cpu_mm_packed_fn cpu_amx_mm_quant_packed(void) { return NULL; }
+bool cpu_amx_tile_products(uint32_t wt, int64_t ncols) {
+    (void)wt, (void)ncols;
+    return false;
+}
 #endif

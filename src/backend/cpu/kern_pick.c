@@ -10,8 +10,10 @@
 /* This CPU's class's rules (n_rules of them; NULL when none). Measured so far:
  *  - x86-64 with AVX-512 (VNNI) and AVX-VNNI (Intel Sapphire Rapids and later Xeons), on an Intel
  *    Xeon with AVX-512 VNNI, AVX-VNNI and AMX: bench_mm_cols -c -m 65536 -k 1024 (one thread,
- *    avx512 and avxvnni interleaved, every type, 1-8 columns; docs/architecture.md): avx512 was
- *    the fastest at every shape, so the class has no rule.
+ *    avx512 and avxvnni interleaved, every type, 1-8 columns; docs/architecture.md), and again
+ *    with bench/mm_tiers.sh -r 5 avxvnni avx2 (avx512, avxvnni and avx2 back to back in each
+ *    round, paired ratios; bench/README.md): avx512 was as fast as or faster than either at every
+ *    shape (no other tier won every round of any shape), so the class has no rule.
  * Not measured: AVX-512 without AVX-VNNI (AMD Zen 4, where avx2 is the alternative), aarch64 (one
  * tier). A rule reads {SLM_DTYPE_Q8_0, 1, 1, CPU_ISA_AVX2_VNNI}: Q8_0 at one column on avxvnni. */
 static const cpu_pick_rule *class_rules(const cpu_isa *own, size_t *n_rules) {
