@@ -369,6 +369,10 @@ static void plan_null(void **unused) {
     assert_true(qerr[0] != '\0');
     assert_int_equal(slm_quantize("in.gguf", NULL, "q4_0", NULL, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_quantize("in.gguf", "out.gguf", NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    qerr[0] = '\0';
+    assert_int_equal(slm_convert(NULL, "out.gguf", "f16", &qp, qerr, sizeof qerr), SLM_ERR_INVALID_ARG);
+    assert_true(qerr[0] != '\0');
+    assert_int_equal(slm_convert("hf_dir", NULL, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
 }
 
 /* With real handles, the required out-params of the status calls are checked too. */
