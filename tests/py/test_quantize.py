@@ -5,7 +5,7 @@
    byte equal to gguf-py's quantisers (gguf.quants.quantize, llama.cpp's reference rounding; F16:
    numpy's float16 cast) of the same F32 data; 1-D tensors copied; metadata copied with
    general.file_type / general.quantization_version as llama-quantize sets them. A 96 MiB tensor,
-   written in slices, equal to gguf-py's Q8_0 and copied exactly as F32, with peak RSS under 64 MiB.
+   written in slices, equal to gguf-py's Q8_0 and copied exactly as F32, with peak RSS under 64 MiB (not under ASan).
 2. K-quant tensors dequantised by gguf-py (gguf.quants.dequantize) within the type's error of the
    source, so the block layout is the one gguf-py reads.
 3. The mix rules (docs/quantize.md, from llama.cpp src/llama-quant.cpp) on an 8-layer model:
@@ -191,6 +191,7 @@ with tempfile.TemporaryDirectory() as tmp:
            "output_norm.weight": src["output_norm.weight"]}
     big_path = tmp / "big-f32.gguf"
     write_model(big_path, big)
+    sanitized = b"__asan_init" in Path(statelm).read_bytes()  # ASan's shadow and quarantine: no RSS bound
     rss_probe = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
                  "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(rc)")
     for name, qt in (("q8_0", Q.Q8_0), ("f32", Q.F32)):
@@ -206,7 +207,7 @@ with tempfile.TemporaryDirectory() as tmp:
         if np.asarray(ts["token_embd.weight"].data).tobytes() != want:
             failures.append(f"big {name}: token_embd.weight (96 MiB, 6 slices) differs from gguf-py's")
         rss_mib = int(p.stdout.split()[-1]) / 1024
-        if sys.platform.startswith("linux") and rss_mib >= 64:
+        if sys.platform.startswith("linux") and not sanitized and rss_mib >= 64:
             failures.append(f"big {name}: peak RSS {rss_mib:.0f} MiB for a 96 MiB tensor in 16 MiB slices")
         out.unlink()
     big_path.unlink()
