@@ -5,7 +5,8 @@
    byte equal to gguf-py's quantisers (gguf.quants.quantize, llama.cpp's reference rounding; F16:
    numpy's float16 cast) of the same F32 data; 1-D tensors copied; metadata copied with
    general.file_type / general.quantization_version as llama-quantize sets them. A 96 MiB tensor,
-   written in slices, equal to gguf-py's Q8_0 and copied exactly as F32, with peak RSS under 64 MiB (not under ASan).
+   written in slices, equal to gguf-py's Q8_0 and copied exactly as F32, with peak RSS under
+   64 MiB (not under ASan).
 2. K-quant tensors dequantised by gguf-py (gguf.quants.dequantize) within the type's error of the
    source, so the block layout is the one gguf-py reads.
 3. The mix rules (docs/quantize.md, from llama.cpp src/llama-quant.cpp) on an 8-layer model:
