@@ -3,7 +3,8 @@
 # from the llama.cpp source that llama-cpp-python $LLAMA_CPP_PYTHON_VERSION vendors: the peer that
 # bench/compare measures statelm against. Prints the binary's path on stdout; progress goes to stderr.
 # Usage: build-llama-bench.sh [TARGET...] builds those llama.cpp targets instead (default llama-bench;
-# e.g. llama-lookup, llama-speculative-simple for bench/spec_lookup.sh) and prints one path per line.
+# e.g. llama-lookup, llama-speculative-simple for bench/spec_lookup.sh, llama-quantize for
+# bench/quantize_compare.sh) and prints one path per line.
 # Idempotent: the sdist is downloaded once into $cache/src, the build lives in
 # $cache/llama-bench-<version>-native (STATELM_CACHE, default ~/.cache/statelm), nothing of llama.cpp
 # enters the repository. The build is native, so the CPU model, its flags and the compiler are recorded

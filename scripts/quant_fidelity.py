@@ -9,10 +9,14 @@ every quantised file, and each position whose next token is known counts as agre
 argmaxes are equal. Printed per type: agreements / positions, the rate with a 95% Wilson interval,
 the file size. Positions of one sequence are not independent, so the interval is indicative.
 The prompts are the first --prompts (default 8) of scripts/gemma_agreement.py's.
+With --llama-quantize PATH, each TYPE is also quantised from the same F32 file by llama.cpp's
+llama-quantize (bench/build-llama-bench.sh llama-quantize builds it) and scored the same way, as
+"llama:TYPE", with whether its bytes equal statelm's.
 
 Usage: python3 scripts/quant_fidelity.py [--statelm build/statelm] [--types q4_k_m,q4_0,q8_0]
-           [--gen 48] [--prompts 8] [--json OUT.json] SRC.gguf"""
+           [--gen 48] [--prompts 8] [--llama-quantize PATH] [--json OUT.json] SRC.gguf"""
 import argparse
+import filecmp
 import json
 import math
 import os
@@ -56,6 +60,7 @@ def main():
     ap.add_argument("--types", default="q4_k_m,q4_0,q8_0")
     ap.add_argument("--gen", type=int, default=48)
     ap.add_argument("--prompts", type=int, default=8, help="the first N of scripts/gemma_agreement.py's prompts")
+    ap.add_argument("--llama-quantize", help="also score llama-quantize's file of each type")
     ap.add_argument("--json")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,6 +70,9 @@ def main():
         for t in a.types.split(","):
             files[t] = os.path.join(tmp, f"{t}.gguf")
             sh(a.statelm, "quantize", "--quiet", exact, files[t], t)
+            if a.llama_quantize:
+                files["llama:" + t] = os.path.join(tmp, f"llama-{t}.gguf")
+                sh(a.llama_quantize, exact, files["llama:" + t], t)
         seqs = []
         for text in PROMPTS[:a.prompts]:
             ids = sh(a.statelm, "tokenize", "-m", exact, "-p", text).split()
@@ -82,8 +90,13 @@ def main():
             lo, hi = wilson(k, n)
             result["types"][t] = {"agree": k, "positions": n, "rate": k / n, "wilson95": [lo, hi],
                                   "bytes": os.path.getsize(path)}
-            print(f"{t:8s} top-1 agreement {k}/{n} = {k / n:.4f} (95% {lo:.4f}-{hi:.4f}), "
-                  f"{os.path.getsize(path) / 2**20:.1f} MiB")
+            same = ""
+            if t.startswith("llama:"):
+                same = filecmp.cmp(path, files[t[6:]], shallow=False)
+                result["types"][t]["same_bytes_as_statelm"] = same
+                same = ", same bytes as statelm's" if same else ", bytes differ from statelm's"
+            print(f"{t:14s} top-1 agreement {k}/{n} = {k / n:.4f} (95% {lo:.4f}-{hi:.4f}), "
+                  f"{os.path.getsize(path) / 2**20:.1f} MiB{same}")
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
 

@@ -10,6 +10,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/dtype.h"
@@ -138,9 +139,18 @@ static void q_q8_0(const float *x, uint8_t *y, int64_t nb) {
 
 /* ---- K-quants ------------------------------------------------------------------------------- */
 
-/* Scale for n signed levels in [-nmax, nmax): the weighted least-squares scale over 19 candidate
- * inverse scales around nmax/max (ggml make_qx_quants with rmse_type 1, weights x², no qw).
- * L gets the levels + nmax. */
+/* The candidate searches below evaluate all candidate scales of a sub-block in one pass over its
+ * elements, the candidates side by side (the inner loops run over candidates, so they vectorise):
+ * each candidate's sums still add the elements in order 0..n-1 with ggml's expressions, and the
+ * candidates are then compared in ggml's order, so the choice and the bytes are ggml's. */
+#define QX_N 16       /* make_qx_quants: elements per sub-block (Q6_K) */
+#define QX_CAND 18    /* its candidates is = -9..9 without 0 */
+#define QKX2_N 32     /* make_qkx2_quants: elements per sub-block (Q4_K, Q5_K) */
+#define QKX2_CAND 21  /* its candidates is = 0..nstep, nstep <= 20 */
+
+/* Scale for n (<= QX_N) signed levels in [-nmax, nmax): the weighted least-squares scale over 19
+ * candidate inverse scales around nmax/max (ggml make_qx_quants with rmse_type 1, weights x², no
+ * qw). L gets the levels + nmax. */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
@@ -154,45 +164,108 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
     }
+    float w[QX_N], wx[QX_N]; /* ggml's w and w*x[i], the first factors of its products */
+    for (int i = 0; i < n; ++i) {
+        w[i] = x[i] * x[i];
+        wx[i] = w[i] * x[i];
+    }
     float iscale = (float)-nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = nearest_int(iscale * x[i]);
         l = imax(-nmax, imin(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
+        sumlx += wx[i] * (float)l;
+        suml2 += w[i] * (float)l * (float)l;
     }
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -((float)nmax + 0.1f * (float)is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = imax(-nmax, imin(nmax - 1, l));
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * (float)l;
-            suml2 += w * (float)l * (float)l;
+    float isc[QX_CAND], slx[QX_CAND], sl2[QX_CAND];
+    for (int c = 0; c < QX_CAND; ++c) {
+        int is = c < 9 ? c - 9 : c - 8;
+        isc[c] = -((float)nmax + 0.1f * (float)is) / max;
+        slx[c] = sl2[c] = 0;
+    }
+    for (int i = 0; i < n; ++i) {
+        for (int c = 0; c < QX_CAND; ++c) {
+            int l = nearest_int(isc[c] * x[i]);
+            float fl = (float)imax(-nmax, imin(nmax - 1, l));
+            slx[c] += wx[i] * fl;
+            sl2[c] += w[i] * fl * fl;
         }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                int l = nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+    }
+    int chosen = -1;
+    for (int c = 0; c < QX_CAND; ++c) {
+        if (sl2[c] > 0 && slx[c] * slx[c] > best * sl2[c]) {
+            chosen = c;
+            scale = slx[c] / sl2[c];
+            best = scale * slx[c];
+        }
+    }
+    if (chosen >= 0) {
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(isc[chosen] * x[i]);
+            L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
         }
     }
     return scale;
 }
 
-/* Scale and (negated) min for n unsigned levels [0, nmax] with weights: the weighted
- * least-squares fit over nstep+1 candidate inverse scales (ggml make_qkx2_quants, use_mad off). */
+/* make_qkx2_quants' candidates: the side-by-side evaluation of candidates [from, to). */
+typedef struct qkx2_cands {
+    float lv[QKX2_N][QKX2_CAND]; /* the level of element i under candidate c, as a float */
+    float scale[QKX2_CAND], min[QKX2_CAND], err[QKX2_CAND];
+    bool ok[QKX2_CAND]; /* D > 0: the fit exists */
+} qkx2_cands;
+
+/* Candidates [from, to) of make_qkx2_quants for the current min (ggml's loop body: the levels at
+ * inverse scale (rmin + rdelta·c + nmax) / (max - min), their least-squares scale and min, and the
+ * weighted squared error). */
+static void qkx2_eval(qkx2_cands *k, int from, int to, int n, int nmax, const float *x, const float *weights,
+                      float sum_w, float sum_x, float min, float max, float rmin, float rdelta) {
+    float isc[QKX2_CAND], s_l[QKX2_CAND], s_l2[QKX2_CAND], s_xl[QKX2_CAND];
+    for (int c = from; c < to; ++c) {
+        isc[c] = (rmin + rdelta * (float)c + (float)nmax) / (max - min);
+        s_l[c] = s_l2[c] = s_xl[c] = k->err[c] = 0;
+    }
+    for (int i = 0; i < n; ++i) {
+        const float w = weights[i], xm = x[i] - min;
+        for (int c = from; c < to; ++c) {
+            float fl = (float)imax(0, imin(nmax, nearest_int(isc[c] * xm)));
+            k->lv[i][c] = fl;
+            s_l[c] += w * fl;
+            s_l2[c] += w * fl * fl;
+            s_xl[c] += w * fl * x[i];
+        }
+    }
+    for (int c = from; c < to; ++c) {
+        float D = sum_w * s_l2[c] - s_l[c] * s_l[c];
+        k->ok[c] = D > 0;
+        k->scale[c] = k->min[c] = 0;
+        if (!k->ok[c]) continue;
+        k->scale[c] = (sum_w * s_xl[c] - sum_x * s_l[c]) / D;
+        k->min[c] = (s_l2[c] * sum_x - s_l[c] * s_xl[c]) / D;
+        if (k->min[c] > 0) {
+            k->min[c] = 0;
+            k->scale[c] = s_xl[c] / s_l2[c];
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        for (int c = from; c < to; ++c) {
+            float diff = k->scale[c] * k->lv[i][c] + k->min[c] - x[i];
+            diff = diff * diff;
+            k->err[c] += weights[i] * diff;
+        }
+    }
+}
+
+/* Scale and (negated) min for n (<= QKX2_N) unsigned levels [0, nmax] with weights: the weighted
+ * least-squares fit over nstep+1 (<= QKX2_CAND) candidate inverse scales (ggml make_qkx2_quants,
+ * use_mad off). In ggml a candidate that improves the error also replaces min, which the later
+ * candidates' levels depend on; so the candidates after an improvement are evaluated again with
+ * the new min (improvements are few: most candidates are evaluated once). */
 static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
-                              uint8_t *Laux, float rmin, float rdelta, int nstep) {
+                              float rmin, float rdelta, int nstep) {
     float min = x[0], max = x[0];
     float sum_w = weights[0];
     float sum_x = sum_w * x[0];
@@ -219,37 +292,22 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
         diff = diff * diff;
         best_error += weights[i] * diff;
     }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = imax(0, imin(nmax, l));
-            Laux[i] = (uint8_t)l;
-            float w = weights[i];
-            sum_l += w * (float)l;
-            sum_l2 += w * (float)l * (float)l;
-            sum_xl += w * (float)l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur_error = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * (float)Laux[i] + this_min - x[i];
-                diff = diff * diff;
-                cur_error += weights[i] * diff;
-            }
-            if (cur_error < best_error) {
-                memcpy(L, Laux, (size_t)n);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
+    qkx2_cands k;
+    const int n_cand = nstep + 1;
+    int from = 0;
+    while (from < n_cand) {
+        qkx2_eval(&k, from, n_cand, n, nmax, x, weights, sum_w, sum_x, min, max, rmin, rdelta);
+        int c = from;
+        from = n_cand;
+        for (; c < n_cand; ++c) {
+            if (!k.ok[c] || !(k.err[c] < best_error)) continue;
+            for (int i = 0; i < n; ++i) L[i] = (uint8_t)k.lv[i][c];
+            best_error = k.err[c];
+            scale = k.scale[c];
+            if (k.min[c] != min) { /* the later candidates change: evaluate them again */
+                min = k.min[c];
+                from = c + 1;
+                break;
             }
         }
     }
@@ -273,7 +331,6 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
  * the levels L[256] recomputed from the rounded scales. scales12 gets the packed scales. */
 static void kquant_scale_min(const float *x, int nmax, float rmin, int nstep, uint8_t *scales12, uint16_t *d16,
                              uint16_t *dmin16, uint8_t *L) {
-    uint8_t Laux[32];
     float weights[32], mins[QK_K / 32], scales[QK_K / 32];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 32; ++j) {
@@ -281,7 +338,7 @@ static void kquant_scale_min(const float *x, int nmax, float rmin, int nstep, ui
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

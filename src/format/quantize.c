@@ -6,8 +6,10 @@
  * of the output file. One tensor at a time: its rows are split over n_threads, converted to f32
  * (F32/F16/BF16 sources; quantised ones only on the way to a float type) and quantised by
  * base/quant.c, and the tensor is written before the next
- * one is touched; the source pages are dropped after each tensor, so the resident set stays near
- * the largest tensor plus its quantised copy. The output is written by format/gguf_write.c
+ * one is touched. slm_quantize goes through each tensor in slices of rows of at most SLICE_BYTES
+ * (source or result, whichever is larger; one row at least): a slice is quantised, written, and its
+ * source pages dropped before the next, so the resident set stays near two slices whatever the
+ * tensor sizes. The output is written by format/gguf_write.c
  * (temporary file, published whole). Metadata is copied byte for byte except
  * general.quantization_version and general.file_type, which are set as llama-quantize sets them.
  * A Hugging Face folder as input goes to slm_convert (model/convert.c), which plans with
@@ -32,6 +34,7 @@
 #include "format/quantize.h"
 
 #define GGML_QNT_VERSION 2
+#define SLICE_BYTES ((uint64_t)16 << 20) /* rows per write: at most this much source or result */
 
 /* A target of slm_quantize: its llama_ftype id (general.file_type) and base tensor type. */
 typedef enum mix {
@@ -233,7 +236,8 @@ static uint32_t target_type(mix_state *s, const gguf_tensor *t) {
 typedef struct job {
     const gguf_tensor *t;
     uint32_t out_type;
-    uint8_t *dst;
+    uint8_t *dst;       /* the result of row row_base */
+    int64_t row_base;
     size_t in_row_bytes, out_row_bytes;
     int64_t row0, row1;
     float *scratch;     /* (ne[0]) */
@@ -251,14 +255,15 @@ static void *run_job(void *arg) {
                 return NULL;
             }
         }
-        quant_row(j->out_type, j->scratch, j->dst + (size_t)r * j->out_row_bytes, n);
+        quant_row(j->out_type, j->scratch, j->dst + (size_t)(r - j->row_base) * j->out_row_bytes, n);
     }
     return NULL;
 }
 
-slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst, int n_threads,
-                                  const slm_allocator *a, slm_err *e) {
-    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+/* Rows [row0, row1) of t (rows counted over ne[1..3]) as out_type into dst, over n_threads. */
+static slm_status quantize_rows(const gguf_tensor *t, int64_t row0, int64_t row1, uint32_t out_type, uint8_t *dst,
+                                int n_threads, const slm_allocator *a, slm_err *e) {
+    const int64_t n_rows = row1 - row0;
     uint64_t in_rb = 0, out_rb = 0;
     dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
     dtype_row_bytes(out_type, (uint64_t)t->ne[0], &out_rb);
@@ -272,8 +277,8 @@ slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst
         goto done;
     }
     for (int i = 0; i < n_threads; i++) {
-        jobs[i] = (job){t, out_type, dst, (size_t)in_rb, (size_t)out_rb, n_rows * i / n_threads,
-                        n_rows * (i + 1) / n_threads, al_array(a, (size_t)t->ne[0], sizeof(float)), -1};
+        jobs[i] = (job){t, out_type, dst, row0, (size_t)in_rb, (size_t)out_rb, row0 + n_rows * i / n_threads,
+                        row0 + n_rows * (i + 1) / n_threads, al_array(a, (size_t)t->ne[0], sizeof(float)), -1};
         if (!jobs[i].scratch) {
             st = err_set(e, SLM_ERR_NOMEM, "out of memory");
             goto done;
@@ -298,6 +303,11 @@ done:
     al_free(a, th);
     al_free(a, started);
     return st;
+}
+
+slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst, int n_threads,
+                           const slm_allocator *a, slm_err *e) {
+    return quantize_rows(t, 0, t->ne[1] * t->ne[2] * t->ne[3], out_type, dst, n_threads, a, e);
 }
 
 /* ---- the file ------------------------------------------------------------------------------ */
@@ -410,6 +420,39 @@ bool quantize_tensor_bytes(const gguf_tensor *t, uint32_t type, uint64_t *bytes)
            u64_mul_ok(rows, (uint64_t)t->ne[3], &rows) && u64_mul_ok(rb, rows, bytes) && *bytes <= SIZE_MAX / 2;
 }
 
+/* Rows of t per slice: SLICE_BYTES of source or of result as type, whichever is reached first;
+ * one row at least. */
+static uint64_t slice_rows(const gguf_tensor *t, uint32_t type) {
+    uint64_t in_rb = 0, out_rb = 0;
+    dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
+    dtype_row_bytes(type, (uint64_t)t->ne[0], &out_rb);
+    uint64_t rb = in_rb > out_rb ? in_rb : out_rb, rows = SLICE_BYTES / (rb ? rb : 1);
+    return rows ? rows : 1;
+}
+
+/* Writes t as type, a slice of rows at a time (copied when type is t's own), dropping each slice's
+ * source pages once written; buf holds one slice's result. */
+static slm_status write_tensor(gguf_writer *w, const fmap *map, const gguf_tensor *t, uint32_t type, uint8_t *buf,
+                               int n_threads, const slm_allocator *a, slm_err *e) {
+    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3], step = (int64_t)slice_rows(t, type);
+    uint64_t in_rb = 0, out_rb = 0;
+    dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
+    dtype_row_bytes(type, (uint64_t)t->ne[0], &out_rb);
+    slm_status st = SLM_OK;
+    for (int64_t r0 = 0; r0 < n_rows && st == SLM_OK; r0 += step) {
+        const int64_t r1 = r0 + step < n_rows ? r0 + step : n_rows;
+        const uint8_t *src = t->data + (size_t)r0 * in_rb;
+        const size_t n_src = (size_t)(r1 - r0) * in_rb;
+        if (type == t->type) {
+            st = gguf_writer_bytes(w, src, n_src, e);
+        } else if ((st = quantize_rows(t, r0, r1, type, buf, n_threads, a, e)) == SLM_OK) {
+            st = gguf_writer_bytes(w, buf, (size_t)(r1 - r0) * out_rb, e);
+        }
+        fmap_release(map, src, n_src);
+    }
+    return st;
+}
+
 SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
                                 const slm_quantize_params *params, char *err, size_t err_cap) {
     slm_err e;
@@ -465,9 +508,10 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
         goto done;
     size_t max_out = 0;
     for (uint64_t i = 0; i < g.n_tensors; i++) {
-        uint64_t bytes = 0;
-        quantize_tensor_bytes(order[i], types[i], &bytes);
-        if (types[i] != order[i]->type && bytes > max_out) max_out = (size_t)bytes;
+        if (types[i] == order[i]->type) continue;
+        uint64_t rows = slice_rows(order[i], types[i]), out_rb = 0;
+        dtype_row_bytes(types[i], (uint64_t)order[i]->ne[0], &out_rb);
+        if (rows * out_rb > max_out) max_out = (size_t)(rows * out_rb);
     }
 
     if ((st = gguf_writer_open(&w, out_path, p.force, a, &e)) != SLM_OK) goto done;
@@ -501,21 +545,14 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
     if ((st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK) goto done;
 
     if (max_out > 0 && !(buf = al_malloc_large(a, max_out))) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory (%zu bytes for one tensor)", max_out);
+        st = err_set(&e, SLM_ERR_NOMEM, "out of memory (%zu bytes for one slice of rows)", max_out);
         goto done;
     }
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const gguf_tensor *t = order[i];
-        if (types[i] == t->type) {
-            gguf_writer_bytes(&w, t->data, (size_t)t->size_bytes, &e);
-        } else {
-            if ((st = quantize_tensor(t, types[i], buf, n_threads, a, &e)) != SLM_OK) goto done;
-            uint64_t bytes = 0;
-            quantize_tensor_bytes(t, types[i], &bytes);
-            gguf_writer_bytes(&w, buf, (size_t)bytes, &e);
-        }
-        fmap_release(&g.map, t->data, (size_t)t->size_bytes);
-        if ((st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK) goto done;
+        if ((st = write_tensor(&w, &g.map, t, types[i], buf, n_threads, a, &e)) != SLM_OK ||
+            (st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK)
+            goto done;
         log_msg(&log, SLM_LOG_INFO, "[%4llu/%4llu] %-40s %-5s -> %s", (unsigned long long)i + 1,
                 (unsigned long long)g.n_tensors, t->name, short_name(t->type), short_name(types[i]));
     }

@@ -4,7 +4,9 @@
 1. Legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and BF16, F16 with --pure: every tensor byte for
    byte equal to gguf-py's quantisers (gguf.quants.quantize, llama.cpp's reference rounding; F16:
    numpy's float16 cast) of the same F32 data; 1-D tensors copied; metadata copied with
-   general.file_type / general.quantization_version as llama-quantize sets them.
+   general.file_type / general.quantization_version as llama-quantize sets them. A 96 MiB tensor,
+   written in slices, equal to gguf-py's Q8_0 and copied exactly as F32, with peak RSS under
+   64 MiB (not under ASan).
 2. K-quant tensors dequantised by gguf-py (gguf.quants.dequantize) within the type's error of the
    source, so the block layout is the one gguf-py reads.
 3. The mix rules (docs/quantize.md, from llama.cpp src/llama-quant.cpp) on an 8-layer model:
@@ -183,6 +185,34 @@ with tempfile.TemporaryDirectory() as tmp:
                 failures.append(f"{name}: {tn} is {t.tensor_type.name}, want {want_type.name}; bytes equal: {got == want}")
             if list(t.shape) != list(reversed(a.shape)):
                 failures.append(f"{name}: {tn} shape {list(t.shape)}, want {list(reversed(a.shape))}")
+
+    # ---- 1b: a tensor larger than a slice (16 MiB of rows, docs/quantize.md): quantised and copied
+    # in slices, the bytes are gguf-py's; peak RSS stays below the tensor's own size (Linux)
+    big = {"token_embd.weight": (rng.standard_normal((24576, 1024)) * 0.05).astype(np.float32),
+           "output_norm.weight": src["output_norm.weight"]}
+    big_path = tmp / "big-f32.gguf"
+    write_model(big_path, big)
+    sanitized = b"__asan_init" in Path(statelm).read_bytes()  # ASan's shadow and quarantine: no RSS bound
+    rss_probe = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(rc)")
+    for name, qt in (("q8_0", Q.Q8_0), ("f32", Q.F32)):
+        out = tmp / f"big-to-{name}.gguf"
+        p = subprocess.run([sys.executable, "-c", rss_probe, statelm, "quantize", "--quiet", "--pure", "-t", "3",
+                            str(big_path), str(out), name], capture_output=True, timeout=600)
+        if p.returncode != 0:
+            failures.append(f"big {name}: exit {p.returncode}: {p.stderr.decode().strip()}")
+            continue
+        a = big["token_embd.weight"]
+        want = a.tobytes() if qt == Q.F32 else quantize(a, qt).tobytes()
+        _, ts = read(out)
+        if np.asarray(ts["token_embd.weight"].data).tobytes() != want:
+            failures.append(f"big {name}: token_embd.weight (96 MiB, 6 slices) differs from gguf-py's")
+        rss_mib = int(p.stdout.split()[-1]) / 1024
+        if sys.platform.startswith("linux") and not sanitized and rss_mib >= 64:
+            failures.append(f"big {name}: peak RSS {rss_mib:.0f} MiB for a 96 MiB tensor in 16 MiB slices")
+        out.unlink()
+    big_path.unlink()
+    del big
 
     # ---- 2 and 3: the mixes: types per tensor, K-quant layouts through gguf-py's dequantisers
     for mix in ("q4_k_m", "q4_k_s", "q5_k_m", "q5_k_s", "q6_k", "q4_0", "q8_0"):
