@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "serve_embed.h"
 
 #define CHUNK 64           /* prefill tokens per scheduler step */
 #define MAX_N 8            /* most choices per request */
@@ -57,6 +58,8 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     bool lookup, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
+    bool embeddings;     /* --embeddings: POST /v1/embeddings (serve_embed.c) */
+    slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
@@ -190,6 +193,7 @@ static struct {
     serve_opts o;
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
+    serve_embedder *embedder; /* --embeddings: its own session, never a slot; else NULL */
     const slm_tokenizer *tok;
     slm_grammar_vocab *gvocab;   /* the tokenizer's byte trie, made at the first constrained request */
     pthread_mutex_t gvocab_mu;   /* guards making gvocab (not srv.mu: it takes up to a second) */
@@ -1817,6 +1821,25 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     return send_json(conn, http_status, out, http_status == 503);
 }
 
+/* POST /v1/embeddings: answered in this connection's thread by the embedder (serve_embed.c). */
+static enum MHD_Result handle_embeddings(struct MHD_Connection *conn, req *r) {
+    if (!srv.embedder)
+        return send_error(conn, 404, "embeddings_disabled",
+                          "embeddings are off: start the server with --embeddings (and optionally --pooling "
+                          "last|mean|cls|none)");
+    char msg[512];
+    const char *code = NULL;
+    cJSON *resp = NULL;
+    unsigned status = serve_embedder_answer(srv.embedder, r->body.v ? r->body.v : "", r->body.n, srv.model_id, &resp,
+                                            &code, msg, sizeof msg);
+    pthread_mutex_lock(&srv.mu);
+    srv.m_requests++;
+    const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
+    if (usage) srv.m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+    pthread_mutex_unlock(&srv.mu);
+    return resp ? send_json(conn, 200, resp, false) : send_error(conn, status, code, "%s", msg);
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, const char *type) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                                                 MHD_RESPMEM_MUST_COPY);
@@ -1843,7 +1866,7 @@ static const char *endpoint_method(const char *url) {
     static const struct {
         const char *url, *method;
     } endpoints[] = {{"/health", "GET"},           {"/metrics", "GET"},         {"/v1/models", "GET"},
-                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}};
+                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"}};
     for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
         if (!strcmp(url, endpoints[i].url)) return endpoints[i].method;
     return NULL;
@@ -1945,11 +1968,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cJSON_AddStringToObject(meta, "chat_template", srv.chat_template ? srv.chat_template : "");
         cJSON_AddNumberToObject(meta, "n_ctx", srv.n_ctx);
         cJSON_AddNumberToObject(meta, "n_vocab", srv.n_vocab);
+        cJSON_AddBoolToObject(meta, "embeddings", srv.embedder != NULL);
+        if (srv.embedder) {
+            cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(srv.m));
+            cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(srv.embedder)));
+        }
         cJSON_AddItemToArray(arr, e);
         return send_json(conn, 200, root, false);
     }
     if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(conn, r, true);
     if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(conn, r, false);
+    if (is_post && !strcmp(url, "/v1/embeddings")) return handle_embeddings(conn, r);
     return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
 }
 
@@ -2044,6 +2073,8 @@ static void usage_serve(void) {
          "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
+         "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
@@ -2064,6 +2095,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->max_conns = 1024;
     o->max_conns_per_client = 128;
     o->sampling = slm_sampler_params_default();
+    o->pooling = SLM_POOLING_MODEL;
+    bool pooling_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t iv;
@@ -2082,6 +2115,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         if (!strcmp(a, "--no-prefix-reuse")) {
             o->no_prefix_reuse = true;
+            continue;
+        }
+        if (!strcmp(a, "--embeddings")) {
+            o->embeddings = true;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;
@@ -2105,6 +2142,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--cors")) o->cors = v;
         else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--pooling")) {
+            if (!serve_embed_parse_pooling(v, &o->pooling))
+                return cli_fail("--pooling %s: not last, mean, cls or none", v), 2;
+            pooling_set = true;
+        }
         else if (!strcmp(a, "--reasoning-format")) {
             if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
                 return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
@@ -2129,6 +2171,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
     }
     if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (pooling_set && !o->embeddings) return cli_fail("serve: --pooling needs --embeddings"), 2;
     if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
     if (o->draft_max && !o->lookup && !o->draft_model)
         return cli_fail("serve: --draft-max needs --lookup or --draft-model"), 2;
@@ -2213,6 +2256,11 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     srv.n_ctx = slm_session_n_ctx(srv.slots[0].s);
+    if (srv.o.embeddings &&
+        (st = serve_embedder_create(srv.m, srv.o.pooling, srv.n_ctx, srv.o.n_threads, &srv.embedder, err, sizeof err))) {
+        cli_fail("--embeddings: %s (%s)", err, slm_status_name(st));
+        goto done;
+    }
     if (srv.draft_model) { /* a draft model with another tokenizer is refused here, not per request */
         slm_session_params sp = slm_session_params_default();
         sp.n_ctx = srv.n_ctx;
@@ -2331,6 +2379,7 @@ done:
     free(srv.slots);
     free(srv.forks);
     slm_grammar_vocab_destroy(srv.gvocab);
+    serve_embedder_destroy(srv.embedder);
     slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
     pthread_cond_destroy(&srv.wake);
