@@ -205,7 +205,11 @@ static cJSON *embedding_item(const float *v, size_t rows, int32_t d, bool b64, b
     cJSON *arr = cJSON_AddArrayToObject(item, "embedding");
     for (size_t r = 0; arr && r < rows; r++) {
         cJSON *row = nested ? cJSON_CreateArray() : arr;
-        for (int32_t k = 0; row && k < d; k++) cJSON_AddItemToArray(row, cJSON_CreateNumber((double)v[r * (size_t)d + (size_t)k]));
+        for (int32_t k = 0; row && k < d; k++) {
+            char num[32]; /* 9 significant digits: the float32 value exactly, after a round trip */
+            snprintf(num, sizeof num, "%.9g", (double)v[r * (size_t)d + (size_t)k]);
+            cJSON_AddItemToArray(row, cJSON_CreateRaw(num));
+        }
         if (nested && row) cJSON_AddItemToArray(arr, row);
     }
     return item;
@@ -280,9 +284,13 @@ unsigned serve_embedder_answer(serve_embedder *e, const char *body, size_t n_bod
         slm_session_reset(e->s);
         slm_status st = slm_session_embed(e->s, ins[i].ids, ins[i].n, e->pooling, true, vec, rows_max * (size_t)e->d,
                                           &n_out);
-        cJSON *item = st == SLM_OK ? embedding_item(vec, n_out / (size_t)e->d, e->d, b64, none, i) : NULL;
+        bool finite = true;
+        for (size_t k = 0; st == SLM_OK && k < n_out; k++) finite = finite && isfinite(vec[k]);
+        cJSON *item = st == SLM_OK && finite ? embedding_item(vec, n_out / (size_t)e->d, e->d, b64, none, i) : NULL;
         if (!item) {
-            snprintf(msg, cap, "input[%zu]: %s", i, st != SLM_OK ? slm_session_errmsg(e->s) : "out of memory");
+            snprintf(msg, cap, "input[%zu]: %s", i, st != SLM_OK ? slm_session_errmsg(e->s)
+                                                     : !finite ? "the model computed a non-finite value"
+                                                               : "out of memory");
             pthread_mutex_unlock(&e->mu);
             goto done;
         }
