@@ -7,6 +7,7 @@
  *   - embedding in several Program calls (checkpoint interval 8; gemma3's ring also caps a call)
  *     gives the same vectors;
  *   - an embed advances the session as a prefill does: the next decode's logits are bit-identical;
+ *   - a plan made with slm_plan_params.embeddings has the "embed" function and its sessions embed;
  *   - bad input (no embed function, n = 0, ids out of range, a full context, pooling rank or an
  *     unknown value, out too small, an abort in the middle of a multi-call embed) fails with a
  *     message and leaves the session as it was. */
@@ -264,6 +265,43 @@ static void bad_input(void **u) {
     free(g.hidden);
 }
 
+/* The compiled plan is what runs: a plan made with embeddings has the "embed" function, and a
+ * session made from it embeds as one created directly; a plan without it has three functions. */
+static void from_plan(void **u) {
+    (void)u;
+    egolden g;
+    egolden_load("lfm2", &g);
+    slm_model *m = load("tiny/lfm2/lfm2-f32.gguf");
+    char err[512];
+    for (int with = 0; with < 2; with++) {
+        slm_plan_params pp = slm_plan_params_default();
+        pp.n_ctx = 64;
+        pp.kv_type = SLM_KV_F32;
+        pp.embeddings = with;
+        slm_plan *pl = NULL;
+        if (slm_plan_create(m, &pp, &pl, err, sizeof err) != SLM_OK) fail_msg("plan: %s", err);
+        assert_int_equal(slm_plan_n_functions(pl), with ? 4 : 3);
+        if (with) assert_string_equal(slm_plan_function_name(pl, 3), "embed");
+        slm_session_params sp = slm_session_params_default();
+        sp.n_threads = 2;
+        slm_session *s = NULL;
+        if (slm_session_create_from_plan(m, pl, &sp, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
+        float v[256];
+        slm_status st = slm_session_embed(s, g.ids, N_IDS, SLM_POOLING_MEAN, true, v, (size_t)g.d, NULL);
+        if (with) {
+            assert_int_equal(st, SLM_OK);
+            expect_close("lfm2 from a plan, mean l2", v, g.pooled[1][0], (size_t)g.d);
+        } else {
+            assert_int_equal(st, SLM_ERR_UNSUPPORTED);
+            assert_int_equal(slm_session_pos(s), 0);
+        }
+        slm_session_destroy(s);
+        slm_plan_destroy(pl);
+    }
+    slm_model_destroy(m);
+    free(g.hidden);
+}
+
 static void pooling_names(void **u) {
     (void)u;
     assert_string_equal(slm_pooling_name(SLM_POOLING_NONE), "none");
@@ -281,7 +319,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_gguf), cmocka_unit_test(qwen3_gguf),  cmocka_unit_test(lfm2_gguf),
         cmocka_unit_test(qwen35_gguf), cmocka_unit_test(gemma3_gguf), cmocka_unit_test(qwen35_hf),
-        cmocka_unit_test(bad_input),  cmocka_unit_test(pooling_names),
+        cmocka_unit_test(bad_input),  cmocka_unit_test(from_plan),   cmocka_unit_test(pooling_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
