@@ -8,6 +8,7 @@
  *     gives the same vectors;
  *   - an embed advances the session as a prefill does: the next decode's logits are bit-identical;
  *   - a plan made with slm_plan_params.embeddings has the "embed" function and its sessions embed;
+ *   - allocation failures during an embed of several calls are SLM_ERR_NOMEM, change nothing, leak nothing;
  *   - bad input (no embed function, n = 0, ids out of range, a full context, pooling rank or an
  *     unknown value, out too small, an abort in the middle of a multi-call embed) fails with a
  *     message and leaves the session as it was. */
@@ -302,6 +303,55 @@ static void from_plan(void **u) {
     free(g.hidden);
 }
 
+/* Allocation failures (STYLE: refuse allocation k = 0, 1, 2, ... until the call succeeds) in an
+ * embed of several calls at position 3 on a hybrid: each refusal is SLM_ERR_NOMEM with a message
+ * and the position unchanged (a refused checkpoint is best effort: the call may succeed without
+ * it, then it is rolled back and the sweep goes on); the final vector equals a session's that
+ * never failed, bit for bit; nothing leaks. */
+static void alloc_sweep(void **u) {
+    (void)u;
+    egolden g;
+    egolden_load("qwen35", &g);
+    tu_failing f = tu_failing_at(-1);
+    slm_model_params mp = slm_model_params_default();
+    mp.alloc_fn = tu_fail_alloc;
+    mp.free_fn = tu_fail_free;
+    mp.alloc_user_data = &f;
+    slm_model *m = NULL;
+    char err[512];
+    if (slm_model_load(tu_data_path("tiny/qwen35/qwen35-f32.gguf"), &mp, &m, err, sizeof err) != SLM_OK)
+        fail_msg("load: %s", err);
+    size_t d = (size_t)g.d;
+    float want[256], v[256];
+    slm_session *ref = session(m, true, 4, 32), *s = session(m, true, 4, 32);
+    assert_int_equal(slm_session_prefill(ref, g.ids, 3, NULL), SLM_OK);
+    assert_int_equal(slm_session_embed(ref, g.ids + 3, 10, SLM_POOLING_MEAN, true, want, d, NULL), SLM_OK);
+    assert_int_equal(slm_session_prefill(s, g.ids, 3, NULL), SLM_OK);
+    long k = 0, n_failed = 0;
+    for (; k < 100000; k++) {
+        f.fail_at = f.n_alloc + k;
+        f.n_refused = 0;
+        slm_status st = slm_session_embed(s, g.ids + 3, 10, SLM_POOLING_MEAN, true, v, d, NULL);
+        f.fail_at = -1;
+        if (st == SLM_OK && f.n_refused) {
+            assert_int_equal(slm_session_rollback(s, 3), SLM_OK);
+            continue;
+        }
+        if (st == SLM_OK) break;
+        if (st != SLM_ERR_NOMEM) fail_msg("refusing allocation %ld gave %s: %s", k, slm_status_name(st), slm_session_errmsg(s));
+        assert_true(slm_session_errmsg(s)[0] != '\0');
+        assert_int_equal(slm_session_pos(s), 3);
+        n_failed++;
+    }
+    assert_true(n_failed > 0);
+    assert_memory_equal(v, want, d * sizeof(float));
+    slm_session_destroy(ref);
+    slm_session_destroy(s);
+    slm_model_destroy(m);
+    assert_int_equal(f.n_live, 0);
+    free(g.hidden);
+}
+
 static void pooling_names(void **u) {
     (void)u;
     assert_string_equal(slm_pooling_name(SLM_POOLING_NONE), "none");
@@ -319,7 +369,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_gguf), cmocka_unit_test(qwen3_gguf),  cmocka_unit_test(lfm2_gguf),
         cmocka_unit_test(qwen35_gguf), cmocka_unit_test(gemma3_gguf), cmocka_unit_test(qwen35_hf),
-        cmocka_unit_test(bad_input),  cmocka_unit_test(from_plan),   cmocka_unit_test(pooling_names),
+        cmocka_unit_test(bad_input),  cmocka_unit_test(from_plan),   cmocka_unit_test(alloc_sweep),
+        cmocka_unit_test(pooling_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
