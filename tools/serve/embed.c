@@ -1,4 +1,4 @@
-/* serve_embed.c — the OpenAI embeddings endpoint of statelm serve (serve_embed.h).
+/* embed.c — the OpenAI embeddings endpoint of statelm serve (embed.h).
  *
  * Request: {"input": string | [string, ...] | [id, ...] | [[id, ...], ...], "model"?: string,
  * "encoding_format"?: "float" | "base64", "dimensions"?: n_embd, "user"?: string}. Strings are
@@ -8,7 +8,7 @@
  * "data": [{"object": "embedding", "index": i, "embedding": [n_embd floats] | base64 of the
  * float32 little-endian bytes}], "model", "usage": {"prompt_tokens", "total_tokens"}}; with pooling
  * none an embedding is one vector per token ([[...], ...]; base64: the rows back to back). */
-#include "serve_embed.h"
+#include "embed.h"
 
 #include <math.h>
 #include <pthread.h>

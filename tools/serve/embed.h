@@ -1,10 +1,10 @@
-/* serve_embed.h — POST /v1/embeddings of `statelm serve --embeddings` (serve_embed.c): the OpenAI
+/* embed.h — POST /v1/embeddings of `statelm serve --embeddings` (embed.c): the OpenAI
  * embeddings request parsed, every input embedded from position 0 on the embedder's own session
  * (created with slm_session_params.embeddings; never a chat slot, so the slots' cached states are
- * untouched), and the response built. No HTTP here: serve.c sends what this returns.
+ * untouched), and the response built. No HTTP here: http.c sends what this returns.
  * Thread-safe: requests are answered one at a time (a mutex around the session). */
-#ifndef SLM_CLI_SERVE_EMBED_H
-#define SLM_CLI_SERVE_EMBED_H
+#ifndef SLM_TOOLS_SERVE_EMBED_H
+#define SLM_TOOLS_SERVE_EMBED_H
 
 #include <cjson/cJSON.h>
 
