@@ -201,44 +201,19 @@ def pooling_tests():
             s.stop(f"{arch} --pooling {pooling}")
 
 
-def copy_with_pooling(src, dst, arch, pooling_type):
-    """src's GGUF with <arch>.pooling_type = pooling_type added (gguf-py reader and writer)."""
-    import gguf
-    reader = gguf.GGUFReader(str(src))
-    writer = gguf.GGUFWriter(str(dst), arch=arch)
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            val = ([bytes(field.parts[i]).decode("utf-8") for i in field.data] if sub == gguf.GGUFValueType.STRING
-                   else [field.parts[i].tolist()[0] for i in field.data])
-            writer.add_key_value(key, val, vtype, sub_type=sub)
-        elif vtype == gguf.GGUFValueType.STRING:
-            writer.add_key_value(key, bytes(field.parts[field.data[0]]).decode("utf-8"), vtype)
-        else:
-            writer.add_key_value(key, field.parts[field.data[0]].tolist()[0], vtype)
-    writer.add_uint32(f"{arch}.pooling_type", pooling_type)
-    for t in reader.tensors:
-        writer.add_tensor(t.name, t.data, raw_shape=list(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
 def gguf_pooling_type_test():
     try:
-        import gguf  # noqa: F401
+        import gguf
+        from gguf_edit import copy_gguf
     except ImportError:
         check(False, "gguf_pooling_type_test needs the gguf package (scripts/requirements-test.txt)")
         return
     g, ids, _ = golden("qwen35")
+    src = data / "tiny" / "qwen35" / "qwen35-f32.gguf"
     with tempfile.TemporaryDirectory() as tmp:
         mean, rank = Path(tmp) / "mean.gguf", Path(tmp) / "rank.gguf"
-        copy_with_pooling(data / "tiny" / "qwen35" / "qwen35-f32.gguf", mean, "qwen35", 1)
-        copy_with_pooling(data / "tiny" / "qwen35" / "qwen35-f32.gguf", rank, "qwen35", 4)
+        copy_gguf(src, mean, add=[("qwen35.pooling_type", 1, gguf.GGUFValueType.UINT32)])
+        copy_gguf(src, rank, add=[("qwen35.pooling_type", 4, gguf.GGUFValueType.UINT32)])
         s = Server(mean, "--embeddings")
         try:
             r = s.client.embeddings.create(model="x", input=ids)
