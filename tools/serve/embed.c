@@ -291,6 +291,7 @@ unsigned serve_embedder_answer(serve_embedder *e, const char *body, size_t n_bod
             snprintf(msg, cap, "input[%zu]: %s", i, st != SLM_OK ? slm_session_errmsg(e->s)
                                                      : !finite ? "the model computed a non-finite value"
                                                                : "out of memory");
+            if (st == SLM_ERR_RANGE) status = 400, *code = "invalid_value"; /* an id the tokenizer lacks */
             pthread_mutex_unlock(&e->mu);
             goto done;
         }
