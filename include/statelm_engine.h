@@ -36,9 +36,11 @@ extern "C" {
 
 typedef struct slm_engine slm_engine;
 
+/* Append-only, `size` first, as every params struct of statelm.h. */
 typedef struct slm_engine_params {
-    int32_t n_slots;              /* requests generated at once (default 4) */
-    int32_t queue_max;            /* requests waiting beyond the slots before submit refuses (default 64) */
+    size_t size;                  /* sizeof(slm_engine_params) */
+    int32_t n_slots;              /* requests generated at once; 0 = 4 */
+    int32_t queue_max;            /* requests waiting beyond the slots before submit refuses (default 64; 0 none) */
     slm_session_params session;   /* every slot, fork and draft session (n_ctx: context per slot) */
     int32_t cache_mib;            /* memory for idle snapshots kept for prefix reuse (default 256; 0 none) */
     const char *state_dir;        /* snapshots evicted from memory spill here as state files; NULL: dropped */
@@ -48,6 +50,7 @@ typedef struct slm_engine_params {
     int32_t draft_max;            /* most drafted tokens per step (0: slm_spec_params_default) */
 } slm_engine_params;
 
+/* The defaults: 4 slots, a queue of 64, slm_session_params_default, 256 MiB of snapshots. */
 SLM_API slm_engine_params slm_engine_params_default(void);
 
 /* Creates the slots' sessions over model (which must have a tokenizer and outlive the engine), and
@@ -111,13 +114,15 @@ typedef struct slm_engine_event {
 
 typedef void (*slm_engine_event_fn)(void *user, const slm_engine_event *ev);
 
+/* Append-only, `size` first. */
 typedef struct slm_engine_request {
+    size_t size;                   /* sizeof(slm_engine_request) */
     const int32_t *ids;            /* (n_ids) the prompt, copied; 1 <= n_ids < n_ctx */
     size_t n_ids;
     slm_sampler_params sampler;    /* copied (logit_bias too); choice i samples with seed + i */
     const slm_grammar *grammar;    /* output constraint or NULL; borrowed until the DONE event */
     int32_t max_tokens;            /* most generated tokens per choice, >= 1 */
-    int32_t n;                     /* choices, 1..SLM_ENGINE_MAX_N */
+    int32_t n;                     /* choices, 1..SLM_ENGINE_MAX_N; 0 = 1 */
     const char *const *stops;      /* (n_stops) stop strings, copied; empty ones are ignored */
     int32_t n_stops;               /* 0..SLM_ENGINE_MAX_STOPS */
     bool logprobs;                 /* report each token's log-probability ... */
@@ -126,6 +131,9 @@ typedef struct slm_engine_request {
     slm_engine_event_fn on_event;  /* required */
     void *user;                    /* passed to on_event */
 } slm_engine_request;
+
+/* size set, n = 1, sampler = slm_sampler_params_default(), everything else 0. */
+SLM_API slm_engine_request slm_engine_request_default(void);
 
 /* Queues a request; *id names it in events and slm_engine_cancel. Refused, with nothing changed:
  * SLM_ERR_INVALID_ARG (a field out of its range, a token id outside the vocabulary, ignore_eos with

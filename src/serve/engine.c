@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/params.h"
 #include "serve/engine.h"
 
 /* ---- requests -------------------------------------------------------------------------------- */
@@ -245,10 +246,22 @@ static bool grammar_vocab(slm_engine *e) {
     return ok;
 }
 
-SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *q, uint64_t *id, char *err,
+SLM_API slm_engine_request slm_engine_request_default(void) {
+    slm_engine_request q = {0};
+    q.size = sizeof q;
+    q.n = 1;
+    q.sampler = slm_sampler_params_default();
+    return q;
+}
+
+SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *req, uint64_t *id, char *err,
                                      size_t err_cap) {
     if (err && err_cap) err[0] = '\0';
-    if (!e || !q || !id) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "NULL engine, request or id");
+    if (!e || !req || !id) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "NULL engine, request or id");
+    slm_engine_request given = slm_engine_request_default();
+    params_read(&given, sizeof given, req);
+    if (given.n == 0) given.n = 1;
+    const slm_engine_request *q = &given;
     if (!q->on_event) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "the request has no on_event callback");
     if (!q->ids || q->n_ids == 0) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "the prompt is empty");
     if (q->n_ids >= (size_t)e->n_ctx)
@@ -354,6 +367,7 @@ SLM_API void slm_engine_get_stats(slm_engine *e, slm_engine_stats *out) {
 
 SLM_API slm_engine_params slm_engine_params_default(void) {
     slm_engine_params p = {0};
+    p.size = sizeof p;
     p.n_slots = 4;
     p.queue_max = 64;
     p.session = slm_session_params_default();
@@ -369,7 +383,9 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     if (!out) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "NULL out");
     *out = NULL;
     if (!model) return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "NULL model");
-    slm_engine_params p = params ? *params : slm_engine_params_default();
+    slm_engine_params p = slm_engine_params_default();
+    params_read(&p, sizeof p, params);
+    if (p.n_slots == 0) p.n_slots = 4;
     if (p.n_slots < 1 || p.n_slots > 4096 || p.queue_max < 0 || p.cache_mib < 0 || p.draft_max < 0)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n_slots, queue_max, cache_mib or draft_max out of range");
     if (p.lookup && p.draft_model)

@@ -12,7 +12,8 @@
  *   (f) stop strings cut the text and end the choice;
  *   (g) threaded: the engine's thread with requests submitted and cancelled from 4 threads at once
  *       (run under TSan by scripts/test.sh), every request gets exactly one DONE and the ids of a
- *       plain session.
+ *       plain session; stopping with requests running ends them SHUTDOWN;
+ *   (h) params are read by their size (a zeroed struct is every default).
  * References come from plain session calls, never from the engine. */
 #include "testutil.h"
 
@@ -85,16 +86,14 @@ static void prompt_of(int32_t i, int32_t len, int32_t n_vocab, int32_t *out) {
 }
 
 static slm_engine_request greedy_request(const int32_t *ids, size_t n, int32_t max_tokens, outcome *o) {
-    slm_engine_request q = {0};
+    slm_engine_request q = slm_engine_request_default();
     q.ids = ids;
     q.n_ids = n;
-    q.sampler = slm_sampler_params_default();
     q.sampler.temperature = 0.0f;
     q.sampler.repeat_penalty = 1.0f;
     q.sampler.presence_penalty = 0.0f;
     q.sampler.frequency_penalty = 0.0f;
     q.max_tokens = max_tokens;
-    q.n = 1;
     q.ignore_eos = true;
     q.on_event = on_event;
     q.user = o;
@@ -342,7 +341,7 @@ static void refused_submit(void **u) {
         const char *what, *needle;
         slm_status want;
     } cases[] = {
-        {"n = 0", "n 0", SLM_ERR_INVALID_ARG},
+        {"n = -1", "n -1", SLM_ERR_INVALID_ARG},
         {"n too large", "n 9", SLM_ERR_INVALID_ARG},
         {"max_tokens 0", "max_tokens", SLM_ERR_INVALID_ARG},
         {"token id", "prompt[3]", SLM_ERR_INVALID_ARG},
@@ -357,7 +356,7 @@ static void refused_submit(void **u) {
         int32_t saved = prompt[3];
         slm_engine_request q = greedy_request(prompt, 10, 4, &o);
         switch (k) {
-        case 0: q.n = 0; break;
+        case 0: q.n = -1; break;
         case 1: q.n = SLM_ENGINE_MAX_N + 1; break;
         case 2: q.max_tokens = 0; break;
         case 3: prompt[3] = n_vocab; break;
@@ -555,11 +554,41 @@ static void stop_running(void **u) {
     slm_model_destroy(m);
 }
 
+/* Params read by size: a zeroed struct (size 0) is every default; a given size reads that much. */
+static void params_by_size(void **u) {
+    (void)u;
+    slm_model *m = load("llama");
+    slm_engine_params p;
+    memset(&p, 0, sizeof p);
+    p.n_slots = 2; /* not read: size 0 */
+    slm_engine *e = NULL;
+    assert_int_equal(slm_engine_create(m, &p, &e, NULL, 0), SLM_OK);
+    slm_engine_stats st;
+    slm_engine_get_stats(e, &st);
+    assert_int_equal(st.n_slots, 4);
+    slm_engine_free(e);
+    p = slm_engine_params_default();
+    p.n_slots = 2;
+    p.session.n_ctx = N_CTX;
+    assert_int_equal(slm_engine_create(m, &p, &e, NULL, 0), SLM_OK);
+    slm_engine_get_stats(e, &st);
+    assert_int_equal(st.n_slots, 2);
+    assert_int_equal(slm_engine_n_ctx(e), N_CTX);
+    slm_engine_free(e);
+    char err[128];
+    p.lookup = true;
+    p.draft_model = m;
+    assert_int_equal(slm_engine_create(m, &p, &e, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(e);
+    assert_non_null(strstr(err, "lookup"));
+    slm_model_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batching),   cmocka_unit_test(cancel),   cmocka_unit_test(prefix_reuse),
         cmocka_unit_test(refused_submit), cmocka_unit_test(stop_string), cmocka_unit_test(threaded),
-        cmocka_unit_test(stop_running),
+        cmocka_unit_test(stop_running), cmocka_unit_test(params_by_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

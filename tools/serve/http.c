@@ -122,11 +122,20 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     j->created = (long long)time(NULL);
     j->refs = 2; /* this side and the engine (until its DONE event) */
     pthread_mutex_unlock(&srv.mu);
-    slm_engine_request q = {
-        .ids = j->prompt, .n_ids = j->n_prompt, .sampler = j->sp, .grammar = j->grammar,
-        .max_tokens = j->max_tokens, .n = j->n, .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
-        .logprobs = j->logprobs, .top_logprobs = j->top_logprobs, .ignore_eos = j->ignore_eos,
-        .on_event = on_engine_event, .user = j};
+    slm_engine_request q = slm_engine_request_default();
+    q.ids = j->prompt;
+    q.n_ids = j->n_prompt;
+    q.sampler = j->sp;
+    q.grammar = j->grammar;
+    q.max_tokens = j->max_tokens;
+    q.n = j->n;
+    q.stops = (const char *const *)j->stops;
+    q.n_stops = j->n_stops;
+    q.logprobs = j->logprobs;
+    q.top_logprobs = j->top_logprobs;
+    q.ignore_eos = j->ignore_eos;
+    q.on_event = on_engine_event;
+    q.user = j;
     uint64_t engine_id = 0;
     slm_status st = slm_engine_submit(srv.engine, &q, &engine_id, msg, sizeof msg);
     pthread_mutex_lock(&srv.mu);

@@ -15,7 +15,6 @@
 #define SLM_TOOLS_SERVE_H
 
 #include <cjson/cJSON.h>
-#include "statelm_engine.h"
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -23,6 +22,7 @@
 
 #include "cli.h"
 #include "embed.h"
+#include "statelm_engine.h"
 
 #define MAX_N SLM_ENGINE_MAX_N         /* most choices per request */
 #define MAX_STOPS SLM_ENGINE_MAX_STOPS /* most stop strings, as the OpenAI API */
@@ -53,6 +53,7 @@ typedef struct sbuf {
 /* One generated token with its log-probability and the top alternatives. */
 typedef slm_engine_logprob tok_lp;
 
+/* One choice of a job as the engine's events reported it (jobs.c). */
 typedef struct choice {
     sbuf text;          /* generated text, cut at a stop string */
     size_t n_sent;      /* bytes of text already streamed */
@@ -62,7 +63,7 @@ typedef struct choice {
     bool role_sent;
     int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded; set when finished */
     size_t n_ids;
-    bool ids_cut;       /* a stop string cut text: ids spell more than text */
+    bool ids_cut;       /* a stop string cut text (ids spell more than text), or ids are missing */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
@@ -117,6 +118,7 @@ typedef struct conn_watch {
     struct conn_watch *next, *prev;
 } conn_watch;
 
+/* The server: one model, its engine, and what the HTTP side keeps. */
 typedef struct serve_state {
     serve_opts o;
     slm_model *m;
