@@ -226,7 +226,9 @@ SLM_API void slm_engine_stop(slm_engine *e) {
 
 /* ---- requests in ----------------------------------------------------------------------------- */
 
-static slm_status refuse(char *err, size_t cap, slm_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Writes the message of a refusal into err (when given); returns s. */
+static slm_status refuse(char *err, size_t cap, slm_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static slm_status refuse(char *err, size_t cap, slm_status s, const char *fmt, ...) {
     if (err && cap) {
         va_list ap;
@@ -276,7 +278,8 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
     if (q->n < 1 || q->n > SLM_ENGINE_MAX_N)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n %d is not in [1, %d]", q->n, SLM_ENGINE_MAX_N);
     if (q->n_stops < 0 || q->n_stops > SLM_ENGINE_MAX_STOPS || (q->n_stops && !q->stops))
-        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n_stops %d is not in [0, %d]", q->n_stops, SLM_ENGINE_MAX_STOPS);
+        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n_stops %d is not in [0, %d]", q->n_stops,
+                      SLM_ENGINE_MAX_STOPS);
     if (q->top_logprobs < 0 || q->top_logprobs > SLM_ENGINE_MAX_TOP_LOGPROBS)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "top_logprobs %d is not in [0, %d]", q->top_logprobs,
                       SLM_ENGINE_MAX_TOP_LOGPROBS);

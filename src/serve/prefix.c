@@ -11,6 +11,8 @@
 
 #include "serve/engine.h"
 
+/* FNV-1a of the token ids, seeded with the model's fingerprint and the context size (e->hash_seed):
+ * the name of a state file, so engines of other models or contexts never share one. */
 uint64_t eng_hash_ids(const slm_engine *e, const int32_t *v, size_t n) {
     uint64_t h = e->hash_seed;
     for (size_t i = 0; i < n; i++)
@@ -83,6 +85,7 @@ static void cache_spill(slm_engine *e, size_t i) {
     e->cache_bytes -= c->bytes;
 }
 
+/* Room for one more entry in e->cache; false when out of memory. */
 static bool cache_reserve(slm_engine *e) {
     if (e->n_cache < e->cap_cache) return true;
     size_t cap = e->cap_cache ? e->cap_cache * 2 : 16;

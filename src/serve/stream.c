@@ -93,6 +93,8 @@ void eng_stream_end(slm_engine *e, stream *st) {
     eng_request_unref(r);
 }
 
+/* Starts choice ci of r on st: its sampler (seed + ci), detokenizer and constraint; false when one
+ * cannot be made (st holds r: end it with eng_stream_end). */
 bool eng_stream_begin(slm_engine *e, stream *st, request *r, int32_t ci) {
     slm_sampler_params sp = r->sp;
     sp.seed += (uint64_t)ci;
@@ -166,6 +168,7 @@ void eng_fork_choices(slm_engine *e, stream *slot) {
     if (!ok) eng_request_fail(e, r, SLM_ERR_NOMEM, "cannot fork the session for n > 1");
 }
 
+/* The log-probability of id under logits and the k most probable tokens (softmax in double). */
 static void top_logprobs(const float *logits, int32_t n_vocab, int32_t id, int32_t k, slm_engine_logprob *out) {
     double mx = -INFINITY, sum = 0.0;
     for (int32_t i = 0; i < n_vocab; i++)
@@ -216,7 +219,8 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
         else if (st->n_gen >= r->max_tokens || pos >= e->n_ctx) finish = SLM_ENGINE_FINISH_LENGTH;
         size_t old = c->text.n;
         ok = ok && tb_add(&c->text, piece ? piece : "", n_piece);
-        if (finish && slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK) ok = ok && tb_add(&c->text, tail, n_tail);
+        if (finish && slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK)
+            ok = ok && tb_add(&c->text, tail, n_tail);
         c->n_tokens++;
         if (c->n_ids == c->cap_ids) {
             size_t cap = c->cap_ids ? 2 * c->cap_ids : 64;
@@ -323,7 +327,8 @@ bool eng_spec_step(slm_engine *e, stream *st) {
     slm_status s = slm_spec_step(st->spec, n_max, ids, &n);
     if (s != SLM_OK) {
         char msg[256];
-        snprintf(msg, sizeof msg, "speculative decoding failed: %s (%s)", slm_spec_errmsg(st->spec), slm_status_name(s));
+        snprintf(msg, sizeof msg, "speculative decoding failed: %s (%s)", slm_spec_errmsg(st->spec),
+                 slm_status_name(s));
         eng_request_fail(e, r, s, msg);
         return false;
     }

@@ -10,6 +10,7 @@
 
 #include "serve.h"
 
+/* An OpenAI error object: type from the HTTP status; code as given, or the status's own. */
 cJSON *error_json(const char *msg, unsigned status, const char *code) {
     const char *type = status == 401 ? "authentication_error"
                        : status == 404 ? "not_found_error"
@@ -244,7 +245,7 @@ void sse_finish(job *j) {
     j->sse_end = true;
 }
 
-
+/* Deepest nesting of arrays and objects in a JSON text (strings skipped). */
 static int json_depth(const char *s, size_t n) {
     int depth = 0, max = 0;
     bool in_str = false;
