@@ -1,5 +1,6 @@
-/* bench_util.h — the timing helpers every bench/ program shares: a monotonic clock, the median of
- * repetitions, and (with BENCH_NAME defined before the include) a fatal error for a failed call. */
+/* bench_util.h — the timing helpers every bench/ program shares: a monotonic clock, the process's
+ * CPU clock, the median of repetitions, and (with BENCH_NAME defined before the include) a fatal
+ * error for a failed call. */
 #ifndef SLM_BENCH_UTIL_H
 #define SLM_BENCH_UTIL_H
 
@@ -10,6 +11,13 @@
 static inline double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the process (all its threads). */
+static inline double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 

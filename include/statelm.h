@@ -138,8 +138,10 @@ SLM_API slm_model_params slm_model_params_default(void);
 
 /* Loads a GGUF file or a Hugging Face folder (config.json + model.safetensors or a sharded
  * model.safetensors.index.json, tokenizer.json, generation_config.json). Weights stay memory-
- * mapped. On failure *out is NULL and err (if err_cap > 0) holds a one-line message naming the
- * field and, for binary files, the byte offset. */
+ * mapped, except the tensors of a folder that llama.cpp's converter rewrites (llama q/k rows,
+ * qwen35 linear-attention heads and norms, gemma3 norms): those are held, in the GGUF layout, in
+ * memory the model owns (docs/convert.md). On failure *out is NULL and err (if err_cap > 0) holds
+ * a one-line message naming the field and, for binary files, the byte offset. */
 SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out,
                                   char *err, size_t err_cap);
 SLM_API void slm_model_destroy(slm_model *model);
@@ -457,7 +459,7 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
  * until the next call; NULL when n_keep = 0 and the session had no logits before the verify) are
  * those after the last kept token. Fails with SLM_ERR_STATE when the last call was not a verify,
  * SLM_ERR_RANGE when n_keep > k; on any failure the session is as it was (and the verify may
- * still be accepted). */
+ * still be accepted, unless a backend failed while rebuilding a state: then it keeps all k). */
 SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float **logits);
 
 /* Prompt-lookup drafter: the continuation (at most n_max tokens, into draft) of the earlier
@@ -950,6 +952,18 @@ SLM_API slm_quantize_params slm_quantize_params_default(void);
  * the type, tensor, row or file at fault and nothing is left behind. params may be NULL. */
 SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
                                 const slm_quantize_params *params, char *err, size_t err_cap);
+
+/* ---- convert --------------------------------------------------------------------------------
+ * Writes the GGUF that llama.cpp's convert_hf_to_gguf.py writes for a Hugging Face folder
+ * (src/model/convert.c, docs/convert.md): the folder is loaded as slm_model_load loads it; tensor
+ * names, layouts, hyper-parameter keys, the tokenizer.ggml.* keys and the chat template follow the
+ * converter. outtype (case-insensitive; NULL = "f16", the converter's default): "f32", "f16",
+ * "bf16" (the converter's rules: 1-D tensors, norms and conv kernels stay F32), or any type of
+ * slm_quantize, which writes the bytes slm_quantize would write from the f32 conversion, in the
+ * same pass (params as for slm_quantize). Atomic output, --force and error reporting as
+ * slm_quantize. slm_quantize given a folder calls this. */
+SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const char *outtype,
+                               const slm_quantize_params *params, char *err, size_t err_cap);
 
 #ifdef __cplusplus
 }

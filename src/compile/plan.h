@@ -156,11 +156,13 @@ typedef struct plan_fn_exec {
  * leave the session as if only the first n_keep had been decoded. KV states need nothing (rows past
  * the kept position are scratch); every double-buffered state (conv, recurrent) gets one accept
  * step that computes its value after the kept columns into its back buffer, from the states before
- * the verify (in checkpoint layout) and the verify call's own activations, without the weights:
+ * the verify (which that one call left in the back buffers: the step runs in place) and the verify
+ * call's own activations, without the weights:
  *   CONV_WINDOW  the state is the last K - 1 columns of CONCAT(state, x) (the verify's SLICE): the
  *                last K - 1 columns of (state before ++ x[:, :n_keep])
  *   RECURRENCE   the state is the next-state output of one node (DELTANET) whose other inputs are
- *                column-wise: that node re-run over the kept columns, from the state before
+ *                column-wise: that node re-run over the kept columns, from the state before (its
+ *                state input bound to its next-state output: backends take S_in == S)
  *   REPLAY       neither: accept restores the states before the verify and replays the kept tokens
  * A state that replays makes every state replay (accept either rebuilds all or replays), and so
  * does a verify split into several calls (more than max_call_tokens tokens) at run time; sessions

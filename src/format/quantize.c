@@ -9,7 +9,9 @@
  * one is touched; the source pages are dropped after each tensor, so the resident set stays near
  * the largest tensor plus its quantised copy. The output is written by format/gguf_write.c
  * (temporary file, published whole). Metadata is copied byte for byte except
- * general.quantization_version and general.file_type, which are set as llama-quantize sets them. */
+ * general.quantization_version and general.file_type, which are set as llama-quantize sets them.
+ * A Hugging Face folder as input goes to slm_convert (model/convert.c), which plans with
+ * quantize_plan and quantises with quantize_tensor as if from the folder's f32 conversion. */
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
@@ -364,21 +366,31 @@ static const char *short_name(uint32_t t) {
     return tr ? tr->name : "?";
 }
 
+slm_status quantize_check_type(const char *type, const slm_quantize_params *p, slm_err *e) {
+    uint32_t t;
+    slm_status st;
+    if (!find_ftype(type))
+        return err_set(e, SLM_ERR_INVALID_ARG, "unknown quantisation type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0, "
+                       "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, f16, bf16, f32)", type);
+    if ((st = parse_type_option("token embedding type", p->token_embd_type, &t, e)) != SLM_OK ||
+        (st = parse_type_option("output tensor type", p->output_type, &t, e)) != SLM_OK)
+        return st;
+    return SLM_OK;
+}
+
 slm_status quantize_plan(const char *type, const slm_quantize_params *p, const char *arch, int64_t n_layer,
                          int64_t n_expert, const gguf_tensor *ts, uint64_t n, const gguf_tensor **order,
                          uint32_t *types, uint32_t *file_type, slm_err *e) {
     mix_state s;
     memset(&s, 0, sizeof s);
     s.p = p;
-    slm_status st;
-    if (!(s.ft = find_ftype(type)))
-        return err_set(e, SLM_ERR_INVALID_ARG, "unknown quantisation type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0, "
-                       "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, f16, bf16, f32)", type);
-    if ((st = parse_type_option("token embedding type", p->token_embd_type, &s.token_embd_type, e)) != SLM_OK ||
-        (st = parse_type_option("output tensor type", p->output_type, &s.output_type, e)) != SLM_OK)
-        return st;
+    slm_status st = quantize_check_type(type, p, e);
+    if (st != SLM_OK) return st;
+    s.ft = find_ftype(type);
+    parse_type_option("token embedding type", p->token_embd_type, &s.token_embd_type, e);
+    parse_type_option("output tensor type", p->output_type, &s.output_type, e);
     for (uint64_t i = 0; i < n; i++) order[i] = &ts[i];
-    qsort(order, (size_t)n, sizeof *order, cmp_weight);
+    if (n) qsort(order, (size_t)n, sizeof *order, cmp_weight);
     mix_init(&s, arch, n_layer, n_expert, order, n);
     for (uint64_t i = 0; i < n; i++) {
         types[i] = target_type(&s, order[i]);
@@ -415,23 +427,15 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
     uint32_t *types = NULL, file_type = 0;
     uint8_t *buf = NULL;
     slm_status st = SLM_OK;
-    uint32_t dummy;
 
     if (!in_path || !out_path || !type) {
         st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_quantize: NULL argument");
         goto done;
     }
     /* the names first, so a typo is reported before the file is read */
-    if (!find_ftype(type)) {
-        st = quantize_plan(type, &p, NULL, 0, 0, NULL, 0, NULL, NULL, &dummy, &e);
-        goto done;
-    }
+    if ((st = quantize_check_type(type, &p, &e)) != SLM_OK) goto done;
     struct stat sb;
-    if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        st = err_set(&e, SLM_ERR_UNSUPPORTED, "%s is a folder: quantize reads GGUF files (statelm run -m FOLDER "
-                     "--quantize TYPE quantises a Hugging Face folder on load)", in_path);
-        goto done;
-    }
+    if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) return slm_convert(in_path, out_path, type, &p, err, err_cap);
     if ((st = gguf_open(&g, in_path, a, &e)) != SLM_OK) goto done;
     if (g.n_tensors == 0) {
         st = err_set(&e, SLM_ERR_FORMAT, "%s holds no tensors", in_path);

@@ -12,6 +12,9 @@
 #include "base/err.h"
 #include "format/gguf.h"
 
+/* SLM_ERR_INVALID_ARG naming it when type is not one of slm_quantize's or p's token_embd_type /
+ * output_type is not a tensor type statelm writes. */
+slm_status quantize_check_type(const char *type, const slm_quantize_params *p, slm_err *e);
 /* The target type of each of ts[0, n) for slm_quantize's type name and params p (its options
  * token_embd_type, output_type, pure, leave_output): order[i] gets the i-th tensor in llama.cpp's
  * order (layer, then name) and types[i] its type; *file_type the llama_ftype id. arch (may be

@@ -1,8 +1,8 @@
 /* model.c — slm_model_load and the model accessors of the public API. Detects the format (GGUF
  * magic or a folder with config.json), opens it through format/, builds the canonical tensor
  * directory (HF names mapped to GGUF names), reads hyper-parameters through the architecture
- * table, and attaches the tokenizer and chat template. A failure at any step releases everything
- * and leaves *out NULL. */
+ * table, rewrites HF tensors to the GGUF layout (hf_layout.c), and attaches the tokenizer and chat
+ * template. A failure at any step releases everything and leaves *out NULL. */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "base/dtype.h"
 #include "base/params.h"
 #include "format/quantize.h"
+#include "model/hf_layout.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -85,7 +86,8 @@ static slm_status load_gguf(slm_model *m, slm_err *e) {
     err_clear(e);
     if (m->gguf.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
     m->tensors = al_calloc(&m->alloc, (size_t)m->gguf.n_tensors, sizeof(mdl_tensor));
-    if (!m->tensors && m->gguf.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    m->owned = al_calloc(&m->alloc, (size_t)m->gguf.n_tensors, sizeof *m->owned);
+    if ((!m->tensors || !m->owned) && m->gguf.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
         const gguf_tensor *t = &m->gguf.tensors[i];
         if ((st = add_tensor(m, t->name, t->name, t->type, t->n_dims, t->ne, t->size_bytes, t->data, e))) return st;
@@ -157,7 +159,8 @@ static slm_status load_hf(slm_model *m, slm_err *e) {
     if ((st = st_open_dir(&m->st, m->path, &m->alloc, e))) return st;
     if (m->st.n_tensors > (uint64_t)INT32_MAX) return err_set(e, SLM_ERR_FORMAT, "too many tensors");
     m->tensors = al_calloc(&m->alloc, (size_t)m->st.n_tensors, sizeof(mdl_tensor));
-    if (!m->tensors && m->st.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    m->owned = al_calloc(&m->alloc, 3 * (size_t)m->st.n_tensors, sizeof *m->owned);
+    if ((!m->tensors || !m->owned) && m->st.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < m->st.n_tensors; i++) {
         const st_tensor *t = &m->st.tensors[i];
         char canonical[256];
@@ -167,7 +170,7 @@ static slm_status load_hf(slm_model *m, slm_err *e) {
         }
         if ((st = add_tensor(m, canonical, t->name, t->type, t->n_dims, t->ne, t->size_bytes, t->data, e))) return st;
     }
-    if ((st = m->arch->hparams_hf(m, e))) return st;
+    if ((st = m->arch->hparams_hf(m, e)) || (st = hf_layout_model(m, e))) return st;
     st = tok_from_hf(&m->hf, &m->alloc, &m->tok, e);
     if (st == SLM_ERR_NOT_FOUND) {
         err_clear(e);
@@ -258,6 +261,16 @@ static bool is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Frees p if it is one of m's owned buffers (a rewritten tensor replaced by its quantised copy). */
+static void release_owned(slm_model *m, const uint8_t *p) {
+    for (int32_t i = 0; i < m->n_owned; i++) {
+        if (m->owned[i] != p) continue;
+        al_free_aligned(&m->alloc, m->owned[i]);
+        m->owned[i] = m->owned[--m->n_owned];
+        return;
+    }
+}
+
 /* slm_model_params.quantize: each weight gets the type slm_quantize would give it (quantize_plan
  * over the canonical names) and the bytes it would write (quantize_tensor), in buffers the model
  * owns; the mapped source stays untouched. On failure the model is destroyed by the caller. */
@@ -266,9 +279,8 @@ static slm_status quantize_on_load(slm_model *m, const char *type, slm_err *e) {
     gguf_tensor *ts = al_calloc(&m->alloc, (size_t)n, sizeof *ts);
     const gguf_tensor **order = al_calloc(&m->alloc, (size_t)n, sizeof *order);
     uint32_t *types = al_calloc(&m->alloc, (size_t)n, sizeof *types), file_type = 0;
-    m->quantized = al_calloc(&m->alloc, (size_t)n, sizeof *m->quantized);
     slm_status st = SLM_OK;
-    if (n && (!ts || !order || !types || !m->quantized)) {
+    if (n && (!ts || !order || !types)) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -301,8 +313,9 @@ static slm_status quantize_on_load(slm_model *m, const char *type, slm_err *e) {
             st = err_set(e, SLM_ERR_NOMEM, "out of memory quantising %s", t->name);
             goto done;
         }
-        m->quantized[m->n_quantized++] = buf;
+        m->owned[m->n_owned++] = buf;
         if ((st = quantize_tensor(order[i], types[i], buf, m->n_threads, &m->alloc, e))) goto done;
+        release_owned(m, t->data);
         m->weight_bytes = m->weight_bytes - t->size_bytes + bytes;
         t->type = types[i];
         t->data = buf;
@@ -373,8 +386,8 @@ SLM_API void slm_model_destroy(slm_model *m) {
     pthread_mutex_destroy(&m->rt_mu);
     tok_destroy(m->tok);
     for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
-    for (int32_t i = 0; i < m->n_quantized; i++) al_free_aligned(&a, m->quantized[i]);
-    al_free(&a, m->quantized);
+    for (int32_t i = 0; i < m->n_owned; i++) al_free_aligned(&a, m->owned[i]);
+    al_free(&a, m->owned);
     al_free(&a, m->tensors);
     for (int32_t i = 0; m->state_names && i < m->n_states; i++) al_free(&a, m->state_names[i]);
     al_free(&a, m->state_names);

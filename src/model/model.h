@@ -21,7 +21,7 @@ typedef struct mdl_tensor {
     int32_t n_dims;
     int64_t ne[4];          /* ggml order; size-1 middle dims of HF conv weights squeezed */
     uint64_t size_bytes;
-    const uint8_t *data;    /* mapped, or one of slm_model.quantized (quantised on load) */
+    const uint8_t *data;    /* mapped, or one of slm_model.owned (HF layout rewrite, quantised on load) */
 } mdl_tensor;
 
 typedef struct arch_def arch_def;
@@ -40,8 +40,8 @@ struct slm_model {
     int32_t n_tensors;
     mdl_tensor *tensors;     /* (n_tensors), file order */
     uint64_t weight_bytes;
-    int32_t n_quantized;     /* weights quantised on load: their buffers (al_malloc_large) */
-    uint8_t **quantized;
+    int32_t n_owned;         /* buffers of rewritten (hf_layout.c) or quantised-on-load weights */
+    uint8_t **owned;         /* (3 * n_tensors at most), al_malloc_large */
     mdl_hparams hp;
     int32_t n_hparams;
     mdl_hparam_entry *hparams; /* (n_hparams) for info */

@@ -284,6 +284,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->history);
     al_free(&a, s->logits);
     al_free(&a, s->verify_state);
+    al_free(&a, s->verify_front);
     al_free(&a, s->verify_logits);
     al_free_aligned(&a, s->arena);
     if (s->prog) memplan_free(s->prog, &s->batch_plan);
@@ -571,43 +572,47 @@ static size_t ckpt_offset(const slm_session *s, int32_t i) {
     return off;
 }
 
+/* The state r->state as the verify call found it: in before (checkpoint layout), or with before
+ * NULL its back buffer when the call wrote it (flipped its front), else its front. */
+static const uint8_t *state_before(const slm_session *s, const plan_rebuild *r, const uint8_t *before) {
+    const sess_state *ss = &s->states[r->state];
+    if (before) return before + ckpt_offset(s, r->state);
+    return ss->buf[ss->front != s->verify_front[r->state] ? 1 - ss->front : ss->front];
+}
+
 /* CONV_WINDOW: state r->state after the first n_keep columns of the call: the last K - 1 columns of
- * (state before ++ x[:, :n_keep]) into its back buffer. */
+ * (state before ++ x[:, :n_keep]) into its back buffer. Column j comes from column n_keep + j >= j
+ * of the state before, so the copy runs in place when that is the back buffer. */
 static void rebuild_conv_window(slm_session *s, const plan_rebuild *r, const uint8_t *before, int32_t n_keep) {
     const g_state *gs = &s->prog->states[r->state];
     sess_state *ss = &s->states[r->state];
     size_t col = ss->bytes / (size_t)gs->ne[1];
     int64_t km1 = gs->ne[1];
-    const uint8_t *old = before + ckpt_offset(s, r->state), *x = tensor_data(s, r->operand[PLAN_ROLE_X]);
+    const uint8_t *old = state_before(s, r, before), *x = tensor_data(s, r->operand[PLAN_ROLE_X]);
     uint8_t *dst = ss->buf[1 - ss->front];
     for (int64_t j = 0; j < km1; j++) {
         int64_t c = n_keep + j;
-        memcpy(dst + (size_t)j * col, c < km1 ? old + (size_t)c * col : x + (size_t)(c - km1) * col, col);
+        memmove(dst + (size_t)j * col, c < km1 ? old + (size_t)c * col : x + (size_t)(c - km1) * col, col);
     }
 }
 
-/* RECURRENCE: the node re-run over the first n_keep columns of its inputs, from the state before
- * (a copy in state_buf) into the state's back buffer, its other output into o_buf; operands by role. */
-static slm_status rebuild_recurrence(slm_session *s, const plan_rebuild *r, const uint8_t *before, int32_t pos,
-                                     int32_t n_keep, uint8_t *state_buf, uint8_t *o_buf) {
+/* Binds the node of RECURRENCE step r over the first n_keep columns of its inputs: the state input
+ * to the state before (backends take a DELTANET whose state input is its next-state output), the
+ * next state to the back buffer, the other output to o_buf; operands by role. */
+static const g_node *bind_recurrence(slm_session *s, const plan_rebuild *r, const uint8_t *before, int32_t n_keep,
+                                     uint8_t *o_buf, be_view *in, be_view *out) {
     const g_node *nd = &s->prog->nodes[s->prog->functions[s->plan->accept.fn].nodes[r->node]];
     sess_state *ss = &s->states[r->state];
-    be_view in[G_MAX_IN], out[G_MAX_OUT];
-    memcpy(state_buf, before + ckpt_offset(s, r->state), ss->bytes);
     for (int k = 0; k < nd->n_in; k++) {
         bind_view(s, nd->in[k], n_keep, &in[k]);
-        if (nd->in[k] == r->operand[PLAN_ROLE_STATE]) in[k].data = state_buf;
+        if (nd->in[k] == r->operand[PLAN_ROLE_STATE]) in[k].data = (void *)state_before(s, r, before);
     }
     for (int k = 0; k < nd->n_out; k++) {
         bind_view(s, nd->out[k], n_keep, &out[k]);
         if (nd->out[k] == r->operand[PLAN_ROLE_OUT]) out[k].data = o_buf;
         if (nd->out[k] == r->operand[PLAN_ROLE_NEXT]) out[k].data = ss->buf[1 - ss->front];
     }
-    be_call call = {n_keep, pos, r->kernel};
-    size_t scratch = s->be->vt->scratch_bytes(s->be, nd, out, in);
-    slm_status st;
-    if (scratch && (st = s->be->vt->reserve_scratch(s->be, scratch, &s->err))) return st;
-    return s->be->vt->exec(s->be, nd, out, in, &call, &s->err);
+    return nd;
 }
 
 slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, int32_t n_keep) {
@@ -615,33 +620,44 @@ slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, i
     const g_program *p = s->prog;
     slm_err *e = &s->err;
     if (a->replay || a->fn < 0) return err_set(e, SLM_ERR_STATE, "the accept plan replays: nothing to rebuild");
-    size_t o_bytes = 0, state_bytes_max = 0;
+    be_view in[G_MAX_IN], out[G_MAX_OUT];
+    size_t o_bytes = 0, scratch = 0;
     for (int32_t i = 0; i < a->n_steps; i++) {
         const plan_rebuild *r = &a->steps[i];
         if (r->kind != PLAN_REBUILD_RECURRENCE) continue;
         size_t ob = (size_t)g_nelements(&p->tensors[r->operand[PLAN_ROLE_OUT]], n_keep) * sizeof(float);
         if (ob > o_bytes) o_bytes = ob;
-        if (s->states[r->state].bytes > state_bytes_max) state_bytes_max = s->states[r->state].bytes;
+        const g_node *nd = bind_recurrence(s, r, before, n_keep, NULL, in, out);
+        size_t need = s->be->vt->scratch_bytes(s->be, nd, out, in);
+        if (need > scratch) scratch = need;
     }
-    uint8_t *o_buf = NULL, *state_buf = NULL;
+    /* everything that can run out of memory first: no state is touched before */
+    uint8_t *o_buf = NULL;
     slm_status st = SLM_OK;
-    if (o_bytes && (!(o_buf = al_malloc_aligned(&s->alloc, o_bytes)) ||
-                    !(state_buf = al_malloc_aligned(&s->alloc, state_bytes_max))))
-        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+    if (o_bytes && !(o_buf = al_malloc_aligned(&s->alloc, o_bytes))) st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+    if (!st && scratch) st = s->be->vt->reserve_scratch(s->be, scratch, e);
+    bool touched = false;
     /* into the back buffers; the fronts flip only when every state is rebuilt */
     for (int32_t i = 0; i < a->n_steps && !st; i++) {
         const plan_rebuild *r = &a->steps[i];
         if (s->trace) s->trace(s->trace_user, PLAN_FN_ACCEPT, i, &r->node, 1);
-        if (r->kind == PLAN_REBUILD_CONV_WINDOW) rebuild_conv_window(s, r, before, n_keep);
-        else st = rebuild_recurrence(s, r, before, pos, n_keep, state_buf, o_buf);
+        touched = true;
+        if (r->kind == PLAN_REBUILD_CONV_WINDOW) {
+            rebuild_conv_window(s, r, before, n_keep);
+            continue;
+        }
+        const g_node *nd = bind_recurrence(s, r, before, n_keep, o_buf, in, out);
+        be_call call = {n_keep, pos, r->kernel};
+        st = s->be->vt->exec(s->be, nd, out, in, &call, e);
     }
     if (!st)
         for (int32_t i = 0; i < a->n_steps; i++) {
             sess_state *ss = &s->states[a->steps[i].state];
             ss->front = 1 - ss->front;
         }
+    else if (touched && !before)
+        s->verify_k = 0;
     al_free_aligned(&s->alloc, o_buf);
-    al_free_aligned(&s->alloc, state_buf);
     return st;
 }
 

@@ -109,7 +109,11 @@ struct slm_session {
     int32_t verify_pos;      /* position before the verify */
     int32_t verify_fn;       /* function of the verify's only call, -1 when it took several */
     bool verify_had_logits;  /* logits were valid before the verify */
-    uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify */
+    bool verify_in_place;    /* the states before the verify are where verify_front says (one call of a plan
+                                that rebuilds: a written state's back buffer, else its front), not saved */
+    uint8_t *verify_front;   /* (prog->n_states) each state's front before the verify */
+    uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify when not in place;
+                                allocated at the first such verify */
     float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
     int32_t verify_cap;
     uint64_t n_accept_replays; /* accepts that replayed the kept tokens (the accept plan replays, or the
@@ -169,10 +173,14 @@ slm_status sess_feed_fn(slm_session *s, int32_t fn, const int32_t *tokens, int32
 const float *sess_call_logits(slm_session *s, int32_t fn);
 /* Runs the plan's accept steps (compile/plan.h, "the accept plan") after the call of the verify
  * function (at pos) that just ran: every double-buffered (conv, recurrent) state becomes its value
- * after the first n_keep tokens of the call, from before (the states before the call, in
- * checkpoint layout) and the activations of the call that its memory plan keeps; KV states are left
- * alone. Each step is reported to the trace hook as function PLAN_FN_ACCEPT. SLM_ERR_STATE when
- * the plan replays instead; on any failure the session is unchanged. */
+ * after the first n_keep tokens of the call, from the states before the call and the activations
+ * of the call that its memory plan keeps; KV states are left alone. The states before: before (in
+ * checkpoint layout), or with before NULL where verify_front says (the back buffer of a state the
+ * call wrote, which the step then rebuilds in place). Each step is reported to the trace hook as
+ * function PLAN_FN_ACCEPT. SLM_ERR_STATE when the plan replays instead. Allocation failures come
+ * before any write and leave the session unchanged; a backend failure in a step after that leaves
+ * the current states as they were, but in place a state before the call may be lost: then
+ * verify_k is cleared (the verify can no longer be accepted in part). */
 slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, int32_t n_keep);
 /* Validates n tokens for feeding at the current position (ids in range, room in the context). */
 slm_status sess_check_tokens(slm_session *s, const int32_t *tokens, size_t n);

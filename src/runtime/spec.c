@@ -9,9 +9,12 @@
  * Program call is accepted in part without the weights by the plan's accept steps (compile/plan.h,
  * "the accept plan"; sess_run_accept): conv states from the last columns of (state before, the
  * call's conv inputs), DeltaNet states by re-running only the recurrence over the kept columns of
- * its inputs; KV rings lost no row of the window (a call writes at most R - W rows). A verify split
- * into several calls, or a plan whose accept replays (statelm plan says why), restores the
- * checkpointed states saved before it and replays the kept tokens; sessions count those replays. */
+ * its inputs; KV rings lost no row of the window (a call writes at most R - W rows). Such a verify
+ * copies no state: the call leaves the states before it in the back buffers of the
+ * double-buffered states (session.h inv. 2), where accept rebuilds them in place (sess_run_accept)
+ * or, keeping nothing, makes them current again. A verify split into several calls, or a plan
+ * whose accept replays (statelm plan says why), saves the checkpointed states before it
+ * (verify_state, ckpt_bytes) and replays the kept tokens from them; sessions count those replays. */
 #include <string.h>
 #include <time.h>
 
@@ -19,9 +22,13 @@
 #include "runtime/lookup.h"
 #include "runtime/session.h"
 
-/* Grows the verify buffers for k rows (plus the row of the logits before the verify). */
-static slm_status verify_reserve(slm_session *s, int32_t k) {
-    if (s->has_recurrent && !s->verify_state && !(s->verify_state = al_malloc(&s->alloc, s->ckpt_bytes)))
+/* Grows the verify buffers for k rows (plus the row of the logits before the verify); the record
+ * of the states before it: their fronts (in place) or a copy (saved). */
+static slm_status verify_reserve(slm_session *s, int32_t k, bool saved) {
+    if (s->has_recurrent && !s->verify_front &&
+        !(s->verify_front = al_calloc(&s->alloc, (size_t)s->prog->n_states + 1, 1)))
+        return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for the verify record");
+    if (saved && !s->verify_state && !(s->verify_state = al_malloc(&s->alloc, s->ckpt_bytes)))
         return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for the verify record");
     if (k + 1 <= s->verify_cap) return SLM_OK;
     float *rows = al_malloc(&s->alloc, (size_t)(k + 1) * (size_t)s->n_vocab * sizeof(float));
@@ -32,9 +39,19 @@ static slm_status verify_reserve(slm_session *s, int32_t k) {
     return SLM_OK;
 }
 
+/* Makes the states before the verify current again: the fronts they had (in place: the verify's
+ * one call left them in the back buffers), else the saved copy. */
+static void verify_states_restore(slm_session *s) {
+    if (!s->verify_in_place) {
+        sess_states_load(s, s->verify_state);
+        return;
+    }
+    for (int32_t i = 0; i < s->prog->n_states; i++) s->states[i].front = s->verify_front[i];
+}
+
 /* Puts s back where it stood before the verify of k tokens at p0. */
 static void verify_undo(slm_session *s, int32_t p0, int32_t k, bool had_logits) {
-    if (s->has_recurrent) sess_states_load(s, s->verify_state);
+    if (s->has_recurrent) verify_states_restore(s);
     s->pos = p0;
     memcpy(s->logits, s->verify_logits + (size_t)k * (size_t)s->n_vocab, (size_t)s->n_vocab * sizeof(float));
     s->logits_valid = had_logits;
@@ -50,10 +67,15 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
     if (s->fn_verify < 0) return err_set(&s->err, SLM_ERR_UNSUPPORTED, "the program has no verify function");
     int32_t n = (int32_t)k, p0 = s->pos, max_call = s->prog->max_call_tokens;
     bool had_logits = s->logits_valid;
-    if ((st = verify_reserve(s, n))) return st;
+    /* one call of a plan that rebuilds: nothing to copy (the back buffers keep the states before) */
+    bool one_call = max_call <= 0 || n <= max_call, in_place = one_call && !s->plan->accept.replay;
+    if ((st = verify_reserve(s, n, s->has_recurrent && !in_place))) return st;
     size_t v = (size_t)s->n_vocab;
     memcpy(s->verify_logits + (size_t)n * v, s->logits, v * sizeof(float));
-    if (s->has_recurrent) sess_states_save(s, s->verify_state);
+    s->verify_in_place = in_place;
+    for (int32_t i = 0; s->has_recurrent && i < s->prog->n_states; i++)
+        s->verify_front[i] = (uint8_t)s->states[i].front;
+    if (s->has_recurrent && !in_place) sess_states_save(s, s->verify_state);
     for (int32_t done = 0; done < n;) {
         int32_t len = n - done;
         if (max_call > 0 && len > max_call) len = max_call;
@@ -90,10 +112,13 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
      * rebuilds every state; else replay the kept tokens (counted) */
     bool partial = keep > 0 && keep < k && s->has_recurrent;
     bool rebuilt = partial && s->verify_fn == s->plan->accept.fn && !s->plan->accept.replay;
-    if (rebuilt && (st = sess_run_accept(s, s->verify_state, p0, keep))) return st;
+    if (rebuilt && (st = sess_run_accept(s, s->verify_in_place ? NULL : s->verify_state, p0, keep))) return st;
     if (rebuilt) {
         s->pos = p0 + keep;
         memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+    } else if (keep == 0 && s->has_recurrent) {
+        verify_states_restore(s);
+        s->pos = p0;
     } else if (keep < k && s->has_recurrent) {
         if ((st = sess_undo_begin(s, p0))) return st;
         sess_states_load(s, s->verify_state);

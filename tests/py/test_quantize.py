@@ -12,14 +12,15 @@
 4. The options --leave-output, --token-embedding-type, --output-tensor-type, --pure, --force.
    A Q8_0 file dequantised to F32 equals gguf-py's dequantisation.
 5. Bad input: unknown type, existing output, truncated source, requantising, non-finite values,
-   a shape the requested type cannot take, a folder: one line naming it, non-zero exit, no file
-   left behind; the same for a write cut short by RLIMIT_FSIZE.
+   a shape the requested type cannot take: one line naming it, non-zero exit, no file left behind;
+   the same for a write cut short by RLIMIT_FSIZE. (A Hugging Face folder as IN is converted
+   first: tests/py/test_convert.py.)
 6. Every tiny model quantised to every type loads and runs in statelm.
 7. Quantisation on load (slm_model_params.quantize, run --quantize): the logits of every step
    (logits_digest: hashes of the raw floats) equal those of the file statelm quantize writes from
-   the same GGUF; from a Hugging Face folder too, wherever the folder and its GGUF conversion give
-   bit-identical f32 logits (llama.cpp's converter permutes llama's q/k rows and reorders
-   Qwen3.5's linear-attention heads inside rows, so there the blocks hold other values).
+   the same GGUF; from a Hugging Face folder too, wherever the folder and its GGUF give
+   bit-identical f32 logits (all five: HF folders load in the converter's layout,
+   src/model/hf_layout.c; tests/py/test_convert.py checks the folder against its own quantised file).
 Usage: test_quantize.py STATELM TESTS_DATA_DIR. Exit 77 = skipped."""
 import os
 import re
@@ -261,8 +262,6 @@ with tempfile.TemporaryDirectory() as tmp:
     write_model(nan_path, nan)
     one_error_line(run("quantize", "--quiet", str(nan_path), dst, "q4_0"), "non-finite",
                    r"tensor 'blk\.2\.ffn_up\.weight': row 5 holds a non-finite value", bad_dir)
-    one_error_line(run("quantize", "--quiet", str(data / "tiny" / "llama" / "hf"), dst, "q4_0"), "folder", r"is a folder",
-                   bad_dir)
     if os.path.exists(dst):
         failures.append("bad input: the output file exists")
 

@@ -8,7 +8,8 @@
  *       target's logits equal to the one-by-one run after every step;
  *   (d) bad input (ids, k beyond the context, n_keep > k, accept without a verify) fails with the
  *       session unchanged, and a draft model with another tokenizer is refused;
- *   (e) accepting part of a one-call verify runs no plan step (states rebuilt without the weights);
+ *   (e) accepting part of a one-call verify runs no plan step (states rebuilt without the weights)
+ *       and replays nothing, and that verify copies no state (the accept rebuilds in place);
  *   (f) speculative sampling: the first tokens of many seeds have plain sampling's distribution
  *       (two-sample chi-squared test at the 0.1% point; drawing from p instead of the residual,
  *       ignoring q or keeping every draft fail it).
@@ -138,6 +139,12 @@ static void check_verify_accept(const slm_model *m, const ref_run *r, int at, in
     for (int i = 0; i < k; i++)
         same_logits(rows + (size_t)i * (size_t)r->n_vocab, ref_row(r, at + i + 1), r->n_vocab, what, at + i + 1);
     assert_int_equal(slm_session_pos(s), N_PROMPT + at + k);
+    /* a verify in one call of a plan that rebuilds saves no copy of the states (white box: the
+     * session allocates the copy at the first verify that needs one); a split one does */
+    bool one_call = s->prog->max_call_tokens <= 0 || k <= s->prog->max_call_tokens;
+    bool in_place = one_call && !s->plan->accept.replay;
+    if (in_place && s->verify_state) fail_msg("%s: a one-call verify saved the states", what);
+    if (!in_place && s->has_recurrent && !s->verify_state) fail_msg("%s: a split verify saved no states", what);
     /* a verify in one call is accepted without running the weights again, hybrids included */
     int steps = 0;
     s->trace = count_steps;
@@ -145,7 +152,6 @@ static void check_verify_accept(const slm_model *m, const ref_run *r, int at, in
     uint64_t replays = s->n_accept_replays;
     if (slm_session_accept(s, (size_t)n_keep, &l) != SLM_OK) fail_msg("%s: accept: %s", what, slm_session_errmsg(s));
     s->trace = NULL;
-    bool one_call = s->prog->max_call_tokens <= 0 || k <= s->prog->max_call_tokens;
     bool replayed = !one_call && n_keep > 0 && n_keep < k;
     if (one_call && steps) fail_msg("%s: accept ran %d plan steps", what, steps);
     if (replayed && !steps) fail_msg("%s: a split verify accepted without a replay", what);

@@ -45,6 +45,13 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+/* quantize.c: the options `quantize` and `convert` share (--leave-output, --pure, --force, --quiet,
+ * --token-embedding-type, --output-tensor-type, -t) at argv[*i]: 1 when taken (*i past its value),
+ * 0 when argv[*i] is not one of them, -1 after a usage error was printed. */
+int cli_quantize_option(int argc, char **argv, int *i, slm_quantize_params *p, bool *quiet);
+/* slm_log_fn printing SLM_LOG_INFO lines (the per-tensor progress) on stderr. */
+void cli_quantize_log(void *ud, slm_log_level level, const char *msg);
 
 /* The one place the environment reaches the library: SLM_KERNELS (kernel tier) sets sp->kernels
  * and pp->kernels, SLM_REPACK=0 sets sp->no_repack.

@@ -15,7 +15,8 @@ static void usage(FILE *f) {
           "  tokenize -m MODEL -p TEXT                      print the token ids of TEXT\n"
           "  score -m MODEL --prompt-ids IDS [--top K]      teacher-forced log-probabilities per position\n"
           "  export -m MODEL --target coreml -o OUT.mlpackage   the ane plan as a Core ML package\n"
-          "  quantize IN.gguf OUT.gguf TYPE                 quantise a GGUF (q4_0 ... q8_0, q4_k_m, q6_k, f16)\n"
+          "  convert -m HF_FOLDER -o OUT.gguf [--outtype T] a Hugging Face folder as llama.cpp's converter writes it\n"
+          "  quantize IN OUT.gguf TYPE                      quantise a GGUF or HF folder (q4_0 ... q8_0, q4_k_m, q6_k, f16)\n"
           "  bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]   prompt and generation speed\n"
           "  serve -m MODEL [--port N] [--parallel N]      OpenAI-compatible HTTP server\n"
           "  --version                                      print the version\n"
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0) return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0) return cmd_quantize(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0) return cmd_convert(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0) return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
         printf("statelm %d.%d.%d\n", SLM_VERSION_MAJOR, SLM_VERSION_MINOR, SLM_VERSION_PATCH);

@@ -1,5 +1,6 @@
-/* quantize.c — `statelm quantize [options] IN.gguf OUT.gguf TYPE`: a copy of a GGUF file with its
- * weights quantised (slm_quantize; docs/quantize.md has the types and the per-tensor mix rules).
+/* quantize.c — `statelm quantize [options] IN.gguf|HF_FOLDER OUT.gguf TYPE`: a copy of a GGUF file
+ * with its weights quantised, or a Hugging Face folder converted and quantised in one pass
+ * (slm_quantize, slm_convert; docs/quantize.md has the types and the per-tensor mix rules).
  * Options as llama-quantize names them: --leave-output-tensor (--leave-output), --pure,
  * --token-embedding-type T, --output-tensor-type T; plus --force (replace OUT), -t N, --quiet.
  * SIGXFSZ is ignored so a file-size limit (RLIMIT_FSIZE) is a write error that removes the
@@ -12,7 +13,7 @@
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fputs("usage: statelm quantize [options] IN.gguf OUT.gguf TYPE\n"
+    fputs("usage: statelm quantize [options] IN.gguf|HF_FOLDER OUT.gguf TYPE\n"
           "  TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 f16 bf16 f32, or a mix: q4_k_m (= q4_k) q4_k_s q5_k_m (= q5_k)\n"
           "        q5_k_s q6_k (llama-quantize's per-tensor rules; see docs/quantize.md)\n"
           "  --leave-output           keep output.weight as it is (also --leave-output-tensor)\n"
@@ -26,7 +27,33 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-static void log_line(void *ud, slm_log_level level, const char *msg) {
+int cli_quantize_option(int argc, char **argv, int *i, slm_quantize_params *p, bool *quiet) {
+    const char *a = argv[*i], *v = NULL;
+    int64_t iv;
+    if (!strcmp(a, "--leave-output") || !strcmp(a, "--leave-output-tensor")) {
+        p->leave_output = true;
+    } else if (!strcmp(a, "--pure")) {
+        p->pure = true;
+    } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
+        p->force = true;
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+        *quiet = true;
+    } else if (!strcmp(a, "--token-embedding-type")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        p->token_embd_type = v;
+    } else if (!strcmp(a, "--output-tensor-type")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        p->output_type = v;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (!(v = cli_value(argc, argv, i)) || !cli_parse_i64(a, v, 1, 4096, &iv)) return -1;
+        p->n_threads = (int32_t)iv;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_quantize_log(void *ud, slm_log_level level, const char *msg) {
     (void)ud;
     if (level <= SLM_LOG_INFO) fprintf(stderr, "%s\n", msg);
 }
@@ -37,27 +64,12 @@ int cmd_quantize(int argc, char **argv) {
     int n_pos = 0;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int64_t iv;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        if (!strcmp(a, "--leave-output") || !strcmp(a, "--leave-output-tensor")) {
-            p.leave_output = true;
-        } else if (!strcmp(a, "--pure")) {
-            p.pure = true;
-        } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
-            p.force = true;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = true;
-        } else if (!strcmp(a, "--token-embedding-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.token_embd_type = v;
-        } else if (!strcmp(a, "--output-tensor-type")) {
-            if (!(v = cli_value(argc, argv, &i))) return 2;
-            p.output_type = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 4096, &iv)) return 2;
-            p.n_threads = (int32_t)iv;
-        } else if (a[0] == '-' && a[1] != '\0') {
+        int used = cli_quantize_option(argc, argv, &i, &p, &quiet);
+        if (used < 0) return 2;
+        if (used) continue;
+        if (a[0] == '-' && a[1] != '\0') {
             cli_fail("quantize: unknown option '%s' (try 'statelm quantize --help')", a);
             return 2;
         } else if (n_pos < 3) {
@@ -68,10 +80,10 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (n_pos != 3) {
-        cli_fail("quantize: expected IN.gguf OUT.gguf TYPE (try 'statelm quantize --help')");
+        cli_fail("quantize: expected IN.gguf|HF_FOLDER OUT.gguf TYPE (try 'statelm quantize --help')");
         return 2;
     }
-    if (!quiet) p.log_fn = log_line;
+    if (!quiet) p.log_fn = cli_quantize_log;
     signal(SIGXFSZ, SIG_IGN);
     char err[512];
     slm_status st = slm_quantize(pos[0], pos[1], pos[2], &p, err, sizeof err);
