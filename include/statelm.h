@@ -170,6 +170,22 @@ SLM_API int32_t slm_model_n_ctx_train(const slm_model *model);
 /* Default context of a session when slm_session_params.n_ctx is 0: min(n_ctx_train, 4096). */
 SLM_API int32_t slm_model_n_ctx_default(const slm_model *model);
 
+/* How slm_session_embed pools the hidden states of n tokens into one vector. The values are
+ * llama.cpp's (GGUF <arch>.pooling_type); SLM_POOLING_RANK (a reranker head) is refused. */
+typedef enum slm_pooling {
+    SLM_POOLING_MODEL = -1, /* the model's <arch>.pooling_type, SLM_POOLING_LAST when it has none */
+    SLM_POOLING_NONE = 0,   /* no pooling: one vector per token */
+    SLM_POOLING_MEAN = 1,   /* mean over the tokens */
+    SLM_POOLING_CLS = 2,    /* the first token's */
+    SLM_POOLING_LAST = 3,   /* the last token's (causal embedding models: Qwen3-Embedding) */
+    SLM_POOLING_RANK = 4
+} slm_pooling;
+/* "none", "mean", "cls", "last", "rank"; NULL for other values. Static storage. */
+SLM_API const char *slm_pooling_name(slm_pooling pooling);
+/* The GGUF's <arch>.pooling_type as stored (any integer), or SLM_POOLING_MODEL (-1) when the file
+ * has none (and for Hugging Face folders). */
+SLM_API int32_t slm_model_pooling(const slm_model *model);
+
 /* Named numeric hyper-parameters exactly as the model builder sees them (after defaults and
  * derivations such as n_ff from tensor shapes). i in [0, slm_model_n_hparams). */
 SLM_API int32_t slm_model_n_hparams(const slm_model *model);
@@ -354,6 +370,9 @@ typedef struct slm_session_params {
      * value with SLM_ERR_INVALID_ARG. The library reads no environment variable for this. */
     const char *kernels;
     bool no_repack; /* keep quantised weights in their file layout only (no repacked copies) */
+    /* Also compile the Program's "embed" function (final-norm hidden states of every token), which
+     * slm_session_embed runs; off by default (it adds a function to compile). */
+    bool embeddings;
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -384,6 +403,20 @@ SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float
  * are NULL. */
 SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const int32_t *tokens, size_t n,
                                             const float **logits, char *err, size_t err_cap);
+/* Embeddings: feeds tokens[0, n) at the current position exactly as prefill does (states, history
+ * and checkpoints advance; logits are unavailable until the next prefill or decode) but runs the
+ * Program's "embed" function, whose output is the hidden state of every token after the final norm
+ * (what the LM head would read). Those n vectors of slm_model_n_embd floats are pooled (pooling;
+ * SLM_POOLING_MODEL: the model's) and, with normalize, scaled to unit L2 norm (a zero vector stays
+ * zero). out receives n_embd floats, or n * n_embd (token-major) for SLM_POOLING_NONE; cap is its
+ * size in floats and *n_out (optional) the floats written. The pooling sees only these n tokens,
+ * but their hidden states see the whole history: to embed a text on its own, call it at position 0
+ * (slm_session_reset). Needs a session created with slm_session_params.embeddings
+ * (SLM_ERR_UNSUPPORTED otherwise). n = 0, ids out of range, n beyond the remaining context, a
+ * pooling that is none of NONE/MEAN/CLS/LAST (the model's RANK included) or cap too small fail with
+ * the session unchanged; so does a failure during the pass. */
+SLM_API slm_status slm_session_embed(slm_session *s, const int32_t *tokens, size_t n, slm_pooling pooling,
+                                     bool normalize, float *out, size_t cap, size_t *n_out);
 /* Number of tokens processed so far (the position of the next token). */
 SLM_API int32_t slm_session_pos(const slm_session *s);
 SLM_API int32_t slm_session_n_ctx(const slm_session *s);
@@ -671,6 +704,7 @@ typedef struct slm_plan_params {
     slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
     const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
+    bool embeddings;      /* also the "embed" function, as slm_session_params.embeddings */
 } slm_plan_params;
 
 SLM_API slm_plan_params slm_plan_params_default(void);

@@ -320,7 +320,7 @@ static slm_status emit_function(lctx *c, int32_t fn) {
         for (int k = 0; k < nd->n_out; k++) c->map[nd->out[k]] = out[k];
     }
     b->layer = -1;
-    if (!b->status && f->logits >= 0) gb_set_logits(b, c->map[f->logits]);
+    if (!b->status && f->logits >= 0) gb_set_output(b, c->map[f->logits], f->output);
     return b->status;
 }
 

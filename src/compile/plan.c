@@ -359,7 +359,7 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
     else if (p.n_prefill < 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
     else if ((st = plan_backend(&model->alloc, t, p.kernels, &be, &e)) == SLM_OK &&
-             (st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+             (st = mdl_build_program(model, n_ctx, kv, p.embeddings, &prog, &e)) == SLM_OK)
         st = plan_create_program(model, prog, t, n_ctx, kv, p.n_prefill, be, out, &e);
     if (be) be->vt->destroy(be);
     err_copy_out(&e, err, err_cap);

@@ -566,10 +566,13 @@ void gb_state_write(g_builder *b, int32_t state, int32_t value, const g_affine b
     for (int d = 0; d < 4; d++) nd->p.write.begin[d] = begin[d];
 }
 
-void gb_set_logits(g_builder *b, int32_t x) {
+void gb_set_output(g_builder *b, int32_t x, g_output kind) {
     if (!live(b, 1, x)) return;
     b->p->functions[b->fn].logits = x;
+    b->p->functions[b->fn].output = kind;
 }
+
+void gb_set_logits(g_builder *b, int32_t x) { gb_set_output(b, x, G_OUT_LOGITS); }
 
 void gb_name(g_builder *b, int32_t t, const char *name) {
     if (b->status || t < 0 || t >= b->p->n_tensors) return;
@@ -614,7 +617,7 @@ slm_status graph_verify(const g_program *p, slm_err *e) {
             }
         }
         if (!st && (fn->tokens < 0 || fn->logits < 0))
-            st = err_set(e, SLM_ERR_SHAPE, "function %s has no token input or no logits output", fn->name);
+            st = err_set(e, SLM_ERR_SHAPE, "function %s has no token input or no output", fn->name);
     }
     al_free(&p->alloc, producer);
     return st;

@@ -146,6 +146,12 @@ typedef struct g_state {
     int32_t pos_axis;    /* -1 if none */
 } g_state;
 
+/* What a function's output tensor holds. */
+typedef enum g_output {
+    G_OUT_LOGITS = 0, /* (n_vocab, 1) of the last token, or (n_vocab, n) of every token ("verify") */
+    G_OUT_HIDDEN = 1  /* (n_embd, n): every token's hidden state after the final norm ("embed") */
+} g_output;
+
 /* Every function is written over a symbolic token count n; a function with symbolic_n false is
  * only ever called with n = fixed_n (decode: 1), which check/plan use to print concrete shapes. */
 typedef struct g_function {
@@ -155,7 +161,8 @@ typedef struct g_function {
     int32_t n_nodes, cap_nodes;
     int32_t *nodes;      /* node ids in execution order */
     int32_t tokens;      /* input tensor: ids i32 (n) */
-    int32_t logits;      /* output tensor: (n_vocab, 1) logits of the last token */
+    int32_t logits;      /* output tensor, of kind `output` (the name is historical: most are logits) */
+    g_output output;
 } g_function;
 
 typedef struct g_program {
@@ -268,6 +275,8 @@ int32_t gb_clone_node(g_builder *b, const g_program *src, const g_node *nd, cons
 g_program *graph_clone(const g_program *p);
 /* Marks x as the function's logits output. */
 void gb_set_logits(g_builder *b, int32_t x);
+/* Marks x as the function's output of that kind. */
+void gb_set_output(g_builder *b, int32_t x, g_output kind);
 /* Names tensor t (for plans and errors); the layer is prefixed as "blk.N." when set. */
 void gb_name(g_builder *b, int32_t t, const char *name);
 

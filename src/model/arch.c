@@ -175,6 +175,7 @@ static void defaults(mdl_hparams *hp) {
     hp->rope_base = 10000.0f;
     hp->rms_eps = 1e-5f;
     hp->n_ctx_train = 4096;
+    hp->pooling = SLM_POOLING_MODEL;
 }
 
 /* {arch}.embedding_length, attention.head_count, key/value_length, rope and norm keys; head_dim
@@ -194,6 +195,7 @@ static slm_status gguf_common(slm_model *m, slm_err *e) {
     return (st = g_int(m, "attention.value_length", false, 1, 1 << 14, &hp->head_dim_v, e)) ||
                    (st = g_int(m, "rope.dimension_count", false, 1, 1 << 14, &hp->n_rot, e)) ||
                    (st = g_int(m, "context_length", false, 1, 1 << 30, &hp->n_ctx_train, e)) ||
+                   (st = g_int(m, "pooling_type", false, INT32_MIN, INT32_MAX, &hp->pooling, e)) ||
                    (st = g_float(m, "attention.layer_norm_rms_epsilon", false, &hp->rms_eps, e)) ||
                    (st = g_float(m, "rope.freq_base", false, &hp->rope_base, e))
                ? st

@@ -1,6 +1,7 @@
 /* build.c — the program builders: model math of llama, qwen3, lfm2, qwen35 and gemma3 written as
- * a Program (graph/graph.h) with functions "prefill" (n tokens), "decode" (1 token) and "verify"
- * (n tokens, logits of every one: speculative decoding) sharing the
+ * a Program (graph/graph.h) with functions "prefill" (n tokens), "decode" (1 token), "verify"
+ * (n tokens, logits of every one: speculative decoding) and optionally "embed" (n tokens, the
+ * final-norm hidden state of every one: embeddings) sharing the
  * states of model/states.c. Every weight's shape is checked against the hyper-parameters before
  * use. Builders contain model math only: no kernels, no memory management.
  * Specs: docs/spec/llama.md §2–3, docs/spec/lfm2.md §3–4, docs/spec/qwen35.md §2–4,
@@ -193,9 +194,12 @@ static int32_t gated_deltanet(bctx *c, int32_t h, int il) {
     return out;
 }
 
-/* One function of the Program; all_logits runs the head on every column (logits (V, n), the
- * "verify" function of speculative decoding), otherwise on the last one only (logits (V, 1)). */
-static void build_function(bctx *c, bool all_logits) {
+/* One function of the Program, by its output: LAST_LOGITS runs the head on the last column only
+ * (logits (V, 1)); ALL_LOGITS on every column (logits (V, n), the "verify" function of speculative
+ * decoding); HIDDEN stops before the head (final-norm hidden states (d, n), the "embed" function). */
+typedef enum fn_kind { FN_LAST_LOGITS, FN_ALL_LOGITS, FN_HIDDEN } fn_kind;
+
+static void build_function(bctx *c, fn_kind kind) {
     const mdl_hparams *hp = c->hp;
     g_builder *b = &c->b;
     int64_t d = hp->n_embd;
@@ -217,9 +221,14 @@ static void build_function(bctx *c, bool all_logits) {
         gb_name(b, x, "out");
     }
     b->layer = -1;
-    int32_t last = all_logits ? x : gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, n) or (d, 1) */
+    int32_t last = kind != FN_LAST_LOGITS ? x : gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, n) or (d, 1) */
     const char *final_norm = has_tensor(c, "output_norm.weight") ? "output_norm.weight" : "token_embd_norm.weight";
     int32_t hn = norm(c, last, weight(c, d, 0, "%s", final_norm));
+    if (kind == FN_HIDDEN) {
+        gb_name(b, hn, "hidden");
+        gb_set_output(b, hn, G_OUT_HIDDEN);
+        return;
+    }
     int32_t head = hp->tied_embeddings ? weight(c, d, hp->n_vocab, "token_embd.weight")
                                        : weight(c, d, hp->n_vocab, "output.weight");
     int32_t logits = gb_matmul(b, head, hn);
@@ -227,7 +236,8 @@ static void build_function(bctx *c, bool all_logits) {
     gb_set_logits(b, logits);
 }
 
-slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, g_program **out, slm_err *e) {
+slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, bool embed, g_program **out,
+                             slm_err *e) {
     *out = NULL;
     g_program *p = NULL;
     bctx c;
@@ -258,13 +268,17 @@ slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dty
     p->max_call_tokens = mdl_swa_call_tokens(&m->hp, n_ctx);
     static const struct {
         const char *name;
-        bool symbolic, all_logits;
-    } fns[3] = {{"prefill", true, false}, {"decode", false, false}, {"verify", true, true}};
-    for (int f = 0; f < 3; f++) {
+        bool symbolic;
+        fn_kind kind;
+    } fns[4] = {{"prefill", true, FN_LAST_LOGITS},
+                {"decode", false, FN_LAST_LOGITS},
+                {"verify", true, FN_ALL_LOGITS},
+                {"embed", true, FN_HIDDEN}};
+    for (int f = 0; f < (embed ? 4 : 3); f++) {
         int32_t fn;
         if ((st = graph_add_function(p, fns[f].name, fns[f].symbolic, 1, &fn, e))) goto fail;
         gb_init(&c.b, p, fn, e);
-        build_function(&c, fns[f].all_logits);
+        build_function(&c, fns[f].kind);
         if ((st = c.b.status)) goto fail;
     }
     if ((st = graph_verify(p, e))) goto fail;

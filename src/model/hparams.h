@@ -27,6 +27,7 @@ typedef struct mdl_hparams {
     int32_t n_ff;         /* FFN inner size, from the ffn_gate tensor shape */
     int32_t n_vocab;      /* rows of token_embd */
     int32_t n_ctx_train;
+    int32_t pooling;      /* GGUF {arch}.pooling_type as stored (slm_pooling values), SLM_POOLING_MODEL if absent */
     float rms_eps;
     float rope_base;
     int32_t n_rot;        /* rotary dims per head (partial rope when < head_dim) */

@@ -413,6 +413,7 @@ SLM_API slm_layer_kind slm_model_layer_kind(const slm_model *m, int32_t il) {
 SLM_API int32_t slm_model_n_vocab(const slm_model *m) { return m ? m->hp.n_vocab : 0; }
 SLM_API int32_t slm_model_n_embd(const slm_model *m) { return m ? m->hp.n_embd : 0; }
 SLM_API int32_t slm_model_n_ctx_train(const slm_model *m) { return m ? m->hp.n_ctx_train : 0; }
+SLM_API int32_t slm_model_pooling(const slm_model *m) { return m ? m->hp.pooling : SLM_POOLING_MODEL; }
 SLM_API int32_t slm_model_n_ctx_default(const slm_model *m) {
     if (!m) return 0;
     return m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;

@@ -91,6 +91,7 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
     s->fn_decode = graph_find_function(prog, "decode");
     s->fn_prefill = graph_find_function(prog, "prefill");
     s->fn_verify = graph_find_function(prog, "verify");
+    s->fn_embed = graph_find_function(prog, "embed");
     if (s->fn_decode < 0) {
         st = err_set(e, SLM_ERR_INVALID_ARG, "the program has no decode function");
         goto fail;
@@ -204,7 +205,7 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
         st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
-    else if ((st = mdl_build_program(model, n_ctx, kv, &prog, &e)) == SLM_OK)
+    else if ((st = mdl_build_program(model, n_ctx, kv, p.embeddings, &prog, &e)) == SLM_OK)
         st = create_compiled(model, prog, p.n_threads, n_ctx, kv, p.kernels, p.no_repack, out, &e);
     if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
         slm_session_destroy(*out);
@@ -550,12 +551,14 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     sess_states_finish(s, st == SLM_OK);
     if (st) return st;
     if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
-    int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
-    memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,
-           (size_t)s->n_vocab * sizeof(float));
+    if (f->output == G_OUT_LOGITS) {
+        int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
+        memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,
+               (size_t)s->n_vocab * sizeof(float));
+    }
     memmove(s->history + s->pos, tokens, (size_t)n * sizeof(int32_t)); /* replays pass history itself */
     s->pos += n;
-    s->logits_valid = true;
+    s->logits_valid = f->output == G_OUT_LOGITS;
     return SLM_OK;
 }
 
@@ -667,6 +670,11 @@ size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
 }
 
 slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic) {
+    return sess_feed_fn(s, -1, tokens, n, atomic, NULL, NULL);
+}
+
+slm_status sess_feed_fn(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n, bool atomic,
+                        sess_after_call_fn after, void *user) {
     bool split = s->has_recurrent && s->ckpt_interval > 0;
     int32_t first = n, max_call = s->prog->max_call_tokens;
     if (split && (s->pos % s->ckpt_interval) + n > s->ckpt_interval) first = s->ckpt_interval - s->pos % s->ckpt_interval;
@@ -682,8 +690,10 @@ slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atom
             if (len > to_boundary) len = to_boundary;
         }
         if (max_call > 0 && len > max_call) len = max_call;
-        st = sess_run(s, len == 1 ? s->fn_decode : s->fn_prefill, tokens + done, len);
+        int32_t call_fn = fn >= 0 ? fn : len == 1 ? s->fn_decode : s->fn_prefill;
+        st = sess_run(s, call_fn, tokens + done, len);
         if (st) break;
+        if (after) after(user, s, call_fn, done, len);
         done += len;
         if (split && s->pos % s->ckpt_interval == 0) sess_ckpt_take(s);
     }

@@ -65,6 +65,7 @@ struct slm_session {
     g_program *prog;       /* plan->legal */
     int32_t fn_prefill, fn_decode;
     int32_t fn_verify;     /* logits of every column, or -1 (runtime/spec.c) */
+    int32_t fn_embed;      /* hidden states of every column, or -1 (runtime/embed.c) */
     backend *be;
     int32_t n_threads;
     int32_t n_ctx;
@@ -143,7 +144,8 @@ slm_status sess_backend(const slm_model *model, const tgt_profile *t, int32_t n_
                         bool no_repack, backend **out, slm_err *e);
 
 /* Runs function fn over tokens[0, n) at the current position; on success commits states, pos and
- * history and copies the logits. Inputs must already be validated. */
+ * history and copies the logits (a function whose output is not logits leaves none valid). Inputs
+ * must already be validated. */
 slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n);
 /* The executor in parts (sess_run and runtime/batch.c): sess_bind binds every tensor of fn for a
  * call over n tokens (the arena by its memory plan, direct_write values to back buffers) and
@@ -160,6 +162,12 @@ void *sess_tensor_data(slm_session *s, int32_t t);
  * atomic, a failure restores the state before the call (undo record); without, the caller owns the
  * undo record. Inputs must already be validated. */
 slm_status sess_feed(slm_session *s, const int32_t *tokens, int32_t n, bool atomic);
+/* sess_feed running function fn for every call (-1: decode for one token, else prefill), and
+ * after(user, s, fn, first, len) after each successful call over tokens[first, first + len), while
+ * that call's output is still bound (sess_tensor_data of the function's output). */
+typedef void (*sess_after_call_fn)(void *user, slm_session *s, int32_t fn, int32_t first, int32_t len);
+slm_status sess_feed_fn(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n, bool atomic,
+                        sess_after_call_fn after, void *user);
 /* Logits of the call that just ran function fn ((n_vocab, rows) floats in the arena; valid until
  * the next call). */
 const float *sess_call_logits(slm_session *s, int32_t fn);

@@ -138,7 +138,7 @@ static slm_status device_program(const g_program *p, slm_dtype cdt, weight_copie
             }
         }
         b.layer = -1;
-        if (!b.status && f->logits >= 0) gb_set_logits(&b, map[f->logits]);
+        if (!b.status && f->logits >= 0) gb_set_output(&b, map[f->logits], f->output);
         st = b.status;
     }
     if (!st && (st = graph_verify(q, e))) err_prefix(e, "device-precision program: ");

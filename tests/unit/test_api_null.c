@@ -22,6 +22,7 @@ static void enums_and_names(void **unused) {
     assert_non_null(slm_status_str((slm_status)-99));
     assert_string_equal(slm_dtype_name((slm_dtype)99), "unknown");
     assert_non_null(slm_layer_kind_name((slm_layer_kind)99));
+    assert_null(slm_pooling_name((slm_pooling)99));
     assert_non_null(slm_state_role_name((slm_state_role)99));
     assert_non_null(slm_plan_effect_name((slm_plan_effect)99));
     assert_true(slm_n_targets() > 0);
@@ -50,6 +51,7 @@ static void model_null(void **unused) {
     assert_int_equal(slm_model_layer_kind(NULL, 0), SLM_LAYER_ATTENTION);
     assert_int_equal(slm_model_n_vocab(NULL), 0);
     assert_int_equal(slm_model_n_embd(NULL), 0);
+    assert_int_equal(slm_model_pooling(NULL), SLM_POOLING_MODEL);
     assert_int_equal(slm_model_n_ctx_train(NULL), 0);
     assert_int_equal(slm_model_n_ctx_default(NULL), 0);
     assert_int_equal(slm_model_n_hparams(NULL), 0);
@@ -139,6 +141,10 @@ static void session_null(void **unused) {
     const float *logits = (const float *)1;
     int32_t tok = 1;
     assert_int_equal(slm_session_prefill(NULL, &tok, 1, &logits), SLM_ERR_INVALID_ARG);
+    float vec[4];
+    size_t n_vec = 7;
+    assert_int_equal(slm_session_embed(NULL, &tok, 1, SLM_POOLING_LAST, true, vec, 4, &n_vec), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n_vec, 0);
     assert_null(logits);
     logits = (const float *)1;
     assert_int_equal(slm_session_decode(NULL, tok, &logits), SLM_ERR_INVALID_ARG);

@@ -194,6 +194,25 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     return send_json(conn, http_status, out, http_status == 503);
 }
 
+/* POST /v1/embeddings: answered in this connection's thread by the embedder (embed.c). */
+static enum MHD_Result handle_embeddings(struct MHD_Connection *conn, req *r) {
+    if (!srv.embedder)
+        return send_error(conn, 404, "embeddings_disabled",
+                          "embeddings are off: start the server with --embeddings (and optionally --pooling "
+                          "last|mean|cls|none)");
+    char msg[512];
+    const char *code = NULL;
+    cJSON *resp = NULL;
+    unsigned status = serve_embedder_answer(srv.embedder, r->body.v ? r->body.v : "", r->body.n, srv.model_id, &resp,
+                                            &code, msg, sizeof msg);
+    pthread_mutex_lock(&srv.mu);
+    srv.m_requests++;
+    const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
+    if (usage) srv.m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+    pthread_mutex_unlock(&srv.mu);
+    return resp ? send_json(conn, 200, resp, false) : send_error(conn, status, code, "%s", msg);
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, const char *type) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                                                 MHD_RESPMEM_MUST_COPY);
@@ -220,7 +239,7 @@ static const char *endpoint_method(const char *url) {
     static const struct {
         const char *url, *method;
     } endpoints[] = {{"/health", "GET"},           {"/metrics", "GET"},         {"/v1/models", "GET"},
-                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}};
+                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"}};
     for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
         if (!strcmp(url, endpoints[i].url)) return endpoints[i].method;
     return NULL;
@@ -323,11 +342,17 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
         cJSON_AddStringToObject(meta, "chat_template", srv.chat_template ? srv.chat_template : "");
         cJSON_AddNumberToObject(meta, "n_ctx", srv.n_ctx);
         cJSON_AddNumberToObject(meta, "n_vocab", srv.n_vocab);
+        cJSON_AddBoolToObject(meta, "embeddings", srv.embedder != NULL);
+        if (srv.embedder) {
+            cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(srv.m));
+            cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(srv.embedder)));
+        }
         cJSON_AddItemToArray(arr, e);
         return send_json(conn, 200, root, false);
     }
     if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(conn, r, true);
     if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(conn, r, false);
+    if (is_post && !strcmp(url, "/v1/embeddings")) return handle_embeddings(conn, r);
     return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
 }
 

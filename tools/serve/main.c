@@ -47,6 +47,8 @@ static void usage_serve(void) {
          "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
+         "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
@@ -67,6 +69,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->max_conns = 1024;
     o->max_conns_per_client = 128;
     o->sampling = slm_sampler_params_default();
+    o->pooling = SLM_POOLING_MODEL;
+    bool pooling_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t iv;
@@ -85,6 +89,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         if (!strcmp(a, "--no-prefix-reuse")) {
             o->no_prefix_reuse = true;
+            continue;
+        }
+        if (!strcmp(a, "--embeddings")) {
+            o->embeddings = true;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;
@@ -108,6 +116,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--cors")) o->cors = v;
         else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--pooling")) {
+            if (!serve_embed_parse_pooling(v, &o->pooling))
+                return cli_fail("--pooling %s: not last, mean, cls or none", v), 2;
+            pooling_set = true;
+        }
         else if (!strcmp(a, "--reasoning-format")) {
             if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
                 return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
@@ -132,6 +145,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
     }
     if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (pooling_set && !o->embeddings) return cli_fail("serve: --pooling needs --embeddings"), 2;
     if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
     if (o->draft_max && !o->lookup && !o->draft_model)
         return cli_fail("serve: --draft-max needs --lookup or --draft-model"), 2;
@@ -216,6 +230,11 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     srv.n_ctx = slm_engine_n_ctx(srv.engine);
+    if (srv.o.embeddings &&
+        (st = serve_embedder_create(srv.m, srv.o.pooling, srv.n_ctx, srv.o.n_threads, &srv.embedder, err, sizeof err))) {
+        cli_fail("--embeddings: %s (%s)", err, slm_status_name(st));
+        goto done;
+    }
     /* --host: an IPv4 or IPv6 address or a name, bound to its first address */
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
@@ -295,6 +314,7 @@ done:
         MHD_stop_daemon(d);
     }
     slm_engine_free(srv.engine);
+    serve_embedder_destroy(srv.embedder);
     while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
     free(srv.gens);
     slm_model_destroy(srv.draft_model);

@@ -5,7 +5,8 @@
  *             generated-ids memory (chat turns continue from the ids a completion was generated as);
  *   openai.c  the OpenAI JSON shapes: request parsing into a job, responses, stream events, errors;
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
- *   main.c    the command: options, start and shutdown.
+ *   main.c    the command: options, start and shutdown;
+ *   embed.c   POST /v1/embeddings (--embeddings) on a session of its own, outside the engine.
  * Threads: HTTP connection threads parse requests into jobs, submit them to the engine and wait;
  * the engine's thread delivers events (jobs.c) with no engine lock held. srv.mu guards every job's
  * results, the generated-ids memory, the connection list and the counters; it is never held while
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "embed.h"
 #include "statelm_engine.h"
 
 #define MAX_N SLM_ENGINE_MAX_N         /* most choices per request */
@@ -34,6 +36,8 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     bool lookup, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
+    bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
+    slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
@@ -119,6 +123,7 @@ typedef struct serve_state {
     serve_opts o;
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
+    serve_embedder *embedder;       /* --embeddings (embed.c): its own session, never a slot; else NULL */
     slm_engine *engine;
     const slm_tokenizer *tok;
     char model_id[256];          /* --alias, or the model file's name */
