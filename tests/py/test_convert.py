@@ -12,8 +12,10 @@ quantised model from a Hugging Face folder.
    (logits_digest: hashes of the raw floats of every step).
 3. A quantised outtype (q8_0, q4_0, q4_k_m) writes the tensors and metadata `statelm quantize`
    writes from the f32 conversion; `statelm quantize HF_FOLDER` writes the file convert writes.
-4. Quantisation on load of the folder (`--quantize T`) gives the logits of the file quantize
-   writes from the folder, bit for bit, for the five archs and q4_0, q8_0, q4_k_m, q6_k.
+4. For the five archs and every type of `statelm quantize` (ALL_TYPES): quantisation on load of the
+   folder (`--quantize T`) gives the logits of the file quantize writes from the folder, bit for
+   bit, and each tensor of that file dequantised by statelm (quantize to f32) equals gguf-py's
+   dequantisation of it (legacy types byte-identical to llama.cpp's quantiser: test_quantize.py).
 5. Bad input: no config.json, an unknown architecture, an unknown safetensors dtype, a truncated
    safetensors file, a shape the type cannot take, an unknown outtype, a GGUF given as the folder,
    an existing output without --force, a write cut short by RLIMIT_FSIZE: exit 1, one line naming
@@ -115,6 +117,30 @@ def one_error_line(p, label, pattern, out_dir):
         failures.append(f"{label}: left behind {os.listdir(out_dir)}")
 
 
+# Every type statelm quantize writes (docs/quantize.md).
+ALL_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k", "f16", "bf16")
+
+
+def same_as_gguf_py_dequant(label, quantised, dequantised):
+    """Each tensor of `quantised`, dequantised by gguf-py (gguf.quants.dequantize, an implementation
+    independent of statelm), equals that tensor in `dequantised` (statelm's F32 file of it)."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+    import numpy as np
+    q = {t.name: t for t in GGUFReader(str(quantised)).tensors}
+    d = {t.name: t for t in GGUFReader(str(dequantised)).tensors}
+    if q.keys() != d.keys():
+        failures.append(f"{label}: dequantised file has tensors {sorted(d.keys() ^ q.keys())} the other lacks")
+        return
+    for name, t in q.items():
+        want = dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32).reshape(-1)
+        got = np.asarray(d[name].data, dtype=np.float32).reshape(-1)
+        if want.shape != got.shape or not np.array_equal(want, got):
+            bad = int(np.count_nonzero(want != got)) if want.shape == got.shape else -1
+            failures.append(f"{label}: {name} ({t.tensor_type.name}) dequantised by statelm differs from "
+                            f"gguf-py's in {bad} elements")
+
+
 def without_provenance(m):
     return {k: v for k, v in m["metadata"].items() if not PROVENANCE.match(k)}
 
@@ -159,8 +185,9 @@ with tempfile.TemporaryDirectory() as tmp_s:
                 failures.append(f"{arch} {t}: quantize HF_FOLDER exit {p.returncode} "
                                 f"{p.stderr.decode().strip()}: not the file convert writes")
             via_quantize.unlink(missing_ok=True)
-        # ---- 4: quantisation on load of the folder = the file quantize writes from it
-        for t in ("q4_0", "q8_0", "q4_k_m", "q6_k"):
+        # ---- 4: every type: quantisation on load of the folder = the file quantize writes from it;
+        # that file's tensors dequantised by statelm = gguf-py's dequantisation of them
+        for t in ALL_TYPES:
             out = tmp / f"{arch}-{t}-load.gguf"
             p = run("quantize", "--quiet", str(hf), str(out), t)
             if p.returncode != 0:
@@ -168,6 +195,13 @@ with tempfile.TemporaryDirectory() as tmp_s:
                 continue
             if digest.exists() and hashes("-m", str(hf), "--quantize", t) != hashes("-m", str(out)):
                 failures.append(f"{arch} {t}: logits of the folder quantised on load differ from the quantised file's")
+            deq = tmp / f"{arch}-{t}-deq.gguf"
+            p = run("quantize", "--quiet", str(out), str(deq), "f32")
+            if p.returncode != 0:
+                failures.append(f"{arch} {t}: quantize to f32 exit {p.returncode}: {p.stderr.decode().strip()}")
+            else:
+                same_as_gguf_py_dequant(f"{arch} {t}", out, deq)
+                deq.unlink()
             out.unlink()
 
     # ---- 5: bad input
