@@ -33,26 +33,33 @@ static void golden_renderings(void **unused) {
         const cJSON *msgs = cJSON_GetObjectItem(c, "messages");
         size_t nm = (size_t)cJSON_GetArraySize(msgs);
         slm_chat_message m[16];
+        const cJSON *calls[16];
         assert_true(nm <= 16);
         for (size_t i = 0; i < nm; i++) {
             const cJSON *x = cJSON_GetArrayItem(msgs, (int)i);
             m[i].role = cJSON_GetObjectItem(x, "role")->valuestring;
             m[i].content = cJSON_GetObjectItem(x, "content")->valuestring;
+            calls[i] = cJSON_GetObjectItem(x, "tool_calls");
         }
+        /* tool cases: the "tools" list and each message's "tool_calls" (arguments as objects) */
+        const cJSON *tools_item = cJSON_GetObjectItem(c, "tools");
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls};
+        const chat_tools *tp = tools_item ? &tools : NULL;
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         const cJSON *expected = cJSON_GetObjectItem(c, "expected");
         char *out = NULL;
         slm_err e;
         err_clear(&e);
         if (cJSON_IsNull(expected)) { /* the template raises: a status, a message, nothing rendered */
-            assert_int_equal(chat_render(name, NULL, m, nm, gen, NULL, &out, &e), SLM_ERR_INVALID_ARG);
+            assert_int_equal(chat_render_tools_spans(name, NULL, m, nm, tp, gen, NULL, &out, NULL, NULL, &e),
+                             SLM_ERR_INVALID_ARG);
             assert_null(out);
             assert_true(strlen(e.msg) > 0);
             n_cases++;
             continue;
         }
         const char *want = expected->valuestring;
-        assert_int_equal(chat_render(name, NULL, m, nm, gen, NULL, &out, &e), SLM_OK);
+        assert_int_equal(chat_render_tools_spans(name, NULL, m, nm, tp, gen, NULL, &out, NULL, NULL, &e), SLM_OK);
         if (strcmp(out, want) != 0) {
             if (bad++ < 5) fprintf(stderr, "%s case %d:\n--- ours\n%s\n--- jinja2\n%s\n", name, n_cases, out, want);
         }
@@ -61,7 +68,7 @@ static void golden_renderings(void **unused) {
     }
     cJSON_Delete(root);
     fprintf(stderr, "%d renderings, %d differ\n", n_cases, bad);
-    assert_true(n_cases >= 100);
+    assert_true(n_cases >= 200);
     assert_int_equal(bad, 0);
 }
 
