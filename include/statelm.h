@@ -648,9 +648,9 @@ SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char 
 SLM_API void slm_grammar_destroy(slm_grammar *g);
 /* The grammar of one tool call in template_name's format (docs/serve.md "Tools"): of the tool
  * named name (NULL: any of tools_json, an OpenAI "tools" array), its arguments valid for the tool's
- * "parameters" JSON Schema. SLM_ERR_UNSUPPORTED for formats without one ("lfm2", "gemma") and for
- * schema keywords the converter refuses, SLM_ERR_INVALID_ARG for bad tools or an unknown name;
- * the reason in err. */
+ * "parameters" JSON Schema. SLM_ERR_UNSUPPORTED for a template without a call format ("gemma"), for
+ * schema keywords the converter refuses and (lfm2) property names that are not Python identifiers;
+ * SLM_ERR_INVALID_ARG for bad tools or an unknown name; the reason in err. */
 SLM_API slm_status slm_tool_call_grammar(const char *template_name, const char *tools_json, const char *name,
                                          slm_grammar **out, char *err, size_t err_cap);
 

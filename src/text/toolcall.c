@@ -411,7 +411,7 @@ static cJSON *py_str(pyp *p) {
         if (p->s >= p->end) break;
         char x = *p->s++;
         uint32_t cp = 0;
-        static const char escapes[] = "nrtbf\\'\"", meaning[] = "\n\r\t\b\f\\'\"";
+        static const char escapes[] = "nrtbf\\'\"/", meaning[] = "\n\r\t\b\f\\'\"/"; /* \/: JSON's */
         const char *simple = x ? strchr(escapes, x) : NULL;
         if (simple) {
             ds_put(&b, &meaning[simple - escapes], 1);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tool calls in `statelm serve` (issue 25 item 3, docs/serve.md "Tools") with the official openai
 client, on the tiny qwen3 model (Hermes format), the tiny llama model served with
---chat-template llama3 (Llama 3 JSON format) and, when fetched (scripts/fetch-models.sh), the real
-SmolLM2-135M-Instruct (its template is ChatML: Hermes format):
+--chat-template llama3 (Llama 3 JSON format) and lfm2 (Python-style call list) and, when fetched
+(scripts/fetch-models.sh), the real SmolLM2-135M-Instruct (its template is ChatML: Hermes format):
 
 - tool_choice "required" and a named function at temperature 1 over several seeds: every answer
   has finish_reason "tool_calls" and one call (id "call_...", type function, a tool's name) whose
@@ -15,7 +15,7 @@ SmolLM2-135M-Instruct (its template is ChatML: Hermes format):
   tools) and the answer has no calls; "auto" renders them (a longer prompt);
 - refusals (400, naming the problem): malformed tools, duplicate names, bad parameters, an
   unknown named function, "required" without tools, a parameter keyword the grammar cannot
-  enforce, arguments that are not JSON, tools with the gemma template, lfm2's forced calls.
+  enforce, arguments that are not JSON, tools with the gemma template.
 Usage: test_serve_tools.py STATELM TESTS_DATA_DIR."""
 import json
 import os
@@ -207,20 +207,20 @@ try:
 finally:
     llama3.stop()
 
-for tmpl, needle in (("gemma", "has no tool support"), ("lfm2", "has no grammar")):
-    s = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", tmpl)
-    try:
-        if tmpl == "gemma":
-            expect_400(s, "gemma tools", needle, tools=TOOLS)
-            r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none",
-                                                 max_tokens=2)
-            check(r.choices[0].finish_reason in ("stop", "length"), f"gemma tool_choice none: {r}")
-        else:
-            expect_400(s, "lfm2 required", needle, tools=TOOLS, tool_choice="required")
-            r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=2)
-            check(r.usage.prompt_tokens > 50, f"lfm2 auto: tools not rendered: {r.usage}")
-    finally:
-        s.stop()
+lfm2 = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", "lfm2", "-c", "4096")
+try:
+    forced_tests("tiny llama --chat-template lfm2", lfm2, range(4))
+    round_trip_tests("tiny llama --chat-template lfm2", lfm2)
+finally:
+    lfm2.stop()
+
+gemma = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", "gemma")
+try:
+    expect_400(gemma, "gemma tools", "has no tool support", tools=TOOLS)
+    r = gemma.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=2)
+    check(r.choices[0].finish_reason in ("stop", "length"), f"gemma tool_choice none: {r}")
+finally:
+    gemma.stop()
 
 if SMOLLM2.exists():
     s = Server(SMOLLM2)

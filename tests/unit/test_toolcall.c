@@ -1,8 +1,9 @@
 /* test_toolcall.c — text/toolcall.c and grammar/tools.c: the call parsers of each family format
  * (well-formed calls, content around them, malformed calls kept as content), the streaming bound
  * (what tc_content_ready lets out is always a prefix of the final content), the tools check, the
- * public JSON wrapper, and the forced-call grammar: random walks through it on a byte vocabulary
- * always end in a call that parses, names a tool and has arguments with the required keys.
+ * public JSON wrapper, and the forced-call grammar of the Hermes, Llama 3 and LFM2 formats: random
+ * walks through it on a byte vocabulary always end in a call that parses, names a tool and has
+ * arguments with the required keys and values of their types.
  * Renderings of tools are checked against jinja2 in test_chat.c. */
 #include "testutil.h"
 
@@ -153,7 +154,9 @@ static const char TOOLS[] =
     "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 8}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, "
     "\"required\": [\"city\", \"unit\"], \"additionalProperties\": false}}},"
     " {\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\", \"properties\": "
-    "{\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"boolean\"}}, \"required\": [\"a\", \"b\"]}}},"
+    "{\"x\": {\"type\": \"null\"}, \"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"boolean\"}, \"y\": "
+    "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"maxLength\": 3}, \"maxItems\": 2}}, \"required\": [\"a\", "
+    "\"b\"]}}},"
     " {\"type\": \"function\", \"function\": {\"name\": \"now\"}}]";
 
 static uint64_t rnd_state = 88172645463325252ull;
@@ -183,7 +186,7 @@ static void walk_calls(const char *tmpl, const char *only) {
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
     cJSON *tools = cJSON_Parse(TOOLS);
-    int seen[3] = {0};
+    int seen[3] = {0}, n_optional = 0;
     for (int w = 0; w < 60; w++) {
         slm_constraint_reset(c);
         char out[2048];
@@ -230,12 +233,17 @@ static void walk_calls(const char *tmpl, const char *only) {
         } else if (!strcmp(r.calls[0].name, "add")) {
             assert_true(cJSON_IsNumber(cJSON_GetObjectItem(args, "a")));
             assert_true(cJSON_IsBool(cJSON_GetObjectItem(args, "b")));
+            const cJSON *x = cJSON_GetObjectItem(args, "x"), *y = cJSON_GetObjectItem(args, "y");
+            assert_true(!x || cJSON_IsNull(x));
+            assert_true(!y || (cJSON_IsArray(y) && cJSON_GetArraySize(y) <= 2));
             seen[1]++;
+            n_optional += x != NULL || y != NULL;
         } else seen[2]++;
         cJSON_Delete(args);
         tc_result_free(&r);
     }
     if (!only) assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
+    if (seen[1] >= 10) assert_true(n_optional > 0); /* optional arguments are written sometimes */
     cJSON_Delete(tools);
     slm_constraint_destroy(c);
     slm_grammar_vocab_destroy(v);
@@ -248,11 +256,16 @@ static void forced_grammar(void **unused) {
     walk_calls("chatml", "add");
     walk_calls("llama3", NULL);
     walk_calls("llama3", "get_weather");
+    walk_calls("lfm2", NULL);
+    walk_calls("lfm2", "add");
     slm_grammar *g = NULL;
     char err[256];
     assert_int_equal(slm_tool_call_grammar("qwen3", TOOLS, "nope", &g, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "no tool is named 'nope'"));
-    assert_int_equal(slm_tool_call_grammar("lfm2", TOOLS, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    const char *dashed = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+                         "\"object\", \"properties\": {\"a-b\": {\"type\": \"string\"}}}}}]";
+    assert_int_equal(slm_tool_call_grammar("lfm2", dashed, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "'a-b' is not a Python keyword-argument name"));
     assert_int_equal(slm_tool_call_grammar("gemma", TOOLS, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
     const char *pattern = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
                           "\"object\", \"properties\": {\"a\": {\"type\": \"string\", \"pattern\": \"x+\"}}}}}]";
