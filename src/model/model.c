@@ -529,6 +529,25 @@ static void chat_tools_free(cJSON *tools, cJSON **calls, size_t n_msgs) {
     free(calls);
 }
 
+/* Renders (text != NULL) or tokenises the messages with their tools (slm_chat_render_tools and
+ * slm_chat_tokenize_tools after their argument checks). */
+static slm_status chat_with_tools(const slm_model *m, const char *name, const slm_chat_message *msgs, size_t n_msgs,
+                                  const slm_chat_tools *tools, const slm_chat_ids *content_ids, bool gen, char **text,
+                                  int32_t **ids, size_t *n_ids, char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    chat_tools x;
+    cJSON *tj, **cj;
+    slm_status st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
+    if (st == SLM_OK && text)
+        st = chat_render_tools_spans(name, m->tok, msgs, n_msgs, &x, gen, &al_default, text, NULL, NULL, &e);
+    else if (st == SLM_OK)
+        st = chat_tokenize_tools(name, m->tok, msgs, n_msgs, &x, content_ids, gen, &al_default, ids, n_ids, &e);
+    chat_tools_free(tj, cj, n_msgs);
+    if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
+    return st;
+}
+
 SLM_API slm_status slm_chat_render_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
                                          char **out, char *err, size_t err_cap) {
@@ -538,17 +557,7 @@ SLM_API slm_status slm_chat_render_tools(const slm_model *m, const char *templat
     if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
     const char *name = template_name ? template_name : slm_chat_template_detect(m);
     if (!name) return SLM_ERR_NOT_FOUND;
-    slm_err e;
-    err_clear(&e);
-    chat_tools x;
-    cJSON *tj, **cj;
-    slm_status st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
-    if (st == SLM_OK)
-        st = chat_render_tools_spans(name, m->tok, msgs, n_msgs, &x, add_generation_prompt, &al_default, out, NULL, NULL,
-                                     &e);
-    chat_tools_free(tj, cj, n_msgs);
-    if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
-    return st;
+    return chat_with_tools(m, name, msgs, n_msgs, tools, NULL, add_generation_prompt, out, NULL, NULL, err, err_cap);
 }
 
 SLM_API slm_status slm_chat_tokenize_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
@@ -563,17 +572,8 @@ SLM_API slm_status slm_chat_tokenize_tools(const slm_model *m, const char *templ
     const char *name = template_name ? template_name : slm_chat_template_detect(m);
     if (!name) return SLM_ERR_NOT_FOUND;
     if (!m->tok) return SLM_ERR_UNSUPPORTED;
-    slm_err e;
-    err_clear(&e);
-    chat_tools x;
-    cJSON *tj, **cj;
-    slm_status st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
-    if (st == SLM_OK)
-        st = chat_tokenize_tools(name, m->tok, msgs, n_msgs, &x, content_ids, add_generation_prompt, &al_default, ids,
-                                 n_ids, &e);
-    chat_tools_free(tj, cj, n_msgs);
-    if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
-    return st;
+    return chat_with_tools(m, name, msgs, n_msgs, tools, content_ids, add_generation_prompt, NULL, ids, n_ids, err,
+                           err_cap);
 }
 
 SLM_API void slm_free(void *ptr) { free(ptr); }

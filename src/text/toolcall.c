@@ -359,6 +359,15 @@ static void py_ws(pyp *p) {
     while (p->s < p->end && ws(*p->s)) p->s++;
 }
 
+/* Skips white space and a ',' with the white space after it: false when no ',' follows. */
+static bool py_comma(pyp *p) {
+    py_ws(p);
+    if (p->s >= p->end || *p->s != ',') return false;
+    p->s++;
+    py_ws(p);
+    return true;
+}
+
 static bool py_ident(pyp *p, const char **id, size_t *len, bool dotted) {
     const char *s = p->s;
     if (s >= p->end || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
@@ -473,11 +482,7 @@ static cJSON *py_seq(pyp *p, int depth, bool dict) {
         if (dict) cJSON_AddItemToObject(v, key, e);
         else cJSON_AddItemToArray(v, e);
         free(key);
-        py_ws(p);
-        if (p->s < p->end && *p->s == ',') {
-            p->s++;
-            py_ws(p);
-        } else break;
+        if (!py_comma(p)) break;
     }
     if (p->s >= p->end || *p->s != close) {
         cJSON_Delete(v);
@@ -550,11 +555,7 @@ static bool py_calls(pyp *p, tc_result *r, bool *oom) {
             key[kl] = '\0';
             cJSON_AddItemToObject(args, key, v);
             free(key);
-            py_ws(p);
-            if (p->s < p->end && *p->s == ',') {
-                p->s++;
-                py_ws(p);
-            } else break;
+            if (!py_comma(p)) break;
         }
         if (p->s >= p->end || *p->s != ')') {
             cJSON_Delete(args);

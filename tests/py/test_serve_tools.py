@@ -62,7 +62,7 @@ def check(cond, what):
 
 class Server:
     def __init__(self, model, *args):
-        self.p = subprocess.Popen([statelm, "serve", "-m", str(model), "--port", "0", "-t", "1", "-c", "1024", *args],
+        self.p = subprocess.Popen([statelm, "serve", "-m", str(model), "--port", "0", "-t", "1", *args],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.err = bytearray()
         threading.Thread(target=lambda: [self.err.extend(c) for c in iter(lambda: os.read(self.p.stderr.fileno(),
@@ -192,29 +192,20 @@ def refusal_tests(s):
     expect_400(s, "role", "is not system, user, assistant or tool", messages=[{"role": "robot", "content": "x"}])
 
 
-qwen3 = Server(data / "tiny" / "qwen3" / "qwen3-f32.gguf")
-try:
-    forced_tests("tiny qwen3", qwen3, range(6))
-    round_trip_tests("tiny qwen3", qwen3)
-    refusal_tests(qwen3)
-finally:
-    qwen3.stop()
+TINY_LLAMA = data / "tiny" / "llama" / "llama-f32.gguf"
+for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen3-f32.gguf", [], range(6)),
+                                  ("tiny llama --chat-template llama3", TINY_LLAMA, ["--chat-template", "llama3"], range(4)),
+                                  ("tiny llama --chat-template lfm2", TINY_LLAMA, ["--chat-template", "lfm2"], range(4))):
+    s = Server(model, *args, "-c", "4096")
+    try:
+        forced_tests(label, s, seeds)
+        round_trip_tests(label, s)
+        if label == "tiny qwen3":
+            refusal_tests(s)
+    finally:
+        s.stop()
 
-llama3 = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", "llama3", "-c", "4096")
-try:
-    forced_tests("tiny llama --chat-template llama3", llama3, range(4))
-    round_trip_tests("tiny llama --chat-template llama3", llama3)
-finally:
-    llama3.stop()
-
-lfm2 = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", "lfm2", "-c", "4096")
-try:
-    forced_tests("tiny llama --chat-template lfm2", lfm2, range(4))
-    round_trip_tests("tiny llama --chat-template lfm2", lfm2)
-finally:
-    lfm2.stop()
-
-gemma = Server(data / "tiny" / "llama" / "llama-f32.gguf", "--chat-template", "gemma")
+gemma = Server(TINY_LLAMA, "--chat-template", "gemma")
 try:
     expect_400(gemma, "gemma tools", "has no tool support", tools=TOOLS)
     r = gemma.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=2)

@@ -481,9 +481,7 @@ static void sse_tool_calls(job *j, int32_t ci, size_t c0) {
 
 /* Appends the stream event of choice ci: text [n_sent, upto) (for chat, split into reasoning and
  * content deltas: split_answer), logprobs not yet sent and, when the choice has finished, its
- * finish_reason. Under srv.mu. */
-static void sse_tool_calls(job *j, int32_t ci, size_t c0);
-
+ * finish_reason (with tools: sse_tool_calls after it). Under srv.mu. */
 static void sse_choice(job *j, int32_t ci, size_t upto) {
     choice *c = &j->choices[ci];
     const char *text0 = c->text.v ? c->text.v : "";
