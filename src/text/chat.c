@@ -187,7 +187,7 @@ static slm_status tools_prepare(const chat_tools *t, const slm_chat_message *m, 
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
             const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
             if (!cJSON_IsObject(fn) || !cJSON_IsString(name)) {
-                x->first[i + 1] = k;
+                x->first[n] = k; /* the calls gathered so far, for tools_free */
                 tools_free(x);
                 return err_set(e, SLM_ERR_INVALID_ARG,
                                "chat: message %zu: tool_calls[%d] needs \"function\": {\"name\": string, ...}", i, j);
@@ -198,7 +198,7 @@ static slm_status tools_prepare(const chat_tools *t, const slm_chat_message *m, 
                                                      : NULL;
             if (!cJSON_IsObject(obj)) {
                 cJSON_Delete(obj);
-                x->first[i + 1] = k;
+                x->first[n] = k; /* the calls gathered so far, for tools_free */
                 tools_free(x);
                 return err_set(e, SLM_ERR_INVALID_ARG,
                                "chat: message %zu: tool_calls[%d].function.arguments is not a JSON object", i, j);
