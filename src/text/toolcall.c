@@ -311,11 +311,11 @@ static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *arg
     return true;
 }
 
-/* A call object {"name": string, <args_key or "arguments">: object or string holding one}; the
+/* A call object {"name": non-empty string, <args_key or "arguments">: object or string holding one}; the
  * arguments (detached, caller owns) and the name, or NULL when v is not one. */
 static cJSON *call_parts(cJSON *v, const char *args_key, const char **name) {
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
-    if (!cJSON_IsObject(v) || !cJSON_IsString(nm)) return NULL;
+    if (!cJSON_IsObject(v) || !cJSON_IsString(nm) || !nm->valuestring[0]) return NULL;
     const char *key = cJSON_HasObjectItem(v, args_key) ? args_key : "arguments";
     cJSON *args = cJSON_GetObjectItemCaseSensitive(v, key);
     if (!args) {
@@ -654,6 +654,7 @@ static bool find_calls(tc_format f, const char *t, size_t n, tc_result *r, size_
 
 slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) {
     memset(r, 0, sizeof *r);
+    n = strnlen(t, n);
     size_t c0 = 0, c1 = 0;
     bool oom = false, found = f != TC_NONE && find_calls(f, t, n, r, &c0, &c1, &oom);
     if (oom) {
@@ -682,6 +683,7 @@ slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) {
 static bool prefix_of(const char *t, size_t n, const char *pat) { return n < strlen(pat) && !memcmp(t, pat, n); }
 
 size_t tc_content_ready(tc_format f, const char *t, size_t n) {
+    n = strnlen(t, n);
     if (f == TC_NONE) return n;
     size_t i = 0;
     while (i < n && ws(t[i])) i++;

@@ -54,7 +54,7 @@ typedef struct tc_result {
     char *content;
 } tc_result;
 
-/* Parses text[0, n) in format f. SLM_OK (calls or none) or SLM_ERR_NOMEM; r is then empty. */
+/* Parses text[0, n) in format f (the text ends at a NUL byte before n, as the content is a C string). SLM_OK (calls or none) or SLM_ERR_NOMEM; r is then empty. */
 slm_status tc_parse(tc_format f, const char *text, size_t n, tc_result *r);
 void tc_result_free(tc_result *r);
 

@@ -4,9 +4,10 @@
  * a JSON object; without calls the content is the input, with calls a prefix of it followed by a
  * suffix; for cut points of the input, what tc_content_ready lets out is a prefix of the final
  * content); 4-7 a "tools" JSON array (tc_check_tools accepts or names the problem; an accepted one
- * renders with the qwen3, chatml, lfm2 and llama3 templates; tc_pyjson of any JSON reads back as
- * the same value). Seed corpus: tests/data/corpus/toolcall/. */
+ * renders with the qwen3, chatml, lfm2, llama3 and gemma templates or is refused with a message;
+ * tc_pyjson of any JSON reads back as the same tree). Seed corpus: tests/data/corpus/toolcall/. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const tc_format k_formats[] = {TC_NONE, TC_HERMES, TC_LFM2, TC_LLAMA3};
 
 static void parse_answer(tc_format f, const char *t, size_t n) {
+    n = strnlen(t, n); /* the answer text ends at a NUL byte */
     tc_result r;
     FUZZ_CHECK(tc_parse(f, t, n, &r) == SLM_OK);
     size_t nc = strlen(r.content);
@@ -42,13 +44,32 @@ static void parse_answer(tc_format f, const char *t, size_t n) {
     tc_result_free(&r);
 }
 
+static bool finite_tree(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble);
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (!finite_tree(c)) return false;
+    return true;
+}
+
+/* a and b hold the same values in the same order (repeated keys included; -0 equals 0). */
+static bool same_tree(const cJSON *a, const cJSON *b) {
+    if ((a->type & 0xFF) != (b->type & 0xFF)) return false;
+    if (cJSON_IsNumber(a)) return a->valuedouble == b->valuedouble;
+    if (cJSON_IsString(a)) return !strcmp(a->valuestring, b->valuestring);
+    const cJSON *x = a->child, *y = b->child;
+    for (; x && y; x = x->next, y = y->next)
+        if ((x->string || y->string) && (!x->string || !y->string || strcmp(x->string, y->string))) return false;
+        else if (!same_tree(x, y)) return false;
+    return !x && !y;
+}
+
 static void check_tools(const char *t, size_t n) {
     cJSON *v = cJSON_ParseWithLength(t, n);
     if (!v) return;
     char *py = tc_pyjson(v, (int)(n % 3) - 1);
     FUZZ_CHECK(py);
-    cJSON *back = cJSON_Parse(py);
-    FUZZ_CHECK(back && cJSON_Compare(v, back, true));
+    cJSON *back = cJSON_Parse(py); /* Python writes Infinity for an overflowing number, as JSON cannot */
+    FUZZ_CHECK(!finite_tree(v) || (back && same_tree(v, back)));
     cJSON_Delete(back);
     free(py);
     slm_err e;
