@@ -9,6 +9,9 @@ client, on the tiny qwen3 model (Hermes format), the tiny llama model served wit
   arguments parse as JSON and validate (jsonschema) against that tool's parameters; content null;
 - streamed, the same seed gives the same call: the first delta of a call carries its id, type and
   name, the arguments come in later deltas, the last chunk's finish_reason is "tool_calls";
+- tool_choice "auto" on an answer made a known text by llama-server's "grammar" field: content
+  before/after the call and the call are split as the family's format says, streamed and not;
+  without tools the same text is all content;
 - a round trip: the assistant message with the call and a role "tool" message are accepted and
   rendered (the prompt grows by them);
 - tool_choice "none": the tools are not rendered (the prompt has the tokens of the request without
@@ -158,6 +161,39 @@ def round_trip_tests(label, s):
     check(auto.usage.prompt_tokens > plain.usage.prompt_tokens + 50, f"{label} auto: tools not rendered {auto.usage}")
 
 
+# tool_choice "auto" on an answer that llama-server's "grammar" field makes exactly this text
+AUTO = {"tiny qwen3": ('Let me check.\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
+                       "Let me check."),
+        "tiny llama --chat-template llama3": ('{"name": "add", "parameters": {"a": 1, "b": 2}}', None),
+        "tiny llama --chat-template lfm2": ("[add(a=1, b=2)] Done.", "Done.")}
+
+
+def auto_tests(label, s):
+    text, want_content = AUTO[label]
+    gbnf = "root ::= " + json.dumps(text)
+    r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
+                                         extra_body={"grammar": gbnf})
+    m = r.choices[0].message
+    check(r.choices[0].finish_reason == "tool_calls" and m.content == want_content and len(m.tool_calls) == 1 and
+          m.tool_calls[0].function.name == "add" and json.loads(m.tool_calls[0].function.arguments) == {"a": 1, "b": 2},
+          f"{label} auto: {r}")
+    stream = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
+                                              extra_body={"grammar": gbnf}, stream=True)
+    content, args, names, finish = "", "", [], None
+    for chunk in stream:
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for c in d.tool_calls or []:
+            names += [c.function.name] if c.function.name else []
+            args += c.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    check(content == (want_content or "") and names == ["add"] and json.loads(args) == {"a": 1, "b": 2} and
+          finish == "tool_calls", f"{label} auto streamed: {content!r} {names} {args!r} {finish}")
+    # without tools the same text is content
+    r = s.client.chat.completions.create(model="m", messages=ASK, max_tokens=200, extra_body={"grammar": gbnf})
+    check(r.choices[0].message.content == text and not r.choices[0].message.tool_calls, f"{label} no tools: {r}")
+
+
 def expect_400(s, what, needle, **kw):
     try:
         s.client.chat.completions.create(model="m", max_tokens=4, **{"messages": ASK, **kw})
@@ -200,6 +236,7 @@ for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen
     try:
         forced_tests(label, s, seeds)
         round_trip_tests(label, s)
+        auto_tests(label, s)
         if label == "tiny qwen3":
             refusal_tests(s)
     finally:
