@@ -344,6 +344,11 @@ SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *t
 /* For streaming: how many bytes of text[0, len) are content whatever is generated next (they stop
  * before what is or may become a call); never more than the content prefix the parse finds later. */
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len);
+/* For streaming a call in the JSON formats (Hermes: qwen3, chatml, smollm2; llama3) as it is
+ * generated: true once the first call's name is whole, with span[0], span[1] its offset and length
+ * in text and span[2], span[3] those of its arguments written so far (a prefix of the arguments
+ * slm_tool_calls_parse returns for the complete call; length 0 before they start). */
+SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]);
 SLM_API void slm_free(void *ptr);
 
 /* ---------------------------------------------------------------------------------------------

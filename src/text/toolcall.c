@@ -284,6 +284,12 @@ const cJSON *tc_find_tool(const cJSON *tools, const char *name) {
 
 /* ---- parsing --------------------------------------------------------------------------------- */
 
+#define HERMES_OPEN "<tool_call>"
+#define HERMES_CLOSE "</tool_call>"
+#define LFM2_OPEN "<|tool_call_start|>"
+#define LFM2_CLOSE "<|tool_call_end|>"
+#define PYTHON_TAG "<|python_tag|>"
+
 static bool ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 static const char *find(const char *s, size_t n, const char *pat) {
@@ -293,9 +299,10 @@ static const char *find(const char *s, size_t n, const char *pat) {
     return NULL;
 }
 
-/* Adds a call with arguments args (an object; taken over) to r. false when out of memory. */
-static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *args) {
-    char *a = cJSON_PrintUnformatted(args);
+/* Adds a call with arguments args (an object; taken over) to r, written as raw[0, n_raw) when raw
+ * is given (the model's own text of the object) or else as compact JSON. false when out of memory. */
+static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *args, const char *raw, size_t n_raw) {
+    char *a = raw ? strndup(raw, n_raw) : cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
     char *nm = malloc(name_len + 1);
     tc_call *v = realloc(r->calls, (r->n_calls + 1) * sizeof *v);
@@ -336,18 +343,94 @@ static cJSON *call_parts(cJSON *v, const char *args_key, const char **name) {
     return cJSON_DetachItemViaPointer(v, args);
 }
 
-/* Parses one JSON call object at s[0, n); *used: bytes consumed. false when there is none. */
+/* The end of the JSON value at s (before end), or NULL when the text ends inside it. The text is
+ * not validated (cJSON does that): strings, brackets and the characters of scalars are skipped. */
+static const char *skip_value(const char *s, const char *end) {
+    int depth = 0;
+    for (; s < end; s++) {
+        char c = *s;
+        if (c == '"') {
+            for (s++; s < end && *s != '"'; s++)
+                if (*s == '\\') s++;
+            if (s >= end) return NULL;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth < 0) return s; /* the enclosing object's end: a scalar stopped before it */
+        } else if (depth == 0 && (c == ',' || ws(c))) {
+            return s;
+        }
+        if (depth == 0 && (c == '"' || c == '}' || c == ']')) return s + 1;
+    }
+    return NULL;
+}
+
+/* In the JSON object text s[0, end) (possibly incomplete), the value of the top-level member
+ * whose raw key is key: *v0 its start, *v1 its end (NULL while the text ends inside it). false
+ * when the key has not come (yet). */
+static bool member_span(const char *s, const char *end, const char *key, const char **v0, const char **v1) {
+    size_t nk = strlen(key);
+    while (s < end && ws(*s)) s++;
+    if (s >= end || *s != '{') return false;
+    for (s++;;) {
+        while (s < end && ws(*s)) s++;
+        if (s >= end || *s != '"') return false;
+        const char *k0 = s + 1, *k1 = skip_value(s, end);
+        if (!k1) return false;
+        s = k1;
+        while (s < end && (ws(*s) || *s == ':')) s++;
+        if (s >= end) return false;
+        const char *e = skip_value(s, end);
+        if ((size_t)(k1 - 1 - k0) == nk && !memcmp(k0, key, nk)) {
+            *v0 = s;
+            *v1 = e;
+            return true;
+        }
+        if (!e) return false;
+        s = e;
+        while (s < end && (ws(*s) || *s == ',')) s++;
+    }
+}
+
+/* Parses one JSON call object at s[0, n); *used: bytes consumed. false when there is none. The
+ * arguments are the model's own text of the object when it wrote one (what streaming sends). */
 static bool json_call(const char *s, size_t n, const char *args_key, tc_result *r, size_t *used, bool *oom) {
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(s, n, &end, false);
     if (!v) return false;
-    const char *name = NULL;
+    const char *name = NULL, *a0 = NULL, *a1 = NULL;
     cJSON *args = call_parts(v, args_key, &name);
     bool ok = args != NULL;
-    if (ok && !add_call(r, name, strlen(name), args)) *oom = true;
+    if (ok && !((member_span(s, end, args_key, &a0, &a1) || member_span(s, end, "arguments", &a0, &a1)) && a1 &&
+                *a0 == '{'))
+        a0 = a1 = NULL;
+    if (ok && !add_call(r, name, strlen(name), args, a0, a0 ? (size_t)(a1 - a0) : 0)) *oom = true;
     cJSON_Delete(v);
     *used = (size_t)(end - s);
     return ok;
+}
+
+bool tc_partial_call(tc_format f, const char *t, size_t n, tc_partial *p) {
+    memset(p, 0, sizeof *p);
+    n = strnlen(t, n);
+    if (f != TC_HERMES && f != TC_LLAMA3) return false;
+    size_t i = 0;
+    while (i < n && ws(t[i])) i++;
+    const char *open = f == TC_HERMES ? HERMES_OPEN : PYTHON_TAG;
+    if (n - i >= strlen(open) && !memcmp(t + i, open, strlen(open))) i += strlen(open);
+    else if (f == TC_HERMES) return false;
+    const char *end = t + n, *n0, *n1, *a0, *a1;
+    if (!member_span(t + i, end, "name", &n0, &n1) || !n1 || *n0 != '"') return false;
+    p->name_off = (size_t)(n0 + 1 - t);
+    p->name_len = (size_t)(n1 - 1 - (n0 + 1));
+    const char *key = f == TC_HERMES ? "arguments" : "parameters";
+    if (!member_span(t + i, end, key, &a0, &a1) || *a0 != '{') return true;
+    p->args_off = (size_t)(a0 - t);
+    p->args_len = (size_t)((a1 ? a1 : end) - a0);
+    while (!a1 && p->args_len > 0 && ((uint8_t)t[p->args_off + p->args_len - 1] & 0xC0) == 0x80) p->args_len--;
+    if (!a1 && p->args_len > 0 && (uint8_t)t[p->args_off + p->args_len - 1] >= 0xC0) p->args_len--; /* a cut character */
+    p->args_done = a1 != NULL;
+    return true;
 }
 
 /* Python literal values of an LFM2 call, as JSON. */
@@ -562,7 +645,7 @@ static bool py_calls(pyp *p, tc_result *r, bool *oom) {
             return false;
         }
         p->s++;
-        if (!add_call(r, name, name_len, args)) return *oom = true, false;
+        if (!add_call(r, name, name_len, args, NULL, 0)) return *oom = true, false;
         py_ws(p);
         if (p->s < p->end && *p->s == ',') {
             p->s++;
@@ -594,11 +677,6 @@ void tc_result_free(tc_result *r) {
     r->content = NULL;
 }
 
-#define HERMES_OPEN "<tool_call>"
-#define HERMES_CLOSE "</tool_call>"
-#define LFM2_OPEN "<|tool_call_start|>"
-#define LFM2_CLOSE "<|tool_call_end|>"
-#define PYTHON_TAG "<|python_tag|>"
 
 /* Calls of format f in text[0, n): sets *c0 (where the first call starts) and *c1 (where the last
  * ends); false (r without calls) when there is no well-formed call. */
@@ -738,6 +816,16 @@ SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *t
     if (ok) *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return *out ? SLM_OK : SLM_ERR_NOMEM;
+}
+
+SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]) {
+    tc_partial p;
+    if (!text || !span || !tc_partial_call(tc_format_of(template_name), text, len, &p)) return false;
+    span[0] = p.name_off;
+    span[1] = p.name_len;
+    span[2] = p.args_off;
+    span[3] = p.args_len;
+    return true;
 }
 
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len) {

@@ -40,7 +40,8 @@ slm_status tc_check_tools(const struct cJSON *tools, slm_err *e);
 /* The function object ("function" member) of the tool named name, or NULL. */
 const struct cJSON *tc_find_tool(const struct cJSON *tools, const char *name);
 
-/* One parsed call: arguments is compact JSON text of an object. */
+/* One parsed call: arguments is JSON text of an object: the model's own text of it in the JSON
+ * formats (when it wrote an object, not a string holding one), else compact JSON. */
 typedef struct tc_call {
     char *name, *arguments;
 } tc_call;
@@ -57,6 +58,18 @@ typedef struct tc_result {
 /* Parses text[0, n) in format f (the text ends at a NUL byte before n, as the content is a C string). SLM_OK (calls or none) or SLM_ERR_NOMEM; r is then empty. */
 slm_status tc_parse(tc_format f, const char *text, size_t n, tc_result *r);
 void tc_result_free(tc_result *r);
+
+/* For streaming a call of the JSON formats (TC_HERMES, TC_LLAMA3) while it is generated: in
+ * text[0, n), the first call's name (text[name_off, +name_len), once its string is complete) and
+ * its arguments written so far (text[args_off, +args_len): whole UTF-8 characters, never past the
+ * object's end; args_done once it is complete). These bytes are a prefix of the arguments tc_parse
+ * returns for the complete call. false while no call's name has come; args_len 0 before the
+ * arguments object has started. */
+typedef struct tc_partial {
+    size_t name_off, name_len, args_off, args_len;
+    bool args_done;
+} tc_partial;
+bool tc_partial_call(tc_format f, const char *text, size_t n, tc_partial *p);
 
 /* For streaming: the length of the prefix of text[0, n) that is content whatever follows: it stops
  * before a call's start (or what may still become one) and before trailing white space. It never

@@ -8,7 +8,8 @@ client, on the tiny qwen3 model (Hermes format), the tiny llama model served wit
   has finish_reason "tool_calls" and one call (id "call_...", type function, a tool's name) whose
   arguments parse as JSON and validate (jsonschema) against that tool's parameters; content null;
 - streamed, the same seed gives the same call: the first delta of a call carries its id, type and
-  name, the arguments come in later deltas, the last chunk's finish_reason is "tool_calls";
+  name, the arguments come in later deltas (in several pieces as they are generated, for the JSON
+  formats), the last chunk's finish_reason is "tool_calls";
 - tool_choice "auto" on an answer made a known text by llama-server's "grammar" field: content
   before/after the call and the call are split as the family's format says, streamed and not;
   without tools the same text is all content;
@@ -105,6 +106,7 @@ def valid_call(what, call, only=None):
 
 
 def forced_tests(label, s, seeds):
+    most_pieces = 0
     for choice, only in (("required", None), ({"type": "function", "function": {"name": "add"}}, "add")):
         for seed in seeds:
             what = f"{label} tool_choice={choice} seed {seed}"
@@ -119,7 +121,7 @@ def forced_tests(label, s, seeds):
             # streamed: the same call in OpenAI's deltas
             stream = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice,
                                                       seed=seed, temperature=1, max_tokens=200, stream=True)
-            calls, finish, content = {}, None, ""
+            calls, finish, content, pieces = {}, None, "", 0
             for chunk in stream:
                 c = chunk.choices[0]
                 content += c.delta.content or ""
@@ -128,12 +130,17 @@ def forced_tests(label, s, seeds):
                         check(d.id and d.type == "function" and d.function.name, f"{what} stream: first delta {d}")
                         calls[d.index] = {"id": d.id, "name": d.function.name, "arguments": ""}
                     calls[d.index]["arguments"] += d.function.arguments or ""
+                    pieces += bool(d.function.arguments)
                 finish = c.finish_reason or finish
             want = ch.message.tool_calls[0]
             check(finish == "tool_calls" and content == "", f"{what} stream: finish {finish}, content {content!r}")
             check(list(calls) == [0] and calls[0]["name"] == want.function.name and
                   calls[0]["arguments"] == want.function.arguments,
                   f"{what} stream: {calls} differs from {want}")
+            most_pieces = max(most_pieces, pieces)
+    # the JSON formats stream a forced call's arguments as they are generated; lfm2 sends them whole
+    check(most_pieces > 1 if "lfm2" not in label else most_pieces == 1,
+          f"{label}: arguments came in at most {most_pieces} pieces")
 
 
 def round_trip_tests(label, s):

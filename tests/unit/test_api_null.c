@@ -105,6 +105,9 @@ static void model_null(void **unused) {
     assert_null(out);
     assert_int_equal(slm_tool_calls_parse("qwen3", NULL, 1, NULL), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_tool_calls_content_ready(NULL, NULL, 5), 0);
+    size_t span[4];
+    assert_false(slm_tool_call_partial(NULL, NULL, 5, span));
+    assert_false(slm_tool_call_partial("qwen3", "<tool_call>{\"name\": \"f\"}", 26, NULL));
     slm_grammar *g = (slm_grammar *)1;
     assert_int_equal(slm_tool_call_grammar(NULL, "[]", NULL, &g, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_null(g);

@@ -31,12 +31,12 @@ static void parse_one(tc_format f, const char *text, size_t want_calls, const ch
 
 static void hermes(void **unused) {
     (void)unused;
-    parse_one(TC_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", 1, "f", "{\"a\":1}",
+    parse_one(TC_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", 1, "f", "{\"a\": 1}",
               "");
     parse_one(TC_HERMES, "Sure.\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n"
                          "<tool_call>{\"name\":\"g\",\"arguments\":\"{\\\"x\\\": [1, 2]}\"}</tool_call>  after",
               2, "f", "{}", "Sure.after");
-    parse_one(TC_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"b\"}}", 1, "f", "{\"a\":\"b\"}", "");
+    parse_one(TC_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"b}\\\"\"}}", 1, "f", "{\"a\": \"b}\\\"\"}", "");
     parse_one(TC_HERMES, "<tool_call>{\"name\": \"f\"}</tool_call>", 1, "f", "{}", "");
     /* malformed: the whole text is content */
     parse_one(TC_HERMES, "x <tool_call>{\"name\": 3}</tool_call>", 0, NULL, NULL, "x <tool_call>{\"name\": 3}</tool_call>");
@@ -61,7 +61,7 @@ static void lfm2(void **unused) {
 
 static void llama3(void **unused) {
     (void)unused;
-    parse_one(TC_LLAMA3, " {\"name\": \"f\", \"parameters\": {\"a\": [true]}} \n", 1, "f", "{\"a\":[true]}", "");
+    parse_one(TC_LLAMA3, " {\"name\": \"f\", \"parameters\": {\"a\": [true]}} \n", 1, "f", "{\"a\": [true]}", "");
     parse_one(TC_LLAMA3, "<|python_tag|>{\"name\": \"f\", \"arguments\": {}}", 1, "f", "{}", "");
     parse_one(TC_LLAMA3, "{\"name\": \"f\", \"parameters\": {}} and more", 0, NULL, NULL,
               "{\"name\": \"f\", \"parameters\": {}} and more");
@@ -101,6 +101,46 @@ static void streaming_bound(void **unused) {
     }
 }
 
+/* Every prefix of a call: the name once whole, then arguments that grow as a prefix of the final
+ * ones and are whole at the end. */
+static void partial_calls(void **unused) {
+    (void)unused;
+    static const struct {
+        tc_format f;
+        const char *text, *name, *args;
+    } cases[] = {
+        {TC_HERMES, "<tool_call>\n{\"name\": \"get_w\", \"arguments\": {\"city\": \"S\u00e3o \\\"}\\\" P\", \"n\": [1, {\"x\": 2}]}}\n</tool_call>",
+         "get_w", "{\"city\": \"S\u00e3o \\\"}\\\" P\", \"n\": [1, {\"x\": 2}]}"},
+        {TC_HERMES, "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>", "f", "{\"a\": 1}"},
+        {TC_LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": -1.5e3, \"b\": true}}", "add", "{\"a\": -1.5e3, \"b\": true}"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *t = cases[k].text;
+        size_t n = strlen(t), last = 0;
+        bool named = false;
+        for (size_t m = 0; m <= n; m++) {
+            tc_partial p;
+            if (!tc_partial_call(cases[k].f, t, m, &p)) {
+                assert_false(named);
+                continue;
+            }
+            named = true;
+            assert_int_equal(p.name_len, strlen(cases[k].name));
+            assert_memory_equal(t + p.name_off, cases[k].name, p.name_len);
+            assert_true(p.args_len >= last && p.args_len <= strlen(cases[k].args));
+            assert_memory_equal(t + p.args_off, cases[k].args, p.args_len);
+            assert_true(!p.args_done || p.args_len == strlen(cases[k].args));
+            last = p.args_len;
+        }
+        assert_true(named);
+        assert_int_equal(last, strlen(cases[k].args));
+        parse_one(cases[k].f, t, 1, cases[k].name, cases[k].args, "");
+    }
+    tc_partial p;
+    assert_false(tc_partial_call(TC_LFM2, "[f(a=1)]", 8, &p));
+    assert_false(tc_partial_call(TC_HERMES, "text <tool_call>{\"name\": \"f\"}", 30, &p));
+}
+
 static void tools_check(void **unused) {
     (void)unused;
     static const struct {
@@ -137,7 +177,7 @@ static void public_parse(void **unused) {
     char *out = NULL;
     const char *t = "Hi <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
     assert_int_equal(slm_tool_calls_parse("qwen3", t, strlen(t), &out), SLM_OK);
-    assert_string_equal(out, "{\"tool_calls\":[{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}],\"content\":\"Hi\"}");
+    assert_string_equal(out, "{\"tool_calls\":[{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}],\"content\":\"Hi\"}");
     slm_free(out);
     assert_int_equal(slm_tool_calls_parse("gemma", t, strlen(t), &out), SLM_OK);
     cJSON *r = cJSON_Parse(out);
@@ -277,7 +317,7 @@ static void forced_grammar(void **unused) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hermes),         cmocka_unit_test(lfm2),         cmocka_unit_test(llama3),
-        cmocka_unit_test(streaming_bound), cmocka_unit_test(tools_check), cmocka_unit_test(public_parse),
+        cmocka_unit_test(streaming_bound), cmocka_unit_test(partial_calls), cmocka_unit_test(tools_check), cmocka_unit_test(public_parse),
         cmocka_unit_test(forced_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -106,6 +106,7 @@ typedef struct choice {
     int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded */
     size_t n_ids, cap_ids;
     bool ids_cut;       /* a stop string cut text: ids spell more than text */
+    tool_stream ts;     /* what a stream has sent of a forced tool call */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the
@@ -460,6 +461,12 @@ static void sse_delta(job *j, int32_t ci, cJSON *delta, const char *finish) {
     sse_add_json(j, root);
 }
 
+/* Sends each delta of the array deltas (taken over; NULL: none) as a chunk of choice ci. */
+static void sse_deltas(job *j, int32_t ci, cJSON *deltas) {
+    while (deltas && deltas->child) sse_delta(j, ci, cJSON_DetachItemViaPointer(deltas, deltas->child), NULL);
+    cJSON_Delete(deltas);
+}
+
 /* The end of a choice of a request with tools: the rest of its content, its calls (a delta with
  * id, type and name, then one with the arguments, per call) and the finish reason ("tool_calls"
  * when it made calls). c0: where the answer's content starts. Under srv.mu. */
@@ -469,19 +476,30 @@ static void sse_tool_calls(job *j, int32_t ci, size_t c0) {
     bool calls = false;
     char *text = cli_utf8_sanitize(c->text.v ? c->text.v : "");
     size_t n = text ? strlen(text) : 0;
-    cJSON *deltas = text && c0 <= n ? tools_final_deltas(&j->tools, srv.chat_template, text + c0, n - c0, sent, j->id,
-                                                         ci, &calls)
+    cJSON *deltas = text && c0 <= n ? tools_final_deltas(&j->tools, srv.chat_template, text + c0, n - c0, sent, &c->ts,
+                                                         j->id, ci, &calls)
                                     : NULL;
     free(text);
-    while (deltas && deltas->child) sse_delta(j, ci, cJSON_DetachItemViaPointer(deltas, deltas->child), NULL);
-    cJSON_Delete(deltas);
+    sse_deltas(j, ci, deltas);
     c->n_sent = c->text.n;
     sse_delta(j, ci, NULL, calls && !strcmp(c->finish, "stop") ? "tool_calls" : c->finish);
 }
 
+/* After a stream event of a request with tools: at the end, sse_tool_calls; before it, the new
+ * part of a forced call (its head, then argument pieces as they are generated). */
+static void sse_tool_progress(job *j, int32_t ci, size_t c0) {
+    choice *c = &j->choices[ci];
+    if (c->finish) {
+        sse_tool_calls(j, ci, c0);
+    } else if (j->tools.forced && c->text.v && c->text.n >= c0) {
+        sse_deltas(j, ci, tools_progress_deltas(&j->tools, srv.chat_template, c->text.v + c0, c->text.n - c0, &c->ts,
+                                                j->id, ci));
+    }
+}
+
 /* Appends the stream event of choice ci: text [n_sent, upto) (for chat, split into reasoning and
  * content deltas: split_answer), logprobs not yet sent and, when the choice has finished, its
- * finish_reason (with tools: sse_tool_calls after it). Under srv.mu. */
+ * finish_reason (with tools: sse_tool_progress after it). Under srv.mu. */
 static void sse_choice(job *j, int32_t ci, size_t upto) {
     choice *c = &j->choices[ci];
     const char *text0 = c->text.v ? c->text.v : "";
@@ -497,7 +515,7 @@ static void sse_choice(job *j, int32_t ci, size_t upto) {
     if (upto < c->n_sent) upto = c->n_sent;
     bool has_text = upto > c->n_sent, has_lp = j->logprobs && c->n_lps_sent < c->n_tokens;
     if (!has_text && !has_lp && !finish && c->role_sent) {
-        if (c->finish) sse_tool_calls(j, ci, parts.c0);
+        if (j->tools.parse) sse_tool_progress(j, ci, parts.c0);
         return;
     }
     cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
@@ -531,7 +549,7 @@ static void sse_choice(job *j, int32_t ci, size_t upto) {
     else cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(arr, ch);
     sse_add_json(j, root);
-    if (c->finish && !finish) sse_tool_calls(j, ci, parts.c0);
+    if (j->tools.parse) sse_tool_progress(j, ci, parts.c0);
 }
 
 /* Ends the job's event stream: usage when asked for, then [DONE]. Under srv.mu. */

@@ -65,6 +65,7 @@ bool tools_read_request(const cJSON *root, const char *tmpl, bool has_constraint
     }
     t->tools = text;
     t->parse = true;
+    t->forced = forced;
     if (forced) {
         slm_status st = slm_tool_call_grammar(tmpl, text, name, grammar, err, sizeof err);
         if (st != SLM_OK) {
@@ -172,8 +173,49 @@ size_t tools_content_ready(const tool_req *t, const char *tmpl, const char *text
     return t->parse ? slm_tool_calls_content_ready(tmpl, text, n) : n;
 }
 
+/* A delta {"tool_calls": [{"index": k, "function": {"arguments": args[0, n)}}]}. */
+static cJSON *args_delta(size_t k, const char *args, size_t n) {
+    cJSON *d = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(d, "tool_calls");
+    cJSON *item = cJSON_CreateObject(), *fn;
+    cJSON_AddItemToArray(arr, item);
+    cJSON_AddNumberToObject(item, "index", (double)k);
+    fn = cJSON_AddObjectToObject(item, "function");
+    char *piece = strndup(args, n);
+    cJSON_AddStringToObject(fn, "arguments", piece ? piece : "");
+    free(piece);
+    return d;
+}
+
+/* A delta {"tool_calls": [call k with its id, type, name and empty arguments]}. */
+static cJSON *head_delta(const cJSON *call, const char *job_id, int choice, size_t k) {
+    cJSON *d = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(d, "tool_calls");
+    cJSON_AddItemToArray(arr, call_json(call, job_id, choice, k, false));
+    return d;
+}
+
+cJSON *tools_progress_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, tool_stream *ts,
+                             const char *job_id, int choice) {
+    cJSON *out = cJSON_CreateArray();
+    size_t span[4];
+    if (!out || !t->forced || !slm_tool_call_partial(tmpl, text, n, span)) return out;
+    if (!ts->head_sent) {
+        cJSON *call = cJSON_CreateObject();
+        char *name = strndup(text + span[0], span[1]);
+        cJSON_AddStringToObject(call, "name", name ? name : "");
+        free(name);
+        cJSON_AddItemToArray(out, head_delta(call, job_id, choice, 0));
+        cJSON_Delete(call);
+        ts->head_sent = true;
+    }
+    if (span[3] > ts->args_sent) {
+        cJSON_AddItemToArray(out, args_delta(0, text + span[2] + ts->args_sent, span[3] - ts->args_sent));
+        ts->args_sent = span[3];
+    }
+    return out;
+}
+
 cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, size_t sent,
-                          const char *job_id, int choice, bool *has_calls) {
+                          const tool_stream *ts, const char *job_id, int choice, bool *has_calls) {
     *has_calls = false;
     cJSON *out = cJSON_CreateArray();
     cJSON *r = t->parse ? parse_answer(tmpl, text, n) : NULL;
@@ -185,6 +227,7 @@ cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text,
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
     const char *content = r ? cJSON_GetObjectItemCaseSensitive(r, "content")->valuestring : text;
     size_t n_content = r ? strlen(content) : n;
+    if (ts->head_sent && !cJSON_GetArraySize(calls)) n_content = 0; /* a streamed call cut short: no content */
     if (n_content > sent) {
         cJSON *d = cJSON_CreateObject();
         char *rest = strndup(content + sent, n_content - sent);
@@ -194,16 +237,10 @@ cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text,
     }
     size_t k = 0;
     for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next, k++) {
-        cJSON *head = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(head, "tool_calls");
-        cJSON_AddItemToArray(arr, call_json(c, job_id, choice, k, false));
-        cJSON_AddItemToArray(out, head);
-        cJSON *args = cJSON_CreateObject(), *arr2 = cJSON_AddArrayToObject(args, "tool_calls");
-        cJSON *item = cJSON_CreateObject(), *fn;
-        cJSON_AddNumberToObject(item, "index", (double)k);
-        fn = cJSON_AddObjectToObject(item, "function");
-        cJSON_AddStringToObject(fn, "arguments", cJSON_GetObjectItemCaseSensitive(c, "arguments")->valuestring);
-        cJSON_AddItemToArray(arr2, item);
-        cJSON_AddItemToArray(out, args);
+        const char *args = cJSON_GetObjectItemCaseSensitive(c, "arguments")->valuestring;
+        size_t done = k == 0 && ts->head_sent ? ts->args_sent : 0, n_args = strlen(args);
+        if (!(k == 0 && ts->head_sent)) cJSON_AddItemToArray(out, head_delta(c, job_id, choice, k));
+        if (n_args > done) cJSON_AddItemToArray(out, args_delta(k, args + done, n_args - done));
         *has_calls = true;
     }
     cJSON_Delete(r);

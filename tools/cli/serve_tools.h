@@ -15,7 +15,15 @@
 typedef struct tool_req {
     char *tools; /* JSON text of the request's non-empty "tools" when tool_choice is not "none", or NULL */
     bool parse;  /* answers are parsed for calls */
+    bool forced; /* tool_choice "required" or named: the answer is one call, streamed as it is generated */
 } tool_req;
+
+/* What a streamed choice has sent of its call: the delta with id, type and name, and how many
+ * bytes of the arguments. */
+typedef struct tool_stream {
+    bool head_sent;
+    size_t args_sent;
+} tool_stream;
 
 /* Reads "tools" and "tool_choice" of the request root for template tmpl. For "required" or a named
  * function, *grammar gets the forced-call grammar (NULL otherwise). false with msg naming what is
@@ -38,11 +46,18 @@ bool tools_message_json(const tool_req *t, const char *tmpl, const char *text, c
 /* Streaming: how many bytes of the answer content text[0, n) may be sent as content now. */
 size_t tools_content_ready(const tool_req *t, const char *tmpl, const char *text, size_t n);
 
-/* Streaming, at the end of a choice: the deltas still to send after sent bytes of content went out
- * (the rest of the content, then per call one delta with its id, type and name and one with its
- * arguments), as a cJSON array of delta objects; *has_calls tells whether there are calls. NULL
- * when out of memory. */
+/* Streaming a forced call while it is generated (text[0, n): the answer content so far): the deltas
+ * of what is new since ts (the id, type and name once the name is whole, then each new piece of
+ * the arguments), as a cJSON array of delta objects (empty when nothing is new; NULL when out of
+ * memory); ts is advanced. */
+cJSON *tools_progress_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, tool_stream *ts,
+                             const char *job_id, int choice);
+
+/* Streaming, at the end of a choice: the deltas still to send after sent bytes of content and what
+ * ts records of the call went out (the rest of the content, then per call one delta with its id,
+ * type and name and one with the rest of its arguments), as a cJSON array of delta objects;
+ * *has_calls tells whether there are calls. NULL when out of memory. */
 cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, size_t sent,
-                          const char *job_id, int choice, bool *has_calls);
+                          const tool_stream *ts, const char *job_id, int choice, bool *has_calls);
 
 #endif
