@@ -37,9 +37,18 @@ static void parse_answer(tc_format f, const char *t, size_t n) {
         FUZZ_CHECK(cJSON_IsObject(a));
         cJSON_Delete(a);
     }
+    bool plain = !memchr(t, '\\', n); /* no escapes: raw names and keys are the decoded ones */
     for (size_t k = 0; k < 16; k++) {
         size_t m = n * k / 15, ready = tc_content_ready(f, t, m);
         FUZZ_CHECK(ready <= m && ready <= nc && !memcmp(r.content, t, ready));
+        tc_partial p;
+        if (!tc_partial_call(f, t, m, &p)) continue;
+        FUZZ_CHECK(p.name_off + p.name_len <= m && p.args_off + p.args_len <= m);
+        if (plain && r.n_calls > 0) { /* what streams is the start of the parsed call */
+            FUZZ_CHECK(strlen(r.calls[0].name) == p.name_len && !memcmp(r.calls[0].name, t + p.name_off, p.name_len));
+            FUZZ_CHECK(strlen(r.calls[0].arguments) >= p.args_len &&
+                       !memcmp(r.calls[0].arguments, t + p.args_off, p.args_len));
+        }
     }
     tc_result_free(&r);
 }
