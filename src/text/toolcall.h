@@ -1,6 +1,7 @@
 /* toolcall.h — tool calls in the chat formats (docs/serve.md "Tools"): the family call format of a
  * template, JSON printed as Jinja's tojson writes it (Python's json.dumps, for tool renderings),
- * checks of an OpenAI "tools" array, and parsing a model's answer into calls.
+ * checks of an OpenAI "tools" array, parsing a model's answer into calls, and the parts of a call
+ * that may be streamed while it is generated.
  *
  * Formats: TC_HERMES ("chatml", "smollm2", "qwen3", "qwen3-nothink"): <tool_call>{"name": ...,
  * "arguments": {...}}</tool_call> blocks; TC_LFM2: a Python-style list [f(a=1), g()] between

@@ -222,6 +222,8 @@ def refusal_tests(s):
                tool_choice={"type": "function", "function": {"name": "nope"}})
     expect_400(s, "required without tools", "needs a non-empty 'tools'", tool_choice="required")
     expect_400(s, "bad tool_choice", "'tool_choice' must be", tools=TOOLS, tool_choice="sometimes")
+    expect_400(s, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean", tools=TOOLS,
+               extra_body={"parallel_tool_calls": "yes"})
     expect_400(s, "keyword", "keyword 'pattern'", tool_choice="required",
                tools=[{"type": "function", "function": {"name": "f", "parameters": {
                    "type": "object", "properties": {"x": {"type": "string", "pattern": "a+"}}}}}])

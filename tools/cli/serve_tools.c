@@ -12,6 +12,9 @@ bool tools_read_request(const cJSON *root, const char *tmpl, bool has_constraint
     *grammar = NULL;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     const cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    const cJSON *parallel = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
+    if (parallel && !cJSON_IsNull(parallel) && !cJSON_IsBool(parallel))
+        return snprintf(msg, cap, "'parallel_tool_calls' must be a boolean"), false;
     bool have_tools = tools && !cJSON_IsNull(tools);
     char *text = have_tools ? cJSON_PrintUnformatted(tools) : NULL;
     if (have_tools && !text) return snprintf(msg, cap, "out of memory"), false;
