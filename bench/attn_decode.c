@@ -6,7 +6,7 @@
  * the K/V bytes the step must read and the rate that makes; and a check that the tier's output
  * equals the generic tier's bit for bit.
  * Usage: bench_attn_decode [-p KEYS] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS] [-r REPS]
- *                          [-f32] [-i generic|neon|avx2|avxvnni|avx512|amx] */
+ *                          [-f32] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i - 1], "-l")) L = atoll(a);
         else if (!strcmp(argv[i - 1], "-r")) reps = atoi(a);
         else if (!strcmp(argv[i - 1], "-i")) {
-            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_AMX; l++)
+            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_I8MM; l++)
                 if (!strcmp(a, cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
         }
     }

@@ -3,7 +3,7 @@
  * R timings of each, its ratio to one column, and a check that every column equals the column
  * computed alone, bit for bit. Random weights of an m x k matrix; a matrix larger than the last
  * level cache measures the streaming case, a small one the compute.
- * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|avx2|avxvnni|avx512|amx] [-t TYPE] [-c]
+ * Usage: bench_mm_cols [-m ROWS] [-k COLS] [-r REPS] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] [-t TYPE] [-c]
  * (-t: one weight type, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k or q6_k; default every type the
  * tier has tiles for. -c: the thread's CPU time instead of wall time, for a machine shared with
  * other work: time spent descheduled is left out, contention for caches and memory is not). */
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) only = argv[i + 1];
         else if (!strcmp(argv[i], "-i")) {
-            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_AMX; l++)
+            for (int l = CPU_ISA_GENERIC; l <= CPU_ISA_I8MM; l++)
                 if (!strcmp(argv[i + 1], cpu_isa_name((cpu_isa_level)l))) level = (cpu_isa_level)l;
         }
     }

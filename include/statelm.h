@@ -378,7 +378,7 @@ typedef struct slm_session_params {
     int32_t checkpoint_budget_mib;
     const char *checkpoint_dir; /* optional folder for spilled checkpoints; must exist */
     /* CPU kernel tier: NULL, "" or "auto" = the best this CPU has; "ref" = the scalar reference
-     * kernels only; "generic", "neon", "avx2", "avxvnni", "avx512" or "amx" = exactly that tier. A tier the
+     * kernels only; "generic", "neon", "i8mm", "avx2", "avxvnni", "avx512" or "amx" = exactly that tier. A tier the
      * build or the CPU lacks fails with SLM_ERR_UNSUPPORTED (never replaced by another), any other
      * value with SLM_ERR_INVALID_ARG. The library reads no environment variable for this. */
     const char *kernels;
@@ -417,7 +417,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
 SLM_API int32_t slm_session_pos(const slm_session *s);
 SLM_API int32_t slm_session_n_ctx(const slm_session *s);
 SLM_API const slm_model *slm_session_model(const slm_session *s);
-/* The CPU kernels the session runs: "ref", "generic", "neon", "avx2", "avxvnni", "avx512" or "amx" (the
+/* The CPU kernels the session runs: "ref", "generic", "neon", "i8mm", "avx2", "avxvnni", "avx512" or "amx" (the
  * tier chosen from the CPU and slm_session_params.kernels when the session was created). Static
  * storage. */
 SLM_API const char *slm_session_kernels(const slm_session *s);

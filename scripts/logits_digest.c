@@ -10,7 +10,7 @@
  * Default ids: a fixed English sentence encoded with the model's tokenizer (first 40 ids), else
  * 1..40 modulo n_vocab. Output is plain text with no paths or timings.
  * Usage: logits_digest -m MODEL [-t THREADS] [--kv f16|f32] [--ids 1,2,3] [-n N] [-c N_CTX]
- *                      [--kernels ref|generic|neon|avx2|avxvnni|avx512|auto] [--quantize TYPE] */
+ *                      [--kernels ref|generic|neon|i8mm|avx2|avxvnni|avx512|amx|auto] [--quantize TYPE] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ typedef struct options {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: logits_digest -m MODEL [-t THREADS] [--kv f16|f32] [--ids 1,2,3...] [-n N] [-c N_CTX]\n"
-               "                     [--kernels ref|generic|neon|avx2|avxvnni|avx512|auto]\n");
+               "                     [--kernels ref|generic|neon|i8mm|avx2|avxvnni|avx512|amx|auto]\n");
 }
 
 static int fail(const char *what, slm_status st, const char *msg) {

@@ -40,8 +40,8 @@ typedef struct backend_params {
     backend_kind kind;
     int32_t n_threads;   /* workers (< 1 is taken as 1) */
     const char *kernels; /* CPU: NULL, "" or "auto" = the best tier this CPU has; "ref" = the reference
-                          * kernels (the oracle) only; "generic", "neon", "avx2", "avxvnni",
-                          * "avx512" or "amx" = exactly that tier */
+                          * kernels (the oracle) only; "generic", "neon", "i8mm", "avx2",
+                          * "avxvnni", "avx512" or "amx" = exactly that tier */
     bool no_repack;      /* CPU: keep quantised weights in their file layout only */
 } backend_params;
 
@@ -106,8 +106,8 @@ struct backend_vtable {
     slm_status (*create_serial)(backend *be, const slm_allocator *a, backend **out, slm_err *e);
     /* Makes sure per-thread scratch holds at least bytes. */
     slm_status (*reserve_scratch)(backend *be, size_t bytes, slm_err *e);
-    /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "avx2",
-     * "avxvnni", "avx512" or "amx"). Static storage. */
+    /* The kernels the backend runs, for slm_session_kernels (CPU: "ref", "generic", "neon", "i8mm",
+     * "avx2", "avxvnni", "avx512" or "amx"). Static storage. */
     const char *(*kernels)(const backend *be);
     /* The per-model cache of this kind: cache_create makes an empty one (SLM_OK or SLM_ERR_NOMEM);
      * cache_destroy releases it (accepts NULL); cache_set_file_map declares [data, data + size) a

@@ -17,7 +17,7 @@ assert isinstance(d["tg_tps"], float) and d["tg_tps"] > 0, d
 assert len(d["pp_samples"]) == 3 and len(d["tg_samples"]) == 3, d
 assert d["pp_min"] <= d["pp_tps"] <= d["pp_max"] and d["tg_min"] <= d["tg_tps"] <= d["tg_max"], d
 assert d["n_prompt"] == 8 and d["n_gen"] == 4 and d["n_threads"] == 2 and d["peak_rss_bytes"] > 0, d
-assert d["kernels"] in ("generic", "neon", "avx2", "avxvnni", "avx512", "amx"), d
+assert d["kernels"] in ("generic", "neon", "i8mm", "avx2", "avxvnni", "avx512", "amx"), d
 PY
 out=$(SLM_KERNELS=generic "$statelm" bench -m "$model" -p 2 -n 1 -r 1 --json)
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["kernels"] == "generic", d' "$out"

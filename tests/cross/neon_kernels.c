@@ -1,5 +1,5 @@
 /* neon_kernels.c — the NEON tier (kern_neon.c) against the portable C (kern_generic.c), bit for
- * bit, on random shapes with odd sizes and tails: activation quantisation for every quantised type,
+ * bit (built with -DSLM_CROSS_I8MM: the I8MM tier, whose packed matmuls are kern_i8mm.c's), on random shapes with odd sizes and tails: activation quantisation for every quantised type,
  * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the eight types with tiles
  * on the repacked tiles, whole matrices and ranges from tile 2, and 1-9, 12 and 17 columns; Q4_K,
  * Q5_K, Q6_K in the file layout)
@@ -117,6 +117,19 @@ int main(void) {
         fprintf(stderr, "neon_kernels: this build has no NEON tier (needs __ARM_FEATURE_DOTPROD)\n");
         return 1;
     }
+    const char *name = "neon_kernels";
+#ifdef SLM_CROSS_I8MM /* the I8MM tier: the NEON table with kern_i8mm.c's packed matmul, as cpu.c builds it */
+    static cpu_isa i8mm;
+    if (!cpu_i8mm_mm_quant_packed()) {
+        fprintf(stderr, "i8mm_kernels: this build has no I8MM tier (needs __ARM_FEATURE_MATMUL_INT8)\n");
+        return 1;
+    }
+    i8mm = *neon;
+    i8mm.level = CPU_ISA_I8MM;
+    i8mm.mm_quant_packed = cpu_i8mm_mm_quant_packed();
+    neon = &i8mm;
+    name = "i8mm_kernels";
+#endif
     const uint32_t quant[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
                               SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     const uint32_t flt[] = {SLM_DTYPE_F32, SLM_DTYPE_F16, SLM_DTYPE_BF16};
@@ -183,6 +196,6 @@ int main(void) {
         }
     }
     cases += few_cols(neon, ref, quant, sizeof quant / sizeof quant[0]);
-    printf("neon_kernels: %d cases, %d failures\n", cases, failures);
+    printf("%s: %d cases, %d failures\n", name, cases, failures);
     return failures ? 1 : 0;
 }

@@ -16,7 +16,7 @@
 #include "statelm.h"
 
 static const cpu_isa_level tiers[] = {CPU_ISA_GENERIC, CPU_ISA_NEON,   CPU_ISA_AVX2,
-                                      CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512, CPU_ISA_AMX};
+                                      CPU_ISA_AVX2_VNNI, CPU_ISA_AVX512, CPU_ISA_AMX, CPU_ISA_I8MM};
 #define N_TIERS ((int)(sizeof tiers / sizeof tiers[0]))
 
 static slm_session *tier_session(const slm_model *m, const char *tier, uint32_t kv_dtype) {

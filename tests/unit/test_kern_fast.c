@@ -73,7 +73,7 @@ static double nmse(const float *a, const float *b, size_t n) {
 /* Every ISA level (cpu.h), and the ones this machine and build have (generic always): each level
  * asked on its own, as the levels are not nested (AVX512 CPUs without AVX-VNNI exist). */
 static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
-                                           CPU_ISA_AVX512,  CPU_ISA_AMX};
+                                           CPU_ISA_AVX512,  CPU_ISA_AMX, CPU_ISA_I8MM};
 #define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;

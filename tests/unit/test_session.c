@@ -231,7 +231,7 @@ static void kernels_from_params_not_env(void **unused) {
     if (!strstr(err, "nonsense") || !strstr(err, "not a kernel tier")) fail_msg("message: %s", err);
     /* every tier this machine lacks is refused, never replaced by another */
     static const cpu_isa_level levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
-                                           CPU_ISA_AVX512,  CPU_ISA_AMX};
+                                           CPU_ISA_AVX512,  CPU_ISA_AMX, CPU_ISA_I8MM};
     int n_missing = 0;
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
         const char *name = cpu_isa_name(levels[i]);

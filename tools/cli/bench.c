@@ -33,7 +33,7 @@ static void usage_bench(void) {
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
          "  --ckpt N  checkpoint interval of the session (0 = library default, -1 = none); hybrid\n"
          "            models split a prefill at checkpoint boundaries\n"
-         "environment: SLM_KERNELS=ref|generic|neon|avx2|avxvnni|avx512|amx|auto selects the CPU kernels (a\n"
+         "environment: SLM_KERNELS=ref|generic|neon|i8mm|avx2|avxvnni|avx512|amx|auto selects the CPU kernels (a\n"
          "tier this CPU lacks is refused); the table and --json name the tier used");
 }
 

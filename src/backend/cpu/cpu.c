@@ -21,6 +21,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 const char *cpu_isa_name(cpu_isa_level isa) {
@@ -30,6 +33,7 @@ const char *cpu_isa_name(cpu_isa_level isa) {
     case CPU_ISA_AVX2_VNNI: return "avxvnni";
     case CPU_ISA_AVX512: return "avx512";
     case CPU_ISA_AMX: return "amx";
+    case CPU_ISA_I8MM: return "i8mm";
     default: return "generic";
     }
 }
@@ -41,7 +45,7 @@ typedef struct cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512_os; /* + opmask, ZMM states */
     bool avxvnni;
     bool amx_tile, amx_int8, amx_os;               /* amx_os: XCR0 has XTILECFG and XTILEDATA */
-    bool dotprod;
+    bool dotprod, i8mm;
 } cpu_features;
 
 static cpu_features read_features(void) {
@@ -74,8 +78,12 @@ static cpu_features read_features(void) {
 #elif defined(__aarch64__)
 #if defined(__linux__)
     f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    f.i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 #else
     f.dotprod = true; /* Apple silicon and other ARMv8.4+ targets */
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+    f.i8mm = true;    /* a build for a target with I8MM (Apple M2 and later) runs only there */
+#endif
 #endif
 #endif
     return f;
@@ -106,6 +114,7 @@ static const cpu_isa *built_in(cpu_isa_level level) {
     case CPU_ISA_AVX2_VNNI: return cpu_isa_avx2_vnni();
     case CPU_ISA_AVX512: return cpu_isa_avx512();
     case CPU_ISA_AMX: return cpu_isa_amx();
+    case CPU_ISA_I8MM: return cpu_isa_i8mm();
     default: return NULL;
     }
 }
@@ -131,6 +140,22 @@ static void amx_request_permission(void) {
 #endif
 }
 
+/* The I8MM tier's table: the NEON one with kern_i8mm.c's packed matmul (built here for the reason
+ * the AMX table is). */
+static cpu_isa i8mm_table;
+static pthread_once_t i8mm_table_once = PTHREAD_ONCE_INIT;
+static void i8mm_table_init(void) {
+    i8mm_table = *cpu_isa_neon();
+    i8mm_table.level = CPU_ISA_I8MM;
+    i8mm_table.mm_quant_packed = cpu_i8mm_mm_quant_packed();
+}
+
+const cpu_isa *cpu_isa_i8mm(void) {
+    if (!cpu_isa_neon() || !cpu_i8mm_mm_quant_packed()) return NULL;
+    pthread_once(&i8mm_table_once, i8mm_table_init);
+    return &i8mm_table;
+}
+
 /* What the AVX-512 kernels need (the AMX file uses them all too), or NULL. */
 static const char *avx512_missing(const cpu_features *f) {
     if (avx2_missing(f)) return avx2_missing(f);
@@ -147,6 +172,7 @@ const char *cpu_isa_missing(cpu_isa_level level) {
     cpu_features f = read_features();
     switch (level) {
     case CPU_ISA_NEON: return f.dotprod ? NULL : "the dot-product extension";
+    case CPU_ISA_I8MM: return !f.dotprod ? "the dot-product extension" : f.i8mm ? NULL : "I8MM (the int8 matrix multiply)";
     case CPU_ISA_AVX2: return avx2_missing(&f);
     case CPU_ISA_AVX2_VNNI: return avx2_missing(&f) ? avx2_missing(&f) : f.avxvnni ? NULL : "AVX-VNNI";
     case CPU_ISA_AVX512: return avx512_missing(&f);
@@ -164,7 +190,7 @@ const char *cpu_isa_missing(cpu_isa_level level) {
 bool cpu_isa_supported(cpu_isa_level level) { return cpu_isa_missing(level) == NULL; }
 
 cpu_isa_level cpu_isa_detect(void) {
-    const cpu_isa_level pref[] = {CPU_ISA_AMX, CPU_ISA_AVX512, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX2, CPU_ISA_NEON};
+    const cpu_isa_level pref[] = {CPU_ISA_AMX, CPU_ISA_AVX512, CPU_ISA_AVX2_VNNI, CPU_ISA_AVX2, CPU_ISA_I8MM, CPU_ISA_NEON};
     for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++)
         if (cpu_isa_supported(pref[i])) return pref[i];
     return CPU_ISA_GENERIC;
@@ -556,7 +582,7 @@ slm_status cpu_backend_create_with(const slm_allocator *a, int32_t n_threads, bo
     return SLM_OK;
 }
 
-/* kernels: "ref" | "generic" | "neon" | "avx2" | "avxvnni" | "avx512" | "amx" | "auto" (NULL and "" mean
+/* kernels: "ref" | "generic" | "neon" | "i8mm" | "avx2" | "avxvnni" | "avx512" | "amx" | "auto" (NULL and "" mean
  * "auto": the best level this CPU has). A named level the build or the CPU lacks is refused (never
  * run, never replaced by another); so is a value not in that list. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
@@ -567,6 +593,7 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
         if (!strcmp(kernels, "ref")) use_fast = false;
         else if (!strcmp(kernels, "generic")) isa = CPU_ISA_GENERIC;
         else if (!strcmp(kernels, "neon")) isa = CPU_ISA_NEON;
+        else if (!strcmp(kernels, "i8mm")) isa = CPU_ISA_I8MM;
         else if (!strcmp(kernels, "avx2")) isa = CPU_ISA_AVX2;
         else if (!strcmp(kernels, "avxvnni")) isa = CPU_ISA_AVX2_VNNI;
         else if (!strcmp(kernels, "avx512")) isa = CPU_ISA_AVX512;
@@ -574,7 +601,7 @@ slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const c
         else if (*kernels && strcmp(kernels, "auto")) {
             *out = NULL;
             return err_set(e, SLM_ERR_INVALID_ARG,
-                           "kernels=%s is not a kernel tier: ref, generic, neon, avx2, avxvnni, avx512, amx or auto",
+                           "kernels=%s is not a kernel tier: ref, generic, neon, i8mm, avx2, avxvnni, avx512, amx or auto",
                            kernels);
         }
     }

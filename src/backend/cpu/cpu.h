@@ -62,10 +62,11 @@ typedef enum cpu_isa_level {
     CPU_ISA_AVX2 = 2,    /* x86-64 with AVX2, FMA, F16C */
     CPU_ISA_AVX2_VNNI = 3, /* the same plus AVX-VNNI (VEX vpdpbusd; Alder Lake and later clients) */
     CPU_ISA_AVX512 = 4,  /* x86-64 with AVX-512 F, BW, VL, DQ and VNNI (plus AVX2, FMA, F16C) */
-    CPU_ISA_AMX = 5      /* AVX512 plus AMX-TILE and AMX-INT8, with the OS's permission for the tile data */
+    CPU_ISA_AMX = 5,     /* AVX512 plus AMX-TILE and AMX-INT8, with the OS's permission for the tile data */
+    CPU_ISA_I8MM = 6     /* NEON plus the int8 matrix multiply (ARMv8.6 I8MM: SMMLA) */
 } cpu_isa_level;
 
-/* "generic", "neon", "avx2", "avxvnni", "avx512", "amx". */
+/* "generic", "neon", "avx2", "avxvnni", "avx512", "amx", "i8mm". */
 const char *cpu_isa_name(cpu_isa_level isa);
 /* True when the level's kernels are built in and this CPU has every feature they need (CPUID, and
  * XGETBV for the OS saving the AVX / AVX-512 / AMX tile registers). For AMX it also asks the OS for
@@ -77,7 +78,7 @@ bool cpu_isa_supported(cpu_isa_level level);
 /* Why a level is not supported: "not built in", or the first CPU feature it lacks ("AVX-VNNI");
  * NULL when cpu_isa_supported(level). Static storage. */
 const char *cpu_isa_missing(cpu_isa_level level);
-/* The most preferred supported level (AMX, AVX512, AVX2_VNNI, AVX2, NEON, else GENERIC). */
+/* The most preferred supported level (AMX, AVX512, AVX2_VNNI, AVX2, I8MM, NEON, else GENERIC). */
 cpu_isa_level cpu_isa_detect(void);
 
 /* ---- activation formats for the integer matmuls ---------------------------------------------
@@ -188,6 +189,10 @@ typedef void (*cpu_mm_packed_fn)(uint32_t wt, const uint8_t *pk, int64_t nr, int
  * when not built in. */
 cpu_mm_packed_fn cpu_amx_mm_quant_packed(void);
 const cpu_isa *cpu_isa_neon(void);   /* NULL when not built in */
+/* cpu.c: the NEON table with kern_i8mm.c's packed matmul; NULL when not built in. */
+const cpu_isa *cpu_isa_i8mm(void);
+/* kern_i8mm.c's mm_quant_packed (SMMLA from 2 columns, else the NEON kernels'); NULL when not built in. */
+cpu_mm_packed_fn cpu_i8mm_mm_quant_packed(void);
 /* The table for a level; for a level this CPU lacks (cpu_isa_supported), the table of
  * cpu_isa_detect() instead, so the result is always safe to run. */
 const cpu_isa *cpu_isa_get(cpu_isa_level level);
@@ -313,7 +318,7 @@ const cpu_fast_kernel *cpu_fast_lookup(const g_node *nd, const be_view *out, con
  * SLM_ERR_INVALID_ARG, each with a message naming the value; *out is NULL then. */
 slm_status cpu_backend_create(const slm_allocator *a, int32_t n_threads, const char *kernels, backend **out,
                               slm_err *e);
-/* The kernels a CPU backend runs: "ref", "generic", "neon", "avx2", "avxvnni", "avx512" or "amx" (static
+/* The kernels a CPU backend runs: "ref", "generic", "neon", "i8mm", "avx2", "avxvnni", "avx512" or "amx" (static
  * storage; vtable kernels). */
 const char *cpu_backend_kernels(const backend *be);
 

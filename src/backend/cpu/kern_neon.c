@@ -8,7 +8,8 @@
  * quantised matmuls in the file layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: exact block sums with sdot
  * on signed weights, then cpu.h's canonical FMA with 4 rows in the 4 lanes), Q4_K and Q5_K in the
  * file layout (exact sub-block sums with sdot), the matmuls on the repacked tiles of Q4_0, Q4_1,
- * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums),
+ * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K (kern_tiles.c; sdot by lane, 16 rows as four registers of 4, no horizontal sums;
+ * up to 8 columns per pass, each weight block unpacked once for all of them),
  * and the float matmuls (the canonical 16 lanes as four 4-lane accumulators). Every other entry is
  * the portable C. Checked bit for bit against the portable C by tests/unit/test_kern_fast.c on
  * aarch64 hosts and, cross-compiled, under qemu-user on x86 (tests/cross/neon_kernels.c). */
@@ -372,76 +373,128 @@ static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
 }
 
 
-/* One column against one K-quant tile (nbk super-blocks of the layout in kern_common.h), the
- * arithmetic of kern_avx512.c's packed_tile_kquant: exact integer sums per sub-block, then
- * cpu.h's canonical FMAs per row. Rows [0, nr) of the 16 are written. */
-static void tile_col_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const uint8_t *ac, float *y, int64_t nr) {
+/* NC (1..8) columns against one K-quant tile (nbk super-blocks of the layout in kern_common.h), the
+ * arithmetic of kern_avx512.c's packed_tile_kquant: exact integer sums per sub-block, then cpu.h's
+ * canonical FMAs per row. Per super-block and group of 4 rows the weights are loaded and unpacked
+ * once for all NC columns. Rows [0, nr) of the 16 are written, column c at y + c * ldy. */
+static inline __attribute__((always_inline)) void tile_cols_kquant(const uint32_t wt, const int NC, const uint8_t *pk,
+                                                                   int64_t nbk, const uint8_t *act, size_t act_stride,
+                                                                   float *y, int64_t ldy, int64_t nr) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
     const bool q4 = wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q5_K, q5 = wt == SLM_DTYPE_Q5_K;
     const size_t sbb = q5 ? KT_Q5K : q4 ? KT_Q4K : KT_Q6K;
     const uint8x16_t b16 = vdupq_n_u8(0x10);
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    float32x4_t acc[8][4];
+    for (int c = 0; c < NC; c++)
+        for (int g = 0; g < 4; g++) acc[c][g] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nbk; b++, pk += sbb) {
-        const uint8_t *ab = ac + (size_t)b * CPU_Q8K_BYTES;
-        const int8_t *a = (const int8_t *)ab + 4;
-        int16_t bs[16];
-        memcpy(bs, ab + 260, sizeof bs);
-        float da = ldf(ab);
+        const int8_t *a[8];
+        int16_t bs[8][16];
+        float da[8];
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ab = act + (size_t)c * act_stride + (size_t)b * CPU_Q8K_BYTES;
+            a[c] = (const int8_t *)ab + 4;
+            memcpy(bs[c], ab + 260, sizeof bs[c]);
+            da[c] = ldf(ab);
+        }
         for (int g = 0; g < 4; g++) { /* rows 4g..4g+3 */
-            int32x4_t is = vdupq_n_s32(0), corr = vdupq_n_s32(0);
+            int32x4_t is[8], corr[8];
+            for (int c = 0; c < NC; c++) is[c] = corr[c] = vdupq_n_s32(0);
             if (q4) {
-                for (int c = 0; c < 4; c++) {
-                    int8x16_t l0 = vld1q_s8(a + 64 * c), l1 = vld1q_s8(a + 64 * c + 16);
-                    int8x16_t h0 = vld1q_s8(a + 64 * c + 32), h1 = vld1q_s8(a + 64 * c + 48);
-                    int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-                    const uint8_t *v = pk + 64 * 8 * c + 16 * g;
-#define Q4K_STEP(j, la, ha, lane)                                                                    \
-    do {                                                                                             \
-        uint8x16_t w = vld1q_u8(v + 64 * (j)), wl = vandq_u8(w, m4), wh = vshrq_n_u8(w, 4);           \
-        if (q5) { /* bits 2c, 2c + 1 of the qh bytes to bit 4 (kern_common.h) */                     \
-            uint8x16_t qh = vld1q_u8(pk + KT_Q4K + 64 * (j) + 16 * g);                               \
-            wl = vorrq_u8(wl, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - 2 * c))), b16));         \
-            wh = vorrq_u8(wh, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(3 - 2 * c))), b16));         \
-        }                                                                                            \
-        lo = vdotq_laneq_s32(lo, vreinterpretq_s8_u8(wl), la, lane);                                 \
-        hi = vdotq_laneq_s32(hi, vreinterpretq_s8_u8(wh), ha, lane);                                 \
-    } while (0)
-                    Q4K_STEP(0, l0, h0, 0); Q4K_STEP(1, l0, h0, 1); Q4K_STEP(2, l0, h0, 2); Q4K_STEP(3, l0, h0, 3);
-                    Q4K_STEP(4, l1, h1, 0); Q4K_STEP(5, l1, h1, 1); Q4K_STEP(6, l1, h1, 2); Q4K_STEP(7, l1, h1, 3);
-#undef Q4K_STEP
-                    is = vaddq_s32(is, vaddq_s32(vmulq_s32(lo, widen4(pk + 2048 + 32 * c + 4 * g, true)),
-                                                 vmulq_s32(hi, widen4(pk + 2048 + 32 * c + 16 + 4 * g, true))));
+                for (int ch = 0; ch < 4; ch++) { /* sub-blocks 2ch (low nibbles) and 2ch + 1 (high) */
+                    const uint8_t *v = pk + 64 * 8 * ch + 16 * g;
+                    int8x16_t wl[8], wh[8];
+                    for (int j = 0; j < 8; j++) {
+                        uint8x16_t w = vld1q_u8(v + 64 * j), l = vandq_u8(w, m4), h = vshrq_n_u8(w, 4);
+                        if (q5) { /* bits 2ch, 2ch + 1 of the qh bytes to bit 4 (kern_common.h) */
+                            uint8x16_t qh = vld1q_u8(pk + KT_Q4K + 64 * j + 16 * g);
+                            l = vorrq_u8(l, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(4 - 2 * ch))), b16));
+                            h = vorrq_u8(h, vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(3 - 2 * ch))), b16));
+                        }
+                        wl[j] = vreinterpretq_s8_u8(l);
+                        wh[j] = vreinterpretq_s8_u8(h);
+                    }
+                    int32x4_t sl = widen4(pk + 2048 + 32 * ch + 4 * g, true);
+                    int32x4_t sh = widen4(pk + 2048 + 32 * ch + 16 + 4 * g, true);
+                    for (int c = 0; c < NC; c++) {
+                        const int8_t *ac = a[c] + 64 * ch;
+                        int8x16_t l0 = vld1q_s8(ac), l1 = vld1q_s8(ac + 16), h0 = vld1q_s8(ac + 32), h1 = vld1q_s8(ac + 48);
+                        int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+                        lo = vdotq_laneq_s32(lo, wl[0], l0, 0); hi = vdotq_laneq_s32(hi, wh[0], h0, 0);
+                        lo = vdotq_laneq_s32(lo, wl[1], l0, 1); hi = vdotq_laneq_s32(hi, wh[1], h0, 1);
+                        lo = vdotq_laneq_s32(lo, wl[2], l0, 2); hi = vdotq_laneq_s32(hi, wh[2], h0, 2);
+                        lo = vdotq_laneq_s32(lo, wl[3], l0, 3); hi = vdotq_laneq_s32(hi, wh[3], h0, 3);
+                        lo = vdotq_laneq_s32(lo, wl[4], l1, 0); hi = vdotq_laneq_s32(hi, wh[4], h1, 0);
+                        lo = vdotq_laneq_s32(lo, wl[5], l1, 1); hi = vdotq_laneq_s32(hi, wh[5], h1, 1);
+                        lo = vdotq_laneq_s32(lo, wl[6], l1, 2); hi = vdotq_laneq_s32(hi, wh[6], h1, 2);
+                        lo = vdotq_laneq_s32(lo, wl[7], l1, 3); hi = vdotq_laneq_s32(hi, wh[7], h1, 3);
+                        is[c] = vaddq_s32(is[c], vaddq_s32(vmulq_s32(lo, sl), vmulq_s32(hi, sh)));
+                    }
                 }
-                for (int sb = 0; sb < 8; sb++)
-                    corr = vaddq_s32(corr, vmulq_s32(widen4(pk + 2176 + 16 * sb + 4 * g, true),
-                                                     vdupq_n_s32(bs[2 * sb] + bs[2 * sb + 1])));
-                acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is), vmulq_n_f32(f16x4(pk + 2304 + 8 * g), da));
-                acc[g] = vfmsq_f32(acc[g], vcvtq_f32_s32(corr), vmulq_n_f32(f16x4(pk + 2336 + 8 * g), da));
+                for (int sb = 0; sb < 8; sb++) {
+                    int32x4_t mn = widen4(pk + 2176 + 16 * sb + 4 * g, true);
+                    for (int c = 0; c < NC; c++)
+                        corr[c] = vaddq_s32(corr[c], vmulq_s32(mn, vdupq_n_s32(bs[c][2 * sb] + bs[c][2 * sb + 1])));
+                }
+                float32x4_t d = f16x4(pk + 2304 + 8 * g), dmin = f16x4(pk + 2336 + 8 * g);
+                for (int c = 0; c < NC; c++) {
+                    acc[c][g] = vfmaq_f32(acc[c][g], vcvtq_f32_s32(is[c]), vmulq_n_f32(d, da[c]));
+                    acc[c][g] = vfmsq_f32(acc[c][g], vcvtq_f32_s32(corr[c]), vmulq_n_f32(dmin, da[c]));
+                }
             } else {
                 for (int j = 0; j < 16; j++) {
                     const uint8_t *v = pk + 192 * j + 16 * g;
                     uint8x16_t L0 = vld1q_u8(v), L1 = vld1q_u8(v + 64), H = vld1q_u8(v + 128);
-                    uint8x16_t q0 = vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H, 4), m30));
-                    uint8x16_t q1 = vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(vshlq_n_u8(H, 2), m30));
-                    uint8x16_t q2 = vorrq_u8(vandq_u8(L1, m4), vandq_u8(H, m30));
-                    uint8x16_t q3 = vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(vshrq_n_u8(H, 2), m30));
-                    int8x16_t aj = vld1q_s8(a + 16 * j);
-                    int32x4_t sum = vdotq_laneq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), aj, 0);
-                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q1), aj, 1);
-                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q2), aj, 2);
-                    sum = vdotq_laneq_s32(sum, vreinterpretq_s8_u8(q3), aj, 3);
+                    int8x16_t q0 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H, 4), m30)));
+                    int8x16_t q1 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(vshlq_n_u8(H, 2), m30)));
+                    int8x16_t q2 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(L1, m4), vandq_u8(H, m30)));
+                    int8x16_t q3 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(vshrq_n_u8(H, 2), m30)));
                     int32x4_t sc = widen4(pk + 3072 + 16 * j + 4 * g, false);
-                    is = vaddq_s32(is, vmulq_s32(sum, sc));
-                    corr = vaddq_s32(corr, vmulq_s32(sc, vdupq_n_s32(bs[j])));
+                    for (int c = 0; c < NC; c++) {
+                        int8x16_t aj = vld1q_s8(a[c] + 16 * j);
+                        int32x4_t sum = vdotq_laneq_s32(vdupq_n_s32(0), q0, aj, 0);
+                        sum = vdotq_laneq_s32(sum, q1, aj, 1);
+                        sum = vdotq_laneq_s32(sum, q2, aj, 2);
+                        sum = vdotq_laneq_s32(sum, q3, aj, 3);
+                        is[c] = vaddq_s32(is[c], vmulq_s32(sum, sc));
+                        corr[c] = vaddq_s32(corr[c], vmulq_s32(sc, vdupq_n_s32(bs[c][j])));
+                    }
                 }
-                int32x4_t isum = vsubq_s32(is, vshlq_n_s32(corr, 5));
-                acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(isum), vmulq_n_f32(f16x4(pk + 3328 + 8 * g), da));
+                float32x4_t d = f16x4(pk + 3328 + 8 * g);
+                for (int c = 0; c < NC; c++) {
+                    int32x4_t isum = vsubq_s32(is[c], vshlq_n_s32(corr[c], 5));
+                    acc[c][g] = vfmaq_f32(acc[c][g], vcvtq_f32_s32(isum), vmulq_n_f32(d, da[c]));
+                }
             }
         }
     }
-    float out[16];
-    for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, acc[g]);
-    memcpy(y, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
+    for (int c = 0; c < NC; c++) {
+        float out[16];
+        for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, acc[c][g]);
+        memcpy(y + c * ldy, out, sizeof(float) * (size_t)(nr < 16 ? nr : 16));
+    }
+}
+
+/* tile_cols_kquant with the weight type and column count (1..8) as constants */
+#define TILE_COLS_KTYPE(NC, wt, ...)                                                                   \
+    do {                                                                                               \
+        if ((wt) == SLM_DTYPE_Q4_K) tile_cols_kquant(SLM_DTYPE_Q4_K, NC, __VA_ARGS__);                  \
+        else if ((wt) == SLM_DTYPE_Q5_K) tile_cols_kquant(SLM_DTYPE_Q5_K, NC, __VA_ARGS__);             \
+        else tile_cols_kquant(SLM_DTYPE_Q6_K, NC, __VA_ARGS__);                                        \
+    } while (0)
+
+static void tile_cols_kquant_call(uint32_t wt, int nc, const uint8_t *pk, int64_t nbk, const uint8_t *act,
+                                  size_t act_stride, float *y, int64_t ldy, int64_t nr) {
+    switch (nc) {
+    case 1: TILE_COLS_KTYPE(1, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 2: TILE_COLS_KTYPE(2, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 3: TILE_COLS_KTYPE(3, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 4: TILE_COLS_KTYPE(4, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 5: TILE_COLS_KTYPE(5, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 6: TILE_COLS_KTYPE(6, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    case 7: TILE_COLS_KTYPE(7, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    default: TILE_COLS_KTYPE(8, wt, pk, nbk, act, act_stride, y, ldy, nr); break;
+    }
 }
 
 static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
@@ -450,9 +503,9 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16;
         size_t tile_bytes = (size_t)nbk * 8 * cpu_tile_block_bytes(wt);
         for (int64_t t = 0; t < ntiles; t++)
-            for (int64_t c = 0; c < ncols; c++)
-                tile_col_kquant(wt, pk + (size_t)t * tile_bytes, nbk, act + (size_t)c * act_stride,
-                                y + c * ldy + 16 * t, nr - 16 * t);
+            for (int64_t c = 0; c < ncols; c += 8) /* up to 8 columns per pass */
+                tile_cols_kquant_call(wt, (int)(ncols - c < 8 ? ncols - c : 8), pk + (size_t)t * tile_bytes, nbk,
+                                      act + (size_t)c * act_stride, act_stride, y + c * ldy + 16 * t, ldy, nr - 16 * t);
         return;
     }
     int64_t nb = k / CPU_QK, ntiles = (nr + 15) / 16;

@@ -1,0 +1,305 @@
+/* main.c — the `statelm serve` command: options, loading the model and slots, the listening
+ * daemon, and an orderly shutdown on SIGINT/SIGTERM. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve.h"
+
+serve_state srv;
+
+/* ---- command ---------------------------------------------------------------------------------- */
+
+static void usage_serve(void) {
+    puts("usage: statelm serve -m MODEL [options]   an OpenAI-compatible HTTP server\n"
+         "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
+         "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
+         "  --parallel N         slots: requests generated concurrently (default 4)\n"
+         "  -c N_CTX             context per slot (default: the model's default)\n"
+         "  -t N                 threads per session\n"
+         "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
+         "  --cache-mib MiB      memory for idle snapshots reused by prefix (default 256; 0 = none)\n"
+         "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist); they outlive the\n"
+         "                       server and are reused by the next one of the same model and context\n"
+         "  --max-body-kib K     largest request body (default 1024)\n"
+         "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
+         "  --queue N            requests waiting for a slot before 503 (default 64)\n"
+         "  --timeout S          a request must arrive within S seconds, and a connection idle that\n"
+         "                       long is closed (default 30)\n"
+         "  --max-conns N        open connections accepted; more are closed at once (default 1024)\n"
+         "  --max-conns-per-client N   open connections from one IP address (default 128)\n"
+         "  --lookup             speculative decoding per slot, drafts from prompt lookup\n"
+         "  --draft-model M2     speculative decoding per slot, drafts from model M2 (same tokenizer)\n"
+         "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
+         "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
+         "  --alias NAME         the model's name in responses and /v1/models (default: the file's name);\n"
+         "                       requests may name any model\n"
+         "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma (default:\n"
+         "                       the model's own; chatml, with a warning, for a model that has none)\n"
+         "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
+         "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
+         "                       reasoning_content; none: it stays in content\n"
+         "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
+         "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
+         "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
+         "SIGINT or SIGTERM stops it: requests in flight end with an error (code server_shutting_down).\n"
+         "Request fields, errors and limits: docs/serve.md.");
+}
+
+static int parse_serve(int argc, char **argv, serve_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->parallel = 4;
+    o->cache_mib = 256;
+    o->max_body_kib = 1024;
+    o->max_tokens = 4096;
+    o->queue_max = 64;
+    o->timeout_s = 30;
+    o->max_conns = 1024;
+    o->max_conns_per_client = 128;
+    o->sampling = slm_sampler_params_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int64_t iv;
+        double fv;
+        int32_t *dst = NULL;
+        float *fdst = NULL;
+        int64_t lo = 0, hi = 0;
+        double flo = 0, fhi = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_serve();
+            return 0;
+        }
+        if (!strcmp(a, "--lookup")) {
+            o->lookup = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-prefix-reuse")) {
+            o->no_prefix_reuse = true;
+            continue;
+        }
+        if (!(v = cli_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--host")) o->host = v;
+        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--state-dir")) o->state_dir = v;
+        else if (!strcmp(a, "--draft-model")) o->draft_model = v;
+        else if (!strcmp(a, "--draft-max")) dst = &o->draft_max, lo = 1, hi = 64;
+        else if (!strcmp(a, "--port")) dst = &o->port, lo = 0, hi = 65535;
+        else if (!strcmp(a, "--parallel")) dst = &o->parallel, lo = 1, hi = 256;
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) dst = &o->n_ctx, lo = 2, hi = 1 << 24;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &o->n_threads, lo = 1, hi = 1024;
+        else if (!strcmp(a, "--cache-mib")) dst = &o->cache_mib, lo = 0, hi = 1 << 20;
+        else if (!strcmp(a, "--max-body-kib")) dst = &o->max_body_kib, lo = 1, hi = 1 << 20;
+        else if (!strcmp(a, "--max-tokens")) dst = &o->max_tokens, lo = 1, hi = 1 << 24;
+        else if (!strcmp(a, "--queue")) dst = &o->queue_max, lo = 0, hi = 1 << 20;
+        else if (!strcmp(a, "--timeout")) dst = &o->timeout_s, lo = 1, hi = 86400;
+        else if (!strcmp(a, "--max-conns")) dst = &o->max_conns, lo = 1, hi = 65536;
+        else if (!strcmp(a, "--max-conns-per-client")) dst = &o->max_conns_per_client, lo = 1, hi = 65536;
+        else if (!strcmp(a, "--alias")) o->alias = v;
+        else if (!strcmp(a, "--cors")) o->cors = v;
+        else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--reasoning-format")) {
+            if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
+                return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
+            o->reasoning_none = !strcmp(v, "none");
+        }
+        else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;
+        else if (!strcmp(a, "--temp")) fdst = &o->sampling.temperature, flo = 0, fhi = 2;
+        else if (!strcmp(a, "--top-p")) fdst = &o->sampling.top_p, flo = 0, fhi = 1;
+        else if (!strcmp(a, "--min-p")) fdst = &o->sampling.min_p, flo = 0, fhi = 1;
+        else if (!strcmp(a, "--repeat-penalty")) fdst = &o->sampling.repeat_penalty, flo = 1e-6, fhi = 100;
+        else if (!strcmp(a, "--presence-penalty")) fdst = &o->sampling.presence_penalty, flo = -2, fhi = 2;
+        else if (!strcmp(a, "--frequency-penalty")) fdst = &o->sampling.frequency_penalty, flo = -2, fhi = 2;
+        else return cli_fail("serve: unknown option '%s'", a), 2;
+        if (dst) {
+            if (!cli_parse_i64(a, v, lo, hi, &iv)) return 2;
+            *dst = (int32_t)iv;
+        }
+        if (fdst) {
+            if (!cli_parse_f64(a, v, flo, fhi, &fv)) return 2;
+            *fdst = (float)fv;
+        }
+    }
+    if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
+    if (o->draft_max && !o->lookup && !o->draft_model)
+        return cli_fail("serve: --draft-max needs --lookup or --draft-model"), 2;
+    if (o->state_dir && access(o->state_dir, W_OK) != 0)
+        return cli_fail("--state-dir %s: not a writable folder", o->state_dir), 2;
+    o->n_threads = cli_cap_threads(o->n_threads, false);
+    return -1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    int rc = parse_serve(argc, argv, &srv.o);
+    if (rc >= 0) return rc;
+    rc = 1;
+    char err[512];
+    struct MHD_Daemon *d = NULL;
+    bool engine_started = false;
+    /* SIGINT and SIGTERM go to sigwait below: blocked before any thread starts */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    pthread_mutex_init(&srv.mu, NULL);
+    slm_model_params mp = slm_model_params_default();
+    mp.n_threads = srv.o.n_threads;
+    slm_status st = slm_model_load(srv.o.model, &mp, &srv.m, err, sizeof err);
+    if (st != SLM_OK) {
+        cli_fail("%s (%s)", err, slm_status_name(st));
+        goto done;
+    }
+    if (!(srv.tok = slm_model_tokenizer(srv.m))) {
+        cli_fail("serve: the model has no tokenizer");
+        goto done;
+    }
+    const char *base = strrchr(srv.o.model, '/');
+    srv.model_file = base && base[1] ? base + 1 : srv.o.model;
+    snprintf(srv.model_id, sizeof srv.model_id, "%s", srv.o.alias ? srv.o.alias : srv.model_file);
+    srv.n_vocab = slm_model_n_vocab(srv.m);
+    srv.chat_template = srv.o.chat_template ? srv.o.chat_template : slm_chat_template_detect(srv.m);
+    if (!srv.chat_template) {
+        srv.chat_template = "chatml";
+        fprintf(stderr, "statelm serve: warning: the model has no known chat template; chat requests use chatml "
+                        "(--chat-template NAME to choose)\n");
+    }
+    {
+        const slm_chat_message probe = {"user", "hi"};
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        st = slm_chat_tokenize(srv.m, srv.chat_template, &probe, 1, NULL, true, &ids, &n_ids);
+        slm_free(ids);
+        if (st != SLM_OK) {
+            cli_fail("--chat-template %s: not a template statelm renders (%s)", srv.chat_template, slm_status_name(st));
+            goto done;
+        }
+    }
+    if (srv.o.draft_model && (st = slm_model_load(srv.o.draft_model, &mp, &srv.draft_model, err, sizeof err)) != SLM_OK) {
+        cli_fail("draft model: %s (%s)", err, slm_status_name(st));
+        goto done;
+    }
+    srv.gens = calloc(GEN_MEMORY_N, sizeof *srv.gens);
+    if (!srv.gens) {
+        cli_fail("out of memory");
+        goto done;
+    }
+    if (srv.o.n_ctx) cli_warn_ctx(srv.m, srv.o.n_ctx, SLM_DTYPE_F16);
+    slm_engine_params ep = slm_engine_params_default();
+    ep.n_slots = srv.o.parallel;
+    ep.queue_max = srv.o.queue_max;
+    ep.session.n_ctx = srv.o.n_ctx;
+    ep.session.n_threads = srv.o.n_threads;
+    cli_apply_env(&ep.session, NULL);
+    ep.cache_mib = srv.o.cache_mib;
+    ep.state_dir = srv.o.state_dir;
+    ep.no_prefix_reuse = srv.o.no_prefix_reuse;
+    ep.lookup = srv.o.lookup;
+    ep.draft_model = srv.draft_model;
+    ep.draft_max = srv.o.draft_max;
+    if ((st = slm_engine_create(srv.m, &ep, &srv.engine, err, sizeof err)) != SLM_OK) {
+        cli_name_env(err, sizeof err);
+        cli_fail("%s (%s)", err, slm_status_name(st));
+        goto done;
+    }
+    srv.n_ctx = slm_engine_n_ctx(srv.engine);
+    /* --host: an IPv4 or IPv6 address or a name, bound to its first address */
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    {
+        struct addrinfo hints = {0}, *res = NULL;
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE;
+        int gai = getaddrinfo(srv.o.host, NULL, &hints, &res);
+        if (gai != 0 || !res) {
+            cli_fail("--host %s: %s", srv.o.host, gai ? gai_strerror(gai) : "no address");
+            goto done;
+        }
+        memcpy(&addr, res->ai_addr, res->ai_addrlen);
+        freeaddrinfo(res);
+    }
+    bool ipv6 = addr.ss_family == AF_INET6;
+    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)srv.o.port);
+    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)srv.o.port);
+    char host_text[INET6_ADDRSTRLEN + 2];
+    {
+        char a[INET6_ADDRSTRLEN];
+        const void *raw = ipv6 ? (const void *)&((struct sockaddr_in6 *)&addr)->sin6_addr
+                               : (const void *)&((struct sockaddr_in *)&addr)->sin_addr;
+        inet_ntop(addr.ss_family, raw, a, sizeof a);
+        snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
+    }
+    if (slm_engine_start(srv.engine) != SLM_OK) {
+        cli_fail("cannot start the engine's thread");
+        goto done;
+    }
+    engine_started = true;
+    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                             (ipv6 ? MHD_USE_IPv6 : 0),
+                         0, NULL, NULL,
+                         on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned int)srv.o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned int)srv.o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+    if (!d) {
+        cli_fail("cannot listen on %s port %d: %s", host_text, srv.o.port, strerror(errno));
+        goto done;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof bound;
+    int port = srv.o.port;
+    if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0)
+        port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
+           srv.model_id, srv.o.parallel, srv.n_ctx);
+    fflush(stdout);
+    int sig = 0;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    const struct timespec tick = {0, 250 * 1000 * 1000};
+    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections();
+    fprintf(stderr, "statelm serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+done:
+    if (d) MHD_quiesce_daemon(d);
+    if (engine_started) slm_engine_stop(srv.engine); /* every request gets its DONE event */
+    if (d) {
+        /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
+        double t_end = now_s() + 5;
+        for (;;) {
+            pthread_mutex_lock(&srv.mu);
+            int32_t n = srv.n_inflight;
+            pthread_mutex_unlock(&srv.mu);
+            if (n == 0 || now_s() > t_end) break;
+            usleep(10000);
+        }
+        MHD_stop_daemon(d);
+    }
+    slm_engine_free(srv.engine);
+    while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
+    free(srv.gens);
+    slm_model_destroy(srv.draft_model);
+    slm_model_destroy(srv.m);
+    pthread_mutex_destroy(&srv.mu);
+    /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
+    return rc;
+}
