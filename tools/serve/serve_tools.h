@@ -1,6 +1,6 @@
 /* serve_tools.h — tool calls in `statelm serve` (docs/serve.md "Tools"): the request's "tools" and
  * "tool_choice", messages with role "tool" and assistant "tool_calls", and the calls parsed out of
- * answers into OpenAI "tool_calls" (whole responses and stream deltas). serve.c calls these hooks;
+ * answers into OpenAI "tool_calls" (whole responses and stream deltas). openai.c calls these hooks;
  * the formats themselves are the library's (slm_chat_tokenize_tools, slm_tool_calls_parse,
  * slm_tool_call_grammar). */
 #ifndef SLM_CLI_SERVE_TOOLS_H
