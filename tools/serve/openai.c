@@ -1,5 +1,7 @@
 /* openai.c — the OpenAI JSON shapes of `statelm serve`: a request body parsed into a job, the
- * response object, stream events, error objects. */
+ * response object, stream events, error objects. Tools (serve_tools.c): tool_choice "required" or
+ * named is the job's grammar; answers of requests with tools are parsed for calls (streams hold
+ * back content that may be a call, and send a forced call as it is generated). */
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
