@@ -336,6 +336,37 @@ typedef struct slm_chat_ids {
 SLM_API slm_status slm_chat_tokenize(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
                                      size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                      int32_t **ids, size_t *n_ids);
+/* Tool calls (docs/serve.md "Tools"). tools: the OpenAI "tools" array as JSON text (NULL: none);
+ * tool_calls: NULL, or n_msgs entries, each an assistant message's "tool_calls" array as JSON text
+ * or NULL. Rendered as the template's family renders them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's
+ * template has none); a bad tool or call fails with SLM_ERR_INVALID_ARG. The reason goes to err
+ * (err_cap bytes, may be 0). */
+typedef struct slm_chat_tools {
+    const char *tools;
+    const char *const *tool_calls;
+} slm_chat_tools;
+SLM_API slm_status slm_chat_render_tools(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
+                                         size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
+                                         char **out, char *err, size_t err_cap);
+SLM_API slm_status slm_chat_tokenize_tools(const slm_model *model, const char *template_name,
+                                           const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
+                                           const slm_chat_ids *content_ids, bool add_generation_prompt, int32_t **ids,
+                                           size_t *n_ids, char *err, size_t err_cap);
+/* Checks an OpenAI "tools" array (JSON text): SLM_ERR_INVALID_ARG with the entry and field in err. */
+SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err_cap);
+/* The tool calls in a generated answer text[0, len), in the call format of template_name: *out
+ * (slm_free) is the JSON text {"content": string, "tool_calls": [{"name": string, "arguments":
+ * string of a JSON object}, ...]}; without a well-formed call, no calls and the whole text as
+ * content. */
+SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out);
+/* For streaming: how many bytes of text[0, len) are content whatever is generated next (they stop
+ * before what is or may become a call); never more than the content prefix the parse finds later. */
+SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len);
+/* For streaming a call in the JSON formats (Hermes: qwen3, chatml, smollm2; llama3) as it is
+ * generated: true once the first call's name is whole, with span[0], span[1] its offset and length
+ * in text and span[2], span[3] those of its arguments written so far (a prefix of the arguments
+ * slm_tool_calls_parse returns for the complete call; length 0 before they start). */
+SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]);
 SLM_API void slm_free(void *ptr);
 
 /* ---------------------------------------------------------------------------------------------
@@ -655,6 +686,13 @@ SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, 
 SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,
                                            char *err, size_t err_cap);
 SLM_API void slm_grammar_destroy(slm_grammar *g);
+/* The grammar of one tool call in template_name's format (docs/serve.md "Tools"): of the tool
+ * named name (NULL: any of tools_json, an OpenAI "tools" array), its arguments valid for the tool's
+ * "parameters" JSON Schema. SLM_ERR_UNSUPPORTED for a template without a call format ("gemma"), for
+ * schema keywords the converter refuses and (lfm2) property names that are not Python identifiers;
+ * SLM_ERR_INVALID_ARG for bad tools or an unknown name; the reason in err. */
+SLM_API slm_status slm_tool_call_grammar(const char *template_name, const char *tools_json, const char *name,
+                                         slm_grammar **out, char *err, size_t err_cap);
 
 /* Tokens in the trie: every token with non-empty bytes that is not a control, unknown or unused
  * token; end-of-generation tokens (slm_tokenizer_is_eog) are handled apart. The tokenizer must

@@ -518,4 +518,76 @@ SLM_API slm_status slm_chat_tokenize(const slm_model *m, const char *template_na
     return chat_tokenize(name, m->tok, msgs, n_msgs, content_ids, add_generation_prompt, &al_default, ids, n_ids, NULL);
 }
 
+/* The cJSON trees of t's JSON texts in *x (calls: n_msgs entries); cleared by chat_tools_free. */
+static slm_status chat_tools_parse(const slm_chat_tools *t, size_t n_msgs, chat_tools *x, cJSON **tools, cJSON ***calls,
+                                   slm_err *e) {
+    *tools = NULL;
+    *calls = NULL;
+    *x = (chat_tools){0};
+    if (!t) return SLM_OK;
+    if (t->tools && !(*tools = cJSON_Parse(t->tools)))
+        return err_set(e, SLM_ERR_INVALID_ARG, "chat: 'tools' is not valid JSON");
+    x->tools = *tools;
+    if (!t->tool_calls || n_msgs == 0) return SLM_OK;
+    if (!(*calls = calloc(n_msgs, sizeof **calls))) return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+    for (size_t i = 0; i < n_msgs; i++)
+        if (t->tool_calls[i] && !((*calls)[i] = cJSON_Parse(t->tool_calls[i])))
+            return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu: 'tool_calls' is not valid JSON", i);
+    x->calls = (const cJSON *const *)*calls;
+    return SLM_OK;
+}
+
+static void chat_tools_free(cJSON *tools, cJSON **calls, size_t n_msgs) {
+    cJSON_Delete(tools);
+    for (size_t i = 0; calls && i < n_msgs; i++) cJSON_Delete(calls[i]);
+    free(calls);
+}
+
+/* Renders (text != NULL) or tokenises the messages with their tools (slm_chat_render_tools and
+ * slm_chat_tokenize_tools after their argument checks). */
+static slm_status chat_with_tools(const slm_model *m, const char *name, const slm_chat_message *msgs, size_t n_msgs,
+                                  const slm_chat_tools *tools, const slm_chat_ids *content_ids, bool gen, char **text,
+                                  int32_t **ids, size_t *n_ids, char *err, size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    chat_tools x;
+    cJSON *tj, **cj;
+    slm_status st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
+    if (st == SLM_OK && text)
+        st = chat_render_tools_spans(name, m->tok, msgs, n_msgs, &x, gen, &al_default, text, NULL, NULL, &e);
+    else if (st == SLM_OK)
+        st = chat_tokenize_tools(name, m->tok, msgs, n_msgs, &x, content_ids, gen, &al_default, ids, n_ids, &e);
+    chat_tools_free(tj, cj, n_msgs);
+    if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
+    return st;
+}
+
+SLM_API slm_status slm_chat_render_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                         size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
+                                         char **out, char *err, size_t err_cap) {
+    if (err && err_cap) err[0] = '\0';
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    const char *name = template_name ? template_name : slm_chat_template_detect(m);
+    if (!name) return SLM_ERR_NOT_FOUND;
+    return chat_with_tools(m, name, msgs, n_msgs, tools, NULL, add_generation_prompt, out, NULL, NULL, err, err_cap);
+}
+
+SLM_API slm_status slm_chat_tokenize_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                           size_t n_msgs, const slm_chat_tools *tools, const slm_chat_ids *content_ids,
+                                           bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
+                                           size_t err_cap) {
+    if (err && err_cap) err[0] = '\0';
+    if (!ids || !n_ids) return SLM_ERR_INVALID_ARG;
+    *ids = NULL;
+    *n_ids = 0;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    const char *name = template_name ? template_name : slm_chat_template_detect(m);
+    if (!name) return SLM_ERR_NOT_FOUND;
+    if (!m->tok) return SLM_ERR_UNSUPPORTED;
+    return chat_with_tools(m, name, msgs, n_msgs, tools, content_ids, add_generation_prompt, NULL, ids, n_ids, err,
+                           err_cap);
+}
+
 SLM_API void slm_free(void *ptr) { free(ptr); }

@@ -6,15 +6,25 @@
  * <|tool_response_start|>..., docs/spec/lfm2.md §7), "llama3" (Llama 3 header/eot format, BOS first),
  * "gemma" (Gemma 3: BOS, <start_of_turn>user|model ... <end_of_turn>, a system message folded into
  * the first turn, contents trimmed as Python's str.strip does, roles required to alternate).
- * Tools and non-string contents are not modelled (messages carry strings). chat_detect maps a
+ * Tools (chat_tools: the OpenAI "tools" array and each assistant message's "tool_calls") are rendered
+ * as the families' templates render them: "qwen3" as Qwen3's; "chatml"/"smollm2" as Qwen2.5's
+ * (Hermes format) once tools or tool calls are given, with the template's default system prompt
+ * (none for chatml, SmolLM2's for smollm2); "lfm2" as LFM2's, a call written back as the model
+ * writes it (<|tool_call_start|>[f(a=1)]<|tool_call_end|> before the content); "llama3" as Llama
+ * 3.1's template once tools, calls or tool messages are given; "gemma" refuses them (Gemma 3's
+ * template has none). Tool JSON is printed as Jinja's tojson (tc_pyjson) and recorded as message
+ * text, so control-token text in it stays text. Non-string contents are not modelled. chat_detect maps a
  * stored Jinja template to a name by distinctive substrings. chat_render_spans records where message
  * text (roles, contents) lies in the rendered text; chat_tokenize tokenises the whole text in one
  * pass with control tokens matched only outside those spans (tok_encode_spans). Tests compare against jinja2
  * renderings of the real templates (scripts/gen-chat-golden.py). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/utf8.h"
 #include "text/tok_impl.h"
+#include "text/toolcall.h"
 
 typedef struct sbuf {
     const slm_allocator *a;
@@ -111,12 +121,195 @@ static const char *find_last(const char *s, const char *p) {
     return r;
 }
 
-static void render_qwen3(sbuf *b, const slm_chat_message *m, size_t n, bool gen, bool no_think) {
-    size_t start = 0;
-    if (n > 0 && strcmp(m[0].role, "system") == 0) {
-        im(b, 0, "system", m[0].content);
-        start = 1;
+/* ---- tools ---------------------------------------------------------------------------------- */
+
+/* One call of an assistant message: the function's name and its arguments (an object, owned). */
+typedef struct tcall {
+    const char *name;
+    cJSON *args;
+} tcall;
+
+/* The tools of a rendering: tools (a non-empty array, or NULL) and the calls of message i in
+ * calls[first[i], first[i + 1]). */
+typedef struct tctx {
+    const cJSON *tools;
+    tcall *calls;
+    size_t *first;
+    size_t n_msgs;
+} tctx;
+
+static size_t n_calls(const tctx *x, size_t i) { return x->first ? x->first[i + 1] - x->first[i] : 0; }
+static const tcall *calls_of(const tctx *x, size_t i) { return x->calls + x->first[i]; }
+
+static bool any_calls(const tctx *x) { return x->first && x->first[x->n_msgs] > 0; }
+
+static void tools_free(tctx *x) {
+    for (size_t k = 0; x->first && k < x->first[x->n_msgs]; k++) cJSON_Delete(x->calls[k].args);
+    free(x->calls);
+    free(x->first);
+    memset(x, 0, sizeof *x);
+}
+
+/* Checks the tools and the calls of t and gathers them into x (arguments given as JSON text are
+ * parsed: every template then renders an object, as vLLM and llama-server pass them). */
+static slm_status tools_prepare(const chat_tools *t, const slm_chat_message *m, size_t n, tctx *x, slm_err *e) {
+    memset(x, 0, sizeof *x);
+    x->n_msgs = n;
+    if (!t) return SLM_OK;
+    if (t->tools && !cJSON_IsNull(t->tools)) {
+        slm_status st = tc_check_tools(t->tools, e);
+        if (st != SLM_OK) return st;
+        if (t->tools->child) x->tools = t->tools;
     }
+    if (!t->calls) return SLM_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *c = t->calls[i];
+        if (!c || cJSON_IsNull(c)) continue;
+        if (!cJSON_IsArray(c)) return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu: 'tool_calls' must be a list", i);
+        if (c->child && strcmp(m[i].role, "assistant") != 0)
+            return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu: only assistant messages carry tool_calls", i);
+        total += (size_t)cJSON_GetArraySize(c);
+    }
+    x->first = calloc(n + 1, sizeof *x->first);
+    x->calls = calloc(total ? total : 1, sizeof *x->calls);
+    if (!x->first || !x->calls) {
+        tools_free(x);
+        return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        x->first[i] = k;
+        const cJSON *list = cJSON_IsArray(t->calls[i]) ? t->calls[i] : NULL, *call;
+        int j = 0;
+        cJSON_ArrayForEach(call, list) {
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!cJSON_IsObject(fn) || !cJSON_IsString(name)) {
+                x->first[n] = k; /* the calls gathered so far, for tools_free */
+                tools_free(x);
+                return err_set(e, SLM_ERR_INVALID_ARG,
+                               "chat: message %zu: tool_calls[%d] needs \"function\": {\"name\": string, ...}", i, j);
+            }
+            cJSON *obj = !args || cJSON_IsNull(args) ? cJSON_CreateObject()
+                         : cJSON_IsString(args)      ? cJSON_Parse(args->valuestring)
+                         : cJSON_IsObject(args)      ? cJSON_Duplicate(args, true)
+                                                     : NULL;
+            if (!cJSON_IsObject(obj)) {
+                cJSON_Delete(obj);
+                x->first[n] = k; /* the calls gathered so far, for tools_free */
+                tools_free(x);
+                return err_set(e, SLM_ERR_INVALID_ARG,
+                               "chat: message %zu: tool_calls[%d].function.arguments is not a JSON object", i, j);
+            }
+            x->calls[k++] = (tcall){name->valuestring, obj};
+            j++;
+        }
+    }
+    x->first[n] = k;
+    return SLM_OK;
+}
+
+/* Appends v as Jinja's tojson writes it, as message text (control-token text in it stays text). */
+static void put_json(sbuf *b, const cJSON *v, int indent) {
+    char *s = tc_pyjson(v, indent);
+    if (!s) {
+        b->oom = true;
+        return;
+    }
+    sb_msg(b, s, strlen(s), 0, false);
+    free(s);
+}
+
+static void put_text(sbuf *b, const char *s) { sb_msg(b, s, strlen(s), 0, false); }
+
+static const char HERMES_TOOLS_HEAD[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
+    "signatures within <tools></tools> XML tags:\n<tools>";
+static const char HERMES_TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+static void hermes_tool_list(sbuf *b, const cJSON *tools) {
+    sb_puts(b, HERMES_TOOLS_HEAD);
+    for (const cJSON *t = tools->child; t; t = t->next) {
+        sb_puts(b, "\n");
+        put_json(b, t, -1);
+    }
+    sb_puts(b, HERMES_TOOLS_TAIL);
+}
+
+static void hermes_call(sbuf *b, const tcall *c) {
+    sb_puts(b, "<tool_call>\n{\"name\": \"");
+    put_text(b, c->name);
+    sb_puts(b, "\", \"arguments\": ");
+    put_json(b, c->args, -1);
+    sb_puts(b, "}\n</tool_call>");
+}
+
+/* A tool message i as the Qwen templates write it: within one user turn for a run of them. */
+static void hermes_tool_response(sbuf *b, const slm_chat_message *m, size_t n, size_t i) {
+    if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) sb_puts(b, "<|im_start|>user");
+    sb_puts(b, "\n<tool_response>\n");
+    sb_msg(b, m[i].content, strlen(m[i].content), i, true);
+    sb_puts(b, "\n</tool_response>");
+    if (i == n - 1 || strcmp(m[i + 1].role, "tool") != 0) sb_puts(b, "<|im_end|>\n");
+}
+
+/* "chatml"/"smollm2" with tools or calls: Qwen2.5's template (dflt: its default system prompt). */
+static void render_hermes(sbuf *b, const slm_chat_message *m, size_t n, bool gen, const char *dflt, const tctx *x) {
+    bool sys = n > 0 && strcmp(m[0].role, "system") == 0;
+    if (x->tools) {
+        sb_puts(b, "<|im_start|>system\n");
+        if (sys) sb_msg(b, m[0].content, strlen(m[0].content), 0, true);
+        else sb_puts(b, dflt);
+        sb_puts(b, "\n\n");
+        hermes_tool_list(b, x->tools);
+    } else if (sys) {
+        im(b, 0, "system", m[0].content);
+    } else if (dflt[0]) {
+        im(b, SIZE_MAX, "system", dflt);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = m[i].role;
+        bool asst = strcmp(role, "assistant") == 0;
+        if (!strcmp(role, "user") || (!strcmp(role, "system") && i > 0) || (asst && n_calls(x, i) == 0)) {
+            im(b, i, role, m[i].content);
+        } else if (asst) {
+            sb_puts(b, "<|im_start|>");
+            sb_msg(b, role, strlen(role), i, false);
+            if (m[i].content[0]) {
+                sb_puts(b, "\n");
+                sb_msg(b, m[i].content, strlen(m[i].content), i, true);
+            }
+            for (size_t k = 0; k < n_calls(x, i); k++) {
+                sb_puts(b, "\n");
+                hermes_call(b, &calls_of(x, i)[k]);
+            }
+            sb_puts(b, "<|im_end|>\n");
+        } else if (!strcmp(role, "tool")) {
+            hermes_tool_response(b, m, n, i);
+        }
+    }
+    if (gen) sb_puts(b, "<|im_start|>assistant\n");
+}
+
+static void render_qwen3(sbuf *b, const slm_chat_message *m, size_t n, bool gen, bool no_think, const tctx *x) {
+    size_t start = 0;
+    bool sys = n > 0 && strcmp(m[0].role, "system") == 0;
+    if (x->tools) {
+        sb_puts(b, "<|im_start|>system\n");
+        if (sys) {
+            sb_msg(b, m[0].content, strlen(m[0].content), 0, true);
+            sb_puts(b, "\n\n");
+        }
+        hermes_tool_list(b, x->tools);
+    } else if (sys) {
+        im(b, 0, "system", m[0].content);
+    }
+    start = sys ? 1 : 0;
     /* Index of the last user message that is not a wrapped tool response. */
     size_t last_query = n - 1;
     for (size_t k = n; k-- > 0;) {
@@ -162,13 +355,13 @@ static void render_qwen3(sbuf *b, const slm_chat_message *m, size_t n, bool gen,
             } else {
                 sb_msg(b, content, content_len, i, content == c);
             }
+            for (size_t k = 0; k < n_calls(x, i); k++) {
+                if (k > 0 || content_len > 0) sb_puts(b, "\n");
+                hermes_call(b, &calls_of(x, i)[k]);
+            }
             sb_puts(b, "<|im_end|>\n");
         } else if (strcmp(role, "tool") == 0) {
-            if (i == 0 || strcmp(m[i - 1].role, "tool") != 0) sb_puts(b, "<|im_start|>user");
-            sb_puts(b, "\n<tool_response>\n");
-            sb_msg(b, c, strlen(c), i, true);
-            sb_puts(b, "\n</tool_response>");
-            if (i == n - 1 || strcmp(m[i + 1].role, "tool") != 0) sb_puts(b, "<|im_end|>\n");
+            hermes_tool_response(b, m, n, i);
         }
         /* Other roles are not rendered by the Qwen3 template. */
     }
@@ -178,17 +371,40 @@ static void render_qwen3(sbuf *b, const slm_chat_message *m, size_t n, bool gen,
     }
 }
 
-static void render_lfm2(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen) {
+static void render_lfm2(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen,
+                        const tctx *x) {
     sb_puts(b, bos_text(tok, "<|startoftext|>"));
-    size_t start = 0;
-    if (n > 0 && strcmp(m[0].role, "system") == 0) {
-        if (m[0].content[0]) im(b, 0, "system", m[0].content);
-        start = 1;
+    size_t start = n > 0 && strcmp(m[0].role, "system") == 0 ? 1 : 0;
+    const char *sys = start ? m[0].content : "";
+    if (sys[0] || x->tools) {
+        sb_puts(b, "<|im_start|>system\n");
+        sb_msg(b, sys, strlen(sys), 0, true);
+        if (x->tools) {
+            if (sys[0]) sb_puts(b, "\n");
+            sb_puts(b, "List of tools: <|tool_list_start|>[");
+            for (const cJSON *t = x->tools->child; t; t = t->next) {
+                if (t != x->tools->child) sb_puts(b, ", ");
+                put_json(b, t, -1);
+            }
+            sb_puts(b, "]<|tool_list_end|>");
+        }
+        sb_puts(b, "<|im_end|>\n");
     }
     for (size_t i = start; i < n; i++) {
         sb_puts(b, "<|im_start|>");
         sb_msg(b, m[i].role, strlen(m[i].role), i, false);
         sb_puts(b, "\n");
+        if (n_calls(x, i) > 0) { /* the calls as the model writes them, before the content */
+            sb_puts(b, "<|tool_call_start|>[");
+            for (size_t k = 0; k < n_calls(x, i); k++) {
+                char *call = tc_pycall(calls_of(x, i)[k].name, calls_of(x, i)[k].args);
+                if (!call) b->oom = true;
+                else if (k > 0) sb_puts(b, ", ");
+                if (call) put_text(b, call);
+                free(call);
+            }
+            sb_puts(b, "]<|tool_call_end|>");
+        }
         if (strcmp(m[i].role, "tool") == 0) {
             sb_puts(b, "<|tool_response_start|>");
             sb_msg(b, m[i].content, strlen(m[i].content), i, true);
@@ -218,6 +434,71 @@ static void render_llama3(sbuf *b, const slm_tokenizer *tok, const slm_chat_mess
         sb_puts(b, "<|eot_id|>");
     }
     if (gen) sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Python's str.isspace() code points (what Jinja's trim filter strips). */
+static void put_py_trimmed(sbuf *b, const char *s, size_t msg);
+
+/* Llama 3.1's template (meta-llama/Llama-3.1-8B-Instruct), used by "llama3" once tools, calls or
+ * tool messages are given: a system turn with its knowledge and (fixed) today dates, the tools
+ * in the first user turn, a call as {"name": ..., "parameters": ...} (one per message: the
+ * template raises otherwise), tool results as "ipython" turns holding the content as a JSON
+ * string. */
+static slm_status render_llama31(sbuf *b, const slm_tokenizer *tok, const slm_chat_message *m, size_t n, bool gen,
+                                 const tctx *x, slm_err *e) {
+    sb_puts(b, bos_text(tok, "<|begin_of_text|>"));
+    size_t start = n > 0 && strcmp(m[0].role, "system") == 0 ? 1 : 0;
+    sb_puts(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (x->tools) sb_puts(b, "Environment: ipython\n");
+    sb_puts(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    if (start) put_py_trimmed(b, m[0].content, 0);
+    sb_puts(b, "<|eot_id|>");
+    if (x->tools) {
+        if (start == n)
+            return err_set(e, SLM_ERR_INVALID_ARG,
+                           "chat: llama3: tools go into the first user message, and there is none");
+        sb_puts(b, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a "
+                   "JSON for a function call with its proper arguments that best answers the given prompt.\n\nRespond "
+                   "in the format {\"name\": function name, \"parameters\": dictionary of argument name and its "
+                   "value}.Do not use variables.\n\n");
+        for (const cJSON *t = x->tools->child; t; t = t->next) {
+            put_json(b, t, 4);
+            sb_puts(b, "\n\n");
+        }
+        put_py_trimmed(b, m[start].content, start);
+        sb_puts(b, "<|eot_id|>");
+        start++;
+    }
+    for (size_t i = start; i < n; i++) {
+        const char *role = m[i].role;
+        bool tool = !strcmp(role, "tool") || !strcmp(role, "ipython");
+        if (n_calls(x, i) > 0) {
+            if (n_calls(x, i) != 1)
+                return err_set(e, SLM_ERR_INVALID_ARG,
+                               "chat: llama3: message %zu has %zu tool calls; Llama 3.1's format takes one per message",
+                               i, n_calls(x, i));
+            sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            put_text(b, calls_of(x, i)->name);
+            sb_puts(b, "\", \"parameters\": ");
+            put_json(b, calls_of(x, i)->args, -1);
+            sb_puts(b, "}<|eot_id|>");
+        } else if (tool) {
+            sb_puts(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            cJSON *str = cJSON_CreateString(m[i].content);
+            if (!str) b->oom = true;
+            else put_json(b, str, -1);
+            cJSON_Delete(str);
+            sb_puts(b, "<|eot_id|>");
+        } else {
+            sb_puts(b, "<|start_header_id|>");
+            sb_msg(b, role, strlen(role), i, false);
+            sb_puts(b, "<|end_header_id|>\n\n");
+            put_py_trimmed(b, m[i].content, i);
+            sb_puts(b, "<|eot_id|>");
+        }
+    }
+    if (gen) sb_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return SLM_OK;
 }
 
 /* Python's str.isspace() code points (what Jinja's trim filter strips). */
@@ -279,9 +560,9 @@ static slm_status render_gemma(sbuf *b, const slm_tokenizer *tok, const slm_chat
 
 #define SMOLLM2_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
-slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
-                             bool add_generation_prompt, const slm_allocator *a, char **out, chat_span **spans,
-                             size_t *n_spans, slm_err *e) {
+slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs,
+                                   size_t n_msgs, const chat_tools *tools, bool add_generation_prompt,
+                                   const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e) {
     if (out) *out = NULL;
     if (spans) *spans = NULL;
     if (n_spans) *n_spans = 0;
@@ -290,9 +571,17 @@ slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const s
     for (size_t i = 0; i < n_msgs; i++)
         if (!msgs[i].role || !msgs[i].content)
             return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
+    tctx x;
+    slm_status st = tools_prepare(tools, msgs, n_msgs, &x, e);
+    if (st != SLM_OK) return st;
+    bool with_tools = x.tools || any_calls(&x);
+    bool tool_msgs = false;
+    for (size_t i = 0; i < n_msgs; i++) tool_msgs |= !strcmp(msgs[i].role, "tool") || !strcmp(msgs[i].role, "ipython");
     sbuf b = {a, NULL, 0, 0, false, spans != NULL, NULL, 0, 0};
     sb_put(&b, "", 0);
-    if (strcmp(name, "chatml") == 0 || strcmp(name, "smollm2") == 0) {
+    if (with_tools && (strcmp(name, "chatml") == 0 || strcmp(name, "smollm2") == 0)) {
+        render_hermes(&b, msgs, n_msgs, add_generation_prompt, strcmp(name, "smollm2") == 0 ? SMOLLM2_SYSTEM : "", &x);
+    } else if (strcmp(name, "chatml") == 0 || strcmp(name, "smollm2") == 0) {
         for (size_t i = 0; i < n_msgs; i++) {
             if (i == 0 && strcmp(name, "smollm2") == 0 && strcmp(msgs[0].role, "system") != 0)
                 im(&b, SIZE_MAX, "system", SMOLLM2_SYSTEM);
@@ -300,31 +589,30 @@ slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const s
         }
         if (add_generation_prompt) sb_puts(&b, "<|im_start|>assistant\n");
     } else if (strcmp(name, "qwen3") == 0 || strcmp(name, "qwen3-nothink") == 0) {
-        if (n_msgs > 0) render_qwen3(&b, msgs, n_msgs, add_generation_prompt, strcmp(name, "qwen3-nothink") == 0);
+        if (n_msgs > 0) render_qwen3(&b, msgs, n_msgs, add_generation_prompt, strcmp(name, "qwen3-nothink") == 0, &x);
         else if (add_generation_prompt) {
             sb_puts(&b, "<|im_start|>assistant\n");
             if (strcmp(name, "qwen3-nothink") == 0) sb_puts(&b, "<think>\n\n</think>\n\n");
         }
     } else if (strcmp(name, "lfm2") == 0) {
-        render_lfm2(&b, tok, msgs, n_msgs, add_generation_prompt);
+        render_lfm2(&b, tok, msgs, n_msgs, add_generation_prompt, &x);
     } else if (strcmp(name, "llama3") == 0) {
-        render_llama3(&b, tok, msgs, n_msgs, add_generation_prompt);
+        if (with_tools || tool_msgs) st = render_llama31(&b, tok, msgs, n_msgs, add_generation_prompt, &x, e);
+        else render_llama3(&b, tok, msgs, n_msgs, add_generation_prompt);
     } else if (strcmp(name, "gemma") == 0) {
-        slm_status st = render_gemma(&b, tok, msgs, n_msgs, add_generation_prompt, e);
-        if (st != SLM_OK) {
-            al_free(a, b.p);
-            al_free(a, b.sp);
-            return st;
-        }
+        st = with_tools ? err_set(e, SLM_ERR_UNSUPPORTED,
+                                  "chat: gemma: Gemma 3's template has no tool support (tools and tool_calls cannot be "
+                                  "rendered)")
+                        : render_gemma(&b, tok, msgs, n_msgs, add_generation_prompt, e);
     } else {
-        al_free(a, b.p);
-        al_free(a, b.sp);
-        return err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s'", name);
+        st = err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s'", name);
     }
-    if (b.oom) {
+    tools_free(&x);
+    if (st == SLM_OK && b.oom) st = err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+    if (st != SLM_OK) {
         al_free(a, b.p);
         al_free(a, b.sp);
-        return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+        return st;
     }
     *out = b.p;
     if (spans) {
@@ -332,6 +620,12 @@ slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const s
         *n_spans = b.n_sp;
     }
     return SLM_OK;
+}
+
+slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                             bool add_generation_prompt, const slm_allocator *a, char **out, chat_span **spans,
+                             size_t *n_spans, slm_err *e) {
+    return chat_render_tools_spans(name, tok, msgs, n_msgs, NULL, add_generation_prompt, a, out, spans, n_spans, e);
 }
 
 slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
@@ -342,6 +636,12 @@ slm_status chat_render(const char *name, const slm_tokenizer *tok, const slm_cha
 slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                          const slm_chat_ids *content_ids, bool add_generation_prompt, const slm_allocator *a,
                          int32_t **ids, size_t *n_ids, slm_err *e) {
+    return chat_tokenize_tools(name, tok, msgs, n_msgs, NULL, content_ids, add_generation_prompt, a, ids, n_ids, e);
+}
+
+slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                               const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                               const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!tok || !ids || !n_ids) return err_set(e, SLM_ERR_INVALID_ARG, "chat: missing argument");
@@ -349,7 +649,8 @@ slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_c
     char *text = NULL;
     chat_span *sp = NULL;
     size_t n_sp = 0;
-    slm_status st = chat_render_spans(name, tok, msgs, n_msgs, add_generation_prompt, a, &text, &sp, &n_sp, e);
+    slm_status st =
+        chat_render_tools_spans(name, tok, msgs, n_msgs, tools, add_generation_prompt, a, &text, &sp, &n_sp, e);
     if (st != SLM_OK) return st;
     tok_span *ts = n_sp ? al_array(a, n_sp, sizeof *ts) : NULL;
     if (n_sp && !ts) st = err_set(e, SLM_ERR_NOMEM, "chat: out of memory");

@@ -43,6 +43,18 @@ typedef struct chat_span {
 slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                              bool add_generation_prompt, const slm_allocator *a, char **out, chat_span **spans,
                              size_t *n_spans, slm_err *e);
+/* Tools of a rendering (text/toolcall.h, docs/serve.md): tools, the OpenAI "tools" array (NULL
+ * or empty: none); calls (NULL, or n_msgs entries): each assistant message's "tool_calls" array or
+ * NULL. Bad tools or calls fail with SLM_ERR_INVALID_ARG naming them; "gemma" refuses tools with
+ * SLM_ERR_UNSUPPORTED. */
+struct cJSON;
+typedef struct chat_tools {
+    const struct cJSON *tools;
+    const struct cJSON *const *calls;
+} chat_tools;
+slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs,
+                                   size_t n_msgs, const chat_tools *tools, bool add_generation_prompt,
+                                   const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e);
 /* Renders and tokenises in one pass over the whole text: special/control token text is matched
  * only in the template's own text, message text is plain text (slm_chat_tokenize). content_ids
  * (n_msgs, or NULL): a message whose entry has ids and whose content the template writes whole and
@@ -50,5 +62,8 @@ slm_status chat_render_spans(const char *name, const slm_tokenizer *tok, const s
 slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                          const slm_chat_ids *content_ids, bool add_generation_prompt, const slm_allocator *a,
                          int32_t **ids, size_t *n_ids, slm_err *e);
+slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                               const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                               const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e);
 
 #endif

@@ -89,6 +89,30 @@ static void model_null(void **unused) {
     assert_null(ids);
     assert_int_equal(n_ids, 0);
     assert_int_equal(slm_chat_tokenize(NULL, "chatml", &msg, 1, NULL, true, NULL, &n_ids), SLM_ERR_INVALID_ARG);
+    strcpy(err, "x");
+    out = (char *)1;
+    assert_int_equal(slm_chat_render_tools(NULL, "chatml", &msg, 1, NULL, true, &out, err, sizeof err),
+                     SLM_ERR_INVALID_ARG);
+    assert_null(out);
+    assert_string_equal(err, "");
+    ids = (int32_t *)1;
+    n_ids = 7;
+    assert_int_equal(slm_chat_tokenize_tools(NULL, "chatml", &msg, 1, NULL, NULL, true, &ids, &n_ids, NULL, 0),
+                     SLM_ERR_INVALID_ARG);
+    assert_null(ids);
+    assert_int_equal(n_ids, 0);
+    assert_int_equal(slm_tools_check(NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_true(strlen(err) > 0);
+    assert_int_equal(slm_tool_calls_parse(NULL, "x", 1, &out), SLM_ERR_INVALID_ARG);
+    assert_null(out);
+    assert_int_equal(slm_tool_calls_parse("qwen3", NULL, 1, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_tool_calls_content_ready(NULL, NULL, 5), 0);
+    size_t span[4];
+    assert_false(slm_tool_call_partial(NULL, NULL, 5, span));
+    assert_false(slm_tool_call_partial("qwen3", "<tool_call>{\"name\": \"f\"}", 26, NULL));
+    slm_grammar *g = (slm_grammar *)1;
+    assert_int_equal(slm_tool_call_grammar(NULL, "[]", NULL, &g, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_null(g);
 }
 
 static void tokenizer_null(void **unused) {

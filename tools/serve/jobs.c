@@ -40,6 +40,7 @@ void job_unref_locked(job *j) {
     for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free((void *)(uintptr_t)j->sp.logit_bias);
     slm_grammar_destroy(j->grammar);
+    tools_req_free(&j->tools);
     free(j->prompt);
     free(j->sse.v);
     pthread_cond_destroy(&j->cv);

@@ -1,5 +1,7 @@
 /* openai.c — the OpenAI JSON shapes of `statelm serve`: a request body parsed into a job, the
- * response object, stream events, error objects. */
+ * response object, stream events, error objects. Tools (serve_tools.c): tool_choice "required" or
+ * named is the job's grammar; answers of requests with tools are parsed for calls (streams hold
+ * back content that may be a call, and send a forced call as it is generated). */
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -188,16 +190,75 @@ static char *text_span(const choice *c, size_t from, size_t to) {
     return v;
 }
 
+/* A chunk of choice ci with the given delta (taken over) and finish reason (NULL: null). */
+static void sse_delta(job *j, int32_t ci, cJSON *delta, const char *finish) {
+    cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", ci);
+    cJSON_AddItemToObject(ch, "delta", delta ? delta : cJSON_CreateObject());
+    cJSON_AddNullToObject(ch, "logprobs");
+    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(arr, ch);
+    sse_add_json(j, root);
+}
+
+/* Sends each delta of the array deltas (taken over; NULL: none) as a chunk of choice ci. */
+static void sse_deltas(job *j, int32_t ci, cJSON *deltas) {
+    while (deltas && deltas->child) sse_delta(j, ci, cJSON_DetachItemViaPointer(deltas, deltas->child), NULL);
+    cJSON_Delete(deltas);
+}
+
+/* The end of a choice of a request with tools: the rest of its content, its calls (a delta with
+ * id, type and name, then one with the arguments, per call) and the finish reason ("tool_calls"
+ * when it made calls). c0: where the answer's content starts. Under srv.mu. */
+static void sse_tool_calls(job *j, int32_t ci, size_t c0) {
+    choice *c = &j->choices[ci];
+    size_t sent = c->n_sent > c0 ? c->n_sent - c0 : 0;
+    bool calls = false;
+    char *text = cli_utf8_sanitize(c->text.v ? c->text.v : "");
+    size_t n = text ? strlen(text) : 0;
+    cJSON *deltas = text && c0 <= n ? tools_final_deltas(&j->tools, srv.chat_template, text + c0, n - c0, sent, &c->ts,
+                                                         j->id, ci, &calls)
+                                    : NULL;
+    free(text);
+    sse_deltas(j, ci, deltas);
+    c->n_sent = c->text.n;
+    sse_delta(j, ci, NULL, calls && !strcmp(c->finish, "stop") ? "tool_calls" : c->finish);
+}
+
+/* After a stream event of a request with tools: at the end, sse_tool_calls; before it, the new
+ * part of a forced call (its head, then argument pieces as they are generated). */
+static void sse_tool_progress(job *j, int32_t ci, size_t c0) {
+    choice *c = &j->choices[ci];
+    if (c->finish) {
+        sse_tool_calls(j, ci, c0);
+    } else if (j->tools.forced && c->text.v && c->text.n >= c0) {
+        sse_deltas(j, ci, tools_progress_deltas(&j->tools, srv.chat_template, c->text.v + c0, c->text.n - c0, &c->ts,
+                                                j->id, ci));
+    }
+}
+
 /* Appends the stream event of choice ci: text [n_sent, upto) (for chat, split into reasoning and
  * content deltas: split_answer), logprobs not yet sent and, when the choice has finished, its
- * finish_reason. Under srv.mu. */
+ * finish_reason (with tools: sse_tool_progress after it). Under srv.mu. */
 void sse_choice(job *j, int32_t ci, size_t upto) {
     choice *c = &j->choices[ci];
-    answer_parts parts = split_answer(j, c->text.v ? c->text.v : "", c->text.n, c->finish != NULL);
+    const char *text0 = c->text.v ? c->text.v : "";
+    answer_parts parts = split_answer(j, text0, c->text.n, c->finish != NULL);
     if (upto > parts.ready) upto = parts.ready;
+    const char *finish = c->finish;
+    if (j->tools.parse && parts.ready >= parts.c0) { /* content that may be a call waits for the end */
+        size_t lim = parts.c0 + tools_content_ready(&j->tools, srv.chat_template, text0 + parts.c0, parts.ready - parts.c0);
+        if (finish) lim = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
+        if (upto > lim) upto = lim;
+        finish = NULL; /* the calls and the finish reason follow this chunk (sse_tool_progress) */
+    }
     if (upto < c->n_sent) upto = c->n_sent;
     bool has_text = upto > c->n_sent, has_lp = j->logprobs && c->n_lps_sent < c->n_tokens;
-    if (!has_text && !has_lp && !c->finish && c->role_sent) return;
+    if (!has_text && !has_lp && !finish && c->role_sent) {
+        if (j->tools.parse) sse_tool_progress(j, ci, parts.c0);
+        return;
+    }
     cJSON *root = chunk_head(j), *arr = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", ci);
     if (j->chat) {
@@ -225,10 +286,11 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
     if (has_lp) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, c->n_lps_sent, c->n_tokens));
     else cJSON_AddNullToObject(ch, "logprobs");
     c->n_lps_sent = c->n_tokens;
-    if (c->finish) cJSON_AddStringToObject(ch, "finish_reason", c->finish);
+    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
     else cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(arr, ch);
     sse_add_json(j, root);
+    if (j->tools.parse) sse_tool_progress(j, ci, parts.c0);
 }
 
 /* Ends the job's event stream: usage when asked for, then [DONE]. Under srv.mu. */
@@ -387,6 +449,9 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     unsigned status = 400;
     slm_chat_message *msgs = NULL;
     slm_chat_ids *content_ids = NULL;
+    char **calls = NULL; /* (n_msgs) each message's tool_calls JSON, or NULL */
+    size_t n_msgs = 0;
+    bool any_calls = false;
     job *j = calloc(1, sizeof *j);
     if (!j) goto fail;
     pthread_cond_init(&j->cv, NULL);
@@ -456,6 +521,16 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     f = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos");
     j->ignore_eos = cJSON_IsTrue(f);
     if (!parse_constraint(root, j, msg, cap)) goto fail;
+    if (chat) {
+        slm_grammar *forced = NULL;
+        if (!tools_read_request(root, srv.chat_template, j->grammar != NULL, &j->tools, &forced, msg, cap)) goto fail;
+        if (forced && j->ignore_eos) {
+            slm_grammar_destroy(forced);
+            snprintf(msg, cap, "'ignore_eos' cannot be combined with a forced tool call");
+            goto fail;
+        }
+        if (forced) j->grammar = forced;
+    }
     f = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (cJSON_IsString(f)) {
         if (f->valuestring[0] && !(j->stops[j->n_stops++] = strdup(f->valuestring))) goto fail;
@@ -503,27 +578,13 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
             goto fail;
         }
         msgs = calloc((size_t)cJSON_GetArraySize(arr), sizeof *msgs);
-        if (!msgs) goto fail;
-        size_t n_msgs = 0;
+        calls = calloc((size_t)cJSON_GetArraySize(arr), sizeof *calls);
+        if (!msgs || !calls) goto fail;
         cJSON_ArrayForEach(e, arr) {
-            const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
-            const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-            if (cJSON_IsArray(content)) {
-                /* [{"type":"text","text":...}]: only one text part */
-                const cJSON *part = cJSON_GetArraySize(content) == 1 ? cJSON_GetArrayItem(content, 0) : NULL;
-                content = part ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
-            }
-            if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
-                snprintf(msg, cap, "messages[%zu] needs a string 'role' and a string 'content'", n_msgs);
-                goto fail;
-            }
-            const char *r = role->valuestring;
-            if (!strcmp(r, "developer")) r = "system";
-            if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-                snprintf(msg, cap, "messages[%zu]: role '%.40s' is not system, user or assistant", n_msgs, r);
-                goto fail;
-            }
-            msgs[n_msgs++] = (slm_chat_message){r, content->valuestring};
+            const char *r, *content;
+            if (!tools_read_message(e, n_msgs, &r, &content, &calls[n_msgs], msg, cap)) goto fail;
+            any_calls |= calls[n_msgs] != NULL;
+            msgs[n_msgs++] = (slm_chat_message){r, content};
         }
         /* an assistant message that is exactly a completion this server returned continues from the
          * ids it was generated as */
@@ -540,13 +601,16 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         }
         pthread_mutex_unlock(&srv.mu);
         /* message contents are text: control-token text in them stays text */
-        slm_status st = slm_chat_tokenize(srv.m, srv.chat_template, msgs, n_msgs, content_ids, true, &j->prompt,
-                                          &j->n_prompt);
+        slm_chat_tools tools = {j->tools.tools, any_calls ? (const char *const *)calls : NULL};
+        char err[400] = "";
+        slm_status st = slm_chat_tokenize_tools(srv.m, srv.chat_template, msgs, n_msgs, &tools, content_ids, true,
+                                                &j->prompt, &j->n_prompt, err, sizeof err);
         for (size_t i = 0; i < n_msgs; i++) free((void *)(uintptr_t)content_ids[i].ids);
         free(content_ids);
         content_ids = NULL;
         if (st != SLM_OK) {
-            snprintf(msg, cap, "cannot render and tokenize the chat template (%s)", slm_status_name(st));
+            snprintf(msg, cap, "cannot render and tokenize the chat template (%s)%s%s", slm_status_name(st),
+                     err[0] ? ": " : "", err);
             goto fail;
         }
     } else {
@@ -584,11 +648,15 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         goto fail;
     }
     free(msgs);
+    for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
+    free(calls);
     cJSON_Delete(root);
     *out = j;
     return 0;
 fail:
     free(msgs);
+    for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
+    free(calls);
     free(content_ids);
     cJSON_Delete(root);
     if (j) job_unref_locked(j);
@@ -603,12 +671,13 @@ cJSON *completion_json(const job *j) {
         const choice *c = &j->choices[i];
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddNumberToObject(ch, "index", i);
+        bool calls = false;
         char *text = cli_utf8_sanitize(c->text.v ? c->text.v : "");
         if (j->chat) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
             answer_parts parts = split_answer(j, text ? text : "", text ? strlen(text) : 0, true);
-            cJSON_AddStringToObject(m, "content", text ? text + parts.c0 : "");
+            calls = tools_message_json(&j->tools, srv.chat_template, text ? text + parts.c0 : "", j->id, i, m);
             if (text && parts.r1 > parts.r0) {
                 text[parts.r1] = '\0';
                 cJSON_AddStringToObject(m, "reasoning_content", text + parts.r0);
@@ -619,7 +688,8 @@ cJSON *completion_json(const job *j) {
         free(text);
         if (j->logprobs) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, 0, c->n_tokens));
         else cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", c->finish ? c->finish : "stop");
+        const char *finish = c->finish ? c->finish : "stop";
+        cJSON_AddStringToObject(ch, "finish_reason", calls && !strcmp(finish, "stop") ? "tool_calls" : finish);
         cJSON_AddItemToArray(arr, ch);
     }
     cJSON_AddItemToObject(root, "usage", usage_json(j));

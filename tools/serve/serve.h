@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "embed.h"
 #include "statelm_engine.h"
+#include "serve_tools.h"
 
 #define MAX_N SLM_ENGINE_MAX_N         /* most choices per request */
 #define MAX_STOPS SLM_ENGINE_MAX_STOPS /* most stop strings, as the OpenAI API */
@@ -64,6 +65,7 @@ typedef struct choice {
     int32_t *ids;       /* (n_ids) generated ids, end-of-generation token excluded; set when finished */
     size_t n_ids;
     bool ids_cut;       /* a stop string cut text (ids spell more than text), or ids are missing */
+    tool_stream ts;     /* what a stream has sent of a forced tool call */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
@@ -77,7 +79,8 @@ typedef struct job {
     size_t n_prompt;
     int32_t max_tokens;
     slm_sampler_params sp; /* sp.logit_bias is the job's own array */
-    slm_grammar *grammar;  /* response_format / grammar / json_schema, or NULL */
+    slm_grammar *grammar;  /* response_format / grammar / json_schema / a forced tool call, or NULL */
+    tool_req tools;
     char *stops[MAX_STOPS];
     int32_t n_stops;
     char id[48];

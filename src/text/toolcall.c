@@ -1,0 +1,834 @@
+/* toolcall.c — tool calls in the chat formats (toolcall.h): Python-style JSON printing, the check
+ * of an OpenAI "tools" array, and the parsers of the Hermes, LFM2 (Python call list) and Llama 3
+ * (JSON object) call formats. Parsing never fails on bad input: what is not a well-formed call is
+ * content. */
+#include "text/toolcall.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TC_MAX_DEPTH 64 /* nesting of Python values in an LFM2 call */
+
+/* A growable NUL-terminated string; oom sticks. */
+typedef struct dstr {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} dstr;
+
+static void ds_put(dstr *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void ds_puts(dstr *b, const char *s) { ds_put(b, s, strlen(s)); }
+
+/* b's string (an empty one when nothing was written), or NULL after an allocation failure. */
+static char *ds_take(dstr *b) {
+    ds_put(b, "", 0);
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+tc_format tc_format_of(const char *name) {
+    if (!name) return TC_NONE;
+    if (!strcmp(name, "chatml") || !strcmp(name, "smollm2") || !strcmp(name, "qwen3") || !strcmp(name, "qwen3-nothink"))
+        return TC_HERMES;
+    if (!strcmp(name, "lfm2")) return TC_LFM2;
+    if (!strcmp(name, "llama3")) return TC_LLAMA3;
+    return TC_NONE;
+}
+
+/* ---- Python's json.dumps --------------------------------------------------------------------- */
+
+/* Python's repr of a finite double: the shortest digits that read back, positional notation for
+ * exponents in [-4, 16), else d.ddde+XX. */
+static void py_float(dstr *b, double v) {
+    char buf[40];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+    char digits[24];
+    size_t nd = 0;
+    const char *s = buf;
+    bool neg = *s == '-';
+    if (neg) s++;
+    for (; *s && *s != 'e'; s++)
+        if (*s != '.') digits[nd++] = *s;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    int ex = atoi(s + 1);
+    if (neg) ds_puts(b, "-");
+    if (ex >= -4 && ex < 16) {
+        if (ex < 0) {
+            ds_puts(b, "0.");
+            for (int k = 0; k < -ex - 1; k++) ds_puts(b, "0");
+            ds_put(b, digits, nd);
+        } else {
+            size_t whole = (size_t)ex + 1;
+            for (size_t k = 0; k < whole; k++) ds_put(b, k < nd ? &digits[k] : "0", 1);
+            ds_puts(b, ".");
+            if (nd > whole) ds_put(b, digits + whole, nd - whole);
+            else ds_puts(b, "0");
+        }
+    } else {
+        ds_put(b, digits, 1);
+        if (nd > 1) {
+            ds_puts(b, ".");
+            ds_put(b, digits + 1, nd - 1);
+        }
+        snprintf(buf, sizeof buf, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        ds_puts(b, buf);
+    }
+}
+
+static void py_number(dstr *b, double v) {
+    char buf[32];
+    if (!isfinite(v)) ds_puts(b, v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+    else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        snprintf(buf, sizeof buf, "%.0f", v == 0 ? 0.0 : v);
+        ds_puts(b, buf);
+    } else py_float(b, v);
+}
+
+/* s as a JSON string literal with Python's escapes (ensure_ascii=False: non-ASCII kept). */
+static void py_string(dstr *b, const char *s) {
+    ds_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': ds_puts(b, "\\\""); break;
+        case '\\': ds_puts(b, "\\\\"); break;
+        case '\n': ds_puts(b, "\\n"); break;
+        case '\r': ds_puts(b, "\\r"); break;
+        case '\t': ds_puts(b, "\\t"); break;
+        case '\b': ds_puts(b, "\\b"); break;
+        case '\f': ds_puts(b, "\\f"); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                ds_puts(b, esc);
+            } else ds_put(b, (const char *)p, 1);
+        }
+    }
+    ds_puts(b, "\"");
+}
+
+static void py_newline(dstr *b, int indent, int level) {
+    ds_puts(b, "\n");
+    for (int k = 0; k < indent * level; k++) ds_puts(b, " ");
+}
+
+static void py_json(dstr *b, const cJSON *v, int indent, int level) {
+    if (cJSON_IsNull(v)) ds_puts(b, "null");
+    else if (cJSON_IsFalse(v)) ds_puts(b, "false");
+    else if (cJSON_IsTrue(v)) ds_puts(b, "true");
+    else if (cJSON_IsNumber(v)) py_number(b, v->valuedouble);
+    else if (cJSON_IsString(v)) py_string(b, v->valuestring);
+    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        bool obj = cJSON_IsObject(v);
+        if (!v->child) {
+            ds_puts(b, obj ? "{}" : "[]");
+            return;
+        }
+        ds_puts(b, obj ? "{" : "[");
+        for (const cJSON *c = v->child; c; c = c->next) {
+            if (c != v->child) ds_puts(b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) py_newline(b, indent, level + 1);
+            if (obj) {
+                py_string(b, c->string ? c->string : "");
+                ds_puts(b, ": ");
+            }
+            py_json(b, c, indent, level + 1);
+        }
+        if (indent >= 0) py_newline(b, indent, level);
+        ds_puts(b, obj ? "}" : "]");
+    } else ds_puts(b, "null");
+}
+
+/* v as a Python literal: JSON with True, False and None. */
+static void py_literal(dstr *b, const cJSON *v) {
+    if (cJSON_IsNull(v)) ds_puts(b, "None");
+    else if (cJSON_IsFalse(v)) ds_puts(b, "False");
+    else if (cJSON_IsTrue(v)) ds_puts(b, "True");
+    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        bool obj = cJSON_IsObject(v);
+        ds_puts(b, obj ? "{" : "[");
+        for (const cJSON *c = v->child; c; c = c->next) {
+            if (c != v->child) ds_puts(b, ", ");
+            if (obj) {
+                py_string(b, c->string ? c->string : "");
+                ds_puts(b, ": ");
+            }
+            py_literal(b, c);
+        }
+        ds_puts(b, obj ? "}" : "]");
+    } else py_json(b, v, -1, 0);
+}
+
+char *tc_pycall(const char *name, const cJSON *args) {
+    dstr b = {0};
+    ds_puts(&b, name);
+    ds_puts(&b, "(");
+    for (const cJSON *c = args ? args->child : NULL; c; c = c->next) {
+        if (c != args->child) ds_puts(&b, ", ");
+        ds_puts(&b, c->string ? c->string : "");
+        ds_puts(&b, "=");
+        py_literal(&b, c);
+    }
+    ds_puts(&b, ")");
+    return ds_take(&b);
+}
+
+char *tc_pyjson(const cJSON *v, int indent) {
+    dstr b = {0};
+    py_json(&b, v, indent, 0);
+    return ds_take(&b);
+}
+
+/* ---- the tools array ------------------------------------------------------------------------- */
+
+static bool good_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.'))
+            return false;
+    }
+    return true;
+}
+
+slm_status tc_check_tools(const cJSON *tools, slm_err *e) {
+    if (!cJSON_IsArray(tools)) return err_set(e, SLM_ERR_INVALID_ARG, "'tools' must be a list");
+    int i = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, i++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
+            return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", i);
+        if (!cJSON_IsObject(fn)) return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d].function must be an object", i);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(name) || !good_name(name->valuestring))
+            return err_set(e, SLM_ERR_INVALID_ARG,
+                           "tools[%d].function.name must be 1 to 64 characters of a-z, A-Z, 0-9, '_', '-', '.'", i);
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        if (desc && !cJSON_IsString(desc))
+            return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d].function.description must be a string", i);
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (params) {
+            const cJSON *pt = cJSON_GetObjectItemCaseSensitive(params, "type");
+            const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+            const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+            if (!cJSON_IsObject(params))
+                return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d].function.parameters must be a JSON Schema object", i);
+            if (pt && !(cJSON_IsString(pt) && !strcmp(pt->valuestring, "object")))
+                return err_set(e, SLM_ERR_INVALID_ARG,
+                               "tools[%d].function.parameters: 'type' must be \"object\" (arguments are an object)", i);
+            if (props && !cJSON_IsObject(props))
+                return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d].function.parameters: 'properties' must be an object", i);
+            for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
+                if (!cJSON_IsObject(p) && !cJSON_IsBool(p))
+                    return err_set(e, SLM_ERR_INVALID_ARG,
+                                   "tools[%d].function.parameters: property '%.40s' must be a schema (an object)", i,
+                                   p->string);
+            if (req && !cJSON_IsArray(req))
+                return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d].function.parameters: 'required' must be a list", i);
+            for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+                if (!cJSON_IsString(r))
+                    return err_set(e, SLM_ERR_INVALID_ARG,
+                                   "tools[%d].function.parameters: 'required' must list property names", i);
+        }
+        int k = 0;
+        for (const cJSON *u = tools->child; u != t; u = u->next, k++) {
+            const cJSON *un = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "function"), "name");
+            if (!strcmp(un->valuestring, name->valuestring))
+                return err_set(e, SLM_ERR_INVALID_ARG, "tools[%d] and tools[%d] are both named '%s'", k, i,
+                               name->valuestring);
+        }
+    }
+    return SLM_OK;
+}
+
+const cJSON *tc_find_tool(const cJSON *tools, const char *name) {
+    for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return fn;
+    }
+    return NULL;
+}
+
+/* ---- parsing --------------------------------------------------------------------------------- */
+
+#define HERMES_OPEN "<tool_call>"
+#define HERMES_CLOSE "</tool_call>"
+#define LFM2_OPEN "<|tool_call_start|>"
+#define LFM2_CLOSE "<|tool_call_end|>"
+#define PYTHON_TAG "<|python_tag|>"
+
+static bool ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static const char *find(const char *s, size_t n, const char *pat) {
+    size_t m = strlen(pat);
+    for (size_t i = 0; i + m <= n; i++)
+        if (!memcmp(s + i, pat, m)) return s + i;
+    return NULL;
+}
+
+/* Adds a call with arguments args (an object; taken over) to r, written as raw[0, n_raw) when raw
+ * is given (the model's own text of the object) or else as compact JSON. false when out of memory. */
+static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *args, const char *raw, size_t n_raw) {
+    char *a = raw ? strndup(raw, n_raw) : cJSON_PrintUnformatted(args);
+    cJSON_Delete(args);
+    char *nm = malloc(name_len + 1);
+    tc_call *v = realloc(r->calls, (r->n_calls + 1) * sizeof *v);
+    if (v) r->calls = v;
+    if (!a || !nm || !v) {
+        free(a);
+        free(nm);
+        return false;
+    }
+    memcpy(nm, name, name_len);
+    nm[name_len] = '\0';
+    r->calls[r->n_calls++] = (tc_call){nm, a};
+    return true;
+}
+
+/* A call object {"name": non-empty string, <args_key or "arguments">: object or string holding one}; the
+ * arguments (detached, caller owns) and the name, or NULL when v is not one. */
+static cJSON *call_parts(cJSON *v, const char *args_key, const char **name) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
+    if (!cJSON_IsObject(v) || !cJSON_IsString(nm) || !nm->valuestring[0]) return NULL;
+    const char *key = cJSON_HasObjectItem(v, args_key) ? args_key : "arguments";
+    cJSON *args = cJSON_GetObjectItemCaseSensitive(v, key);
+    if (!args) {
+        *name = nm->valuestring;
+        return cJSON_CreateObject();
+    }
+    if (cJSON_IsString(args)) {
+        cJSON *inner = cJSON_Parse(args->valuestring);
+        if (!cJSON_IsObject(inner)) {
+            cJSON_Delete(inner);
+            return NULL;
+        }
+        *name = nm->valuestring;
+        return inner;
+    }
+    if (!cJSON_IsObject(args)) return NULL;
+    *name = nm->valuestring;
+    return cJSON_DetachItemViaPointer(v, args);
+}
+
+/* The end of the JSON value at s (before end), or NULL when the text ends inside it. The text is
+ * not validated (cJSON does that): strings, brackets and the characters of scalars are skipped. */
+static const char *skip_value(const char *s, const char *end) {
+    int depth = 0;
+    for (; s < end; s++) {
+        char c = *s;
+        if (c == '"') {
+            for (s++; s < end && *s != '"'; s++)
+                if (*s == '\\') s++;
+            if (s >= end) return NULL;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth < 0) return s; /* the enclosing object's end: a scalar stopped before it */
+        } else if (depth == 0 && (c == ',' || ws(c))) {
+            return s;
+        }
+        if (depth == 0 && (c == '"' || c == '}' || c == ']')) return s + 1;
+    }
+    return NULL;
+}
+
+/* In the JSON object text s[0, end) (possibly incomplete), the value of the top-level member
+ * whose raw key is key: *v0 its start, *v1 its end (NULL while the text ends inside it). false
+ * when the key has not come (yet). */
+static bool member_span(const char *s, const char *end, const char *key, const char **v0, const char **v1) {
+    size_t nk = strlen(key);
+    while (s < end && ws(*s)) s++;
+    if (s >= end || *s != '{') return false;
+    for (s++;;) {
+        while (s < end && ws(*s)) s++;
+        if (s >= end || *s != '"') return false;
+        const char *k0 = s + 1, *k1 = skip_value(s, end);
+        if (!k1) return false;
+        s = k1;
+        while (s < end && (ws(*s) || *s == ':')) s++;
+        if (s >= end) return false;
+        const char *e = skip_value(s, end);
+        if ((size_t)(k1 - 1 - k0) == nk && !memcmp(k0, key, nk)) {
+            *v0 = s;
+            *v1 = e;
+            return true;
+        }
+        if (!e) return false;
+        s = e;
+        while (s < end && (ws(*s) || *s == ',')) s++;
+    }
+}
+
+/* Parses one JSON call object at s[0, n); *used: bytes consumed. false when there is none. The
+ * arguments are the model's own text of the object when it wrote one (what streaming sends). */
+static bool json_call(const char *s, size_t n, const char *args_key, tc_result *r, size_t *used, bool *oom) {
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithLengthOpts(s, n, &end, false);
+    if (!v) return false;
+    const char *name = NULL, *a0 = NULL, *a1 = NULL;
+    cJSON *args = call_parts(v, args_key, &name);
+    bool ok = args != NULL;
+    if (ok && !((member_span(s, end, args_key, &a0, &a1) || member_span(s, end, "arguments", &a0, &a1)) && a1 &&
+                *a0 == '{'))
+        a0 = a1 = NULL;
+    if (ok && !add_call(r, name, strlen(name), args, a0, a0 ? (size_t)(a1 - a0) : 0)) *oom = true;
+    cJSON_Delete(v);
+    *used = (size_t)(end - s);
+    return ok;
+}
+
+bool tc_partial_call(tc_format f, const char *t, size_t n, tc_partial *p) {
+    memset(p, 0, sizeof *p);
+    n = strnlen(t, n);
+    if (f != TC_HERMES && f != TC_LLAMA3) return false;
+    size_t i = 0;
+    while (i < n && ws(t[i])) i++;
+    const char *open = f == TC_HERMES ? HERMES_OPEN : PYTHON_TAG;
+    if (n - i >= strlen(open) && !memcmp(t + i, open, strlen(open))) i += strlen(open);
+    else if (f == TC_HERMES) return false;
+    const char *end = t + n, *n0, *n1, *a0, *a1;
+    if (!member_span(t + i, end, "name", &n0, &n1) || !n1 || *n0 != '"') return false;
+    p->name_off = (size_t)(n0 + 1 - t);
+    p->name_len = (size_t)(n1 - 1 - (n0 + 1));
+    const char *key = f == TC_HERMES ? "arguments" : "parameters";
+    if (!member_span(t + i, end, key, &a0, &a1) || *a0 != '{') return true;
+    p->args_off = (size_t)(a0 - t);
+    p->args_len = (size_t)((a1 ? a1 : end) - a0);
+    while (!a1 && p->args_len > 0 && ((uint8_t)t[p->args_off + p->args_len - 1] & 0xC0) == 0x80) p->args_len--;
+    if (!a1 && p->args_len > 0 && (uint8_t)t[p->args_off + p->args_len - 1] >= 0xC0) p->args_len--; /* a cut character */
+    p->args_done = a1 != NULL;
+    return true;
+}
+
+/* Python literal values of an LFM2 call, as JSON. */
+typedef struct pyp {
+    const char *s, *end;
+} pyp;
+
+static void py_ws(pyp *p) {
+    while (p->s < p->end && ws(*p->s)) p->s++;
+}
+
+/* Skips white space and a ',' with the white space after it: false when no ',' follows. */
+static bool py_comma(pyp *p) {
+    py_ws(p);
+    if (p->s >= p->end || *p->s != ',') return false;
+    p->s++;
+    py_ws(p);
+    return true;
+}
+
+static bool py_ident(pyp *p, const char **id, size_t *len, bool dotted) {
+    const char *s = p->s;
+    if (s >= p->end || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+    while (s < p->end && ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                          *s == '_' || (dotted && (*s == '.' || *s == '-'))))
+        s++;
+    *id = p->s;
+    *len = (size_t)(s - p->s);
+    p->s = s;
+    return true;
+}
+
+static void put_utf8(dstr *b, uint32_t c) {
+    char u[4];
+    size_t n;
+    if (c < 0x80) u[0] = (char)c, n = 1;
+    else if (c < 0x800) u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 63)), n = 2;
+    else if (c < 0x10000)
+        u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | ((c >> 6) & 63)), u[2] = (char)(0x80 | (c & 63)), n = 3;
+    else
+        u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 63)), u[2] = (char)(0x80 | ((c >> 6) & 63)),
+        u[3] = (char)(0x80 | (c & 63)), n = 4;
+    ds_put(b, u, n);
+}
+
+static bool hex_digits(const char *s, const char *end, int n, uint32_t *out) {
+    uint32_t v = 0;
+    if (end - s < n) return false;
+    for (int i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        v = v * 16 + (uint32_t)d;
+    }
+    *out = v;
+    return true;
+}
+
+/* A quoted Python string ('...' or "...", with Python's escapes). */
+static cJSON *py_str(pyp *p) {
+    char q = *p->s++;
+    dstr b = {0};
+    while (p->s < p->end && *p->s != q) {
+        char c = *p->s++;
+        if (c == '\n') break;
+        if (c != '\\') {
+            ds_put(&b, &c, 1);
+            continue;
+        }
+        if (p->s >= p->end) break;
+        char x = *p->s++;
+        uint32_t cp = 0;
+        static const char escapes[] = "nrtbf\\'\"/", meaning[] = "\n\r\t\b\f\\'\"/"; /* \/: JSON's */
+        const char *simple = x ? strchr(escapes, x) : NULL;
+        if (simple) {
+            ds_put(&b, &meaning[simple - escapes], 1);
+        } else if ((x == 'x' && hex_digits(p->s, p->end, 2, &cp)) || (x == 'u' && hex_digits(p->s, p->end, 4, &cp)) ||
+                   (x == 'U' && hex_digits(p->s, p->end, 8, &cp))) {
+            p->s += x == 'x' ? 2 : x == 'u' ? 4 : 8;
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) || cp == 0) {
+                free(b.p);
+                return NULL;
+            }
+            put_utf8(&b, cp);
+        } else {
+            free(b.p);
+            return NULL;
+        }
+    }
+    if (p->s >= p->end || *p->s != q) {
+        free(b.p);
+        return NULL;
+    }
+    p->s++;
+    char *s = ds_take(&b);
+    cJSON *v = s ? cJSON_CreateString(s) : NULL;
+    free(s);
+    return v;
+}
+
+static cJSON *py_val(pyp *p, int depth);
+
+/* [v, ...] or {k: v, ...} (closing bracket close). */
+static cJSON *py_seq(pyp *p, int depth, bool dict) {
+    char close = dict ? '}' : ']';
+    p->s++;
+    cJSON *v = dict ? cJSON_CreateObject() : cJSON_CreateArray();
+    if (!v) return NULL;
+    py_ws(p);
+    while (p->s < p->end && *p->s != close) {
+        char *key = NULL;
+        if (dict) {
+            cJSON *k = p->s < p->end && (*p->s == '"' || *p->s == '\'') ? py_str(p) : NULL;
+            py_ws(p);
+            if (!k || p->s >= p->end || *p->s != ':') {
+                cJSON_Delete(k);
+                cJSON_Delete(v);
+                return NULL;
+            }
+            key = strdup(k->valuestring);
+            cJSON_Delete(k);
+            p->s++;
+            py_ws(p);
+        }
+        cJSON *e = py_val(p, depth + 1);
+        if (!e || (dict && !key)) {
+            free(key);
+            cJSON_Delete(e);
+            cJSON_Delete(v);
+            return NULL;
+        }
+        if (dict) cJSON_AddItemToObject(v, key, e);
+        else cJSON_AddItemToArray(v, e);
+        free(key);
+        if (!py_comma(p)) break;
+    }
+    if (p->s >= p->end || *p->s != close) {
+        cJSON_Delete(v);
+        return NULL;
+    }
+    p->s++;
+    return v;
+}
+
+static cJSON *py_val(pyp *p, int depth) {
+    if (depth > TC_MAX_DEPTH || p->s >= p->end) return NULL;
+    char c = *p->s;
+    if (c == '"' || c == '\'') return py_str(p);
+    if (c == '[') return py_seq(p, depth, false);
+    if (c == '{') return py_seq(p, depth, true);
+    if (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9')) {
+        char buf[64];
+        size_t n = 0;
+        while (p->s + n < p->end && n < sizeof buf - 1 && strchr("+-.eE0123456789", p->s[n]) && p->s[n]) n++;
+        memcpy(buf, p->s, n);
+        buf[n] = '\0';
+        char *e = NULL;
+        double d = strtod(buf, &e);
+        if (n == 0 || e != buf + n || !isfinite(d)) return NULL;
+        p->s += n;
+        return cJSON_CreateNumber(d);
+    }
+    const char *id;
+    size_t len;
+    if (!py_ident(p, &id, &len, false)) return NULL;
+#define IS(w) (len == sizeof w - 1 && !memcmp(id, w, len))
+    if (IS("True") || IS("true")) return cJSON_CreateTrue();
+    if (IS("False") || IS("false")) return cJSON_CreateFalse();
+    if (IS("None") || IS("null")) return cJSON_CreateNull();
+#undef IS
+    return NULL;
+}
+
+/* An LFM2 call list [f(a=1), ...] at p; the calls go to r. false when it is not one. */
+static bool py_calls(pyp *p, tc_result *r, bool *oom) {
+    py_ws(p);
+    if (p->s >= p->end || *p->s != '[') return false;
+    p->s++;
+    py_ws(p);
+    for (;;) {
+        const char *name;
+        size_t name_len;
+        if (!py_ident(p, &name, &name_len, true)) return false;
+        py_ws(p);
+        if (p->s >= p->end || *p->s != '(') return false;
+        p->s++;
+        py_ws(p);
+        cJSON *args = cJSON_CreateObject();
+        if (!args) return *oom = true, false;
+        while (p->s < p->end && *p->s != ')') {
+            const char *k;
+            size_t kl;
+            if (!py_ident(p, &k, &kl, false)) break;
+            py_ws(p);
+            if (p->s >= p->end || *p->s != '=') break;
+            p->s++;
+            py_ws(p);
+            cJSON *v = py_val(p, 0);
+            char *key = v ? malloc(kl + 1) : NULL;
+            if (!key) {
+                cJSON_Delete(v);
+                break;
+            }
+            memcpy(key, k, kl);
+            key[kl] = '\0';
+            cJSON_AddItemToObject(args, key, v);
+            free(key);
+            if (!py_comma(p)) break;
+        }
+        if (p->s >= p->end || *p->s != ')') {
+            cJSON_Delete(args);
+            return false;
+        }
+        p->s++;
+        if (!add_call(r, name, name_len, args, NULL, 0)) return *oom = true, false;
+        py_ws(p);
+        if (p->s < p->end && *p->s == ',') {
+            p->s++;
+            py_ws(p);
+            continue;
+        }
+        if (p->s < p->end && *p->s == ']') {
+            p->s++;
+            return true;
+        }
+        return false;
+    }
+}
+
+static void drop_calls(tc_result *r) {
+    for (size_t i = 0; i < r->n_calls; i++) {
+        free(r->calls[i].name);
+        free(r->calls[i].arguments);
+    }
+    free(r->calls);
+    r->calls = NULL;
+    r->n_calls = 0;
+}
+
+void tc_result_free(tc_result *r) {
+    if (!r) return;
+    drop_calls(r);
+    free(r->content);
+    r->content = NULL;
+}
+
+
+/* Calls of format f in text[0, n): sets *c0 (where the first call starts) and *c1 (where the last
+ * ends); false (r without calls) when there is no well-formed call. */
+static bool find_calls(tc_format f, const char *t, size_t n, tc_result *r, size_t *c0, size_t *c1, bool *oom) {
+    size_t i = 0;
+    while (i < n && ws(t[i])) i++;
+    if (f == TC_LLAMA3) {
+        size_t k = i;
+        if (n - k >= strlen(PYTHON_TAG) && !memcmp(t + k, PYTHON_TAG, strlen(PYTHON_TAG))) k += strlen(PYTHON_TAG);
+        while (k < n && ws(t[k])) k++;
+        size_t used = 0;
+        if (k >= n || t[k] != '{' || !json_call(t + k, n - k, "parameters", r, &used, oom)) return false;
+        for (k += used; k < n && ws(t[k]); k++) {
+        }
+        if (k < n) return false; /* the call must be the whole answer */
+        *c0 = i;
+        *c1 = n;
+        return true;
+    }
+    if (f == TC_LFM2 && i < n && t[i] == '[') { /* the bare list: its markers were control tokens */
+        pyp p = {t + i, t + n};
+        if (!py_calls(&p, r, oom)) return false;
+        *c0 = i;
+        *c1 = (size_t)(p.s - t);
+        return true;
+    }
+    const char *open = f == TC_HERMES ? HERMES_OPEN : LFM2_OPEN, *close = f == TC_HERMES ? HERMES_CLOSE : LFM2_CLOSE;
+    size_t no = strlen(open), nc = strlen(close);
+    const char *at = find(t, n, open);
+    if (!at) return false;
+    *c0 = (size_t)(at - t);
+    size_t k = *c0;
+    while (k + no <= n && !memcmp(t + k, open, no)) {
+        k += no;
+        while (k < n && ws(t[k])) k++;
+        if (f == TC_HERMES) {
+            size_t used = 0;
+            if (!json_call(t + k, n - k, "arguments", r, &used, oom)) return false;
+            k += used;
+        } else {
+            pyp p = {t + k, t + n};
+            if (!py_calls(&p, r, oom)) return false;
+            k = (size_t)(p.s - t);
+        }
+        while (k < n && ws(t[k])) k++;
+        if (k + nc <= n && !memcmp(t + k, close, nc)) k += nc;
+        else if (k < n) return false; /* unclosed, with more text after it */
+        *c1 = k;
+        while (k < n && ws(t[k])) k++;
+    }
+    return true;
+}
+
+slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) {
+    memset(r, 0, sizeof *r);
+    n = strnlen(t, n);
+    size_t c0 = 0, c1 = 0;
+    bool oom = false, found = f != TC_NONE && find_calls(f, t, n, r, &c0, &c1, &oom);
+    if (oom) {
+        tc_result_free(r);
+        return SLM_ERR_NOMEM;
+    }
+    dstr b = {0};
+    if (!found) {
+        drop_calls(r);
+        ds_put(&b, t, n);
+    } else {
+        while (c0 > 0 && ws(t[c0 - 1])) c0--;
+        while (c1 < n && ws(t[c1])) c1++;
+        ds_put(&b, t, c0);
+        ds_put(&b, t + c1, n - c1);
+    }
+    r->content = ds_take(&b);
+    if (!r->content) {
+        tc_result_free(r);
+        return SLM_ERR_NOMEM;
+    }
+    return SLM_OK;
+}
+
+/* Whether t[0, n) is a proper prefix of pat (n < strlen(pat)). */
+static bool prefix_of(const char *t, size_t n, const char *pat) { return n < strlen(pat) && !memcmp(t, pat, n); }
+
+size_t tc_content_ready(tc_format f, const char *t, size_t n) {
+    n = strnlen(t, n);
+    if (f == TC_NONE) return n;
+    size_t i = 0;
+    while (i < n && ws(t[i])) i++;
+    if (f == TC_LLAMA3) {
+        if (i == n || t[i] == '{' || prefix_of(t + i, n - i, PYTHON_TAG) ||
+            (n - i >= strlen(PYTHON_TAG) && !memcmp(t + i, PYTHON_TAG, strlen(PYTHON_TAG))))
+            return 0;
+        return n;
+    }
+    if (f == TC_LFM2 && (i == n || t[i] == '[')) return 0;
+    const char *open = f == TC_HERMES ? HERMES_OPEN : LFM2_OPEN;
+    const char *at = find(t, n, open);
+    size_t lim = at ? (size_t)(at - t) : n;
+    if (!at)
+        for (size_t k = n > strlen(open) ? n - strlen(open) + 1 : 0; k < n; k++)
+            if (prefix_of(t + k, n - k, open)) {
+                lim = k;
+                break;
+            }
+    while (lim > 0 && ws(t[lim - 1])) lim--;
+    return lim;
+}
+
+/* ---- public API ------------------------------------------------------------------------------ */
+
+SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err_cap) {
+    if (err && err_cap) err[0] = '\0';
+    slm_err e;
+    err_clear(&e);
+    cJSON *t = tools_json ? cJSON_Parse(tools_json) : NULL;
+    slm_status st = t ? tc_check_tools(t, &e) : err_set(&e, SLM_ERR_INVALID_ARG, "'tools' is not valid JSON");
+    cJSON_Delete(t);
+    if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
+    return st;
+}
+
+SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out) {
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!template_name || (!text && len)) return SLM_ERR_INVALID_ARG;
+    tc_result r;
+    slm_status st = tc_parse(tc_format_of(template_name), text ? text : "", len, &r);
+    if (st != SLM_OK) return st;
+    cJSON *root = cJSON_CreateObject(), *calls = cJSON_AddArrayToObject(root, "tool_calls");
+    bool ok = root && calls && cJSON_AddStringToObject(root, "content", r.content);
+    for (size_t i = 0; ok && i < r.n_calls; i++) {
+        cJSON *c = cJSON_CreateObject();
+        ok = c && cJSON_AddItemToArray(calls, c) && cJSON_AddStringToObject(c, "name", r.calls[i].name) &&
+             cJSON_AddStringToObject(c, "arguments", r.calls[i].arguments);
+    }
+    tc_result_free(&r);
+    if (ok) *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return *out ? SLM_OK : SLM_ERR_NOMEM;
+}
+
+SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]) {
+    tc_partial p;
+    if (!text || !span || !tc_partial_call(tc_format_of(template_name), text, len, &p)) return false;
+    span[0] = p.name_off;
+    span[1] = p.name_len;
+    span[2] = p.args_off;
+    span[3] = p.args_len;
+    return true;
+}
+
+SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len) {
+    if (!text) return 0;
+    return tc_content_ready(tc_format_of(template_name), text, len);
+}
