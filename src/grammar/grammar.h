@@ -84,6 +84,10 @@ typedef struct gv_token {
 slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out);
 /* Nodes of the vocabulary's trie (the root included). */
 int32_t gv_n_nodes(const slm_grammar_vocab *v);
+/* Masks computed by the context split (cut set's mask plus escape subtrees; n_split) and how many
+ * of those came with the cut set's part already computed (n_split_cached): tests check the split
+ * is exercised. */
+void gc_split_stats(const slm_constraint *c, uint64_t *n_split, uint64_t *n_split_cached);
 /* The compiled grammar inside a public handle (borrowed). */
 const gr_grammar *gr_of(const slm_grammar *g);
 
