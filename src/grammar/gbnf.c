@@ -776,6 +776,18 @@ bool gr_class_has(const gr_grammar *g, int32_t c, uint32_t cp) {
     return false;
 }
 
+bool gr_class_covers(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi) {
+    const uint32_t *r = g->ranges + g->classes[c].off;
+    int32_t a = 0, b = g->classes[c].n - 1;
+    while (a <= b) {
+        int32_t mid = (a + b) / 2;
+        if (lo < r[2 * mid]) b = mid - 1;
+        else if (lo > r[2 * mid + 1]) a = mid + 1;
+        else return hi <= r[2 * mid + 1]; /* ranges are merged: one range holds all of [lo, hi] or none does */
+    }
+    return false;
+}
+
 bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi) {
     const uint32_t *r = g->ranges + g->classes[c].off;
     for (int32_t i = 0; i < g->classes[c].n; i++)

@@ -65,6 +65,8 @@ void gr_free(gr_grammar *g);
 
 /* True when code point cp is in class c. */
 bool gr_class_has(const gr_grammar *g, int32_t c, uint32_t cp);
+/* True when class c holds every code point in [lo, hi]. */
+bool gr_class_covers(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 /* True when class c holds some code point in [lo, hi]. */
 bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 

@@ -242,16 +242,35 @@ static int32_t close_set(gm *m) {
     return s < 0 ? GM_NOMEM : s;
 }
 
-/* Set after matching code point cp from set s. */
-static int32_t advance(gm *m, int32_t s, uint32_t cp) {
+/* Set after the members of set s that `takes` says match (a code point, or a uniform range). */
+static int32_t advance_members(gm *m, int32_t s, uint32_t cp, uint32_t members, bool by_members) {
     new_generation(m);
     const int32_t *v = m->set_pool + m->set_off[s];
     for (int32_t i = 0; i < m->set_n[s]; i++) {
         const gm_node *n = &m->nodes[v[i]];
-        if (gr_class_has(m->g, m->g->elems[n->pos].val, cp) && !push_work(m, n->pos + 1, n->parent)) return GM_NOMEM;
+        bool takes = by_members ? (members >> i & 1) : gr_class_has(m->g, m->g->elems[n->pos].val, cp);
+        if (takes && !push_work(m, n->pos + 1, n->parent)) return GM_NOMEM;
         v = m->set_pool + m->set_off[s];
     }
     return close_set(m);
+}
+
+/* Set after matching code point cp from set s. */
+static int32_t advance(gm *m, int32_t s, uint32_t cp) { return advance_members(m, s, cp, 0, false); }
+
+/* For completions [lo, hi] (all valid scalar values) of a partial character in set s: GM_UNIFORM |
+ * the members whose class holds all of them when every member's class holds all or none and some
+ * does; 0 otherwise. */
+static uint32_t uniform_members(const gm *m, int32_t s, uint32_t lo, uint32_t hi) {
+    if (m->set_n[s] > GM_UNIFORM_MAX_MEMBERS) return 0;
+    const int32_t *v = m->set_pool + m->set_off[s];
+    uint32_t bits = 0;
+    for (int32_t i = 0; i < m->set_n[s]; i++) {
+        int32_t c = m->g->elems[m->nodes[v[i]].pos].val;
+        if (gr_class_covers(m->g, c, lo, hi)) bits |= 1u << i;
+        else if (gr_class_meets(m->g, c, lo, hi)) return 0;
+    }
+    return bits ? GM_UNIFORM | bits : 0;
 }
 
 /* True when some stack top of set s takes a scalar value in [lo, hi]. */
@@ -327,6 +346,16 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
     int32_t t = GM_DEAD;
     uint32_t acc;
     uint8_t need, len;
+    if (st.need && (st.acc & GM_UNIFORM)) { /* every continuation byte completes a member-held scalar */
+        if ((b & 0xC0) != 0x80) goto done;
+        if (st.need > 1) {
+            t = intern_ds(m, st.set, st.acc, (uint8_t)(st.need - 1), st.len);
+        } else {
+            int32_t s = advance_members(m, st.set, 0, st.acc & ~GM_UNIFORM, true);
+            t = s < 0 ? s : intern_ds(m, s, 0, 0, 0);
+        }
+        goto done;
+    }
     if (st.need == 0) {
         if (b < 0x80) {
             int32_t s = advance(m, st.set, b);
@@ -352,6 +381,12 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
         goto done;
     }
     uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+    uint32_t uniform = 0;
+    if (lo >= min && hi <= MAX_CP && (hi < 0xD800 || lo > 0xDFFF)) uniform = uniform_members(m, st.set, lo, hi);
+    if (uniform) {
+        t = intern_ds(m, st.set, uniform, need, len);
+        goto done;
+    }
     if (lo < min) lo = min;
     if (lo > hi || lo > MAX_CP || !meets(m, st.set, lo, hi)) goto done;
     t = intern_ds(m, st.set, acc, need, len);

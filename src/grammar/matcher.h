@@ -13,6 +13,10 @@
  * computed once and kept in a 256-entry table. A partial character survives only when some code
  * point completing it (a Unicode scalar value, not overlong) is in a class at the top of a stack, so
  * every live dstate has a completion: the automaton accepts exactly the viable prefixes.
+ * A partial character whose completions are all valid scalar values and on which every stack top's
+ * class is constant (holds all of them or none) is uniform: its acc is GM_UNIFORM | the bit set of
+ * the set's members whose class holds them, so all such prefixes (a whole CJK block in a string)
+ * are one dstate, and its last byte advances those members without decoding the character.
  *
  * Context split (gm_local_start): a second matcher holds stacks cut short, whose bottom is the
  * context node (pos GM_CTX) standing for whatever the real stack had below the cut. A return into
@@ -36,6 +40,8 @@
 #define GM_UNKNOWN (-3)
 #define GM_NO_SPLIT (-4)
 #define GM_CTX (-2) /* pos of a context node */
+#define GM_UNIFORM 0x80000000u /* acc flag of a uniform partial character (above) */
+#define GM_UNIFORM_MAX_MEMBERS 31
 
 enum { GM_SET_ACCEPT = 1, GM_SET_ESCAPED = 2 }; /* set_flags bits */
 
@@ -45,7 +51,7 @@ typedef struct gm_node {
 
 typedef struct gm_dstate {
     int32_t set;
-    uint32_t acc;  /* bits of the partial character so far */
+    uint32_t acc;  /* bits of the partial character so far, or GM_UNIFORM | members (above) */
     uint8_t need;  /* continuation bytes still needed (0: on a character boundary) */
     uint8_t len;   /* length of the partial character's encoding */
     uint32_t *mask; /* cached token mask (malloc'ed by the constraint, freed with the tables), or NULL */

@@ -313,7 +313,7 @@ static slm_status draw(slm_sampler *s, const float *logits, int32_t n_vocab, con
 }
 
 /* True when drawing without the filter, keeping an allowed token and otherwise drawing again with
- * the filter gives exactly the filtered distribution (docs/grammar.md, "Lazy masks"):
+ * the filter gives exactly the filtered distribution (docs/grammar.md, "How masks are computed"):
  * - greedy (temperature 0): the argmax of all tokens (lowest id on ties), when allowed, is also the
  *   argmax of the allowed ones (lowest id on ties);
  * - temperature alone (no top-k, top-p or min-p cut, which would apply among the allowed tokens):
