@@ -12,7 +12,7 @@ or min-p cut, generations of at most 64 tokens, N tokens per side and round, R a
 
 A benchmark, never a test: on a shared machine the figures are noisy (say so when quoting them).
 Usage: grammar_compare.py [--build DIR] [--models A.gguf,B.gguf] [--schema FILE] [--tokens N]
-                          [--rounds R] [-t THREADS] [--no-llama]"""
+                          [--rounds R] [-t THREADS] [--no-llama | --no-statelm]"""
 import argparse
 import json
 import os
@@ -109,9 +109,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("-t", "--threads", type=int, default=1)
     ap.add_argument("--no-llama", action="store_true", help="statelm only")
+    ap.add_argument("--no-statelm", action="store_true", help="llama-server only")
     a = ap.parse_args()
     bench = Path(a.build) / "bench_grammar_mask"
-    if not bench.exists():
+    if not a.no_statelm and not bench.exists():
         sys.exit(f"{bench} is missing: cmake --build {a.build} --target bench_grammar_mask")
     server = None
     if not a.no_llama:
@@ -124,7 +125,7 @@ def main():
             print(f"SKIPPED: {model} is absent")
             continue
         print(f"== {name}", flush=True)
-        s = run_statelm(bench, model, a.schema, a.tokens, a.rounds, a.threads)
+        s = None if a.no_statelm else run_statelm(bench, model, a.schema, a.tokens, a.rounds, a.threads)
         ll = run_llama_server(server, model, a.schema, a.tokens, a.rounds, a.threads) if server else None
         rows.append((name, s, ll))
     print(f"\n{Path(a.schema).name}, {a.tokens} tokens per side and round, {a.rounds} rounds, -t {a.threads}; "
@@ -133,9 +134,12 @@ def main():
           "| llama-server unconstrained | json_schema | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for name, s, ll in rows:
-        mu = " / ".join(s["mask_us"]) if s["mask_us"] else "-"
-        cells = [name, mu, f"{statistics.median(s['uncon']):.1f}", f"{statistics.median(s['con']):.1f}",
-                 summary(s["ratios"])]
+        if s:
+            mu = " / ".join(s["mask_us"]) if s["mask_us"] else "-"
+            cells = [name, mu, f"{statistics.median(s['uncon']):.1f}", f"{statistics.median(s['con']):.1f}",
+                     summary(s["ratios"])]
+        else:
+            cells = [name, "-", "-", "-", "-"]
         if ll:
             cells += [f"{statistics.median(ll['uncon']):.1f}", f"{statistics.median(ll['con']):.1f}",
                       summary(ll["ratios"])]
