@@ -34,7 +34,8 @@ static uint32_t rnd(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [--rounds R] [-t T]\n");
+        fprintf(stderr, "usage: bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [--rounds R] "
+                        "[-t T]\n");
         return 2;
     }
     int walks = 20, steps = 48, decode = 0, rounds = 3, threads = 0;
@@ -159,7 +160,8 @@ int main(int argc, char **argv) {
                         int32_t id;
                         double b = now_s();
                         if ((st = slm_sampler_sample(smp, logits, n_vocab, NULL, 0, &id))) die("sample", st, "");
-                        if (constrained && (st = slm_constraint_accept(c, id))) die("accept", st, slm_constraint_errmsg(c));
+                        if (constrained && (st = slm_constraint_accept(c, id)))
+                            die("accept", st, slm_constraint_errmsg(c));
                         t_sample += now_s() - b;
                         done++;
                         if (slm_tokenizer_is_eog(tok, id) || (constrained && slm_constraint_done(c))) break;

@@ -79,13 +79,13 @@ static uint64_t set_hash_id(const gm *m, int32_t id) {
 }
 
 /* The set of sorted distinct members v[0, n) with flags GM_SET_*; -1 on allocation failure. */
-static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t accept) {
+static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t flags) {
     if (2 * (m->n_sets + 1) > m->set_ht_cap && !ht_rebuild(m, &m->set_ht, &m->set_ht_cap, m->n_sets, set_hash_id))
         return -1;
-    uint32_t mask = (uint32_t)m->set_ht_cap - 1, i = (uint32_t)set_hash(v, n, accept) & mask;
+    uint32_t mask = (uint32_t)m->set_ht_cap - 1, i = (uint32_t)set_hash(v, n, flags) & mask;
     for (; m->set_ht[i]; i = (i + 1) & mask) {
         int32_t s = m->set_ht[i] - 1;
-        if (m->set_n[s] == n && m->set_flags[s] == accept &&
+        if (m->set_n[s] == n && m->set_flags[s] == flags &&
             (!n || !memcmp(m->set_pool + m->set_off[s], v, (size_t)n * sizeof *v)))
             return s;
     }
@@ -117,7 +117,7 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t accept) {
     if (n) memcpy(m->set_pool + m->n_pool, v, (size_t)n * sizeof *v);
     m->set_off[m->n_sets] = (int32_t)m->n_pool;
     m->set_n[m->n_sets] = n;
-    m->set_flags[m->n_sets] = accept;
+    m->set_flags[m->n_sets] = flags;
     m->n_pool += (size_t)n;
     m->set_ht[i] = m->n_sets + 1;
     return m->n_sets++;
@@ -238,7 +238,8 @@ static int32_t close_set(gm *m) {
     }
     if (!m->n_out && !accept && !escaped) return GM_DEAD;
     if (m->n_out > 1) qsort(m->out, (size_t)m->n_out, sizeof *m->out, cmp_i32); /* distinct: (pos, parent) visited once */
-    int32_t s = intern_set(m, m->out, m->n_out, (uint8_t)((accept ? GM_SET_ACCEPT : 0) | (escaped ? GM_SET_ESCAPED : 0)));
+    uint8_t flags = (uint8_t)((accept ? GM_SET_ACCEPT : 0) | (escaped ? GM_SET_ESCAPED : 0));
+    int32_t s = intern_set(m, m->out, m->n_out, flags);
     return s < 0 ? GM_NOMEM : s;
 }
 
@@ -402,7 +403,7 @@ bool gm_only_end(const gm *m, int32_t d) { return m->ds[d].need == 0 && m->set_n
 slm_status gm_flush(gm *m, int32_t *d) {
     gm_dstate keep = m->ds[*d];
     int32_t n = m->set_n[keep.set];
-    uint8_t accept = m->set_flags[keep.set];
+    uint8_t flags = m->set_flags[keep.set];
     /* each stack as its positions, bottom first, separated by -1 */
     size_t total = 0;
     for (int32_t i = 0; i < n; i++)
@@ -436,7 +437,7 @@ slm_status gm_flush(gm *m, int32_t *d) {
         members[i] = node;
     }
     qsort(members, (size_t)n, sizeof *members, cmp_i32);
-    int32_t s = intern_set(m, members, n, accept);
+    int32_t s = intern_set(m, members, n, flags);
     if (s < 0) goto done;
     int32_t nd = intern_ds(m, s, keep.acc, keep.need, keep.len);
     if (nd < 0) goto done;

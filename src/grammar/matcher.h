@@ -109,7 +109,9 @@ bool gm_only_end(const gm *m, int32_t d);
  * a character or nothing would be cut; GM_NOMEM. */
 int32_t gm_local_start(gm *local, const gm *real, int32_t d);
 /* True when the set of dstate d saw a return into a context node (at a character boundary). */
-static inline bool gm_escaped(const gm *m, int32_t d) { return m->ds[d].need == 0 && (m->set_flags[m->ds[d].set] & GM_SET_ESCAPED); }
+static inline bool gm_escaped(const gm *m, int32_t d) {
+    return m->ds[d].need == 0 && (m->set_flags[m->ds[d].set] & GM_SET_ESCAPED);
+}
 
 /* Drops every table but what dstate *d needs; *d becomes its new id. SLM_ERR_NOMEM leaves the
  * matcher empty (gm_start and *d must be recomputed by the caller: it resets). */
