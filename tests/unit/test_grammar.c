@@ -465,6 +465,19 @@ static void brute_force_schema(void **unused) {
     free(gbnf);
 }
 
+/* A sampler at `temperature` with no top-k, top-p or min-p cut. */
+static slm_sampler *plain_sampler(float temperature, uint64_t seed) {
+    slm_sampler_params p = slm_sampler_params_default();
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    slm_sampler *s = NULL;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    return s;
+}
+
 /* The sampler draws only what the constraint allows, and fails cleanly when nothing is. */
 static void sampler_constraint(void **unused) {
     (void)unused;
@@ -476,13 +489,7 @@ static void sampler_constraint(void **unused) {
     assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
-    slm_sampler_params p = slm_sampler_params_default();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    slm_sampler *s = NULL;
-    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    slm_sampler *s = plain_sampler(1.0f, 0);
     assert_int_equal(slm_sampler_set_constraint(s, c), SLM_OK);
     float logits[5] = {0.0f, 0.0f, 9.0f, 9.0f, 9.0f}; /* id 4 is past the vocabulary: never allowed */
     int seen[5] = {0};
@@ -507,9 +514,7 @@ static void sampler_constraint(void **unused) {
     assert_int_equal(slm_constraint_accept(c, 2), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_constraint_accept(c, 99), SLM_ERR_INVALID_ARG);
     /* greedy picks the best allowed token */
-    slm_sampler *gs = NULL;
-    p.temperature = 0.0f;
-    assert_int_equal(slm_sampler_create(&p, &gs), SLM_OK);
+    slm_sampler *gs = plain_sampler(0.0f, 0);
     slm_sampler_set_constraint(gs, c);
     float l2[5] = {1.0f, 2.0f, 9.0f, 9.0f, 9.0f};
     assert_int_equal(slm_sampler_sample(gs, l2, 5, NULL, 0, &t), SLM_OK);
@@ -544,14 +549,7 @@ static void sampler_lazy_exact(void **unused) {
     assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
-    slm_sampler_params p = slm_sampler_params_default();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = 11;
-    slm_sampler *s = NULL;
-    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    slm_sampler *s = plain_sampler(1.0f, 11);
     slm_sampler_set_constraint(s, c);
     /* at the start "c" (the likeliest) is refused: unfiltered 0.08/0.22/0.61/0.08, filtered 0.21/0.58/0/0.21 */
     float logits[4] = {0.0f, 1.0f, 2.0f, 0.0f};
@@ -587,9 +585,7 @@ static void sampler_lazy_exact(void **unused) {
     assert_true(n_masks > DRAWS / 2 && n_masks < DRAWS * 3 / 4);
     /* greedy: the argmax when allowed (no mask built), else the best allowed */
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
-    slm_sampler *gs = NULL;
-    p.temperature = 0.0f;
-    assert_int_equal(slm_sampler_create(&p, &gs), SLM_OK);
+    slm_sampler *gs = plain_sampler(0.0f, 0);
     slm_sampler_set_constraint(gs, c);
     int32_t t = -1;
     float l2[4] = {1.0f, 1.0f, 0.0f, 0.5f};
