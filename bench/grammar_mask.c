@@ -1,9 +1,11 @@
 /* grammar_mask.c — cost of constrained decoding (docs/grammar.md): the time to build a model's
  * vocabulary trie, microseconds per token mask along random walks through a JSON Schema's grammar
- * (masks the constraint computed by walking the trie, and masks its per-state cache served), and,
- * with --decode N, sampled decoding of N tokens at temperature 1 with and without the constraint
- * (tok/s of both, with the prompt's prefill outside the timing).
- *   bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [-t THREADS]
+ * (masks the constraint computed by walking the trie, and masks its per-state cache served; mean,
+ * p50 and p99 of all), and, with --decode N, sampled decoding of N tokens at temperature 1 with and
+ * without the constraint in R alternating rounds (tok/s of both and their ratio per round, the
+ * median and range of the ratios; generations of at most 64 tokens, the prompt's prefill outside
+ * the timing), with the masks the lazy sampler had to build and the sampler's µs per token.
+ *   bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [--rounds R] [-t THREADS]
  * Fixed seeds; never a correctness gate. */
 #define BENCH_NAME "bench_grammar_mask"
 #include <stdint.h>
@@ -32,14 +34,16 @@ static uint32_t rnd(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [-t T]\n");
+        fprintf(stderr, "usage: bench_grammar_mask MODEL SCHEMA.json [--walks W] [--steps S] [--decode N] [--rounds R] "
+                        "[-t T]\n");
         return 2;
     }
-    int walks = 20, steps = 48, decode = 0, threads = 0;
+    int walks = 20, steps = 48, decode = 0, rounds = 3, threads = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--walks")) walks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
     }
     char err[512];
@@ -67,6 +71,7 @@ int main(int argc, char **argv) {
     double t_walk = 0, t_cached = 0, worst = 0;
     double *walk_us = malloc((size_t)walks * (size_t)steps * sizeof *walk_us);
     double *cached_us = malloc((size_t)walks * (size_t)steps * sizeof *cached_us);
+    double *all_us = malloc((size_t)walks * (size_t)steps * sizeof *all_us);
     uint64_t n_walk = 0, n_cached = 0, n_tok = 0;
     for (int w = 0; w < walks; w++) {
         slm_constraint_reset(c);
@@ -77,6 +82,7 @@ int main(int argc, char **argv) {
             if ((st = slm_constraint_mask(c, mask, n_vocab))) die("mask", st, slm_constraint_errmsg(c));
             double dt = now_s() - a;
             slm_constraint_stats(c, &w1, &c1);
+            all_us[n_walk + n_cached] = 1e6 * dt;
             if (w1 > w0) {
                 walk_us[n_walk] = 1e6 * dt;
                 t_walk += dt;
@@ -103,8 +109,15 @@ int main(int argc, char **argv) {
            n_walk ? 1e6 * t_walk / (double)n_walk : 0.0, 1e6 * worst, (unsigned long long)n_cached,
            n_cached ? median(cached_us, (int)n_cached) : 0.0,
            1e6 * (t_walk + t_cached) / (double)(n_walk + n_cached ? n_walk + n_cached : 1));
+    int n_all = (int)(n_walk + n_cached);
+    if (n_all) {
+        double p50 = median(all_us, n_all); /* sorts */
+        printf("all masks: mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us over %d masks\n",
+               1e6 * (t_walk + t_cached) / n_all, p50, all_us[(int)(0.99 * (n_all - 1))], all_us[n_all - 1], n_all);
+    }
     free(walk_us);
     free(cached_us);
+    free(all_us);
 
     if (decode > 0) {
         slm_session_params sp = slm_session_params_default();
@@ -120,39 +133,64 @@ int main(int argc, char **argv) {
         const float *logits = NULL;
         if ((st = slm_session_sync(sess, ids, n_ids, &logits, NULL)) || (st = slm_session_snapshot(sess, &snap)))
             die("prefill", st, slm_session_errmsg(sess));
-        for (int constrained = 0; constrained < 2; constrained++) {
-            slm_sampler_params pp = slm_sampler_params_default();
-            pp.temperature = 1.0f;
-            pp.top_k = 0;
-            pp.top_p = 1.0f;
-            pp.min_p = 0.0f;
-            pp.seed = 7;
-            slm_sampler *smp = NULL;
-            slm_sampler_create(&pp, &smp);
-            slm_constraint_reset(c);
-            if (constrained) slm_sampler_set_constraint(smp, c);
-            int32_t done = 0, runs = 0;
-            double t = 0;
-            while (done < decode) {
-                slm_session_restore(sess, snap);
-                slm_session_sync(sess, ids, n_ids, &logits, NULL);
-                slm_constraint_reset(c);
-                runs++;
-                double a = now_s();
-                for (int i = 0; i < 256 && done < decode; i++) {
-                    int32_t id;
-                    if ((st = slm_sampler_sample(smp, logits, n_vocab, NULL, 0, &id))) die("sample", st, "");
-                    done++;
-                    if (slm_tokenizer_is_eog(tok, id)) break;
-                    if (constrained && (slm_constraint_accept(c, id) || slm_constraint_done(c))) break;
-                    if ((st = slm_session_decode(sess, id, &logits))) die("decode", st, slm_session_errmsg(sess));
+        double *ratios = malloc((size_t)rounds * sizeof *ratios);
+        for (int r = 0; r < rounds; r++) {
+            double tps[2];
+            for (int constrained = 0; constrained < 2; constrained++) {
+                slm_sampler_params pp = slm_sampler_params_default();
+                pp.temperature = 1.0f;
+                pp.top_k = 0;
+                pp.top_p = 1.0f;
+                pp.min_p = 0.0f;
+                pp.seed = 7 + (uint64_t)r;
+                slm_sampler *smp = NULL;
+                slm_sampler_create(&pp, &smp);
+                if (constrained) slm_sampler_set_constraint(smp, c);
+                int32_t done = 0, runs = 0;
+                double t = 0, t_sample = 0;
+                uint64_t w0, c0, w1, c1;
+                slm_constraint_stats(c, &w0, &c0);
+                while (done < decode) {
+                    slm_session_restore(sess, snap);
+                    slm_session_sync(sess, ids, n_ids, &logits, NULL);
+                    slm_constraint_reset(c);
+                    runs++;
+                    double a = now_s();
+                    for (int i = 0; i < 64 && done < decode; i++) {
+                        int32_t id;
+                        double b = now_s();
+                        if ((st = slm_sampler_sample(smp, logits, n_vocab, NULL, 0, &id))) die("sample", st, "");
+                        if (constrained && (st = slm_constraint_accept(c, id)))
+                            die("accept", st, slm_constraint_errmsg(c));
+                        t_sample += now_s() - b;
+                        done++;
+                        if (slm_tokenizer_is_eog(tok, id) || (constrained && slm_constraint_done(c))) break;
+                        if ((st = slm_session_decode(sess, id, &logits))) die("decode", st, slm_session_errmsg(sess));
+                    }
+                    t += now_s() - a;
                 }
-                t += now_s() - a;
+                slm_constraint_stats(c, &w1, &c1);
+                tps[constrained] = (double)done / t;
+                printf("round %d decode %s: %d tokens in %d generations, %.1f tok/s; sampling%s %.1f us/token",
+                       r + 1, constrained ? "constrained  " : "unconstrained", done, runs, tps[constrained],
+                       constrained ? " and accept" : "", 1e6 * t_sample / done);
+                if (constrained)
+                    printf("; masks built %llu (%llu from the cache) for %d tokens",
+                           (unsigned long long)(w1 + c1 - w0 - c0), (unsigned long long)(c1 - c0), done);
+                printf("\n");
+                slm_sampler_destroy(smp);
             }
-            printf("decode %s: %d tokens in %d generations, %.1f tok/s\n", constrained ? "constrained  " : "unconstrained",
-                   done, runs, (double)done / t);
-            slm_sampler_destroy(smp);
+            ratios[r] = tps[1] / tps[0];
+            printf("round %d: constrained / unconstrained %.3f\n", r + 1, ratios[r]);
         }
+        double lo = ratios[0], hi = ratios[0];
+        for (int r = 1; r < rounds; r++) {
+            if (ratios[r] < lo) lo = ratios[r];
+            if (ratios[r] > hi) hi = ratios[r];
+        }
+        printf("constrained / unconstrained tok/s over %d rounds: median %.3f, range %.3f-%.3f\n", rounds,
+               median(ratios, rounds), lo, hi);
+        free(ratios);
         slm_snapshot_destroy(snap);
         slm_session_destroy(sess);
     }

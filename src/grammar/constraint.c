@@ -48,12 +48,13 @@ struct slm_constraint {
     const slm_grammar *g;
     const slm_grammar_vocab *v;
     gm m;
+    gm local;           /* the context split's matcher (matcher.h): stacks cut, masks per cut set */
     int32_t start, cur; /* dstates; start = -1 after a flush until the next reset */
     bool ended;         /* an end-of-generation token was accepted */
     int32_t *st;        /* (max_depth + 1) automaton state per trie depth during a walk */
     uint32_t *scratch;  /* (words) */
     size_t words;       /* (v->n_vocab + 31) / 32 */
-    uint64_t n_walked, n_cached;
+    uint64_t n_walked, n_cached, n_split, n_split_cached;
     char err[256];
 };
 
@@ -265,6 +266,7 @@ SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_gramma
 SLM_API void slm_constraint_destroy(slm_constraint *c) {
     if (!c) return;
     gm_deinit(&c->m);
+    gm_deinit(&c->local);
     free(c->st);
     free(c->scratch);
     free(c);
@@ -280,6 +282,7 @@ SLM_API slm_status slm_constraint_create(const slm_grammar *g, const slm_grammar
     c->v = v;
     c->words = ((size_t)v->n_vocab + 31) / 32;
     gm_init(&c->m, g->g);
+    gm_init(&c->local, g->g);
     c->st = malloc(((size_t)v->max_depth + 1) * sizeof *c->st);
     c->scratch = malloc((c->words + 1) * sizeof *c->scratch);
     c->start = c->cur = gm_start(&c->m);
@@ -316,13 +319,16 @@ static slm_status keep_small(slm_constraint *c) {
     return st;
 }
 
-static slm_status walk(slm_constraint *c, uint32_t *bits) {
+/* ORs into bits the tokens of trie nodes [from, to) (one subtree, or all of it from node 1) that
+ * dstate `d0` of m allows, d0 being the state at depth(from) - 1. With esc (m is the context
+ * split's matcher), a node where a token's path escapes is appended to esc (*n_esc) with its own
+ * tokens allowed and its subtree left to the real matcher. */
+static slm_status walk(slm_constraint *c, gm *m, int32_t d0, int32_t from, int32_t to, uint32_t *bits, int32_t **esc,
+                       int32_t *n_esc, int32_t *cap_esc) {
     const slm_grammar_vocab *v = c->v;
-    gm *m = &c->m;
-    memset(bits, 0, c->words * sizeof *bits);
-    c->st[0] = c->cur;
     int32_t *st = c->st;
-    for (int32_t i = 1; i < v->n_nodes;) {
+    st[v->nodes[from].depth - 1] = d0;
+    for (int32_t i = from; i < to;) {
         const trie_node *nd = &v->nodes[i];
         int32_t t = gm_step(m, st[nd->depth - 1], nd->byte);
         if (t < 0) {
@@ -330,9 +336,69 @@ static slm_status walk(slm_constraint *c, uint32_t *bits) {
             i = nd->skip;
             continue;
         }
-        st[nd->depth] = t;
         for (int32_t k = nd->tok_off, e = k + nd->tok_n; k < e; k++) bits[v->toks[k] / 32] |= 1u << (v->toks[k] % 32);
+        if (esc && gm_escaped(m, t)) {
+            if (*n_esc == *cap_esc) {
+                int32_t cap = *cap_esc ? 2 * *cap_esc : 64, *grown = realloc(*esc, (size_t)cap * sizeof *grown);
+                if (!grown) return SLM_ERR_NOMEM;
+                *esc = grown;
+                *cap_esc = cap;
+            }
+            (*esc)[(*n_esc)++] = i;
+            i = nd->skip;
+            continue;
+        }
+        st[nd->depth] = t;
         i++;
+    }
+    return SLM_OK;
+}
+
+/* The mask of the current dstate into c->scratch. Split when gm_local_start cuts its stacks: the
+ * cut set's own mask and escape nodes (computed once per cut set, kept with it), then the subtree
+ * of each escape node walked from the real dstate; else the whole trie from the real dstate. */
+static slm_status compute_mask(slm_constraint *c) {
+    const slm_grammar_vocab *v = c->v;
+    size_t mask_bytes = c->words * sizeof *c->scratch;
+    memset(c->scratch, 0, mask_bytes);
+    if (v->n_nodes < 2) return SLM_OK;
+    if (c->local.bytes > CONSTRAINT_MEM_CAP / 2) { /* the split's tables are a cache: drop them all */
+        gm_deinit(&c->local);
+        gm_init(&c->local, c->g->g);
+    }
+    int32_t ld = gm_local_start(&c->local, &c->m, c->cur);
+    if (ld == GM_NOMEM) return SLM_ERR_NOMEM;
+    if (ld == GM_NO_SPLIT) return walk(c, &c->m, c->cur, 1, v->n_nodes, c->scratch, NULL, NULL, NULL);
+    gm_dstate *lds = &c->local.ds[ld];
+    if (!lds->mask) {
+        int32_t *esc = NULL, n_esc = 0, cap_esc = 0;
+        slm_status st = walk(c, &c->local, ld, 1, v->n_nodes, c->scratch, &esc, &n_esc, &cap_esc);
+        uint32_t *copy = st ? NULL : malloc(mask_bytes);
+        if (!copy) {
+            free(esc);
+            return SLM_ERR_NOMEM;
+        }
+        memcpy(copy, c->scratch, mask_bytes);
+        lds = &c->local.ds[ld]; /* the walk may have grown the table */
+        lds->mask = copy;
+        lds->esc = esc;
+        lds->n_esc = n_esc;
+        c->local.bytes += mask_bytes + (size_t)cap_esc * sizeof *esc;
+    } else {
+        memcpy(c->scratch, lds->mask, mask_bytes);
+        c->n_split_cached++;
+    }
+    c->n_split++;
+    for (int32_t k = 0; k < lds->n_esc; k++) {
+        int32_t e = c->local.ds[ld].esc[k];
+        const trie_node *nd = &v->nodes[e];
+        const uint8_t *path = v->pool + v->bytes_off[v->toks[nd->tok_off]]; /* a token through node e */
+        int32_t d = c->cur;
+        for (int32_t j = 0; j + 1 < nd->depth && d >= 0; j++) d = gm_step(&c->m, d, path[j]);
+        if (d == GM_NOMEM) return SLM_ERR_NOMEM;
+        if (d < 0) continue; /* not reached: the cut set's path was live, so the real one is */
+        slm_status st = walk(c, &c->m, d, e, nd->skip, c->scratch, NULL, NULL, NULL);
+        if (st) return st;
     }
     return SLM_OK;
 }
@@ -349,10 +415,12 @@ SLM_API slm_status slm_constraint_mask(slm_constraint *c, uint32_t *mask, int32_
         bits = c->m.ds[c->cur].mask;
         c->n_cached++;
     } else {
-        st = walk(c, c->scratch);
+        st = compute_mask(c);
         if (st) {
             gm_deinit(&c->m);
             gm_init(&c->m, c->g->g);
+            gm_deinit(&c->local);
+            gm_init(&c->local, c->g->g);
             c->start = -1;
             slm_constraint_reset(c);
             snprintf(c->err, sizeof c->err, "constraint: out of memory; reset to the start");
@@ -435,10 +503,38 @@ static slm_status sampler_mask(void *ud, uint32_t *mask, int32_t n_vocab) {
     return slm_constraint_mask(ud, mask, n_vocab);
 }
 
+/* Bit `token` of slm_constraint_mask without building the mask: the token's bytes through the
+ * automaton (false also when its tables cannot grow: the sampler then asks for the mask, which
+ * reports that). */
+static bool sampler_allows(void *ud, int32_t token) {
+    slm_constraint *c = ud;
+    const slm_grammar_vocab *v = c->v;
+    if (token < 0 || token >= v->n_vocab) return false;
+    if (v->is_eog[token]) return c->ended || gm_can_end(&c->m, c->cur);
+    if (c->ended) return false;
+    uint32_t from = v->bytes_off[token], to = v->bytes_off[token + 1];
+    if (from == to || c->m.bytes > CONSTRAINT_MEM_CAP) return false;
+    int32_t d = c->cur;
+    for (uint32_t i = from; i < to && d >= 0; i++) d = gm_step(&c->m, d, v->pool[i]);
+    return d >= 0;
+}
+
+/* The mask costs a copy: cached for this state, or all zero after the end. */
+static bool sampler_mask_at_hand(void *ud) {
+    const slm_constraint *c = ud;
+    return c->ended || c->m.ds[c->cur].mask;
+}
+
 SLM_API slm_status slm_sampler_set_constraint(slm_sampler *s, slm_constraint *c) {
     if (!s) return SLM_ERR_INVALID_ARG;
-    samp_set_mask(s, c ? sampler_mask : NULL, c);
+    samp_filter f = {sampler_mask, sampler_allows, sampler_mask_at_hand, c};
+    samp_set_filter(s, c ? &f : NULL);
     return SLM_OK;
 }
 
 const gr_grammar *gr_of(const slm_grammar *g) { return g->g; }
+
+void gc_split_stats(const slm_constraint *c, uint64_t *n_split, uint64_t *n_split_cached) {
+    *n_split = c->n_split;
+    *n_split_cached = c->n_split_cached;
+}

@@ -764,16 +764,24 @@ slm_status gr_parse(const char *text, size_t len, const char *root, gr_grammar *
     return SLM_OK;
 }
 
-bool gr_class_has(const gr_grammar *g, int32_t c, uint32_t cp) {
+/* Index of the range of class c that holds cp, or -1. */
+static int32_t range_holding(const gr_grammar *g, int32_t c, uint32_t cp) {
     const uint32_t *r = g->ranges + g->classes[c].off;
     int32_t lo = 0, hi = g->classes[c].n - 1;
     while (lo <= hi) {
         int32_t mid = (lo + hi) / 2;
         if (cp < r[2 * mid]) hi = mid - 1;
         else if (cp > r[2 * mid + 1]) lo = mid + 1;
-        else return true;
+        else return mid;
     }
-    return false;
+    return -1;
+}
+
+bool gr_class_has(const gr_grammar *g, int32_t c, uint32_t cp) { return range_holding(g, c, cp) >= 0; }
+
+bool gr_class_covers(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi) {
+    int32_t i = range_holding(g, c, lo); /* ranges are merged: one range holds all of [lo, hi] or none does */
+    return i >= 0 && hi <= g->ranges[g->classes[c].off + 2 * i + 1];
 }
 
 bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi) {

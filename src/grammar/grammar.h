@@ -65,6 +65,8 @@ void gr_free(gr_grammar *g);
 
 /* True when code point cp is in class c. */
 bool gr_class_has(const gr_grammar *g, int32_t c, uint32_t cp);
+/* True when class c holds every code point in [lo, hi]. */
+bool gr_class_covers(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 /* True when class c holds some code point in [lo, hi]. */
 bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 
@@ -84,6 +86,10 @@ typedef struct gv_token {
 slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out);
 /* Nodes of the vocabulary's trie (the root included). */
 int32_t gv_n_nodes(const slm_grammar_vocab *v);
+/* Masks computed by the context split (cut set's mask plus escape subtrees; n_split) and how many
+ * of those came with the cut set's part already computed (n_split_cached): tests check the split
+ * is exercised. */
+void gc_split_stats(const slm_constraint *c, uint64_t *n_split, uint64_t *n_split_cached);
 /* The compiled grammar inside a public handle (borrowed). */
 const gr_grammar *gr_of(const slm_grammar *g);
 

@@ -69,23 +69,23 @@ static int32_t cons(gm *m, int32_t pos, int32_t parent) {
     return m->n_nodes++;
 }
 
-static uint64_t set_hash(const int32_t *v, int32_t n, bool accept) {
-    uint64_t h = accept ? 0x9e3779b97f4a7c15ull : 0x51afd7ed558ccdffull;
+static uint64_t set_hash(const int32_t *v, int32_t n, uint8_t flags) {
+    uint64_t h = mix(0x9e3779b97f4a7c15ull + flags);
     for (int32_t i = 0; i < n; i++) h = mix(h ^ (uint32_t)v[i]);
     return h;
 }
 static uint64_t set_hash_id(const gm *m, int32_t id) {
-    return set_hash(m->set_pool + m->set_off[id], m->set_n[id], m->set_accept[id]);
+    return set_hash(m->set_pool + m->set_off[id], m->set_n[id], m->set_flags[id]);
 }
 
-/* The set of sorted distinct members v[0, n) with the accept flag; -1 on allocation failure. */
-static int32_t intern_set(gm *m, const int32_t *v, int32_t n, bool accept) {
+/* The set of sorted distinct members v[0, n) with flags GM_SET_*; -1 on allocation failure. */
+static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t flags) {
     if (2 * (m->n_sets + 1) > m->set_ht_cap && !ht_rebuild(m, &m->set_ht, &m->set_ht_cap, m->n_sets, set_hash_id))
         return -1;
-    uint32_t mask = (uint32_t)m->set_ht_cap - 1, i = (uint32_t)set_hash(v, n, accept) & mask;
+    uint32_t mask = (uint32_t)m->set_ht_cap - 1, i = (uint32_t)set_hash(v, n, flags) & mask;
     for (; m->set_ht[i]; i = (i + 1) & mask) {
         int32_t s = m->set_ht[i] - 1;
-        if (m->set_n[s] == n && m->set_accept[s] == accept &&
+        if (m->set_n[s] == n && m->set_flags[s] == flags &&
             (!n || !memcmp(m->set_pool + m->set_off[s], v, (size_t)n * sizeof *v)))
             return s;
     }
@@ -108,16 +108,16 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, bool accept) {
         int32_t *nn = realloc(m->set_n, (size_t)c * sizeof *nn);
         if (!nn) return -1;
         m->set_n = nn;
-        uint8_t *a = realloc(m->set_accept, (size_t)c);
+        uint8_t *a = realloc(m->set_flags, (size_t)c);
         if (!a) return -1;
-        m->set_accept = a;
+        m->set_flags = a;
         m->cap_sets = c;
         m->bytes = b0 + (size_t)(c - cap) * 9;
     }
     if (n) memcpy(m->set_pool + m->n_pool, v, (size_t)n * sizeof *v);
     m->set_off[m->n_sets] = (int32_t)m->n_pool;
     m->set_n[m->n_sets] = n;
-    m->set_accept[m->n_sets] = accept;
+    m->set_flags[m->n_sets] = flags;
     m->n_pool += (size_t)n;
     m->set_ht[i] = m->n_sets + 1;
     return m->n_sets++;
@@ -147,7 +147,7 @@ static int32_t intern_ds(gm *m, int32_t set, uint32_t acc, uint8_t need, uint8_t
         m->trans = t;
         m->cap_ds = cap;
     }
-    m->ds[m->n_ds] = (gm_dstate){set, acc, need, len, NULL};
+    m->ds[m->n_ds] = (gm_dstate){set, acc, need, len, NULL, NULL, 0};
     for (size_t k = 0; k < 256; k++) m->trans[(size_t)m->n_ds * 256 + k] = GM_UNKNOWN;
     m->ds_ht[i] = m->n_ds + 1;
     return m->n_ds++;
@@ -212,7 +212,7 @@ static void new_generation(gm *m) {
  * (no stack and no end) or GM_NOMEM. */
 static int32_t close_set(gm *m) {
     const gr_grammar *g = m->g;
-    bool accept = false, fail = false;
+    bool accept = false, escaped = false, fail = false;
     while (m->n_work) {
         int32_t parent = m->work[--m->n_work], pos = m->work[--m->n_work];
         if (!first_visit(m, pos, parent, &fail)) {
@@ -222,6 +222,7 @@ static int32_t close_set(gm *m) {
         const gr_elem *e = &g->elems[pos];
         if (e->type == GR_END) {
             if (parent < 0) accept = true;
+            else if (m->nodes[parent].pos == GM_CTX) escaped = true;
             else if (!push_work(m, m->nodes[parent].pos, m->nodes[parent].parent)) return GM_NOMEM;
         } else if (e->type == GR_CLS) {
             int32_t id = cons(m, pos, parent);
@@ -235,22 +236,42 @@ static int32_t close_set(gm *m) {
                 if (!push_work(m, g->alts[a], ret)) return GM_NOMEM;
         }
     }
-    if (!m->n_out && !accept) return GM_DEAD;
+    if (!m->n_out && !accept && !escaped) return GM_DEAD;
     if (m->n_out > 1) qsort(m->out, (size_t)m->n_out, sizeof *m->out, cmp_i32); /* distinct: (pos, parent) visited once */
-    int32_t s = intern_set(m, m->out, m->n_out, accept);
+    uint8_t flags = (uint8_t)((accept ? GM_SET_ACCEPT : 0) | (escaped ? GM_SET_ESCAPED : 0));
+    int32_t s = intern_set(m, m->out, m->n_out, flags);
     return s < 0 ? GM_NOMEM : s;
 }
 
-/* Set after matching code point cp from set s. */
-static int32_t advance(gm *m, int32_t s, uint32_t cp) {
+/* Set after the members of set s that `takes` says match (a code point, or a uniform range). */
+static int32_t advance_members(gm *m, int32_t s, uint32_t cp, uint32_t members, bool by_members) {
     new_generation(m);
     const int32_t *v = m->set_pool + m->set_off[s];
     for (int32_t i = 0; i < m->set_n[s]; i++) {
         const gm_node *n = &m->nodes[v[i]];
-        if (gr_class_has(m->g, m->g->elems[n->pos].val, cp) && !push_work(m, n->pos + 1, n->parent)) return GM_NOMEM;
+        bool takes = by_members ? (members >> i & 1) : gr_class_has(m->g, m->g->elems[n->pos].val, cp);
+        if (takes && !push_work(m, n->pos + 1, n->parent)) return GM_NOMEM;
         v = m->set_pool + m->set_off[s];
     }
     return close_set(m);
+}
+
+/* Set after matching code point cp from set s. */
+static int32_t advance(gm *m, int32_t s, uint32_t cp) { return advance_members(m, s, cp, 0, false); }
+
+/* For completions [lo, hi] (all valid scalar values) of a partial character in set s: GM_UNIFORM |
+ * the members whose class holds all of them when every member's class holds all or none and some
+ * does; 0 otherwise. */
+static uint32_t uniform_members(const gm *m, int32_t s, uint32_t lo, uint32_t hi) {
+    if (m->set_n[s] > GM_UNIFORM_MAX_MEMBERS) return 0;
+    const int32_t *v = m->set_pool + m->set_off[s];
+    uint32_t bits = 0;
+    for (int32_t i = 0; i < m->set_n[s]; i++) {
+        int32_t c = m->g->elems[m->nodes[v[i]].pos].val;
+        if (gr_class_covers(m->g, c, lo, hi)) bits |= 1u << i;
+        else if (gr_class_meets(m->g, c, lo, hi)) return 0;
+    }
+    return bits ? GM_UNIFORM | bits : 0;
 }
 
 /* True when some stack top of set s takes a scalar value in [lo, hi]. */
@@ -271,14 +292,17 @@ void gm_init(gm *m, const gr_grammar *g) {
 }
 
 static void drop_tables(gm *m) {
-    for (int32_t d = 0; d < m->n_ds; d++) free(m->ds[d].mask);
+    for (int32_t d = 0; d < m->n_ds; d++) {
+        free(m->ds[d].mask);
+        free(m->ds[d].esc);
+    }
     free(m->trans);
     free(m->nodes);
     free(m->node_ht);
     free(m->set_pool);
     free(m->set_off);
     free(m->set_n);
-    free(m->set_accept);
+    free(m->set_flags);
     free(m->set_ht);
     free(m->ds);
     free(m->ds_ht);
@@ -323,6 +347,16 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
     int32_t t = GM_DEAD;
     uint32_t acc;
     uint8_t need, len;
+    if (st.need && (st.acc & GM_UNIFORM)) { /* every continuation byte completes a member-held scalar */
+        if ((b & 0xC0) != 0x80) goto done;
+        if (st.need > 1) {
+            t = intern_ds(m, st.set, st.acc, (uint8_t)(st.need - 1), st.len);
+        } else {
+            int32_t s = advance_members(m, st.set, 0, st.acc & ~GM_UNIFORM, true);
+            t = s < 0 ? s : intern_ds(m, s, 0, 0, 0);
+        }
+        goto done;
+    }
     if (st.need == 0) {
         if (b < 0x80) {
             int32_t s = advance(m, st.set, b);
@@ -348,6 +382,12 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
         goto done;
     }
     uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+    uint32_t uniform = 0;
+    if (lo >= min && hi <= MAX_CP && (hi < 0xD800 || lo > 0xDFFF)) uniform = uniform_members(m, st.set, lo, hi);
+    if (uniform) {
+        t = intern_ds(m, st.set, uniform, need, len);
+        goto done;
+    }
     if (lo < min) lo = min;
     if (lo > hi || lo > MAX_CP || !meets(m, st.set, lo, hi)) goto done;
     t = intern_ds(m, st.set, acc, need, len);
@@ -356,14 +396,14 @@ done:
     return t;
 }
 
-bool gm_can_end(const gm *m, int32_t d) { return m->ds[d].need == 0 && m->set_accept[m->ds[d].set]; }
+bool gm_can_end(const gm *m, int32_t d) { return m->ds[d].need == 0 && (m->set_flags[m->ds[d].set] & GM_SET_ACCEPT); }
 
 bool gm_only_end(const gm *m, int32_t d) { return m->ds[d].need == 0 && m->set_n[m->ds[d].set] == 0; }
 
 slm_status gm_flush(gm *m, int32_t *d) {
     gm_dstate keep = m->ds[*d];
     int32_t n = m->set_n[keep.set];
-    bool accept = m->set_accept[keep.set];
+    uint8_t flags = m->set_flags[keep.set];
     /* each stack as its positions, bottom first, separated by -1 */
     size_t total = 0;
     for (int32_t i = 0; i < n; i++)
@@ -397,7 +437,7 @@ slm_status gm_flush(gm *m, int32_t *d) {
         members[i] = node;
     }
     qsort(members, (size_t)n, sizeof *members, cmp_i32);
-    int32_t s = intern_set(m, members, n, accept);
+    int32_t s = intern_set(m, members, n, flags);
     if (s < 0) goto done;
     int32_t nd = intern_ds(m, s, keep.acc, keep.need, keep.len);
     if (nd < 0) goto done;
@@ -408,4 +448,51 @@ done:
     free(members);
     if (st) drop_tables(m);
     return st;
+}
+
+/* Lowest common ancestor-or-self of nodes a and b (parents have lower ids), -1 when none. */
+static int32_t common_node(const gm *m, int32_t a, int32_t b) {
+    while (a != b && a >= 0 && b >= 0) {
+        if (a > b) a = m->nodes[a].parent;
+        else b = m->nodes[b].parent;
+    }
+    return a == b ? a : -1;
+}
+
+#define LOCAL_MAX_DEPTH 64 /* nodes kept per cut stack; deeper stacks are not split */
+
+int32_t gm_local_start(gm *local, const gm *real, int32_t d) {
+    const gm_dstate *ds = &real->ds[d];
+    if (ds->need) return GM_NO_SPLIT;
+    int32_t n = real->set_n[ds->set];
+    const int32_t *v = real->set_pool + real->set_off[ds->set];
+    if (!n) return GM_NO_SPLIT;
+    int32_t cut = v[0]; /* the lowest node kept */
+    if (n == 1) {
+        for (int k = 0; k < 2 && real->nodes[cut].parent >= 0; k++) cut = real->nodes[cut].parent;
+    } else {
+        for (int32_t i = 1; i < n && cut >= 0; i++) cut = common_node(real, cut, v[i]);
+    }
+    if (cut < 0 || real->nodes[cut].parent < 0) return GM_NO_SPLIT;
+    int32_t ctx = cons(local, GM_CTX, -1);
+    if (ctx < 0) return GM_NOMEM;
+    int32_t path[LOCAL_MAX_DEPTH];
+    new_generation(local);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t k = 0, x = v[i];
+        for (; x != cut; x = real->nodes[x].parent) {
+            if (x < 0 || k == LOCAL_MAX_DEPTH - 1) return GM_NO_SPLIT;
+            path[k++] = real->nodes[x].pos;
+        }
+        path[k++] = real->nodes[cut].pos;
+        int32_t node = ctx;
+        while (k > 0)
+            if ((node = cons(local, path[--k], node)) < 0) return GM_NOMEM;
+        if (!grow((void **)&local->out, &local->cap_out, local->n_out + 1, sizeof *local->out, &local->bytes))
+            return GM_NOMEM;
+        local->out[local->n_out++] = node;
+    }
+    if (local->n_out > 1) qsort(local->out, (size_t)local->n_out, sizeof *local->out, cmp_i32);
+    int32_t s = intern_set(local, local->out, local->n_out, 0); /* distinct: distinct real stacks differ above the cut */
+    return s < 0 ? GM_NOMEM : intern_ds(local, s, 0, 0, 0);
 }

@@ -23,14 +23,14 @@ struct slm_sampler {
     int32_t cap;
     cand *cands;      /* (cap) */
     int32_t n_sorted; /* cands[0, n_sorted) is the sorted head of this call's candidates */
-    samp_mask_fn mask_fn; /* token filter (samp_set_mask), or NULL */
-    void *mask_ud;
+    samp_filter filter;   /* token filter (samp_set_filter); filter.mask NULL: none */
+    bool unfiltered;      /* this draw ignores the filter (the lazy first draw) */
     uint32_t *mask;       /* ((cap + 31) / 32) bits of the filter's last answer */
 };
 
-void samp_set_mask(slm_sampler *s, samp_mask_fn fn, void *ud) {
-    s->mask_fn = fn;
-    s->mask_ud = ud;
+void samp_set_filter(slm_sampler *s, const samp_filter *f) {
+    if (f && f->mask) s->filter = *f;
+    else memset(&s->filter, 0, sizeof s->filter);
 }
 
 SLM_API slm_sampler_params slm_sampler_params_default(void) {
@@ -212,8 +212,8 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
         c[s->p.logit_bias[i].token].v += s->p.logit_bias[i].bias;
     }
     apply_penalties(&s->p, c, n_vocab, history, n_history);
-    if (s->mask_fn) { /* keep only the allowed ids, in id order */
-        slm_status st = s->mask_fn(s->mask_ud, s->mask, n_vocab);
+    if (s->filter.mask && !s->unfiltered) { /* keep only the allowed ids, in id order */
+        slm_status st = s->filter.mask(s->filter.ud, s->mask, n_vocab);
         if (st) return st;
         int32_t m = 0;
         for (int32_t i = 0; i < n_vocab; i++)
@@ -282,10 +282,11 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
     return SLM_OK;
 }
 
-SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
-                                      size_t n_history, int32_t *token) {
-    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
-    *token = -1;
+/* One draw from what kept_candidates leaves (filtered unless s->unfiltered). Without a cut the
+ * candidates are walked in id order when in_id_order (no sort: the lazy first draw), else in the
+ * sorted order that makes a seed's token the same on every machine. */
+static slm_status draw(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history, size_t n_history,
+                       bool in_id_order, int32_t *token) {
     int32_t greedy, n;
     double mx, sum;
     slm_status st = kept_candidates(s, logits, n_vocab, history, n_history, &greedy, &n, &mx, &sum);
@@ -297,17 +298,54 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     const cand *c = s->cands;
     double r = (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double cum = 0.0;
+    bool sorted = !in_id_order || s->n_sorted > 0; /* a cut leaves a sorted head, summed in that order */
     for (int32_t i = 0; i < n; i++) {
-        sort_head(s, n, i + 1);
+        if (sorted) sort_head(s, n, i + 1);
         cum += exp((double)c[i].v - mx);
         if (r < cum) {
             *token = c[i].id;
             return SLM_OK;
         }
     }
-    sort_head(s, n, n);
+    if (sorted) sort_head(s, n, n);
     *token = c[n - 1].id;
     return SLM_OK;
+}
+
+/* True when drawing without the filter, keeping an allowed token and otherwise drawing again with
+ * the filter gives exactly the filtered distribution (docs/grammar.md, "How masks are computed"):
+ * - greedy (temperature 0): the argmax of all tokens (lowest id on ties), when allowed, is also the
+ *   argmax of the allowed ones (lowest id on ties);
+ * - temperature alone (no top-k, top-p or min-p cut, which would apply among the allowed tokens):
+ *   with p the unfiltered distribution and Z = p(allowed), an allowed t comes out with probability
+ *   p(t) + (1 - Z) p(t) / Z = p(t) / Z, the filtered distribution (the second draw uses fresh
+ *   random bits). Biases and penalties come before the filter in both.
+ * Only taken when the mask is not at hand: a cached mask makes the filtered draw cheaper than an
+ * unfiltered one (it weighs the allowed tokens only). The choice depends on the filter's state
+ * alone, never on the draw, so each step's distribution is the filtered one either way. */
+static bool sample_lazily(const slm_sampler *s, int32_t n_vocab) {
+    const samp_filter *f = &s->filter;
+    if (!f->mask || !f->allows || (f->mask_at_hand && f->mask_at_hand(f->ud))) return false;
+    if (s->p.temperature == 0.0f) return true;
+    return (s->p.top_k <= 0 || s->p.top_k >= n_vocab) && s->p.top_p >= 1.0f && s->p.min_p <= 0.0f;
+}
+
+SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                      size_t n_history, int32_t *token) {
+    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history)) return SLM_ERR_INVALID_ARG;
+    *token = -1;
+    if (sample_lazily(s, n_vocab)) {
+        int32_t t = -1;
+        s->unfiltered = true;
+        slm_status st = draw(s, logits, n_vocab, history, n_history, true, &t);
+        s->unfiltered = false;
+        if (st == SLM_OK && s->filter.allows(s->filter.ud, t)) {
+            *token = t;
+            return SLM_OK;
+        }
+        if (st == SLM_ERR_INVALID_ARG || st == SLM_ERR_NOMEM) return st;
+    }
+    return draw(s, logits, n_vocab, history, n_history, false, token);
 }
 
 SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,

@@ -326,6 +326,8 @@ static const char *const pieces[] = {
     "\xc3\xa9", "\xc3", "\xa9", "\xc3\xbc", "\xff", "\xed\xa0", "\xe0\x80", "\xf4\x90", ".", "9", "é", "日本", "\t",
 };
 
+static uint64_t n_split_total, n_split_cached_total; /* over the brute-force runs: the split is exercised */
+
 static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_steps) {
     slm_grammar *g = parse_ok(gbnf);
     const gr_grammar *gg = gr_of(g);
@@ -410,6 +412,10 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
         free(cur.s);
     }
     assert_true(n_checked > N * n_walks);
+    uint64_t n_split, n_split_cached;
+    gc_split_stats(c, &n_split, &n_split_cached);
+    n_split_total += n_split;
+    n_split_cached_total += n_split_cached;
     free(out);
     free(start.s);
     slm_constraint_destroy(c);
@@ -434,9 +440,15 @@ static void brute_force_masks(void **unused) {
         "root ::= [\\U0001F600-\\U0001F64F] \" \" [é-ü]+ ( \" \" [\\U0001F600-\\U0001F64F] )?\n",
         /* nullable rules inside repetition, any character */
         "root ::= a* \"=\" .{1,3}\na ::= \"x\"? \"y\"? ( \"a\" | \"b\" )\n",
+        /* the same string and object rules at many depths: cut sets shared across contexts, tokens
+         * such as '"a":' and '{"' escaping a string into its context */
+        "root ::= obj\nobj ::= \"{\" ( kv ( \",\" kv )* )? \"}\"\nkv ::= str \":\" val\n"
+        "val ::= str | obj | \"[\" ( val ( \",\" val )* )? \"]\" | \"1\"\nstr ::= \"\\\"\" [^\"\\\\]{0,4} \"\\\"\"\n",
     };
+    n_split_total = n_split_cached_total = 0;
     for (size_t i = 0; i < sizeof grammars / sizeof grammars[0]; i++)
         for (uint64_t seed = 1; seed <= 3; seed++) brute_force_one(grammars[i], seed * 7919 + i, 6, 24);
+    assert_true(n_split_total > 50 && n_split_cached_total > 10);
 }
 
 /* A schema's grammar under the same check. */
@@ -453,6 +465,19 @@ static void brute_force_schema(void **unused) {
     free(gbnf);
 }
 
+/* A sampler at `temperature` with no top-k, top-p or min-p cut. */
+static slm_sampler *plain_sampler(float temperature, uint64_t seed) {
+    slm_sampler_params p = slm_sampler_params_default();
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    slm_sampler *s = NULL;
+    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    return s;
+}
+
 /* The sampler draws only what the constraint allows, and fails cleanly when nothing is. */
 static void sampler_constraint(void **unused) {
     (void)unused;
@@ -464,13 +489,7 @@ static void sampler_constraint(void **unused) {
     assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
-    slm_sampler_params p = slm_sampler_params_default();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    slm_sampler *s = NULL;
-    assert_int_equal(slm_sampler_create(&p, &s), SLM_OK);
+    slm_sampler *s = plain_sampler(1.0f, 0);
     assert_int_equal(slm_sampler_set_constraint(s, c), SLM_OK);
     float logits[5] = {0.0f, 0.0f, 9.0f, 9.0f, 9.0f}; /* id 4 is past the vocabulary: never allowed */
     int seen[5] = {0};
@@ -495,9 +514,7 @@ static void sampler_constraint(void **unused) {
     assert_int_equal(slm_constraint_accept(c, 2), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_constraint_accept(c, 99), SLM_ERR_INVALID_ARG);
     /* greedy picks the best allowed token */
-    slm_sampler *gs = NULL;
-    p.temperature = 0.0f;
-    assert_int_equal(slm_sampler_create(&p, &gs), SLM_OK);
+    slm_sampler *gs = plain_sampler(0.0f, 0);
     slm_sampler_set_constraint(gs, c);
     float l2[5] = {1.0f, 2.0f, 9.0f, 9.0f, 9.0f};
     assert_int_equal(slm_sampler_sample(gs, l2, 5, NULL, 0, &t), SLM_OK);
@@ -518,11 +535,85 @@ static void sampler_constraint(void **unused) {
     slm_grammar_vocab_destroy(NULL);
 }
 
+/* Lazy masks (sampler.c, sample_lazily): at temperature 1 without cuts, where the state's mask is
+ * not cached, the sampler draws first and builds the mask only when the token is refused; the
+ * draws must follow the filtered distribution (slm_sampler_probs, which always builds the mask), an
+ * allowed first draw builds no mask, and greedy keeps the allowed argmax. Each lazy draw below uses
+ * a fresh constraint (no mask cached yet). */
+static void sampler_lazy_exact(void **unused) {
+    (void)unused;
+    slm_grammar *g = parse_ok("root ::= [ab] [abc]\n");
+    gv_token toks[4] = {{(const uint8_t *)"a", 1, GV_TEXT}, {(const uint8_t *)"b", 1, GV_TEXT},
+                        {(const uint8_t *)"c", 1, GV_TEXT}, {(const uint8_t *)"ac", 2, GV_TEXT}};
+    slm_grammar_vocab *v = NULL;
+    assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
+    slm_constraint *c = NULL;
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    slm_sampler *s = plain_sampler(1.0f, 11);
+    slm_sampler_set_constraint(s, c);
+    /* at the start "c" (the likeliest) is refused: unfiltered 0.08/0.22/0.61/0.08, filtered 0.21/0.58/0/0.21 */
+    float logits[4] = {0.0f, 1.0f, 2.0f, 0.0f};
+    float want[4];
+    assert_int_equal(slm_sampler_probs(s, logits, 4, NULL, 0, want), SLM_OK);
+    assert_true(want[2] == 0.0f && want[0] > 0.2f && want[3] > 0.2f);
+    slm_constraint_destroy(c);
+    enum { DRAWS = 20000 };
+    int seen[4] = {0};
+    uint64_t n_masks = 0;
+    for (int i = 0; i < DRAWS; i++) {
+        assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+        slm_sampler_set_constraint(s, c);
+        int32_t t = -1;
+        assert_int_equal(slm_sampler_sample(s, logits, 4, NULL, 0, &t), SLM_OK);
+        seen[t]++;
+        uint64_t walked, cached;
+        slm_constraint_stats(c, &walked, &cached);
+        n_masks += walked + cached;
+        slm_constraint_destroy(c);
+    }
+    double chi2 = 0;
+    for (int t = 0; t < 4; t++) {
+        if (want[t] == 0.0f) {
+            assert_int_equal(seen[t], 0);
+            continue;
+        }
+        double e = want[t] * (double)DRAWS;
+        chi2 += (seen[t] - e) * (seen[t] - e) / e;
+    }
+    assert_true(chi2 < 16.3); /* chi-square, 2 degrees of freedom: p = 0.0003 */
+    /* masks were built only for refused first draws (unfiltered p("c") = 0.61) */
+    assert_true(n_masks > DRAWS / 2 && n_masks < DRAWS * 3 / 4);
+    /* greedy: the argmax when allowed (no mask built), else the best allowed */
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    slm_sampler *gs = plain_sampler(0.0f, 0);
+    slm_sampler_set_constraint(gs, c);
+    int32_t t = -1;
+    float l2[4] = {1.0f, 1.0f, 0.0f, 0.5f};
+    assert_int_equal(slm_sampler_sample(gs, l2, 4, NULL, 0, &t), SLM_OK);
+    assert_int_equal(t, 0);
+    uint64_t walked, cached;
+    slm_constraint_stats(c, &walked, &cached);
+    assert_int_equal(walked + cached, 0);
+    assert_int_equal(slm_sampler_sample(gs, logits, 4, NULL, 0, &t), SLM_OK);
+    assert_int_equal(t, 1);
+    /* after "a" one character of [abc] is allowed, "ac" no longer is */
+    assert_int_equal(slm_constraint_accept(c, 0), SLM_OK);
+    float l3[4] = {0.0f, 0.0f, 0.0f, 9.0f};
+    assert_int_equal(slm_sampler_sample(gs, l3, 4, NULL, 0, &t), SLM_OK);
+    assert_true(t == 0);
+    slm_sampler_destroy(gs);
+    slm_sampler_destroy(s);
+    slm_constraint_destroy(c);
+    slm_grammar_vocab_destroy(v);
+    slm_grammar_destroy(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llamacpp_grammars_parse), cmocka_unit_test(parse_errors),
         cmocka_unit_test(schema_refusals),         cmocka_unit_test(brute_force_masks),
         cmocka_unit_test(brute_force_schema),      cmocka_unit_test(sampler_constraint),
+        cmocka_unit_test(sampler_lazy_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
