@@ -282,11 +282,12 @@ static slm_status kept_candidates(slm_sampler *s, const float *logits, int32_t n
     return SLM_OK;
 }
 
-/* One draw from what kept_candidates leaves (filtered unless s->unfiltered). Without a cut the
- * candidates are walked in id order when in_id_order (no sort: the lazy first draw), else in the
- * sorted order that makes a seed's token the same on every machine. */
+/* One draw from what kept_candidates leaves (filtered unless s->unfiltered): the kept candidates
+ * walked in the order their weights were summed, the sorted head after a cut, else id order (no
+ * sort of the vocabulary at temperature alone). Either order is fixed, so a seed gives the same
+ * token on every machine. */
 static slm_status draw(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history, size_t n_history,
-                       bool in_id_order, int32_t *token) {
+                       int32_t *token) {
     int32_t greedy, n;
     double mx, sum;
     slm_status st = kept_candidates(s, logits, n_vocab, history, n_history, &greedy, &n, &mx, &sum);
@@ -298,7 +299,7 @@ static slm_status draw(slm_sampler *s, const float *logits, int32_t n_vocab, con
     const cand *c = s->cands;
     double r = (double)(next_u64(s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double cum = 0.0;
-    bool sorted = !in_id_order || s->n_sorted > 0; /* a cut leaves a sorted head, summed in that order */
+    bool sorted = s->n_sorted > 0; /* a cut leaves a sorted head, summed in that order */
     for (int32_t i = 0; i < n; i++) {
         if (sorted) sort_head(s, n, i + 1);
         cum += exp((double)c[i].v - mx);
@@ -337,7 +338,7 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
     if (sample_lazily(s, n_vocab)) {
         int32_t t = -1;
         s->unfiltered = true;
-        slm_status st = draw(s, logits, n_vocab, history, n_history, true, &t);
+        slm_status st = draw(s, logits, n_vocab, history, n_history, &t);
         s->unfiltered = false;
         if (st == SLM_OK && s->filter.allows(s->filter.ud, t)) {
             *token = t;
@@ -345,7 +346,7 @@ SLM_API slm_status slm_sampler_sample(slm_sampler *s, const float *logits, int32
         }
         if (st == SLM_ERR_INVALID_ARG || st == SLM_ERR_NOMEM) return st;
     }
-    return draw(s, logits, n_vocab, history, n_history, false, token);
+    return draw(s, logits, n_vocab, history, n_history, token);
 }
 
 SLM_API slm_status slm_sampler_probs(slm_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,

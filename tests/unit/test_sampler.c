@@ -112,7 +112,8 @@ static void temperature_top_k_top_p_min_p(void **unused) {
 
 /* The draw by the definition, written here the direct way: every candidate sorted (value
  * descending, id ascending), top-k, top-p over the weights' total, min-p, then u times the kept
- * weights' sum walked in that order. */
+ * weights' sum walked in that order; at temperature alone (no cut) u times the sum of all weights
+ * walked in id order. */
 typedef struct ref_cand {
     float v;
     int32_t id;
@@ -127,6 +128,15 @@ static int ref_cmp(const void *a, const void *b) {
 static int32_t ref_draw(const float *logits, int32_t n_vocab, float temp, int32_t top_k, float top_p, float min_p,
                         double u, ref_cand *c) {
     for (int32_t i = 0; i < n_vocab; i++) c[i] = (ref_cand){logits[i] / temp, i};
+    if (!(top_k > 0 && top_k < n_vocab) && top_p >= 1.0f && min_p <= 0.0f) {
+        double top = c[0].v, total = 0.0, cum = 0.0;
+        for (int32_t i = 1; i < n_vocab; i++) top = c[i].v > top ? c[i].v : top;
+        for (int32_t i = 0; i < n_vocab; i++) total += exp((double)c[i].v - top);
+        double r = u * total;
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (r < (cum += exp((double)c[i].v - top))) return i;
+        return n_vocab - 1;
+    }
     qsort(c, (size_t)n_vocab, sizeof *c, ref_cmp);
     int32_t n = top_k > 0 && top_k < n_vocab ? top_k : n_vocab;
     double top = c[0].v, total = 0.0;
@@ -152,7 +162,7 @@ static int32_t ref_draw(const float *logits, int32_t n_vocab, float temp, int32_
     return c[n - 1].id;
 }
 
-/* The sampler (which sorts only the head of the order it walks) draws the token of the direct
+/* The sampler (which sorts only the head of the order it walks, nothing without a cut) draws the token of the direct
  * definition for every seed, on a 16384-token vocabulary of several shapes (flat, peaked, many
  * ties) under each cut: the same uniform number through a twin sampler of the same seed. */
 static void draws_match_full_sort(void **unused) {
