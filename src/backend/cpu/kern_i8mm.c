@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_neon_tiles.h"
 
 static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
 static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
@@ -32,17 +33,6 @@ static int32_t ldi(const uint8_t *p) { int32_t i; memcpy(&i, p, 4); return i; }
 /* [v0, v0, v1, v1] from lanes 2h, 2h + 1 of v (rows of a row pair, once per column). */
 static inline float32x4_t rows2f(float32x4_t v, int h) { return h ? vzip2q_f32(v, v) : vzip1q_f32(v, v); }
 static inline int32x4_t rows2i(int32x4_t v, int h) { return h ? vzip2q_s32(v, v) : vzip1q_s32(v, v); }
-/* Four f16 at p as f32 lanes. */
-static inline float32x4_t f16x4(const uint8_t *p) {
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
-}
-/* Four bytes at p (u8 when is_unsigned, else int8) widened to int32 lanes. */
-static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
-    uint8_t b[8] = {p[0], p[1], p[2], p[3], 0, 0, 0, 0};
-    uint8x8_t v = vld1_u8(b);
-    if (is_unsigned) return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(v))));
-    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(v))));
-}
 /* Activation bytes a0[0..8) and a1[0..8) as SMMLA's second operand (columns c0, c1). */
 static inline int8x16_t cols2(const int8_t *a0, const int8_t *a1) { return vcombine_s8(vld1_s8(a0), vld1_s8(a1)); }
 /* [x0, x1, x0, x1] (a value per column, for both rows of a pair). */
@@ -75,13 +65,6 @@ static inline void store_pair(float32x4_t acc, float *y, int64_t ldy, int64_t c,
     }
 }
 
-/* Q5 tiles: the 5th bits of elements s..s+3 at bit 4 of each lane's bytes (kern_neon.c's q5_bits4). */
-static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
-    int j = (s & 15) / 4;
-    int8x16_t sh = vdupq_n_s8((int8_t)(s < 16 ? 4 - j : -j));
-    return vandq_u8(vshlq_u8(vreinterpretq_u8_u32(qh), sh), vdupq_n_u8(0x10));
-}
-
 #define MAX_PAIRS 4 /* column pairs per pass: 8 columns */
 #define TILE_CHUNK_BLOCKS 32
 
@@ -90,8 +73,7 @@ static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
  * block's weights are unpacked and zipped once for every column pair. */
 static void tile_pairs_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t nb, int64_t k,
                            const uint8_t *act, size_t act_stride, int64_t nc, float *y, int64_t ldy, int64_t nr) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), flip = vdupq_n_u8(0x80);
-    const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1, mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
+    const bool mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     const bool aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
     const int np = (int)((nc + 1) / 2);
     const uint8_t *ac[2 * MAX_PAIRS];
@@ -106,25 +88,12 @@ static void tile_pairs_q32(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int
             const uint8_t *blk = pk + (size_t)b0 * sub.stride;
             for (int64_t b = b0; b < b1; b++, blk += sub.stride) {
                 const uint8_t *q = blk + sub.quants + 16 * g, *sc = blk + sub.scales;
-                /* w[j] holds elements 4j..4j+3 of rows 4g..4g+3 (j < 8), as kern_neon.c's tile_cols */
+                /* rows 4g..4g+3 as neon_tile_q32_rows4 lays them out: w[2e], w[2e + 1] hold 8 consecutive elements */
                 int8x16_t w[8];
-                if (wt == SLM_DTYPE_Q8_0) {
-                    for (int j = 0; j < 8; j++) w[j] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * j), flip));
-                } else {
-                    uint32x4_t qh = q5 ? vld1q_u32((const uint32_t *)(const void *)(q + 256)) : vdupq_n_u32(0);
-                    for (int j = 0; j < 4; j++) {
-                        uint8x16_t v = vld1q_u8(q + 64 * j), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
-                        if (q5) {
-                            lo = vorrq_u8(lo, q5_bits4(qh, 4 * j));
-                            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * j));
-                        }
-                        w[j] = vreinterpretq_s8_u8(lo);
-                        w[4 + j] = vreinterpretq_s8_u8(hi);
-                    }
-                }
+                neon_tile_q32_rows4(wt, q, w);
                 int8x16_t z[4][2]; /* z[e][h]: elements 8e..8e+7 of row pair h */
                 for (int e = 0; e < 4; e++) zip_rows(w[2 * e], w[2 * e + 1], z[e]);
-                float32x4_t dw = f16x4(sc + 8 * g), mw = mins ? f16x4(sc + 32 + 8 * g) : vdupq_n_f32(0.0f);
+                float32x4_t dw = neon_f16x4(sc + 8 * g), mw = mins ? neon_f16x4(sc + 32 + 8 * g) : vdupq_n_f32(0.0f);
                 for (int p = 0; p < np; p++) {
                     const uint8_t *a0 = ac[2 * p], *a1 = ac[2 * p + 1];
                     int8x16_t A[4];
@@ -196,7 +165,7 @@ static void tile_pairs_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const
                         zip_rows(wl[2 * e], wl[2 * e + 1], zl[e]);
                         zip_rows(wh[2 * e], wh[2 * e + 1], zh[e]);
                     }
-                    int32x4_t sl = widen4(pk + 2048 + 32 * c + 4 * g, true), shi = widen4(pk + 2048 + 32 * c + 16 + 4 * g, true);
+                    int32x4_t sl = neon_widen4(pk + 2048 + 32 * c + 4 * g, true), shi = neon_widen4(pk + 2048 + 32 * c + 16 + 4 * g, true);
                     for (int p = 0; p < np; p++) {
                         const int8_t *a0 = (const int8_t *)ac[2 * p] + (size_t)b * CPU_Q8K_BYTES + 4 + 64 * c;
                         const int8_t *a1 = (const int8_t *)ac[2 * p + 1] + (size_t)b * CPU_Q8K_BYTES + 4 + 64 * c;
@@ -213,14 +182,14 @@ static void tile_pairs_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const
                     }
                 }
                 for (int sb = 0; sb < 8; sb++) {
-                    int32x4_t mn = widen4(pk + 2176 + 16 * sb + 4 * g, true);
+                    int32x4_t mn = neon_widen4(pk + 2176 + 16 * sb + 4 * g, true);
                     for (int p = 0; p < np; p++) {
                         int32x4_t bsum = cols2i(bs[2 * p][2 * sb] + bs[2 * p][2 * sb + 1],
                                                 bs[2 * p + 1][2 * sb] + bs[2 * p + 1][2 * sb + 1]);
                         for (int h = 0; h < 2; h++) corr[h][p] = vaddq_s32(corr[h][p], vmulq_s32(rows2i(mn, h), bsum));
                     }
                 }
-                float32x4_t d = f16x4(pk + 2304 + 8 * g), dmin = f16x4(pk + 2336 + 8 * g);
+                float32x4_t d = neon_f16x4(pk + 2304 + 8 * g), dmin = neon_f16x4(pk + 2336 + 8 * g);
                 for (int p = 0; p < np; p++) {
                     float32x4_t da = cols2f(da_c[2 * p], da_c[2 * p + 1]);
                     for (int h = 0; h < 2; h++) {
@@ -239,7 +208,7 @@ static void tile_pairs_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const
                     int8x16_t z0[2], z1[2]; /* elements 16j..16j+7, 16j+8..16j+15 */
                     zip_rows(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), z0);
                     zip_rows(vreinterpretq_s8_u8(q2), vreinterpretq_s8_u8(q3), z1);
-                    int32x4_t sc = widen4(pk + 3072 + 16 * j + 4 * g, false);
+                    int32x4_t sc = neon_widen4(pk + 3072 + 16 * j + 4 * g, false);
                     for (int p = 0; p < np; p++) {
                         const int8_t *a0 = (const int8_t *)ac[2 * p] + (size_t)b * CPU_Q8K_BYTES + 4 + 16 * j;
                         const int8_t *a1 = (const int8_t *)ac[2 * p + 1] + (size_t)b * CPU_Q8K_BYTES + 4 + 16 * j;
@@ -253,7 +222,7 @@ static void tile_pairs_kquant(uint32_t wt, const uint8_t *pk, int64_t nbk, const
                         }
                     }
                 }
-                float32x4_t d = f16x4(pk + 3328 + 8 * g);
+                float32x4_t d = neon_f16x4(pk + 3328 + 8 * g);
                 for (int p = 0; p < np; p++) {
                     float32x4_t da = cols2f(da_c[2 * p], da_c[2 * p + 1]);
                     for (int h = 0; h < 2; h++) {

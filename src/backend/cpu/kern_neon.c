@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_neon_tiles.h"
 #include "base/half.h"
 
 static float ldf(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
@@ -202,20 +203,6 @@ static void mm_quant(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr
 
 /* ---- matmuls on repacked tiles (kern_tiles.c): 16 rows as four registers of 4 ----------------- */
 
-/* Four f16 at p as f32 lanes. */
-static inline float32x4_t f16x4(const uint8_t *p) {
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
-}
-
-/* Q5 tiles: the 5th bits of elements s..s+3 (s = 4j for the low nibbles of quant vector j, 16 +
- * 4j for its high ones) at bit 4 of each lane's bytes 0..3, from the tile's regrouped bits (bit j of
- * byte i for element 4j + i, bit 4 + j for 16 + 4j + i; kern_tiles.c): one shift within the bytes. */
-static inline uint8x16_t q5_bits4(uint32x4_t qh, int s) {
-    int j = (s & 15) / 4;
-    int8x16_t sh = vdupq_n_s8((int8_t)(s < 16 ? 4 - j : -j));
-    return vandq_u8(vshlq_u8(vreinterpretq_u8_u32(qh), sh), vdupq_n_u8(0x10));
-}
-
 /* One column against one tile (addressed by sub from its pair's start pk): a tile vector of 64
  * bytes is four registers of 4 rows x 4 bytes, and sdot by lane takes the 4 activations of the
  * same elements, so each register's int32 lanes are 4 rows' exact block sums (nibbles, or Q5's
@@ -250,8 +237,8 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
     do {                                                                                             \
         uint8x16_t v = vld1q_u8(qg + 64 * (j)), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);          \
         if (q5) {                                                                                    \
-            lo = vorrq_u8(lo, q5_bits4(qh, 4 * (j)));                                                \
-            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * (j)));                                           \
+            lo = vorrq_u8(lo, neon_q5_bits4(qh, 4 * (j)));                                                \
+            hi = vorrq_u8(hi, neon_q5_bits4(qh, 16 + 4 * (j)));                                           \
         }                                                                                            \
         is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(lo), a0, j);                              \
         is[g] = vdotq_laneq_s32(is[g], vreinterpretq_s8_u8(hi), a1, j);                              \
@@ -262,10 +249,10 @@ static void tile_col(uint32_t wt, const uint8_t *pk, cpu_tile_sub sub, int64_t n
         }
         float da = ldf(ac + k + 4 * b);
         for (int g = 0; g < 4; g++) {
-            float32x4_t dw = f16x4(sc + 8 * g);
+            float32x4_t dw = neon_f16x4(sc + 8 * g);
             acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(is[g]), vmulq_n_f32(dw, da));
             if (wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1) {
-                float32x4_t mw = f16x4(sc + 32 + 8 * g);
+                float32x4_t mw = neon_f16x4(sc + 32 + 8 * g);
                 acc[g] = vfmaq_f32(acc[g], mw, vdupq_n_f32(ldf(ac + k + 4 * nb + 4 * b)));
             }
         }
@@ -287,8 +274,7 @@ static inline __attribute__((always_inline)) void tile_cols(const uint32_t wt, c
                                                             cpu_tile_sub sub, int64_t nb, int64_t k,
                                                             const uint8_t *act, size_t act_stride, float *y,
                                                             int64_t ldy, int64_t nr) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), flip = vdupq_n_u8(0x80);
-    const bool q5 = wt == SLM_DTYPE_Q5_0 || wt == SLM_DTYPE_Q5_1, mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
+    const bool mins = wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q5_1;
     const bool aux = wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q5_0;
     float out[8][16];
     for (int64_t b0 = 0; b0 < nb; b0 += TILE_CHUNK_BLOCKS) {
@@ -303,21 +289,8 @@ static inline __attribute__((always_inline)) void tile_cols(const uint32_t wt, c
                  * 16 + 4j.. (lane j of the second 16): Q8_0's vectors j and 4 + j, the nibble types'
                  * low and high nibbles of vector j */
                 int8x16_t w[8];
-                if (wt == SLM_DTYPE_Q8_0) {
-                    for (int j = 0; j < 8; j++) w[j] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * j), flip));
-                } else {
-                    uint32x4_t qh = q5 ? vld1q_u32((const uint32_t *)(const void *)(q + 256)) : vdupq_n_u32(0);
-                    for (int j = 0; j < 4; j++) {
-                        uint8x16_t v = vld1q_u8(q + 64 * j), lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
-                        if (q5) {
-                            lo = vorrq_u8(lo, q5_bits4(qh, 4 * j));
-                            hi = vorrq_u8(hi, q5_bits4(qh, 16 + 4 * j));
-                        }
-                        w[j] = vreinterpretq_s8_u8(lo);
-                        w[4 + j] = vreinterpretq_s8_u8(hi);
-                    }
-                }
-                float32x4_t dw = f16x4(sc + 8 * g), mw = mins ? f16x4(sc + 32 + 8 * g) : vdupq_n_f32(0.0f);
+                neon_tile_q32_rows4(wt, q, w);
+                float32x4_t dw = neon_f16x4(sc + 8 * g), mw = mins ? neon_f16x4(sc + 32 + 8 * g) : vdupq_n_f32(0.0f);
                 for (int c = 0; c < NC; c++) {
                     const uint8_t *ac = act + (size_t)c * act_stride;
                     int8x16_t a0 = vld1q_s8((const int8_t *)ac + 32 * b), a1 = vld1q_s8((const int8_t *)ac + 32 * b + 16);
@@ -364,14 +337,6 @@ static void tile_cols_call(uint32_t wt, int nc, const uint8_t *pk, cpu_tile_sub 
     }
 }
 
-/* Four int8 at p (u8 when is_unsigned) widened to int32 lanes. */
-static inline int32x4_t widen4(const uint8_t *p, bool is_unsigned) {
-    uint8_t b[8] = {p[0], p[1], p[2], p[3], 0, 0, 0, 0};
-    uint8x8_t v = vld1_u8(b);
-    if (is_unsigned) return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(v))));
-    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(v))));
-}
-
 
 /* NC (1..8) columns against one K-quant tile (nbk super-blocks of the layout in kern_common.h), the
  * arithmetic of kern_avx512.c's packed_tile_kquant: exact integer sums per sub-block, then cpu.h's
@@ -414,8 +379,8 @@ static inline __attribute__((always_inline)) void tile_cols_kquant(const uint32_
                         wl[j] = vreinterpretq_s8_u8(l);
                         wh[j] = vreinterpretq_s8_u8(h);
                     }
-                    int32x4_t sl = widen4(pk + 2048 + 32 * ch + 4 * g, true);
-                    int32x4_t sh = widen4(pk + 2048 + 32 * ch + 16 + 4 * g, true);
+                    int32x4_t sl = neon_widen4(pk + 2048 + 32 * ch + 4 * g, true);
+                    int32x4_t sh = neon_widen4(pk + 2048 + 32 * ch + 16 + 4 * g, true);
                     for (int c = 0; c < NC; c++) {
                         const int8_t *ac = a[c] + 64 * ch;
                         int8x16_t l0 = vld1q_s8(ac), l1 = vld1q_s8(ac + 16), h0 = vld1q_s8(ac + 32), h1 = vld1q_s8(ac + 48);
@@ -432,11 +397,11 @@ static inline __attribute__((always_inline)) void tile_cols_kquant(const uint32_
                     }
                 }
                 for (int sb = 0; sb < 8; sb++) {
-                    int32x4_t mn = widen4(pk + 2176 + 16 * sb + 4 * g, true);
+                    int32x4_t mn = neon_widen4(pk + 2176 + 16 * sb + 4 * g, true);
                     for (int c = 0; c < NC; c++)
                         corr[c] = vaddq_s32(corr[c], vmulq_s32(mn, vdupq_n_s32(bs[c][2 * sb] + bs[c][2 * sb + 1])));
                 }
-                float32x4_t d = f16x4(pk + 2304 + 8 * g), dmin = f16x4(pk + 2336 + 8 * g);
+                float32x4_t d = neon_f16x4(pk + 2304 + 8 * g), dmin = neon_f16x4(pk + 2336 + 8 * g);
                 for (int c = 0; c < NC; c++) {
                     acc[c][g] = vfmaq_f32(acc[c][g], vcvtq_f32_s32(is[c]), vmulq_n_f32(d, da[c]));
                     acc[c][g] = vfmsq_f32(acc[c][g], vcvtq_f32_s32(corr[c]), vmulq_n_f32(dmin, da[c]));
@@ -449,7 +414,7 @@ static inline __attribute__((always_inline)) void tile_cols_kquant(const uint32_
                     int8x16_t q1 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(vshlq_n_u8(H, 2), m30)));
                     int8x16_t q2 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(L1, m4), vandq_u8(H, m30)));
                     int8x16_t q3 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(vshrq_n_u8(H, 2), m30)));
-                    int32x4_t sc = widen4(pk + 3072 + 16 * j + 4 * g, false);
+                    int32x4_t sc = neon_widen4(pk + 3072 + 16 * j + 4 * g, false);
                     for (int c = 0; c < NC; c++) {
                         int8x16_t aj = vld1q_s8(a[c] + 16 * j);
                         int32x4_t sum = vdotq_laneq_s32(vdupq_n_s32(0), q0, aj, 0);
@@ -460,7 +425,7 @@ static inline __attribute__((always_inline)) void tile_cols_kquant(const uint32_
                         corr[c] = vaddq_s32(corr[c], vmulq_s32(sc, vdupq_n_s32(bs[c][j])));
                     }
                 }
-                float32x4_t d = f16x4(pk + 3328 + 8 * g);
+                float32x4_t d = neon_f16x4(pk + 3328 + 8 * g);
                 for (int c = 0; c < NC; c++) {
                     int32x4_t isum = vsubq_s32(is[c], vshlq_n_s32(corr[c], 5));
                     acc[c][g] = vfmaq_f32(acc[c][g], vcvtq_f32_s32(isum), vmulq_n_f32(d, da[c]));
