@@ -8,6 +8,17 @@
  * and the caller itself takes the tasks it would have run. While the last claimed tasks finish the
  * caller spins briefly, then sleeps until the worker that completes the job wakes it, so a worker
  * descheduled in the middle of a task gets the core back instead of competing with a spinner.
+ * Contention: a thread about to sleep reads the process's count of involuntary context switches
+ * (getrusage) once a PREEMPTION_WINDOW_NS window has passed. After HIGH_WINDOWS windows in a row at
+ * PREEMPTIONS_PER_S or more (other processes take cores from ours: a 2-core Xeon measured 30-50 a
+ * second idle, windows up to ~800 in bursts, and 1,300-6,700 with one CPU-bound process beside
+ * decode), the pool is "contended" for CONTENDED_HOLD_NS and its idle workers spin only
+ * CONTENDED_SPIN_NS before they sleep. A worker that spins between jobs spends the scheduler's
+ * share of its core, so it loses the core in the middle of a later task and the caller waits for
+ * it; one that sleeps keeps its share for the tasks (a woken thread with unspent share runs at
+ * once). Idle, the long spin stays: it is what starts back-to-back jobs without a wake-up. While
+ * contended the workers sleep and are preempted less, so the hold, renewed by every pair of high
+ * windows, is what keeps the pool contended.
  *
  * Invariants:
  *  1. fn, ctx and base are written before the job word that publishes them (release) and read by a
@@ -28,6 +39,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,11 +51,17 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* How long an idle worker spins before it sleeps, how long the caller spins for the last tasks of a
- * job before it sleeps, and how many polls between clock reads. */
+/* How long an idle worker spins before it sleeps (on a contended pool: until the first clock read,
+ * SPIN_POLLS polls), how long the caller spins for the last tasks of a job before it sleeps, how
+ * many polls between clock reads; the contention detector's constants (above). */
 #define SPIN_NS 100000LL
+#define CONTENDED_SPIN_NS 0LL
 #define CALLER_SPIN_NS 30000LL
 #define SPIN_POLLS 256
+#define CONTENDED_HOLD_NS 1000000000LL
+#define PREEMPTION_WINDOW_NS 20000000LL
+#define PREEMPTIONS_PER_S 1000
+#define HIGH_WINDOWS 2
 
 /* The job word: sequence << 32 | n_tasks << 16 | next task. A pool_run of more than JOB_MAX_TASKS
  * tasks runs as several jobs. */
@@ -66,6 +84,10 @@ struct cpu_pool {
     _Alignas(64) atomic_int_fast64_t n_done;
     _Alignas(64) atomic_int n_sleeping;
     atomic_bool caller_waiting;
+    long window_preemptions;                /* under mu: the process's involuntary context switches */
+    int64_t window_start_ns;                /* under mu: when window_preemptions was read */
+    int32_t high_windows;                   /* under mu: windows in a row at PREEMPTIONS_PER_S */
+    atomic_int_fast64_t contended_until_ns; /* CLOCK_MONOTONIC; 0: never contended */
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* workers wait for a job */
     pthread_cond_t done_cv; /* the caller waits for the job's last tasks */
@@ -80,6 +102,30 @@ static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The process's involuntary context switches so far (0 where getrusage fails). */
+static long process_preemptions(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+/* Called under mu by a thread about to sleep: closes the preemption window once it is
+ * PREEMPTION_WINDOW_NS long; HIGH_WINDOWS high windows in a row make the pool contended. */
+static void note_preemptions(cpu_pool *p) {
+    int64_t t = now_ns(), span = t - p->window_start_ns;
+    if (span < PREEMPTION_WINDOW_NS) return;
+    long n = process_preemptions();
+    bool high = (n - p->window_preemptions) * 1000000000LL >= PREEMPTIONS_PER_S * span;
+    p->high_windows = high ? p->high_windows + 1 : 0;
+    if (p->high_windows >= HIGH_WINDOWS) atomic_store(&p->contended_until_ns, t + CONTENDED_HOLD_NS);
+    p->window_preemptions = n;
+    p->window_start_ns = t;
+}
+
+static int64_t worker_spin_ns(cpu_pool *p) {
+    int64_t until = atomic_load_explicit(&p->contended_until_ns, memory_order_relaxed);
+    return until && now_ns() < until ? CONTENDED_SPIN_NS : SPIN_NS;
 }
 
 /* One poll of a spin-wait whose *t0 starts at 0: a CPU pause, and every SPIN_POLLS polls a clock
@@ -111,17 +157,19 @@ static void run_tasks(cpu_pool *p, int32_t thread) {
 
 /* Waits until the job word's sequence differs from seen (or quit); returns the word. */
 static uint64_t wait_job(cpu_pool *p, uint32_t seen) {
-    int64_t t0 = 0;
+    int64_t t0 = 0, spin_ns = worker_spin_ns(p);
     for (uint32_t i = 1;; i++) {
         uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
         if (job_seq(w) != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return w;
-        if (!spin_over(i, &t0, SPIN_NS)) continue;
+        if (!spin_over(i, &t0, spin_ns)) continue;
         pthread_mutex_lock(&p->mu);
+        note_preemptions(p);
         atomic_fetch_add(&p->n_sleeping, 1);
         while (job_seq(atomic_load(&p->job)) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
         atomic_fetch_sub(&p->n_sleeping, 1);
         pthread_mutex_unlock(&p->mu);
         t0 = 0;
+        spin_ns = worker_spin_ns(p);
     }
 }
 
@@ -143,6 +191,7 @@ static void wait_done(cpu_pool *p, int64_t n) {
     for (uint32_t i = 1; atomic_load_explicit(&p->n_done, memory_order_acquire) < n; i++) {
         if (!spin_over(i, &t0, CALLER_SPIN_NS)) continue;
         pthread_mutex_lock(&p->mu);
+        note_preemptions(p);
         atomic_store(&p->caller_waiting, true);
         while (atomic_load(&p->n_done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
         atomic_store(&p->caller_waiting, false);
@@ -163,6 +212,9 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
     atomic_init(&p->n_done, 0);
     atomic_init(&p->n_sleeping, 0);
     atomic_init(&p->caller_waiting, false);
+    p->window_preemptions = process_preemptions();
+    p->window_start_ns = now_ns();
+    atomic_init(&p->contended_until_ns, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
