@@ -229,10 +229,10 @@ static void matmul_all(void **unused) {
                 m = 40;
                 cols = 5;
             }
-            if (trial == 3 || trial == 4) { /* many columns (AMX: groups of 16 columns, then a partial one) */
+            if (trial >= 3 && trial <= 5) { /* many columns (AMX: groups of 16 columns, then a partial one) */
                 k = be_ > 1 ? be_ * (be_ == 256 ? 5 : 37) : 299;
                 m = trial == 3 ? 40 : 71;
-                cols = trial == 3 ? 16 : 37;
+                cols = trial == 3 ? 16 : trial == 4 ? 37 : 53;
             }
             size_t rb;
             uint8_t *w = rand_weights(wt, k, m, &rb);
