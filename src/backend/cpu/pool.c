@@ -8,17 +8,19 @@
  * and the caller itself takes the tasks it would have run. While the last claimed tasks finish the
  * caller spins briefly, then sleeps until the worker that completes the job wakes it, so a worker
  * descheduled in the middle of a task gets the core back instead of competing with a spinner.
- * Contention: a thread about to sleep reads the process's count of involuntary context switches
- * (getrusage) once a PREEMPTION_WINDOW_NS window has passed. After HIGH_WINDOWS windows in a row at
- * PREEMPTIONS_PER_S or more (other processes take cores from ours: a 2-core Xeon measured 30-50 a
- * second idle, windows up to ~800 in bursts, and 1,300-6,700 with one CPU-bound process beside
- * decode), the pool is "contended" for CONTENDED_HOLD_NS and its idle workers spin only
- * CONTENDED_SPIN_NS before they sleep. A worker that spins between jobs spends the scheduler's
- * share of its core, so it loses the core in the middle of a later task and the caller waits for
- * it; one that sleeps keeps its share for the tasks (a woken thread with unspent share runs at
- * once). Idle, the long spin stays: it is what starts back-to-back jobs without a wake-up. While
- * contended the workers sleep and are preempted less, so the hold, renewed by every pair of high
- * windows, is what keeps the pool contended.
+ * Contention: a thread about to sleep closes a CONTENTION_WINDOW_NS window once one has passed: the
+ * time the workers spent runnable but waiting for a core in it (Linux: each worker's
+ * /proc/thread-self/schedstat, opened by the worker itself). After HIGH_WINDOWS windows in a row
+ * with that wait at CONTENDED_WAIT_PERMILLE of the window or more (on a 2-core Xeon, decode's
+ * windows: 0-14% alone, 39-64% beside a CPU-bound process; 8 sessions' pools in one process, up to
+ * 49% but rarely twice in a row over 25%), the pool is
+ * "contended" for CONTENDED_HOLD_NS and its idle workers spin only CONTENDED_SPIN_NS before they
+ * sleep. A worker that spins between jobs spends the scheduler's share of its core, so it loses
+ * the core in the middle of a later task and the caller waits for it; one that sleeps keeps its
+ * share for the tasks (a woken thread with unspent share runs at once). Idle, the long spin stays:
+ * it is what starts back-to-back jobs without a wake-up. While contended the workers sleep and
+ * wait less, so the hold, renewed by every pair of high windows, is what keeps the pool contended.
+ * Where schedstat cannot be read the pool never counts as contended.
  *
  * Invariants:
  *  1. fn, ctx and base are written before the job word that publishes them (release) and read by a
@@ -39,8 +41,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <sys/resource.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -59,8 +64,8 @@
 #define CALLER_SPIN_NS 30000LL
 #define SPIN_POLLS 256
 #define CONTENDED_HOLD_NS 1000000000LL
-#define PREEMPTION_WINDOW_NS 20000000LL
-#define PREEMPTIONS_PER_S 1000
+#define CONTENTION_WINDOW_NS 20000000LL
+#define CONTENDED_WAIT_PERMILLE 250
 #define HIGH_WINDOWS 2
 
 /* The job word: sequence << 32 | n_tasks << 16 | next task. A pool_run of more than JOB_MAX_TASKS
@@ -84,9 +89,8 @@ struct cpu_pool {
     _Alignas(64) atomic_int_fast64_t n_done;
     _Alignas(64) atomic_int n_sleeping;
     atomic_bool caller_waiting;
-    long window_preemptions;                /* under mu: the process's involuntary context switches */
-    int64_t window_start_ns;                /* under mu: when window_preemptions was read */
-    int32_t high_windows;                   /* under mu: windows in a row at PREEMPTIONS_PER_S */
+    int64_t window_start_ns;                /* under mu: when the workers' waits were last read */
+    int32_t high_windows;                   /* under mu: high windows in a row */
     atomic_int_fast64_t contended_until_ns; /* CLOCK_MONOTONIC; 0: never contended */
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* workers wait for a job */
@@ -96,6 +100,8 @@ struct cpu_pool {
 typedef struct worker_arg {
     cpu_pool *p;
     int32_t thread;
+    atomic_int stat_fd;   /* the worker's /proc/thread-self/schedstat, or -1 */
+    int64_t last_wait_ns; /* under mu: its runqueue wait at the last window's close; -1: unread */
 } worker_arg;
 
 static int64_t now_ns(void) {
@@ -104,22 +110,30 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The process's involuntary context switches so far (0 where getrusage fails). */
-static long process_preemptions(void) {
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+/* The runqueue wait (ns) so far of the thread whose schedstat is open at fd, or -1. */
+static int64_t thread_wait_ns(int fd) {
+    char buf[96];
+    ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    unsigned long long run, wait;
+    return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? (int64_t)wait : -1;
 }
 
-/* Called under mu by a thread about to sleep: closes the preemption window once it is
- * PREEMPTION_WINDOW_NS long; HIGH_WINDOWS high windows in a row make the pool contended. */
-static void note_preemptions(cpu_pool *p) {
-    int64_t t = now_ns(), span = t - p->window_start_ns;
-    if (span < PREEMPTION_WINDOW_NS) return;
-    long n = process_preemptions();
-    bool high = (n - p->window_preemptions) * 1000000000LL >= PREEMPTIONS_PER_S * span;
+/* Called under mu by a thread about to sleep: closes the contention window once it is
+ * CONTENTION_WINDOW_NS long; HIGH_WINDOWS high windows in a row make the pool contended. */
+static void note_contention(cpu_pool *p) {
+    int64_t t = now_ns(), span = t - p->window_start_ns, waited = 0;
+    if (span < CONTENTION_WINDOW_NS || p->n_threads < 2) return;
+    for (int32_t i = 0; i < p->n_threads - 1; i++) {
+        worker_arg *w = &p->args[i];
+        int64_t ns = thread_wait_ns(atomic_load_explicit(&w->stat_fd, memory_order_acquire));
+        if (ns >= 0 && w->last_wait_ns >= 0) waited += ns - w->last_wait_ns;
+        w->last_wait_ns = ns;
+    }
+    bool high = waited * 1000 >= CONTENDED_WAIT_PERMILLE * span * (p->n_threads - 1);
     p->high_windows = high ? p->high_windows + 1 : 0;
     if (p->high_windows >= HIGH_WINDOWS) atomic_store(&p->contended_until_ns, t + CONTENDED_HOLD_NS);
-    p->window_preemptions = n;
     p->window_start_ns = t;
 }
 
@@ -163,7 +177,7 @@ static uint64_t wait_job(cpu_pool *p, uint32_t seen) {
         if (job_seq(w) != seen || atomic_load_explicit(&p->quit, memory_order_relaxed)) return w;
         if (!spin_over(i, &t0, spin_ns)) continue;
         pthread_mutex_lock(&p->mu);
-        note_preemptions(p);
+        note_contention(p);
         atomic_fetch_add(&p->n_sleeping, 1);
         while (job_seq(atomic_load(&p->job)) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
         atomic_fetch_sub(&p->n_sleeping, 1);
@@ -176,6 +190,8 @@ static uint64_t wait_job(cpu_pool *p, uint32_t seen) {
 static void *worker_main(void *argp) {
     cpu_pool *p = ((worker_arg *)argp)->p;
     int32_t thread = ((worker_arg *)argp)->thread;
+    atomic_store_explicit(&((worker_arg *)argp)->stat_fd, open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC),
+                          memory_order_release);
     uint32_t seen = 0;
     for (;;) {
         seen = job_seq(wait_job(p, seen));
@@ -191,7 +207,7 @@ static void wait_done(cpu_pool *p, int64_t n) {
     for (uint32_t i = 1; atomic_load_explicit(&p->n_done, memory_order_acquire) < n; i++) {
         if (!spin_over(i, &t0, CALLER_SPIN_NS)) continue;
         pthread_mutex_lock(&p->mu);
-        note_preemptions(p);
+        note_contention(p);
         atomic_store(&p->caller_waiting, true);
         while (atomic_load(&p->n_done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
         atomic_store(&p->caller_waiting, false);
@@ -212,7 +228,6 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
     atomic_init(&p->n_done, 0);
     atomic_init(&p->n_sleeping, 0);
     atomic_init(&p->caller_waiting, false);
-    p->window_preemptions = process_preemptions();
     p->window_start_ns = now_ns();
     atomic_init(&p->contended_until_ns, 0);
     pthread_mutex_init(&p->mu, NULL);
@@ -228,6 +243,8 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
         for (int32_t i = 0; i < n_threads - 1; i++) {
             p->args[i].p = p;
             p->args[i].thread = i + 1;
+            atomic_init(&p->args[i].stat_fd, -1);
+            p->args[i].last_wait_ns = -1;
             if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
                 pool_destroy(p);
                 return err_set(e, SLM_ERR_BACKEND, "cannot start thread %d", i + 1);
@@ -245,7 +262,11 @@ void pool_destroy(cpu_pool *p) {
     atomic_store(&p->quit, true);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    for (int32_t i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
+    for (int32_t i = 0; i < p->n_threads - 1; i++) {
+        pthread_join(p->threads[i], NULL);
+        int fd = atomic_load(&p->args[i].stat_fd);
+        if (fd >= 0) close(fd);
+    }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     pthread_cond_destroy(&p->done_cv);
