@@ -1,7 +1,7 @@
 /* kern_amx.c — the AMX tier's matmul (CPU_ISA_AMX): the quantised matmuls of many columns
- * (prefill, batches of AMX_MIN_COLS and more) on repacked Q4_0, Q4_1, Q8_0 and Q4_K weights as
- * AMX-INT8 tile products (Q4_K: see its section); fewer columns and other types go to the AVX-512
- * kernels. cpu.c builds the tier's table (cpu_isa_amx) from the AVX-512 one with this file's
+ * (prefill, batches of AMX_MIN_COLS and more; Q6_K from AMX_Q6K_MIN_COLS) on repacked Q4_0, Q4_1,
+ * Q8_0, Q4_K and Q6_K weights as AMX-INT8 tile products (Q4_K, Q6_K: see their sections); fewer
+ * columns and other types go to the AVX-512 kernels. cpu.c builds the tier's table (cpu_isa_amx) from the AVX-512 one with this file's
  * cpu_amx_mm_quant_packed, in code without AVX-512 instructions, as every CPU builds it when it asks
  * for the tier. Compiled with -mamx-tile -mamx-int8 plus the AVX-512 flags (CMakeLists.txt); a stub
  * (NULL) where the compiler lacks them. It runs only where cpu_isa_supported(CPU_ISA_AMX): the CPU
@@ -282,7 +282,149 @@ static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
     _tile_release();
 }
 
+/* ---- Q6_K --------------------------------------------------------------------------------------
+ * Σ_s sc_s Σ (q-32) a with int8 scales: sc = 49 h + 7 m + l, balanced base-7 digits in [-3, 3]
+ * (|sc| <= 128 needs three), so (q - 32) x digit fits int8 (<= 96) and isum = 49 S_h + 7 S_m + S_l
+ * exactly, S_p being one product over the super-block of the weights scaled by digit p of their
+ * sub-block's scale: three chains of four K = 64 products (C tiles 0-2), and the f32 epilogue
+ * once per super-block. */
+
+#define AMX_Q6K_BYTES 12288 /* one super-block's B tiles: 3 digit planes x 4 quarters x 16 x 64 */
+/* Columns from which Q6_K runs tile products: its unpack (three planes) costs more than the other
+ * types', so they win later (bench_mm_cols -m 4608 -k 1024, µs per column, AVX-512 / AMX: 16
+ * columns 31.4 / 37.8, 64 columns 31.9 / 18.4). */
+#define AMX_Q6K_MIN_COLS 32
+
+/* The balanced base-7 digits of 16 int32 scales (|sc| <= 128): sc = 49 h + 7 m + l. x / 7 is never
+ * halfway between integers, so rounding it to nearest is exact. */
+INLINE void q6k_digits(__m512i sc, __m512i dg[3]) {
+    const __m512 seventh = _mm512_set1_ps(1.0f / 7.0f);
+    const __m512i seven = _mm512_set1_epi32(7);
+    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(sc), seventh)); /* round to nearest */
+    __m512i h = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(r), seventh));
+    dg[2] = _mm512_sub_epi32(sc, _mm512_mullo_epi32(r, seven));
+    dg[1] = _mm512_sub_epi32(r, _mm512_mullo_epi32(h, seven));
+    dg[0] = h;
+}
+
+/* x d for signed bytes x (|x| <= 32) and digits d in [-3, 3]. */
+INLINE __m512i mul_digit(__m512i x, __m512i d) {
+    const __m512i ad = _mm512_abs_epi8(d);
+    __m512i r = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(ad, _mm512_set1_epi8(1)), x);
+    r = _mm512_mask_add_epi8(r, _mm512_test_epi8_mask(ad, _mm512_set1_epi8(2)), r, _mm512_add_epi8(x, x));
+    return _mm512_mask_sub_epi8(r, _mm512_movepi8_mask(d), _mm512_setzero_si512(), r);
+}
+
+/* Super-blocks [B0, B1) of the Q6_K tile at tp as B tiles at u: per super-block, plane p and quarter
+ * j (sub-blocks 4j..4j+3, 4 rows of the B tile each), (q - 32) times digit p of its scale. */
+static void unpack_q6k(const uint8_t *tp, int64_t B0, int64_t B1, uint8_t *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    const __m512i rep = _mm512_set1_epi32(0x01010101);
+    for (int64_t B = B0; B < B1; B++, u += AMX_Q6K_BYTES) {
+        const uint8_t *sp = tp + (size_t)B * KT_Q6K;
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *v = sp + 192 * j;
+            __m512i L0 = _mm512_loadu_si512(v), L1 = _mm512_loadu_si512(v + 64), H = _mm512_loadu_si512(v + 128);
+            __m512i q[4];
+            q[0] = _mm512_or_si512(_mm512_and_si512(L0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+            q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+            q[2] = _mm512_or_si512(_mm512_and_si512(L1, m4), _mm512_and_si512(H, m30));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+            for (int g = 0; g < 4; g++) q[g] = _mm512_sub_epi8(q[g], k32);
+            __m512i dg[3];
+            q6k_digits(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sp + 3072 + 16 * j))), dg);
+            for (int pl = 0; pl < 3; pl++) {
+                /* row r's digit in the 4 bytes of lane r */
+                __m512i d = _mm512_mullo_epi32(_mm512_and_si512(dg[pl], _mm512_set1_epi32(0xFF)), rep);
+                uint8_t *rows = u + (size_t)(4 * pl + j / 4) * 1024 + (size_t)(4 * (j % 4)) * 64;
+                for (int g = 0; g < 4; g++) _mm512_store_si512(rows + 64 * g, mul_digit(q[g], d));
+            }
+        }
+    }
+}
+
+/* The 16 rows of the Q6_K tile at tp against M columns, super-blocks [B0, B1) (B tiles at ubuf from
+ * B0); y, mrows, first as tile_group's. Configuration (M, 64) loaded. */
+INLINE void tile_group_q6k(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, int64_t B1, const uint8_t *act,
+                           size_t act_stride, int M, float *y, int64_t ldy, __mmask16 mrows, bool first) {
+    _Alignas(64) int32_t cb[3][16 * 16];
+    __m512 acc[16];
+    for (int c = 0; c < M; c++) acc[c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mrows, y + c * ldy);
+    for (int64_t B = B0; B < B1; B++) {
+        const uint8_t *sp = tp + (size_t)B * KT_Q6K, *ub = ubuf + (size_t)(B - B0) * AMX_Q6K_BYTES;
+        const uint8_t *ab = act + (size_t)B * CPU_Q8K_BYTES + 4;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        for (int j = 0; j < 4; j++) {
+            if (j & 1) {
+                _tile_loadd(5, ab + 64 * j, (long)act_stride);
+                _tile_loadd(6, ub + (size_t)j * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(0, 5, 6);
+                _tile_loadd(7, ub + (size_t)(4 + j) * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(1, 5, 7);
+                _tile_loadd(6, ub + (size_t)(8 + j) * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(2, 5, 6);
+            } else {
+                _tile_loadd(4, ab + 64 * j, (long)act_stride);
+                _tile_loadd(6, ub + (size_t)j * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(0, 4, 6);
+                _tile_loadd(7, ub + (size_t)(4 + j) * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(1, 4, 7);
+                _tile_loadd(6, ub + (size_t)(8 + j) * 1024, AMX_ROW_BYTES);
+                _tile_dpbssd(2, 4, 6);
+            }
+        }
+        _tile_stored(0, cb[0], 64);
+        _tile_stored(1, cb[1], 64);
+        _tile_stored(2, cb[2], 64);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 3328)));
+        for (int c = 0; c < M; c++) {
+            const __m512 da = _mm512_set1_ps(ldf(act + (size_t)c * act_stride + (size_t)B * CPU_Q8K_BYTES));
+            __m512i h = _mm512_load_si512(cb[0] + 16 * c), m = _mm512_load_si512(cb[1] + 16 * c);
+            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(h, 5), _mm512_slli_epi32(h, 4)), h);
+            isum = _mm512_add_epi32(isum, _mm512_sub_epi32(_mm512_slli_epi32(m, 3), m));
+            isum = _mm512_add_epi32(isum, _mm512_load_si512(cb[2] + 16 * c));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, da), acc[c]);
+        }
+    }
+    for (int c = 0; c < M; c++) _mm512_mask_storeu_ps(y + c * ldy, mrows, acc[c]);
+}
+
+static void tile_group_q6k16(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, int64_t B1, const uint8_t *act,
+                             size_t act_stride, float *y, int64_t ldy, __mmask16 mrows, bool first) {
+    tile_group_q6k(tp, ubuf, B0, B1, act, act_stride, 16, y, ldy, mrows, first);
+}
+
+static void mm_q6k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act, size_t act_stride, int64_t ncols,
+                   float *y, int64_t ldy) {
+    _Alignas(64) uint8_t ubuf[AMX_KCHUNK * AMX_Q6K_BYTES];
+    const int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16, full = ncols / 16 * 16;
+    const int rem = (int)(ncols - full);
+    int loaded = 0;
+    for (int64_t t = 0; t < ntiles; t++) {
+        const uint8_t *tp = pk + (size_t)t * (size_t)nbk * KT_Q6K;
+        const __mmask16 mrows = mask16(nr - 16 * t);
+        for (int64_t B0 = 0; B0 < nbk; B0 += AMX_KCHUNK) {
+            const int64_t B1 = B0 + AMX_KCHUNK < nbk ? B0 + AMX_KCHUNK : nbk;
+            unpack_q6k(tp, B0, B1, ubuf);
+            for (int64_t c = 0; c < full; c += 16) {
+                amx_configure(16, 64, &loaded);
+                tile_group_q6k16(tp, ubuf, B0, B1, act + (size_t)c * act_stride, act_stride, y + c * ldy + 16 * t, ldy,
+                                 mrows, B0 == 0);
+            }
+            if (rem) {
+                amx_configure(rem, 64, &loaded);
+                tile_group_q6k(tp, ubuf, B0, B1, act + (size_t)full * act_stride, act_stride, rem,
+                               y + full * ldy + 16 * t, ldy, mrows, B0 == 0);
+            }
+        }
+    }
+    _tile_release();
+}
+
 bool cpu_amx_tile_products(uint32_t wt, int64_t ncols) {
+    if (wt == SLM_DTYPE_Q6_K) return ncols >= AMX_Q6K_MIN_COLS;
     return ncols >= AMX_MIN_COLS && (wt == SLM_DTYPE_Q4_0 || wt == SLM_DTYPE_Q4_1 || wt == SLM_DTYPE_Q8_0 ||
                                      wt == SLM_DTYPE_Q4_K);
 }
@@ -295,6 +437,10 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
     }
     if (wt == SLM_DTYPE_Q4_K) {
         mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
+        return;
+    }
+    if (wt == SLM_DTYPE_Q6_K) {
+        mm_q6k(pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
     _Alignas(64) uint8_t ubuf[AMX_CHUNK * AMX_BLOCK_BYTES];
