@@ -1,12 +1,15 @@
 /* bench_util.h — the timing helpers every bench/ program shares: a monotonic clock, the process's
- * CPU clock, the median of repetitions, and (with BENCH_NAME defined before the include) a fatal
- * error for a failed call. */
+ * CPU clock, the median of repetitions, the kernel tier asked for in SLM_KERNELS (as the CLI
+ * reads it), and (with BENCH_NAME defined before the include) a fatal error for a failed call. */
 #ifndef SLM_BENCH_UTIL_H
 #define SLM_BENCH_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* SLM_KERNELS (ref, generic, avx2, avxvnni, avx512, amx, ...), or NULL: the session's kernels. */
+static inline const char *bench_kernels(void) { return getenv("SLM_KERNELS"); }
 
 static inline double now_s(void) {
     struct timespec ts;

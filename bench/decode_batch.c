@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
     p.n_threads = n_threads;
+    p.kernels = bench_kernels();
     printf("%-9s %14s %14s %8s\n", "sessions", "batched tok/s", "one-by-one", "ratio");
     double single = 0;
     for (int32_t b = 1; b <= MAX_B; b *= 2) {

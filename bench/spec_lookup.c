@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = (int32_t)n_prompt + n_gen + 80;
     sp.n_threads = threads;
+    sp.kernels = bench_kernels();
     slm_session *s = NULL;
     if ((st = slm_session_create(m, &sp, &s, err, sizeof err))) die("session", st, err);
     double *t_plain = malloc((size_t)reps * sizeof *t_plain), *t_spec = malloc((size_t)reps * sizeof *t_spec);

@@ -46,6 +46,7 @@ int main(int argc, char **argv) {
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = n_prompt + 16;
     sp.n_threads = threads;
+    sp.kernels = bench_kernels();
     slm_session *s = NULL;
     if ((st = slm_session_create(m, &sp, &s, err, sizeof err))) die("session", st, err);
     const float *l;
