@@ -161,7 +161,7 @@ static void unpack_blocks(uint32_t wt, const uint8_t *q, size_t stride, int64_t 
  * comes from vpdpwssd over (mn_s, mn_s+1) x (bsum_s, bsum_s+1) pairs. */
 
 #define AMX_KSB_BYTES 8192 /* one super-block's B tiles: 4 quarters x (hi, lo) x 16 x 64 */
-#define AMX_KCHUNK 2       /* super-blocks unpacked at a time (16 KiB of stack) */
+#define AMX_KCHUNK 2       /* super-blocks unpacked at a time (Q4_K 16 KiB, Q6_K 24 KiB of stack) */
 
 /* q s for bytes q <= 15 and s <= 7. */
 INLINE __m512i mul_small(__m512i q, __m512i s) {
@@ -255,33 +255,6 @@ static void tile_group_q4k16(const uint8_t *tp, const uint8_t *ubuf, int64_t B0,
     tile_group_q4k(tp, ubuf, B0, B1, act, act_stride, 16, y, ldy, mrows, first);
 }
 
-static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act, size_t act_stride, int64_t ncols,
-                   float *y, int64_t ldy) {
-    _Alignas(64) uint8_t ubuf[AMX_KCHUNK * AMX_KSB_BYTES];
-    const int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16, full = ncols / 16 * 16;
-    const int rem = (int)(ncols - full);
-    int loaded = 0;
-    for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *tp = pk + (size_t)t * (size_t)nbk * KT_Q4K;
-        const __mmask16 mrows = mask16(nr - 16 * t);
-        for (int64_t B0 = 0; B0 < nbk; B0 += AMX_KCHUNK) {
-            const int64_t B1 = B0 + AMX_KCHUNK < nbk ? B0 + AMX_KCHUNK : nbk;
-            unpack_q4k(tp, B0, B1, ubuf);
-            for (int64_t c = 0; c < full; c += 16) {
-                amx_configure(16, 64, &loaded);
-                tile_group_q4k16(tp, ubuf, B0, B1, act + (size_t)c * act_stride, act_stride, y + c * ldy + 16 * t, ldy,
-                                 mrows, B0 == 0);
-            }
-            if (rem) {
-                amx_configure(rem, 64, &loaded);
-                tile_group_q4k(tp, ubuf, B0, B1, act + (size_t)full * act_stride, act_stride, rem,
-                               y + full * ldy + 16 * t, ldy, mrows, B0 == 0);
-            }
-        }
-    }
-    _tile_release();
-}
-
 /* ---- Q6_K --------------------------------------------------------------------------------------
  * Σ_s sc_s Σ (q-32) a with int8 scales: sc = 49 h + 7 m + l, balanced base-7 digits in [-3, 3]
  * (|sc| <= 128 needs three), so (q - 32) x digit fits int8 (<= 96) and isum = 49 S_h + 7 S_m + S_l
@@ -300,8 +273,11 @@ static void mm_q4k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act,
 INLINE void q6k_digits(__m512i sc, __m512i dg[3]) {
     const __m512 seventh = _mm512_set1_ps(1.0f / 7.0f);
     const __m512i seven = _mm512_set1_epi32(7);
-    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(sc), seventh)); /* round to nearest */
-    __m512i h = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(r), seventh));
+    /* rounded to nearest whatever MXCSR says */
+    __m512i r = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(sc), seventh),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i h = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(r), seventh),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     dg[2] = _mm512_sub_epi32(sc, _mm512_mullo_epi32(r, seven));
     dg[1] = _mm512_sub_epi32(r, _mm512_mullo_epi32(h, seven));
     dg[0] = h;
@@ -343,6 +319,19 @@ static void unpack_q6k(const uint8_t *tp, int64_t B0, int64_t B1, uint8_t *u) {
     }
 }
 
+/* One quarter's three products: C0 += A x plane h, C1 += A x plane m, C2 += A x plane l (A in tile
+ * A_, the planes' B tiles through 6 and 7). */
+#define AMX_Q6K_QUARTER(A_, j)                                                                   \
+    do {                                                                                         \
+        _tile_loadd(A_, ab + 64 * (j), (long)act_stride);                                       \
+        _tile_loadd(6, ub + (size_t)(j) * 1024, AMX_ROW_BYTES);                                 \
+        _tile_dpbssd(0, A_, 6);                                                                  \
+        _tile_loadd(7, ub + (size_t)(4 + (j)) * 1024, AMX_ROW_BYTES);                           \
+        _tile_dpbssd(1, A_, 7);                                                                  \
+        _tile_loadd(6, ub + (size_t)(8 + (j)) * 1024, AMX_ROW_BYTES);                           \
+        _tile_dpbssd(2, A_, 6);                                                                  \
+    } while (0)
+
 /* The 16 rows of the Q6_K tile at tp against M columns, super-blocks [B0, B1) (B tiles at ubuf from
  * B0); y, mrows, first as tile_group's. Configuration (M, 64) loaded. */
 INLINE void tile_group_q6k(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, int64_t B1, const uint8_t *act,
@@ -356,25 +345,10 @@ INLINE void tile_group_q6k(const uint8_t *tp, const uint8_t *ubuf, int64_t B0, i
         _tile_zero(0);
         _tile_zero(1);
         _tile_zero(2);
-        for (int j = 0; j < 4; j++) {
-            if (j & 1) {
-                _tile_loadd(5, ab + 64 * j, (long)act_stride);
-                _tile_loadd(6, ub + (size_t)j * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(0, 5, 6);
-                _tile_loadd(7, ub + (size_t)(4 + j) * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(1, 5, 7);
-                _tile_loadd(6, ub + (size_t)(8 + j) * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(2, 5, 6);
-            } else {
-                _tile_loadd(4, ab + 64 * j, (long)act_stride);
-                _tile_loadd(6, ub + (size_t)j * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(0, 4, 6);
-                _tile_loadd(7, ub + (size_t)(4 + j) * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(1, 4, 7);
-                _tile_loadd(6, ub + (size_t)(8 + j) * 1024, AMX_ROW_BYTES);
-                _tile_dpbssd(2, 4, 6);
-            }
-        }
+        AMX_Q6K_QUARTER(4, 0);
+        AMX_Q6K_QUARTER(5, 1);
+        AMX_Q6K_QUARTER(4, 2);
+        AMX_Q6K_QUARTER(5, 3);
         _tile_stored(0, cb[0], 64);
         _tile_stored(1, cb[1], 64);
         _tile_stored(2, cb[2], 64);
@@ -396,27 +370,35 @@ static void tile_group_q6k16(const uint8_t *tp, const uint8_t *ubuf, int64_t B0,
     tile_group_q6k(tp, ubuf, B0, B1, act, act_stride, 16, y, ldy, mrows, first);
 }
 
-static void mm_q6k(const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act, size_t act_stride, int64_t ncols,
-                   float *y, int64_t ldy) {
-    _Alignas(64) uint8_t ubuf[AMX_KCHUNK * AMX_Q6K_BYTES];
+/* Q4_K (q6 false) or Q6_K tiles against ncols columns: per tile and chunk of AMX_KCHUNK super-blocks,
+ * the B tiles unpacked once, then groups of 16 columns and the rest. */
+static void mm_kquant(bool q6, const uint8_t *pk, int64_t nr, int64_t k, const uint8_t *act, size_t act_stride,
+                      int64_t ncols, float *y, int64_t ldy) {
+    _Alignas(64) uint8_t ubuf[AMX_KCHUNK * AMX_Q6K_BYTES]; /* the larger of the two */
+    const size_t sbb = q6 ? KT_Q6K : KT_Q4K;
     const int64_t nbk = k / CPU_QK_K, ntiles = (nr + 15) / 16, full = ncols / 16 * 16;
     const int rem = (int)(ncols - full);
     int loaded = 0;
     for (int64_t t = 0; t < ntiles; t++) {
-        const uint8_t *tp = pk + (size_t)t * (size_t)nbk * KT_Q6K;
+        const uint8_t *tp = pk + (size_t)t * (size_t)nbk * sbb;
         const __mmask16 mrows = mask16(nr - 16 * t);
         for (int64_t B0 = 0; B0 < nbk; B0 += AMX_KCHUNK) {
             const int64_t B1 = B0 + AMX_KCHUNK < nbk ? B0 + AMX_KCHUNK : nbk;
-            unpack_q6k(tp, B0, B1, ubuf);
+            if (q6) unpack_q6k(tp, B0, B1, ubuf);
+            else unpack_q4k(tp, B0, B1, ubuf);
             for (int64_t c = 0; c < full; c += 16) {
                 amx_configure(16, 64, &loaded);
-                tile_group_q6k16(tp, ubuf, B0, B1, act + (size_t)c * act_stride, act_stride, y + c * ldy + 16 * t, ldy,
-                                 mrows, B0 == 0);
+                const uint8_t *ac = act + (size_t)c * act_stride;
+                float *yc = y + c * ldy + 16 * t;
+                if (q6) tile_group_q6k16(tp, ubuf, B0, B1, ac, act_stride, yc, ldy, mrows, B0 == 0);
+                else tile_group_q4k16(tp, ubuf, B0, B1, ac, act_stride, yc, ldy, mrows, B0 == 0);
             }
             if (rem) {
                 amx_configure(rem, 64, &loaded);
-                tile_group_q6k(tp, ubuf, B0, B1, act + (size_t)full * act_stride, act_stride, rem,
-                               y + full * ldy + 16 * t, ldy, mrows, B0 == 0);
+                const uint8_t *ac = act + (size_t)full * act_stride;
+                float *yc = y + full * ldy + 16 * t;
+                if (q6) tile_group_q6k(tp, ubuf, B0, B1, ac, act_stride, rem, yc, ldy, mrows, B0 == 0);
+                else tile_group_q4k(tp, ubuf, B0, B1, ac, act_stride, rem, yc, ldy, mrows, B0 == 0);
             }
         }
     }
@@ -435,12 +417,8 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
         cpu_isa_avx512()->mm_quant_packed(wt, pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
-    if (wt == SLM_DTYPE_Q4_K) {
-        mm_q4k(pk, nr, k, act, act_stride, ncols, y, ldy);
-        return;
-    }
-    if (wt == SLM_DTYPE_Q6_K) {
-        mm_q6k(pk, nr, k, act, act_stride, ncols, y, ldy);
+    if (wt == SLM_DTYPE_Q4_K || wt == SLM_DTYPE_Q6_K) {
+        mm_kquant(wt == SLM_DTYPE_Q6_K, pk, nr, k, act, act_stride, ncols, y, ldy);
         return;
     }
     _Alignas(64) uint8_t ubuf[AMX_CHUNK * AMX_BLOCK_BYTES];
