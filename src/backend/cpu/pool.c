@@ -8,19 +8,19 @@
  * and the caller itself takes the tasks it would have run. While the last claimed tasks finish the
  * caller spins briefly, then sleeps until the worker that completes the job wakes it, so a worker
  * descheduled in the middle of a task gets the core back instead of competing with a spinner.
- * Contention: a thread about to sleep closes a CONTENTION_WINDOW_NS window once one has passed: the
- * time the workers spent runnable but waiting for a core in it (Linux: each worker's
+ * Contention: a thread about to sleep closes a CONTENTION_WINDOW_NS window once one has passed:
+ * the time the workers spent runnable but waiting for a core in it (Linux: each worker's
  * /proc/thread-self/schedstat, opened by the worker itself). After HIGH_WINDOWS windows in a row
- * with that wait at CONTENDED_WAIT_PERMILLE of the window or more (on a 2-core Xeon, decode's
- * windows: 0-14% alone, 39-64% beside a CPU-bound process; 8 sessions' pools in one process, up to
- * 49% but rarely twice in a row over 25%), the pool is
- * "contended" for CONTENDED_HOLD_NS and its idle workers spin only CONTENDED_SPIN_NS before they
- * sleep. A worker that spins between jobs spends the scheduler's share of its core, so it loses
- * the core in the middle of a later task and the caller waits for it; one that sleeps keeps its
- * share for the tasks (a woken thread with unspent share runs at once). Idle, the long spin stays:
- * it is what starts back-to-back jobs without a wake-up. While contended the workers sleep and
- * wait less, so the hold, renewed by every pair of high windows, is what keeps the pool contended.
- * Where schedstat cannot be read the pool never counts as contended.
+ * with that wait at CONTENDED_WAIT_PERMILLE of the window or more, the pool is "contended" for
+ * CONTENDED_HOLD_NS and its idle workers spin only CONTENDED_SPIN_NS before they sleep (on a
+ * 2-core Xeon, decode's windows: 0-14% alone, 39-64% beside a CPU-bound process; 8 sessions'
+ * pools in one process, up to 49% but rarely twice in a row over 25%). A worker that spins between
+ * jobs spends the scheduler's share of its core, so it loses the core in the middle of a later
+ * task and the caller waits for it; one that sleeps keeps its share for the tasks (a woken thread
+ * with unspent share runs at once). Idle, the long spin stays: it is what starts back-to-back jobs
+ * without a wake-up. While contended the workers sleep and wait less, so the hold, renewed by
+ * every pair of high windows, is what keeps the pool contended. Where schedstat cannot be read
+ * the pool never counts as contended.
  *
  * Invariants:
  *  1. fn, ctx and base are written before the job word that publishes them (release) and read by a
@@ -43,7 +43,6 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
