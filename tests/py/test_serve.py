@@ -41,7 +41,6 @@ ports, with the official `openai` client and with curl:
   once, and /health and a completion from another address still answer.
 Every server started is stopped (SIGTERM, then SIGKILL on timeout). Skipped (77) only when the
 openai package is missing. Usage: test_serve.py STATELM TESTS_DATA_DIR."""
-import http.client
 import json
 import os
 import re
@@ -50,9 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,88 +59,16 @@ except ImportError:
     print("SKIPPED: the openai package is not importable (scripts/test.sh installs it into the test venv)")
     sys.exit(77)
 
+import serve_harness  # noqa: E402 (after the openai check)
+from serve_harness import check, failures  # noqa: E402
+
 statelm, data = sys.argv[1], Path(sys.argv[2])
-failures = []
 KEY = "test-key"
 CTX = 512
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-class Server:
-    """statelm serve on a free port; stop() asserts a clean exit."""
-
-    def __init__(self, model, *args):
-        self.model_path = str(model)
-        self.p = subprocess.Popen([statelm, "serve", "-m", self.model_path, "--port", "0", "-t", "1", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.err = bytearray()
-        threading.Thread(target=self._drain, daemon=True).start()
-        line = []
-        reader = threading.Thread(target=lambda: line.append(self.p.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(60)
-        if not line or not line[0]:
-            self.kill()
-            raise RuntimeError(f"server did not start: {bytes(self.err)[-500:]!r}")
-        m = re.search(rb"http://(127\.0\.0\.1|\[::1\]):(\d+)", line[0])
-        self.host = m.group(1).decode().strip("[]")
-        self.port = int(m.group(2))
-        self.url = f"http://{m.group(1).decode()}:{self.port}"
-        self.model = os.path.basename(self.model_path)
-
-    def _drain(self):
-        while chunk := os.read(self.p.stderr.fileno(), 4096):
-            self.err += chunk
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
-
-    def stop(self, what):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                check(False, f"{what}: the server did not exit within 30 s of SIGTERM")
-                return
-        time.sleep(0.2)
-        err = bytes(self.err).decode(errors="replace")
-        check(self.p.returncode == 0, f"{what}: exit status {self.p.returncode} after SIGTERM; stderr {err[-800:]}")
-        check("Sanitizer" not in err and "runtime error" not in err, f"{what}: sanitizer report: {err[-1500:]}")
-
-    def client(self, key=KEY):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)
-
-    def request(self, method, path, body=None, key=KEY, raw=None, headers=None):
-        """(status, headers, body bytes) without raising on error statuses."""
-        c = http.client.HTTPConnection(self.host, self.port, timeout=120)
-        h = {"Content-Type": "application/json", **(headers or {})}
-        if key:
-            h["Authorization"] = "Bearer " + key
-        payload = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        c.request(method, path, body=payload, headers=h)
-        r = c.getresponse()
-        out = (r.status, dict(r.getheaders()), r.read())
-        c.close()
-        return out
-
-    def metrics(self):
-        _, _, body = self.request("GET", "/metrics")
-        return {k: float(v) for k, v in re.findall(r"^(statelm_\w+) (\S+)$", body.decode(), re.M)}
-
-    def curl(self, body, path="/v1/chat/completions"):
-        return subprocess.run(["curl", "-sN", "--max-time", "120", "-H", "Authorization: Bearer " + KEY,
-                               "-H", "Content-Type: application/json", "-d", json.dumps(body), self.url + path],
-                              capture_output=True, timeout=130).stdout
+def Server(model, *args):
+    return serve_harness.Server(statelm, model, *args, key=KEY)
 
 
 def run_cli(model, *args):

@@ -25,7 +25,6 @@ by more than 0.1. Skipped (77) only when openai or numpy is missing.
 Usage: test_serve_embeddings.py STATELM TESTS_DATA_DIR."""
 import base64
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -42,14 +41,8 @@ except ImportError as exc:
 statelm, data = sys.argv[1], Path(sys.argv[2])
 TOL = 3e-3
 CTX = 64
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+import serve_harness  # noqa: E402 (after the openai and numpy checks)
+from serve_harness import check, failures  # noqa: E402
 
 
 def rel_err(a, b):
@@ -57,38 +50,8 @@ def rel_err(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b))) if a.shape == b.shape else float("inf")
 
 
-class Server:
-    """statelm serve -t 1 -c CTX on a free port."""
-
-    def __init__(self, model, *args):
-        self.p = subprocess.Popen([statelm, "serve", "-m", str(model), "--port", "0", "-t", "1", "-c", str(CTX), *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = self.p.stdout.readline().decode()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.p.kill()
-            self.p.wait()
-            raise RuntimeError(f"server did not start: {self.p.stderr.read()[-500:]!r}")
-        self.url = f"http://127.0.0.1:{m.group(1)}"
-        self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="x", max_retries=0, timeout=60)
-
-    def post(self, body, path="/v1/embeddings", method="POST"):
-        """(status, parsed JSON body) without raising on error statuses."""
-        r = subprocess.run(["curl", "-s", "-X", method, "-w", "\n%{http_code}", "-H", "Content-Type: application/json",
-                            "-d", json.dumps(body), self.url + path], capture_output=True, timeout=60)
-        text, status = r.stdout.decode().rsplit("\n", 1)
-        return int(status), json.loads(text)
-
-    def stop(self, what):
-        self.p.terminate()
-        try:
-            self.p.wait(30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        err = self.p.stderr.read().decode(errors="replace")
-        check(self.p.returncode == 0, f"{what}: exit status {self.p.returncode}; stderr {err[-800:]}")
-        check("Sanitizer" not in err and "runtime error" not in err, f"{what}: sanitizer report: {err[-1500:]}")
+def Server(model, *args):
+    return serve_harness.Server(statelm, model, "-c", str(CTX), *args, timeout=60)
 
 
 def golden(arch):
@@ -111,7 +74,7 @@ def default_pooling_test():
     g, ids, hidden = golden("qwen3")
     s = Server(data / "tiny" / "qwen3" / "qwen3-f32.gguf", "--embeddings")
     try:
-        c = s.client
+        c = s.api
         r = c.embeddings.create(model="any-name", input=ids)  # the client asks for base64 and decodes it
         expect("qwen3 ids, base64", r.data[0].embedding, g["pooled"]["l2"]["last"])
         check(abs(np.linalg.norm(r.data[0].embedding) - 1) < 1e-5, "qwen3: the vector is not unit-norm")
@@ -122,7 +85,7 @@ def default_pooling_test():
         as_f32 = np.array(f.data[0].embedding, dtype=np.float32)  # "float" prints 9 digits: float32 exactly
         check(np.array_equal(as_f32, np.array(r.data[0].embedding, dtype=np.float32)),
               "qwen3: float and base64 encodings differ")
-        raw = s.post({"input": ids, "encoding_format": "base64"})[1]["data"][0]["embedding"]
+        raw = s.post({"input": ids, "encoding_format": "base64"}, "/v1/embeddings")[1]["data"][0]["embedding"]
         check(np.array_equal(np.frombuffer(base64.b64decode(raw), dtype="<f4"), as_f32),
               "qwen3: base64 is not the float32 little-endian bytes of the float answer")
         r = c.embeddings.create(model="x", input=[ids[:11], ids], encoding_format="float")
@@ -166,16 +129,16 @@ def error_tests(s, ids):
         ({"input": "a", "model": 3}, 400, "invalid_type", "'model' must be a string"),
     ]
     for body, want_status, want_code, want_msg in cases:
-        status, reply = s.post(body)
+        status, reply = s.post(body, "/v1/embeddings")
         err = reply.get("error", {})
         check(status == want_status and err.get("code") == want_code and want_msg in err.get("message", ""),
               f"{json.dumps(body)[:60]}: {status} {err}; want {want_status} {want_code} '{want_msg}'")
-    status, reply = s.post({"input": "a", "dimensions": 64})
+    status, reply = s.post({"input": "a", "dimensions": 64}, "/v1/embeddings")
     check(status == 200, f"dimensions equal to the model's: {status} {reply}")
-    status, reply = s.post(None, method="GET")
+    status, reply = s.post(None, "/v1/embeddings", method="GET")
     check(status == 405 and reply["error"]["code"] == "method_not_allowed", f"GET /v1/embeddings: {status} {reply}")
     try:
-        s.client.embeddings.create(model="x", input=[])
+        s.api.embeddings.create(model="x", input=[])
         check(False, "openai client: empty input raised nothing")
     except openai.BadRequestError as e:
         check(e.code == "invalid_value", f"openai client: empty input gave {e}")
@@ -187,14 +150,14 @@ def pooling_tests():
         s = Server(data / "tiny" / arch / f"{arch}-f32.gguf", "--embeddings", "--pooling", pooling)
         try:
             if pooling == "none":
-                r = s.client.embeddings.create(model="x", input=[ids[:5], ids], encoding_format="float")
+                r = s.api.embeddings.create(model="x", input=[ids[:5], ids], encoding_format="float")
                 expect(f"{arch} none [0]", r.data[0].embedding, unit(hidden[:5]))
                 expect(f"{arch} none [1]", r.data[1].embedding, unit(hidden))
                 check(r.usage.prompt_tokens == 48, f"{arch} none: usage {r.usage}")
             else:
-                r = s.client.embeddings.create(model="x", input=ids)
+                r = s.api.embeddings.create(model="x", input=ids)
                 expect(f"{arch} {pooling}", r.data[0].embedding, g["pooled"]["l2"][pooling])
-                r = s.client.embeddings.create(model="x", input=g["text"])
+                r = s.api.embeddings.create(model="x", input=g["text"])
                 expect(f"{arch} {pooling} text", r.data[0].embedding, g["text_pooled"]["l2"][pooling])
                 check(r.usage.total_tokens == len(g["text_ids"]), f"{arch} text: usage {r.usage}")
         finally:
@@ -216,7 +179,7 @@ def gguf_pooling_type_test():
         copy_gguf(src, rank, add=[("qwen35.pooling_type", 4, gguf.GGUFValueType.UINT32)])
         s = Server(mean, "--embeddings")
         try:
-            r = s.client.embeddings.create(model="x", input=ids)
+            r = s.api.embeddings.create(model="x", input=ids)
             expect("qwen35 pooling_type 1", r.data[0].embedding, g["pooled"]["l2"]["mean"])
         finally:
             s.stop("qwen35 pooling_type 1")
@@ -226,7 +189,7 @@ def gguf_pooling_type_test():
               f"pooling_type 4: status {p.returncode}, stderr {p.stderr[-300:]!r}")
         s = Server(rank, "--embeddings", "--pooling", "cls")
         try:
-            r = s.client.embeddings.create(model="x", input=ids)
+            r = s.api.embeddings.create(model="x", input=ids)
             expect("qwen35 pooling_type 4, --pooling cls", r.data[0].embedding, g["pooled"]["l2"]["cls"])
         finally:
             s.stop("qwen35 pooling_type 4 --pooling cls")
@@ -235,7 +198,7 @@ def gguf_pooling_type_test():
 def disabled_test():
     s = Server(data / "tiny" / "llama" / "llama-f32.gguf")
     try:
-        status, reply = s.post({"input": "a"})
+        status, reply = s.post({"input": "a"}, "/v1/embeddings")
         check(status == 404 and reply["error"]["code"] == "embeddings_disabled" and "--embeddings" in
               reply["error"]["message"], f"without --embeddings: {status} {reply}")
     finally:
@@ -256,7 +219,7 @@ def slots_untouched_test():
     msgs = [{"role": "user", "content": "Hi there!"}]
 
     def conversation(s, embed):
-        c = s.client
+        c = s.api
         a1 = c.chat.completions.create(model="x", messages=msgs, max_tokens=6, temperature=0)
         if embed:
             threads = [threading.Thread(target=lambda: c.embeddings.create(model="x", input=[ids, ids[:20]]))

@@ -22,12 +22,7 @@ client, on the tiny qwen3 model (Hermes format), the tiny llama model served wit
   enforce, arguments that are not JSON, tools with the gemma template.
 Usage: test_serve_tools.py STATELM TESTS_DATA_DIR."""
 import json
-import os
-import re
-import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 try:
@@ -38,7 +33,8 @@ except ImportError as e:
     sys.exit(77)
 
 statelm, data = sys.argv[1], Path(sys.argv[2])
-failures = []
+import serve_harness  # noqa: E402 (after the openai check)
+from serve_harness import check, failures  # noqa: E402
 SMOLLM2 = Path.home() / ".cache" / "statelm" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 TOOLS = [
@@ -57,39 +53,8 @@ TOOLS = [
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-class Server:
-    def __init__(self, model, *args):
-        self.p = subprocess.Popen([statelm, "serve", "-m", str(model), "--port", "0", "-t", "1", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.err = bytearray()
-        threading.Thread(target=lambda: [self.err.extend(c) for c in iter(lambda: os.read(self.p.stderr.fileno(),
-                                                                                             4096), b"")],
-                         daemon=True).start()
-        line = self.p.stdout.readline()
-        m = re.search(rb"http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.p.kill()
-            raise RuntimeError(f"server did not start: {bytes(self.err)[-500:]!r}")
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{m.group(1).decode()}/v1", api_key="x", max_retries=0,
-                                    timeout=300)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            self.p.wait(30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        err = bytes(self.err).decode(errors="replace")
-        check(self.p.returncode == 0, f"server exit status {self.p.returncode}: {err[-800:]}")
-        check("Sanitizer" not in err and "runtime error" not in err, f"sanitizer report: {err[-1500:]}")
+def Server(model, *args):
+    return serve_harness.Server(statelm, model, *args, timeout=300)
 
 
 def valid_call(what, call, only=None):
@@ -110,7 +75,7 @@ def forced_tests(label, s, seeds):
     for choice, only in (("required", None), ({"type": "function", "function": {"name": "add"}}, "add")):
         for seed in seeds:
             what = f"{label} tool_choice={choice} seed {seed}"
-            r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice, seed=seed,
+            r = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice, seed=seed,
                                                  temperature=1, max_tokens=200)
             ch = r.choices[0]
             if not check(ch.finish_reason == "tool_calls" and ch.message.tool_calls and
@@ -119,7 +84,7 @@ def forced_tests(label, s, seeds):
             check(ch.message.content is None, f"{what}: content {ch.message.content!r}")
             valid_call(what, ch.message.tool_calls[0], only)
             # streamed: the same call in OpenAI's deltas
-            stream = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice,
+            stream = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice,
                                                       seed=seed, temperature=1, max_tokens=200, stream=True)
             calls, finish, content, pieces = {}, None, "", 0
             for chunk in stream:
@@ -144,7 +109,7 @@ def forced_tests(label, s, seeds):
 
 
 def round_trip_tests(label, s):
-    r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required", seed=1,
+    r = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required", seed=1,
                                          temperature=1, max_tokens=200)
     msg = r.choices[0].message
     if not check(msg.tool_calls, f"{label} round trip: no call {r}"):
@@ -152,15 +117,15 @@ def round_trip_tests(label, s):
     call = msg.tool_calls[0]
     history = ASK + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
                      {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'}]
-    r2 = s.client.chat.completions.create(model="m", messages=history, tools=TOOLS, max_tokens=8, temperature=0)
+    r2 = s.api.chat.completions.create(model="m", messages=history, tools=TOOLS, max_tokens=8, temperature=0)
     check(r2.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"{label} round trip: {r2}")
     check(r2.usage.prompt_tokens > r.usage.prompt_tokens + 10,
           f"{label} round trip: prompt {r2.usage.prompt_tokens} tokens, not beyond {r.usage.prompt_tokens}")
     # none: tools not rendered; auto: rendered
-    plain = s.client.chat.completions.create(model="m", messages=ASK, max_tokens=4, temperature=0)
-    none = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=4,
+    plain = s.api.chat.completions.create(model="m", messages=ASK, max_tokens=4, temperature=0)
+    none = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=4,
                                             temperature=0)
-    auto = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="auto", max_tokens=4,
+    auto = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="auto", max_tokens=4,
                                             temperature=0)
     check(none.usage.prompt_tokens == plain.usage.prompt_tokens and not none.choices[0].message.tool_calls and
           none.choices[0].message.content == plain.choices[0].message.content,
@@ -178,13 +143,13 @@ AUTO = {"tiny qwen3": ('Let me check.\n<tool_call>\n{"name": "add", "arguments":
 def auto_tests(label, s):
     text, want_content = AUTO[label]
     gbnf = "root ::= " + json.dumps(text)
-    r = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
+    r = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
                                          extra_body={"grammar": gbnf})
     m = r.choices[0].message
     check(r.choices[0].finish_reason == "tool_calls" and m.content == want_content and len(m.tool_calls) == 1 and
           m.tool_calls[0].function.name == "add" and json.loads(m.tool_calls[0].function.arguments) == {"a": 1, "b": 2},
           f"{label} auto: {r}")
-    stream = s.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
+    stream = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
                                               extra_body={"grammar": gbnf}, stream=True)
     content, args, names, finish = "", "", [], None
     for chunk in stream:
@@ -197,13 +162,13 @@ def auto_tests(label, s):
     check(content == (want_content or "") and names == ["add"] and json.loads(args) == {"a": 1, "b": 2} and
           finish == "tool_calls", f"{label} auto streamed: {content!r} {names} {args!r} {finish}")
     # without tools the same text is content
-    r = s.client.chat.completions.create(model="m", messages=ASK, max_tokens=200, extra_body={"grammar": gbnf})
+    r = s.api.chat.completions.create(model="m", messages=ASK, max_tokens=200, extra_body={"grammar": gbnf})
     check(r.choices[0].message.content == text and not r.choices[0].message.tool_calls, f"{label} no tools: {r}")
 
 
 def expect_400(s, what, needle, **kw):
     try:
-        s.client.chat.completions.create(model="m", max_tokens=4, **{"messages": ASK, **kw})
+        s.api.chat.completions.create(model="m", max_tokens=4, **{"messages": ASK, **kw})
     except openai.BadRequestError as e:
         check(needle in str(e), f"{what}: 400 without {needle!r}: {e}")
         return
@@ -254,7 +219,7 @@ for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen
 gemma = Server(TINY_LLAMA, "--chat-template", "gemma")
 try:
     expect_400(gemma, "gemma tools", "has no tool support", tools=TOOLS)
-    r = gemma.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=2)
+    r = gemma.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=2)
     check(r.choices[0].finish_reason in ("stop", "length"), f"gemma tool_choice none: {r}")
 finally:
     gemma.stop()
