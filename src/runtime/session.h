@@ -114,8 +114,12 @@ struct slm_session {
     uint8_t *verify_front;   /* (prog->n_states) each state's front before the verify */
     uint8_t *verify_state;   /* (ckpt_bytes) checkpointed states before the verify when not in place;
                                 allocated at the first such verify */
-    float *verify_logits;    /* (verify_cap, n_vocab): rows of the verified tokens, then the logits before */
+    float *verify_logits;    /* (verify_cap, n_vocab): the logits before the verify, then the rows of the
+                                verified tokens when they do not stay in the arena */
     int32_t verify_cap;
+    const float *verify_rows; /* (k, n_vocab) the verified tokens' logits: the call's own in the arena
+                                 (one call, and no accept of it replays, so nothing runs before accept
+                                 reads them), else verify_logits + n_vocab */
     uint64_t n_accept_replays; /* accepts that replayed the kept tokens (the accept plan replays, or the
                                   verify took several calls) instead of running the accept plan */
     /* slm_session_decode_batch calls led by this session (runtime/batch.c): the activations of

@@ -22,15 +22,16 @@
 #include "runtime/lookup.h"
 #include "runtime/session.h"
 
-/* Grows the verify buffers for k rows (plus the row of the logits before the verify); the record
- * of the states before it: their fronts (in place) or a copy (saved). */
+/* Grows the verify buffers for the logits before the verify and, unless they stay in the arena,
+ * the k rows of the verified tokens; the record of the states before it: their fronts (in place)
+ * or a copy (saved). */
 static slm_status verify_reserve(slm_session *s, int32_t k, bool saved) {
     if (s->has_recurrent && !s->verify_front &&
         !(s->verify_front = al_calloc(&s->alloc, (size_t)s->prog->n_states + 1, 1)))
         return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for the verify record");
     if (saved && !s->verify_state && !(s->verify_state = al_malloc(&s->alloc, s->ckpt_bytes)))
         return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for the verify record");
-    if (k + 1 <= s->verify_cap) return SLM_OK;
+    if (k + 1 <= s->verify_cap) return SLM_OK; /* k = 0: the row before only */
     float *rows = al_malloc(&s->alloc, (size_t)(k + 1) * (size_t)s->n_vocab * sizeof(float));
     if (!rows) return err_set(&s->err, SLM_ERR_NOMEM, "out of memory for %d rows of logits", k);
     al_free(&s->alloc, s->verify_logits);
@@ -49,12 +50,17 @@ static void verify_states_restore(slm_session *s) {
     for (int32_t i = 0; i < s->prog->n_states; i++) s->states[i].front = s->verify_front[i];
 }
 
-/* Puts s back where it stood before the verify of k tokens at p0. */
-static void verify_undo(slm_session *s, int32_t p0, int32_t k, bool had_logits) {
+/* Puts s back where it stood before the verify at p0. */
+static void verify_undo(slm_session *s, int32_t p0, bool had_logits) {
     if (s->has_recurrent) verify_states_restore(s);
     s->pos = p0;
-    memcpy(s->logits, s->verify_logits + (size_t)k * (size_t)s->n_vocab, (size_t)s->n_vocab * sizeof(float));
+    memcpy(s->logits, s->verify_logits, (size_t)s->n_vocab * sizeof(float));
     s->logits_valid = had_logits;
+}
+
+/* Row i of the logits of a verify of k tokens (i < k), or the logits before it (i = k). */
+static const float *verify_row(const slm_session *s, int32_t i, int32_t k) {
+    return i < k ? s->verify_rows + (size_t)i * (size_t)s->n_vocab : s->verify_logits;
 }
 
 SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, size_t k, const float **logits) {
@@ -69,9 +75,11 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
     bool had_logits = s->logits_valid;
     /* one call of a plan that rebuilds: nothing to copy (the back buffers keep the states before) */
     bool one_call = max_call <= 0 || n <= max_call, in_place = one_call && !s->plan->accept.replay;
-    if ((st = verify_reserve(s, n, s->has_recurrent && !in_place))) return st;
+    /* the rows stay in the arena unless an accept could replay (which runs calls before reading them) */
+    bool rows_in_arena = one_call && (in_place || !s->has_recurrent);
+    if ((st = verify_reserve(s, rows_in_arena ? 0 : n, s->has_recurrent && !in_place))) return st;
     size_t v = (size_t)s->n_vocab;
-    memcpy(s->verify_logits + (size_t)n * v, s->logits, v * sizeof(float));
+    memcpy(s->verify_logits, s->logits, v * sizeof(float));
     s->verify_in_place = in_place;
     for (int32_t i = 0; s->has_recurrent && i < s->prog->n_states; i++)
         s->verify_front[i] = (uint8_t)s->states[i].front;
@@ -81,17 +89,19 @@ SLM_API slm_status slm_session_verify(slm_session *s, const int32_t *tokens, siz
         if (max_call > 0 && len > max_call) len = max_call;
         int32_t fn = len == 1 ? s->fn_decode : s->fn_verify;
         if ((st = sess_run(s, fn, tokens + done, len))) {
-            if (done) verify_undo(s, p0, n, had_logits);
+            if (done) verify_undo(s, p0, had_logits);
             return st;
         }
-        memcpy(s->verify_logits + (size_t)done * v, sess_call_logits(s, fn), (size_t)len * v * sizeof(float));
+        if (!rows_in_arena)
+            memcpy(s->verify_logits + (size_t)(1 + done) * v, sess_call_logits(s, fn), (size_t)len * v * sizeof(float));
         done += len;
     }
+    s->verify_rows = rows_in_arena ? sess_call_logits(s, n == 1 ? s->fn_decode : s->fn_verify) : s->verify_logits + v;
     s->verify_k = n;
     s->verify_pos = p0;
     s->verify_fn = max_call > 0 && n > max_call ? -1 : n == 1 ? s->fn_decode : s->fn_verify;
     s->verify_had_logits = had_logits;
-    if (logits) *logits = s->verify_logits;
+    if (logits) *logits = s->verify_rows;
     return SLM_OK;
 }
 
@@ -115,7 +125,7 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
     if (rebuilt && (st = sess_run_accept(s, s->verify_in_place ? NULL : s->verify_state, p0, keep))) return st;
     if (rebuilt) {
         s->pos = p0 + keep;
-        memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+        memcpy(s->logits, verify_row(s, keep - 1, k), v * sizeof(float));
     } else if (keep == 0 && s->has_recurrent) {
         verify_states_restore(s);
         s->pos = p0;
@@ -126,17 +136,17 @@ SLM_API slm_status slm_session_accept(slm_session *s, size_t n_keep, const float
         if (keep > 0 && (st = sess_feed(s, s->history + p0, keep, false))) {
             sess_undo_restore(s);
             sess_ckpt_drop_after(s, p0);
-            memcpy(s->logits, s->verify_logits + (size_t)(k - 1) * v, v * sizeof(float));
+            memcpy(s->logits, verify_row(s, k - 1, k), v * sizeof(float));
             s->logits_valid = true;
             s->verify_k = k; /* the replay cleared it: the verify still stands */
             return st;
         }
     } else if (keep < k) {
         s->pos = p0 + keep;
-        if (keep > 0) memcpy(s->logits, s->verify_logits + (size_t)(keep - 1) * v, v * sizeof(float));
+        if (keep > 0) memcpy(s->logits, verify_row(s, keep - 1, k), v * sizeof(float));
     }
     if (keep == 0) {
-        memcpy(s->logits, s->verify_logits + (size_t)k * v, v * sizeof(float));
+        memcpy(s->logits, verify_row(s, k, k), v * sizeof(float));
         s->logits_valid = s->verify_had_logits;
     } else {
         s->logits_valid = true;

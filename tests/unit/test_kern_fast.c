@@ -51,6 +51,13 @@ static float *out_alloc(size_t n) {
     for (size_t i = 0; i < n + GUARD; i++) memcpy(p + i, &(uint32_t){GUARD_BITS}, 4);
     return p;
 }
+/* The same, 64-byte aligned (the AVX tiers stream a state to such a buffer with non-temporal stores). */
+static float *out_alloc_aligned(size_t n) {
+    float *p = aligned_alloc(64, ((n + GUARD) * sizeof(float) + 63) / 64 * 64);
+    assert_non_null(p);
+    for (size_t i = 0; i < n + GUARD; i++) memcpy(p + i, &(uint32_t){GUARD_BITS}, 4);
+    return p;
+}
 static void check_guard(const float *p, size_t n, const char *what) {
     for (size_t i = n; i < n + GUARD; i++) {
         uint32_t u;
@@ -969,10 +976,14 @@ static void deltanet_all(void **unused) {
     int n_lv = levels(lv);
     backend *ref = mk(false, CPU_ISA_GENERIC, 2);
     /* dv 128 and 64 (trials 1, 3) take the one-token fast paths of kern_avx512.c and kern_avx2.c (any
-     * multiple of 64 there, as 16 * irand(1, 9) can also be) */
-    for (int trial = 0; trial < 8; trial++) {
-        int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = irand(1, 40), dv = trial == 1 ? 128 : trial == 3 ? 64 : trial % 2 ? 16 * irand(1, 9) : irand(1, 150);
-        int64_t n = irand(1, 20);
+     * multiple of 64 there, as 16 * irand(1, 9) can also be); trials 8 and 9 have Qwen3.5's dk and
+     * several tokens (the scratch chunks of the AVX tiers, a partial last chunk in trial 9); even
+     * trials write the state to a 64-byte aligned buffer (non-temporal stores there) */
+    for (int trial = 0; trial < 10; trial++) {
+        int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = trial >= 8 ? 128 : irand(1, 40),
+                dv = trial == 1 || trial == 8 ? 128 : trial == 3 ? 64 : trial == 9 ? 80 : trial % 2 ? 16 * irand(1, 9) : irand(1, 150);
+        int64_t n = trial >= 8 ? irand(2, 8) : irand(1, 20);
+        bool aligned = trial % 2 == 0;
         bool tiled = trial % 3 == 0;
         size_t nq = (size_t)(dk * Hk * n), nv = (size_t)(dv * Hv * n), ng = (size_t)(Hv * n), ns = (size_t)(dv * dk * Hv);
         float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nv * 4), *g = malloc(ng * 4), *beta = malloc(ng * 4),
@@ -995,7 +1006,7 @@ static void deltanet_all(void **unused) {
             snprintf(what, sizeof what, "deltanet %s Hk=%lld Hv=%lld dk=%lld dv=%lld n=%lld", cpu_isa_name(lv[li]),
                      (long long)Hk, (long long)Hv, (long long)dk, (long long)dv, (long long)n);
             backend *be = mk(true, lv[li], 2);
-            float *o = out_alloc(nv), *s = out_alloc(ns);
+            float *o = out_alloc(nv), *s = aligned ? out_alloc_aligned(ns) : out_alloc(ns);
             be_view outf[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s)};
             run(be, &nd, outf, in, n, 0);
             check_guard(o, nv, what);
@@ -1005,7 +1016,8 @@ static void deltanet_all(void **unused) {
             same_as_generic(lv[li], o, nv, &o_gen, what);
             same_as_generic(lv[li], s, ns, &s_gen, what);
             /* token by token, threading the state: the same bits */
-            float *st = malloc(ns * 4), *st2 = out_alloc(ns), *o1 = out_alloc((size_t)(dv * Hv));
+            float *st = malloc(ns * 4), *st2 = aligned ? out_alloc_aligned(ns) : out_alloc(ns),
+                  *o1 = out_alloc((size_t)(dv * Hv));
             memcpy(st, s0, ns * 4);
             for (int64_t t = 0; t < n; t++) {
                 be_view in1[6] = {v4(SLM_DTYPE_F32, 3, dk, Hk, 1, q + t * dk * Hk),
@@ -1177,8 +1189,9 @@ static void rowwise_all(void **unused) {
 
 /* The fused step against the nodes it replaces, run by the same backend: y = CONV1D(CONCAT(state, x))
  * [then SILU] and new state = the last K - 1 columns of the concatenation, bit for bit; within the
- * CONV1D tolerance of the reference kernels; with y written over x; and shapes it does not take
- * (more than CPU_CONV_STEP_MAX_TOKENS tokens, the reference backend) run nothing. */
+ * CONV1D tolerance of the reference kernels; with y written over x; at 1 to 150 tokens (64 or more
+ * split by tokens among the threads, except over x); and shapes it does not take (a kernel of more
+ * than 9 taps, the reference backend) run nothing. */
 static void conv_step_all(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
@@ -1188,7 +1201,7 @@ static void conv_step_all(void **unused) {
     err_clear(&e);
     for (int trial = 0; trial < 12; trial++) {
         int64_t C = trial < 3 ? 6144 + irand(0, 15) : irand(1, 700), K = irand(2, 5);
-        int64_t S = K - 1, n = trial == 0 ? 1 : irand(1, CPU_CONV_STEP_MAX_TOKENS);
+        int64_t S = K - 1, n = trial == 0 ? 1 : trial < 6 ? irand(1, 8) : trial < 9 ? irand(9, 40) : irand(64, 150);
         bool silu = trial % 2 == 0;
         float *st = malloc(sizeof(float) * (size_t)(C * S)), *x = malloc(sizeof(float) * (size_t)(C * n));
         float *w = malloc(sizeof(float) * (size_t)(K * C)), *xc = malloc(sizeof(float) * (size_t)(C * (S + n)));
@@ -1248,9 +1261,9 @@ static void conv_step_all(void **unused) {
         }
         free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp), free(y_gen);
     }
-    /* too many tokens for one step: nothing runs */
+    /* a kernel of too many taps for one step: nothing runs */
     backend *be = mk(true, cpu_isa_detect(), 2);
-    int64_t C = 40, S = 3, n = CPU_CONV_STEP_MAX_TOKENS + 1;
+    int64_t C = 40, S = 9, n = 4;
     float *st = calloc((size_t)(C * S), sizeof(float)), *x = calloc((size_t)(C * n), sizeof(float));
     float *w = calloc((size_t)(C * (S + 1)), sizeof(float)), *y = out_alloc((size_t)(C * n)), *st_new = out_alloc((size_t)(C * S));
     be_view in[3] = {v4(SLM_DTYPE_F32, 2, C, S, 1, st), v4(SLM_DTYPE_F32, 2, C, n, 1, x), v4(SLM_DTYPE_F32, 2, S + 1, C, 1, w)};

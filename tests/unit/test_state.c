@@ -496,11 +496,10 @@ static void full_size_lfm2(void **u) {
 }
 
 /* White box: in the session's plan, every conv state's step (CONCAT, SLICE into the state, the
- * state write, CONV1D [, SILU]) is one CONV_STEP made by the conv_step pass in decode (LFM2 without
- * an activation, Qwen3.5 with SiLU); llama has none. Prefill has none at this context: the CPU
- * backend takes conv steps of up to 8 tokens and the plan fuses only what runs for every call. That
- * the fused job gives the nodes' bits is test_kern_fast's; that decode then equals prefill and an
- * uninterrupted run, the tests above. */
+ * state write, CONV1D [, SILU]) is one CONV_STEP made by the conv_step pass in every function
+ * (prefill, decode, verify; LFM2 without an activation, Qwen3.5 with SiLU): the CPU backend takes
+ * conv steps of any number of tokens; llama has none. That the fused job gives the nodes' bits is
+ * test_kern_fast's; that decode then equals prefill and an uninterrupted run, the tests above. */
 static void check_conv_steps(const char *rel, int32_t span) {
     slm_model *m = load_model(tu_data_path(rel));
     slm_session *s = new_session(m, N_CTX, SLM_DTYPE_F32, 0, 0, NULL);
@@ -519,7 +518,7 @@ static void check_conv_steps(const char *rel, int32_t span) {
             assert_string_equal(x->steps[i].pass, "conv_step");
             fused++;
         }
-        int32_t want = f == s->fn_decode ? conv_states : 0;
+        int32_t want = conv_states;
         if (fused != want)
             fail_msg("%s %s: %d conv steps fused, want %d", rel, s->prog->functions[f].name, fused, want);
     }

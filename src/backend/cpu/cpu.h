@@ -156,10 +156,12 @@ typedef struct cpu_isa {
      * state written to S (S_in may equal S); q/k rows at q + t*qk_stride, v/o rows at
      * v + t*v_stride, g/beta at g[t*gb_stride]. Per token: S *= e^g; u = beta (v - S^T k);
      * S += k u^T; o = S^T q (f32, FMA chains over the dk rows in order). S_in_next, when not NULL,
-     * is the (dk, dv) state the caller reads next: a prefetch hint only. */
+     * is the (dk, dv) state the caller reads next: a prefetch hint only. scratch: NULL or
+     * cpu_deltanet_scratch_bytes(dk) bytes, 64-byte aligned, where a tier may keep a part of the
+     * state between the passes of several tokens. */
     void (*deltanet_head)(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride, const float *S_in_next);
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next, float *scratch);
     /* Elementwise and row kernels over n elements. */
     void (*vec_add)(float *y, const float *a, const float *b, int64_t n);
     void (*vec_mul)(float *y, const float *a, const float *b, int64_t n);
@@ -203,6 +205,7 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 /* Per-thread scratch bytes the micro-kernels need. */
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
+size_t cpu_deltanet_scratch_bytes(int64_t dk);
 
 /* ---- the tier of each quantised matmul shape (kern_pick.c) ------------------------------------- */
 /* Weight types (the 8 quantised ones) and column counts (1..8, then 9 and more) of the choice. */
@@ -301,10 +304,8 @@ slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, cons
 /* Whether cpu_matmul_group runs this group (shapes and dtypes; in[2 i + 1] must be one view). */
 bool cpu_matmul_group_takes(int32_t n, const be_view *out, const be_view *in);
 
-/* backend_vtable.exec_conv_step for the fast kernels (kern_fast.c): f32 operands, up to
- * CPU_CONV_STEP_MAX_TOKENS tokens (decode and short prefills; longer runs go node by node, where the
- * copies are small next to the matmuls). */
-#define CPU_CONV_STEP_MAX_TOKENS 8
+/* backend_vtable.exec_conv_step for the fast kernels (kern_fast.c): f32 operands, any number of
+ * tokens, a kernel of at most 9 taps. */
 slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in, bool silu, slm_err *e);
 /* Whether cpu_conv_step runs a step of these shapes and dtypes. */
 bool cpu_conv_step_takes(const be_view *out, const be_view *in);

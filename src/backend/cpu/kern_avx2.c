@@ -867,59 +867,99 @@ static void deltanet_decode_cols(float *S, const float *S_in, const float *q, co
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 
-static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
-                          const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
-    if (n == 1 && dv % 64 == 0) {
-        deltanet_decode_cols(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, dv, S_in_next);
-        return;
-    }
+/* Columns j0 .. j0 + nj - 1 of S through all n tokens, one float at a time in S itself (the
+ * columns that do not fill a chunk of deltanet_head). */
+static void deltanet_tail_cols(float *S, const float *S_in, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
+                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, int64_t j0, int64_t nj) {
+    float u[32];
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
         const float *src = t == 0 ? S_in : S;
         float decay = cpu_exp(g[t * gb_stride]), b = beta[t * gb_stride];
         float *ot = o + t * v_stride;
-        for (int64_t j0 = 0; j0 < dv; j0 += 64) {
-            int64_t nj = dv - j0 < 64 ? dv - j0 : 64;
-            if (nj < 64) { /* tail: scalar, same operations */
-                float u[64];
-                for (int64_t j = 0; j < nj; j++) u[j] = 0.0f;
-                for (int64_t i = 0; i < dk; i++)
-                    for (int64_t j = 0; j < nj; j++) {
-                        S[i * dv + j0 + j] = src[i * dv + j0 + j] * decay;
-                        u[j] = fmaf(S[i * dv + j0 + j], kt[i], u[j]);
-                    }
-                for (int64_t j = 0; j < nj; j++) u[j] = b * (vt[j0 + j] - u[j]), ot[j0 + j] = 0.0f;
-                for (int64_t i = 0; i < dk; i++)
-                    for (int64_t j = 0; j < nj; j++) {
-                        S[i * dv + j0 + j] = fmaf(kt[i], u[j], S[i * dv + j0 + j]);
-                        ot[j0 + j] = fmaf(S[i * dv + j0 + j], qt[i], ot[j0 + j]);
-                    }
-                continue;
+        for (int64_t j = 0; j < nj; j++) u[j] = 0.0f;
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < nj; j++) {
+                S[i * dv + j0 + j] = src[i * dv + j0 + j] * decay;
+                u[j] = fmaf(S[i * dv + j0 + j], kt[i], u[j]);
             }
-            __m256 u[8], ov[8], dec = _mm256_set1_ps(decay);
-            for (int x = 0; x < 8; x++) u[x] = ov[x] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < nj; j++) u[j] = b * (vt[j0 + j] - u[j]), ot[j0 + j] = 0.0f;
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < nj; j++) {
+                S[i * dv + j0 + j] = fmaf(kt[i], u[j], S[i * dv + j0 + j]);
+                ot[j0 + j] = fmaf(S[i * dv + j0 + j], qt[i], ot[j0 + j]);
+            }
+    }
+}
+
+/* More tokens: as kern_avx512.c's, in chunks of 32 columns (4 vectors). A chunk is worked on in W
+ * (the scratch, dk x 32 floats, L1-resident for dk <= 128; S's own columns when there is none):
+ * the first pass reads S_in's chunk, decays it and forms u for token 0; the pass of token t applies
+ * its update and output, fused with the decay and u of token t + 1; the last token's pass writes S
+ * instead of W (non-temporal stores when W is the scratch, S 32-byte aligned and dv a multiple of
+ * 8), while the token passes prefetch the next chunk (of this head, else of S_in_next) into L2.
+ * Columns beyond the last whole chunk: deltanet_tail_cols. */
+static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
+                          const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next, float *scratch) {
+    if (n == 1 && dv % 64 == 0) {
+        deltanet_decode_cols(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, dv, S_in_next);
+        return;
+    }
+    const bool nt = scratch && ((uintptr_t)S & 31) == 0 && dv % 8 == 0;
+    int64_t j0 = 0;
+    for (; j0 + 32 <= dv; j0 += 32) {
+        float *W = scratch ? scratch : S + j0;
+        const int64_t ws = scratch ? 32 : dv;
+        const float *pf = j0 + 32 < dv ? S_in + j0 + 32 : S_in_next; /* the chunk read next */
+        int64_t pf_lines = !pf ? 0 : (j0 + 32 < dv ? dv - j0 - 32 : dv) > 16 ? 2 : 1;
+        /* token 0: decay the old state into W and u = W^T k */
+        __m256 decay = _mm256_set1_ps(cpu_exp(g[0])), u[4], s[4];
+        for (int j = 0; j < 4; j++) u[j] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < dk; i++) {
+            __m256 ki = _mm256_set1_ps(k[i]);
+            for (int j = 0; j < 4; j++) {
+                s[j] = _mm256_mul_ps(_mm256_loadu_ps(S_in + j0 + i * dv + 8 * j), decay);
+                _mm256_storeu_ps(W + i * ws + 8 * j, s[j]);
+                u[j] = _mm256_fmadd_ps(s[j], ki, u[j]);
+            }
+        }
+        for (int64_t t = 0; t < n; t++) {
+            const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride + j0;
+            float *ot = o + t * v_stride + j0;
+            const bool last = t + 1 == n;
+            /* delta_t = beta (v - u) */
+            __m256 bb = _mm256_set1_ps(beta[t * gb_stride]), d[4], acc[4];
+            for (int j = 0; j < 4; j++) {
+                d[j] = _mm256_mul_ps(bb, _mm256_sub_ps(_mm256_loadu_ps(vt + 8 * j), u[j]));
+                acc[j] = u[j] = _mm256_setzero_ps();
+            }
+            const float *kn = last ? kt : k + (t + 1) * qk_stride;
+            decay = _mm256_set1_ps(last ? 1.0f : cpu_exp(g[(t + 1) * gb_stride]));
+            float *dst = last ? S + j0 : W;
+            const int64_t ds = last ? dv : ws;
             for (int64_t i = 0; i < dk; i++) {
-                __m256 ki = _mm256_set1_ps(kt[i]);
-                for (int x = 0; x < 8; x++) {
-                    __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(src + i * dv + j0 + 8 * x), dec);
-                    _mm256_storeu_ps(S + i * dv + j0 + 8 * x, sv);
-                    u[x] = _mm256_fmadd_ps(sv, ki, u[x]);
+                for (int64_t l = t; l < pf_lines; l += n) _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
+                __m256 ki = _mm256_set1_ps(kt[i]), qi = _mm256_set1_ps(qt[i]), kn_i = _mm256_set1_ps(kn[i]);
+                for (int j = 0; j < 4; j++) {
+                    s[j] = _mm256_fmadd_ps(ki, d[j], _mm256_loadu_ps(W + i * ws + 8 * j));
+                    acc[j] = _mm256_fmadd_ps(s[j], qi, acc[j]);
+                    if (!last) { /* token t + 1: decay, then u = S^T k */
+                        s[j] = _mm256_mul_ps(s[j], decay);
+                        u[j] = _mm256_fmadd_ps(s[j], kn_i, u[j]);
+                    }
+                    if (last && nt)
+                        _mm256_stream_ps(dst + i * ds + 8 * j, s[j]);
+                    else
+                        _mm256_storeu_ps(dst + i * ds + 8 * j, s[j]);
                 }
             }
-            for (int x = 0; x < 8; x++)
-                u[x] = _mm256_mul_ps(_mm256_set1_ps(b), _mm256_sub_ps(_mm256_loadu_ps(vt + j0 + 8 * x), u[x]));
-            for (int64_t i = 0; i < dk; i++) {
-                __m256 ki = _mm256_set1_ps(kt[i]), qi = _mm256_set1_ps(qt[i]);
-                for (int x = 0; x < 8; x++) {
-                    __m256 sv = _mm256_fmadd_ps(ki, u[x], _mm256_loadu_ps(S + i * dv + j0 + 8 * x));
-                    _mm256_storeu_ps(S + i * dv + j0 + 8 * x, sv);
-                    ov[x] = _mm256_fmadd_ps(sv, qi, ov[x]);
-                }
-            }
-            for (int x = 0; x < 8; x++) _mm256_storeu_ps(ot + j0 + 8 * x, ov[x]);
+            for (int j = 0; j < 4; j++) _mm256_storeu_ps(ot + 8 * j, acc[j]);
         }
     }
+    if (j0 < dv) deltanet_tail_cols(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, j0, dv - j0);
+    if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 
 static void conv_row(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,

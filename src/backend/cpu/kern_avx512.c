@@ -1210,13 +1210,18 @@ INLINE void deltanet_decode_rows(float *S, const float *S_in, const float *q, co
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 
-/* The columns of S evolve independently, so the state is processed in chunks of 64 columns
- * (dk x 64 floats, L1-resident for dk <= 128) through all n tokens, and the update pass of token t
- * is fused with the decay pass of token t + 1 (one read and write of the chunk per token). Per
- * element the operations and their order are those of kern_generic.c. */
+/* More tokens: the columns of S evolve independently, so the state is processed in chunks of 64
+ * columns through all n tokens. A chunk is worked on in W (the scratch, dk x 64 floats, L1-resident
+ * for dk <= 128; S's own columns when there is none): the first pass reads S_in's chunk, decays it
+ * and forms u for token 0; the pass of token t applies its update and output, fused with the decay
+ * and u of token t + 1; the last token's pass writes S instead of W, with non-temporal stores when
+ * W is the scratch, S 64-byte aligned and dv a multiple of 16 (no read-for-ownership of a state not
+ * read again before the next call). Meanwhile the token passes prefetch the next chunk (of this head, else of
+ * S_in_next) into L2, so that reading the states overlaps the arithmetic. Per element the
+ * operations and their order are those of kern_generic.c. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
-                          int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
+                          int64_t v_stride, int64_t gb_stride, const float *S_in_next, float *scratch) {
     if (n == 1 && (dv == 128 || dv == 64)) {
         if (dv == 128)
             deltanet_decode_rows(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, 8, S_in_next);
@@ -1224,81 +1229,60 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
             deltanet_decode_rows(S, S_in, q, k, v, cpu_exp(g[0]), beta[0], o, dk, 4, S_in_next);
         return;
     }
+    const bool nt = scratch && ((uintptr_t)S & 63) == 0 && dv % 16 == 0;
     for (int64_t j0 = 0; j0 < dv; j0 += 64) {
-        int nv = (int)((dv - j0 + 15) / 16 < 4 ? (dv - j0 + 15) / 16 : 4);
-        __mmask16 m0, m1, m2, m3;
-        m0 = mask16(dv - j0);
-        m1 = nv > 1 ? mask16(dv - j0 - 16) : 0;
-        m2 = nv > 2 ? mask16(dv - j0 - 32) : 0;
-        m3 = nv > 3 ? mask16(dv - j0 - 48) : 0;
-        float *Sj = S + j0;
-        /* token 0: decay the old state into S and u = S^T k */
-        __m512 decay = _mm512_set1_ps(cpu_exp(g[0]));
-        __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
+        __mmask16 m[4];
+        for (int j = 0; j < 4; j++) m[j] = mask16(dv - j0 - 16 * j);
+        float *W = scratch ? scratch : S + j0;
+        const int64_t ws = scratch ? 64 : dv;
+        /* the chunk read next, and its 16-float vectors per row */
+        const float *pf = j0 + 64 < dv ? S_in + j0 + 64 : S_in_next;
+        int64_t pf_width = j0 + 64 < dv ? dv - j0 - 64 : dv, pf_lines = !pf ? 0 : pf_width >= 64 ? 4 : (pf_width + 15) / 16;
+        /* token 0: decay the old state into W and u = W^T k */
+        __m512 decay = _mm512_set1_ps(cpu_exp(g[0])), u[4], s[4];
+        for (int j = 0; j < 4; j++) u[j] = _mm512_setzero_ps();
         for (int64_t i = 0; i < dk; i++) {
-            const float *in = S_in + j0 + i * dv;
-            float *row = Sj + i * dv;
             __m512 ki = _mm512_set1_ps(k[i]);
-            __m512 s0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, in), decay);
-            __m512 s1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, in + 16), decay);
-            __m512 s2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m2, in + 32), decay);
-            __m512 s3 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m3, in + 48), decay);
-            _mm512_mask_storeu_ps(row, m0, s0);
-            _mm512_mask_storeu_ps(row + 16, m1, s1);
-            _mm512_mask_storeu_ps(row + 32, m2, s2);
-            _mm512_mask_storeu_ps(row + 48, m3, s3);
-            u0 = _mm512_fmadd_ps(s0, ki, u0);
-            u1 = _mm512_fmadd_ps(s1, ki, u1);
-            u2 = _mm512_fmadd_ps(s2, ki, u2);
-            u3 = _mm512_fmadd_ps(s3, ki, u3);
+            for (int j = 0; j < 4; j++) {
+                s[j] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[j], S_in + j0 + i * dv + 16 * j), decay);
+                _mm512_mask_storeu_ps(W + i * ws + 16 * j, m[j], s[j]);
+                u[j] = _mm512_fmadd_ps(s[j], ki, u[j]);
+            }
         }
         for (int64_t t = 0; t < n; t++) {
             const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride + j0;
             float *ot = o + t * v_stride + j0;
+            const bool last = t + 1 == n;
             /* delta_t = beta (v - u) */
-            __m512 bb = _mm512_set1_ps(beta[t * gb_stride]);
-            __m512 d0 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m0, vt), u0));
-            __m512 d1 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m1, vt + 16), u1));
-            __m512 d2 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m2, vt + 32), u2));
-            __m512 d3 = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m3, vt + 48), u3));
-            __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-            bool next = t + 1 < n;
-            const float *kn = next ? k + (t + 1) * qk_stride : kt;
-            decay = _mm512_set1_ps(next ? cpu_exp(g[(t + 1) * gb_stride]) : 1.0f);
-            u0 = u1 = u2 = u3 = _mm512_setzero_ps();
-            for (int64_t i = 0; i < dk; i++) {
-                float *row = Sj + i * dv;
-                __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]);
-                __m512 s0 = _mm512_fmadd_ps(ki, d0, _mm512_maskz_loadu_ps(m0, row));
-                __m512 s1 = _mm512_fmadd_ps(ki, d1, _mm512_maskz_loadu_ps(m1, row + 16));
-                __m512 s2 = _mm512_fmadd_ps(ki, d2, _mm512_maskz_loadu_ps(m2, row + 32));
-                __m512 s3 = _mm512_fmadd_ps(ki, d3, _mm512_maskz_loadu_ps(m3, row + 48));
-                o0 = _mm512_fmadd_ps(s0, qi, o0);
-                o1 = _mm512_fmadd_ps(s1, qi, o1);
-                o2 = _mm512_fmadd_ps(s2, qi, o2);
-                o3 = _mm512_fmadd_ps(s3, qi, o3);
-                if (next) { /* token t + 1: decay, then u = S^T k */
-                    __m512 kn_i = _mm512_set1_ps(kn[i]);
-                    s0 = _mm512_mul_ps(s0, decay);
-                    s1 = _mm512_mul_ps(s1, decay);
-                    s2 = _mm512_mul_ps(s2, decay);
-                    s3 = _mm512_mul_ps(s3, decay);
-                    u0 = _mm512_fmadd_ps(s0, kn_i, u0);
-                    u1 = _mm512_fmadd_ps(s1, kn_i, u1);
-                    u2 = _mm512_fmadd_ps(s2, kn_i, u2);
-                    u3 = _mm512_fmadd_ps(s3, kn_i, u3);
-                }
-                _mm512_mask_storeu_ps(row, m0, s0);
-                _mm512_mask_storeu_ps(row + 16, m1, s1);
-                _mm512_mask_storeu_ps(row + 32, m2, s2);
-                _mm512_mask_storeu_ps(row + 48, m3, s3);
+            __m512 bb = _mm512_set1_ps(beta[t * gb_stride]), d[4], acc[4];
+            for (int j = 0; j < 4; j++) {
+                d[j] = _mm512_mul_ps(bb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m[j], vt + 16 * j), u[j]));
+                acc[j] = u[j] = _mm512_setzero_ps();
             }
-            _mm512_mask_storeu_ps(ot, m0, o0);
-            _mm512_mask_storeu_ps(ot + 16, m1, o1);
-            _mm512_mask_storeu_ps(ot + 32, m2, o2);
-            _mm512_mask_storeu_ps(ot + 48, m3, o3);
+            const float *kn = last ? kt : k + (t + 1) * qk_stride;
+            decay = _mm512_set1_ps(last ? 1.0f : cpu_exp(g[(t + 1) * gb_stride]));
+            float *dst = last ? S + j0 : W;
+            const int64_t ds = last ? dv : ws;
+            for (int64_t i = 0; i < dk; i++) {
+                for (int64_t l = t; l < pf_lines; l += n) _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
+                __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]), kn_i = _mm512_set1_ps(kn[i]);
+                for (int j = 0; j < 4; j++) {
+                    s[j] = _mm512_fmadd_ps(ki, d[j], _mm512_maskz_loadu_ps(m[j], W + i * ws + 16 * j));
+                    acc[j] = _mm512_fmadd_ps(s[j], qi, acc[j]);
+                    if (!last) { /* token t + 1: decay, then u = S^T k */
+                        s[j] = _mm512_mul_ps(s[j], decay);
+                        u[j] = _mm512_fmadd_ps(s[j], kn_i, u[j]);
+                    }
+                    if (last && nt && m[j] == 0xFFFF)
+                        _mm512_stream_ps(dst + i * ds + 16 * j, s[j]);
+                    else
+                        _mm512_mask_storeu_ps(dst + i * ds + 16 * j, m[j], s[j]);
+                }
+            }
+            for (int j = 0; j < 4; j++) _mm512_mask_storeu_ps(ot + 16 * j, m[j], acc[j]);
         }
     }
+    if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 
 /* ---- conv, elementwise, norms --------------------------------------------------------------------- */

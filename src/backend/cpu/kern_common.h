@@ -197,7 +197,8 @@ void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
                             int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch);
 void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
-                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next);
+                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,
+                               float *scratch);
 void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
                           int64_t K);
 void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,

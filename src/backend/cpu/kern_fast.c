@@ -260,7 +260,6 @@ typedef struct dn_ctx {
 } dn_ctx;
 
 static void dn_task(void *vctx, int64_t task, int32_t thread) {
-    (void)thread;
     dn_ctx *c = vctx;
     int64_t dk = c->q->ne[0], Hk = c->q->ne[1], n = c->q->ne[2], dv = c->v->ne[0], Hv = c->v->ne[1];
     int64_t h0 = task * c->heads_per_task, h1 = h0 + c->heads_per_task < Hv ? h0 + c->heads_per_task : Hv;
@@ -279,7 +278,7 @@ static void dn_task(void *vctx, int64_t task, int32_t thread) {
         c->cb->isa->deltanet_head(S, S_in, (const float *)c->q->data + kh * dk, (const float *)c->k->data + kh * dk,
                                   (const float *)c->v->data + h * dv, (const float *)c->g->data + h,
                                   (const float *)c->beta->data + h, (float *)c->o->data + h * dv, n, dk, dv, Hk * dk,
-                                  Hv * dv, Hv, next);
+                                  Hv * dv, Hv, next, cpu_scratch(c->cb, thread));
     }
 }
 
@@ -291,14 +290,19 @@ static bool dn_supports(const g_node *nd, const be_view *out, const be_view *in)
     return is_f32(&out[0]) && is_f32(&out[1]) && in[2].ne[0] <= 4096 && in[0].ne[2] >= 1;
 }
 
+static size_t dn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
+    (void)cb, (void)nd, (void)out;
+    return cpu_deltanet_scratch_bytes(in[0].ne[0]);
+}
+
 static slm_status k_deltanet(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                              const be_call *call, slm_err *e) {
     (void)call, (void)e;
     dn_ctx c = {cb, &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[0], &out[1], nd->p.dn.v_heads_tiled, 1};
     int64_t Hv = in[2].ne[1];
-    /* one token streams the state: one contiguous run of heads per thread, each head's state
-     * prefetched while the previous is written; more tokens: a head per task, for balance */
-    if (in[0].ne[2] == 1) c.heads_per_task = (Hv + cb->n_threads - 1) / cb->n_threads;
+    /* one contiguous run of heads per thread: each head's state is prefetched while the previous
+     * one is worked on */
+    c.heads_per_task = (Hv + cb->n_threads - 1) / cb->n_threads;
     pool_run(cb->pool, (Hv + c.heads_per_task - 1) / c.heads_per_task, dn_task, &c);
     return SLM_OK;
 }
@@ -364,11 +368,16 @@ static slm_status k_conv1d(cpu_backend *cb, const g_node *nd, const be_view *out
 
 /* ---- causal conv step: y (C, n), new state (C, K - 1) <- state (C, K - 1), x (C, n), w (K, C) ---- */
 
-/* Channels per block: a block's K - 1 + n token columns are gathered into a stack buffer (at most
- * CONV_STEP_COLS columns of CONV_STEP_BLOCK floats), convolved with conv_row as the CONV1D node
- * would (file-layout weights, the same calls), activated in place, and its last K - 1 columns
- * stored as the new state. Block starts are multiples of 16, so conv_row and vec_unary see the
- * same vectors and tails as on whole rows. */
+/* xc = CONCAT(state, x) is never formed. Per block of channels, the tokens whose windows reach into
+ * the state (t < K - 1) read the block's state columns and first x columns gathered into a stack
+ * buffer (at most 2 (K - 1) <= CONV_STEP_COLS columns of CONV_STEP_BLOCK floats); the others read x
+ * where it is. Each token is convolved with conv_row as the CONV1D node would (file-layout weights,
+ * the same calls) and activated in place; the last K - 1 columns of xc are the new state, stored
+ * before any y. Block starts are multiples of 16, so conv_row and vec_unary see the same vectors
+ * and tails as on whole rows.
+ * Tasks: ranges of channels over all tokens, the last token first, so y may be x itself (token t
+ * overwrites only the column t of x, which no token before it reads); or, for long runs whose y
+ * does not overlap x (a prefill), ranges of tokens over all channels, as CONV1D splits them. */
 #define CONV_STEP_BLOCK 256
 #define CONV_STEP_COLS 16
 
@@ -376,29 +385,44 @@ typedef struct conv_step_ctx {
     const cpu_isa *isa;
     const float *state, *x, *w;
     float *y, *state_new;
-    int64_t C, S, n, per_task; /* S = K - 1 */
-    bool silu;
+    int64_t C, S, n, per_task; /* S = K - 1; per_task: channels, or tokens when split_tokens */
+    bool silu, split_tokens;
 } conv_step_ctx;
+
+/* Channels [c0, c1) of tokens [t0, t1) (the last first), and of the new state when with_state. */
+static void conv_step_part(const conv_step_ctx *c, int64_t c0, int64_t c1, int64_t t0, int64_t t1, bool with_state) {
+    _Alignas(64) float xc[CONV_STEP_COLS * CONV_STEP_BLOCK]; /* columns 0 .. S + head - 1 of CONCAT */
+    int64_t C = c->C, S = c->S, K = S + 1, n = c->n, head = t1 < S ? t1 : S;
+    for (int64_t b = c0; b < c1; b += CONV_STEP_BLOCK) {
+        size_t nc = (size_t)(c1 - b < CONV_STEP_BLOCK ? c1 - b : CONV_STEP_BLOCK);
+        bool gather = t0 < S || (with_state && n < S);
+        for (int64_t t = 0; gather && t < S; t++)
+            memcpy(xc + t * CONV_STEP_BLOCK, c->state + t * C + b, nc * sizeof(float));
+        for (int64_t t = 0; gather && t < head; t++)
+            memcpy(xc + (S + t) * CONV_STEP_BLOCK, c->x + t * C + b, nc * sizeof(float));
+        for (int64_t j = 0; with_state && j < S; j++) /* column n + j of CONCAT */
+            memcpy(c->state_new + j * C + b,
+                   n + j < S ? xc + (n + j) * CONV_STEP_BLOCK : c->x + (n + j - S) * C + b, nc * sizeof(float));
+        for (int64_t t = t1 - 1; t >= t0; t--) {
+            float *y = c->y + t * C + b;
+            if (t < S)
+                c->isa->conv_row(y, xc + t * CONV_STEP_BLOCK, CONV_STEP_BLOCK, c->w + b * K, K, 1, (int64_t)nc, K);
+            else
+                c->isa->conv_row(y, c->x + (t - S) * C + b, C, c->w + b * K, K, 1, (int64_t)nc, K);
+            if (c->silu) c->isa->vec_unary(G_OP_SILU, y, y, (int64_t)nc, 0.0f);
+        }
+    }
+}
 
 static void conv_step_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     const conv_step_ctx *c = vctx;
-    _Alignas(64) float xc[CONV_STEP_COLS * CONV_STEP_BLOCK];
-    int64_t C = c->C, S = c->S, K = S + 1;
-    int64_t end = (task + 1) * c->per_task < C ? (task + 1) * c->per_task : C;
-    for (int64_t c0 = task * c->per_task; c0 < end; c0 += CONV_STEP_BLOCK) {
-        size_t nc = (size_t)(end - c0 < CONV_STEP_BLOCK ? end - c0 : CONV_STEP_BLOCK);
-        for (int64_t t = 0; t < S; t++) memcpy(xc + t * CONV_STEP_BLOCK, c->state + t * C + c0, nc * sizeof(float));
-        for (int64_t t = 0; t < c->n; t++)
-            memcpy(xc + (S + t) * CONV_STEP_BLOCK, c->x + t * C + c0, nc * sizeof(float));
-        for (int64_t t = 0; t < c->n; t++) {
-            float *y = c->y + t * C + c0;
-            c->isa->conv_row(y, xc + t * CONV_STEP_BLOCK, CONV_STEP_BLOCK, c->w + c0 * K, K, 1, (int64_t)nc, K);
-            if (c->silu) c->isa->vec_unary(G_OP_SILU, y, y, (int64_t)nc, 0.0f);
-        }
-        for (int64_t j = 0; j < S; j++)
-            memcpy(c->state_new + j * C + c0, xc + (c->n + j) * CONV_STEP_BLOCK, nc * sizeof(float));
-    }
+    int64_t lo = task * c->per_task, total = c->split_tokens ? c->n : c->C;
+    int64_t hi = lo + c->per_task < total ? lo + c->per_task : total;
+    if (c->split_tokens)
+        conv_step_part(c, 0, c->C, lo, hi, task == 0);
+    else
+        conv_step_part(c, lo, hi, 0, c->n, true);
 }
 
 bool cpu_conv_step_takes(const be_view *out, const be_view *in) {
@@ -406,7 +430,7 @@ bool cpu_conv_step_takes(const be_view *out, const be_view *in) {
         if (!is_f32(&in[i])) return false;
     if (!is_f32(&out[0]) || !is_f32(&out[1])) return false;
     int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1], K = in[2].ne[0];
-    return n >= 1 && n <= CPU_CONV_STEP_MAX_TOKENS && S >= 1 && K == S + 1 && S + n <= CONV_STEP_COLS &&
+    return n >= 1 && S >= 1 && K == S + 1 && 2 * S <= CONV_STEP_COLS &&
            nel(&in[0]) == C * S && nel(&in[2]) == K * C && nel(&out[0]) == C * n && nel(&out[1]) == C * S;
 }
 
@@ -414,10 +438,17 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
     (void)e;
     if (!cpu_conv_step_takes(out, in)) return SLM_ERR_UNSUPPORTED;
     int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1];
-    conv_step_ctx c = {cb->isa, in[0].data, in[1].data, in[2].data, out[0].data, out[1].data, C, S, n, C, silu};
-    if (n * C >= PAR_MIN_ELEMS / 8)
+    conv_step_ctx c = {cb->isa, in[0].data, in[1].data, in[2].data, out[0].data, out[1].data, C, S, n, C, silu, false};
+    const float *x = c.x, *y = c.y;
+    bool overlap = y < x + n * C && x < y + n * C;
+    if (n >= 4 * CONV_STEP_COLS && !overlap) {
+        c.split_tokens = true;
+        c.per_task = (n + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
+    } else if (n * C >= PAR_MIN_ELEMS / 8) {
         c.per_task = ((C + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 15) / 16 * 16;
-    pool_run(cb->pool, (C + c.per_task - 1) / c.per_task, conv_step_task, &c);
+    }
+    int64_t total = c.split_tokens ? n : C;
+    pool_run(cb->pool, (total + c.per_task - 1) / c.per_task, conv_step_task, &c);
     return SLM_OK;
 }
 
@@ -723,7 +754,7 @@ static slm_status k_embed(cpu_backend *cb, const g_node *nd, const be_view *out,
 static const cpu_fast_kernel k_fast_matmul = {mm_supports, k_matmul, mm_scratch};
 static const cpu_fast_kernel k_fast_attention = {attn_supports, k_attention, attn_scratch};
 static const cpu_fast_kernel k_fast_state_write = {sw_supports, k_state_write, NULL};
-static const cpu_fast_kernel k_fast_deltanet = {dn_supports, k_deltanet, NULL};
+static const cpu_fast_kernel k_fast_deltanet = {dn_supports, k_deltanet, dn_scratch};
 static const cpu_fast_kernel k_fast_conv = {conv_supports, k_conv1d, NULL};
 static const cpu_fast_kernel k_fast_rows = {rows_supports, k_rows, NULL};
 static const cpu_fast_kernel k_fast_rope = {rope_supports, k_rope, rope_scratch};

@@ -314,8 +314,9 @@ void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
 
 void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                   const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
-                                  int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next) {
-    (void)S_in_next;
+                                  int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,
+                                  float *scratch) {
+    (void)S_in_next, (void)scratch;
     float u[512];
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
@@ -436,6 +437,9 @@ size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols) {
     if (cpu_wt_is_k(wt)) return cols + (size_t)(k / CPU_QK_K) * (512 + 64 * 4) + 4096;
     return 4096;
 }
+
+/* 64 columns of a (dk, dv) state: the chunk the AVX tiers keep between the token passes. */
+size_t cpu_deltanet_scratch_bytes(int64_t dk) { return (size_t)dk * 64 * sizeof(float); }
 
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows) {
     int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
