@@ -454,19 +454,47 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
 
 /* ---- row-wise ops: ADD, MUL, SWIGLU, unary, norms ---------------------------------------------- */
 
+/* Tasks are runs of rows, or, for the elementwise ops with a transcendental function (SWIGLU,
+ * GEGLU, SILU, SIGMOID, SOFTPLUS, EXP), runs of elements of the whole (ne0, rows) array, so that a
+ * few rows (decode, verify) still split among the threads; each element's value is the same
+ * however the array is cut. */
 typedef struct rows_ctx {
     const cpu_isa *isa;
     const g_node *nd;
     const be_view *out, *in;
-    int64_t ne0, rows, per_task;
-    bool bcast;
+    int64_t ne0, rows, per_task; /* per_task: rows, or elements when split_elems */
+    bool bcast, split_elems;
 } rows_ctx;
+
+/* Elements [e0, e1) of an elementwise op, row by row (b of a broadcast is one row). */
+static void elems_run(const rows_ctx *c, int64_t e0, int64_t e1) {
+    const cpu_isa *isa = c->isa;
+    g_op op = c->nd->op;
+    for (int64_t e = e0; e < e1;) {
+        int64_t col = e % c->ne0, len = e1 - e < c->ne0 - col ? e1 - e : c->ne0 - col;
+        float *y = (float *)c->out->data + e;
+        const float *a = (const float *)c->in[0].data + e;
+        if (op == G_OP_SWIGLU || op == G_OP_GEGLU) {
+            const float *b = (const float *)c->in[1].data + (c->bcast ? col : e);
+            if (op == G_OP_SWIGLU) isa->vec_swiglu(y, a, b, len);
+            else isa->vec_geglu(y, a, b, len);
+        } else {
+            isa->vec_unary(op, y, a, len, c->nd->p.f[0]);
+        }
+        e += len;
+    }
+}
 
 static void rows_task(void *vctx, int64_t task, int32_t thread) {
     (void)thread;
     rows_ctx *c = vctx;
     const cpu_isa *isa = c->isa;
     const g_node *nd = c->nd;
+    if (c->split_elems) {
+        int64_t total = c->rows * c->ne0, e0 = task * c->per_task;
+        elems_run(c, e0, e0 + c->per_task < total ? e0 + c->per_task : total);
+        return;
+    }
     int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
     for (int64_t r = r0; r < r1; r++) {
         float *y = (float *)c->out->data + r * c->ne0;
@@ -511,10 +539,22 @@ static bool rows_supports(const g_node *nd, const be_view *out, const be_view *i
 static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                          const be_call *call, slm_err *e) {
     (void)call, (void)e;
-    rows_ctx c = {cb->isa, nd, out, in, in[0].ne[0], ncols(&in[0]), 0, false};
-    if (nd->op == G_OP_ADD || nd->op == G_OP_MUL || nd->op == G_OP_SWIGLU || nd->op == G_OP_GEGLU)
+    rows_ctx c = {cb->isa, nd, out, in, in[0].ne[0], ncols(&in[0]), 0, false, false};
+    g_op op = nd->op;
+    if (op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SWIGLU || op == G_OP_GEGLU)
         c.bcast = nel(&in[1]) == c.ne0 && c.rows > 1;
-    c.per_task = c.rows * c.ne0 < PAR_MIN_ELEMS ? c.rows : (c.rows + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
+    int64_t total = c.rows * c.ne0;
+    /* a transcendental per element (GATED_RMSNORM: its SiLU gate) pays for a task from fewer */
+    bool costly = op == G_OP_SWIGLU || op == G_OP_GEGLU || op == G_OP_SILU || op == G_OP_SIGMOID ||
+                  op == G_OP_SOFTPLUS || op == G_OP_EXP || op == G_OP_GATED_RMSNORM;
+    if (costly && op != G_OP_GATED_RMSNORM && total >= PAR_MIN_ELEMS / 8) {
+        c.split_elems = true;
+        c.per_task = ((total + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 63) / 64 * 64;
+        pool_run(cb->pool, (total + c.per_task - 1) / c.per_task, rows_task, &c);
+        return SLM_OK;
+    }
+    int64_t par_min = costly ? PAR_MIN_ELEMS / 8 : PAR_MIN_ELEMS;
+    c.per_task = total < par_min ? c.rows : (c.rows + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
     pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, rows_task, &c);
     return SLM_OK;
 }
