@@ -377,7 +377,7 @@ static PyObject *session_verify(PyObject *self, PyObject *arg) {
     st = slm_session_verify(s->sess, ids, n, &rows);
     Py_END_ALLOW_THREADS
     PyMem_Free(ids);
-    /* the rows live in a buffer a later, longer verify reallocates: hand out a copy */
+    /* the rows are borrowed until the next call on the session: hand out a copy */
     PyObject *out = st == SLM_OK ? ext_logits_copy(rows, (Py_ssize_t)n, s->model->n_vocab) : NULL;
     ext_session_release(s, st == SLM_OK, false);
     if (st != SLM_OK) return ext_raise(st, slm_session_errmsg(s->sess));

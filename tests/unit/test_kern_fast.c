@@ -980,8 +980,10 @@ static void deltanet_all(void **unused) {
      * several tokens (the scratch chunks of the AVX tiers, a partial last chunk in trial 9); even
      * trials write the state to a 64-byte aligned buffer (non-temporal stores there) */
     for (int trial = 0; trial < 10; trial++) {
-        int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = trial >= 8 ? 128 : irand(1, 40),
-                dv = trial == 1 || trial == 8 ? 128 : trial == 3 ? 64 : trial == 9 ? 80 : trial % 2 ? 16 * irand(1, 9) : irand(1, 150);
+        int64_t Hk = irand(1, 3), Hv = Hk * irand(1, 3), dk = trial >= 8 ? 128 : irand(1, 40);
+        int64_t dv = trial == 1 || trial == 8 ? 128 : trial == 3 ? 64 : trial == 9 ? 80
+                     : trial % 2                     ? 16 * irand(1, 9)
+                                                     : irand(1, 150);
         int64_t n = trial >= 8 ? irand(2, 8) : irand(1, 20);
         bool aligned = trial % 2 == 0;
         bool tiled = trial % 3 == 0;

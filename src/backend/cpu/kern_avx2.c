@@ -940,7 +940,8 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
             float *dst = last ? S + j0 : W;
             const int64_t ds = last ? dv : ws;
             for (int64_t i = 0; i < dk; i++) {
-                for (int64_t l = t; l < pf_lines; l += n) _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
+                for (int64_t l = t; l < pf_lines; l += n)
+                    _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
                 __m256 ki = _mm256_set1_ps(kt[i]), qi = _mm256_set1_ps(qt[i]), kn_i = _mm256_set1_ps(kn[i]);
                 for (int j = 0; j < 4; j++) {
                     s[j] = _mm256_fmadd_ps(ki, d[j], _mm256_loadu_ps(W + i * ws + 8 * j));
@@ -958,7 +959,8 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
             for (int j = 0; j < 4; j++) _mm256_storeu_ps(ot + 8 * j, acc[j]);
         }
     }
-    if (j0 < dv) deltanet_tail_cols(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, j0, dv - j0);
+    if (j0 < dv)
+        deltanet_tail_cols(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, j0, dv - j0);
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 

@@ -1216,9 +1216,9 @@ INLINE void deltanet_decode_rows(float *S, const float *S_in, const float *q, co
  * and forms u for token 0; the pass of token t applies its update and output, fused with the decay
  * and u of token t + 1; the last token's pass writes S instead of W, with non-temporal stores when
  * W is the scratch, S 64-byte aligned and dv a multiple of 16 (no read-for-ownership of a state not
- * read again before the next call). Meanwhile the token passes prefetch the next chunk (of this head, else of
- * S_in_next) into L2, so that reading the states overlaps the arithmetic. Per element the
- * operations and their order are those of kern_generic.c. */
+ * read again before the next call). Meanwhile the token passes prefetch the next chunk (of this
+ * head, else of S_in_next) into L2, so that reading the states overlaps the arithmetic. Per element
+ * the operations and their order are those of kern_generic.c. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride, const float *S_in_next, float *scratch) {
@@ -1237,7 +1237,8 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
         const int64_t ws = scratch ? 64 : dv;
         /* the chunk read next, and its 16-float vectors per row */
         const float *pf = j0 + 64 < dv ? S_in + j0 + 64 : S_in_next;
-        int64_t pf_width = j0 + 64 < dv ? dv - j0 - 64 : dv, pf_lines = !pf ? 0 : pf_width >= 64 ? 4 : (pf_width + 15) / 16;
+        int64_t pf_width = j0 + 64 < dv ? dv - j0 - 64 : dv;
+        int64_t pf_lines = !pf ? 0 : pf_width >= 64 ? 4 : (pf_width + 15) / 16;
         /* token 0: decay the old state into W and u = W^T k */
         __m512 decay = _mm512_set1_ps(cpu_exp(g[0])), u[4], s[4];
         for (int j = 0; j < 4; j++) u[j] = _mm512_setzero_ps();
@@ -1264,7 +1265,8 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
             float *dst = last ? S + j0 : W;
             const int64_t ds = last ? dv : ws;
             for (int64_t i = 0; i < dk; i++) {
-                for (int64_t l = t; l < pf_lines; l += n) _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
+                for (int64_t l = t; l < pf_lines; l += n)
+                    _mm_prefetch((const char *)(pf + i * dv + 16 * l), _MM_HINT_T1);
                 __m512 ki = _mm512_set1_ps(kt[i]), qi = _mm512_set1_ps(qt[i]), kn_i = _mm512_set1_ps(kn[i]);
                 for (int j = 0; j < 4; j++) {
                     s[j] = _mm512_fmadd_ps(ki, d[j], _mm512_maskz_loadu_ps(m[j], W + i * ws + 16 * j));

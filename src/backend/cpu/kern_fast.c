@@ -439,8 +439,8 @@ slm_status cpu_conv_step(cpu_backend *cb, const be_view *out, const be_view *in,
     if (!cpu_conv_step_takes(out, in)) return SLM_ERR_UNSUPPORTED;
     int64_t C = in[1].ne[0], n = ncols(&in[1]), S = in[0].ne[1];
     conv_step_ctx c = {cb->isa, in[0].data, in[1].data, in[2].data, out[0].data, out[1].data, C, S, n, C, silu, false};
-    const float *x = c.x, *y = c.y;
-    bool overlap = y < x + n * C && x < y + n * C;
+    uintptr_t x = (uintptr_t)c.x, y = (uintptr_t)c.y, bytes = (uintptr_t)(n * C) * sizeof(float);
+    bool overlap = y < x + bytes && x < y + bytes;
     if (n >= 4 * CONV_STEP_COLS && !overlap) {
         c.split_tokens = true;
         c.per_task = (n + 2 * cb->n_threads - 1) / (2 * cb->n_threads);
@@ -544,16 +544,17 @@ static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, 
     if (op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SWIGLU || op == G_OP_GEGLU)
         c.bcast = nel(&in[1]) == c.ne0 && c.rows > 1;
     int64_t total = c.rows * c.ne0;
-    /* a transcendental per element (GATED_RMSNORM: its SiLU gate) pays for a task from fewer */
-    bool costly = op == G_OP_SWIGLU || op == G_OP_GEGLU || op == G_OP_SILU || op == G_OP_SIGMOID ||
-                  op == G_OP_SOFTPLUS || op == G_OP_EXP || op == G_OP_GATED_RMSNORM;
-    if (costly && op != G_OP_GATED_RMSNORM && total >= PAR_MIN_ELEMS / 8) {
+    /* a transcendental per element pays for a task from fewer elements (GATED_RMSNORM: its SiLU
+     * gate, split by rows as every norm) */
+    bool transcendental = op == G_OP_SWIGLU || op == G_OP_GEGLU || op == G_OP_SILU || op == G_OP_SIGMOID ||
+                          op == G_OP_SOFTPLUS || op == G_OP_EXP;
+    int64_t par_min = transcendental || op == G_OP_GATED_RMSNORM ? PAR_MIN_ELEMS / 8 : PAR_MIN_ELEMS;
+    if (transcendental && total >= par_min) {
         c.split_elems = true;
         c.per_task = ((total + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 63) / 64 * 64;
         pool_run(cb->pool, (total + c.per_task - 1) / c.per_task, rows_task, &c);
         return SLM_OK;
     }
-    int64_t par_min = costly ? PAR_MIN_ELEMS / 8 : PAR_MIN_ELEMS;
     c.per_task = total < par_min ? c.rows : (c.rows + 4 * cb->n_threads - 1) / (4 * cb->n_threads);
     pool_run(cb->pool, (c.rows + c.per_task - 1) / c.per_task, rows_task, &c);
     return SLM_OK;
