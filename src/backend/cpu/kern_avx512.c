@@ -1108,8 +1108,10 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             for (int j = 0; j < 16; j++)
                 t[j] = j < nbk ? load_kv16(kvt, kblk, j * kstride + i0, mi) : _mm512_setzero_ps();
             transpose16(t);
-            int64_t nd = hd - i0 < 16 ? hd - i0 : 16;
-            for (int64_t d = 0; d < nd; d++) _mm512_store_ps(Kt + 16 * (i0 + d), t[d]);
+            if (hd - i0 >= 16) /* a constant count: stores from registers, not a copy through the stack */
+                for (int d = 0; d < 16; d++) _mm512_store_ps(Kt + 16 * (i0 + d), t[d]);
+            else
+                for (int64_t d = 0; d < hd - i0; d++) _mm512_store_ps(Kt + 16 * (i0 + d), t[d]);
         }
         for (int j = 0; j < nbk; j++)
             for (int64_t i = 0; i < hdvp; i += 16)
