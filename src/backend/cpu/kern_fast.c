@@ -551,7 +551,7 @@ static slm_status k_rows(cpu_backend *cb, const g_node *nd, const be_view *out, 
     int64_t par_min = transcendental || op == G_OP_GATED_RMSNORM ? PAR_MIN_ELEMS / 8 : PAR_MIN_ELEMS;
     if (transcendental && total >= par_min) {
         c.split_elems = true;
-        c.per_task = ((total + 2 * cb->n_threads - 1) / (2 * cb->n_threads) + 63) / 64 * 64;
+        c.per_task = ((total + 4 * cb->n_threads - 1) / (4 * cb->n_threads) + 63) / 64 * 64;
         pool_run(cb->pool, (total + c.per_task - 1) / c.per_task, rows_task, &c);
         return SLM_OK;
     }
