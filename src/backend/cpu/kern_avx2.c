@@ -658,24 +658,6 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
 /* rows (T*G) up to which attn_block reads K and V in place: measured faster than the transposed
  * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
 #define ATTN_DIRECT_ROWS 64
-#define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) attn_block prefetches */
-
-/* Prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS (when it holds keys below
- * nk_max): this KV head's HD (K) and HDV (V) columns of its 16 rows (prefetches past the state's
- * end do not fault). Covering every head's columns, as it once did, made each head's task prefetch
- * the whole state: 2.8x slower with LFM2's 8 KV heads at 2000 keys (bench_attn_decode). */
-INLINE void prefetch_ahead(const void *k, const void *v, int64_t kstride, int64_t vstride, size_t el, int64_t nk_max,
-                           int64_t ring, int64_t j0, int64_t HD, int64_t HDV) {
-    int64_t jp = j0 + 16 * ATTN_PREFETCH_BLOCKS;
-    if (jp >= nk_max) return;
-    int64_t rp = ring ? jp % ring : jp;
-    const char *kp = (const char *)k + (size_t)(rp * kstride) * el, *vp = (const char *)v + (size_t)(rp * vstride) * el;
-    for (int j = 0; j < 16; j++) {
-        for (size_t o = 0; o < (size_t)HD * el; o += 64) _mm_prefetch(kp + (size_t)(j * kstride) * el + o, _MM_HINT_T0);
-        for (size_t o = 0; o < (size_t)HDV * el; o += 64) _mm_prefetch(vp + (size_t)(j * vstride) * el + o, _MM_HINT_T0);
-    }
-}
-
 /* One block of keys of attn_block's in-place path (few rows): the K/V rows read where they lie,
  * the next blocks' rows prefetched; KVT a constant (the loads specialise). Arguments as in
  * attn_block; rows [t_first*G, t_end*G) meet the block, nbk of its keys exist. */
@@ -685,7 +667,7 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
                          int64_t ring, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m256 vscale, float *acc,
                          float *P, float *M, float *L, float *C) {
     size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
-    prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+    attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
     /* row r's keys in the block: lanes [jlo[r], nj[r]) */
     int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
     for (int64_t r = r_begin; r < r_end; r++) {
@@ -770,7 +752,7 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
                              window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
             continue;
         }
-        prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+        attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
         for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
             for (int64_t i = 0; i < hd8; i += 8) {
                 __m256 t[8];

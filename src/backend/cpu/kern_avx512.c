@@ -967,8 +967,6 @@ INLINE __m512 load_kv16(uint32_t t, const void *base, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)base + i);
 }
 
-#define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) attn_block prefetches */
-
 /* In-register transpose of a 16 x 16 f32 tile: r[i] lane j -> r[j] lane i. */
 INLINE void transpose16(__m512 r[16]) {
     __m512 a[16], b[16];
@@ -1083,10 +1081,10 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
 }
 
 /* Rows (T * G) up to which the AVX2 tier's attention runs instead: it reads K and V where they lie,
- * where this one transposes and converts every block into the scratch, which pays from about 6 rows
- * (bench_attn_decode -i avx2 against -i avx512: T = 1, G = 1..4 faster by 1.2-1.6x at 2000 keys; even
- * at 6-8 rows; slower from 12). The tiers give the same bits, and every AVX-512 CPU has AVX2, FMA
- * and F16C. */
+ * where this one transposes and converts every block into the scratch, which pays only over more
+ * rows (bench_attn_decode -i avx2 against -i avx512 at 2000 keys: T = 1, G = 1..4, the AVX2 kernel
+ * 1.2-2x faster; 6-8 rows even; from 12 rows the AVX-512 one faster). The tiers give the same
+ * bits, and the AVX-512 tier needs everything the AVX2 one does. */
 #define ATTN_AVX2_ROWS 4
 
 static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
@@ -1116,14 +1114,7 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
         const void *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
         const void *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
-        if (j0 + 16 * ATTN_PREFETCH_BLOCKS < nk_max) { /* this head's K and V rows of a block ahead */
-            int64_t rp = ring ? (j0 + 16 * ATTN_PREFETCH_BLOCKS) % ring : j0 + 16 * ATTN_PREFETCH_BLOCKS;
-            const char *kp = (const char *)k + (size_t)(rp * kstride) * el, *vp = (const char *)v + (size_t)(rp * vstride) * el;
-            for (int j = 0; j < 16; j++) {
-                for (size_t o = 0; o < (size_t)hd * el; o += 64) _mm_prefetch(kp + (size_t)(j * kstride) * el + o, _MM_HINT_T0);
-                for (size_t o = 0; o < (size_t)hdv * el; o += 64) _mm_prefetch(vp + (size_t)(j * vstride) * el + o, _MM_HINT_T0);
-            }
-        }
+        attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
         /* K block -> Kt (hd, 16) f32; V block -> Vf (16, hdvp) f32; keys past the block's end are 0 */
         for (int64_t i0 = 0; i0 < hd; i0 += 16) {
             __m512 t[16];
