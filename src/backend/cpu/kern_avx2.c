@@ -851,39 +851,13 @@ static void deltanet_decode_cols(float *S, const float *S_in, const float *q, co
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 
-/* Columns j0 .. j0 + nj - 1 of S through all n tokens, one float at a time in S itself (the
- * columns that do not fill a chunk of deltanet_head). */
-static void deltanet_tail_cols(float *S, const float *S_in, const float *q, const float *k, const float *v,
-                               const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
-                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, int64_t j0, int64_t nj) {
-    float u[32];
-    for (int64_t t = 0; t < n; t++) {
-        const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
-        const float *src = t == 0 ? S_in : S;
-        float decay = cpu_exp(g[t * gb_stride]), b = beta[t * gb_stride];
-        float *ot = o + t * v_stride;
-        for (int64_t j = 0; j < nj; j++) u[j] = 0.0f;
-        for (int64_t i = 0; i < dk; i++)
-            for (int64_t j = 0; j < nj; j++) {
-                S[i * dv + j0 + j] = src[i * dv + j0 + j] * decay;
-                u[j] = fmaf(S[i * dv + j0 + j], kt[i], u[j]);
-            }
-        for (int64_t j = 0; j < nj; j++) u[j] = b * (vt[j0 + j] - u[j]), ot[j0 + j] = 0.0f;
-        for (int64_t i = 0; i < dk; i++)
-            for (int64_t j = 0; j < nj; j++) {
-                S[i * dv + j0 + j] = fmaf(kt[i], u[j], S[i * dv + j0 + j]);
-                ot[j0 + j] = fmaf(S[i * dv + j0 + j], qt[i], ot[j0 + j]);
-            }
-    }
-}
-
 /* More tokens: as kern_avx512.c's, in chunks of 32 columns (4 vectors). A chunk is worked on in W
  * (the scratch, dk x 32 floats, L1-resident for dk <= 128; S's own columns when there is none):
  * the first pass reads S_in's chunk, decays it and forms u for token 0; the pass of token t applies
  * its update and output, fused with the decay and u of token t + 1; the last token's pass writes S
  * instead of W (non-temporal stores when W is the scratch, S 32-byte aligned and dv a multiple of
  * 8), while the token passes prefetch the next chunk (of this head, else of S_in_next) into L2.
- * Columns beyond the last whole chunk: deltanet_tail_cols. */
+ * Columns beyond the last whole chunk: cpu_deltanet_cols_generic. */
 static void deltanet_head(float *S, const float *S_in, const float *q, const float *k, const float *v, const float *g,
                           const float *beta, float *o, int64_t n, int64_t dk, int64_t dv, int64_t qk_stride,
                           int64_t v_stride, int64_t gb_stride, const float *S_in_next, float *scratch) {
@@ -944,7 +918,7 @@ static void deltanet_head(float *S, const float *S_in, const float *q, const flo
         }
     }
     if (j0 < dv)
-        deltanet_tail_cols(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, j0, dv - j0);
+        cpu_deltanet_cols_generic(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, j0, dv);
     if (nt) _mm_sfence(); /* order the streamed state before the pool's completion flag */
 }
 

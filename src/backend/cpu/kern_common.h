@@ -221,6 +221,11 @@ void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, cons
                                const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
                                int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,
                                float *scratch);
+/* Columns [c0, c1) of cpu_deltanet_head_generic's state (row stride dv), through all n tokens: the
+ * columns evolve independently, so a SIMD tier runs its last partial chunk through this. */
+void cpu_deltanet_cols_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
+                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, int64_t c0, int64_t c1);
 void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
                           int64_t K);
 void cpu_row_norm_generic(g_op op, float *y, const float *x, const float *w, const float *z, int64_t n, float eps,

@@ -395,7 +395,7 @@ static void conv_step_part(const conv_step_ctx *c, int64_t c0, int64_t c1, int64
     int64_t C = c->C, S = c->S, K = S + 1, n = c->n, head = t1 < S ? t1 : S;
     for (int64_t b = c0; b < c1; b += CONV_STEP_BLOCK) {
         size_t nc = (size_t)(c1 - b < CONV_STEP_BLOCK ? c1 - b : CONV_STEP_BLOCK);
-        bool gather = t0 < S || (with_state && n < S);
+        bool gather = t0 < S; /* tokens below S read the state; a new state from it needs n < S, so t0 = 0 */
         for (int64_t t = 0; gather && t < S; t++)
             memcpy(xc + t * CONV_STEP_BLOCK, c->state + t * C + b, nc * sizeof(float));
         for (int64_t t = 0; gather && t < head; t++)

@@ -312,19 +312,17 @@ void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
 
-void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
-                                  const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
-                                  int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,
-                                  float *scratch) {
-    (void)S_in_next, (void)scratch;
+void cpu_deltanet_cols_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
+                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, int64_t c0, int64_t c1) {
     float u[512];
     for (int64_t t = 0; t < n; t++) {
         const float *qt = q + t * qk_stride, *kt = k + t * qk_stride, *vt = v + t * v_stride;
         const float *src = t == 0 ? S_in : S;
         float decay = cpu_exp(g[t * gb_stride]), b = beta[t * gb_stride];
         float *ot = o + t * v_stride;
-        for (int64_t j0 = 0; j0 < dv; j0 += 512) {
-            int64_t nj = dv - j0 < 512 ? dv - j0 : 512;
+        for (int64_t j0 = c0; j0 < c1; j0 += 512) {
+            int64_t nj = c1 - j0 < 512 ? c1 - j0 : 512;
             for (int64_t j = 0; j < nj; j++) u[j] = 0.0f;
             for (int64_t i = 0; i < dk; i++) {
                 const float *in = src + i * dv + j0;
@@ -345,6 +343,14 @@ void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, cons
             }
         }
     }
+}
+
+void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
+                               int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,
+                               float *scratch) {
+    (void)S_in_next, (void)scratch;
+    cpu_deltanet_cols_generic(S, S_in, q, k, v, g, beta, o, n, dk, dv, qk_stride, v_stride, gb_stride, 0, dv);
 }
 
 void cpu_conv_row_generic(float *y, const float *x, int64_t ldx, const float *w, int64_t wsc, int64_t wsk, int64_t C,
