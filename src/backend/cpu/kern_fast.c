@@ -466,7 +466,8 @@ typedef struct rows_ctx {
     bool bcast, split_elems;
 } rows_ctx;
 
-/* Elements [e0, e1) of an elementwise op, row by row (b of a broadcast is one row). */
+/* Elements [e0, e1) of an elementwise op (ADD, MUL, SWIGLU, GEGLU, unary), row by row (b of a
+ * broadcast is one row). */
 static void elems_run(const rows_ctx *c, int64_t e0, int64_t e1) {
     const cpu_isa *isa = c->isa;
     g_op op = c->nd->op;
@@ -474,13 +475,14 @@ static void elems_run(const rows_ctx *c, int64_t e0, int64_t e1) {
         int64_t col = e % c->ne0, len = e1 - e < c->ne0 - col ? e1 - e : c->ne0 - col;
         float *y = (float *)c->out->data + e;
         const float *a = (const float *)c->in[0].data + e;
-        if (op == G_OP_SWIGLU || op == G_OP_GEGLU) {
-            const float *b = (const float *)c->in[1].data + (c->bcast ? col : e);
-            if (op == G_OP_SWIGLU) isa->vec_swiglu(y, a, b, len);
-            else isa->vec_geglu(y, a, b, len);
-        } else {
-            isa->vec_unary(op, y, a, len, c->nd->p.f[0]);
-        }
+        const float *b = op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SWIGLU || op == G_OP_GEGLU
+                             ? (const float *)c->in[1].data + (c->bcast ? col : e)
+                             : NULL;
+        if (op == G_OP_ADD) isa->vec_add(y, a, b, len);
+        else if (op == G_OP_MUL) isa->vec_mul(y, a, b, len);
+        else if (op == G_OP_SWIGLU) isa->vec_swiglu(y, a, b, len);
+        else if (op == G_OP_GEGLU) isa->vec_geglu(y, a, b, len);
+        else isa->vec_unary(op, y, a, len, c->nd->p.f[0]);
         e += len;
     }
 }
@@ -496,30 +498,21 @@ static void rows_task(void *vctx, int64_t task, int32_t thread) {
         return;
     }
     int64_t r0 = task * c->per_task, r1 = r0 + c->per_task < c->rows ? r0 + c->per_task : c->rows;
+    if (nd->op != G_OP_RMSNORM && nd->op != G_OP_L2NORM && nd->op != G_OP_GATED_RMSNORM) {
+        elems_run(c, r0 * c->ne0, r1 * c->ne0);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         float *y = (float *)c->out->data + r * c->ne0;
         const float *a = (const float *)c->in[0].data + r * c->ne0;
-        switch (nd->op) {
-        case G_OP_ADD: case G_OP_MUL: case G_OP_SWIGLU: case G_OP_GEGLU: {
-            const float *b = (const float *)c->in[1].data + (c->bcast ? 0 : r * c->ne0);
-            if (nd->op == G_OP_ADD) isa->vec_add(y, a, b, c->ne0);
-            else if (nd->op == G_OP_MUL) isa->vec_mul(y, a, b, c->ne0);
-            else if (nd->op == G_OP_GEGLU) isa->vec_geglu(y, a, b, c->ne0);
-            else isa->vec_swiglu(y, a, b, c->ne0);
-            break;
-        }
-        case G_OP_RMSNORM: {
-            const float *w = nd->n_in > 1 ? c->in[1].data : NULL;
-            isa->row_norm(nd->op, y, a, w, NULL, c->ne0, nd->p.norm.eps, nd->p.norm.w_offset);
-            break;
-        }
-        case G_OP_L2NORM: isa->row_norm(nd->op, y, a, NULL, NULL, c->ne0, nd->p.norm.eps, 0.0f); break;
-        case G_OP_GATED_RMSNORM:
+        if (nd->op == G_OP_RMSNORM)
+            isa->row_norm(nd->op, y, a, nd->n_in > 1 ? c->in[1].data : NULL, NULL, c->ne0, nd->p.norm.eps,
+                          nd->p.norm.w_offset);
+        else if (nd->op == G_OP_L2NORM)
+            isa->row_norm(nd->op, y, a, NULL, NULL, c->ne0, nd->p.norm.eps, 0.0f);
+        else
             isa->row_norm(nd->op, y, a, c->in[2].data, (const float *)c->in[1].data + r * c->ne0, c->ne0,
                           nd->p.norm.eps, 0.0f);
-            break;
-        default: isa->vec_unary(nd->op, y, a, c->ne0, nd->p.f[0]); break;
-        }
     }
 }
 
