@@ -76,9 +76,10 @@ static inline int64_t job_next(uint64_t w) { return (int64_t)(w & 0xFFFF); }
 
 struct cpu_pool {
     slm_allocator alloc;
-    int32_t n_threads;
+    int32_t n_threads;       /* fixed before the first worker starts: workers read it */
+    int32_t n_started;       /* creator only: workers started, joined by pool_destroy */
     pthread_t *threads;      /* (n_threads - 1) workers */
-    struct worker_arg *args; /* (n_threads - 1) */
+    struct worker_arg *args; /* (n_threads - 1), all set before the first worker starts */
     _Alignas(64) atomic_uint_fast64_t job;
     atomic_bool quit;
     pool_task_fn fn;
@@ -103,6 +104,14 @@ typedef struct worker_arg {
     int64_t last_wait_ns; /* under mu: its runqueue wait at the last window's close; -1: unread */
 } worker_arg;
 
+/* Test hook (pool_set_test_timing): the contention window and the workers' spin, in ns. */
+static atomic_int_fast64_t window_override_ns = -1, spin_override_ns = -1;
+
+void pool_set_test_timing(int64_t window_ns, int64_t spin_ns) {
+    atomic_store(&window_override_ns, window_ns);
+    atomic_store(&spin_override_ns, spin_ns);
+}
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -123,7 +132,8 @@ static int64_t thread_wait_ns(int fd) {
  * CONTENTION_WINDOW_NS long; HIGH_WINDOWS high windows in a row make the pool contended. */
 static void note_contention(cpu_pool *p) {
     int64_t t = now_ns(), span = t - p->window_start_ns, waited = 0;
-    if (span < CONTENTION_WINDOW_NS || p->n_threads < 2) return;
+    int64_t window_ns = atomic_load_explicit(&window_override_ns, memory_order_relaxed);
+    if (span < (window_ns >= 0 ? window_ns : CONTENTION_WINDOW_NS) || p->n_threads < 2) return;
     for (int32_t i = 0; i < p->n_threads - 1; i++) {
         worker_arg *w = &p->args[i];
         int64_t ns = thread_wait_ns(atomic_load_explicit(&w->stat_fd, memory_order_acquire));
@@ -137,6 +147,8 @@ static void note_contention(cpu_pool *p) {
 }
 
 static int64_t worker_spin_ns(cpu_pool *p) {
+    int64_t spin_ns = atomic_load_explicit(&spin_override_ns, memory_order_relaxed);
+    if (spin_ns >= 0) return spin_ns;
     int64_t until = atomic_load_explicit(&p->contended_until_ns, memory_order_relaxed);
     return until && now_ns() < until ? CONTENDED_SPIN_NS : SPIN_NS;
 }
@@ -244,11 +256,16 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
             p->args[i].thread = i + 1;
             atomic_init(&p->args[i].stat_fd, -1);
             p->args[i].last_wait_ns = -1;
+        }
+        /* Published before any worker starts (pthread_create orders these writes before the
+         * worker's first read): a worker may read n_threads and every args[i] at once. */
+        p->n_threads = n_threads;
+        for (int32_t i = 0; i < n_threads - 1; i++) {
             if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
                 pool_destroy(p);
                 return err_set(e, SLM_ERR_BACKEND, "cannot start thread %d", i + 1);
             }
-            p->n_threads = i + 2;
+            p->n_started = i + 1;
         }
     }
     *out = p;
@@ -261,8 +278,10 @@ void pool_destroy(cpu_pool *p) {
     atomic_store(&p->quit, true);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    for (int32_t i = 0; i < p->n_threads - 1; i++) {
-        pthread_join(p->threads[i], NULL);
+    /* Every worker joined before any schedstat file closes: a worker still running reads the
+     * others' descriptors in note_contention, and a closed number may already be reused. */
+    for (int32_t i = 0; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
+    for (int32_t i = 0; i < p->n_started; i++) {
         int fd = atomic_load(&p->args[i].stat_fd);
         if (fd >= 0) close(fd);
     }

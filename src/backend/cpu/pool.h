@@ -17,5 +17,9 @@ slm_status pool_create(const slm_allocator *a, int32_t n_threads, cpu_pool **out
 void pool_destroy(cpu_pool *p);
 /* Runs fn for every task index; returns when all are done. n_tasks <= 0 does nothing. */
 void pool_run(cpu_pool *p, int64_t n_tasks, pool_task_fn fn, void *ctx);
+/* Tests only: the contention window and the workers' spin before sleeping, in ns, for every pool
+ * of the process from now on (0: a worker sleeps, and so reads the pool's thread count, at once);
+ * -1 restores the defaults. */
+void pool_set_test_timing(int64_t window_ns, int64_t spin_ns);
 
 #endif

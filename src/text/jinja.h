@@ -1,0 +1,55 @@
+/* jinja.h — a sandboxed Jinja interpreter for chat templates (the model's own
+ * tokenizer.chat_template), rendering as jinja2 does with transformers' environment
+ * (trim_blocks, lstrip_blocks, keep_trailing_newline off, tojson with Python's json.dumps spacing,
+ * raise_exception, strftime_now). No I/O; steps, recursion depth and output size are bounded and
+ * each limit is a clear error. docs/chat.md says which statements, tests, filters and methods are
+ * supported.
+ *
+ * Provenance: every string value carries which bytes come from the render context's data
+ * (jinja_render's `data` member names, e.g. "messages", "tools") and from which message; the
+ * output's spans of such bytes are returned so the tokenizer matches control tokens only in the
+ * template's own text (a user typing "<|im_end|>" cannot close a turn). */
+#ifndef SLM_TEXT_JINJA_H
+#define SLM_TEXT_JINJA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+
+struct cJSON;
+
+typedef struct jinja_template jinja_template;
+
+/* Parses src[0, n). A bad template fails with SLM_ERR_FORMAT and "line:column: what" in e. */
+slm_status jinja_parse(const char *src, size_t n, const slm_allocator *a, jinja_template **out, slm_err *e);
+void jinja_free(jinja_template *t);
+
+typedef struct jinja_limits {
+    uint64_t max_steps;     /* evaluation steps (0: default 10,000,000) */
+    uint32_t max_depth;     /* macro/call/include recursion (0: default 256) */
+    size_t max_output;      /* bytes (0: default 64 MiB) */
+} jinja_limits;
+
+/* A byte range of the output that came from context data: from messages[msg] (msg < 0: other
+ * data, e.g. tools); whole: the range is that message's whole "content" string, unchanged. */
+typedef struct jinja_span {
+    size_t off, len;
+    int64_t msg;
+    bool whole;
+} jinja_span;
+
+/* Renders t with the variables of the JSON object ctx (messages, tools, add_generation_prompt,
+ * bos_token, eos_token, chat_template_kwargs' keys, ...). Strings reached from the members named in
+ * data_keys (NULL-terminated; NULL = {"messages", "tools", NULL}) are data (their spans are
+ * returned); all other strings are template text. A raise_exception in the template fails with
+ * SLM_ERR_INVALID_ARG and its message; a limit with SLM_ERR_RANGE naming it; a runtime type error
+ * with SLM_ERR_INVALID_ARG and the line:column. *out (NUL-terminated, *n_out bytes) and *spans
+ * (may be NULL when not wanted) are allocated with a. On failure nothing is allocated. */
+slm_status jinja_render(const jinja_template *t, const struct cJSON *ctx, const char *const *data_keys,
+                        const jinja_limits *lim, const slm_allocator *a, char **out, size_t *n_out,
+                        jinja_span **spans, size_t *n_spans, slm_err *e);
+
+#endif
