@@ -1,8 +1,10 @@
 /* bench.c — `statelm bench`: prompt-processing and generation speed with llama-bench's conventions.
  * Contract (relied on by bench/compare; extend, do not change):
- *   statelm bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json] [--ckpt N]
- *   pp: p random token ids processed as one batch (one prefill call) from an empty session;
- *   tg: n random token ids fed one at a time (n decode calls) from an empty session;
+ *   statelm bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [--json] [--ckpt N]
+ *   pp: p random token ids processed as one batch (one prefill call) from the start state;
+ *   tg: n random token ids fed one at a time (n decode calls) from the start state;
+ *   the start state is an empty session, or with -d N (llama-bench's -d) the session after a
+ *   prefill of N other random ids, snapshotted once and restored before every run (untimed);
  *   token ids are generated (fixed seed), so tokenisation and sampling are excluded. One untimed
  *   warm-up of each test first, then r timed repetitions; median and min-max tokens/s over them,
  *   and the process's peak resident memory. Prints a markdown table, or with --json one JSON
@@ -20,7 +22,7 @@
 
 typedef struct bench_opts {
     const char *model;
-    int32_t n_prompt, n_gen, reps, n_threads, ckpt;
+    int32_t n_prompt, n_gen, n_depth, reps, n_threads, ckpt;
     bool json;
 } bench_opts;
 
@@ -28,6 +30,7 @@ static void usage_bench(void) {
     puts("usage: statelm bench -m MODEL [options]\n"
          "  -p N      prompt tokens processed as one batch (default 512; 0 = skip)\n"
          "  -n N      tokens generated one at a time (default 128; 0 = skip)\n"
+         "  -d N      depth: both tests start after a prefill of N tokens (default 0)\n"
          "  -r N      timed repetitions (default 5)\n"
          "  -t N      threads (default: the online CPUs; more are capped unless --force-threads)\n"
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
@@ -61,17 +64,26 @@ static void stats(double *v, int n, double *med, double *mn, double *mx) {
     *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One pp run: prefill n ids from an empty session; returns seconds or < 0 on error. */
-static double run_pp(slm_session *s, const int32_t *ids, int32_t n) {
-    slm_session_reset(s);
+/* Puts s in the start state: the depth snapshot, or empty. */
+static bool to_start(slm_session *s, const slm_snapshot *depth) {
+    if (!depth) {
+        slm_session_reset(s);
+        return true;
+    }
+    return slm_session_restore(s, depth) == SLM_OK;
+}
+
+/* One pp run: prefill n ids from the start state; returns seconds or < 0 on error. */
+static double run_pp(slm_session *s, const slm_snapshot *depth, const int32_t *ids, int32_t n) {
+    if (!to_start(s, depth)) return -1.0;
     double t0 = now_s();
     if (slm_session_prefill(s, ids, (size_t)n, NULL) != SLM_OK) return -1.0;
     return now_s() - t0;
 }
 
-/* One tg run: n single-token decodes from an empty session. */
-static double run_tg(slm_session *s, const int32_t *ids, int32_t n) {
-    slm_session_reset(s);
+/* One tg run: n single-token decodes from the start state. */
+static double run_tg(slm_session *s, const slm_snapshot *depth, const int32_t *ids, int32_t n) {
+    if (!to_start(s, depth)) return -1.0;
     double t0 = now_s();
     for (int32_t i = 0; i < n; i++)
         if (slm_session_decode(s, ids[i], NULL) != SLM_OK) return -1.0;
@@ -96,7 +108,7 @@ static void json_samples(const char *key, const double *v, int n) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o = {NULL, 512, 128, 5, 0, 0, false};
+    bench_opts o = {NULL, 512, 128, 0, 5, 0, 0, false};
     bool force_threads = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -107,12 +119,13 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!(v = cli_value(argc, argv, &i))) return 1;
             o.model = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "-t")) {
+        } else if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-d") || !strcmp(a, "-r") || !strcmp(a, "-t")) {
             int64_t lo = !strcmp(a, "-r") ? 1 : !strcmp(a, "-t") ? 1 : 0;
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, lo, !strcmp(a, "-r") ? 1000 : 1 << 20, &iv))
                 return 1;
             if (a[1] == 'p') o.n_prompt = (int32_t)iv;
             else if (a[1] == 'n') o.n_gen = (int32_t)iv;
+            else if (a[1] == 'd') o.n_depth = (int32_t)iv;
             else if (a[1] == 'r') o.reps = (int32_t)iv;
             else o.n_threads = (int32_t)iv;
         } else if (!strcmp(a, "--ckpt")) {
@@ -136,12 +149,14 @@ int cmd_bench(int argc, char **argv) {
     if (slm_model_load(o.model, &mp, &m, err, sizeof err) != SLM_OK) return cli_fail("%s", err);
     slm_session_params sp = slm_session_params_default();
     sp.n_threads = o.n_threads;
-    sp.n_ctx = o.n_prompt + o.n_gen > 16 ? o.n_prompt + o.n_gen : 16;
+    int32_t n_test = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    sp.n_ctx = o.n_depth + n_test > 16 ? o.n_depth + n_test : 16;
     sp.checkpoint_interval = o.ckpt;
     cli_apply_env(&sp, NULL);
     slm_session *s = NULL;
+    slm_snapshot *depth = NULL;
     int rc = 1;
-    int32_t n_ids = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    int32_t n_ids = o.n_depth + n_test; /* the depth's ids, then the tests' */
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_ids + 1));
     double *pp = calloc((size_t)o.reps, sizeof(double)), *tg = calloc((size_t)o.reps, sizeof(double));
     if (!ids || !pp || !tg) {
@@ -156,15 +171,30 @@ int cmd_bench(int argc, char **argv) {
     uint64_t seed = 1234;
     int32_t n_vocab = slm_model_n_vocab(m);
     for (int32_t i = 0; i < n_ids; i++) ids[i] = (int32_t)(rng_next(&seed) % (uint64_t)n_vocab);
+    int32_t *test_ids = ids + o.n_depth;
+    if (o.n_depth > 0) { /* the depth, prefilled in pieces of 512 (the activation arena stays small) */
+        for (int32_t at = 0; at < o.n_depth; at += 512) {
+            int32_t k = o.n_depth - at < 512 ? o.n_depth - at : 512;
+            if (slm_session_prefill(s, ids + at, (size_t)k, NULL) != SLM_OK) {
+                cli_fail("bench: depth %d: %s", o.n_depth, slm_session_errmsg(s));
+                goto done;
+            }
+        }
+        if (slm_session_snapshot(s, &depth) != SLM_OK) {
+            cli_fail("bench: depth %d: %s", o.n_depth, slm_session_errmsg(s));
+            goto done;
+        }
+    }
 
     /* warm-up (untimed): pages the weights in, sizes the activation arenas */
-    if ((o.n_prompt > 0 && run_pp(s, ids, o.n_prompt) < 0) || (o.n_gen > 0 && run_tg(s, ids, o.n_gen < 4 ? o.n_gen : 4) < 0)) {
+    if ((o.n_prompt > 0 && run_pp(s, depth, test_ids, o.n_prompt) < 0) ||
+        (o.n_gen > 0 && run_tg(s, depth, test_ids, o.n_gen < 4 ? o.n_gen : 4) < 0)) {
         cli_fail("bench: %s", slm_session_errmsg(s));
         goto done;
     }
     for (int r = 0; r < o.reps; r++) {
         if (o.n_prompt > 0) {
-            double t = run_pp(s, ids, o.n_prompt);
+            double t = run_pp(s, depth, test_ids, o.n_prompt);
             if (t < 0) {
                 cli_fail("bench: %s", slm_session_errmsg(s));
                 goto done;
@@ -172,7 +202,7 @@ int cmd_bench(int argc, char **argv) {
             pp[r] = (double)o.n_prompt / t;
         }
         if (o.n_gen > 0) {
-            double t = run_tg(s, ids, o.n_gen);
+            double t = run_tg(s, depth, test_ids, o.n_gen);
             if (t < 0) {
                 cli_fail("bench: %s", slm_session_errmsg(s));
                 goto done;
@@ -198,9 +228,9 @@ int cmd_bench(int argc, char **argv) {
         json_str(slm_model_name(m));
         printf(",\"arch\":");
         json_str(slm_model_arch(m));
-        printf(",\"weight_bytes\":%llu,\"n_threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"ckpt\":%d,"
-               "\"kernels\":",
-               (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.reps, o.ckpt);
+        printf(",\"weight_bytes\":%llu,\"n_threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"n_depth\":%d,\"reps\":%d,"
+               "\"ckpt\":%d,\"kernels\":",
+               (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.n_depth, o.reps, o.ckpt);
         json_str(kernels);
         printf(",");
         if (o.n_prompt > 0) {
@@ -223,12 +253,14 @@ int cmd_bench(int argc, char **argv) {
         printf("| model | arch | size | threads | kernels | test | t/s (median) | min | max |\n");
         printf("| --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
         const char *name = slm_model_name(m)[0] ? slm_model_name(m) : o.model;
+        char at[32] = "";
+        if (o.n_depth > 0) snprintf(at, sizeof at, " @ d%d", o.n_depth);
         if (o.n_prompt > 0)
-            printf("| %s | %s | %s | %d | %s | pp%d | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
-                   kernels, o.n_prompt, ppm, ppl, pph);
+            printf("| %s | %s | %s | %d | %s | pp%d%s | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
+                   kernels, o.n_prompt, at, ppm, ppl, pph);
         if (o.n_gen > 0)
-            printf("| %s | %s | %s | %d | %s | tg%d | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
-                   kernels, o.n_gen, tgm, tgl, tgh);
+            printf("| %s | %s | %s | %d | %s | tg%d%s | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
+                   kernels, o.n_gen, at, tgm, tgl, tgh);
         printf("\npeak RSS %s over %d repetitions (+1 warm-up)\n", rss_s, o.reps);
     }
     rc = 0;
@@ -236,6 +268,7 @@ done:
     free(ids);
     free(pp);
     free(tg);
+    slm_snapshot_destroy(depth);
     slm_session_destroy(s);
     slm_model_destroy(m);
     return rc;
