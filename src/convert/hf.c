@@ -361,9 +361,10 @@ static slm_status tokenizer_keys(const slm_model *m, cv_kv *b, slm_err *e) {
         return err_set(e, SLM_ERR_FORMAT, "config.json: vocab_size %lld is below the tokenizer's %d tokens",
                        (long long)n_vocab, m->tok->n_vocab);
     }
-    const char **tokens = calloc((size_t)n_vocab, sizeof *tokens);
-    int32_t *types = calloc((size_t)n_vocab, sizeof *types);
-    char **owned = calloc((size_t)n_vocab, sizeof *owned);
+    const slm_allocator *a = &m->alloc;
+    const char **tokens = al_calloc(a, (size_t)n_vocab, sizeof *tokens);
+    int32_t *types = al_calloc(a, (size_t)n_vocab, sizeof *types);
+    char **owned = al_calloc(a, (size_t)n_vocab, sizeof *owned);
     if (!tokens || !types || !owned) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto done;
@@ -386,7 +387,7 @@ static slm_status tokenizer_keys(const slm_model *m, cv_kv *b, slm_err *e) {
         types[i] = TOK_TYPE_USER_DEFINED;
         if (strstr(tokens[i], "\xe2\x96\x81")) { /* pre-normalise user-defined spaces ("▁" -> " ") */
             size_t l = strlen(tokens[i]);
-            char *s = malloc(l + 1), *o = s;
+            char *s = al_malloc(a, l + 1), *o = s;
             if (!s) {
                 st = err_set(e, SLM_ERR_NOMEM, "out of memory");
                 goto done;
@@ -446,10 +447,10 @@ static slm_status tokenizer_keys(const slm_model *m, cv_kv *b, slm_err *e) {
     }
     st = chat_template_keys(m, b, e);
 done:
-    for (int64_t i = 0; owned && i < n_vocab; i++) free(owned[i]);
-    free(owned);
-    free(tokens);
-    free(types);
+    for (int64_t i = 0; owned && i < n_vocab; i++) al_free(a, owned[i]);
+    al_free(a, owned);
+    al_free(a, tokens);
+    al_free(a, types);
     cJSON_Delete(tj);
     return st;
 }
