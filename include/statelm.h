@@ -1,5 +1,6 @@
-/* statelm.h — the only public header of statelm, a C11 runtime for small language models whose
- * state (KV caches, LFM2 conv state, Qwen3.5 DeltaNet state) is first-class.
+/* statelm.h — the public header of statelm, a C11 runtime for small language models whose
+ * state (KV caches, LFM2 conv state, Qwen3.5 DeltaNet state) is first-class. The one other public
+ * header, statelm_engine.h (the serving engine), includes this one.
  *
  * Conventions (see docs/style.md):
  *  - Every fallible call returns slm_status: 0 = SLM_OK, negative = error. Codes are append-only.
@@ -965,7 +966,7 @@ SLM_API bool slm_export_available(const char *format, const char **why);
 SLM_API slm_status slm_plan_export(slm_plan *plan, const char *path, const slm_export_params *params);
 
 /* ---- quantize -------------------------------------------------------------------------------
- * Writes a copy of a GGUF file with its weights quantised (src/format/quantize.c, docs/quantize.md):
+ * Writes a copy of a GGUF file with its weights quantised (src/convert/quantize.c, docs/quantize.md):
  * one tensor at a time, rows split over n_threads, with llama.cpp's reference rounding and, for the
  * mixes, llama-quantize's per-tensor rules (llama.cpp src/llama-quant.cpp llama_tensor_get_type). */
 typedef struct slm_quantize_params {
@@ -993,7 +994,7 @@ SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const
 
 /* ---- convert --------------------------------------------------------------------------------
  * Writes the GGUF that llama.cpp's convert_hf_to_gguf.py writes for a Hugging Face folder
- * (src/model/convert.c, docs/convert.md): the folder is loaded as slm_model_load loads it; tensor
+ * (src/convert/hf.c, docs/convert.md): the folder is loaded as slm_model_load loads it; tensor
  * names, layouts, hyper-parameter keys, the tokenizer.ggml.* keys and the chat template follow the
  * converter. outtype (case-insensitive; NULL = "f16", the converter's default): "f32", "f16",
  * "bf16" (the converter's rules: 1-D tensors, norms and conv kernels stay F32), or any type of

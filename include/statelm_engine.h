@@ -10,7 +10,7 @@
  * decode steps of all sampling streams are one slm_session_decode_batch call (bit-identical to
  * decoding each alone). Requests with n > 1 fork the slot's session after the prompt.
  *
- * Threads: slm_engine_submit, slm_engine_cancel and slm_engine_stats may be called from any thread
+ * Threads: slm_engine_submit, slm_engine_cancel and slm_engine_get_stats may be called from any thread
  * at any time. The engine steps on one thread at a time: either the caller's (slm_engine_step, for
  * deterministic tests and single-threaded embedders) or its own (slm_engine_start ..
  * slm_engine_stop); never both. Events are delivered on the stepping thread, with no engine lock

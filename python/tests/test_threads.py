@@ -30,42 +30,49 @@ def test_gil_released_during_compute(models):
     t0, t1 = window
     assert t1 - t0 > 0.05
     # Holding the GIL, the call would leave this thread no bytecode between entering and leaving
-    # C; GIL hand-overs (every 5 ms) may fall just before and after it, so count the middle half.
+    # C; GIL hand-overs (every 5 ms) may fall just before and after it, so count the middle half:
+    # held, it has no stamp at all; released, any. (Not a count: on a loaded machine this thread
+    # may get few slices of a core.)
     q = (t1 - t0) / 4
     middle = [t for t in stamps if t0 + q < t < t1 - q]
-    assert len(middle) > 1000, f"{len(middle)} iterations of the other thread during {t1 - t0:.3f} s of compute"
+    assert len(middle) > 0, f"no iteration of the other thread during {t1 - t0:.3f} s of compute"
     s.close()
 
 
 def test_one_thread_at_a_time(models):
-    s = statelm.Session(models["gemma3"], n_ctx=2048, n_threads=1)
-    errors = []
-
-    def work():
-        try:
-            s.prefill(LONG)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    th = threading.Thread(target=work)
-    th.start()
+    # This thread must look while the other one's prefill runs; on a loaded machine it may not get
+    # a core in time, so a call it missed is tried again on a fresh session (at most 10 times).
     seen_busy = False
-    deadline = time.perf_counter() + 30
-    while th.is_alive() and time.perf_counter() < deadline:
-        try:
-            s.pos
-        except statelm.SessionBusyError:
-            seen_busy = True
+    for _attempt in range(10):
+        s = statelm.Session(models["gemma3"], n_ctx=2048, n_threads=1)
+        errors = []
+
+        def work():
+            try:
+                s.prefill(LONG)
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        th = threading.Thread(target=work)
+        th.start()
+        while th.is_alive():
+            try:
+                s.pos
+            except statelm.SessionBusyError:
+                seen_busy = True
+                break
+        if seen_busy:
+            for call in (lambda: s.decode(5), lambda: s.logits, lambda: s.snapshot(), s.close,
+                         lambda: statelm.Sampler().sample(s), lambda: s.rollback(0)):
+                with pytest.raises(statelm.SessionBusyError, match="one thread at a time"):
+                    call()
+        th.join()
+        assert not errors
+        assert s.pos == len(LONG) and s.history == LONG  # the running call was not disturbed
+        s.close()
+        if seen_busy:
             break
-    if seen_busy:
-        for call in (lambda: s.decode(5), lambda: s.logits, lambda: s.snapshot(), s.close,
-                     lambda: statelm.Sampler().sample(s), lambda: s.rollback(0)):
-            with pytest.raises(statelm.SessionBusyError, match="one thread at a time"):
-                call()
-    th.join()
-    assert seen_busy and not errors
-    assert s.pos == len(LONG) and s.history == LONG  # the running call was not disturbed
-    s.close()
+    assert seen_busy
 
 
 def test_sessions_in_parallel(models):

@@ -78,7 +78,7 @@ static void node_views(const g_program *p, const g_node *nd, int64_t n, be_view 
 
 /* A step of kind made by pass (NULL: none) that binds no state and has no operand roles yet. */
 static plan_step new_step(plan_step_kind kind, const char *pass) {
-    plan_step m = {.kind = kind, .pass = pass, .state = -1};
+    plan_step m = {.kind = kind, .pass = pass, .state = -1, .layer = -1};
     for (int r = 0; r < PLAN_N_ROLES; r++) m.operand[r] = -1;
     return m;
 }
@@ -323,6 +323,78 @@ static void mark_batched(lower_ctx *c) {
     }
 }
 
+/* The tensor a view stands for (views follow their source). */
+static int32_t root_of(const g_program *p, int32_t t) {
+    while (p->tensors[t].storage == G_VIEW) t = p->tensors[t].src;
+    return t;
+}
+
+/* Appends t to list[0, *n) unless it is there (a step reads a tensor once however many of its nodes do). */
+static void add_unique(int32_t *list, int32_t first, int32_t *n, int32_t t) {
+    for (int32_t k = first; k < *n; k++)
+        if (list[k] == t) return;
+    list[(*n)++] = t;
+}
+
+/* The arena crossings of a function with batched steps (plan_step.cross): a root tensor made by a
+ * batched step (or the token input) lives in the batch arena, so a per-session step that reads it
+ * copies its session's column in first; one a batched step reads is copied back from each
+ * session's arena after the per-session step that makes it. The layer of every step, too. */
+static slm_status batch_crossings(lower_ctx *c, slm_err *e) {
+    const g_program *p = c->p;
+    plan_fn_exec *x = c->x;
+    bool any = false;
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        x->steps[i].layer = step_node(c, &x->steps[i], 0)->layer;
+        any = any || x->steps[i].batched;
+    }
+    if (!any) return SLM_OK;
+    uint8_t *made = al_calloc(&c->pl->alloc, 2 * (size_t)p->n_tensors + 1, 1);
+    if (!made) return err_set(e, SLM_ERR_NOMEM, "out of memory lowering %s", c->f->name);
+    uint8_t *read = made + p->n_tensors;
+    made[c->f->tokens] = 1;
+    int32_t n_max = 0; /* an upper bound of the crossings: every operand of every per-session step */
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        const plan_step *ps = &x->steps[i];
+        for (int32_t k = 0; k < ps->n_nodes; k++) {
+            const g_node *nd = step_node(c, ps, k);
+            if (!ps->batched) {
+                n_max += nd->n_in + nd->n_out;
+                continue;
+            }
+            for (int j = 0; j < nd->n_in; j++) read[root_of(p, nd->in[j])] = 1;
+            for (int j = 0; j < nd->n_out; j++) made[root_of(p, nd->out[j])] = 1;
+        }
+    }
+    x->logits_batched = c->f->logits >= 0 && made[c->f->logits];
+    if (!(x->cross = al_array(&c->pl->alloc, (size_t)n_max + 1, sizeof(int32_t)))) {
+        al_free(&c->pl->alloc, made);
+        return err_set(e, SLM_ERR_NOMEM, "out of memory lowering %s", c->f->name);
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < x->n_steps; i++) {
+        plan_step *ps = &x->steps[i];
+        ps->cross = n;
+        if (ps->batched) continue;
+        for (int32_t k = 0; k < ps->n_nodes; k++) {
+            const g_node *nd = step_node(c, ps, k);
+            for (int j = 0; j < nd->n_in; j++)
+                if (made[root_of(p, nd->in[j])]) add_unique(x->cross, ps->cross, &n, root_of(p, nd->in[j]));
+        }
+        ps->n_cross_in = n - ps->cross;
+        int32_t out_first = n;
+        for (int32_t k = 0; k < ps->n_nodes; k++) {
+            const g_node *nd = step_node(c, ps, k);
+            for (int j = 0; j < nd->n_out; j++)
+                if (read[root_of(p, nd->out[j])]) add_unique(x->cross, out_first, &n, root_of(p, nd->out[j]));
+        }
+        ps->n_cross_out = n - out_first;
+    }
+    x->n_cross = n;
+    al_free(&c->pl->alloc, made);
+    return SLM_OK;
+}
+
 static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err *e) {
     const g_program *p = pl->legal;
     const g_function *f = &p->functions[fn];
@@ -357,6 +429,7 @@ static slm_status lower_function(slm_plan *pl, backend *be, int32_t fn, slm_err 
     if (st) return st;
     choose_kernels(&c);
     mark_batched(&c);
+    if ((st = batch_crossings(&c, e))) return st;
     for (int32_t i = 0; i < x->n_steps; i++)
         for (int32_t k = 0; k < x->steps[i].n_nodes; k++) x->step_of[x->steps[i].nodes[k]] = i;
     return SLM_OK;

@@ -226,6 +226,7 @@ SLM_API void slm_plan_destroy(slm_plan *pl) {
     for (int32_t fn = 0; fn < G_MAX_FUNCTIONS; fn++) {
         al_free(&a, pl->exec[fn].steps);
         al_free(&a, pl->exec[fn].step_of);
+        al_free(&a, pl->exec[fn].cross);
         al_free(&a, pl->exec[fn].arena_offset);
         al_free(&a, pl->measure.step_us[fn]);
     }
@@ -273,8 +274,12 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
         plan_fn_exec *y = &pl->exec[fn];
         size_t nn = (size_t)p->functions[fn].n_nodes + 1;
         ok = (y->steps = al_array(a, nn, sizeof(plan_step))) && (y->step_of = al_array(a, nn, sizeof(int32_t))) &&
-             (y->arena_offset = al_array(a, nt, sizeof(size_t)));
+             (y->arena_offset = al_array(a, nt, sizeof(size_t))) &&
+             (!x->n_cross || (y->cross = al_array(a, (size_t)x->n_cross, sizeof(int32_t))));
         if (!ok) break;
+        if (x->n_cross) memcpy(y->cross, x->cross, (size_t)x->n_cross * sizeof(int32_t));
+        y->n_cross = x->n_cross;
+        y->logits_batched = x->logits_batched;
         memcpy(y->arena_offset, x->arena_offset, (nt - 1) * sizeof(size_t));
         memcpy(y->steps, x->steps, (size_t)x->n_steps * sizeof(plan_step));
         memcpy(y->step_of, x->step_of, nn * sizeof(int32_t));

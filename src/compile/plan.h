@@ -141,6 +141,14 @@ typedef struct plan_step {
                                CONV_STEP), or -1 */
     int32_t operand[PLAN_N_ROLES]; /* by role: CONV_STEP all five; a VIEW of a state: STATE (the view) */
     bool silu;              /* CONV_STEP: SILU applied to the convolution (its OUT is the SILU's) */
+    int32_t layer;          /* the layer of its first IR node (g_node.layer, -1: none): slm_session_decode_batch
+                               runs consecutive per-session steps of one layer as one job */
+    int32_t cross;          /* a per-session step of a function with batched steps: its arena crossings are
+                               plan_fn_exec.cross[cross, cross + n_cross_in) (root tensors it reads that batched
+                               steps make, or the token input: copied from the batch arena into each session's
+                               before it runs) and the n_cross_out after them (root tensors it makes that
+                               batched steps read: copied back after it); 0 and 0 for every other step */
+    int32_t n_cross_in, n_cross_out;
 } plan_step;
 
 typedef struct plan_fn_exec {
@@ -149,6 +157,9 @@ typedef struct plan_fn_exec {
     int32_t *step_of;       /* (n_nodes of the function) the step each position belongs to */
     size_t arena_bytes;     /* activation arena of a call over the plan's tokens for this function */
     size_t *arena_offset;   /* (legal->n_tensors) each tensor's offset in that arena, or MEMPLAN_NONE */
+    int32_t n_cross;        /* the arena crossings of its per-session steps (plan_step.cross), when some step is */
+    int32_t *cross;         /* batched; 0 and NULL otherwise */
+    bool logits_batched;    /* its logits are made by a batched step (they live in the batch arena) */
 } plan_fn_exec;
 
 /* ---- the accept plan: rebuilding states after a partial accept (compile/accept.c) ----------------

@@ -2,7 +2,7 @@
  * strings through a buffer into a temporary file beside the destination, published whole or not
  * at all. The file appears at path only after gguf_writer_commit (fsync, then a no-replace link or
  * a rename); every failure, including a full disk or RLIMIT_FSIZE (EFBIG: the caller must ignore
- * SIGXFSZ), removes the temporary file. Does not know the GGUF structure (quantize.c lays it out). */
+ * SIGXFSZ), removes the temporary file. Does not know the GGUF structure (convert/write.c lays it out). */
 #ifndef SLM_FORMAT_GGUF_WRITE_H
 #define SLM_FORMAT_GGUF_WRITE_H
 

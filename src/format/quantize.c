@@ -1,40 +1,25 @@
-/* quantize.c — slm_quantize: GGUF in, GGUF out with weights quantised (docs/quantize.md).
- * The tensor type of each weight follows llama-quantize (llama.cpp src/llama-quant.cpp:
+/* quantize.c — the quantisation rules of slm_quantize (docs/quantize.md), below the files that use
+ * them (convert/quantize.c and convert/hf.c write files; model/model.c quantises on load). The
+ * tensor type of each weight follows llama-quantize (llama.cpp src/llama-quant.cpp:
  * tensor_allows_quantization, llama_tensor_get_type_impl for the mixes, tensor_type_fallback for
  * rows that are not a whole number of blocks). Tensors are visited in llama.cpp's order (layer,
  * then name), which is also the order the layer counters of the mix rules count in and the order
- * of the output file. One tensor at a time: its rows are split over n_threads, converted to f32
- * (F32/F16/BF16 sources; quantised ones only on the way to a float type) and quantised by
- * base/quant.c, and the tensor is written before the next
- * one is touched. slm_quantize goes through each tensor in slices of rows of at most SLICE_BYTES
- * (source or result, whichever is larger; one row at least): a slice is quantised, written, and its
- * source pages dropped before the next, so the resident set stays near two slices whatever the
- * tensor sizes. The output is written by format/gguf_write.c
- * (temporary file, published whole). Metadata is copied byte for byte except
- * general.quantization_version and general.file_type, which are set as llama-quantize sets them.
- * A Hugging Face folder as input goes to slm_convert (model/convert.c), which plans with
- * quantize_plan and quantises with quantize_tensor as if from the folder's f32 conversion. */
+ * of the output file. A tensor's rows are split over n_threads, converted to f32 (F32/F16/BF16
+ * sources; quantised ones only on the way to a float type) and quantised by base/quant.c. */
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/dtype.h"
 #include "base/err.h"
-#include "base/log.h"
 #include "base/params.h"
 #include "base/quant.h"
 #include "format/gguf.h"
-#include "format/gguf_write.h"
 #include "format/quantize.h"
-
-#define GGML_QNT_VERSION 2
-#define SLICE_BYTES ((uint64_t)16 << 20) /* rows per write: at most this much source or result */
 
 /* A target of slm_quantize: its llama_ftype id (general.file_type) and base tensor type. */
 typedef enum mix {
@@ -260,9 +245,8 @@ static void *run_job(void *arg) {
     return NULL;
 }
 
-/* Rows [row0, row1) of t (rows counted over ne[1..3]) as out_type into dst, over n_threads. */
-static slm_status quantize_rows(const gguf_tensor *t, int64_t row0, int64_t row1, uint32_t out_type, uint8_t *dst,
-                                int n_threads, const slm_allocator *a, slm_err *e) {
+slm_status quantize_rows(const gguf_tensor *t, int64_t row0, int64_t row1, uint32_t out_type, uint8_t *dst,
+                         int n_threads, const slm_allocator *a, slm_err *e) {
     const int64_t n_rows = row1 - row0;
     uint64_t in_rb = 0, out_rb = 0;
     dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
@@ -309,8 +293,6 @@ slm_status quantize_tensor(const gguf_tensor *t, uint32_t out_type, uint8_t *dst
                            const slm_allocator *a, slm_err *e) {
     return quantize_rows(t, 0, t->ne[1] * t->ne[2] * t->ne[3], out_type, dst, n_threads, a, e);
 }
-
-/* ---- the file ------------------------------------------------------------------------------ */
 
 SLM_API slm_quantize_params slm_quantize_params_default(void) {
     slm_quantize_params p;
@@ -361,21 +343,6 @@ static slm_status check_tensor(const gguf_tensor *t, uint32_t out, slm_err *e) {
     return SLM_OK;
 }
 
-static bool is_replaced_key(const char *k) {
-    return strcmp(k, "general.quantization_version") == 0 || strcmp(k, "general.file_type") == 0;
-}
-
-static slm_status write_kv_u32(gguf_writer *w, const char *key, uint32_t v, slm_err *e) {
-    gguf_writer_str(w, key, strlen(key), e);
-    gguf_writer_u32(w, 4 /* GGUF_UINT32 */, e);
-    return gguf_writer_u32(w, v, e);
-}
-
-static const char *short_name(uint32_t t) {
-    const dtype_traits *tr = dtype_traits_of(t);
-    return tr ? tr->name : "?";
-}
-
 slm_status quantize_check_type(const char *type, const slm_quantize_params *p, slm_err *e) {
     uint32_t t;
     slm_status st;
@@ -418,152 +385,4 @@ bool quantize_tensor_bytes(const gguf_tensor *t, uint32_t type, uint64_t *bytes)
     *bytes = 0;
     return dtype_row_bytes(type, (uint64_t)t->ne[0], &rb) && u64_mul_ok((uint64_t)t->ne[1], (uint64_t)t->ne[2], &rows) &&
            u64_mul_ok(rows, (uint64_t)t->ne[3], &rows) && u64_mul_ok(rb, rows, bytes) && *bytes <= SIZE_MAX / 2;
-}
-
-/* Rows of t per slice: SLICE_BYTES of source or of result as type, whichever is reached first;
- * one row at least. */
-static uint64_t slice_rows(const gguf_tensor *t, uint32_t type) {
-    uint64_t in_rb = 0, out_rb = 0;
-    dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
-    dtype_row_bytes(type, (uint64_t)t->ne[0], &out_rb);
-    uint64_t rb = in_rb > out_rb ? in_rb : out_rb, rows = SLICE_BYTES / (rb ? rb : 1);
-    return rows ? rows : 1;
-}
-
-/* Writes t as type, a slice of rows at a time (copied when type is t's own), dropping each slice's
- * source pages once written; buf holds one slice's result. */
-static slm_status write_tensor(gguf_writer *w, const fmap *map, const gguf_tensor *t, uint32_t type, uint8_t *buf,
-                               int n_threads, const slm_allocator *a, slm_err *e) {
-    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3], step = (int64_t)slice_rows(t, type);
-    uint64_t in_rb = 0, out_rb = 0;
-    dtype_row_bytes(t->type, (uint64_t)t->ne[0], &in_rb);
-    dtype_row_bytes(type, (uint64_t)t->ne[0], &out_rb);
-    slm_status st = SLM_OK;
-    for (int64_t r0 = 0; r0 < n_rows && st == SLM_OK; r0 += step) {
-        const int64_t r1 = r0 + step < n_rows ? r0 + step : n_rows;
-        const uint8_t *src = t->data + (size_t)r0 * in_rb;
-        const size_t n_src = (size_t)(r1 - r0) * in_rb;
-        if (type == t->type) {
-            st = gguf_writer_bytes(w, src, n_src, e);
-        } else if ((st = quantize_rows(t, r0, r1, type, buf, n_threads, a, e)) == SLM_OK) {
-            st = gguf_writer_bytes(w, buf, (size_t)(r1 - r0) * out_rb, e);
-        }
-        fmap_release(map, src, n_src);
-    }
-    return st;
-}
-
-SLM_API slm_status slm_quantize(const char *in_path, const char *out_path, const char *type,
-                                const slm_quantize_params *params, char *err, size_t err_cap) {
-    slm_err e;
-    err_clear(&e);
-    slm_quantize_params p = slm_quantize_params_default();
-    params_read(&p, sizeof p, params);
-    const slm_allocator *a = &al_default;
-    slm_logger log = {p.log_fn, p.log_user_data};
-    gguf_file g;
-    memset(&g, 0, sizeof g);
-    gguf_writer w;
-    memset(&w, 0, sizeof w);
-    w.fd = -1;
-    const gguf_tensor **order = NULL;
-    uint32_t *types = NULL, file_type = 0;
-    uint8_t *buf = NULL;
-    slm_status st = SLM_OK;
-
-    if (!in_path || !out_path || !type) {
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_quantize: NULL argument");
-        goto done;
-    }
-    /* the names first, so a typo is reported before the file is read */
-    if ((st = quantize_check_type(type, &p, &e)) != SLM_OK) goto done;
-    struct stat sb;
-    if (stat(in_path, &sb) == 0 && S_ISDIR(sb.st_mode)) return slm_convert(in_path, out_path, type, &p, err, err_cap);
-    if ((st = gguf_open(&g, in_path, a, &e)) != SLM_OK) goto done;
-    if (g.n_tensors == 0) {
-        st = err_set(&e, SLM_ERR_FORMAT, "%s holds no tensors", in_path);
-        goto done;
-    }
-    int n_threads = p.n_threads > 0 ? p.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_threads < 1) n_threads = 1;
-
-    order = al_array(a, (size_t)g.n_tensors, sizeof *order);
-    types = al_array(a, (size_t)g.n_tensors, sizeof *types);
-    if (!order || !types) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    char arch[64] = "", key[128];
-    gguf_str arch_str = {0};
-    int64_t n_layer = 0, n_expert = 0;
-    if (gguf_get_str(&g, "general.architecture", &arch_str, NULL) == SLM_OK && arch_str.len < sizeof arch) {
-        snprintf(arch, sizeof arch, "%.*s", (int)arch_str.len, arch_str.ptr);
-        snprintf(key, sizeof key, "%s.block_count", arch);
-        if (gguf_get_i64(&g, key, &n_layer, NULL) != SLM_OK) n_layer = 0;
-        snprintf(key, sizeof key, "%s.expert_count", arch);
-        if (gguf_get_i64(&g, key, &n_expert, NULL) != SLM_OK) n_expert = 0;
-    }
-    if ((st = quantize_plan(type, &p, arch, n_layer, n_expert, g.tensors, g.n_tensors, order, types, &file_type, &e)) !=
-        SLM_OK)
-        goto done;
-    size_t max_out = 0;
-    for (uint64_t i = 0; i < g.n_tensors; i++) {
-        if (types[i] == order[i]->type) continue;
-        uint64_t rows = slice_rows(order[i], types[i]), out_rb = 0;
-        dtype_row_bytes(types[i], (uint64_t)order[i]->ne[0], &out_rb);
-        if (rows * out_rb > max_out) max_out = (size_t)(rows * out_rb);
-    }
-
-    if ((st = gguf_writer_open(&w, out_path, p.force, a, &e)) != SLM_OK) goto done;
-    /* header: magic, version 3, counts */
-    uint64_t n_kv = 2;
-    for (uint64_t i = 0; i < g.n_kv; i++) n_kv += !is_replaced_key(g.kv[i].key);
-    gguf_writer_bytes(&w, "GGUF", 4, &e);
-    gguf_writer_u32(&w, 3, &e);
-    gguf_writer_u64(&w, g.n_tensors, &e);
-    gguf_writer_u64(&w, n_kv, &e);
-    for (uint64_t i = 0; i < g.n_kv; i++) {
-        uint64_t end = i + 1 < g.n_kv ? g.kv[i + 1].offset : g.tensors[0].info_offset;
-        if (!is_replaced_key(g.kv[i].key))
-            gguf_writer_bytes(&w, g.map.data + g.kv[i].offset, (size_t)(end - g.kv[i].offset), &e);
-    }
-    write_kv_u32(&w, "general.quantization_version", GGML_QNT_VERSION, &e);
-    write_kv_u32(&w, "general.file_type", file_type, &e);
-    /* tensor infos, data offsets aligned */
-    uint64_t off = 0;
-    for (uint64_t i = 0; i < g.n_tensors; i++) {
-        const gguf_tensor *t = order[i];
-        uint64_t bytes = 0;
-        quantize_tensor_bytes(t, types[i], &bytes);
-        gguf_writer_str(&w, t->name, strlen(t->name), &e);
-        gguf_writer_u32(&w, t->n_dims, &e);
-        for (uint32_t d = 0; d < t->n_dims; d++) gguf_writer_u64(&w, (uint64_t)t->ne[d], &e);
-        gguf_writer_u32(&w, types[i], &e);
-        gguf_writer_u64(&w, off, &e);
-        off += bytes + (g.alignment - bytes % g.alignment) % g.alignment;
-    }
-    if ((st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK) goto done;
-
-    if (max_out > 0 && !(buf = al_malloc_large(a, max_out))) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory (%zu bytes for one slice of rows)", max_out);
-        goto done;
-    }
-    for (uint64_t i = 0; i < g.n_tensors; i++) {
-        const gguf_tensor *t = order[i];
-        if ((st = write_tensor(&w, &g.map, t, types[i], buf, n_threads, a, &e)) != SLM_OK ||
-            (st = gguf_writer_pad(&w, g.alignment, &e)) != SLM_OK)
-            goto done;
-        log_msg(&log, SLM_LOG_INFO, "[%4llu/%4llu] %-40s %-5s -> %s", (unsigned long long)i + 1,
-                (unsigned long long)g.n_tensors, t->name, short_name(t->type), short_name(types[i]));
-    }
-    st = gguf_writer_commit(&w, &e);
-done:
-    if (st != SLM_OK) gguf_writer_abort(&w);
-    if (buf) al_free_aligned(a, buf);
-    al_free(a, order);
-    al_free(a, types);
-    gguf_close(&g);
-    if (st != SLM_OK) err_copy_out(&e, err, err_cap);
-    else if (err && err_cap) err[0] = '\0';
-    return st;
 }

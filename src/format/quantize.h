@@ -1,6 +1,6 @@
-/* quantize.h — the pieces of slm_quantize (quantize.c) that loading with a quantisation type
- * reuses (model/model.c): which type each tensor gets, and the threaded quantisation of one
- * tensor. Tensors are described as gguf_tensor (name, type, ne, data); docs/quantize.md has the
+/* quantize.h — the quantisation rules of slm_quantize (quantize.c): which type each tensor gets,
+ * and the threaded quantisation of rows; the conversion layer (convert/) writes files with them and
+ * loading with a quantisation type (model/model.c) uses them in memory. Tensors are described as gguf_tensor (name, type, ne, data); docs/quantize.md has the
  * rules. */
 #ifndef SLM_FORMAT_QUANTIZE_H
 #define SLM_FORMAT_QUANTIZE_H
@@ -25,6 +25,10 @@ slm_status quantize_plan(const char *type, const slm_quantize_params *p, const c
                          uint32_t *types, uint32_t *file_type, slm_err *e);
 /* Bytes of t's elements as type; false on overflow or rows that are not whole blocks. */
 bool quantize_tensor_bytes(const gguf_tensor *t, uint32_t type, uint64_t *bytes);
+/* Rows [row0, row1) of t (rows counted over ne[1..3]) as out_type into dst, over n_threads, the
+ * caller's among them (as quantize_tensor). */
+slm_status quantize_rows(const gguf_tensor *t, int64_t row0, int64_t row1, uint32_t out_type, uint8_t *dst,
+                         int n_threads, const slm_allocator *a, slm_err *e);
 /* Quantises all rows of t (F32/F16/BF16, or any dequantisable type when out_type is a float type)
  * into dst (quantize_tensor_bytes) with n_threads threads,
  * the caller's among them. SLM_ERR_FORMAT naming the tensor and row for a non-finite value. */

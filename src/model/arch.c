@@ -709,4 +709,12 @@ const arch_def *arch_find_hf(const char *model_type) {
     return NULL;
 }
 
-const char *arch_supported_list(void) { return "llama, qwen3, lfm2, qwen35, gemma3"; }
+void arch_supported_list(char *out, size_t cap) {
+    size_t n = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; arch_table[i] && n < cap; i++) {
+        int k = snprintf(out + n, cap - n, "%s%s", i ? ", " : "", arch_table[i]->name);
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+}

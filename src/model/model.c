@@ -77,8 +77,11 @@ static slm_status load_gguf(slm_model *m, slm_err *e) {
     char name[64];
     snprintf(name, sizeof name, "%.*s", arch.len < 63 ? (int)arch.len : 63, arch.ptr);
     m->arch = arch_find(name);
-    if (!m->arch)
-        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", name, arch_supported_list());
+    if (!m->arch) {
+        char supported[256];
+        arch_supported_list(supported, sizeof supported);
+        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", name, supported);
+    }
     gguf_str gname;
     if (gguf_get_str(&m->gguf, "general.name", &gname, e) == SLM_OK &&
         !(m->name = al_strndup(&m->alloc, gname.ptr, (size_t)gname.len)))
@@ -150,9 +153,11 @@ static slm_status load_hf(slm_model *m, slm_err *e) {
     if (st == SLM_ERR_NOT_FOUND) return err_set(e, SLM_ERR_FORMAT, "config.json: missing \"model_type\"");
     if (st) return st;
     m->arch = arch_find_hf(model_type);
-    if (!m->arch)
-        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", model_type,
-                       arch_supported_list());
+    if (!m->arch) {
+        char supported[256];
+        arch_supported_list(supported, sizeof supported);
+        return err_set(e, SLM_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)", model_type, supported);
+    }
     const char *slash = strrchr(m->path, '/');
     if (!(m->name = al_strdup(&m->alloc, slash && slash[1] ? slash + 1 : m->path)))
         return err_set(e, SLM_ERR_NOMEM, "out of memory");

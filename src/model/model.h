@@ -82,8 +82,8 @@ struct arch_def {
 extern const arch_def *const arch_table[];
 const arch_def *arch_find(const char *gguf_arch);
 const arch_def *arch_find_hf(const char *model_type);
-/* "llama, qwen3, lfm2, qwen35" (static). */
-const char *arch_supported_list(void);
+/* The names of arch_table, ", "-separated ("llama, qwen3, ..."), into out (cut to cap). */
+void arch_supported_list(char *out, size_t cap);
 
 /* ---- states a session of this model holds (model/states.c) ---------------------------------
  * One source of truth for `statelm info` and the program builders. Order: by layer; attention

@@ -9,7 +9,8 @@
  * Both memory plans come from the same steps, so a tensor may live in either arena anywhere in its
  * lifetime: before a per-session step, the columns of its inputs made by batched steps are copied
  * into each session's arena; after it, the outputs that batched steps read are copied back into
- * their columns. Column j of a batched step depends on column j of its inputs alone and the
+ * their columns. Which tensors cross, and the layer of every step, the plan records when it is
+ * lowered (plan_step.cross, .layer; compile/lower.c): nothing here reads the IR's nodes. Column j of a batched step depends on column j of its inputs alone and the
  * kernels give every column the same bits whatever the count (batch invariance), so each session
  * gets the bits slm_session_decode gives it.
  * With B >= 2 sessions and at least as many as the lead's threads, a per-session step runs as one
@@ -105,12 +106,6 @@ static void run_session_steps(void *ctx, int64_t task, int32_t thread) {
     s->be = own;
 }
 
-/* The tensor a view stands for (views follow their source). */
-static int32_t root_of(const g_program *p, int32_t t) {
-    while (p->tensors[t].storage == G_VIEW) t = p->tensors[t].src;
-    return t;
-}
-
 /* Binds the leading session's batch arena for a call over n columns. */
 static slm_status bind_batch(slm_session *s, int32_t fn, int32_t n) {
     g_program *p = s->prog;
@@ -133,25 +128,19 @@ static slm_status bind_batch(slm_session *s, int32_t fn, int32_t n) {
     return SLM_OK;
 }
 
-/* Copies column i of every root tensor of step ps marked in which[] between the batch arena of
- * lead and the arena of s (to_session: batch -> session). Tensors without bytes in both arenas
+/* Copies column i of the arena crossings of step ps (plan_step.cross: its inputs from the batch
+ * arena of lead into the arena of s, or its outputs back). Tensors without bytes in both arenas
  * (direct_write values, values inside fused steps) are skipped. */
-static void copy_columns(slm_session *lead, slm_session *s, int32_t fn, const plan_step *ps, const uint8_t *which,
-                         bool inputs, int32_t i) {
+static void copy_columns(slm_session *lead, slm_session *s, int32_t fn, const plan_step *ps, bool inputs, int32_t i) {
     const g_program *p = s->prog;
-    const g_function *f = &p->functions[fn];
-    for (int32_t k = 0; k < ps->n_nodes; k++) {
-        const g_node *nd = &p->nodes[f->nodes[ps->nodes[k]]];
-        int n_t = inputs ? nd->n_in : nd->n_out;
-        for (int j = 0; j < n_t; j++) {
-            int32_t t = root_of(p, inputs ? nd->in[j] : nd->out[j]);
-            if (!which[t] || lead->batch_plan.offset[t] == MEMPLAN_NONE || s->plans[fn].offset[t] == MEMPLAN_NONE)
-                continue;
-            size_t col = memplan_tensor_bytes(&p->tensors[t], 1);
-            uint8_t *b = (uint8_t *)lead->batch_ptr[t] + (size_t)i * col, *own = s->tensor_ptr[t];
-            if (inputs) memcpy(own, b, col);
-            else memcpy(b, own, col);
-        }
+    const int32_t *cross = s->plan->exec[fn].cross + ps->cross + (inputs ? 0 : ps->n_cross_in);
+    for (int32_t k = 0; k < (inputs ? ps->n_cross_in : ps->n_cross_out); k++) {
+        int32_t t = cross[k];
+        if (lead->batch_plan.offset[t] == MEMPLAN_NONE || s->plans[fn].offset[t] == MEMPLAN_NONE) continue;
+        size_t col = memplan_tensor_bytes(&p->tensors[t], 1);
+        uint8_t *b = (uint8_t *)lead->batch_ptr[t] + (size_t)i * col, *own = s->tensor_ptr[t];
+        if (inputs) memcpy(own, b, col);
+        else memcpy(b, own, col);
     }
 }
 
@@ -204,7 +193,6 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
     for (size_t i = 0; logits && i < n; i++) logits[i] = NULL;
     for (size_t i = 0; sessions && i < n; i++)
         if (sessions[i]) err_clear(&sessions[i]->err);
-    uint8_t *made = NULL, *read = NULL;
     slm_status *status = NULL; /* (n) per-session steps as tasks of one job; NULL: one after another */
     slm_status st = check_batch(sessions, tokens, n, &e);
     if (st) goto done;
@@ -213,23 +201,6 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
     const int32_t fn = lead->fn_verify, n_cols = (int32_t)n;
     const g_function *f = &p->functions[fn];
     const plan_fn_exec *x = &lead->plan->exec[fn];
-    /* made[t]: root t is produced by a batched step (or is the token input): its columns live in
-     * the batch arena; read[t]: a batched step reads root t */
-    if (!(made = al_calloc(&lead->alloc, 2 * (size_t)p->n_tensors + 1, 1))) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    read = made + p->n_tensors;
-    made[f->tokens] = 1;
-    for (int32_t i = 0; i < x->n_steps; i++) {
-        const plan_step *ps = &x->steps[i];
-        if (!ps->batched) continue;
-        for (int32_t k = 0; k < ps->n_nodes; k++) {
-            const g_node *nd = &p->nodes[f->nodes[ps->nodes[k]]];
-            for (int j = 0; j < nd->n_in; j++) read[root_of(p, nd->in[j])] = 1;
-            for (int j = 0; j < nd->n_out; j++) made[root_of(p, nd->out[j])] = 1;
-        }
-    }
     if ((st = bind_batch(lead, fn, n_cols))) {
         err_set(&e, st, "%s", lead->err.msg);
         goto done;
@@ -255,7 +226,7 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
     int32_t last_layer = -2;
     for (int32_t i = 0; i < x->n_steps && !st; i++) {
         const plan_step *ps = &x->steps[i];
-        int32_t layer = p->nodes[f->nodes[ps->nodes[0]]].layer;
+        int32_t layer = ps->layer;
         if (layer != last_layer) {
             last_layer = layer;
             if (any_abort(sessions, n)) {
@@ -273,11 +244,9 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
             continue;
         }
         int32_t end = i + 1;
-        while (status && end < x->n_steps && !x->steps[end].batched &&
-               p->nodes[f->nodes[x->steps[end].nodes[0]]].layer == layer)
-            end++;
+        while (status && end < x->n_steps && !x->steps[end].batched && x->steps[end].layer == layer) end++;
         for (int32_t k = i; k < end; k++)
-            for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, &x->steps[k], made, true, (int32_t)b);
+            for (size_t b = 0; b < n; b++) copy_columns(lead, sessions[b], fn, &x->steps[k], true, (int32_t)b);
         if (status) {
             for (int32_t k = i; k < end; k++)
                 for (size_t b = 0; b < n; b++)
@@ -301,14 +270,14 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
         }
         for (int32_t k = i; k < end; k++)
             for (size_t b = 0; b < n && !st; b++)
-                copy_columns(lead, sessions[b], fn, &x->steps[k], read, false, (int32_t)b);
+                copy_columns(lead, sessions[b], fn, &x->steps[k], false, (int32_t)b);
         i = end - 1;
     }
     for (size_t b = 0; b < n; b++) sess_states_finish(sessions[b], st == SLM_OK);
     if (st) goto done;
     for (size_t b = 0; b < n; b++) {
         slm_session *s = sessions[b];
-        const float *row = made[f->logits] ? (const float *)lead->batch_ptr[f->logits] + b * (size_t)s->n_vocab
+        const float *row = x->logits_batched ? (const float *)lead->batch_ptr[f->logits] + b * (size_t)s->n_vocab
                                            : (const float *)sess_tensor_data(s, f->logits);
         memcpy(s->logits, row, (size_t)s->n_vocab * sizeof(float));
         s->history[s->pos++] = tokens[b];
@@ -317,7 +286,6 @@ SLM_API slm_status slm_session_decode_batch(slm_session *const *sessions, const 
         if (logits) logits[b] = s->logits;
     }
 done:
-    if (made) al_free(&sessions[0]->alloc, made);
     if (status) al_free(&sessions[0]->alloc, status);
     if (st) {
         for (size_t b = 0; sessions && b < n; b++)

@@ -7,20 +7,22 @@
 #include <string.h>
 
 #include "base/params.h"
+#include "model/model.h"
 #include "serve/engine.h"
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
 static void request_free(request *r) {
+    const slm_allocator *a = r->a;
     for (int32_t i = 0; i < SLM_ENGINE_MAX_N; i++) {
-        free(r->choices[i].text.v);
-        free(r->choices[i].lps);
-        free(r->choices[i].ids);
+        buf_free(&r->choices[i].text);
+        al_free(a, r->choices[i].lps);
+        al_free(a, r->choices[i].ids);
     }
-    for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
-    free((void *)(uintptr_t)r->sp.logit_bias);
-    free(r->prompt);
-    free(r);
+    for (int32_t i = 0; i < r->n_stops; i++) al_free(a, r->stops[i]);
+    al_free(a, (void *)(uintptr_t)r->sp.logit_bias);
+    al_free(a, r->prompt);
+    al_free(a, r);
 }
 
 void eng_request_unref(request *r) {
@@ -67,7 +69,7 @@ void eng_send_choice(request *r, int32_t ci, size_t n_stable) {
     ev.kind = SLM_ENGINE_EVENT_CHOICE;
     ev.request = r->id;
     ev.choice = ci;
-    ev.text = c->text.v ? c->text.v : "";
+    ev.text = c->text.p ? c->text.p : "";
     ev.n_text = c->text.n;
     ev.n_stable = n_stable;
     ev.ids = c->ids;
@@ -293,18 +295,20 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "ignore_eos cannot be combined with a grammar");
     if (q->grammar && !grammar_vocab(e))
         return refuse(err, err_cap, SLM_ERR_NOMEM, "cannot build the vocabulary's trie for the grammar");
-    request *r = calloc(1, sizeof *r);
+    request *r = al_calloc(e->a, 1, sizeof *r);
     if (!r) return refuse(err, err_cap, SLM_ERR_NOMEM, "out of memory");
+    r->a = e->a;
+    for (int32_t i = 0; i < SLM_ENGINE_MAX_N; i++) r->choices[i].text = buf_make(e->a);
     r->sp = q->sampler;
     r->sp.logit_bias = NULL;
-    bool ok = (r->prompt = malloc(q->n_ids * sizeof *r->prompt)) != NULL;
+    bool ok = (r->prompt = al_array(e->a, q->n_ids, sizeof *r->prompt)) != NULL;
     if (ok && q->sampler.n_logit_bias) {
-        slm_logit_bias *lb = malloc((size_t)q->sampler.n_logit_bias * sizeof *lb);
+        slm_logit_bias *lb = al_array(e->a, (size_t)q->sampler.n_logit_bias, sizeof *lb);
         if ((ok = lb != NULL)) memcpy(lb, q->sampler.logit_bias, (size_t)q->sampler.n_logit_bias * sizeof *lb);
         r->sp.logit_bias = lb;
     }
     for (int32_t i = 0; ok && i < q->n_stops; i++)
-        if (q->stops[i] && q->stops[i][0]) ok = (r->stops[r->n_stops++] = strdup(q->stops[i])) != NULL;
+        if (q->stops[i] && q->stops[i][0]) ok = (r->stops[r->n_stops++] = al_strdup(e->a, q->stops[i])) != NULL;
     if (!ok) {
         request_free(r);
         return refuse(err, err_cap, SLM_ERR_NOMEM, "out of memory");
@@ -395,8 +399,10 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "lookup and draft_model exclude each other");
     const slm_tokenizer *tok = slm_model_tokenizer(model);
     if (!tok) return refuse(err, err_cap, SLM_ERR_UNSUPPORTED, "the model has no tokenizer");
-    slm_engine *e = calloc(1, sizeof *e);
+    const slm_allocator *a = &model->alloc;
+    slm_engine *e = al_calloc(a, 1, sizeof *e);
     if (!e) return refuse(err, err_cap, SLM_ERR_NOMEM, "out of memory");
+    e->a = a;
     e->p = p;
     e->m = model;
     e->tok = tok;
@@ -406,11 +412,11 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     pthread_cond_init(&e->wake, NULL);
     e->n_forks = p.n_slots * (SLM_ENGINE_MAX_N - 1);
     int32_t n_all = p.n_slots + e->n_forks;
-    e->slots = calloc((size_t)p.n_slots, sizeof *e->slots);
-    e->forks = calloc((size_t)e->n_forks, sizeof *e->forks);
-    e->all = malloc((size_t)n_all * sizeof *e->all);
-    e->dec = malloc((size_t)n_all * sizeof *e->dec);
-    if (p.state_dir) e->state_dir = strdup(p.state_dir);
+    e->slots = al_calloc(a, (size_t)p.n_slots, sizeof *e->slots);
+    e->forks = al_calloc(a, (size_t)e->n_forks, sizeof *e->forks);
+    e->all = al_array(a, (size_t)n_all, sizeof *e->all);
+    e->dec = al_array(a, (size_t)n_all, sizeof *e->dec);
+    if (p.state_dir) e->state_dir = al_strdup(a, p.state_dir);
     e->p.state_dir = e->state_dir;
     slm_status s = SLM_OK;
     if (!e->slots || !e->forks || !e->all || !e->dec || (p.state_dir && !e->state_dir))
@@ -456,20 +462,20 @@ SLM_API void slm_engine_free(slm_engine *e) {
     if (!e) return;
     if (e->n_ctx) slm_engine_stop(e); /* created whole: e->all is filled */
     while (e->n_cache) eng_cache_remove(e, e->n_cache - 1, true);
-    free(e->cache);
+    al_free(e->a, e->cache);
     for (int32_t i = 0; e->slots && i < e->p.n_slots; i++) {
         slm_session_destroy(e->slots[i].s);
         slm_session_destroy(e->slots[i].draft);
     }
     for (int32_t i = 0; e->forks && i < e->n_forks; i++) slm_session_destroy(e->forks[i].draft);
-    free(e->slots);
-    free(e->forks);
-    free(e->all);
-    free(e->dec);
-    free(e->state_dir);
+    al_free(e->a, e->slots);
+    al_free(e->a, e->forks);
+    al_free(e->a, e->all);
+    al_free(e->a, e->dec);
+    al_free(e->a, e->state_dir);
     slm_grammar_vocab_destroy(e->gvocab);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->gvocab_mu);
     pthread_mutex_destroy(&e->mu);
-    free(e);
+    al_free(e->a, e);
 }

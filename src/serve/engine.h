@@ -6,6 +6,9 @@
  *   stream.c  a generation on one session: prefill chunks, forks for n > 1, sampling under the
  *             sampler and constraint, stop strings, speculation, and the batched decode step.
  *
+ * Memory: everything the engine allocates goes through the model's allocator (e->a, base/alloc.h),
+ * as its sessions' allocations do.
+ *
  * Ownership and locking: e->mu guards the queue, the list of live requests, every request's
  * `cancelled` flag, e->stopping and the counters. Everything else — sessions, streams, samplers,
  * the cache, a request's choices and refs once it left the queue — belongs to the stepping thread
@@ -30,20 +33,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/alloc.h"
+#include "base/buf.h"
 #include "statelm_engine.h"
 
 #define CHUNK 64 /* prefill tokens per step */
 #define MAX_STATE_FILES 256
 
-/* Growable text, NUL-terminated when non-empty. */
-typedef struct textbuf {
-    char *v;
-    size_t n, cap;
-} textbuf;
-
 /* One choice of a request, as generated so far. */
 typedef struct choice {
-    textbuf text;             /* generated text, cut at a stop string */
+    buf text;                 /* generated text, cut at a stop string */
     slm_engine_logprob *lps;  /* (n_tokens) when logprobs were asked for */
     size_t n_tokens;
     int32_t *ids;             /* (n_ids) */
@@ -54,6 +53,7 @@ typedef struct choice {
 
 /* A submitted request: what was asked (copied), its choices, and how it ended. */
 typedef struct request {
+    const slm_allocator *a; /* the engine's: everything the request owns */
     uint64_t id;
     int refs;
     int32_t *prompt;
@@ -108,6 +108,7 @@ typedef struct cached_state {
 
 /* The engine: slots and forks, the kept states, the queue; see the top of this file for who owns what. */
 struct slm_engine {
+    const slm_allocator *a; /* the model's: every allocation of the engine goes through it */
     slm_engine_params p;
     char *state_dir;
     const slm_model *m;

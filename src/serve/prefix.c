@@ -31,8 +31,8 @@ size_t eng_common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t n
 
 /* ---- state cache ----------------------------------------------------------------------------- */
 
-static void state_path(const slm_engine *e, uint64_t hash, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/%016llx.slmstate", e->state_dir, (unsigned long long)hash);
+static void state_path(const slm_engine *e, uint64_t hash, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%016llx.slmstate", e->state_dir, (unsigned long long)hash);
 }
 
 /* Drops entry i; its state file too unless keep_file (files outlive the engine). */
@@ -46,7 +46,7 @@ void eng_cache_remove(slm_engine *e, size_t i, bool keep_file) {
         state_path(e, c->hash, path, sizeof path);
         unlink(path);
     }
-    free(c->hist);
+    al_free(e->a, c->hist);
     e->cache[i] = e->cache[--e->n_cache];
 }
 
@@ -89,7 +89,9 @@ static void cache_spill(slm_engine *e, size_t i) {
 static bool cache_reserve(slm_engine *e) {
     if (e->n_cache < e->cap_cache) return true;
     size_t cap = e->cap_cache ? e->cap_cache * 2 : 16;
-    cached_state *v = realloc(e->cache, cap * sizeof *v);
+    size_t new_bytes;
+    if (!size_mul_ok(cap, sizeof(cached_state), &new_bytes)) return false;
+    cached_state *v = al_realloc(e->a, e->cache, e->cap_cache * sizeof(cached_state), new_bytes);
     if (!v) return false;
     e->cache = v;
     e->cap_cache = cap;
@@ -110,9 +112,9 @@ static void cache_keep(slm_engine *e, slm_session *s) {
         }
     if (!cache_reserve(e)) return;
     cached_state c = {0};
-    c.hist = malloc(n_hist * sizeof *c.hist);
+    c.hist = al_array(e->a, n_hist, sizeof *c.hist);
     if (!c.hist || slm_session_snapshot(s, &c.snap) != SLM_OK) {
-        free(c.hist);
+        al_free(e->a, c.hist);
         return;
     }
     memcpy(c.hist, hist, n_hist * sizeof *c.hist);
@@ -154,7 +156,7 @@ void eng_index_state_dir(slm_engine *e, slm_session *s) {
             continue;
         if (!cache_reserve(e)) break;
         cached_state c = {0};
-        if (!(c.hist = malloc(n_hist * sizeof *c.hist))) break;
+        if (!(c.hist = al_array(e->a, n_hist, sizeof *c.hist))) break;
         memcpy(c.hist, hist, n_hist * sizeof *c.hist);
         c.n_hist = n_hist;
         c.hash = h;

@@ -15,31 +15,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static bool tb_add(textbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *v = realloc(b->v, cap);
-        if (!v) return false;
-        b->v = v;
-        b->cap = cap;
-    }
-    memcpy(b->v + b->n, s, n);
-    b->n += n;
-    b->v[b->n] = '\0';
-    return true;
-}
-
 /* ---- stop strings ---------------------------------------------------------------------------- */
 
 /* Position of the first stop string in text that ends at or after `from`, or -1. */
-static long find_stop(const request *r, const textbuf *t, size_t from) {
+static long find_stop(const request *r, const buf *t, size_t from) {
     long best = -1;
     for (int32_t i = 0; i < r->n_stops; i++) {
         size_t ls = strlen(r->stops[i]);
         size_t start = from >= ls ? from - ls + 1 : 0;
         for (size_t p = start; p + ls <= t->n; p++)
-            if (!memcmp(t->v + p, r->stops[i], ls)) {
+            if (!memcmp(t->p + p, r->stops[i], ls)) {
                 if (best < 0 || (long)p < best) best = (long)p;
                 break;
             }
@@ -48,12 +33,12 @@ static long find_stop(const request *r, const textbuf *t, size_t from) {
 }
 
 /* Bytes at the end of text that could begin a stop string. */
-static size_t stop_holdback(const request *r, const textbuf *t) {
+static size_t stop_holdback(const request *r, const buf *t) {
     size_t hold = 0;
     for (int32_t i = 0; i < r->n_stops; i++) {
         size_t ls = strlen(r->stops[i]);
         for (size_t k = ls - 1; k > hold; k--)
-            if (k <= t->n && !memcmp(t->v + t->n - k, r->stops[i], k)) {
+            if (k <= t->n && !memcmp(t->p + t->n - k, r->stops[i], k)) {
                 hold = k;
                 break;
             }
@@ -72,7 +57,7 @@ void eng_stream_end(slm_engine *e, stream *st) {
     slm_sampler_destroy(st->smp);
     slm_constraint_destroy(st->con);
     slm_detokenizer_destroy(st->dt);
-    free(st->own_logits);
+    al_free(e->a, st->own_logits);
     if (st->own_session) slm_session_destroy(st->s);
     st->smp = NULL;
     st->con = NULL;
@@ -153,7 +138,7 @@ void eng_fork_choices(slm_engine *e, stream *slot) {
             break;
         }
         f->own_session = true;
-        f->own_logits = malloc((size_t)e->n_vocab * sizeof *f->own_logits);
+        f->own_logits = al_array(e->a, (size_t)e->n_vocab, sizeof *f->own_logits);
         if (!eng_stream_begin(e, f, r, ci) || !f->own_logits) {
             eng_stream_end(e, f);
             ok = false;
@@ -205,7 +190,8 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
         finish = SLM_ENGINE_FINISH_STOP;
     } else {
         if (r->logprobs) {
-            slm_engine_logprob *v = realloc(c->lps, (c->n_tokens + 1) * sizeof *v);
+            slm_engine_logprob *v =
+                al_realloc(e->a, c->lps, c->n_tokens * sizeof *v, (c->n_tokens + 1) * sizeof *v);
             if (v) {
                 c->lps = v;
                 top_logprobs(st->logits, e->n_vocab, id, r->top_logprobs, &v[c->n_tokens]);
@@ -213,29 +199,31 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
                 ok = false;
             }
         }
-        if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) n_piece = 0;
+        if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) ok = false; /* out of memory */
         st->n_gen++;
         if (st->con && slm_constraint_done(st->con)) finish = SLM_ENGINE_FINISH_STOP; /* only the end may follow */
         else if (st->n_gen >= r->max_tokens || pos >= e->n_ctx) finish = SLM_ENGINE_FINISH_LENGTH;
         size_t old = c->text.n;
-        ok = ok && tb_add(&c->text, piece ? piece : "", n_piece);
-        if (finish && slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK)
-            ok = ok && tb_add(&c->text, tail, n_tail);
+        if (ok) buf_put(&c->text, piece ? piece : "", n_piece);
+        if (ok && finish) {
+            if (slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK) buf_put(&c->text, tail, n_tail);
+            else ok = false;
+        }
+        ok = ok && !c->text.oom;
         c->n_tokens++;
-        if (c->n_ids == c->cap_ids) {
+        if (c->n_ids == c->cap_ids && !c->ids_cut) { /* once cut, the ids stay a prefix of the tokens */
             size_t cap = c->cap_ids ? 2 * c->cap_ids : 64;
-            int32_t *v = realloc(c->ids, cap * sizeof *v);
+            int32_t *v = al_realloc(e->a, c->ids, c->cap_ids * sizeof *v, cap * sizeof *v);
             if (v) {
                 c->ids = v;
                 c->cap_ids = cap;
             }
         }
-        if (c->n_ids < c->cap_ids) c->ids[c->n_ids++] = id;
+        if (c->n_ids < c->cap_ids && !c->ids_cut) c->ids[c->n_ids++] = id;
         else c->ids_cut = true; /* out of memory: the ids no longer spell the text */
-        long at = r->n_stops && c->text.v ? find_stop(r, &c->text, old) : -1;
+        long at = r->n_stops && c->text.p ? find_stop(r, &c->text, old) : -1;
         if (at >= 0) {
-            c->text.n = (size_t)at;
-            c->text.v[at] = '\0';
+            buf_truncate(&c->text, (size_t)at);
             c->ids_cut = true;
             finish = SLM_ENGINE_FINISH_STOP;
         }
@@ -361,9 +349,9 @@ void eng_decode_all(slm_engine *e, stream **v, int32_t n) {
     double t0 = now_s();
     bool batched = false;
     if (n > 1) {
-        slm_session **sess = malloc((size_t)n * sizeof *sess);
-        const float **lg = malloc((size_t)n * sizeof *lg);
-        int32_t *tok = malloc((size_t)n * sizeof *tok);
+        slm_session **sess = al_array(e->a, (size_t)n, sizeof *sess);
+        const float **lg = al_array(e->a, (size_t)n, sizeof *lg);
+        int32_t *tok = al_array(e->a, (size_t)n, sizeof *tok);
         if (sess && lg && tok) {
             for (int32_t i = 0; i < n; i++) {
                 sess[i] = v[i]->s;
@@ -376,9 +364,9 @@ void eng_decode_all(slm_engine *e, stream **v, int32_t n) {
                     v[i]->next_id = -1;
                 }
         }
-        free(sess);
-        free(lg);
-        free(tok);
+        al_free(e->a, sess);
+        al_free(e->a, lg);
+        al_free(e->a, tok);
     }
     if (!batched)
         for (int32_t i = 0; i < n; i++) decode_one(e, v[i]);

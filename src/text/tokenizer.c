@@ -12,6 +12,7 @@
 #include <string.h>
 #include <uninorm.h>
 
+#include "base/buf.h"
 #include "base/utf8.h"
 #include "text/tok_impl.h"
 
@@ -446,44 +447,32 @@ static slm_status nfc_normalize(const slm_allocator *a, const char *s, size_t n,
     for (size_t i = 0; i < n; i++)
         if ((uint8_t)s[i] >= 0xCC) { need = true; break; }
     if (!need) return SLM_OK;
-    size_t cap = n + 16, len = 0;
-    char *out = al_malloc(a, cap);
-    if (!out) return SLM_ERR_NOMEM;
+    buf out = buf_make(a);
+    buf_reserve(&out, n + 16);
     size_t i = 0;
-    while (i < n) {
+    while (i < n && !out.oom) {
         size_t j = i;
         while (j < n) {
             size_t l = utf8_decode((const uint8_t *)s + j, n - j, NULL);
             if (l == 0) break;
             j += l;
         }
-        const char *piece = s + i;
-        size_t plen = j - i;
-        uint8_t *norm = NULL;
-        size_t nlen = 0;
-        if (plen) {
-            norm = u8_normalize(UNINORM_NFC, (const uint8_t *)piece, plen, NULL, &nlen);
-            if (!norm) { al_free(a, out); return SLM_ERR_NOMEM; }
-            piece = (const char *)norm;
-            plen = nlen;
+        if (j > i) {
+            size_t nlen = 0;
+            uint8_t *norm = u8_normalize(UNINORM_NFC, (const uint8_t *)s + i, j - i, NULL, &nlen);
+            if (!norm) {
+                buf_free(&out);
+                return SLM_ERR_NOMEM;
+            }
+            buf_put(&out, norm, nlen);
+            free(norm); /* libunistring allocates with malloc */
         }
-        size_t extra = plen + (j < n ? 1 : 0);
-        if (len + extra > cap) {
-            size_t ncap = (len + extra) * 2;
-            char *no = al_realloc(a, out, cap, ncap);
-            if (!no) { free(norm); al_free(a, out); return SLM_ERR_NOMEM; }
-            out = no;
-            cap = ncap;
-        }
-        memcpy(out + len, piece, plen);
-        len += plen;
-        free(norm); /* libunistring allocates with malloc */
-        if (j < n) out[len++] = s[j++]; /* an invalid byte, kept */
+        if (j < n) buf_putc(&out, s[j++]); /* an invalid byte, kept */
         i = j;
     }
-    *dst = out;
-    *dst_len = len;
-    return SLM_OK;
+    *dst_len = out.n;
+    *dst = buf_take(&out);
+    return *dst ? SLM_OK : SLM_ERR_NOMEM;
 }
 
 typedef struct enc_ctx {
@@ -654,23 +643,23 @@ SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *te
 }
 
 /* ---- decode ----------------------------------------------------------------------------------- */
-SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *buf, size_t cap,
+SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *dst, size_t cap,
                                              size_t *n_out) {
     if (n_out) *n_out = 0;
-    if (!tok || !n_out || (!buf && cap > 0)) return SLM_ERR_INVALID_ARG;
+    if (!tok || !n_out || (!dst && cap > 0)) return SLM_ERR_INVALID_ARG;
     if (id < 0 || id >= tok->n_vocab) return SLM_ERR_RANGE;
     const tok_token *k = &tok->tokens[id];
     *n_out = k->bytes_len;
-    if (buf) memcpy(buf, tok->pool + k->bytes_off, k->bytes_len < cap ? k->bytes_len : cap);
+    if (dst) memcpy(dst, tok->pool + k->bytes_off, k->bytes_len < cap ? k->bytes_len : cap);
     return k->bytes_len > cap ? SLM_ERR_RANGE : SLM_OK;
 }
 
 static bool skipped_type(uint8_t type) { return type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN; }
 
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
-                                        bool render_special, char *buf, size_t cap, size_t *n_out) {
+                                        bool render_special, char *dst, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
-    if (!tok || !n_out || (!ids && n_ids > 0) || (!buf && cap > 0)) return SLM_ERR_INVALID_ARG;
+    if (!tok || !n_out || (!ids && n_ids > 0) || (!dst && cap > 0)) return SLM_ERR_INVALID_ARG;
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= tok->n_vocab) return SLM_ERR_RANGE;
     size_t total = 0;
@@ -686,7 +675,7 @@ SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t 
             l--;
         }
         if (!skipped_type(k->type)) first = false;
-        if (total < cap) memcpy(buf + total, b, cap - total < l ? cap - total : l);
+        if (total < cap) memcpy(dst + total, b, cap - total < l ? cap - total : l);
         total += l;
     }
     *n_out = total;
@@ -695,13 +684,12 @@ SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t 
 
 /* ---- streaming detokenizer ---------------------------------------------------------------------- */
 /* Invariants: 1. pend[0, n_pend) is a valid but incomplete UTF-8 prefix (n_pend <= 3).
- * 2. out[0, out_len) is the text returned by the last push/flush, borrowed by the caller. */
+ * 2. out.p[0, out.n) is the text returned by the last push/flush, borrowed by the caller. */
 struct slm_detokenizer {
     const slm_tokenizer *tok;
     uint8_t pend[4];
     size_t n_pend;
-    char *out;
-    size_t out_len, out_cap;
+    buf out;
     bool first;
 };
 
@@ -711,6 +699,7 @@ SLM_API slm_status slm_detokenizer_create(const slm_tokenizer *tok, slm_detokeni
     slm_detokenizer *d = al_calloc(&tok->alloc, 1, sizeof *d);
     if (!d) return SLM_ERR_NOMEM;
     d->tok = tok;
+    d->out = buf_make(&tok->alloc);
     d->first = true;
     *out = d;
     return SLM_OK;
@@ -719,7 +708,7 @@ SLM_API slm_status slm_detokenizer_create(const slm_tokenizer *tok, slm_detokeni
 SLM_API void slm_detokenizer_destroy(slm_detokenizer *d) {
     if (!d) return;
     const slm_allocator a = d->tok->alloc;
-    al_free(&a, d->out);
+    buf_free(&d->out);
     al_free(&a, d);
 }
 
@@ -742,35 +731,25 @@ static size_t valid_prefix(const uint8_t *s, size_t n, size_t *need) {
     return k;
 }
 
-static slm_status out_reserve(slm_detokenizer *d, size_t extra) {
-    size_t need;
-    if (!size_add_ok(d->out_len, extra, &need)) return SLM_ERR_NOMEM;
-    if (need <= d->out_cap) return SLM_OK;
-    size_t cap = d->out_cap ? d->out_cap : 64;
-    while (cap < need) cap *= 2;
-    char *no = al_realloc(&d->tok->alloc, d->out, d->out_cap, cap);
-    if (!no) return SLM_ERR_NOMEM;
-    d->out = no;
-    d->out_cap = cap;
-    return SLM_OK;
-}
-
 /* Moves complete characters of pend + s[0, n) into out; keeps a trailing incomplete sequence in
  * pend unless final (then it becomes U+FFFD). Maximal invalid subparts become one U+FFFD each. */
 static slm_status detok_feed(slm_detokenizer *d, const uint8_t *s, size_t n, bool final) {
-    uint8_t buf[64];
+    uint8_t small[64];
     size_t total = d->n_pend + n;
-    uint8_t *w = total <= sizeof buf ? buf : al_malloc(&d->tok->alloc, total);
+    uint8_t *w = total <= sizeof small ? small : al_malloc(&d->tok->alloc, total);
     if (!w) return SLM_ERR_NOMEM;
     memcpy(w, d->pend, d->n_pend);
     if (n) memcpy(w + d->n_pend, s, n);
     d->n_pend = 0;
-    slm_status st = out_reserve(d, total * 3 + 3);
+    slm_status st = SLM_OK;
+    if (!buf_reserve(&d->out, total * 3 + 3)) { /* each byte becomes at most U+FFFD */
+        buf_free(&d->out); /* not sticky: the next push starts afresh */
+        st = SLM_ERR_NOMEM;
+    }
     for (size_t i = 0; i < total && st == SLM_OK;) {
         size_t l = utf8_decode(w + i, total - i, NULL);
         if (l > 0) {
-            memcpy(d->out + d->out_len, w + i, l);
-            d->out_len += l;
+            buf_put(&d->out, w + i, l);
             i += l;
             continue;
         }
@@ -780,11 +759,10 @@ static slm_status detok_feed(slm_detokenizer *d, const uint8_t *s, size_t n, boo
             d->n_pend = p;
             break;
         }
-        memcpy(d->out + d->out_len, "\xEF\xBF\xBD", 3);
-        d->out_len += 3;
+        buf_put(&d->out, "\xEF\xBF\xBD", 3);
         i += p ? p : 1;
     }
-    if (w != buf) al_free(&d->tok->alloc, w);
+    if (w != small) al_free(&d->tok->alloc, w);
     return st;
 }
 
@@ -794,7 +772,7 @@ SLM_API slm_status slm_detokenizer_push(slm_detokenizer *d, int32_t id, const ch
     if (!d || !text || !len) return SLM_ERR_INVALID_ARG;
     const slm_tokenizer *t = d->tok;
     if (id < 0 || id >= t->n_vocab) return SLM_ERR_RANGE;
-    d->out_len = 0;
+    buf_truncate(&d->out, 0);
     const tok_token *k = &t->tokens[id];
     if (skipped_type(k->type)) return SLM_OK;
     const uint8_t *b = (const uint8_t *)t->pool + k->bytes_off;
@@ -806,8 +784,8 @@ SLM_API slm_status slm_detokenizer_push(slm_detokenizer *d, int32_t id, const ch
     d->first = false;
     slm_status st = detok_feed(d, b, l, false);
     if (st != SLM_OK) return st;
-    *text = d->out ? d->out : "";
-    *len = d->out_len;
+    *text = d->out.p ? d->out.p : "";
+    *len = d->out.n;
     return SLM_OK;
 }
 
@@ -815,11 +793,11 @@ SLM_API slm_status slm_detokenizer_flush(slm_detokenizer *d, const char **text, 
     if (text) *text = "";
     if (len) *len = 0;
     if (!d || !text || !len) return SLM_ERR_INVALID_ARG;
-    d->out_len = 0;
+    buf_truncate(&d->out, 0);
     slm_status st = detok_feed(d, NULL, 0, true);
     if (st != SLM_OK) return st;
-    *text = d->out ? d->out : "";
-    *len = d->out_len;
+    *text = d->out.p ? d->out.p : "";
+    *len = d->out.n;
     return SLM_OK;
 }
 

@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import threading
-import time
 
 import openai
 
@@ -35,7 +34,8 @@ class Server:
         self.p = subprocess.Popen([statelm, "serve", "-m", self.model_path, "--port", "0", "-t", "1", *args],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.err = bytearray()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drainer = threading.Thread(target=self._drain, daemon=True)
+        self.drainer.start()
         line = []
         reader = threading.Thread(target=lambda: line.append(self.p.stdout.readline()), daemon=True)
         reader.start()
@@ -68,7 +68,7 @@ class Server:
                 self.kill()
                 check(False, f"{what}: the server did not exit within 30 s of SIGTERM")
                 return
-        time.sleep(0.2)  # the drain thread reads the last of stderr
+        self.drainer.join(30)  # stderr is at its end once the server exited: the drain thread has read it all
         err = bytes(self.err).decode(errors="replace")
         check(self.p.returncode == 0, f"{what}: exit status {self.p.returncode} after SIGTERM; stderr {err[-800:]}")
         check("Sanitizer" not in err and "runtime error" not in err, f"{what}: sanitizer report: {err[-1500:]}")

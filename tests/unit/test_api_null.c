@@ -1,8 +1,8 @@
-/* test_api_null.c — the NULL policy of statelm.h: every public function called with NULL handles
- * (and NULL out-params where they are required) returns the documented value instead of crashing,
- * and clears the out-params it was given. To keep it complete, `every_function_is_covered` reads
- * include/statelm.h and this file and fails when a function declared SLM_API is never called here:
- * a new public function needs its NULL case below. */
+/* test_api_null.c — the NULL policy of the public headers (statelm.h, statelm_engine.h): every
+ * public function called with NULL handles (and NULL out-params where they are required) returns
+ * the documented value instead of crashing, and clears the out-params it was given. To keep it
+ * complete, `every_function_is_covered` reads both headers and this file and fails when a function
+ * declared SLM_API is never called here: a new public function needs its NULL case below. */
 #include "testutil.h"
 
 #include <ctype.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "statelm.h"
+#include "statelm_engine.h"
 
 #define NULL_MSG "invalid argument: NULL handle"
 
@@ -405,6 +406,37 @@ static void plan_null(void **unused) {
     assert_int_equal(slm_convert("hf_dir", NULL, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
 }
 
+static void engine_null(void **unused) {
+    (void)unused;
+    assert_int_equal(slm_engine_params_default().size, sizeof(slm_engine_params));
+    assert_int_equal(slm_engine_request_default().size, sizeof(slm_engine_request));
+    char err[128] = "";
+    slm_engine *e = (slm_engine *)1;
+    assert_int_equal(slm_engine_create(NULL, NULL, &e, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(e);
+    assert_true(err[0] != '\0');
+    assert_int_equal(slm_engine_create(NULL, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_engine_free(NULL);
+    assert_int_equal(slm_engine_n_ctx(NULL), 0);
+    slm_engine_request q = slm_engine_request_default();
+    uint64_t id = 7;
+    err[0] = '\0';
+    assert_int_equal(slm_engine_submit(NULL, &q, &id, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_true(err[0] != '\0');
+    assert_int_equal(slm_engine_submit(NULL, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_cancel(NULL, 1), SLM_ERR_INVALID_ARG);
+    int32_t pending = 5;
+    assert_int_equal(slm_engine_step(NULL, &pending), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_step(NULL, NULL), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_start(NULL), SLM_ERR_INVALID_ARG);
+    slm_engine_stop(NULL);
+    slm_engine_stats st;
+    memset(&st, 0xAB, sizeof st);
+    slm_engine_get_stats(NULL, &st);
+    assert_true(st.n_submitted == 0 && st.n_slots == 0 && st.decode_seconds == 0.0);
+    slm_engine_get_stats(NULL, NULL);
+}
+
 /* With real handles, the required out-params of the status calls are checked too. */
 static void null_out_params(void **unused) {
     (void)unused;
@@ -439,39 +471,62 @@ static void null_out_params(void **unused) {
     assert_int_not_equal(slm_plan_export(pl, NULL, NULL), SLM_OK);
     assert_int_not_equal(slm_plan_export(pl, "never-written.mlpackage", NULL), SLM_OK);
     assert_true(slm_plan_errmsg(pl)[0] != '\0');
+    /* the engine: a model, but NULL out, request or id */
+    assert_int_equal(slm_engine_create(m, NULL, NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
+    slm_engine_params ep = slm_engine_params_default();
+    ep.n_slots = 1;
+    ep.session.n_ctx = 32;
+    slm_engine *e = NULL;
+    assert_int_equal(slm_engine_create(m, &ep, &e, err, sizeof err), SLM_OK);
+    uint64_t id = 7;
+    slm_engine_request q = slm_engine_request_default();
+    assert_int_equal(slm_engine_submit(e, NULL, &id, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_submit(e, &q, NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_submit(e, &q, &id, err, sizeof err), SLM_ERR_INVALID_ARG); /* no ids, no callback */
+    slm_engine_get_stats(e, NULL);
+    slm_engine_stats st;
+    slm_engine_get_stats(e, &st);
+    assert_true(st.n_submitted == 0 && st.n_slots == 1);
+    slm_engine_free(e);
     slm_plan_destroy(pl);
     slm_session_destroy(s);
     slm_model_destroy(m);
 }
 
-/* Every name declared SLM_API in statelm.h is called somewhere in this file. */
+/* Every name declared SLM_API in a public header is called somewhere in this file. */
 static void every_function_is_covered(void **unused) {
     (void)unused;
-    char hdr_path[1024];
-    snprintf(hdr_path, sizeof hdr_path, "%s/../../include/statelm.h", SLM_TEST_DATA_DIR);
-    size_t hn = 0, sn = 0;
-    char *hdr = (char *)tu_read_file(hdr_path, &hn);
+    static const char *const headers[] = {"statelm.h", "statelm_engine.h"};
+    size_t sn = 0;
     char *self = (char *)tu_read_file(__FILE__, &sn);
-    if (!hdr || !self) fail_msg("cannot read %s or %s", hdr_path, __FILE__);
-    int n_funcs = 0, missing = 0;
-    for (char *p = strstr(hdr, "\nSLM_API "); p; p = strstr(p + 1, "\nSLM_API ")) { /* declarations start lines */
-        char *paren = strchr(p, '(');
-        if (!paren) break;
-        char *end = paren;
-        char *start = end;
-        while (start > p && (isalnum((unsigned char)start[-1]) || start[-1] == '_')) start--;
-        char call[128];
-        snprintf(call, sizeof call, "%.*s(", (int)(end - start), start);
-        n_funcs++;
-        /* called: the name followed by '(' somewhere after this function's own text */
-        if (!strstr(strstr(self, "static void enums_and_names"), call)) {
-            fprintf(stderr, "no NULL test calls %s\n", call);
-            missing++;
+    if (!self) fail_msg("cannot read %s", __FILE__);
+    int n_funcs[2] = {0, 0}, missing = 0;
+    for (int h = 0; h < 2; h++) {
+        char hdr_path[1024];
+        snprintf(hdr_path, sizeof hdr_path, "%s/../../include/%s", SLM_TEST_DATA_DIR, headers[h]);
+        size_t hn = 0;
+        char *hdr = (char *)tu_read_file(hdr_path, &hn);
+        if (!hdr) fail_msg("cannot read %s", hdr_path);
+        for (char *p = strstr(hdr, "\nSLM_API "); p; p = strstr(p + 1, "\nSLM_API ")) { /* declarations start lines */
+            char *paren = strchr(p, '(');
+            if (!paren) break;
+            char *end = paren;
+            char *start = end;
+            while (start > p && (isalnum((unsigned char)start[-1]) || start[-1] == '_')) start--;
+            char call[128];
+            snprintf(call, sizeof call, "%.*s(", (int)(end - start), start);
+            n_funcs[h]++;
+            /* called: the name followed by '(' somewhere after this function's own text */
+            if (!strstr(strstr(self, "static void enums_and_names"), call)) {
+                fprintf(stderr, "no NULL test calls %s (%s)\n", call, headers[h]);
+                missing++;
+            }
         }
+        free(hdr);
     }
-    assert_true(n_funcs > 100);
+    assert_true(n_funcs[0] > 100);
+    assert_int_equal(n_funcs[1], 11); /* statelm_engine.h's slm_engine_* functions */
     assert_int_equal(missing, 0);
-    free(hdr);
     free(self);
 }
 
@@ -479,7 +534,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(enums_and_names), cmocka_unit_test(model_null),      cmocka_unit_test(tokenizer_null),
         cmocka_unit_test(session_null),    cmocka_unit_test(sampler_null),    cmocka_unit_test(plan_null),
-        cmocka_unit_test(null_out_params), cmocka_unit_test(grammar_null),    cmocka_unit_test(every_function_is_covered),
+        cmocka_unit_test(null_out_params), cmocka_unit_test(grammar_null),    cmocka_unit_test(engine_null),
+        cmocka_unit_test(every_function_is_covered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,10 +2,12 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/half.h"
 #include "base/reader.h"
@@ -69,9 +71,9 @@ static void utf8_rules(void **unused) {
     /* complete prefix: a 4-byte emoji cut after 2 bytes */
     assert_int_equal(utf8_complete_prefix(ok, 8), 6);
     assert_int_equal(utf8_complete_prefix(ok, 10), 10);
-    uint8_t buf[4];
-    assert_int_equal(utf8_encode(0x20AC, buf), 3);
-    assert_memory_equal(buf, "\xE2\x82\xAC", 3);
+    uint8_t enc[4];
+    assert_int_equal(utf8_encode(0x20AC, enc), 3);
+    assert_memory_equal(enc, "\xE2\x82\xAC", 3);
 }
 
 static void reader_bounds(void **unused) {
@@ -150,11 +152,175 @@ static void alloc_aligned(void **unused) {
     assert_null(al_malloc_aligned(&al_default, SIZE_MAX - 8));
 }
 
+/* The buffer's contents must equal what libc's snprintf (or a memcpy) builds; p[n] == '\0' always. */
+static void check_buf(const buf *b, const char *want, size_t n_want) {
+    assert_false(b->oom);
+    assert_int_equal(b->n, n_want);
+    assert_non_null(b->p);
+    assert_true(b->n < b->cap);
+    assert_memory_equal(b->p, want, n_want);
+    assert_int_equal(b->p[b->n], '\0');
+}
+
+static void buf_appends(void **unused) {
+    (void)unused;
+    tu_failing f = tu_failing_at(-1);
+    slm_allocator a = tu_failing_allocator(&f);
+    buf b = buf_make(&a);
+    assert_null(b.p);
+    buf_puts(&b, "ab");
+    buf_putc(&b, 'c');
+    buf_put(&b, "d\0e", 3); /* bytes, an embedded NUL included */
+    buf_put(&b, NULL, 0);
+    buf_puts(&b, "");
+    check_buf(&b, "abcd\0e", 6);
+    /* growth past the first block keeps every byte */
+    char want[5000];
+    memcpy(want, "abcd\0e", 6);
+    for (size_t i = 6; i < sizeof want; i++) {
+        char c = (char)('a' + i % 26);
+        buf_putc(&b, c);
+        want[i] = c;
+    }
+    check_buf(&b, want, sizeof want);
+    buf_free(&b);
+    assert_null(b.p);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(f.n_live, 0);
+    buf_free(&b); /* twice is harmless */
+    buf d = buf_make(NULL); /* malloc/free */
+    buf_puts(&d, "x");
+    check_buf(&d, "x", 1);
+    buf_free(&d);
+}
+
+static void buf_printf_growth(void **unused) {
+    (void)unused;
+    tu_failing f = tu_failing_at(-1);
+    slm_allocator a = tu_failing_allocator(&f);
+    buf b = buf_make(&a);
+    char want[4096], big[1200];
+    memset(big, 'q', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    int n = 0;
+    buf_printf(&b, "%d|%s|", 42, "short"); /* fits the 256-byte stack buffer */
+    n += snprintf(want + n, sizeof want - (size_t)n, "%d|%s|", 42, "short");
+    check_buf(&b, want, (size_t)n);
+    buf_printf(&b, "[%s]%x", big, 0xbeefu); /* 1205 bytes: formatted straight into the buffer */
+    n += snprintf(want + n, sizeof want - (size_t)n, "[%s]%x", big, 0xbeefu);
+    check_buf(&b, want, (size_t)n);
+    for (int len = 250; len <= 260; len++) { /* around the stack buffer's size */
+        buf_printf(&b, "%.*s%c", len, big, '!');
+        n += snprintf(want + n, sizeof want - (size_t)n, "%.*s%c", len, big, '!');
+        check_buf(&b, want, (size_t)n);
+    }
+    assert_true((size_t)n < sizeof want);
+    buf_free(&b);
+    assert_int_equal(f.n_live, 0);
+}
+
+static void buf_truncate_take(void **unused) {
+    (void)unused;
+    tu_failing f = tu_failing_at(-1);
+    slm_allocator a = tu_failing_allocator(&f);
+    buf b = buf_make(&a);
+    buf_truncate(&b, 0); /* empty: nothing to do */
+    assert_null(b.p);
+    buf_puts(&b, "hello, world");
+    buf_truncate(&b, 5);
+    check_buf(&b, "hello", 5);
+    buf_truncate(&b, 99); /* past the end: unchanged */
+    check_buf(&b, "hello", 5);
+    buf_puts(&b, "!");
+    check_buf(&b, "hello!", 6);
+    char *s = buf_take(&b);
+    assert_string_equal(s, "hello!");
+    assert_null(b.p);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(b.cap, 0);
+    al_free(&a, s);
+    char *e = buf_take(&b); /* an empty buffer hands out "" */
+    assert_non_null(e);
+    assert_string_equal(e, "");
+    al_free(&a, e);
+    buf_puts(&b, "again"); /* usable after take */
+    check_buf(&b, "again", 5);
+    buf_free(&b);
+    assert_int_equal(f.n_live, 0);
+}
+
+/* Fails allocation k = 0, 1, ... of a run that builds a 3 KiB text: from the failure on every append
+ * is a no-op although the allocator would succeed again (sticky), the contents never change after
+ * it, take returns NULL and frees everything; the run with no failure gives the whole text. */
+static void buf_oom_sticky(void **unused) {
+    (void)unused;
+    char line[64];
+    bool done = false;
+    for (long k = 0; k < 100 && !done; k++) {
+        tu_failing f = tu_failing_at(k);
+        slm_allocator a = tu_failing_allocator(&f);
+        buf b = buf_make(&a);
+        char want[4096];
+        size_t n = 0;
+        bool failed = false;
+        for (int i = 0; i < 100; i++) {
+            int len = snprintf(line, sizeof line, "line %d of the text;", i);
+            if (i % 3 == 0) buf_printf(&b, "line %d of the text;", i);
+            else buf_put(&b, line, (size_t)len);
+            if (!failed && b.oom) {
+                failed = true;
+                assert_int_equal(f.n_refused, 1);
+                assert_int_equal(f.n_alloc, k + 1);
+            }
+            if (!failed) {
+                memcpy(want + n, line, (size_t)len);
+                n += (size_t)len;
+                check_buf(&b, want, n);
+            } else {
+                assert_true(b.oom);
+                assert_true(b.n <= n); /* nothing appended after the failure */
+            }
+        }
+        buf_putc(&b, 'x');
+        if (failed) assert_false(buf_reserve(&b, 1));
+        char *s = buf_take(&b);
+        if (failed) {
+            assert_null(s);
+            assert_int_equal(f.n_alloc, k + 1); /* a sticky buffer asked for nothing after the failure */
+        } else {
+            want[n++] = 'x';
+            want[n] = '\0';
+            assert_non_null(s);
+            assert_string_equal(s, want);
+            al_free(&a, s);
+            done = true;
+        }
+        assert_null(b.p);
+        assert_false(b.oom); /* reusable */
+        assert_int_equal(f.n_live, 0);
+    }
+    assert_true(done);
+    /* a size that overflows fails without asking the allocator */
+    tu_failing f = tu_failing_at(-1);
+    slm_allocator a = tu_failing_allocator(&f);
+    buf b = buf_make(&a);
+    buf_puts(&b, "ab");
+    long n_alloc = f.n_alloc;
+    assert_false(buf_reserve(&b, SIZE_MAX));
+    assert_true(b.oom);
+    assert_int_equal(f.n_alloc, n_alloc);
+    buf_printf(&b, "%d", 1);
+    assert_null(buf_take(&b));
+    assert_int_equal(f.n_live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_names), cmocka_unit_test(err_keeps_innermost), cmocka_unit_test(half_conversions),
         cmocka_unit_test(utf8_rules),   cmocka_unit_test(reader_bounds),       cmocka_unit_test(alloc_overflow),
         cmocka_unit_test(alloc_aligned),
+        cmocka_unit_test(buf_appends),  cmocka_unit_test(buf_printf_growth),   cmocka_unit_test(buf_truncate_take),
+        cmocka_unit_test(buf_oom_sticky),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

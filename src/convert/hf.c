@@ -1,12 +1,12 @@
-/* convert.c — slm_convert: a Hugging Face folder to the GGUF llama.cpp's convert_hf_to_gguf.py
+/* hf.c — slm_convert: a Hugging Face folder to the GGUF llama.cpp's convert_hf_to_gguf.py
  * writes for it (docs/convert.md). The folder is loaded as slm_model_load loads it (tensor names
  * through the architecture table, layouts through hf_layout.c), so the file and the folder run the
  * same program on the same bytes. Metadata follows the converter: TextModel.set_gguf_parameters and
  * the per-architecture overrides (conversion/llama.py, qwen.py, lfm2.py, gemma.py), the tokenizer
  * keys of _set_vocab_gpt2 and gguf-py's SpecialVocab. Tensors are written one at a time in the
  * converter's order; a quantised outtype is the f32 conversion quantised with slm_quantize's rules
- * (quantize_plan), in the same pass. Output through format/gguf_write.c (temporary file, renamed
- * when complete). */
+ * (quantize_plan), in the same pass. Output through write.c (cv_write_gguf: temporary file,
+ * renamed when complete). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,77 +18,12 @@
 #include "base/dtype.h"
 #include "base/fmap.h"
 #include "base/params.h"
-#include "format/gguf_write.h"
+#include "convert/convert.h"
 #include "format/quantize.h"
 #include "model/model.h"
 #include "text/tok_impl.h"
 
 #define GGUF_ALIGNMENT 32
-#define GGML_QNT_VERSION 2
-
-/* ---- the metadata section, built in memory (the header needs the count first) -------------- */
-
-typedef struct kvbuf {
-    uint8_t *p;
-    size_t n, cap;
-    uint64_t count;
-    bool oom;
-} kvbuf;
-
-static void kb_bytes(kvbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void kb_u32(kvbuf *b, uint32_t v) { kb_bytes(b, &v, 4); } /* GGUF is little-endian, as are our targets */
-static void kb_str(kvbuf *b, const char *s, size_t len) {
-    uint64_t l = len;
-    kb_bytes(b, &l, 8);
-    kb_bytes(b, s, len);
-}
-static void kb_key(kvbuf *b, const char *key, gguf_vtype type) {
-    b->count++;
-    kb_str(b, key, strlen(key));
-    kb_u32(b, (uint32_t)type);
-}
-static void kv_u32(kvbuf *b, const char *key, uint32_t v) {
-    kb_key(b, key, GGUF_UINT32);
-    kb_u32(b, v);
-}
-static void kv_f32(kvbuf *b, const char *key, double v) {
-    float f = (float)v;
-    kb_key(b, key, GGUF_FLOAT32);
-    kb_bytes(b, &f, 4);
-}
-static void kv_bool(kvbuf *b, const char *key, bool v) {
-    uint8_t u = v;
-    kb_key(b, key, GGUF_BOOL);
-    kb_bytes(b, &u, 1);
-}
-static void kv_str(kvbuf *b, const char *key, const char *s) {
-    kb_key(b, key, GGUF_STRING);
-    kb_str(b, s, strlen(s));
-}
-static void kv_arr_head(kvbuf *b, const char *key, gguf_vtype elem, uint64_t n) {
-    kb_key(b, key, GGUF_ARRAY);
-    kb_u32(b, (uint32_t)elem);
-    kb_bytes(b, &n, 8);
-}
-static void kv_arr_i32(kvbuf *b, const char *key, const int32_t *v, uint64_t n) {
-    kv_arr_head(b, key, GGUF_INT32, n);
-    kb_bytes(b, v, (size_t)n * 4);
-}
 
 /* "{arch}.suffix" */
 static const char *akey(const slm_model *m, const char *suffix) {
@@ -137,27 +72,27 @@ static int64_t lfm2_effective_ff(const cJSON *c) {
 }
 
 /* TextModel.set_gguf_parameters and the overrides of the five architectures. */
-static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, slm_err *e) {
+static slm_status model_keys(const slm_model *m, cv_kv *b, uint32_t file_type, slm_err *e) {
     const cJSON *c = m->hf.text;
     const char *arch = m->arch->name;
     const bool gemma3 = !strcmp(arch, "gemma3"), lfm2 = !strcmp(arch, "lfm2"), qwen35 = !strcmp(arch, "qwen35");
     int64_t v, n_embd = m->hp.n_embd, n_head = m->hp.n_head, head_dim = 0;
     double f;
-    kv_u32(b, akey(m, "block_count"), (uint32_t)m->hp.n_layer);
-    if (cfg_int(c, "max_position_embeddings", &v)) kv_u32(b, akey(m, "context_length"), (uint32_t)v);
-    else if (gemma3) kv_u32(b, akey(m, "context_length"), 131072);
-    kv_u32(b, akey(m, "embedding_length"), (uint32_t)n_embd);
-    if (lfm2) kv_u32(b, akey(m, "feed_forward_length"), (uint32_t)lfm2_effective_ff(c));
-    else if (cfg_int(c, "intermediate_size", &v)) kv_u32(b, akey(m, "feed_forward_length"), (uint32_t)v);
-    kv_u32(b, akey(m, "attention.head_count"), (uint32_t)n_head);
+    cv_kv_u32(b, akey(m, "block_count"), (uint32_t)m->hp.n_layer);
+    if (cfg_int(c, "max_position_embeddings", &v)) cv_kv_u32(b, akey(m, "context_length"), (uint32_t)v);
+    else if (gemma3) cv_kv_u32(b, akey(m, "context_length"), 131072);
+    cv_kv_u32(b, akey(m, "embedding_length"), (uint32_t)n_embd);
+    if (lfm2) cv_kv_u32(b, akey(m, "feed_forward_length"), (uint32_t)lfm2_effective_ff(c));
+    else if (cfg_int(c, "intermediate_size", &v)) cv_kv_u32(b, akey(m, "feed_forward_length"), (uint32_t)v);
+    cv_kv_u32(b, akey(m, "attention.head_count"), (uint32_t)n_head);
     if (lfm2) {
         int32_t kv[MDL_MAX_LAYERS];
         for (int32_t il = 0; il < m->hp.n_layer; il++) kv[il] = m->hp.layer_kind[il] == SLM_LAYER_CONV ? 0 : m->hp.n_head_kv;
-        kv_arr_i32(b, akey(m, "attention.head_count_kv"), kv, (uint64_t)m->hp.n_layer);
+        cv_kv_arr_i32(b, akey(m, "attention.head_count_kv"), kv, (uint64_t)m->hp.n_layer);
     } else if (cfg_int(c, "num_key_value_heads", &v)) {
-        kv_u32(b, akey(m, "attention.head_count_kv"), (uint32_t)v);
+        cv_kv_u32(b, akey(m, "attention.head_count_kv"), (uint32_t)v);
     } else if (gemma3) {
-        kv_u32(b, akey(m, "attention.head_count_kv"), 4);
+        cv_kv_u32(b, akey(m, "attention.head_count_kv"), 4);
     }
     const cJSON *rp = rope_params(c), *rp_full = cfg_obj(rp, "full_attention"), *rp_swa = cfg_obj(rp, "sliding_attention");
     if (!rp_full) rp_full = rp;
@@ -165,8 +100,8 @@ static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, s
     if (hf_get_str(rp_full, "rope_type", &rope_type, NULL) == SLM_OK && strcmp(rope_type, "default") != 0) {
         if (strcmp(rope_type, "linear") != 0 || !cfg_num(rp_full, "factor", &f))
             return err_set(e, SLM_ERR_UNSUPPORTED, "config.json: rope_type \"%s\" is not supported", rope_type);
-        kv_str(b, akey(m, "rope.scaling.type"), "linear");
-        kv_f32(b, akey(m, "rope.scaling.factor"), f);
+        cv_kv_str(b, akey(m, "rope.scaling.type"), "linear");
+        cv_kv_f32(b, akey(m, "rope.scaling.factor"), f);
     }
     const cJSON *sections = NULL;
     if (hf_get_array(rp, "mrope_section", &sections, NULL) == SLM_OK) {
@@ -176,54 +111,54 @@ static slm_status model_keys(const slm_model *m, kvbuf *b, uint32_t file_type, s
             if (!cJSON_IsNumber(it)) return err_set(e, SLM_ERR_FORMAT, "config.json: mrope_section[%d] is not a number", i);
             s[i] = (int32_t)it->valuedouble;
         }
-        kv_arr_i32(b, akey(m, "rope.dimension_sections"), s, 4);
+        cv_kv_arr_i32(b, akey(m, "rope.dimension_sections"), s, 4);
     }
-    if (cfg_num(rp_full, "rope_theta", &f) || cfg_num(c, "rope_theta", &f)) kv_f32(b, akey(m, "rope.freq_base"), f);
-    else if (gemma3) kv_f32(b, akey(m, "rope.freq_base"), 1000000.0);
+    if (cfg_num(rp_full, "rope_theta", &f) || cfg_num(c, "rope_theta", &f)) cv_kv_f32(b, akey(m, "rope.freq_base"), f);
+    else if (gemma3) cv_kv_f32(b, akey(m, "rope.freq_base"), 1000000.0);
     /* without per-layer-type rope parameters, the converter takes the local base from the top level */
     if (cfg_num(rp_swa, "rope_theta", &f) || (!rp_swa && rp_full == rp && cfg_num(c, "rope_local_base_freq", &f)))
-        kv_f32(b, akey(m, "rope.freq_base_swa"), f);
-    if (cfg_num(c, lfm2 ? "norm_eps" : "rms_norm_eps", &f)) kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), f);
-    else if (gemma3) kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), 1e-6);
+        cv_kv_f32(b, akey(m, "rope.freq_base_swa"), f);
+    if (cfg_num(c, lfm2 ? "norm_eps" : "rms_norm_eps", &f)) cv_kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), f);
+    else if (gemma3) cv_kv_f32(b, akey(m, "attention.layer_norm_rms_epsilon"), 1e-6);
     if (cfg_int(c, "head_dim", &head_dim) || gemma3) {
         if (!head_dim) head_dim = 256;
-        kv_u32(b, akey(m, "attention.key_length"), (uint32_t)head_dim);
-        kv_u32(b, akey(m, "attention.value_length"), (uint32_t)head_dim);
+        cv_kv_u32(b, akey(m, "attention.key_length"), (uint32_t)head_dim);
+        cv_kv_u32(b, akey(m, "attention.value_length"), (uint32_t)head_dim);
     }
-    kv_u32(b, "general.file_type", file_type);
+    cv_kv_u32(b, "general.file_type", file_type);
     if (!strcmp(arch, "llama") || lfm2) {
         int64_t vocab = 0;
         if (!cfg_int(c, "vocab_size", &vocab)) vocab = m->hp.n_vocab;
-        kv_u32(b, akey(m, "vocab_size"), (uint32_t)vocab);
+        cv_kv_u32(b, akey(m, "vocab_size"), (uint32_t)vocab);
     }
-    if (!strcmp(arch, "llama")) kv_u32(b, akey(m, "rope.dimension_count"), (uint32_t)(head_dim ? head_dim : n_embd / n_head));
-    if (lfm2 && cfg_int(c, "conv_L_cache", &v)) kv_u32(b, akey(m, "shortconv.l_cache"), (uint32_t)v);
+    if (!strcmp(arch, "llama")) cv_kv_u32(b, akey(m, "rope.dimension_count"), (uint32_t)(head_dim ? head_dim : n_embd / n_head));
+    if (lfm2 && cfg_int(c, "conv_L_cache", &v)) cv_kv_u32(b, akey(m, "shortconv.l_cache"), (uint32_t)v);
     if (qwen35) {
         const mdl_hparams *hp = &m->hp;
         int64_t interval = 4;
         double partial = 0.25;
-        kv_u32(b, akey(m, "ssm.conv_kernel"), (uint32_t)hp->ssm_conv_kernel);
-        kv_u32(b, akey(m, "ssm.state_size"), (uint32_t)hp->ssm_head_k_dim);
-        kv_u32(b, akey(m, "ssm.group_count"), (uint32_t)hp->ssm_n_k_heads);
-        kv_u32(b, akey(m, "ssm.time_step_rank"), (uint32_t)hp->ssm_n_v_heads);
-        kv_u32(b, akey(m, "ssm.inner_size"), (uint32_t)(hp->ssm_head_v_dim * hp->ssm_n_v_heads));
+        cv_kv_u32(b, akey(m, "ssm.conv_kernel"), (uint32_t)hp->ssm_conv_kernel);
+        cv_kv_u32(b, akey(m, "ssm.state_size"), (uint32_t)hp->ssm_head_k_dim);
+        cv_kv_u32(b, akey(m, "ssm.group_count"), (uint32_t)hp->ssm_n_k_heads);
+        cv_kv_u32(b, akey(m, "ssm.time_step_rank"), (uint32_t)hp->ssm_n_v_heads);
+        cv_kv_u32(b, akey(m, "ssm.inner_size"), (uint32_t)(hp->ssm_head_v_dim * hp->ssm_n_v_heads));
         const cJSON *layer_types = NULL;
         if (hf_get_array(c, "layer_types", &layer_types, NULL) == SLM_OK) { /* Qwen3NextModel: per layer */
-            kv_arr_head(b, akey(m, "attention.recurrent_layers"), GGUF_BOOL, (uint64_t)hp->n_layer);
+            cv_kv_arr_head(b, akey(m, "attention.recurrent_layers"), GGUF_BOOL, (uint64_t)hp->n_layer);
             for (int32_t il = 0; il < hp->n_layer; il++) {
                 uint8_t recurrent = hp->layer_kind[il] == SLM_LAYER_LINEAR_ATTENTION;
-                kb_bytes(b, &recurrent, 1);
+                cv_put(b, &recurrent, 1);
             }
         }
         cfg_int(c, "full_attention_interval", &interval);
-        kv_u32(b, akey(m, "full_attention_interval"), (uint32_t)interval);
+        cv_kv_u32(b, akey(m, "full_attention_interval"), (uint32_t)interval);
         if (!cfg_num(rp, "partial_rotary_factor", &partial)) cfg_num(c, "partial_rotary_factor", &partial);
-        kv_u32(b, akey(m, "rope.dimension_count"), (uint32_t)((double)(head_dim ? head_dim : n_embd / n_head) * partial));
+        cv_kv_u32(b, akey(m, "rope.dimension_count"), (uint32_t)((double)(head_dim ? head_dim : n_embd / n_head) * partial));
     }
     if (gemma3) {
-        if (cfg_num(c, "final_logit_softcapping", &f) && f != 0) kv_f32(b, akey(m, "final_logit_softcapping"), f);
+        if (cfg_num(c, "final_logit_softcapping", &f) && f != 0) cv_kv_f32(b, akey(m, "final_logit_softcapping"), f);
         if (!(cfg_int(c, "sliding_window_pattern", &v) && v == 1) && cfg_int(c, "sliding_window", &v))
-            kv_u32(b, akey(m, "attention.sliding_window"), (uint32_t)v);
+            cv_kv_u32(b, akey(m, "attention.sliding_window"), (uint32_t)v);
     }
     return SLM_OK;
 }
@@ -366,12 +301,12 @@ static void special_ids(special_vocab *sv, const cJSON *tj, const cJSON *cfg, co
 /* The chat template as SpecialVocab reads it: tokenizer_config.json's chat_template (a string, or
  * a list of {name, template}: "default" becomes tokenizer.chat_template, the others
  * tokenizer.chat_template.NAME plus the tokenizer.chat_templates list), else chat_template.jinja. */
-static slm_status chat_template_keys(const slm_model *m, kvbuf *b, slm_err *e) {
+static slm_status chat_template_keys(const slm_model *m, cv_kv *b, slm_err *e) {
     const cJSON *cfg = m->hf.tok_config;
     if (!cfg) return SLM_OK;
     const cJSON *ct = member(cfg, "chat_template");
     if (cJSON_IsString(ct)) {
-        kv_str(b, "tokenizer.chat_template", ct->valuestring);
+        cv_kv_str(b, "tokenizer.chat_template", ct->valuestring);
         return SLM_OK;
     }
     if (cJSON_IsArray(ct)) {
@@ -382,29 +317,29 @@ static slm_status chat_template_keys(const slm_model *m, kvbuf *b, slm_err *e) {
             if (!cJSON_IsString(name) || !cJSON_IsString(t)) continue;
             char key[300];
             if (!strcmp(name->valuestring, "default")) {
-                kv_str(b, "tokenizer.chat_template", t->valuestring);
+                cv_kv_str(b, "tokenizer.chat_template", t->valuestring);
             } else {
                 snprintf(key, sizeof key, "tokenizer.chat_template.%s", name->valuestring);
-                kv_str(b, key, t->valuestring);
+                cv_kv_str(b, key, t->valuestring);
                 n_named++;
             }
         }
         if (n_named) {
-            kv_arr_head(b, "tokenizer.chat_templates", GGUF_STRING, n_named);
+            cv_kv_arr_head(b, "tokenizer.chat_templates", GGUF_STRING, n_named);
             cJSON_ArrayForEach(it, ct) {
                 const cJSON *name = member(it, "name"), *t = member(it, "template");
                 if (cJSON_IsString(name) && cJSON_IsString(t) && strcmp(name->valuestring, "default") != 0)
-                    kb_str(b, name->valuestring, strlen(name->valuestring));
+                    cv_put_str(b, name->valuestring, strlen(name->valuestring));
             }
         }
         return SLM_OK;
     }
-    if (m->chat_template) kv_str(b, "tokenizer.chat_template", m->chat_template); /* chat_template.jinja */
+    if (m->chat_template) cv_kv_str(b, "tokenizer.chat_template", m->chat_template); /* chat_template.jinja */
     (void)e;
     return SLM_OK;
 }
 
-static slm_status tokenizer_keys(const slm_model *m, kvbuf *b, slm_err *e) {
+static slm_status tokenizer_keys(const slm_model *m, cv_kv *b, slm_err *e) {
     if (!m->tok || !m->hf.tokenizer_json_path)
         return err_set(e, SLM_ERR_UNSUPPORTED, "%s: no tokenizer.json (convert writes byte-level BPE tokenizers)", m->path);
     const char *pre = gguf_pre_name(m);
@@ -426,9 +361,10 @@ static slm_status tokenizer_keys(const slm_model *m, kvbuf *b, slm_err *e) {
         return err_set(e, SLM_ERR_FORMAT, "config.json: vocab_size %lld is below the tokenizer's %d tokens",
                        (long long)n_vocab, m->tok->n_vocab);
     }
-    const char **tokens = calloc((size_t)n_vocab, sizeof *tokens);
-    int32_t *types = calloc((size_t)n_vocab, sizeof *types);
-    char **owned = calloc((size_t)n_vocab, sizeof *owned);
+    const slm_allocator *a = &m->alloc;
+    const char **tokens = al_calloc(a, (size_t)n_vocab, sizeof *tokens);
+    int32_t *types = al_calloc(a, (size_t)n_vocab, sizeof *types);
+    char **owned = al_calloc(a, (size_t)n_vocab, sizeof *owned);
     if (!tokens || !types || !owned) {
         st = err_set(e, SLM_ERR_NOMEM, "out of memory");
         goto done;
@@ -451,7 +387,7 @@ static slm_status tokenizer_keys(const slm_model *m, kvbuf *b, slm_err *e) {
         types[i] = TOK_TYPE_USER_DEFINED;
         if (strstr(tokens[i], "\xe2\x96\x81")) { /* pre-normalise user-defined spaces ("▁" -> " ") */
             size_t l = strlen(tokens[i]);
-            char *s = malloc(l + 1), *o = s;
+            char *s = al_malloc(a, l + 1), *o = s;
             if (!s) {
                 st = err_set(e, SLM_ERR_NOMEM, "out of memory");
                 goto done;
@@ -463,36 +399,36 @@ static slm_status tokenizer_keys(const slm_model *m, kvbuf *b, slm_err *e) {
             tokens[i] = owned[i] = s;
         }
     }
-    kv_str(b, "tokenizer.ggml.model", "gpt2");
-    kv_str(b, "tokenizer.ggml.pre", pre);
-    kv_arr_head(b, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab);
+    cv_kv_str(b, "tokenizer.ggml.model", "gpt2");
+    cv_kv_str(b, "tokenizer.ggml.pre", pre);
+    cv_kv_arr_head(b, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab);
     for (int64_t i = 0; i < n_vocab; i++) {
         char pad[32];
         if (!tokens[i]) snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i), types[i] = TOK_TYPE_UNUSED;
         const char *s = tokens[i] ? tokens[i] : pad;
-        kb_str(b, s, strlen(s));
+        cv_put_str(b, s, strlen(s));
     }
-    kv_arr_i32(b, "tokenizer.ggml.token_type", types, (uint64_t)n_vocab);
+    cv_kv_arr_i32(b, "tokenizer.ggml.token_type", types, (uint64_t)n_vocab);
     /* merges: "left right"; pairs with spaces encode them as U+0120 (gguf-py SpecialVocab) */
     const cJSON *merges = member(model, "merges");
     if (cJSON_GetArraySize(merges) > 0) {
-        kv_arr_head(b, "tokenizer.ggml.merges", GGUF_STRING, (uint64_t)cJSON_GetArraySize(merges));
+        cv_kv_arr_head(b, "tokenizer.ggml.merges", GGUF_STRING, (uint64_t)cJSON_GetArraySize(merges));
         cJSON_ArrayForEach(it, merges) {
             if (cJSON_IsString(it)) {
-                kb_str(b, it->valuestring, strlen(it->valuestring));
+                cv_put_str(b, it->valuestring, strlen(it->valuestring));
                 continue;
             }
-            char buf[1024];
+            char pair[1024];
             size_t o = 0;
             for (int side = 0; side < 2; side++) {
                 const cJSON *part = cJSON_GetArrayItem(it, side);
                 const char *p = cJSON_IsString(part) ? part->valuestring : "";
-                if (side && o < sizeof buf) buf[o++] = ' ';
-                for (; *p && o + 2 < sizeof buf; p++)
-                    if (*p == ' ') buf[o++] = '\xc4', buf[o++] = '\xa0';
-                    else buf[o++] = *p;
+                if (side && o < sizeof pair) pair[o++] = ' ';
+                for (; *p && o + 2 < sizeof pair; p++)
+                    if (*p == ' ') pair[o++] = '\xc4', pair[o++] = '\xa0';
+                    else pair[o++] = *p;
             }
-            kb_str(b, buf, o);
+            cv_put_str(b, pair, o);
         }
     }
     special_vocab sv;
@@ -502,19 +438,19 @@ static slm_status tokenizer_keys(const slm_model *m, kvbuf *b, slm_err *e) {
     for (int i = 0; i < sv.n_types; i++) {
         if (sv.id[i] < 0 || !sp_id_keys[i]) continue;
         snprintf(key, sizeof key, "tokenizer.ggml.%s", sp_id_keys[i]);
-        kv_u32(b, key, (uint32_t)sv.id[i]);
+        cv_kv_u32(b, key, (uint32_t)sv.id[i]);
     }
     for (int i = 0; i < sv.n_types; i++) {
         if (sv.add[i] < 0 || (i != SP_BOS && i != SP_EOS && i != SP_SEP)) continue;
         snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", sp_names[i]);
-        kv_bool(b, key, sv.add[i]);
+        cv_kv_bool(b, key, sv.add[i]);
     }
     st = chat_template_keys(m, b, e);
 done:
-    for (int64_t i = 0; owned && i < n_vocab; i++) free(owned[i]);
-    free(owned);
-    free(tokens);
-    free(types);
+    for (int64_t i = 0; owned && i < n_vocab; i++) al_free(a, owned[i]);
+    al_free(a, owned);
+    al_free(a, tokens);
+    al_free(a, types);
     cJSON_Delete(tj);
     return st;
 }
@@ -580,17 +516,12 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
     slm_quantize_params p = slm_quantize_params_default();
     params_read(&p, sizeof p, params);
     const slm_allocator *a = &al_default;
-    slm_logger log = {p.log_fn, p.log_user_data};
     slm_model *m = NULL;
-    gguf_writer w;
-    memset(&w, 0, sizeof w);
-    w.fd = -1;
-    kvbuf kb = {0};
+    cv_kv kb = {buf_make(a), 0};
     gguf_tensor *ts = NULL;
     const gguf_tensor **order = NULL;
     const mdl_tensor **sorted = NULL;
     uint32_t *types = NULL, float_type = SLM_DTYPE_COUNT, file_type = 0;
-    uint8_t *buf = NULL;
     slm_status st = SLM_OK;
     if (!hf_dir || !out_path) {
         st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_convert: NULL argument");
@@ -660,67 +591,24 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
     }
     /* metadata */
     const char *slash = strrchr(m->path, '/');
-    kv_str(&kb, "general.architecture", m->arch->name);
-    kv_str(&kb, "general.type", "model");
-    kv_str(&kb, "general.name", m->name && m->name[0] ? m->name : (slash ? slash + 1 : m->path));
+    cv_kv_str(&kb, "general.architecture", m->arch->name);
+    cv_kv_str(&kb, "general.type", "model");
+    cv_kv_str(&kb, "general.name", m->name && m->name[0] ? m->name : (slash ? slash + 1 : m->path));
     if ((st = model_keys(m, &kb, file_type, &e)) || (st = tokenizer_keys(m, &kb, &e))) goto done;
-    kv_u32(&kb, "general.quantization_version", GGML_QNT_VERSION);
-    if (kb.oom) {
+    cv_kv_u32(&kb, "general.quantization_version", CV_QNT_VERSION);
+    const char **sources = al_calloc(a, (size_t)n + 1, sizeof *sources);
+    if (!sources) {
         st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* header, metadata, tensor infos */
-    if ((st = gguf_writer_open(&w, out_path, p.force, a, &e))) goto done;
-    gguf_writer_bytes(&w, "GGUF", 4, &e);
-    gguf_writer_u32(&w, 3, &e);
-    gguf_writer_u64(&w, n, &e);
-    gguf_writer_u64(&w, kb.count, &e);
-    gguf_writer_bytes(&w, kb.p, kb.n, &e);
-    uint64_t off = 0, max_out = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const gguf_tensor *t = order[i];
-        uint64_t bytes = 0;
-        if (!quantize_tensor_bytes(t, types[i], &bytes)) {
-            st = err_set(&e, SLM_ERR_SHAPE, "tensor %s: %lld elements per row cannot be %s", t->name,
-                         (long long)t->ne[0], dtype_traits_of(types[i])->name);
-            goto done;
-        }
-        if (types[i] != t->type && bytes > max_out) max_out = bytes;
-        gguf_writer_str(&w, t->name, strlen(t->name), &e);
-        gguf_writer_u32(&w, t->n_dims, &e);
-        for (uint32_t d = 0; d < t->n_dims; d++) gguf_writer_u64(&w, (uint64_t)t->ne[d], &e);
-        gguf_writer_u32(&w, types[i], &e);
-        gguf_writer_u64(&w, off, &e);
-        off += bytes + (GGUF_ALIGNMENT - bytes % GGUF_ALIGNMENT) % GGUF_ALIGNMENT;
-    }
-    if ((st = gguf_writer_pad(&w, GGUF_ALIGNMENT, &e))) goto done;
-    if (max_out && !(buf = al_malloc_large(a, (size_t)max_out))) {
-        st = err_set(&e, SLM_ERR_NOMEM, "out of memory (%llu bytes for one tensor)", (unsigned long long)max_out);
-        goto done;
-    }
-    int n_threads = p.n_threads > 0 ? p.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_threads < 1) n_threads = 1;
-    /* data, one tensor at a time */
-    for (uint64_t i = 0; i < n; i++) {
-        const gguf_tensor *t = order[i];
-        uint64_t bytes = 0;
-        quantize_tensor_bytes(t, types[i], &bytes);
-        if (types[i] == t->type) {
-            gguf_writer_bytes(&w, t->data, (size_t)t->size_bytes, &e);
-        } else {
-            if ((st = quantize_tensor(t, types[i], buf, n_threads, a, &e))) goto done;
-            gguf_writer_bytes(&w, buf, (size_t)bytes, &e);
-        }
-        if ((st = gguf_writer_pad(&w, GGUF_ALIGNMENT, &e))) goto done;
-        log_msg(&log, SLM_LOG_INFO, "[%4llu/%4llu] %-32s %-40s %-5s -> %s", (unsigned long long)i + 1,
-                (unsigned long long)n, sorted[order[i] - ts]->file_name, t->name, dtype_traits_of(t->type)->name,
-                dtype_traits_of(types[i])->name);
-    }
-    st = gguf_writer_commit(&w, &e);
+    for (uint64_t i = 0; i < n; i++) sources[i] = sorted[order[i] - ts]->file_name;
+    cv_output o = {.path = out_path, .force = p.force, .kv = &kb, .tensors = order, .types = types,
+                   .sources = sources, .n_tensors = n, .alignment = GGUF_ALIGNMENT, .n_threads = p.n_threads,
+                   .a = a, .log = {p.log_fn, p.log_user_data}};
+    st = cv_write_gguf(&o, &e);
+    al_free(a, sources);
 done:
-    if (st != SLM_OK) gguf_writer_abort(&w);
-    if (buf) al_free_aligned(a, buf);
-    free(kb.p);
+    buf_free(&kb.b);
     al_free(a, ts);
     al_free(a, order);
     al_free(a, sorted);
