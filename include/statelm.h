@@ -235,7 +235,8 @@ SLM_API slm_status slm_model_state(const slm_model *model, int32_t n_ctx, slm_dt
                                    slm_state_info *info);
 
 /* ---------------------------------------------------------------------------------------------
- * Tokenizer: owned by the model (borrowed handle). */
+ * Tokenizer: owned by the model (borrowed handle, slm_model_tokenizer), or loaded on its own from
+ * a file's tokenizer metadata (slm_tokenizer_load, freed with slm_tokenizer_free). */
 typedef struct slm_tokenizer slm_tokenizer;
 
 typedef enum slm_tokenizer_kind {
@@ -245,6 +246,19 @@ typedef enum slm_tokenizer_kind {
 
 /* Borrowed until slm_model_destroy; NULL if the model carries no tokenizer. */
 SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *model);
+/* Loads only the tokenizer of path: a GGUF file's tokenizer.ggml.* keys (a vocab-only GGUF without
+ * tensors, or a model of an architecture statelm does not run, loads as well as one it runs) or a
+ * Hugging Face folder's tokenizer.json. params (NULL = defaults): only the allocator hooks are used.
+ * The file is not kept open. Tokenizer models: "gpt2" (byte-level BPE; tokenizer.ggml.pre names
+ * the pre-tokenizer, docs/spec/gguf.md §7 lists those supported), "llama" (SentencePiece BPE),
+ * "gemma4" (BPE on raw UTF-8 with byte fallback). Others (e.g. "bert", "t5", "rwkv") and unknown
+ * pre-tokenizers fail with SLM_ERR_UNSUPPORTED and a message naming them; a file without a
+ * tokenizer with SLM_ERR_NOT_FOUND; damaged metadata with SLM_ERR_FORMAT. The tokenizer is
+ * thread-safe and independent of any model; free it with slm_tokenizer_free. */
+SLM_API slm_status slm_tokenizer_load(const char *path, const slm_model_params *params, slm_tokenizer **out,
+                                      char *err, size_t err_cap);
+/* Frees a tokenizer from slm_tokenizer_load (NULL is a no-op). Never pass slm_model_tokenizer's. */
+SLM_API void slm_tokenizer_free(slm_tokenizer *tok);
 SLM_API slm_tokenizer_kind slm_tokenizer_get_kind(const slm_tokenizer *tok);
 /* Pre-tokenizer name, e.g. "llama3", "gpt2", "qwen2", "smollm". Static storage. */
 SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok);

@@ -1,6 +1,7 @@
 /* tokenize.c — `statelm tokenize -m MODEL -p TEXT [--no-special] [--add-bos] [--pieces]`: prints the
  * token ids of TEXT (space-separated, one line), or one "id<TAB>piece" line per token. Special-token
- * text is parsed by default, as `run` does with rendered chat templates. */
+ * text is parsed by default, as `run` does with rendered chat templates. Only the tokenizer is
+ * loaded (slm_tokenizer_load): a vocab-only GGUF or a model statelm cannot run tokenizes as well. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,16 +32,14 @@ int cmd_tokenize(int argc, char **argv) {
         }
     }
     if (!model || !text) return cli_fail("tokenize: -m MODEL and -p TEXT are required");
-    slm_model *m = NULL;
+    slm_tokenizer *tok = NULL;
     char err[512];
-    slm_status st = slm_model_load(model, NULL, &m, err, sizeof err);
+    slm_status st = slm_tokenizer_load(model, NULL, &tok, err, sizeof err);
     if (st != SLM_OK) return cli_fail("%s (%s)", err, slm_status_name(st));
-    const slm_tokenizer *tok = slm_model_tokenizer(m);
     int rc = 0;
     size_t len = strlen(text), n = 0, cap = len + 8;
     int32_t *ids = malloc(cap * sizeof *ids);
-    if (!tok) rc = cli_fail("tokenize: the model has no tokenizer");
-    else if (!ids) rc = cli_fail("out of memory");
+    if (!ids) rc = cli_fail("out of memory");
     else if ((st = slm_tokenizer_encode(tok, text, len, flags, ids, cap, &n)) == SLM_ERR_INVALID_ARG)
         rc = cli_fail("tokenize: the text at byte offset %zu has no token in this vocabulary (SLM_ERR_INVALID_ARG)", n);
     else if (st != SLM_OK)
@@ -57,6 +56,6 @@ int cmd_tokenize(int argc, char **argv) {
     }
     if (!rc && !pieces) printf("\n");
     free(ids);
-    slm_model_destroy(m);
+    slm_tokenizer_free(tok);
     return rc;
 }
