@@ -19,7 +19,7 @@ Checks, per file (a table of inputs passed / total is printed):
 3. a file statelm does not load is refused with exit status 1 and a message naming the tokenizer
    or pre-tokenizer ("tokenizer 'X' is not supported" / "pre-tokenizer 'X' is not supported"),
    never a crash; the same holds for the vocab files without vectors (tokenising a short text);
-4. a truncated vocab file (the first bytes of each required file, cut inside the token list) is
+4. a truncated vocab file (the first quarter and three quarters of each required file) is
    refused with exit status 1 and a message.
 Usage: test_llamacpp_vocab.py STATELM TESTS_DATA_DIR."""
 import os
@@ -125,14 +125,14 @@ for name in REQUIRED:
 check(len(full) >= MIN_FULL_FRACTION * len(with_vectors),
       f"only {len(full)} of {len(with_vectors)} files pass every input (at least {MIN_FULL_FRACTION:.0%} required)")
 
-# Truncated vocab files: cut inside the token list (a quarter of the file) and near the end.
+# Truncated vocab files: cut a quarter and three quarters of the way in (inside the arrays).
 with tempfile.TemporaryDirectory() as tmp:
     for name in REQUIRED:
         src = vocab_dir / f"ggml-vocab-{name}.gguf"
         if not src.exists():
             continue
         data = src.read_bytes()
-        for cut in (len(data) // 4, len(data) - 7):
+        for cut in (len(data) // 4, 3 * len(data) // 4):
             bad = Path(tmp) / f"{name}-{cut}.gguf"
             bad.write_bytes(data[:cut])
             r = run(["-m", str(bad), "-p", "hello"])
