@@ -43,7 +43,7 @@ SLM_API slm_status slm_tokenizer_load(const char *path, const slm_model_params *
             st = tok_from_gguf(&g, &a, out, &e);
             if (st == SLM_ERR_NOT_FOUND)
                 st = err_set(&e, SLM_ERR_NOT_FOUND, "the file has no tokenizer (no tokenizer.ggml.model key)");
-            else if (st != SLM_OK)
+            else if (st != SLM_OK && strncmp(e.msg, "tokenizer", 9) != 0)
                 err_prefix(&e, "tokenizer: ");
         }
         gguf_close(&g);
