@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Seeds of tests/data/corpus/vocab (the fuzz_vocab target): small vocab-only GGUFs written with
 gguf-py, one per tokenizer model statelm reads (byte-level BPE under a few of llama.cpp's
-pre-tokenizers, SentencePiece, Gemma 4's raw BPE), plus damaged ones (an
-unsupported model or pre-tokenizer, a merge naming an unknown token, arrays of the wrong length or
+pre-tokenizers, SentencePiece, Gemma 4's raw BPE, WordPiece), plus damaged ones (an
+unsupported model (t5) or pre-tokenizer, a merge naming an unknown token, arrays of the wrong length or
 type, files cut short). Each is a few KB. Usage: gen-vocab-corpus.py OUT_DIR (needs `gguf`)."""
 import sys
 from pathlib import Path
@@ -76,9 +76,14 @@ def main():
     merges = ["h e", "l l", "he ll", "hell o", "\u2581 hello", "\u2581 w", "o r", "\u2581w or", "\u2581wor l"]
     g_tokens = tokens + ["\u2581worl"]
     write(out / "seed_gemma4", "gemma4", g_tokens, types + [1], merges, scores=scores + [-30.0])
+    wp = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + ["\u2581" + w for w in ["hello", "world", "h", "w", ",", "!", "'", "s",
+                                                                     "\u65e5", "1", "12"]] + ["ello", "orld", "##x", "s"]
+    write(out / "seed_wpm", "bert", wp, [3, 3, 3, 3] + [1] * (len(wp) - 4),
+          extra=[("tokenizer.ggml.unknown_token_id", 1, T.UINT32), ("tokenizer.ggml.cls_token_id", 2, T.UINT32),
+                 ("tokenizer.ggml.pre", "bert-bge", T.STRING)])
     # Damaged: refused with a message.
     tokens, types, merges, extra = byte_level("gpt-2")
-    write(out / "seed_bad_model_bert", "bert", tokens, types, merges, extra=extra)
+    write(out / "seed_bad_model_t5", "t5", tokens, types, merges, extra=extra)
     write(out / "seed_bad_pre", "gpt2", tokens, types, merges, extra=[("tokenizer.ggml.pre", "no-such-pre", T.STRING)])
     write(out / "seed_bad_merge", "gpt2", tokens, types, merges + ["zz qq"], extra=extra)
     write(out / "seed_bad_types_len", "gpt2", tokens, types[:-5], merges, extra=extra)

@@ -104,9 +104,11 @@ static int dict_set(PyObject *d, const char *key, PyObject *v) {
 }
 
 PyObject *ext_tok_info(const slm_tokenizer *tok) {
+    static const char *const kind_names[] = {[SLM_TOKENIZER_BPE] = "bpe", [SLM_TOKENIZER_SPM] = "spm",
+                                             [SLM_TOKENIZER_WPM] = "wpm"};
     PyObject *t = PyDict_New();
     if (!t) return NULL;
-    if (dict_set(t, "kind", PyUnicode_FromString(slm_tokenizer_get_kind(tok) == SLM_TOKENIZER_SPM ? "spm" : "bpe")) ||
+    if (dict_set(t, "kind", PyUnicode_FromString(kind_names[slm_tokenizer_get_kind(tok)])) ||
         dict_set(t, "pre", PyUnicode_FromString(slm_tokenizer_pre_name(tok))) ||
         dict_set(t, "n_vocab", PyLong_FromLong(slm_tokenizer_n_vocab(tok))) ||
         dict_set(t, "bos", PyLong_FromLong(slm_tokenizer_bos(tok))) ||

@@ -57,13 +57,13 @@ class Tokenizer:
     vocab-only GGUF such as llama.cpp's ggml-vocab-*.gguf, or a model of an architecture statelm
     does not run) or a Hugging Face folder's tokenizer.json. Immutable, shared by threads, freed
     when collected. A tokenizer statelm does not support raises UnsupportedError naming it
-    ("tokenizer 'bert' is not supported", "pre-tokenizer 'X' is not supported"); damaged metadata
+    ("tokenizer 't5' is not supported", "pre-tokenizer 'X' is not supported"); damaged metadata
     FormatError; a file without a tokenizer NotFoundError. The methods are Model's."""
 
     def __init__(self, path: str | os.PathLike) -> None: ...
     @property
     def info(self) -> dict:
-        """{kind ("bpe"/"spm"), pre, n_vocab, bos, eos, eot, pad, add_bos}, as Model.info["tokenizer"]."""
+        """{kind ("bpe"/"spm"/"wpm"), pre, n_vocab, bos, eos, eot, pad, add_bos}, as Model.info["tokenizer"]."""
     @property
     def n_vocab(self) -> int: ...
     def tokenize(self, text: str | bytes, *, add_bos: bool = True, special: bool = False) -> list[int]:

@@ -74,8 +74,8 @@ def test_model_file_loads_as_tokenizer(models):
 
 def test_unsupported_refused_by_name(tmp_path):
     src = tiny_path("qwen3")
-    with pytest.raises(statelm.UnsupportedError, match="tokenizer 'bert' is not supported"):
-        statelm.Tokenizer(vocab_only(src, tmp_path / "bert.gguf", replace=[("tokenizer.ggml.model", "bert")]))
+    with pytest.raises(statelm.UnsupportedError, match="tokenizer 't5' is not supported"):
+        statelm.Tokenizer(vocab_only(src, tmp_path / "t5.gguf", replace=[("tokenizer.ggml.model", "t5")]))
     with pytest.raises(statelm.UnsupportedError, match="pre-tokenizer 'no-such-pre' is not supported"):
         statelm.Tokenizer(vocab_only(src, tmp_path / "pre.gguf", replace=[("tokenizer.ggml.pre", "no-such-pre")]))
 

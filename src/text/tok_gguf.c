@@ -132,9 +132,10 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
     bool gemma4 = model.len == 6 && memcmp(model.ptr, "gemma4", 6) == 0;
     if ((model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0) || gemma4) spec.kind = SLM_TOKENIZER_BPE;
     else if (model.len == 5 && memcmp(model.ptr, "llama", 5) == 0) spec.kind = SLM_TOKENIZER_SPM;
+    else if (model.len == 4 && memcmp(model.ptr, "bert", 4) == 0) spec.kind = SLM_TOKENIZER_WPM;
     else
         return err_set(e, SLM_ERR_UNSUPPORTED,
-                       "tokenizer.ggml.model: tokenizer '%.*s' is not supported (supported: gpt2, llama, gemma4)",
+                       "tokenizer.ggml.model: tokenizer '%.*s' is not supported (supported: gpt2, llama, gemma4, bert)",
                        (int)(model.len > 32 ? 32 : model.len), model.ptr);
 
     const gguf_value *vt = NULL, *vtype = NULL, *vscore = NULL, *vmerge = NULL;
@@ -229,8 +230,22 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
         spec.pre_preset = pre;
     }
     /* Defaults as in llama.cpp: SPM adds BOS and a space prefix; BPE does neither, but for the
-     * pre-tokenizers that llama.cpp gives BOS (llama3). */
-    spec.add_bos = spec.kind == SLM_TOKENIZER_SPM || (pre && pretok_preset_add_bos(pre));
+     * pre-tokenizers that llama.cpp gives BOS (llama3); WPM adds its [CLS] as BOS, lowercases
+     * and strips accents unless tokenizer.ggml.normalizer.* say otherwise. */
+    spec.add_bos = spec.kind != SLM_TOKENIZER_BPE || (pre && pretok_preset_add_bos(pre));
+    if (spec.kind == SLM_TOKENIZER_WPM) {
+        if (spec.bos < 0) {
+            st = get_id(g, "tokenizer.ggml.cls_token_id", &spec.bos, e);
+            if (st == SLM_OK && spec.bos >= (int64_t)n) st = err_set(e, SLM_ERR_RANGE, "tokenizer.ggml.cls_token_id: id %lld out of range", (long long)spec.bos);
+            if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+        }
+        spec.wpm_lowercase = true;
+        st = get_bool(g, "tokenizer.ggml.normalizer.lowercase", &spec.wpm_lowercase, e);
+        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+        spec.wpm_strip_accents = spec.wpm_lowercase;
+        st = get_bool(g, "tokenizer.ggml.normalizer.strip_accents", &spec.wpm_strip_accents, e);
+        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+    }
     spec.add_space_prefix = spec.kind == SLM_TOKENIZER_SPM;
     st = get_bool(g, "tokenizer.ggml.add_bos_token", &spec.add_bos, e);
     if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;

@@ -103,7 +103,8 @@ typedef struct tok_merge_slot {
  *    length, longest first; first_byte_match[b] says whether some such text starts with byte b.
  * 5. bos/eos/eot/eom/pad/unk are -1 or in [0, n_vocab). eog (n_vocab bits) marks end-of-generation.
  *    text_unk is unk when that is not a control token, else -1: text never encodes to a control
- *    token (GGUF files often name <|endoftext|> as the unknown token).
+ *    token (GGUF files often name <|endoftext|> as the unknown token), but for WPM, whose [UNK] is
+ *    a control token that stands for an unknown word.
  * 6. The tokenizer is immutable after tok_build; all per-call scratch lives on the call. */
 struct slm_tokenizer {
     slm_allocator alloc;
@@ -127,6 +128,8 @@ struct slm_tokenizer {
     bool nfc;
     bool ignore_merges;
     bool raw_bpe;          /* BPE on raw UTF-8: "▁" for spaces, <0xNN> byte tokens (Gemma 4) */
+    bool wpm_lowercase, wpm_strip_accents; /* WPM normalisation (BertNormalizer) */
+    size_t max_token_len;  /* longest token text in bytes (WPM's longest-match bound) */
     bool add_space_prefix; /* SPM */
     bool add_bos, add_eos;
     int32_t bos, eos, eot, eom, pad, unk;
@@ -150,6 +153,7 @@ typedef struct tok_spec {
     size_t n_steps;
     const char *pre_name;    /* static name for explicit steps */
     bool nfc, ignore_merges, raw_bpe, add_space_prefix, add_bos, add_eos;
+    bool wpm_lowercase, wpm_strip_accents; /* WPM only */
     int64_t bos, eos, eot, eom, pad, unk; /* -1 = absent */
     const int64_t *extra_eog; /* (n_extra_eog) more end-of-generation ids (e.g. generation_config) */
     size_t n_extra_eog;
@@ -201,6 +205,12 @@ slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, 
  * neither a token nor byte-fallback tokens becomes text_unk; without one SLM_ERR_INVALID_ARG with
  * the symbol's offset in s in *bad_off. */
 slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off);
+
+/* WordPiece of one text segment (llama.cpp's WPM: words at whitespace and punctuation, lowercased
+ * and accent-stripped as the tokenizer says, longest pieces of "▁" + word), appending ids. A word
+ * no pieces spell becomes the unknown token; without one SLM_ERR_INVALID_ARG with the word's
+ * offset in s in *bad_off. */
+slm_status wpm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off);
 
 /* GPT-2 byte<->unicode mapping (docs/spec/gguf.md §7). */
 uint32_t tok_byte_to_cp(uint8_t b);

@@ -243,7 +243,9 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     t->add_space_prefix = spec->add_space_prefix;
     t->add_bos = spec->add_bos;
     t->add_eos = spec->add_eos;
-    if (spec->kind != SLM_TOKENIZER_BPE && spec->kind != SLM_TOKENIZER_SPM) {
+    t->wpm_lowercase = spec->wpm_lowercase;
+    t->wpm_strip_accents = spec->wpm_strip_accents;
+    if (spec->kind != SLM_TOKENIZER_BPE && spec->kind != SLM_TOKENIZER_SPM && spec->kind != SLM_TOKENIZER_WPM) {
         st = err_set(e, SLM_ERR_UNSUPPORTED, "tokenizer: unknown kind %d", (int)spec->kind);
         goto fail;
     }
@@ -259,7 +261,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
         t->raw_bpe = raw;
     }
     t->raw_bpe = t->raw_bpe || (spec->raw_bpe && spec->kind == SLM_TOKENIZER_BPE);
-    bool spm_text = spec->kind == SLM_TOKENIZER_SPM || t->raw_bpe; /* "▁" and <0xNN> in token text */
+    bool spm_text = spec->kind != SLM_TOKENIZER_BPE || t->raw_bpe; /* "▁" and <0xNN> in token text */
     if (spec->n_vocab == 0 || spec->n_vocab > TOK_MAX_VOCAB) {
         st = err_set(e, SLM_ERR_FORMAT, "tokenizer: vocabulary size %zu out of range (1..%d)", spec->n_vocab,
                      TOK_MAX_VOCAB);
@@ -306,6 +308,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
             goto fail;
         }
         tok_token *k = &t->tokens[i];
+        if (l > t->max_token_len) t->max_token_len = l;
         k->type = type;
         k->score = spec->scores ? spec->scores[i] : 0.0f;
         k->text_off = (uint32_t)p;
@@ -364,7 +367,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     if ((st = check_special("eom", spec->eom, n, &t->eom, e)) != SLM_OK) goto fail;
     if ((st = check_special("padding", spec->pad, n, &t->pad, e)) != SLM_OK) goto fail;
     if ((st = check_special("unknown", spec->unk, n, &t->unk, e)) != SLM_OK) goto fail;
-    t->text_unk = t->unk >= 0 && t->tokens[t->unk].type != TOK_TYPE_CONTROL ? t->unk : -1;
+    t->text_unk = t->unk >= 0 && (t->tokens[t->unk].type != TOK_TYPE_CONTROL || t->kind == SLM_TOKENIZER_WPM) ? t->unk : -1;
     /* Tokens matched on the raw text. */
     size_t n_match = 0;
     for (size_t i = 0; i < n; i++) {
@@ -579,7 +582,9 @@ static slm_status encode_text(enc_ctx *c, const char *s, size_t n) {
             n = norm_len;
         }
     }
-    slm_status st = t->kind == SLM_TOKENIZER_SPM ? encode_spm_text(c, s, n) : encode_bpe_text(c, s, n);
+    slm_status st = t->kind == SLM_TOKENIZER_SPM   ? encode_spm_text(c, s, n)
+                    : t->kind == SLM_TOKENIZER_WPM ? wpm_encode_segment(t, s, n, &c->ids, &c->bad_off)
+                                                   : encode_bpe_text(c, s, n);
     c->prev_special = false;
     al_free(&t->alloc, norm);
     return st;
@@ -691,6 +696,11 @@ SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t i
 
 static bool skipped_type(uint8_t type) { return type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN; }
 
+/* The space the encoder put before the first word (SPM's prefix, WPM's "▁") is not text. */
+static bool strips_first_space(const slm_tokenizer *t) {
+    return (t->kind == SLM_TOKENIZER_SPM && t->add_space_prefix) || t->kind == SLM_TOKENIZER_WPM;
+}
+
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                         bool render_special, char *buf, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
@@ -704,7 +714,7 @@ SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t 
         if (skipped_type(k->type) && !render_special) continue;
         const char *b = tok->pool + k->bytes_off;
         size_t l = k->bytes_len;
-        if (first && tok->kind == SLM_TOKENIZER_SPM && tok->add_space_prefix && !skipped_type(k->type) && l > 0 &&
+        if (first && strips_first_space(tok) && !skipped_type(k->type) && l > 0 &&
             b[0] == ' ') {
             b++;
             l--;
@@ -823,7 +833,7 @@ SLM_API slm_status slm_detokenizer_push(slm_detokenizer *d, int32_t id, const ch
     if (skipped_type(k->type)) return SLM_OK;
     const uint8_t *b = (const uint8_t *)t->pool + k->bytes_off;
     size_t l = k->bytes_len;
-    if (d->first && t->kind == SLM_TOKENIZER_SPM && t->add_space_prefix && l > 0 && b[0] == ' ') {
+    if (d->first && strips_first_space(t) && l > 0 && b[0] == ' ') {
         b++;
         l--;
     }

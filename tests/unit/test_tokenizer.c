@@ -148,8 +148,9 @@ static void gguf_bad_metadata(void **unused) {
     tt_gguf_u32(&gg, "tokenizer.ggml.model", 3);
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "tokenizer.ggml.model"));
-    tt_gguf_str(&gg, "tokenizer.ggml.model", "bert");
+    tt_gguf_str(&gg, "tokenizer.ggml.model", "t5");
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "tokenizer 't5' is not supported"));
     tt_gguf_str(&gg, "tokenizer.ggml.model", "gpt2");
     tt_gguf_str(&gg, "tokenizer.ggml.pre", "no-such-pre");
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_UNSUPPORTED);
@@ -703,7 +704,8 @@ static void standalone_load(void **unused) {
     static const struct { const char *seed, *msg; slm_status st; } seeds[] = {
         {"seed_gemma4", NULL, SLM_OK},
         {"seed_bpe_deepseek-llm", NULL, SLM_OK},
-        {"seed_bad_model_bert", "tokenizer 'bert' is not supported", SLM_ERR_UNSUPPORTED},
+        {"seed_bad_model_t5", "tokenizer 't5' is not supported", SLM_ERR_UNSUPPORTED},
+        {"seed_wpm", NULL, SLM_OK},
         {"seed_bad_pre", "pre-tokenizer 'no-such-pre' is not supported", SLM_ERR_UNSUPPORTED},
         {"seed_spm_cut", "truncated", SLM_ERR_FORMAT},
     };
