@@ -59,6 +59,16 @@ static int print_ids(const slm_tokenizer *tok, const char *text, size_t len, uin
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) return cli_fail("out of memory");
     slm_status st = slm_tokenizer_encode(tok, text, len, flags, ids, cap, &n);
+    if (st == SLM_ERR_RANGE && n > cap) { /* more ids than bytes + 8 (byte fallback of escaped spaces) */
+        int32_t *grown = realloc(ids, n * sizeof *ids);
+        if (!grown) {
+            free(ids);
+            return cli_fail("out of memory");
+        }
+        ids = grown;
+        cap = n;
+        st = slm_tokenizer_encode(tok, text, len, flags, ids, cap, &n);
+    }
     int rc = 0;
     if (st == SLM_ERR_INVALID_ARG)
         rc = cli_fail("tokenize: the text at byte offset %zu has no token in this vocabulary (SLM_ERR_INVALID_ARG)", n);
