@@ -236,16 +236,31 @@ SLM_API slm_status slm_model_state(const slm_model *model, int32_t n_ctx, slm_dt
                                    slm_state_info *info);
 
 /* ---------------------------------------------------------------------------------------------
- * Tokenizer: owned by the model (borrowed handle). */
+ * Tokenizer: owned by the model (borrowed handle, slm_model_tokenizer), or loaded on its own from
+ * a file's tokenizer metadata (slm_tokenizer_load, freed with slm_tokenizer_free). */
 typedef struct slm_tokenizer slm_tokenizer;
 
 typedef enum slm_tokenizer_kind {
     SLM_TOKENIZER_BPE = 0,          /* byte-level BPE (GGUF model "gpt2") */
-    SLM_TOKENIZER_SPM = 1           /* SentencePiece-style BPE with byte fallback ("llama") */
+    SLM_TOKENIZER_SPM = 1,          /* SentencePiece-style BPE with byte fallback ("llama") */
+    SLM_TOKENIZER_WPM = 2           /* WordPiece ("bert") */
 } slm_tokenizer_kind;
 
 /* Borrowed until slm_model_destroy; NULL if the model carries no tokenizer. */
 SLM_API const slm_tokenizer *slm_model_tokenizer(const slm_model *model);
+/* Loads only the tokenizer of path: a GGUF file's tokenizer.ggml.* keys (a vocab-only GGUF without
+ * tensors, or a model of an architecture statelm does not run, loads as well as one it runs) or a
+ * Hugging Face folder's tokenizer.json. params (NULL = defaults): only the allocator hooks are used.
+ * The file is not kept open. Tokenizer models: "gpt2" (byte-level BPE; tokenizer.ggml.pre names
+ * the pre-tokenizer, docs/spec/gguf.md §7 lists those supported), "llama" (SentencePiece BPE),
+ * "gemma4" (BPE on raw UTF-8 with byte fallback), "bert" (WordPiece). Others (e.g. "t5", "rwkv")
+ * and unknown pre-tokenizers fail with SLM_ERR_UNSUPPORTED and a message naming them; a file without a
+ * tokenizer with SLM_ERR_NOT_FOUND; damaged metadata with SLM_ERR_FORMAT. The tokenizer is
+ * thread-safe and independent of any model; free it with slm_tokenizer_free. */
+SLM_API slm_status slm_tokenizer_load(const char *path, const slm_model_params *params, slm_tokenizer **out,
+                                      char *err, size_t err_cap);
+/* Frees a tokenizer from slm_tokenizer_load (NULL is a no-op). Never pass slm_model_tokenizer's. */
+SLM_API void slm_tokenizer_free(slm_tokenizer *tok);
 SLM_API slm_tokenizer_kind slm_tokenizer_get_kind(const slm_tokenizer *tok);
 /* Pre-tokenizer name, e.g. "llama3", "gpt2", "qwen2", "smollm". Static storage. */
 SLM_API const char *slm_tokenizer_pre_name(const slm_tokenizer *tok);
@@ -283,9 +298,10 @@ SLM_API slm_status slm_tokenizer_encode(const slm_tokenizer *tok, const char *te
 SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t id, char *buf, size_t cap,
                                              size_t *n_out);
 /* Decodes ids to the concatenated token bytes (not NUL-terminated). Control tokens are skipped
- * unless render_special; SentencePiece's added space prefix is removed. Decoding what
- * slm_tokenizer_encode made gives the text back byte for byte when the text is unchanged by the
- * tokenizer's NFC normalisation (if it has one), no part of it became the unknown token, and
+ * unless render_special; SentencePiece's added space prefix (WordPiece's before the first word)
+ * is removed. Decoding what slm_tokenizer_encode made gives the text back byte for byte (not for
+ * WordPiece, which lowercases and respaces words) when the text is unchanged by the tokenizer's
+ * NFC normalisation (if it has one), no part of it became the unknown token, and
  * render_special is set for control tokens it spelled (SLM_TOKENIZE_PARSE_SPECIAL, ADD_BOS).
  * Ids out of range fail with SLM_ERR_RANGE. Same cap rule. */
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,

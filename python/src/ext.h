@@ -76,7 +76,14 @@ PyObject *ext_logits_view(SessionObject *s);
 /* A Logits object owning a copy of rows x cols floats. */
 PyObject *ext_logits_copy(const float *data, Py_ssize_t rows, Py_ssize_t cols);
 
+/* Tokenizer calls shared by Model and Tokenizer (tokenizer.c); each releases the GIL while the
+ * library works, so the caller keeps tok alive (a Model holds itself, ext_model_hold). */
+PyObject *ext_tok_encode(const slm_tokenizer *tok, PyObject *text, int add_bos, int special);
+PyObject *ext_tok_decode(const slm_tokenizer *tok, PyObject *ids, int special, bool as_text);
+PyObject *ext_tok_token_text(const slm_tokenizer *tok, PyObject *id);
+PyObject *ext_tok_info(const slm_tokenizer *tok);
 int ext_model_init_type(PyObject *mod);
+int ext_tokenizer_init_type(PyObject *mod);
 int ext_session_init_types(PyObject *mod);
 int ext_logits_init_type(PyObject *mod);
 int ext_sampler_init_types(PyObject *mod);

@@ -99,14 +99,6 @@ static const slm_tokenizer *model_tokenizer(PyObject *self) {
     return tok;
 }
 
-/* Text arguments: str (encoded as UTF-8) or bytes, as a new bytes object. */
-static PyObject *text_bytes(PyObject *text) {
-    if (PyUnicode_Check(text)) return PyUnicode_AsUTF8String(text);
-    if (PyBytes_Check(text)) return Py_NewRef(text);
-    PyErr_SetString(PyExc_TypeError, "text must be str or bytes");
-    return NULL;
-}
-
 static PyObject *model_tokenize(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"text", "add_bos", "special", NULL};
     PyObject *text;
@@ -114,45 +106,10 @@ static PyObject *model_tokenize(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$pp", names, &text, &add_bos, &special)) return NULL;
     const slm_tokenizer *tok = model_tokenizer(self);
     if (!tok) return NULL;
-    PyObject *b = text_bytes(text);
-    if (!b) return NULL;
-    char *data;
-    Py_ssize_t len;
-    PyBytes_AsStringAndSize(b, &data, &len);
-    uint32_t flags = (add_bos ? SLM_TOKENIZE_ADD_BOS : 0) | (special ? SLM_TOKENIZE_PARSE_SPECIAL : 0);
-    size_t cap = (size_t)len + 8, n = 0;
-    int32_t *ids = PyMem_Malloc(cap * sizeof *ids);
-    if (!ids) {
-        Py_DECREF(b);
-        return PyErr_NoMemory();
-    }
     ModelObject *m = (ModelObject *)self;
     ext_model_hold(m);
-    slm_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = slm_tokenizer_encode(tok, data, (size_t)len, flags, ids, cap, &n);
-    Py_END_ALLOW_THREADS
-    if (st == SLM_ERR_RANGE && n > cap) { /* more ids than bytes + 8: cannot happen today, but the contract allows it */
-        int32_t *grown = PyMem_Realloc(ids, n * sizeof *ids);
-        if (grown) {
-            ids = grown;
-            cap = n;
-            st = slm_tokenizer_encode(tok, data, (size_t)len, flags, ids, cap, &n);
-        }
-    }
+    PyObject *out = ext_tok_encode(tok, text, add_bos, special);
     ext_model_release(m);
-    PyObject *out = NULL;
-    if (st == SLM_OK) {
-        out = ext_ids_to_list(ids, n);
-    } else if (st == SLM_ERR_INVALID_ARG) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "text at byte offset %zu cannot be spelled by the vocabulary", n);
-        ext_raise(st, msg);
-    } else {
-        ext_raise(st, NULL);
-    }
-    PyMem_Free(ids);
-    Py_DECREF(b);
     return out;
 }
 
@@ -163,36 +120,10 @@ static PyObject *model_detokenize_bytes(PyObject *self, PyObject *args, PyObject
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$p", names, &ids_obj, &special)) return NULL;
     const slm_tokenizer *tok = model_tokenizer(self);
     if (!tok) return NULL;
-    int32_t *ids;
-    size_t n_ids;
-    if (ext_ids_from(ids_obj, &ids, &n_ids)) return NULL;
     ModelObject *m = (ModelObject *)self;
     ext_model_hold(m);
-    size_t cap = n_ids * 16 + 16, n = 0;
-    char *buf = PyMem_Malloc(cap);
-    slm_status st = buf ? SLM_OK : SLM_ERR_NOMEM;
-    if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        st = slm_tokenizer_decode(tok, ids, n_ids, special, buf, cap, &n);
-        Py_END_ALLOW_THREADS
-    }
-    if (st == SLM_ERR_RANGE && n > cap) {
-        char *grown = PyMem_Realloc(buf, n);
-        st = SLM_ERR_NOMEM;
-        if (grown) {
-            buf = grown;
-            cap = n;
-            st = slm_tokenizer_decode(tok, ids, n_ids, special, buf, cap, &n);
-        }
-    }
+    PyObject *out = ext_tok_decode(tok, ids_obj, special, as_text);
     ext_model_release(m);
-    PyObject *out = NULL;
-    if (st != SLM_OK)
-        ext_raise(st, st == SLM_ERR_RANGE ? "token id out of the vocabulary" : NULL);
-    else
-        out = as_text ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace") : PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
-    PyMem_Free(buf);
-    PyMem_Free(ids);
     return out;
 }
 
@@ -206,11 +137,7 @@ static PyObject *model_detokenize_raw(PyObject *self, PyObject *args, PyObject *
 
 static PyObject *model_token_text(PyObject *self, PyObject *arg) {
     const slm_tokenizer *tok = model_tokenizer(self);
-    int32_t id;
-    if (!tok || ext_id_from(arg, &id)) return NULL;
-    const char *t = slm_tokenizer_token_text(tok, id);
-    if (!t) return ext_raise(SLM_ERR_RANGE, "token id out of the vocabulary");
-    return PyUnicode_DecodeUTF8(t, (Py_ssize_t)strlen(t), "replace");
+    return tok ? ext_tok_token_text(tok, arg) : NULL;
 }
 
 static PyObject *model_is_eog(PyObject *self, PyObject *arg) {
@@ -356,20 +283,7 @@ static PyObject *model_info(PyObject *self, void *closure) {
                  tmpl_text ? PyUnicode_DecodeUTF8(tmpl_text, (Py_ssize_t)strlen(tmpl_text), "replace") : Py_NewRef(Py_None)))
         goto fail;
     if (tok) {
-        PyObject *t = PyDict_New();
-        if (dict_set(d, "tokenizer", Py_XNewRef(t)) ||
-            dict_set(t, "kind", PyUnicode_FromString(slm_tokenizer_get_kind(tok) == SLM_TOKENIZER_SPM ? "spm" : "bpe")) ||
-            dict_set(t, "pre", PyUnicode_FromString(slm_tokenizer_pre_name(tok))) ||
-            dict_set(t, "n_vocab", PyLong_FromLong(slm_tokenizer_n_vocab(tok))) ||
-            dict_set(t, "bos", PyLong_FromLong(slm_tokenizer_bos(tok))) ||
-            dict_set(t, "eos", PyLong_FromLong(slm_tokenizer_eos(tok))) ||
-            dict_set(t, "eot", PyLong_FromLong(slm_tokenizer_eot(tok))) ||
-            dict_set(t, "pad", PyLong_FromLong(slm_tokenizer_pad(tok))) ||
-            dict_set(t, "add_bos", PyBool_FromLong(slm_tokenizer_add_bos(tok)))) {
-            Py_XDECREF(t);
-            goto fail;
-        }
-        Py_DECREF(t);
+        if (dict_set(d, "tokenizer", ext_tok_info(tok))) goto fail;
     } else if (dict_set(d, "tokenizer", Py_NewRef(Py_None))) {
         goto fail;
     }

@@ -416,8 +416,8 @@ PyMODINIT_FUNC PyInit__statelm(void);
 PyMODINIT_FUNC PyInit__statelm(void) {
     PyObject *mod = PyModule_Create(&module_def);
     if (!mod) return NULL;
-    if (load_errors(mod) || ext_logits_init_type(mod) || ext_model_init_type(mod) || ext_session_init_types(mod) ||
-        ext_sampler_init_types(mod)) {
+    if (load_errors(mod) || ext_logits_init_type(mod) || ext_model_init_type(mod) || ext_tokenizer_init_type(mod) ||
+        ext_session_init_types(mod) || ext_sampler_init_types(mod)) {
         Py_DECREF(mod);
         return NULL;
     }

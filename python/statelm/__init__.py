@@ -4,7 +4,8 @@
     model = statelm.Model("SmolLM2-135M-Instruct.Q4_1.gguf")
     print(model.generate("The capital of France is", max_tokens=16, stream=False))
 
-Model (GGUF file or Hugging Face folder), Session (prefill/decode, zero-copy logits, snapshot,
+Model (GGUF file or Hugging Face folder), Tokenizer (only a file's tokenizer: vocab-only GGUFs, any
+architecture), Session (prefill/decode, zero-copy logits, snapshot,
 fork, rollback, sync, save/load, verify/accept), Sampler, speculative decoding (Spec, or
 generate(lookup=True / draft_model=...)) and llama-cpp-python-shaped completions. Errors are
 StatelmError subclasses carrying the library's status name and message. docs/python.md has a tour.
@@ -13,12 +14,12 @@ StatelmError subclasses carrying the library's status name and message. docs/pyt
 from ._errors import (AbortedError, BackendError, ClosedError, ContextFullError, FormatError, InvalidArgumentError,
                       IOFailedError, NotFoundError, OutOfMemoryError, RangeError, SessionBusyError, ShapeError,
                       StateError, StatelmError, UnsupportedError)
-from ._statelm import Detokenizer, Logits, Sampler, Snapshot, Spec, draft_lookup, status_name
+from ._statelm import Detokenizer, Logits, Sampler, Snapshot, Spec, Tokenizer, draft_lookup, status_name
 from ._statelm import version as __version__
 from ._core import Model, Session, Token
 
 __all__ = [
-    "Model", "Session", "Snapshot", "Logits", "Sampler", "Spec", "Detokenizer", "Token", "draft_lookup",
+    "Model", "Session", "Snapshot", "Logits", "Sampler", "Spec", "Detokenizer", "Tokenizer", "Token", "draft_lookup",
     "status_name", "StatelmError", "ClosedError", "SessionBusyError", "InvalidArgumentError", "OutOfMemoryError",
     "IOFailedError", "FormatError", "UnsupportedError", "ShapeError", "RangeError", "ContextFullError", "StateError",
     "BackendError", "AbortedError", "NotFoundError",

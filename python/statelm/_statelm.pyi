@@ -52,6 +52,31 @@ class Detokenizer:
     def flush(self) -> str:
         """Pending bytes of an incomplete character, as U+FFFD."""
 
+class Tokenizer:
+    """Only the tokenizer of a file (slm_tokenizer_load): a GGUF file's tokenizer.ggml.* metadata (a
+    vocab-only GGUF such as llama.cpp's ggml-vocab-*.gguf, or a model of an architecture statelm
+    does not run) or a Hugging Face folder's tokenizer.json. Immutable, shared by threads, freed
+    when collected. A tokenizer statelm does not support raises UnsupportedError naming it
+    ("tokenizer 't5' is not supported", "pre-tokenizer 'X' is not supported"); damaged metadata
+    FormatError; a file without a tokenizer NotFoundError. The methods are Model's."""
+
+    def __init__(self, path: str | os.PathLike) -> None: ...
+    @property
+    def info(self) -> dict:
+        """{kind ("bpe"/"spm"/"wpm"), pre, n_vocab, bos, eos, eot, pad, add_bos}, as Model.info["tokenizer"]."""
+    @property
+    def n_vocab(self) -> int: ...
+    def tokenize(self, text: str | bytes, *, add_bos: bool = True, special: bool = False) -> list[int]:
+        """As Model.tokenize."""
+    def detokenize(self, ids: Ids, *, special: bool = False) -> str:
+        """As Model.detokenize."""
+    def detokenize_bytes(self, ids: Ids, *, special: bool = False) -> bytes:
+        """As Model.detokenize_bytes."""
+    def token_text(self, id: int) -> str:
+        """As Model.token_text."""
+    def is_eog(self, id: int) -> bool:
+        """As Model.is_eog."""
+
 class Model:
     """A GGUF file or Hugging Face folder (config.json, safetensors, tokenizer.json), loaded with
     the weights memory-mapped; immutable and shared by threads. Raises FormatError, IOFailedError,

@@ -1,11 +1,14 @@
-/* bpe.c — byte-level BPE of one pre-tokenised piece: each byte starts as the token of its GPT-2
- * mapped character, then the adjacent pair with the lowest merge rank (leftmost on ties) is merged
- * until no pair has a rank. A binary heap of candidate pairs with lazy invalidation makes a piece
- * of n bytes cost O(n log n). Does not split text (pretok.c) or match special tokens (tokenizer.c).
+/* bpe.c — BPE of one pre-tokenised piece: symbols start as the tokens of each byte's GPT-2 mapped
+ * character (byte-level) or of each UTF-8 character (raw, Gemma 4), then the adjacent pair with
+ * the lowest merge rank (leftmost on ties) is merged until no pair has a rank. A binary heap of
+ * candidate pairs with lazy invalidation makes a piece of n bytes cost O(n log n). Does not split
+ * text (pretok.c) or match special tokens (tokenizer.c).
  * References: docs/spec/gguf.md §7 (byte mapping, merge ranks); HF tokenizers models/bpe/word.rs
- * (tie-breaking by position, ignore_merges). */
+ * (tie-breaking by position, ignore_merges, byte fallback); llama.cpp llama-vocab.cpp (Gemma 4's
+ * newline pieces). */
 #include <string.h>
 
+#include "base/utf8.h"
 #include "text/tok_impl.h"
 
 typedef struct cand {
@@ -80,12 +83,33 @@ static slm_status emit(const slm_tokenizer *t, int32_t id, size_t off, tok_ids *
     return SLM_ERR_INVALID_ARG;
 }
 
+/* Raw BPE: a symbol without a token of its own (s[off, off + len), never merged) as its bytes'
+ * <0xNN> tokens. */
+static slm_status emit_raw(const slm_tokenizer *t, int32_t id, const uint8_t *s, size_t off, size_t len, tok_ids *out,
+                           size_t *bad_off) {
+    if (id >= 0) return tok_ids_push(out, id, &t->alloc);
+    for (size_t k = 0; k < len; k++) {
+        slm_status st = emit(t, t->byte_id[s[off + k]], off + k, out, bad_off);
+        if (st != SLM_OK) return st;
+    }
+    return SLM_OK;
+}
+
+static bool all_newlines(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '\n') return false;
+    return true;
+}
+
 slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out, size_t *bad_off) {
     if (n == 0) return SLM_OK;
-    if (n == 1) return emit(t, t->byte_id[s[0]], 0, out, bad_off);
+    if (n == 1 && !t->raw_bpe) return emit(t, t->byte_id[s[0]], 0, out, bad_off);
     if (n > INT32_MAX / 4) return SLM_ERR_RANGE;
     const slm_allocator *a = &t->alloc;
-    if (t->ignore_merges) {
+    if (t->raw_bpe && (t->ignore_merges || all_newlines(s, n))) {
+        int32_t id = tok_find(t, (const char *)s, n);
+        if (id >= 0) return tok_ids_push(out, id, a);
+    } else if (t->ignore_merges) {
         /* The piece as mapped text; each byte maps to a 1- or 2-byte UTF-8 character. */
         char small[512];
         char *m = n * 2 <= sizeof small ? small : al_array(a, n, 2);
@@ -111,14 +135,26 @@ slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, 
         al_free(a, h);
         return SLM_ERR_NOMEM;
     }
+    /* Symbol i starts at byte i; raw symbols are characters, so some indices stay unused. */
     int32_t *prev = id + n, *next = id + 2 * n;
-    for (size_t i = 0; i < n; i++) {
-        id[i] = t->byte_id[s[i]];
-        prev[i] = (int32_t)i - 1;
-        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    int32_t last = -1;
+    for (size_t i = 0; i < n;) {
+        size_t l = 1;
+        if (t->raw_bpe) {
+            l = utf8_decode(s + i, n - i, NULL);
+            if (l == 0) l = 1;
+            id[i] = tok_find(t, (const char *)s + i, l);
+        } else {
+            id[i] = t->byte_id[s[i]];
+        }
+        prev[i] = last;
+        next[i] = -1;
+        if (last >= 0) next[last] = (int32_t)i;
+        last = (int32_t)i;
+        i += l;
     }
     size_t nh = 0;
-    for (size_t i = 0; i + 1 < n; i++) try_cand(t, id, h, &nh, (int32_t)i, (int32_t)i + 1);
+    for (int32_t i = 0; i >= 0 && next[i] >= 0; i = next[i]) try_cand(t, id, h, &nh, i, next[i]);
     while (nh > 0) {
         cand c = heap_pop(h, &nh);
         if (id[c.left] != c.left_id || next[c.left] != c.right || id[c.right] != c.right_id) continue; /* stale */
@@ -132,7 +168,14 @@ slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, 
         try_cand(t, id, h, &nh, c.left, after);
     }
     slm_status st = SLM_OK;
-    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = next[i]) st = emit(t, id[i], (size_t)i, out, bad_off);
+    for (int32_t i = 0; i >= 0 && st == SLM_OK; i = next[i]) {
+        if (!t->raw_bpe) {
+            st = emit(t, id[i], (size_t)i, out, bad_off);
+        } else { /* an unmerged symbol ends where the next begins */
+            size_t end = next[i] >= 0 ? (size_t)next[i] : n;
+            st = emit_raw(t, id[i], s, (size_t)i, end - (size_t)i, out, bad_off);
+        }
+    }
     al_free(a, id);
     al_free(a, h);
     return st;

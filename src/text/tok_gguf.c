@@ -128,9 +128,15 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
     gguf_str model = {0};
     st = get_str(g, "tokenizer.ggml.model", &model, e);
     if (st != SLM_OK) return st; /* NOT_FOUND (no message) when the file has no tokenizer */
-    if (model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0) spec.kind = SLM_TOKENIZER_BPE;
+    /* "gemma4": BPE on raw UTF-8 whose pre-tokenizer is always "gemma4" (llama.cpp does the same). */
+    bool gemma4 = model.len == 6 && memcmp(model.ptr, "gemma4", 6) == 0;
+    if ((model.len == 4 && memcmp(model.ptr, "gpt2", 4) == 0) || gemma4) spec.kind = SLM_TOKENIZER_BPE;
     else if (model.len == 5 && memcmp(model.ptr, "llama", 5) == 0) spec.kind = SLM_TOKENIZER_SPM;
-    else return err_set(e, SLM_ERR_UNSUPPORTED, "tokenizer.ggml.model: unsupported tokenizer '%.*s'", (int)(model.len > 32 ? 32 : model.len), model.ptr);
+    else if (model.len == 4 && memcmp(model.ptr, "bert", 4) == 0) spec.kind = SLM_TOKENIZER_WPM;
+    else
+        return err_set(e, SLM_ERR_UNSUPPORTED,
+                       "tokenizer.ggml.model: tokenizer '%.*s' is not supported (supported: gpt2, llama, gemma4, bert)",
+                       (int)(model.len > 32 ? 32 : model.len), model.ptr);
 
     const gguf_value *vt = NULL, *vtype = NULL, *vscore = NULL, *vmerge = NULL;
     st = get_array(g, "tokenizer.ggml.tokens", true, &vt, e);
@@ -212,8 +218,34 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
         }
         memcpy((char *)&spec + ids[i].off, &v, sizeof v);
     }
-    /* Defaults as in llama.cpp: SPM adds BOS and a space prefix; byte-level BPE does neither. */
-    spec.add_bos = spec.kind == SLM_TOKENIZER_SPM;
+    if (spec.kind == SLM_TOKENIZER_BPE) {
+        gguf_str p = {0};
+        st = gemma4 ? SLM_ERR_NOT_FOUND : get_str(g, "tokenizer.ggml.pre", &p, e);
+        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+        pre = st == SLM_OK ? al_strndup(a, p.ptr, (size_t)p.len) : al_strdup(a, gemma4 ? "gemma4" : "default");
+        if (!pre) {
+            st = err_set(e, SLM_ERR_NOMEM, "tokenizer: out of memory");
+            goto done;
+        }
+        spec.pre_preset = pre;
+    }
+    /* Defaults as in llama.cpp: SPM adds BOS and a space prefix; BPE does neither, but for the
+     * pre-tokenizers that llama.cpp gives BOS (llama3); WPM adds its [CLS] as BOS, lowercases
+     * and strips accents unless tokenizer.ggml.normalizer.* say otherwise. */
+    spec.add_bos = spec.kind != SLM_TOKENIZER_BPE || (pre && pretok_preset_add_bos(pre));
+    if (spec.kind == SLM_TOKENIZER_WPM) {
+        if (spec.bos < 0) {
+            st = get_id(g, "tokenizer.ggml.cls_token_id", &spec.bos, e);
+            if (st == SLM_OK && spec.bos >= (int64_t)n) st = err_set(e, SLM_ERR_RANGE, "tokenizer.ggml.cls_token_id: id %lld out of range", (long long)spec.bos);
+            if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+        }
+        spec.wpm_lowercase = true;
+        st = get_bool(g, "tokenizer.ggml.normalizer.lowercase", &spec.wpm_lowercase, e);
+        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+        spec.wpm_strip_accents = spec.wpm_lowercase;
+        st = get_bool(g, "tokenizer.ggml.normalizer.strip_accents", &spec.wpm_strip_accents, e);
+        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
+    }
     spec.add_space_prefix = spec.kind == SLM_TOKENIZER_SPM;
     st = get_bool(g, "tokenizer.ggml.add_bos_token", &spec.add_bos, e);
     if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
@@ -222,17 +254,6 @@ slm_status tok_from_gguf(const gguf_file *g, const slm_allocator *a, slm_tokeniz
     if (spec.kind == SLM_TOKENIZER_SPM) {
         st = get_bool(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, e);
         if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
-    }
-    if (spec.kind == SLM_TOKENIZER_BPE) {
-        gguf_str p = {0};
-        st = get_str(g, "tokenizer.ggml.pre", &p, e);
-        if (st != SLM_OK && st != SLM_ERR_NOT_FOUND) goto done;
-        pre = st == SLM_OK ? al_strndup(a, p.ptr, (size_t)p.len) : al_strdup(a, "default");
-        if (!pre) {
-            st = err_set(e, SLM_ERR_NOMEM, "tokenizer: out of memory");
-            goto done;
-        }
-        spec.pre_preset = pre;
     }
     st = tok_build(&spec, a, out, e);
 done:

@@ -62,11 +62,13 @@ slm_status pretok_step_init(pretok_step *step, const char *pattern, size_t patte
                             pretok_behavior behavior, bool invert, slm_err *e);
 void pretok_step_deinit(pretok_step *step);
 /* Named llama.cpp pre-tokenizer (tokenizer.ggml.pre): fills steps[0, *n_steps), the canonical name
- * (static storage), whether merges are ignored for whole-vocab pieces and whether the text is NFC-
- * normalised (to agree with the Hugging Face tokenizer of that family). SLM_ERR_UNSUPPORTED for
- * unknown names. */
+ * (static storage), whether merges are ignored for whole-vocab pieces and whether the BPE runs on
+ * raw UTF-8 (raw: spaces escaped as "▁", <0xNN> byte fallback; else GPT-2's byte mapping). Text is
+ * not normalised (as in llama.cpp). SLM_ERR_UNSUPPORTED naming the pre-tokenizer otherwise. */
 slm_status pretok_preset(const char *name, pretok_step *steps, size_t *n_steps, const char **canonical,
-                         bool *ignore_merges, bool *nfc, slm_err *e);
+                         bool *ignore_merges, bool *raw, slm_err *e);
+/* Whether llama.cpp adds BOS for this pre-tokenizer when the file does not say (llama3 family). */
+bool pretok_preset_add_bos(const char *name);
 /* Pattern of a preset regex by id, for matching tokenizer.json patterns to a name. */
 const char *pretok_gpt2_pattern(void);
 /* Canonical preset name whose single regex equals pattern, or NULL. */
@@ -101,7 +103,8 @@ typedef struct tok_merge_slot {
  *    length, longest first; first_byte_match[b] says whether some such text starts with byte b.
  * 5. bos/eos/eot/eom/pad/unk are -1 or in [0, n_vocab). eog (n_vocab bits) marks end-of-generation.
  *    text_unk is unk when that is not a control token, else -1: text never encodes to a control
- *    token (GGUF files often name <|endoftext|> as the unknown token).
+ *    token (GGUF files often name <|endoftext|> as the unknown token), but for WPM, whose [UNK] is
+ *    a control token that stands for an unknown word.
  * 6. The tokenizer is immutable after tok_build; all per-call scratch lives on the call. */
 struct slm_tokenizer {
     slm_allocator alloc;
@@ -116,7 +119,7 @@ struct slm_tokenizer {
     tok_merge_slot *merges; /* (merge_cap) */
     size_t merge_cap;
     size_t n_merges;
-    int32_t byte_id[256]; /* BPE: id of the token of byte b's mapped char; SPM: id of <0xNN>; -1 */
+    int32_t byte_id[256]; /* byte-level BPE: id of the token of byte b's mapped char; SPM, raw BPE: id of <0xNN>; -1 */
     int32_t *match_ids;   /* (n_match) */
     size_t n_match;
     bool first_byte_match[256];
@@ -124,6 +127,9 @@ struct slm_tokenizer {
     size_t n_steps;
     bool nfc;
     bool ignore_merges;
+    bool raw_bpe;          /* BPE on raw UTF-8: "▁" for spaces, <0xNN> byte tokens (Gemma 4) */
+    bool wpm_lowercase, wpm_strip_accents; /* WPM normalisation (BertNormalizer) */
+    size_t max_token_len;  /* longest token text in bytes (WPM's longest-match bound) */
     bool add_space_prefix; /* SPM */
     bool add_bos, add_eos;
     int32_t bos, eos, eot, eom, pad, unk;
@@ -146,7 +152,8 @@ typedef struct tok_spec {
     pretok_step *steps;
     size_t n_steps;
     const char *pre_name;    /* static name for explicit steps */
-    bool nfc, ignore_merges, add_space_prefix, add_bos, add_eos;
+    bool nfc, ignore_merges, raw_bpe, add_space_prefix, add_bos, add_eos;
+    bool wpm_lowercase, wpm_strip_accents; /* WPM only */
     int64_t bos, eos, eot, eom, pad, unk; /* -1 = absent */
     const int64_t *extra_eog; /* (n_extra_eog) more end-of-generation ids (e.g. generation_config) */
     size_t n_extra_eog;
@@ -188,14 +195,22 @@ typedef struct tok_span {
 slm_status tok_encode_spans(const slm_tokenizer *tok, const char *text, size_t len, uint32_t flags,
                             const tok_span *spans, size_t n_spans, tok_ids *out, size_t *bad_off);
 
-/* Byte-level BPE of one pre-tokenised piece (raw bytes s[0, n)), appending ids. A byte whose
- * character is not in the vocabulary becomes text_unk; without one the call fails with
- * SLM_ERR_INVALID_ARG and *bad_off receives the byte's offset in s. */
+/* BPE of one pre-tokenised piece (bytes s[0, n)), appending ids. Byte-level: symbols start as the
+ * tokens of each byte's mapped character. Raw (t->raw_bpe, s already "▁"-escaped): symbols start
+ * as UTF-8 characters, a piece of newlines only that is a token is that token, and a symbol without
+ * a token becomes its bytes' <0xNN> tokens. A byte with no token becomes text_unk; without one the
+ * call fails with SLM_ERR_INVALID_ARG and *bad_off receives the byte's offset in s. */
 slm_status bpe_encode_piece(const slm_tokenizer *t, const uint8_t *s, size_t n, tok_ids *out, size_t *bad_off);
 /* SentencePiece BPE of one escaped text segment ("▁" for spaces), appending ids. A symbol with
  * neither a token nor byte-fallback tokens becomes text_unk; without one SLM_ERR_INVALID_ARG with
  * the symbol's offset in s in *bad_off. */
 slm_status spm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off);
+
+/* WordPiece of one text segment (llama.cpp's WPM: words at whitespace and punctuation, lowercased
+ * and accent-stripped as the tokenizer says, longest pieces of "▁" + word), appending ids. A word
+ * no pieces spell becomes the unknown token; without one SLM_ERR_INVALID_ARG with the word's
+ * offset in s in *bad_off. */
+slm_status wpm_encode_segment(const slm_tokenizer *t, const char *s, size_t n, tok_ids *out, size_t *bad_off);
 
 /* GPT-2 byte<->unicode mapping (docs/spec/gguf.md §7). */
 uint32_t tok_byte_to_cp(uint8_t b);

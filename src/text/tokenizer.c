@@ -99,13 +99,13 @@ void tok_destroy(slm_tokenizer *t) {
 }
 
 /* Raw bytes of a token from its stored text; returns the length written to out (<= text length). */
-static size_t token_bytes_of(slm_tokenizer_kind kind, uint8_t type, const char *s, size_t n, char *out) {
+static size_t token_bytes_of(bool spm_text, uint8_t type, const char *s, size_t n, char *out) {
     if (type == TOK_TYPE_CONTROL || type == TOK_TYPE_USER_DEFINED || type == TOK_TYPE_UNKNOWN) {
         memcpy(out, s, n);
         return n;
     }
     size_t k = 0;
-    if (kind == SLM_TOKENIZER_SPM) {
+    if (spm_text) {
         if (type == TOK_TYPE_BYTE && n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>') {
             unsigned v = (unsigned)strtoul((char[3]){s[3], s[4], 0}, NULL, 16);
             out[0] = (char)v;
@@ -244,7 +244,9 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     t->add_space_prefix = spec->add_space_prefix;
     t->add_bos = spec->add_bos;
     t->add_eos = spec->add_eos;
-    if (spec->kind != SLM_TOKENIZER_BPE && spec->kind != SLM_TOKENIZER_SPM) {
+    t->wpm_lowercase = spec->wpm_lowercase;
+    t->wpm_strip_accents = spec->wpm_strip_accents;
+    if (spec->kind != SLM_TOKENIZER_BPE && spec->kind != SLM_TOKENIZER_SPM && spec->kind != SLM_TOKENIZER_WPM) {
         st = err_set(e, SLM_ERR_UNSUPPORTED, "tokenizer: unknown kind %d", (int)spec->kind);
         goto fail;
     }
@@ -253,12 +255,14 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
             st = err_set(e, SLM_ERR_INVALID_ARG, "tokenizer: a preset pre-tokenizer is for BPE only");
             goto fail;
         }
-        bool im = false, nfc = false;
-        st = pretok_preset(spec->pre_preset, t->steps, &t->n_steps, &t->pre_name, &im, &nfc, e);
+        bool im = false, raw = false;
+        st = pretok_preset(spec->pre_preset, t->steps, &t->n_steps, &t->pre_name, &im, &raw, e);
         if (st != SLM_OK) goto fail;
         t->ignore_merges = t->ignore_merges || im;
-        t->nfc = t->nfc || nfc;
+        t->raw_bpe = raw;
     }
+    t->raw_bpe = t->raw_bpe || (spec->raw_bpe && spec->kind == SLM_TOKENIZER_BPE);
+    bool spm_text = spec->kind != SLM_TOKENIZER_BPE || t->raw_bpe; /* "▁" and <0xNN> in token text */
     if (spec->n_vocab == 0 || spec->n_vocab > TOK_MAX_VOCAB) {
         st = err_set(e, SLM_ERR_FORMAT, "tokenizer: vocabulary size %zu out of range (1..%d)", spec->n_vocab,
                      TOK_MAX_VOCAB);
@@ -305,6 +309,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
             goto fail;
         }
         tok_token *k = &t->tokens[i];
+        if (l > t->max_token_len) t->max_token_len = l;
         k->type = type;
         k->score = spec->scores ? spec->scores[i] : 0.0f;
         k->text_off = (uint32_t)p;
@@ -313,7 +318,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
         p += l;
         t->pool[p++] = '\0';
         k->bytes_off = (uint32_t)p;
-        k->bytes_len = (uint32_t)(l ? token_bytes_of(spec->kind, type, s->ptr, l, t->pool + p) : 0);
+        k->bytes_len = (uint32_t)(l ? token_bytes_of(spm_text, type, s->ptr, l, t->pool + p) : 0);
         p += k->bytes_len;
         t->pool[p++] = '\0';
         if (p > UINT32_MAX - 2 * TOK_MAX_TOKEN_LEN - 2) {
@@ -334,7 +339,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     t->pool_len = p;
     /* Byte tokens. */
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
-    if (spec->kind == SLM_TOKENIZER_BPE) {
+    if (!spm_text) {
         for (int b = 0; b < 256; b++) {
             uint8_t u[4];
             size_t l = utf8_encode(tok_byte_to_cp((uint8_t)b), u);
@@ -363,7 +368,7 @@ slm_status tok_build(const tok_spec *spec, const slm_allocator *a, slm_tokenizer
     if ((st = check_special("eom", spec->eom, n, &t->eom, e)) != SLM_OK) goto fail;
     if ((st = check_special("padding", spec->pad, n, &t->pad, e)) != SLM_OK) goto fail;
     if ((st = check_special("unknown", spec->unk, n, &t->unk, e)) != SLM_OK) goto fail;
-    t->text_unk = t->unk >= 0 && t->tokens[t->unk].type != TOK_TYPE_CONTROL ? t->unk : -1;
+    t->text_unk = t->unk >= 0 && (t->tokens[t->unk].type != TOK_TYPE_CONTROL || t->kind == SLM_TOKENIZER_WPM) ? t->unk : -1;
     /* Tokens matched on the raw text. */
     size_t n_match = 0;
     for (size_t i = 0; i < n; i++) {
@@ -485,20 +490,8 @@ typedef struct enc_ctx {
     size_t bad_off;    /* SLM_ERR_INVALID_ARG: offset of the text the vocabulary cannot spell, in the segment */
 } enc_ctx;
 
-static slm_status encode_bpe_text(enc_ctx *c, const char *s, size_t n) {
-    const slm_tokenizer *t = c->t;
-    c->pieces.n = 0;
-    slm_status st = pretok_vec_push(&c->pieces, 0, n, &t->alloc);
-    for (size_t k = 0; k < t->n_steps && st == SLM_OK; k++)
-        st = pretok_apply(&t->steps[k], s, &c->pieces, &c->scratch, &t->alloc);
-    for (size_t i = 0; i < c->pieces.n && st == SLM_OK; i++) {
-        st = bpe_encode_piece(t, (const uint8_t *)s + c->pieces.v[i].off, c->pieces.v[i].len, &c->ids, &c->bad_off);
-        if (st == SLM_ERR_INVALID_ARG) c->bad_off += c->pieces.v[i].off;
-    }
-    return st;
-}
-
-static slm_status encode_spm_text(enc_ctx *c, const char *s, size_t n) {
+/* s[0, n) with every space as "▁" (after one more "▁" when prefix) into c->esc; *k its length. */
+static slm_status escape_spaces(enc_ctx *c, const char *s, size_t n, bool prefix, size_t *k) {
     const slm_tokenizer *t = c->t;
     size_t need;
     if (!size_mul_ok(n + 1, 3, &need)) return SLM_ERR_NOMEM;
@@ -508,26 +501,60 @@ static slm_status encode_spm_text(enc_ctx *c, const char *s, size_t n) {
         c->esc = ne;
         c->esc_cap = need;
     }
-    size_t k = 0;
-    if (t->add_space_prefix && c->prev_special) {
+    size_t w = 0;
+    if (prefix) {
         memcpy(c->esc, "\xE2\x96\x81", 3);
-        k = 3;
+        w = 3;
     }
     for (size_t i = 0; i < n; i++) {
         if (s[i] == ' ') {
-            memcpy(c->esc + k, "\xE2\x96\x81", 3);
-            k += 3;
+            memcpy(c->esc + w, "\xE2\x96\x81", 3);
+            w += 3;
         } else {
-            c->esc[k++] = s[i];
+            c->esc[w++] = s[i];
         }
     }
-    size_t esc_off = 0;
-    slm_status st = spm_encode_segment(t, c->esc, k, &c->ids, &esc_off);
-    if (st == SLM_ERR_INVALID_ARG) { /* back to an offset in s: each space took 3 escaped bytes */
-        size_t at = t->add_space_prefix && c->prev_special ? 3 : 0, i = 0;
-        while (i < n && at + (s[i] == ' ' ? 3 : 1) <= esc_off) at += s[i++] == ' ' ? 3 : 1;
-        c->bad_off = i;
+    *k = w;
+    return SLM_OK;
+}
+
+/* The offset in s of escaped offset esc_off (escape_spaces: each space took 3 escaped bytes). */
+static size_t unescaped_offset(const char *s, size_t n, bool prefix, size_t esc_off) {
+    size_t at = prefix ? 3 : 0, i = 0;
+    while (i < n && at + (s[i] == ' ' ? 3 : 1) <= esc_off) at += s[i++] == ' ' ? 3 : 1;
+    return i;
+}
+
+static slm_status encode_bpe_text(enc_ctx *c, const char *s, size_t n) {
+    const slm_tokenizer *t = c->t;
+    const char *orig = s;
+    size_t orig_n = n;
+    if (t->raw_bpe) { /* Gemma 4: spaces become "▁" before the split */
+        slm_status st = escape_spaces(c, s, n, false, &n);
+        if (st != SLM_OK) return st;
+        s = c->esc;
     }
+    c->pieces.n = 0;
+    slm_status st = pretok_vec_push(&c->pieces, 0, n, &t->alloc);
+    for (size_t k = 0; k < t->n_steps && st == SLM_OK; k++)
+        st = pretok_apply(&t->steps[k], s, &c->pieces, &c->scratch, &t->alloc);
+    for (size_t i = 0; i < c->pieces.n && st == SLM_OK; i++) {
+        st = bpe_encode_piece(t, (const uint8_t *)s + c->pieces.v[i].off, c->pieces.v[i].len, &c->ids, &c->bad_off);
+        if (st == SLM_ERR_INVALID_ARG) c->bad_off += c->pieces.v[i].off;
+    }
+    if (st == SLM_ERR_INVALID_ARG && t->raw_bpe) c->bad_off = unescaped_offset(orig, orig_n, false, c->bad_off);
+    return st;
+}
+
+static slm_status encode_spm_text(enc_ctx *c, const char *s, size_t n) {
+    const slm_tokenizer *t = c->t;
+    bool prefix = t->add_space_prefix && c->prev_special;
+    size_t k = 0;
+    slm_status st = escape_spaces(c, s, n, prefix, &k);
+    if (st != SLM_OK) return st;
+    size_t esc_off = 0;
+    st = spm_encode_segment(t, c->esc, k, &c->ids, &esc_off);
+    if (st == SLM_ERR_INVALID_ARG) c->bad_off = unescaped_offset(s, n, prefix, esc_off);
     return st;
 }
 
@@ -544,7 +571,9 @@ static slm_status encode_text(enc_ctx *c, const char *s, size_t n) {
             n = norm_len;
         }
     }
-    slm_status st = t->kind == SLM_TOKENIZER_SPM ? encode_spm_text(c, s, n) : encode_bpe_text(c, s, n);
+    slm_status st = t->kind == SLM_TOKENIZER_SPM   ? encode_spm_text(c, s, n)
+                    : t->kind == SLM_TOKENIZER_WPM ? wpm_encode_segment(t, s, n, &c->ids, &c->bad_off)
+                                                   : encode_bpe_text(c, s, n);
     c->prev_special = false;
     al_free(&t->alloc, norm);
     return st;
@@ -656,6 +685,11 @@ SLM_API slm_status slm_tokenizer_token_bytes(const slm_tokenizer *tok, int32_t i
 
 static bool skipped_type(uint8_t type) { return type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN; }
 
+/* The space the encoder put before the first word (SPM's prefix, WPM's "▁") is not text. */
+static bool strips_first_space(const slm_tokenizer *t) {
+    return (t->kind == SLM_TOKENIZER_SPM && t->add_space_prefix) || t->kind == SLM_TOKENIZER_WPM;
+}
+
 SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                         bool render_special, char *dst, size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
@@ -669,7 +703,7 @@ SLM_API slm_status slm_tokenizer_decode(const slm_tokenizer *tok, const int32_t 
         if (skipped_type(k->type) && !render_special) continue;
         const char *b = tok->pool + k->bytes_off;
         size_t l = k->bytes_len;
-        if (first && tok->kind == SLM_TOKENIZER_SPM && tok->add_space_prefix && !skipped_type(k->type) && l > 0 &&
+        if (first && strips_first_space(tok) && !skipped_type(k->type) && l > 0 &&
             b[0] == ' ') {
             b++;
             l--;
@@ -777,7 +811,7 @@ SLM_API slm_status slm_detokenizer_push(slm_detokenizer *d, int32_t id, const ch
     if (skipped_type(k->type)) return SLM_OK;
     const uint8_t *b = (const uint8_t *)t->pool + k->bytes_off;
     size_t l = k->bytes_len;
-    if (d->first && t->kind == SLM_TOKENIZER_SPM && t->add_space_prefix && l > 0 && b[0] == ' ') {
+    if (d->first && strips_first_space(t) && l > 0 && b[0] == ' ') {
         b++;
         l--;
     }

@@ -4,7 +4,8 @@
  * tiny byte-level BPE (committed), SentencePiece BPE with byte fallback (committed, loaded through
  * the GGUF path), and SmolLM2, Qwen3, Qwen3.5, LFM2 (fetched by scripts/fetch-models.sh; skipped
  * when absent), each loaded from tokenizer.json and, for the byte-level ones, from an equivalent
- * GGUF directory with the llama.cpp pre-tokenizer name. */
+ * GGUF directory with the llama.cpp pre-tokenizer name (GGUF text is not NFC-normalised, as in
+ * llama.cpp: the Qwen chunks are normalised before the GGUF tokenizer sees them). */
 #include "testutil.h"
 #include "toktest.h"
 
@@ -43,8 +44,10 @@ static void show_ids(const char *what, const int32_t *ids, size_t n, size_t at) 
     fprintf(stderr, "\n");
 }
 
-/* Compares every chunk; returns the number of mismatching chunks (details of the first few). */
-static int check_corpus(const slm_tokenizer *t, const char *golden, uint32_t flags, const char *label) {
+/* Compares every chunk; returns the number of mismatching chunks (details of the first few).
+ * nfc_first: the chunk is NFC-normalised before encoding, for a GGUF tokenizer (which, as llama.cpp,
+ * does not normalise) against a reference whose tokenizer.json normalises. */
+static int check_corpus(const slm_tokenizer *t, const char *golden, uint32_t flags, bool nfc_first, const char *label) {
     tt_golden g;
     assert_true(tt_golden_load(&g, tu_data_path(golden)));
     size_t off = 0, cap = 1 << 16;
@@ -56,8 +59,14 @@ static int check_corpus(const slm_tokenizer *t, const char *golden, uint32_t fla
     double t0 = now_s();
     for (uint32_t c = 0; c < g.n_chunks; c++) {
         const char *text = (const char *)corpus + off;
-        size_t len = g.byte_len[c];
+        size_t len = g.byte_len[c], chunk_len = len;
         assert_true(off + len <= corpus_len);
+        uint8_t *normed = NULL;
+        if (nfc_first) {
+            normed = u8_normalize(UNINORM_NFC, (const uint8_t *)text, chunk_len, NULL, &len);
+            assert_non_null(normed);
+            text = (const char *)normed;
+        }
         size_t n = 0;
         assert_int_equal(slm_tokenizer_encode(t, text, len, flags, ids, cap, &n), SLM_OK);
         size_t m = 0;
@@ -84,10 +93,11 @@ static int check_corpus(const slm_tokenizer *t, const char *golden, uint32_t fla
         }
         bool same = nd == want_len && memcmp(dec, want, want_len) == 0;
         free(nfc);
+        free(normed);
         if (!same) {
             if (bad_rt++ < 3) fprintf(stderr, "%s: chunk %u does not round-trip\n", label, c);
         }
-        off += len;
+        off += chunk_len;
     }
     double dt = now_s() - t0;
     assert_int_equal(off, corpus_len);
@@ -126,12 +136,14 @@ static void golden_json(const char *path, const char *golden, const char *pre_na
     assert_non_null(t);
     fprintf(stderr, "%s: loaded %d tokens in %.3f s\n", label, slm_tokenizer_n_vocab(t), now_s() - t0);
     assert_string_equal(slm_tokenizer_pre_name(t), pre_name);
-    assert_int_equal(check_corpus(t, golden, SLM_TOKENIZE_PARSE_SPECIAL, label), 0);
+    assert_int_equal(check_corpus(t, golden, SLM_TOKENIZE_PARSE_SPECIAL, false, label), 0);
     fprintf(stderr, "%s: whole corpus in one call: %.3f s\n", label, whole_corpus(t));
     tok_destroy(t);
 }
 
-static void golden_gguf(const char *path, const char *golden, const char *pre, const char *label) {
+/* nfc: the tokenizer.json normalises to NFC; the GGUF tokenizer does not (llama.cpp's ids), so the
+ * chunks are normalised first. */
+static void golden_gguf(const char *path, const char *golden, const char *pre, bool nfc, const char *label) {
     if (!tu_file_exists(path)) TU_SKIP("%s not found (run scripts/fetch-models.sh)", path);
     tt_gguf gg;
     tt_gguf_init(&gg);
@@ -142,7 +154,7 @@ static void golden_gguf(const char *path, const char *golden, const char *pre, c
     slm_status st = tok_from_gguf(&gg.g, NULL, &t, &e);
     if (st != SLM_OK) fprintf(stderr, "%s: %s\n", label, e.msg);
     assert_int_equal(st, SLM_OK);
-    assert_int_equal(check_corpus(t, golden, SLM_TOKENIZE_PARSE_SPECIAL, label), 0);
+    assert_int_equal(check_corpus(t, golden, SLM_TOKENIZE_PARSE_SPECIAL, nfc, label), 0);
     tok_destroy(t);
     tt_gguf_free(&gg);
 }
@@ -157,7 +169,7 @@ static void smollm2_json(void **s) {
 }
 static void smollm2_gguf(void **s) {
     (void)s;
-    golden_gguf(tt_cached_tokenizer("smollm2"), "tokenizer/golden_smollm2.bin", "smollm", "smollm2-gguf");
+    golden_gguf(tt_cached_tokenizer("smollm2"), "tokenizer/golden_smollm2.bin", "smollm", false, "smollm2-gguf");
 }
 static void qwen3_json(void **s) {
     (void)s;
@@ -165,7 +177,7 @@ static void qwen3_json(void **s) {
 }
 static void qwen3_gguf(void **s) {
     (void)s;
-    golden_gguf(tt_cached_tokenizer("qwen3"), "tokenizer/golden_qwen3.bin", "qwen2", "qwen3-gguf");
+    golden_gguf(tt_cached_tokenizer("qwen3"), "tokenizer/golden_qwen3.bin", "qwen2", true, "qwen3-gguf");
 }
 static void qwen35_json(void **s) {
     (void)s;
@@ -173,7 +185,7 @@ static void qwen35_json(void **s) {
 }
 static void qwen35_gguf(void **s) {
     (void)s;
-    golden_gguf(tt_cached_tokenizer("qwen35"), "tokenizer/golden_qwen35.bin", "qwen35", "qwen35-gguf");
+    golden_gguf(tt_cached_tokenizer("qwen35"), "tokenizer/golden_qwen35.bin", "qwen35", true, "qwen35-gguf");
 }
 static void lfm2_json(void **s) {
     (void)s;
@@ -182,7 +194,7 @@ static void lfm2_json(void **s) {
 /* llama.cpp treats "lfm2" as llama3 with ignore_merges; the ids must still agree with HF's. */
 static void lfm2_gguf(void **s) {
     (void)s;
-    golden_gguf(tt_cached_tokenizer("lfm2"), "tokenizer/golden_lfm2.bin", "lfm2", "lfm2-gguf");
+    golden_gguf(tt_cached_tokenizer("lfm2"), "tokenizer/golden_lfm2.bin", "lfm2", false, "lfm2-gguf");
 }
 
 /* SentencePiece BPE vocabulary (tests/data/tokenizer/spm_tiny.json, trained by the golden script)
@@ -199,7 +211,7 @@ static void spm_tiny_gguf(void **s) {
     assert_int_equal(st, SLM_OK);
     assert_int_equal(slm_tokenizer_get_kind(t), SLM_TOKENIZER_SPM);
     assert_true(slm_tokenizer_add_bos(t));
-    assert_int_equal(check_corpus(t, "tokenizer/golden_spm_tiny.bin", 0, "spm-tiny"), 0);
+    assert_int_equal(check_corpus(t, "tokenizer/golden_spm_tiny.bin", 0, false, "spm-tiny"), 0);
     tok_destroy(t);
     tt_gguf_free(&gg);
 }

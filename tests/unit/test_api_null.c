@@ -118,6 +118,12 @@ static void model_null(void **unused) {
 
 static void tokenizer_null(void **unused) {
     (void)unused;
+    slm_tokenizer *loaded = (slm_tokenizer *)1;
+    char err[64];
+    assert_int_equal(slm_tokenizer_load(NULL, NULL, &loaded, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(loaded);
+    assert_int_equal(slm_tokenizer_load("x.gguf", NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_tokenizer_free(NULL);
     assert_int_equal(slm_tokenizer_get_kind(NULL), SLM_TOKENIZER_BPE);
     assert_null(slm_tokenizer_pre_name(NULL));
     assert_int_equal(slm_tokenizer_n_vocab(NULL), 0);

@@ -148,8 +148,9 @@ static void gguf_bad_metadata(void **unused) {
     tt_gguf_u32(&gg, "tokenizer.ggml.model", 3);
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "tokenizer.ggml.model"));
-    tt_gguf_str(&gg, "tokenizer.ggml.model", "bert");
+    tt_gguf_str(&gg, "tokenizer.ggml.model", "t5");
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "tokenizer 't5' is not supported"));
     tt_gguf_str(&gg, "tokenizer.ggml.model", "gpt2");
     tt_gguf_str(&gg, "tokenizer.ggml.pre", "no-such-pre");
     assert_int_equal(gguf_status(&gg, &e), SLM_ERR_UNSUPPORTED);
@@ -664,12 +665,79 @@ static void smollm2_unencodable_bytes(void **unused) {
     slm_model_destroy(m);
 }
 
+/* slm_tokenizer_load: the tokenizer of each tiny model file (GGUF and HF folder), loaded alone,
+ * gives the ids and info of the model's own; the vocab-only seeds of the fuzz corpus load or are
+ * refused naming what; bad arguments and paths fail with a message. */
+static void standalone_load(void **unused) {
+    (void)unused;
+    static const char *const archs[] = {"llama", "qwen3", "lfm2", "qwen35", "gemma3"};
+    static const char *const texts[] = {"Hello world", " two  spaces\n\ttab", "caf\xc3\xa9 \xe6\x97\xa5 123456",
+                                        "<|im_start|>user<|im_end|>"};
+    char path[1024], err[512];
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        for (int hf = 0; hf < 2; hf++) {
+            if (hf) snprintf(path, sizeof path, "%s", tu_data_path("tiny"));
+            if (hf) snprintf(path + strlen(path), sizeof path - strlen(path), "/%s/hf", archs[a]);
+            else snprintf(path, sizeof path, "%s/%s/%s-f32.gguf", tu_data_path("tiny"), archs[a], archs[a]);
+            slm_model *m = NULL;
+            slm_tokenizer *t = NULL;
+            assert_int_equal(slm_model_load(path, NULL, &m, err, sizeof err), SLM_OK);
+            if (slm_tokenizer_load(path, NULL, &t, err, sizeof err) != SLM_OK) fail_msg("%s: %s", path, err);
+            const slm_tokenizer *mt = slm_model_tokenizer(m);
+            assert_int_equal(slm_tokenizer_n_vocab(t), slm_tokenizer_n_vocab(mt));
+            assert_string_equal(slm_tokenizer_pre_name(t), slm_tokenizer_pre_name(mt));
+            assert_int_equal(slm_tokenizer_bos(t), slm_tokenizer_bos(mt));
+            assert_int_equal(slm_tokenizer_eos(t), slm_tokenizer_eos(mt));
+            for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+                int32_t a1[64], a2[64];
+                size_t n1 = 0, n2 = 0;
+                uint32_t flags = SLM_TOKENIZE_ADD_BOS | SLM_TOKENIZE_PARSE_SPECIAL;
+                assert_int_equal(slm_tokenizer_encode(t, texts[i], strlen(texts[i]), flags, a1, 64, &n1), SLM_OK);
+                assert_int_equal(slm_tokenizer_encode(mt, texts[i], strlen(texts[i]), flags, a2, 64, &n2), SLM_OK);
+                assert_int_equal(n1, n2);
+                assert_memory_equal(a1, a2, n1 * sizeof *a1);
+            }
+            slm_tokenizer_free(t);
+            slm_model_destroy(m);
+        }
+    }
+    static const struct { const char *seed, *msg; slm_status st; } seeds[] = {
+        {"seed_gemma4", NULL, SLM_OK},
+        {"seed_bpe_deepseek-llm", NULL, SLM_OK},
+        {"seed_bad_model_t5", "tokenizer 't5' is not supported", SLM_ERR_UNSUPPORTED},
+        {"seed_wpm", NULL, SLM_OK},
+        {"seed_bad_pre", "pre-tokenizer 'no-such-pre' is not supported", SLM_ERR_UNSUPPORTED},
+        {"seed_spm_cut", "truncated", SLM_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", tu_data_path("corpus/vocab"), seeds[i].seed);
+        slm_tokenizer *t = (slm_tokenizer *)1;
+        slm_status st = slm_tokenizer_load(path, NULL, &t, err, sizeof err);
+        if (st != seeds[i].st) fail_msg("%s: %s (%s)", seeds[i].seed, err, slm_status_name(st));
+        if (seeds[i].msg) {
+            assert_null(t);
+            if (!strstr(err, seeds[i].msg) || !strstr(err, seeds[i].seed)) fail_msg("%s: message '%s'", seeds[i].seed, err);
+        }
+        slm_tokenizer_free(st == SLM_OK ? t : NULL);
+    }
+    slm_tokenizer *t = (slm_tokenizer *)1;
+    assert_int_equal(slm_tokenizer_load(NULL, NULL, &t, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(t);
+    assert_int_equal(slm_tokenizer_load("x.gguf", NULL, NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_true(strlen(err) > 0);
+    assert_int_not_equal(slm_tokenizer_load("/nonexistent/vocab.gguf", NULL, &t, err, sizeof err), SLM_OK);
+    assert_null(t);
+    assert_non_null(strstr(err, "/nonexistent/vocab.gguf"));
+    slm_tokenizer_free(NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gguf_bad_metadata), cmocka_unit_test(gguf_small_encode), cmocka_unit_test(json_bad_files),
         cmocka_unit_test(special_tokens),    cmocka_unit_test(invalid_utf8_input), cmocka_unit_test(buffer_caps_and_args),
         cmocka_unit_test(spm_behaviour),     cmocka_unit_test(long_pieces),     cmocka_unit_test(detokenizer_stream), cmocka_unit_test(allocation_failures),
         cmocka_unit_test(unencodable_text), cmocka_unit_test(smollm2_unencodable_bytes),
+        cmocka_unit_test(standalone_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
