@@ -103,12 +103,19 @@ static void schema_refusals(void **unused) {
         const char *msg;
     } cases[] = {
         {"{\"type\":\"string\",\"pattern\":\"^a\"}", SLM_ERR_UNSUPPORTED, "keyword 'pattern' at / is not supported"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":3}}}", SLM_ERR_UNSUPPORTED,
-         "keyword 'minimum' at /properties/a is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"minimum\":3}}}}", SLM_ERR_UNSUPPORTED,
+         "keyword 'not' at /properties/a is not supported"},
+        {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":2}}", SLM_ERR_UNSUPPORTED, "keyword 'if' at /"},
         {"{\"type\":\"string\",\"format\":\"email\"}", SLM_ERR_UNSUPPORTED, "format 'email' at / is not supported"},
-        {"{\"allOf\":[{\"type\":\"string\"}]}", SLM_ERR_UNSUPPORTED, "keyword 'allOf'"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", SLM_ERR_UNSUPPORTED, "the types conflict"},
+        {"{\"allOf\":[{\"format\":\"date\"},{\"format\":\"uuid\"}]}", SLM_ERR_UNSUPPORTED,
+         "two different 'format' cannot be merged"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}", SLM_ERR_UNSUPPORTED, "allow no integer"},
+        {"{\"type\":\"number\",\"multipleOf\":0.01}", SLM_ERR_UNSUPPORTED, "only integer multiples"},
+        {"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}", SLM_ERR_UNSUPPORTED,
+         "no branch is provably disjoint"},
         {"{\"type\":\"array\",\"uniqueItems\":true}", SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems'"},
-        {"{\"type\":\"object\",\"patternProperties\":{}}", SLM_ERR_UNSUPPORTED, "keyword 'patternProperties'"},
+        {"{\"type\":\"object\",\"patternProperties\":{\"^a\":{}}}", SLM_ERR_UNSUPPORTED, "keyword 'patternProperties'"},
         {"{\"$ref\":\"http://x/y.json\"}", SLM_ERR_UNSUPPORTED, "only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", SLM_ERR_FORMAT, "does not resolve"},
         {"{\"type\":\"strin\"}", SLM_ERR_FORMAT, "unknown type 'strin'"},
@@ -131,6 +138,15 @@ static void schema_refusals(void **unused) {
         assert_non_null(strstr(err, cases[i].msg));
         assert_null(g);
     }
+    /* keywords outside the vocabulary are annotations, refused in strict mode */
+    const char *ann = "{\"type\":\"string\",\"x-vendor\":1,\"readonly\":true,\"self\":{}}";
+    slm_grammar *ga = NULL;
+    char aerr[512];
+    assert_int_equal(slm_grammar_from_json_schema(ann, strlen(ann), &ga, aerr, sizeof aerr), SLM_OK);
+    slm_grammar_destroy(ga);
+    assert_int_equal(slm_grammar_from_json_schema_ex(ann, strlen(ann), SLM_SCHEMA_STRICT, &ga, aerr, sizeof aerr),
+                     SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(aerr, "keyword 'x-vendor' at / is not in the vocabulary"));
     /* the GBNF text: size query, then the text */
     const char *s = "{\"type\":\"object\"}";
     size_t n = 0;
