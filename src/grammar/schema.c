@@ -475,69 +475,151 @@ static bool emit_union(conv *c, const char (*alts)[SC_NAME], int n, char *name) 
     return ok;
 }
 
-/* Whether no value validates against both a and b, as far as cheap checks tell (false: maybe). */
+/* Conversions tried for their answer only: failures are not reported. */
+typedef struct quiet {
+    slm_err *e;
+    bool failed;
+} quiet;
+static quiet quiet_begin(conv *c) {
+    quiet q = {c->e, c->failed};
+    c->e = NULL;
+    return q;
+}
+static void quiet_end(conv *c, quiet q) { c->e = q.e, c->failed = q.failed; }
+
+/* s with $ref and allOf resolved, or NULL (quietly). */
+static const cJSON *plain_of(conv *c, const cJSON *s) {
+    quiet q = quiet_begin(c);
+    for (int k = 0; k < 16 && s && cJSON_IsObject(s); k++) {
+        if (sc_get(s, "allOf") || (sc_get(s, "$ref") && !c->ref_alone && s->child && s->child->next)) {
+            s = sc_flatten(c, s, "", SC_MAX_DEPTH - 8);
+            continue;
+        }
+        const cJSON *r = sc_get(s, "$ref");
+        if (!r) break;
+        s = cJSON_IsString(r) ? sc_resolve(c, r->valuestring, "") : NULL;
+    }
+    bool bad = c->failed;
+    quiet_end(c, q);
+    return bad ? NULL : s;
+}
+
+bool sc_is_false(const cJSON *s) {
+    if (cJSON_IsFalse(s)) return true;
+    const cJSON *all = sc_get(s, "allOf");
+    for (const cJSON *x = cJSON_IsArray(all) ? all->child : NULL; x; x = x->next)
+        if (sc_is_false(x)) return true;
+    return false;
+}
+
+static bool requires(const cJSON *s, const char *k) {
+    const cJSON *r = sc_get(s, "required");
+    for (const cJSON *q = cJSON_IsArray(r) ? r->child : NULL; q; q = q->next)
+        if (cJSON_IsString(q) && !strcmp(q->valuestring, k)) return true;
+    return false;
+}
+
+/* Types of the values of an enum/const list, or 0 when there is none. */
+static unsigned list_types(const cJSON *s) {
+    const cJSON *en = sc_get(s, "enum"), *cn = sc_get(s, "const");
+    if (!cJSON_IsArray(en) && !cn) return 0;
+    unsigned t = 0;
+    for (const cJSON *v = cJSON_IsArray(en) ? en->child : cn; v; v = cJSON_IsArray(en) ? v->next : NULL) {
+        unsigned vt = value_type(v);
+        t |= vt == T_INT ? T_INT | T_NUM : vt;
+    }
+    return t;
+}
+
+/* Whether no value the converter generates from a validates against b, as far as cheap checks
+ * tell (false: maybe). a's types are those generated (the type keyword, or inferred from the
+ * keywords: sc_types); b's those it accepts (its type keyword, else all). */
 static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
-    for (int k = 0; k < 8 && cJSON_IsObject(a) && sc_get(a, "$ref") && !sc_get(a, "allOf"); k++) {
-        const cJSON *r = sc_get(a, "$ref");
-        if (!cJSON_IsString(r)) return false;
-        slm_err *e = c->e;
-        bool failed = c->failed;
-        c->e = NULL;
-        a = sc_resolve(c, r->valuestring, "");
-        c->e = e, c->failed = failed;
-        if (!a) return false;
-    }
-    if (depth == 0) return disjoint(c, b, a, 1);
+    a = plain_of(c, a), b = plain_of(c, b);
+    if (!a || !b || depth > 6) return false;
+    if (cJSON_IsFalse(b)) return true;
     if (!cJSON_IsObject(a) || !cJSON_IsObject(b)) return false;
-    unsigned ta = sc_types(a), tb = sc_types(b);
-    const cJSON *ea = sc_get(a, "enum"), *eb = sc_get(b, "enum"), *ca = sc_get(a, "const"), *cb = sc_get(b, "const");
-    if (ea || ca) { /* the values' own types */
-        unsigned t = 0;
-        for (const cJSON *v = ea ? ea->child : ca; v; v = ea ? v->next : NULL) t |= value_type(v) == T_NUM ? T_NUM : value_type(v);
-        ta &= t | (t & T_INT ? T_NUM : 0);
+    if (sc_get(b, "anyOf") || sc_get(b, "oneOf")) { /* a must miss every branch of b's anyOf */
+        const cJSON *l = sc_get(b, sc_get(b, "anyOf") ? "anyOf" : "oneOf");
+        static const char *const drop_any[] = {"anyOf", NULL}, *const drop_one[] = {"oneOf", NULL};
+        quiet q = quiet_begin(c);
+        const cJSON *rest = sc_copy_without(c, b, sc_get(b, "anyOf") ? drop_any : drop_one);
+        quiet_end(c, q);
+        if (rest && disjoint(c, a, rest, depth + 1)) return true;
+        for (const cJSON *x = cJSON_IsArray(l) ? l->child : NULL; x; x = x->next)
+            if (!disjoint(c, a, x, depth + 1)) return false;
+        return cJSON_IsArray(l);
     }
-    if (eb || cb) {
-        unsigned t = 0;
-        for (const cJSON *v = eb ? eb->child : cb; v; v = eb ? v->next : NULL) t |= value_type(v) == T_NUM ? T_NUM : value_type(v);
-        tb &= t | (t & T_INT ? T_NUM : 0);
+    if (sc_get(a, "anyOf") || sc_get(a, "oneOf")) { /* every branch of a must miss b */
+        const cJSON *l = sc_get(a, sc_get(a, "anyOf") ? "anyOf" : "oneOf");
+        for (const cJSON *x = cJSON_IsArray(l) ? l->child : NULL; x; x = x->next)
+            if (!disjoint(c, x, b, depth + 1)) return false;
+        return cJSON_IsArray(l);
     }
-    if (sc_get(a, "anyOf") || sc_get(a, "oneOf") || sc_get(b, "anyOf") || sc_get(b, "oneOf") || sc_get(a, "allOf") ||
-        sc_get(b, "allOf") || sc_get(a, "$ref") || sc_get(b, "$ref"))
-        return !(ta & tb) && ta != T_ALL && tb != T_ALL && !(ta & T_NUM && tb & T_INT) && !(tb & T_NUM && ta & T_INT);
-    unsigned common = ta & tb;
-    if (ta & T_NUM && tb & T_INT) common |= T_INT;
-    if (tb & T_NUM && ta & T_INT) common |= T_INT;
-    if (!common) return true;
-    if ((ea || ca) && (eb || cb)) { /* two value lists that share nothing */
-        for (const cJSON *x = ea ? ea->child : ca; x; x = ea ? x->next : NULL)
-            for (const cJSON *y = eb ? eb->child : cb; y; y = eb ? y->next : NULL)
+    unsigned ta = sc_types(a), tb = sc_get(b, "type") ? sc_types(b) : T_ALL;
+    if (list_types(a)) ta &= list_types(a);
+    if (list_types(b)) tb &= list_types(b);
+    if (ta & T_INT && !(ta & T_NUM)) ta &= ~T_NUM;
+    if (!(ta & tb)) return true;
+    const cJSON *ea = sc_get(a, "enum"), *ca = sc_get(a, "const"), *eb = sc_get(b, "enum"), *cb = sc_get(b, "const");
+    if ((ea || ca) && (eb || cb)) { /* value lists that share nothing */
+        for (const cJSON *x = cJSON_IsArray(ea) ? ea->child : ca; x; x = cJSON_IsArray(ea) ? x->next : NULL)
+            for (const cJSON *y = cJSON_IsArray(eb) ? eb->child : cb; y; y = cJSON_IsArray(eb) ? y->next : NULL)
                 if (cJSON_Compare(x, y, true)) return false;
         return true;
     }
-    if (common == T_OBJ) { /* a property required by both with disjoint schemas, or one the other forbids */
-        const cJSON *ra = sc_get(a, "required"), *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties");
-        const cJSON *rb = sc_get(b, "required");
-        for (int side = 0; side < 2; side++) {
-            const cJSON *r = side ? rb : ra, *po = side ? pa : pb, *ao = side ? a : b, *pme = side ? pb : pa;
-            for (const cJSON *k = cJSON_IsArray(r) ? r->child : NULL; k; k = k->next) {
-                if (!cJSON_IsString(k)) continue;
-                const cJSON *other = sc_get(po, k->valuestring);
-                if (!other && cJSON_IsFalse(sc_get(ao, "additionalProperties")) && !sc_get(ao, "patternProperties"))
-                    return true;
-                const cJSON *mine = sc_get(pme, k->valuestring);
-                const cJSON *oreq = side ? ra : rb;
-                bool both = false;
-                for (const cJSON *q = cJSON_IsArray(oreq) ? oreq->child : NULL; q; q = q->next)
-                    both |= cJSON_IsString(q) && !strcmp(q->valuestring, k->valuestring);
-                if (both && mine && other && depth < 4 && disjoint(c, mine, other, depth + 2)) return true;
-            }
-        }
+    if ((ta & tb) != T_OBJ) return false;
+    /* objects: a key a always writes that b forbids, or whose value b refuses */
+    const cJSON *ra = sc_get(a, "required"), *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties");
+    const cJSON *addb = sc_get(b, "additionalProperties"), *ppb = sc_get(b, "patternProperties");
+    for (const cJSON *k = cJSON_IsArray(ra) ? ra->child : NULL; k; k = k->next) {
+        if (!cJSON_IsString(k)) continue;
+        const cJSON *sb = sc_get(pb, k->valuestring), *sa = sc_get(pa, k->valuestring);
+        if (sb ? sc_is_false(sb) : cJSON_IsFalse(addb) && !(cJSON_IsObject(ppb) && ppb->child)) return true;
+        if (sa && sb && disjoint(c, sa, sb, depth + 1)) return true;
+    }
+    /* a key b requires that a never writes */
+    const cJSON *rb = sc_get(b, "required"), *adda = sc_get(a, "additionalProperties");
+    for (const cJSON *k = cJSON_IsArray(rb) ? rb->child : NULL; k; k = k->next) {
+        if (!cJSON_IsString(k)) continue;
+        const cJSON *sa = sc_get(pa, k->valuestring);
+        if (sa ? sc_is_false(sa) : cJSON_IsFalse(adda) && !sc_get(a, "patternProperties")) return true;
     }
     return false;
 }
 
-/* anyOf / oneOf: the alternatives (each merged with the keywords beside them). oneOf keeps only the
- * branches provably disjoint from every other, so an output matches exactly one. */
+/* A narrowing of branch a (objects) that misses b: a property both declare with disjoint schemas
+ * made required, or a key b requires forbidden. NULL when none is found. */
+static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
+    a = plain_of(c, a), b = plain_of(c, b);
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b) || sc_types(a) != T_OBJ) return NULL;
+    const cJSON *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties"), *rb = sc_get(b, "required");
+    cJSON *extra = NULL;
+    for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
+        const cJSON *q = sc_get(pb, p->string);
+        if (q && !requires(a, p->string) && !sc_is_false(p) && disjoint(c, p, q, depth + 1)) {
+            extra = cJSON_CreateObject();
+            cJSON *arr = cJSON_AddArrayToObject(extra, "required");
+            cJSON_AddItemToArray(arr, cJSON_CreateString(p->string));
+        }
+    }
+    for (const cJSON *k = cJSON_IsArray(rb) ? rb->child : NULL; k && !extra; k = k->next)
+        if (cJSON_IsString(k) && !requires(a, k->valuestring)) {
+            extra = cJSON_CreateObject();
+            cJSON *props = cJSON_AddObjectToObject(extra, "properties");
+            cJSON_AddItemToObject(props, k->valuestring, cJSON_CreateFalse());
+        }
+    if (!extra) return NULL;
+    quiet q = quiet_begin(c);
+    const cJSON *m = sc_own(c, extra) ? sc_merge(c, a, extra, path, depth + 1) : NULL;
+    bool bad = c->failed;
+    quiet_end(c, q);
+    return bad ? NULL : m;
+}
+
+/* anyOf / oneOf: the alternatives (each merged with the keywords beside them). For oneOf each
+ * branch is narrowed until it provably misses every other branch (separate); a branch that cannot
+ * be is left out, so an output matches exactly one. */
 static bool gen_choice(conv *c, const cJSON *s, const char *kw, const char *path, int depth, char *name) {
     const cJSON *list = sc_get(s, kw);
     if (!cJSON_IsArray(list) || !list->child)
@@ -550,20 +632,32 @@ static bool gen_choice(conv *c, const cJSON *s, const char *kw, const char *path
     if (rest && !base) return false;
     int n = cJSON_GetArraySize(list), k = 0, i = 0;
     char (*alts)[SC_NAME] = al_calloc(NULL, (size_t)n, SC_NAME);
-    if (!alts) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+    const cJSON **br = al_calloc(NULL, (size_t)n, sizeof *br);
+    if (!alts || !br) {
+        al_free(NULL, alts), al_free(NULL, br);
+        return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+    }
     bool one = !strcmp(kw, "oneOf");
     for (const cJSON *v = list->child; v; v = v->next, i++) {
         char sub[SC_PATH], idx[16];
         snprintf(idx, sizeof idx, "%d", i);
         sc_sub(sub, path, kw, idx);
-        if (one) {
-            bool alone = true;
-            for (const cJSON *w = list->child; w && alone; w = w->next)
-                if (w != v) alone = disjoint(c, v, w, 0);
-            if (!alone) continue;
+        if (!(br[i] = base ? sc_merge(c, base, v, sub, depth + 1) : v)) break;
+    }
+    for (i = 0; i < n && !c->failed; i++) {
+        char sub[SC_PATH], idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        sc_sub(sub, path, kw, idx);
+        const cJSON *cur = br[i];
+        int narrowed = 0;
+        for (int j = 0; one && cur && j < n; j++) {
+            if (j == i || disjoint(c, cur, br[j], 0)) continue;
+            const cJSON *nar = separate(c, cur, br[j], sub, depth);
+            cur = nar && disjoint(c, nar, br[j], 0) && narrowed++ < 2 * n ? nar : NULL;
+            if (cur) j = -1; /* narrowed: check every branch again */
         }
-        const cJSON *branch = base ? sc_merge(c, base, v, sub, depth + 1) : v;
-        if (!branch || !sc_gen(c, branch, sub, depth + 1, alts[k])) break;
+        if (!cur) continue;
+        if (!sc_gen(c, cur, sub, depth + 1, alts[k])) break;
         k++;
     }
     if (!c->failed && !k)
@@ -571,6 +665,7 @@ static bool gen_choice(conv *c, const cJSON *s, const char *kw, const char *path
                 "matching two would not validate)", sc_ptr(path));
     if (!c->failed) emit_union(c, (const char (*)[SC_NAME])alts, k, name);
     al_free(NULL, alts);
+    al_free(NULL, br);
     return !c->failed;
 }
 

@@ -71,6 +71,8 @@ const cJSON *sc_resolve(conv *c, const char *ref, const char *path);
 bool sc_constraining(const char *k);
 /* The types s allows as far as its type keyword, or the keywords present, say. */
 unsigned sc_types(const cJSON *s);
+/* True when s is the schema false, or an allOf holding it (nothing validates). */
+bool sc_is_false(const cJSON *s);
 /* Keeps v alive until the conversion ends (NULL after a failure). */
 cJSON *sc_own(conv *c, cJSON *v);
 

@@ -269,6 +269,15 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         }
     }
     if (c->failed) goto done;
+    for (int i = 0; i < k; i++) /* properties: {"k": false} forbids k */
+        if (ps[i].schema && sc_is_false(ps[i].schema)) {
+            if (ps[i].required) {
+                sc_fail(c, SLM_ERR_UNSUPPORTED, "required property '%s' at %s has a schema nothing validates",
+                        ps[i].key, sc_ptr(path));
+                goto done;
+            }
+            ps[i].dropped = true;
+        }
     c->prims |= P_WS;
     int m = 0, nk = 0;
     for (int i = 0; i < k; i++) {
