@@ -58,6 +58,46 @@ bool sc_emit(conv *c, const char *name, const buf *body) {
     return true;
 }
 
+static uint64_t fnv(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+bool sc_emit_new(conv *c, char *name, const char *hint, const buf *body) {
+    if (body->oom || !body->p) return sc_emit(c, name, body);
+    if (2 * (c->n_shared + 1) > c->cap_shared) { /* grow (rehash) */
+        int cap = c->cap_shared ? 2 * c->cap_shared : 256;
+        sc_shared *t = al_calloc(NULL, (size_t)cap, sizeof *t);
+        if (!t) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < c->cap_shared; i++) {
+            if (!c->shared[i].body) continue;
+            size_t j = c->shared[i].hash & (size_t)(cap - 1);
+            while (t[j].body) j = (j + 1) & (size_t)(cap - 1);
+            t[j] = c->shared[i];
+        }
+        al_free(NULL, c->shared);
+        c->shared = t;
+        c->cap_shared = cap;
+    }
+    uint64_t h = fnv(body->p, body->n);
+    size_t j = h & (size_t)(c->cap_shared - 1);
+    for (; c->shared[j].body; j = (j + 1) & (size_t)(c->cap_shared - 1))
+        if (c->shared[j].hash == h && !strcmp(c->shared[j].body, body->p)) {
+            memcpy(name, c->shared[j].name, SC_NAME);
+            return true;
+        }
+    sc_new_name(c, name, hint);
+    if (!sc_emit(c, name, body)) return false;
+    char *copy = al_strndup(NULL, body->p, body->n);
+    if (!copy) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+    c->shared[j].hash = h;
+    c->shared[j].body = copy;
+    memcpy(c->shared[j].name, name, SC_NAME);
+    c->n_shared++;
+    return true;
+}
+
 void sc_lit_body(buf *b, const char *s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') buf_printf(b, "\\%c", *p);
@@ -255,8 +295,7 @@ static bool gen_integer(conv *c, const bounds *b, const char *path, char *name) 
         buf_puts(&body, " ws");
     }
     c->prims |= P_WS;
-    sc_new_name(c, name, "int");
-    bool ok = sc_emit(c, name, &body);
+    bool ok = sc_emit_new(c, name, "int", &body);
     buf_free(&body);
     return ok;
 }
@@ -320,8 +359,7 @@ static bool gen_number(conv *c, const bounds *b, const char *path, char *name) {
     }
     buf_puts(&body, " ws");
     c->prims |= P_WS;
-    sc_new_name(c, name, "num");
-    bool ok = sc_emit(c, name, &body);
+    bool ok = sc_emit_new(c, name, "num", &body);
     buf_free(&body);
     return ok;
 }
@@ -371,8 +409,7 @@ static bool gen_string(conv *c, const cJSON *s, const char *path, char *name) {
     if (hi < 0) buf_printf(&body, "\"\\\"\" json-char{%ld,} \"\\\"\" ws", lo);
     else buf_printf(&body, "\"\\\"\" json-char{%ld,%ld} \"\\\"\" ws", lo, hi);
     c->prims |= P_CHAR | P_WS;
-    sc_new_name(c, name, "string");
-    bool ok = sc_emit(c, name, &body);
+    bool ok = sc_emit_new(c, name, "string", &body);
     buf_free(&body);
     return ok;
 }
@@ -453,8 +490,7 @@ static bool gen_enum(conv *c, const cJSON *s, const char *path, char *name) {
     if (!c->failed) {
         buf_puts(&body, " ) ws");
         c->prims |= P_WS;
-        sc_new_name(c, name, "enum");
-        sc_emit(c, name, &body);
+        sc_emit_new(c, name, "enum", &body);
     }
     buf_free(&body);
     return !c->failed;
@@ -469,8 +505,7 @@ static bool emit_union(conv *c, const char (*alts)[SC_NAME], int n, char *name) 
     }
     buf body = buf_make(NULL);
     for (int i = 0; i < n; i++) buf_printf(&body, "%s%s", i ? " | " : "", alts[i]);
-    sc_new_name(c, name, "alt");
-    bool ok = sc_emit(c, name, &body);
+    bool ok = sc_emit_new(c, name, "alt", &body);
     buf_free(&body);
     return ok;
 }
@@ -916,6 +951,8 @@ slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char 
     cJSON_Delete(c.owned);
     cJSON_Delete(doc);
     for (int i = 0; i < c.n_refs; i++) al_free(NULL, c.refs[i].pointer);
+    for (int i = 0; i < c.cap_shared; i++) al_free(NULL, c.shared[i].body);
+    al_free(NULL, c.shared);
     al_free(NULL, c.refs);
     if (c.failed) {
         buf_free(&c.out);

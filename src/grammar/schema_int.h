@@ -7,6 +7,7 @@
 #define SLM_GRAMMAR_SCHEMA_INT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -34,6 +35,12 @@ typedef struct sc_ref {
     char name[SC_NAME];
 } sc_ref;
 
+typedef struct sc_shared { /* a rule body written once, by name */
+    uint64_t hash;
+    char *body;
+    char name[SC_NAME];
+} sc_shared;
+
 typedef struct conv {
     const cJSON *doc;
     char base[256]; /* the root's $id/id without its fragment: "<base>#/..." is local */
@@ -45,6 +52,8 @@ typedef struct conv {
     sc_ref *refs;
     int n_refs, cap_refs;
     cJSON *owned; /* an array of the schemas built while converting */
+    sc_shared *shared; /* open addressing, cap_shared a power of two (0: none yet) */
+    int n_shared, cap_shared;
     slm_err *e;
     bool failed;
 } conv;
@@ -56,6 +65,9 @@ const char *sc_ptr(const char *path);
 void sc_sub(char *out, const char *path, const char *a, const char *b);
 void sc_new_name(conv *c, char *name, const char *hint);
 bool sc_emit(conv *c, const char *name, const buf *body);
+/* A rule with body under a new name (hint-N) — or, when an identical body was written before
+ * this way, that rule's name: equal subschemas share their rules. */
+bool sc_emit_new(conv *c, char *name, const char *hint, const buf *body);
 /* Writes the rules for schema s (at JSON pointer path) and puts the rule to call in name. */
 bool sc_gen(conv *c, const cJSON *s, const char *path, int depth, char *name);
 /* Appends a GBNF literal of the compact JSON text of v. */

@@ -144,8 +144,7 @@ static bool key_complement(conv *c, const char **keys, int lo, int hi, int d, ch
     if (!c->failed) {
         buf_printf(&body, "%s[^\"\\\\\\x7F\\x00-\\x1F%s] json-keychar*", n ? " | " : "", excl.p ? excl.p : "");
         c->prims |= P_KEYCHAR;
-        sc_new_name(c, name, "key");
-        sc_emit(c, name, &body);
+        sc_emit_new(c, name, "key", &body);
     }
     buf_free(&body);
     buf_free(&excl);
@@ -299,8 +298,7 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         sc_json_lit(c, &body, key);
         cJSON_Delete(key);
         buf_printf(&body, " ws \":\" ws %s", val);
-        sc_new_name(c, rules[m], "kv");
-        if (!sc_emit(c, rules[m], &body)) goto done;
+        if (!sc_emit_new(c, rules[m], "kv", &body)) goto done;
         elem[m] = rules[m];
         rq[m++] = ps[i].required;
     }
@@ -328,16 +326,14 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         if (!nk || plain) {
             buf_truncate(&body, 0);
             buf_printf(&body, "%s \":\" ws %s", key, val);
-            sc_new_name(c, extra, "extra");
-            if (!sc_emit(c, extra, &body)) goto done;
+            if (!sc_emit_new(c, extra, "extra", &body)) goto done;
         }
     }
     char seqr[SC_NAME];
     if (!sc_gen_seq(c, elem, rq, m, extra[0] ? extra : NULL, lo, hi, path, seqr)) goto done;
     buf_truncate(&body, 0);
     buf_printf(&body, "\"{\" ws %s \"}\" ws", seqr);
-    sc_new_name(c, name, "object");
-    sc_emit(c, name, &body);
+    sc_emit_new(c, name, "object", &body);
 done:
     buf_free(&body);
     al_free(NULL, ps);
@@ -413,8 +409,7 @@ static bool gen_unique(conv *c, const cJSON *s, const cJSON *items, long lo, lon
             buf_puts(&body, i ? "\"false\"" : "\"true\"");
         }
         buf_puts(&body, " ws");
-        sc_new_name(c, rules[m], "uniq");
-        sc_emit(c, rules[m], &body);
+        sc_emit_new(c, rules[m], "uniq", &body);
         elem[m] = rules[m];
         m++;
     }
@@ -422,8 +417,7 @@ static bool gen_unique(conv *c, const cJSON *s, const cJSON *items, long lo, lon
     if (c->failed || !sc_gen_seq(c, elem, rq, m, NULL, lo, hi, path, seqr)) goto done;
     buf_truncate(&body, 0);
     buf_printf(&body, "\"[\" ws %s \"]\" ws", seqr);
-    sc_new_name(c, name, "array");
-    sc_emit(c, name, &body);
+    sc_emit_new(c, name, "array", &body);
 done:
     buf_free(&body);
     al_free(NULL, rules);
@@ -519,8 +513,7 @@ bool sc_gen_array(conv *c, const cJSON *s, const char *path, int depth, char *na
     if (!c->failed) {
         buf_truncate(&body, 0);
         buf_printf(&body, "\"[\" ws %s-0 \"]\" ws", base);
-        sc_new_name(c, name, "array");
-        sc_emit(c, name, &body);
+        sc_emit_new(c, name, "array", &body);
     }
 done:
     buf_free(&body);
