@@ -952,6 +952,7 @@ static bool emit_node(rx *r, buf *o, int32_t id, int prec) {
             }
             mn = 0;
         }
+        if (prec > 1) buf_puts(o, "( "); /* a repetition of a repetition */
         if (!emit_node(r, o, x, 2)) return false;
         if (mn == 0 && mx < 0) buf_putc(o, '*');
         else if (mn == 1 && mx < 0) buf_putc(o, '+');
@@ -959,6 +960,7 @@ static bool emit_node(rx *r, buf *o, int32_t id, int prec) {
         else if (mn == mx) buf_printf(o, "{%d}", mn);
         else if (mx < 0) buf_printf(o, "{%d,}", mn);
         else buf_printf(o, "{%d,%d}", mn, mx);
+        if (prec > 1) buf_puts(o, " )");
         return count_cost(r, 2 + (size_t)mn + 3 * (size_t)(mx < 0 ? 1 : mx - mn), nd.at);
     }
     default: return fail(r, SLM_ERR_INVALID_ARG, nd.at, "internal: unexpected node");
