@@ -364,56 +364,6 @@ static bool gen_number(conv *c, const bounds *b, const char *path, char *name) {
     return ok;
 }
 
-/* ---- strings ------------------------------------------------------------------------------------- */
-
-/* Formats the converter writes with fixed rules. */
-static const struct { const char *f; unsigned p; const char *rule; } fixed_formats[] = {
-    {"date", P_DATE, "json-date"}, {"time", P_TIME, "json-time"},
-    {"date-time", P_DATETIME, "json-date-time"}, {"uuid", P_UUID, "json-uuid"}};
-/* Formats the specification defines that the converter does not check: refused (known) rather
- * than treated as annotations, so no output can fail a validator that checks formats. */
-static const char *const spec_formats[] = {"email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
-                                           "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer",
-                                           "relative-json-pointer", "regex", "duration", NULL};
-
-static bool gen_string(conv *c, const cJSON *s, const char *path, char *name) {
-    const cJSON *fmt = sc_get(s, "format"), *pat = sc_get(s, "pattern");
-    long lo = 0, hi = -1;
-    if (!sc_count(c, s, "minLength", path, &lo) || !sc_count(c, s, "maxLength", path, &hi)) return false;
-    if (hi >= 0 && hi < lo) return sc_fail(c, SLM_ERR_FORMAT, "maxLength below minLength at %s", sc_ptr(path));
-    bool has_len = sc_get(s, "minLength") || sc_get(s, "maxLength");
-    if (pat) {
-        if (!cJSON_IsString(pat)) return sc_fail(c, SLM_ERR_FORMAT, "'pattern' at %s must be a string", sc_ptr(path));
-        return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'pattern' at %s is not supported", sc_ptr(path));
-    }
-    if (fmt) {
-        if (!cJSON_IsString(fmt)) return sc_fail(c, SLM_ERR_FORMAT, "'format' at %s must be a string", sc_ptr(path));
-        for (size_t i = 0; i < sizeof fixed_formats / sizeof fixed_formats[0]; i++)
-            if (!strcmp(fmt->valuestring, fixed_formats[i].f)) {
-                if (has_len)
-                    return sc_fail(c, SLM_ERR_UNSUPPORTED, "minLength/maxLength together with format at %s", sc_ptr(path));
-                c->prims |= fixed_formats[i].p;
-                snprintf(name, SC_NAME, "%s", fixed_formats[i].rule);
-                return true;
-            }
-        if (in_list(spec_formats, fmt->valuestring))
-            return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' at %s is not supported", fmt->valuestring, sc_ptr(path));
-        /* other formats: annotations */
-    }
-    if (lo == 0 && hi < 0) {
-        c->prims |= P_STRING;
-        snprintf(name, SC_NAME, "json-string");
-        return true;
-    }
-    buf body = buf_make(NULL);
-    if (hi < 0) buf_printf(&body, "\"\\\"\" json-char{%ld,} \"\\\"\" ws", lo);
-    else buf_printf(&body, "\"\\\"\" json-char{%ld,%ld} \"\\\"\" ws", lo, hi);
-    c->prims |= P_CHAR | P_WS;
-    bool ok = sc_emit_new(c, name, "string", &body);
-    buf_free(&body);
-    return ok;
-}
-
 /* ---- enum / const -------------------------------------------------------------------------------- */
 
 static unsigned value_type(const cJSON *v) {
@@ -437,10 +387,7 @@ static bool enum_value_ok(conv *c, const cJSON *s, const cJSON *v, const char *p
                            k->string, sc_ptr(path));
     const cJSON *fmt = sc_get(s, "format");
     if (cJSON_IsString(fmt) && cJSON_IsString(v)) {
-        bool known = in_list(spec_formats, fmt->valuestring);
-        for (size_t i = 0; i < sizeof fixed_formats / sizeof fixed_formats[0]; i++)
-            known |= !strcmp(fmt->valuestring, fixed_formats[i].f);
-        if (known)
+        if (sc_format_known(fmt->valuestring))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' together with enum/const at %s", fmt->valuestring,
                            sc_ptr(path));
     }
@@ -510,21 +457,16 @@ static bool emit_union(conv *c, const char (*alts)[SC_NAME], int n, char *name) 
     return ok;
 }
 
-/* Conversions tried for their answer only: failures are not reported. */
-typedef struct quiet {
-    slm_err *e;
-    bool failed;
-} quiet;
-static quiet quiet_begin(conv *c) {
-    quiet q = {c->e, c->failed};
+sc_quiet sc_quiet_begin(conv *c) {
+    sc_quiet q = {c->e, c->failed};
     c->e = NULL;
     return q;
 }
-static void quiet_end(conv *c, quiet q) { c->e = q.e, c->failed = q.failed; }
+void sc_quiet_end(conv *c, sc_quiet q) { c->e = q.e, c->failed = q.failed; }
 
 /* s with $ref and allOf resolved, or NULL (quietly). */
 static const cJSON *plain_of(conv *c, const cJSON *s) {
-    quiet q = quiet_begin(c);
+    sc_quiet q = sc_quiet_begin(c);
     for (int k = 0; k < 16 && s && cJSON_IsObject(s); k++) {
         if (sc_get(s, "allOf") || (sc_get(s, "$ref") && !c->ref_alone && s->child && s->child->next)) {
             s = sc_flatten(c, s, "", SC_MAX_DEPTH - 8);
@@ -535,7 +477,7 @@ static const cJSON *plain_of(conv *c, const cJSON *s) {
         s = cJSON_IsString(r) ? sc_resolve(c, r->valuestring, "") : NULL;
     }
     bool bad = c->failed;
-    quiet_end(c, q);
+    sc_quiet_end(c, q);
     return bad ? NULL : s;
 }
 
@@ -577,9 +519,9 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
     if (sc_get(b, "anyOf") || sc_get(b, "oneOf")) { /* a must miss every branch of b's anyOf */
         const cJSON *l = sc_get(b, sc_get(b, "anyOf") ? "anyOf" : "oneOf");
         static const char *const drop_any[] = {"anyOf", NULL}, *const drop_one[] = {"oneOf", NULL};
-        quiet q = quiet_begin(c);
+        sc_quiet q = sc_quiet_begin(c);
         const cJSON *rest = sc_copy_without(c, b, sc_get(b, "anyOf") ? drop_any : drop_one);
-        quiet_end(c, q);
+        sc_quiet_end(c, q);
         if (rest && disjoint(c, a, rest, depth + 1)) return true;
         for (const cJSON *x = cJSON_IsArray(l) ? l->child : NULL; x; x = x->next)
             if (!disjoint(c, a, x, depth + 1)) return false;
@@ -645,10 +587,10 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
             cJSON_AddItemToObject(props, k->valuestring, cJSON_CreateFalse());
         }
     if (!extra) return NULL;
-    quiet q = quiet_begin(c);
+    sc_quiet q = sc_quiet_begin(c);
     const cJSON *m = sc_own(c, extra) ? sc_merge(c, a, extra, path, depth + 1) : NULL;
     bool bad = c->failed;
-    quiet_end(c, q);
+    sc_quiet_end(c, q);
     return bad ? NULL : m;
 }
 
@@ -853,7 +795,7 @@ bool sc_gen(conv *c, const cJSON *s, const char *path, int depth, char *name) {
     if (types & (T_INT | T_NUM) && !read_bounds(c, s, path, &b)) return false;
     if (types & T_OBJ && !sc_gen_object(c, s, path, depth, alts[n++])) return false;
     if (types & T_ARR && !sc_gen_array(c, s, path, depth, alts[n++])) return false;
-    if (types & T_STR && !gen_string(c, s, path, alts[n++])) return false;
+    if (types & T_STR && !sc_gen_string(c, s, path, alts[n++])) return false;
     if (types & T_NUM) {
         if (!gen_number(c, &b, path, alts[n++])) return false;
     } else if (types & T_INT && !gen_integer(c, &b, path, alts[n++])) {
@@ -952,6 +894,8 @@ slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char 
     cJSON_Delete(doc);
     for (int i = 0; i < c.n_refs; i++) al_free(NULL, c.refs[i].pointer);
     for (int i = 0; i < c.cap_shared; i++) al_free(NULL, c.shared[i].body);
+    for (int i = 0; i < c.n_regex; i++) al_free(NULL, c.regex[i].pattern), gr_free(c.regex[i].g);
+    al_free(NULL, c.regex);
     al_free(NULL, c.shared);
     al_free(NULL, c.refs);
     if (c.failed) {

@@ -41,6 +41,12 @@ typedef struct sc_shared { /* a rule body written once, by name */
     char name[SC_NAME];
 } sc_shared;
 
+typedef struct sc_regex { /* a pattern's contents rule, and its grammar for matching keys (lazily) */
+    char *pattern;
+    char rule[SC_NAME];
+    gr_grammar *g;
+} sc_regex;
+
 typedef struct conv {
     const cJSON *doc;
     char base[256]; /* the root's $id/id without its fragment: "<base>#/..." is local */
@@ -54,6 +60,8 @@ typedef struct conv {
     cJSON *owned; /* an array of the schemas built while converting */
     sc_shared *shared; /* open addressing, cap_shared a power of two (0: none yet) */
     int n_shared, cap_shared;
+    sc_regex *regex;
+    int n_regex, cap_regex;
     slm_err *e;
     bool failed;
 } conv;
@@ -85,8 +93,24 @@ bool sc_constraining(const char *k);
 unsigned sc_types(const cJSON *s);
 /* True when s is the schema false, or an allOf holding it (nothing validates). */
 bool sc_is_false(const cJSON *s);
+/* Conversions tried for their answer only: failures in between are not reported. */
+typedef struct sc_quiet {
+    slm_err *e;
+    bool failed;
+} sc_quiet;
+sc_quiet sc_quiet_begin(conv *c);
+void sc_quiet_end(conv *c, sc_quiet q);
 /* Keeps v alive until the conversion ends (NULL after a failure). */
 cJSON *sc_own(conv *c, cJSON *v);
+
+/* schema_str.c */
+bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name);
+/* Whether the converter knows format f (enforced, or defined by the specification). */
+bool sc_format_known(const char *f);
+/* The rule deriving the JSON string contents (no quotes) whose value matches pattern. */
+bool sc_pattern_rule(conv *c, const char *pattern, const char *path, char *name);
+/* *match: key matches pattern (JSON Schema's unanchored search). */
+bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const char *path, bool *match);
 
 /* schema_obj.c */
 bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *name);

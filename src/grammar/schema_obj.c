@@ -109,7 +109,7 @@ bool sc_gen_seq(conv *c, const char *const *elem, const bool *req, int n, const 
 typedef struct prop {
     const char *key;
     const cJSON *schema; /* NULL: any value */
-    bool required, dropped;
+    bool required, dropped, undecl; /* undecl: not in properties (its schema comes from elsewhere) */
 } prop;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -151,6 +151,98 @@ static bool key_complement(conv *c, const char **keys, int lo, int hi, int d, ch
     return !c->failed;
 }
 
+/* {"allOf": [a, b]}, owned by the conversion. */
+static const cJSON *all_of(conv *c, const cJSON *a, const cJSON *b) {
+    cJSON *o = sc_own(c, cJSON_CreateObject());
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "allOf") : NULL;
+    if (!arr || !cJSON_AddItemReferenceToArray(arr, (cJSON *)a) || !cJSON_AddItemReferenceToArray(arr, (cJSON *)b)) {
+        sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
+/* propertyNames: a string schema of pattern, minLength, maxLength, enum, const (and annotations). */
+static bool names_supported(conv *c, const cJSON *pn, const char *path) {
+    if (cJSON_IsBool(pn)) return true;
+    static const char *const ok[] = {"type", "pattern", "minLength", "maxLength", "enum", "const", "format", NULL};
+    for (const cJSON *x = pn->child; x; x = x->next) {
+        if (!sc_constraining(x->string)) continue;
+        bool fine = false;
+        for (int i = 0; ok[i]; i++) fine |= !strcmp(ok[i], x->string);
+        if (!fine)
+            return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword '%s' in propertyNames at %s is not supported", x->string,
+                           sc_ptr(path));
+    }
+    const cJSON *t = sc_get(pn, "type"), *f = sc_get(pn, "format");
+    if (t && !(cJSON_IsString(t) && !strcmp(t->valuestring, "string")))
+        return sc_fail(c, SLM_ERR_UNSUPPORTED, "propertyNames at %s: only string schemas are supported", sc_ptr(path));
+    if (cJSON_IsString(f) && sc_format_known(f->valuestring))
+        return sc_fail(c, SLM_ERR_UNSUPPORTED, "format in propertyNames at %s is not supported", sc_ptr(path));
+    return true;
+}
+
+/* Whether key passes propertyNames pn (names_supported). */
+static bool name_accepted(conv *c, const cJSON *pn, const char *key, const char *path, bool *ok) {
+    *ok = !cJSON_IsFalse(pn);
+    if (!cJSON_IsObject(pn)) return true;
+    long lo = 0, hi = -1, n = 0;
+    if (!sc_count(c, pn, "minLength", path, &lo) || !sc_count(c, pn, "maxLength", path, &hi)) return false;
+    for (const unsigned char *q = (const unsigned char *)key; *q; q++) n += (*q & 0xC0) != 0x80;
+    *ok = n >= lo && (hi < 0 || n <= hi);
+    const cJSON *en = sc_get(pn, "enum"), *cn = sc_get(pn, "const"), *pat = sc_get(pn, "pattern");
+    if (*ok && cJSON_IsArray(en)) {
+        bool in = false;
+        for (const cJSON *v = en->child; v && !in; v = v->next) in = cJSON_IsString(v) && !strcmp(v->valuestring, key);
+        *ok = in;
+    }
+    if (*ok && cn) *ok = cJSON_IsString(cn) && !strcmp(cn->valuestring, key);
+    if (*ok && cJSON_IsString(pat)) {
+        char sub[SC_PATH];
+        sc_sub(sub, path, "propertyNames", NULL);
+        return sc_pattern_matches(c, pat->valuestring, key, sub, ok);
+    }
+    return true;
+}
+
+/* The key rule (into key) and value rule (into val) of extra keys under patternProperties: keys
+ * matching any pattern, values valid for all the patterns' schemas (a key may match several).
+ * Leaves key empty when the schemas cannot be merged. */
+static bool extra_pattern_key(conv *c, const cJSON *pp, const char *path, int depth, char *key, char *val) {
+    buf alts = buf_make(NULL);
+    const cJSON *vs = NULL;
+    int n = 0;
+    for (const cJSON *p = pp->child; p && !c->failed; p = p->next, n++) {
+        char sub[SC_PATH], re[SC_NAME];
+        sc_sub(sub, path, "patternProperties", p->string);
+        if (!sc_pattern_rule(c, p->string, sub, re)) break;
+        buf_printf(&alts, "%s%s", n ? " | " : "", re);
+        if (!vs) {
+            vs = p;
+        } else {
+            sc_quiet q = sc_quiet_begin(c);
+            vs = sc_merge(c, vs, p, sub, depth + 1);
+            bool bad = c->failed;
+            sc_quiet_end(c, q);
+            if (bad) vs = NULL;
+            if (!vs) break;
+        }
+    }
+    if (!c->failed && vs) {
+        char sub[SC_PATH];
+        sc_sub(sub, path, "patternProperties", NULL);
+        if (sc_gen(c, vs, sub, depth + 1, val)) {
+            buf body = buf_make(NULL);
+            buf_printf(&body, "\"\\\"\" ( %s ) \"\\\"\" ws", alts.p ? alts.p : "");
+            c->prims |= P_WS;
+            sc_emit_new(c, key, "pkey", &body);
+            buf_free(&body);
+        }
+    }
+    buf_free(&alts);
+    return !c->failed;
+}
+
 /* The value schema of an undeclared property (NULL: any value; *none: not allowed). */
 static const cJSON *undeclared(const cJSON *add, bool *none) {
     *none = cJSON_IsFalse(add);
@@ -164,9 +256,11 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
     if (req && !cJSON_IsArray(req)) return sc_fail(c, SLM_ERR_FORMAT, "'required' at %s must be an array", sc_ptr(path));
     if (add && !cJSON_IsBool(add) && !cJSON_IsObject(add))
         return sc_fail(c, SLM_ERR_FORMAT, "'additionalProperties' at %s must be a boolean or a schema", sc_ptr(path));
-    if (pp && (!cJSON_IsObject(pp) || pp->child))
-        return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'patternProperties' at %s is not supported", sc_ptr(path));
-    if (pn) return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'propertyNames' at %s is not supported", sc_ptr(path));
+    if (pp && !cJSON_IsObject(pp))
+        return sc_fail(c, SLM_ERR_FORMAT, "'patternProperties' at %s must be an object", sc_ptr(path));
+    if (pp && !pp->child) pp = NULL;
+    if (cJSON_IsTrue(pn)) pn = NULL;
+    if (pn && !names_supported(c, pn, path)) return false;
     long lo = 0, hi = -1;
     if (!sc_count(c, s, "minProperties", path, &lo) || !sc_count(c, s, "maxProperties", path, &hi)) return false;
     int n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req);
@@ -185,7 +279,7 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         sc_fail(c, SLM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) ps[k++] = (prop){p->string, p, false, false};
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) ps[k++] = (prop){p->string, p, false, false, false};
     bool none;
     const cJSON *add_schema = undeclared(add, &none);
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
@@ -195,12 +289,7 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         }
         int i = 0;
         while (i < k && strcmp(ps[i].key, r->valuestring)) i++;
-        if (i == k && none) {
-            sc_fail(c, SLM_ERR_UNSUPPORTED, "required property '%s' at %s is not in 'properties' and "
-                    "additionalProperties is false: nothing validates", r->valuestring, sc_ptr(path));
-            goto done;
-        }
-        if (i == k) ps[k++] = (prop){r->valuestring, add_schema, true, false};
+        if (i == k) ps[k++] = (prop){r->valuestring, add_schema, true, false, true};
         ps[i].required = true;
     }
     /* dependencies: a present trigger needs its dependents. A required trigger makes them required
@@ -217,7 +306,7 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
             for (const cJSON *dep = deps ? deps->child : NULL; dep; dep = dep->next) {
                 int t = 0;
                 while (t < k && strcmp(ps[t].key, dep->string)) t++;
-                if (t == k) ps[k++] = (prop){dep->string, NULL, false, true}; /* kept out of extra keys */
+                if (t == k) ps[k++] = (prop){dep->string, NULL, false, true, true}; /* kept out of extra keys */
                 if (ps[t].dropped) continue;
                 if (!ps[t].required) {
                     ps[t].dropped = true;
@@ -256,18 +345,47 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
                                 "cannot be written", dep->string, sc_ptr(path), x->valuestring);
                         goto done;
                     }
-                    if (i == k && none) {
-                        sc_fail(c, SLM_ERR_UNSUPPORTED, "'%s' at %s needs '%s', which additionalProperties "
-                                "forbids", dep->string, sc_ptr(path), x->valuestring);
-                        goto done;
-                    }
-                    if (i == k) ps[k++] = (prop){x->valuestring, add_schema, true, false}, grew = true;
+                    if (i == k) ps[k++] = (prop){x->valuestring, add_schema, true, false, true}, grew = true;
                     else if (!ps[i].required) ps[i].required = true, grew = true;
                 }
             }
         }
     }
     if (c->failed) goto done;
+    /* patternProperties: a key matching patterns also takes their schemas (and additionalProperties
+     * no longer applies to it); propertyNames: a key it refuses cannot be written */
+    for (int i = 0; i < k; i++) {
+        if (ps[i].dropped) continue;
+        bool matched = false, name_ok = true;
+        for (const cJSON *p = pp ? pp->child : NULL; p; p = p->next) {
+            bool m;
+            char sub[SC_PATH];
+            sc_sub(sub, path, "patternProperties", p->string);
+            if (!sc_pattern_matches(c, p->string, ps[i].key, sub, &m)) goto done;
+            if (!m) continue;
+            const cJSON *base = ps[i].undecl && !matched ? NULL : ps[i].schema;
+            ps[i].schema = base ? all_of(c, base, p) : p;
+            if (!ps[i].schema) goto done;
+            matched = true;
+        }
+        if (pn && !name_accepted(c, pn, ps[i].key, path, &name_ok)) goto done;
+        if (ps[i].undecl && !matched && none) {
+            if (ps[i].required) {
+                sc_fail(c, SLM_ERR_UNSUPPORTED, "required property '%s' at %s is not in 'properties' and "
+                        "additionalProperties is false: nothing validates", ps[i].key, sc_ptr(path));
+                goto done;
+            }
+            ps[i].dropped = true;
+        }
+        if (!name_ok) {
+            if (ps[i].required) {
+                sc_fail(c, SLM_ERR_UNSUPPORTED, "required property '%s' at %s is refused by propertyNames",
+                        ps[i].key, sc_ptr(path));
+                goto done;
+            }
+            ps[i].dropped = true;
+        }
+    }
     for (int i = 0; i < k; i++) /* properties: {"k": false} forbids k */
         if (ps[i].schema && sc_is_false(ps[i].schema)) {
             if (ps[i].required) {
@@ -302,10 +420,15 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         elem[m] = rules[m];
         rq[m++] = ps[i].required;
     }
-    /* extra keys */
-    char extra[SC_NAME] = "";
-    if (!none && (nk == 0 || add_schema)) {
-        char val[SC_NAME] = "json-value", key[SC_NAME + 32] = "json-string";
+    /* extra keys: with patternProperties, keys matching a pattern (only when no key is declared:
+     * a pattern key could repeat a declared one) with values valid for every pattern's schema;
+     * else, when additionalProperties allows them, keys of plain characters other than the
+     * declared ones (a trie complement), or any key (or propertyNames' strings) when none is
+     * declared */
+    char extra[SC_NAME] = "", val[SC_NAME] = "json-value", key[SC_NAME + 64] = "";
+    if (pp) {
+        if (nk == 0 && !pn && !extra_pattern_key(c, pp, path, depth, key, val)) goto done;
+    } else if (!none && (nk == 0 || add_schema)) {
         if (add_schema) {
             char sub[SC_PATH];
             sc_sub(sub, path, "additionalProperties", NULL);
@@ -315,19 +438,27 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
         }
         bool plain = true;
         for (int i = 0; i < nk; i++) plain &= plain_key(keys[i]);
-        if (nk && plain) {
+        if (pn) {
+            char sub[SC_PATH];
+            sc_sub(sub, path, "propertyNames", NULL);
+            cJSON *str = sc_own(c, cJSON_CreateObject());
+            const cJSON *ks = str && cJSON_AddStringToObject(str, "type", "string") ? all_of(c, pn, str) : NULL;
+            if (!ks) goto done;
+            if (!nk && !cJSON_IsFalse(pn) && !sc_gen(c, ks, sub, depth + 1, key)) goto done;
+        } else if (nk && plain) {
             qsort(keys, (size_t)nk, sizeof *keys, cmp_str);
             char kc[SC_NAME];
             if (!key_complement(c, keys, 0, nk, 0, kc)) goto done;
             snprintf(key, sizeof key, "\"\\\"\" %s \"\\\"\" ws", kc);
-        } else {
+        } else if (!nk) {
             c->prims |= P_STRING;
+            snprintf(key, sizeof key, "json-string");
         }
-        if (!nk || plain) {
-            buf_truncate(&body, 0);
-            buf_printf(&body, "%s \":\" ws %s", key, val);
-            if (!sc_emit_new(c, extra, "extra", &body)) goto done;
-        }
+    }
+    if (key[0]) {
+        buf_truncate(&body, 0);
+        buf_printf(&body, "%s \":\" ws %s", key, val);
+        if (!sc_emit_new(c, extra, "extra", &body)) goto done;
     }
     char seqr[SC_NAME];
     if (!sc_gen_seq(c, elem, rq, m, extra[0] ? extra : NULL, lo, hi, path, seqr)) goto done;

@@ -95,7 +95,7 @@ model0 = str(models_dir / present[0])
 tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"slm-grammar-{os.getpid()}"
 tmp.mkdir(exist_ok=True)
 bad = {"bad.gbnf": ("root ::= \"a\" | undefined-rule\n", "1:16: undefined rule 'undefined-rule'"),
-       "bad.json": ('{"type": "string", "pattern": "^x"}', "keyword 'pattern' at / is not supported")}
+       "bad.json": ('{"type": "string", "not": {"const": "x"}}', "keyword 'not' at / is not supported")}
 for name, (text, msg) in bad.items():
     (tmp / name).write_text(text)
     flag = "--json-schema" if name.endswith(".json") else "--grammar"

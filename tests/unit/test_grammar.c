@@ -102,7 +102,9 @@ static void schema_refusals(void **unused) {
         slm_status st;
         const char *msg;
     } cases[] = {
-        {"{\"type\":\"string\",\"pattern\":\"^a\"}", SLM_ERR_UNSUPPORTED, "keyword 'pattern' at / is not supported"},
+        {"{\"type\":\"string\",\"pattern\":\"^(?=x)\"}", SLM_ERR_UNSUPPORTED, "'pattern' at /: regex at offset 1: lookahead"},
+        {"{\"type\":\"string\",\"pattern\":\"^a\",\"maxLength\":3}", SLM_ERR_UNSUPPORTED,
+         "pattern together with minLength/maxLength at /"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"minimum\":3}}}}", SLM_ERR_UNSUPPORTED,
          "keyword 'not' at /properties/a is not supported"},
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":2}}", SLM_ERR_UNSUPPORTED, "keyword 'if' at /"},
@@ -115,7 +117,10 @@ static void schema_refusals(void **unused) {
         {"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}", SLM_ERR_UNSUPPORTED,
          "no branch is provably disjoint"},
         {"{\"type\":\"array\",\"uniqueItems\":true}", SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems'"},
-        {"{\"type\":\"object\",\"patternProperties\":{\"^a\":{}}}", SLM_ERR_UNSUPPORTED, "keyword 'patternProperties'"},
+        {"{\"allOf\":[{\"patternProperties\":{\"^a\":{}}},{\"patternProperties\":{\"^b\":{}}}]}", SLM_ERR_UNSUPPORTED,
+         "patternProperties in two branches cannot be merged"},
+        {"{\"properties\":{\"ab\":{\"type\":\"string\"}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
+         SLM_ERR_UNSUPPORTED, "required property 'ab' at / is refused by propertyNames"},
         {"{\"$ref\":\"http://x/y.json\"}", SLM_ERR_UNSUPPORTED, "only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", SLM_ERR_FORMAT, "does not resolve"},
         {"{\"type\":\"strin\"}", SLM_ERR_FORMAT, "unknown type 'strin'"},
