@@ -4,6 +4,7 @@
  * own and run through the matcher, decide whether a property name matches a pattern
  * (patternProperties). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -95,6 +96,56 @@ bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const cha
     return nomem ? sc_fail(c, SLM_ERR_NOMEM, "out of memory") : true;
 }
 
+/* For a pattern that is one atom (a class, ., or a one-letter escape) repeated between ^ and $,
+ * the same pattern with the repetition narrowed to the length bounds [lo, hi] (hi < 0: none): the
+ * strings that match and have a length within bounds (an atom matches one code point). *out is
+ * empty when the pattern has another shape; false after a failure (no length fits). */
+static bool narrow_pattern(conv *c, const char *p, long lo, long hi, char *out, size_t cap, const char *path) {
+    out[0] = 0;
+    size_t n = strlen(p), i = 1;
+    if (n < 3 || p[0] != '^' || p[n - 1] != '$' || p[n - 2] == '\\') return true;
+    if (p[i] == '[') {
+        for (i++; i < n - 1 && p[i] != ']'; i++)
+            if (p[i] == '\\') i++;
+        if (i >= n - 1) return true;
+        i++;
+    } else if (p[i] == '\\') {
+        if (!p[i + 1] || strchr("xucpPk0123456789bB", p[i + 1])) return true;
+        i += 2;
+    } else if (p[i] == '.') {
+        i++;
+    } else {
+        return true;
+    }
+    size_t atom_end = i;
+    long qlo = 1, qhi = 1;
+    if (p[i] == '+') qlo = 1, qhi = -1, i++;
+    else if (p[i] == '*') qlo = 0, qhi = -1, i++;
+    else if (p[i] == '?') qlo = 0, qhi = 1, i++;
+    else if (p[i] == '{') {
+        char *e;
+        qlo = strtol(p + i + 1, &e, 10);
+        if (e == p + i + 1) return true;
+        qhi = qlo;
+        if (*e == ',') {
+            char *e2;
+            qhi = strtol(e + 1, &e2, 10);
+            if (e2 == e + 1) qhi = -1;
+            e = e2;
+        }
+        if (*e != '}') return true;
+        i = (size_t)(e - p) + 1;
+    }
+    if (i != n - 1) return true;
+    long a = qlo > lo ? qlo : lo, b = qhi < 0 ? hi : hi < 0 ? qhi : qhi < hi ? qhi : hi;
+    if (b >= 0 && a > b)
+        return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern and minLength/maxLength at %s allow no string", sc_ptr(path));
+    if (b > GR_MAX_REPEAT) b = GR_MAX_REPEAT;
+    if (b < 0) snprintf(out, cap, "^%.*s{%ld,}$", (int)(atom_end - 1), p + 1, a);
+    else snprintf(out, cap, "^%.*s{%ld,%ld}$", (int)(atom_end - 1), p + 1, a, b);
+    return true;
+}
+
 bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
     const cJSON *fmt = sc_get(s, "format"), *pat = sc_get(s, "pattern");
     long lo = 0, hi = -1;
@@ -105,13 +156,19 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
     if (fmt && !sc_format_known(fmt->valuestring)) fmt = NULL; /* other formats: annotations */
     if (pat) {
         if (!cJSON_IsString(pat)) return sc_fail(c, SLM_ERR_FORMAT, "'pattern' at %s must be a string", sc_ptr(path));
+        char narrowed[1100];
+        const char *pattern = pat->valuestring;
+        if (has_len && strlen(pattern) < 1000) {
+            if (!narrow_pattern(c, pattern, lo, hi, narrowed, sizeof narrowed, path)) return false;
+            if (narrowed[0]) pattern = narrowed, has_len = false;
+        }
         if (has_len)
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern together with minLength/maxLength at %s is not supported",
                            sc_ptr(path));
         if (fmt)
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern together with format at %s is not supported", sc_ptr(path));
         char re[SC_NAME];
-        if (!sc_pattern_rule(c, pat->valuestring, path, re)) return false;
+        if (!sc_pattern_rule(c, pattern, path, re)) return false;
         buf body = buf_make(NULL);
         buf_printf(&body, "\"\\\"\" %s \"\\\"\" ws", re);
         c->prims |= P_WS;
