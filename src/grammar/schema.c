@@ -380,7 +380,8 @@ static unsigned value_type(const cJSON *v) {
 static bool enum_value_ok(conv *c, const cJSON *s, const cJSON *v, const char *path, bool *ok) {
     static const char *const checked[] = {"type", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
                                           "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems",
-                                          "maxItems", "minProperties", "maxProperties", "required", "format", NULL};
+                                          "maxItems", "minProperties", "maxProperties", "required", "format", "pattern",
+                                          NULL};
     for (const cJSON *k = s->child; k; k = k->next)
         if (sc_constraining(k->string) && !in_list(checked, k->string))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword '%s' at %s is not supported together with enum/const",
@@ -400,6 +401,8 @@ static bool enum_value_ok(conv *c, const cJSON *s, const cJSON *v, const char *p
         long n = 0; /* code points */
         for (const unsigned char *q = (const unsigned char *)v->valuestring; *q; q++) n += (*q & 0xC0) != 0x80;
         *ok = n >= lo && (hi < 0 || n <= hi);
+        const cJSON *pat = sc_get(s, "pattern");
+        if (*ok && cJSON_IsString(pat)) return sc_pattern_matches(c, pat->valuestring, v->valuestring, path, ok);
     } else if (t == T_INT || t == T_NUM) {
         bounds b;
         if (!read_bounds(c, s, path, &b)) return false;
