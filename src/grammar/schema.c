@@ -163,7 +163,7 @@ static const char *const constraining[] = {
     "dependentSchemas", "propertyNames", "if", "allOf", "anyOf", "oneOf", "not", "$ref", "$dynamicRef",
     "$recursiveRef", "unevaluatedItems", "unevaluatedProperties", NULL};
 /* Constraining keywords the converter cannot enforce anywhere. ("then"/"else" only act with "if".) */
-static const char *const refused[] = {"not", "$dynamicRef", "$recursiveRef", "unevaluatedItems",
+static const char *const refused[] = {"$dynamicRef", "$recursiveRef", "unevaluatedItems",
                                       "unevaluatedProperties", "contains", "minContains", "maxContains", NULL};
 
 static bool in_list(const char *const *l, const char *k) {
@@ -486,6 +486,13 @@ static const cJSON *plain_of(conv *c, const cJSON *s) {
 
 bool sc_is_false(const cJSON *s) {
     if (cJSON_IsFalse(s)) return true;
+    const cJSON *n = sc_get(s, "not");
+    if (cJSON_IsTrue(n)) return true;
+    if (cJSON_IsObject(n)) {
+        bool any = false;
+        for (const cJSON *k = n->child; k && !any; k = k->next) any = sc_constraining(k->string);
+        if (!any) return true;
+    }
     const cJSON *all = sc_get(s, "allOf");
     for (const cJSON *x = cJSON_IsArray(all) ? all->child : NULL; x; x = x->next)
         if (sc_is_false(x)) return true;
@@ -767,6 +774,16 @@ bool sc_gen(conv *c, const cJSON *s, const char *path, int depth, char *name) {
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword '%s' at %s is not in the vocabulary (strict mode)",
                            k->string, sc_ptr(path));
         rest |= sc_constraining(k->string) && strcmp(k->string, "$ref") && strcmp(k->string, "if");
+    }
+    if (sc_get(s, "not")) { /* s without not, merged with what not leaves */
+        static const char *const drop[] = {"not", NULL};
+        char sub[SC_PATH];
+        sc_sub(sub, path, "not", NULL);
+        const cJSON *neg = sc_negate(c, sc_get(s, "not"), path), *others = neg ? sc_copy_without(c, s, drop) : NULL;
+        if (neg && cJSON_IsFalse(neg))
+            return sc_fail(c, SLM_ERR_UNSUPPORTED, "the schema at %s allows nothing ('not' of everything)", sc_ptr(path));
+        const cJSON *m = others ? sc_merge(c, others, neg, sub, depth + 1) : NULL;
+        return m && sc_gen(c, m, path, depth + 1, name);
     }
     if (sc_get(s, "$ref") && c->ref_alone) return gen_ref(c, s, path, depth, name);
     if (sc_get(s, "allOf") || (sc_get(s, "$ref") && rest) || (sc_get(s, "anyOf") && sc_get(s, "oneOf"))) {

@@ -128,6 +128,10 @@ bool sc_gen_seq(conv *c, const char *const *elem, const bool *req, int n, const 
 const cJSON *sc_flatten(conv *c, const cJSON *s, const char *path, int depth);
 /* A schema equivalent to allOf [a, b]. */
 const cJSON *sc_merge(conv *c, const cJSON *a, const cJSON *b, const char *path, int depth);
+/* A schema that validates only values that n refuses (a subset of them): false for not {} / not
+ * true; the other types for not {type}; an object without some key for not over required lists
+ * (not {required}, not {allOf: [{required}...]}, not {anyOf: [{required}...]}). Others refused. */
+const cJSON *sc_negate(conv *c, const cJSON *n, const char *path);
 /* A new object holding references to every member of s except those named in drop (NULL-ended). */
 cJSON *sc_copy_without(conv *c, const cJSON *s, const char *const *drop);
 

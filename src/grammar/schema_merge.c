@@ -346,3 +346,65 @@ const cJSON *sc_flatten(conv *c, const cJSON *s, const char *path, int depth) {
     }
     return acc;
 }
+
+/* The keys of a schema that holds only "required" (and annotations), or NULL. */
+static const cJSON *only_required(const cJSON *s) {
+    if (!cJSON_IsObject(s)) return NULL;
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (sc_constraining(k->string) && strcmp(k->string, "required")) return NULL;
+    const cJSON *r = sc_get(s, "required");
+    return cJSON_IsArray(r) && cJSON_IsString(r->child) ? r : NULL;
+}
+
+const cJSON *sc_negate(conv *c, const cJSON *n, const char *path) {
+    bool empty = cJSON_IsTrue(n) || (cJSON_IsObject(n) && !has_constraints_besides(n, ""));
+    if (empty) return sc_own(c, cJSON_CreateFalse()); /* not {}: nothing validates */
+    cJSON *o = sc_own(c, cJSON_CreateObject());
+    if (!o) return NULL;
+    const cJSON *keys[SC_MAX_BRANCHES];
+    int nk = 0;
+    const cJSON *r = only_required(n), *any = sc_get(n, "anyOf"), *all = sc_get(n, "allOf");
+    if (r) { /* not all present: the first one absent (a subset) */
+        keys[nk++] = r->child;
+    } else if (cJSON_IsArray(all) && n->child && !n->child->next) { /* not (A and B): A false */
+        for (const cJSON *x = all->child; x && !nk; x = x->next)
+            if ((r = only_required(x))) keys[nk++] = r->child;
+    } else if (cJSON_IsArray(any) && n->child && !n->child->next) { /* no branch: each one's first key absent */
+        for (const cJSON *x = any->child; x; x = x->next) {
+            if (!(r = only_required(x)) || nk == SC_MAX_BRANCHES) {
+                nk = 0;
+                break;
+            }
+            keys[nk++] = r->child;
+        }
+    } else if (cJSON_IsObject(n) && sc_get(n, "type") && !has_constraints_besides(n, "type")) {
+        unsigned t = T_ALL & ~sc_types(n);
+        if (!t) {
+            sc_fail(c, SLM_ERR_UNSUPPORTED, "'not' at %s excludes every type", sc_ptr(path));
+            return NULL;
+        }
+        cJSON *arr = cJSON_AddArrayToObject(o, "type");
+        unsigned bits[] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_INT, T_NUM};
+        for (int i = 0; arr && i < 7; i++)
+            if ((t & bits[i]) && !(bits[i] == T_INT && (t & T_NUM))) cJSON_AddItemToArray(arr, cJSON_CreateString(type_names[i]));
+        if (!arr) sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return arr ? o : NULL;
+    }
+    if (!nk) {
+        sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'not' at %s is not supported (only not {}, not {type}, and not over "
+                "required lists)", sc_ptr(path));
+        return NULL;
+    }
+    /* required holds for every non-object, so the negation also says: an object */
+    cJSON *props = cJSON_AddObjectToObject(o, "properties");
+    if (!cJSON_AddStringToObject(o, "type", "object") || !props) {
+        sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < nk; i++)
+        if (!sc_get(props, keys[i]->valuestring) && !cJSON_AddFalseToObject(props, keys[i]->valuestring)) {
+            sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+    return o;
+}

@@ -579,8 +579,15 @@ bool sc_gen_array(conv *c, const cJSON *s, const char *path, int depth, char *na
     if (uniq && !cJSON_IsBool(uniq)) return sc_fail(c, SLM_ERR_FORMAT, "'uniqueItems' at %s must be a boolean", sc_ptr(path));
     int k = cJSON_GetArraySize(prefix);
     if (cJSON_IsTrue(uniq) && !(hi >= 0 && hi <= 1)) {
-        if (k) return sc_fail(c, SLM_ERR_UNSUPPORTED, "uniqueItems with tuple items at %s is not supported", sc_ptr(path));
-        return gen_unique(c, s, rest, lo, hi, path, name);
+        bool is_bool;
+        const cJSON *vals = k ? NULL : finite_values(c, rest, &is_bool);
+        if (c->failed) return false;
+        if ((vals && cJSON_GetArraySize(vals) <= UNIQUE_MAX) || (!k && is_bool))
+            return gen_unique(c, s, rest, lo, hi, path, name);
+        if (lo > 1)
+            return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems' at %s with minItems above 1 is supported "
+                           "only for items from a set of at most %d values (enum or boolean)", sc_ptr(path), UNIQUE_MAX);
+        hi = 1; /* at most one item: unique (a subset) */
     }
     bool no_rest = cJSON_IsFalse(rest);
     char (*pr)[SC_NAME] = al_calloc(NULL, (size_t)k + 1, SC_NAME);
