@@ -7,7 +7,8 @@
  * and the offset; the output buffer is untouched on failure; allocation failures leak nothing; every
  * format name has a regex that compiles.
  * With SLM_REGEX_SAMPLES=FILE the program instead writes random strings of each grammar (patterns and
- * formats) to FILE for scripts/check-regex-samples.py, which checks them with Python. */
+ * formats) to FILE for scripts/check-regex-samples.py, which checks them with Python; with
+ * SLM_REGEX_CORPUS=FILE it reports how each pattern of FILE compiles (scripts/regex-corpus.py). */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -298,6 +299,36 @@ static int write_samples(const char *path) {
     return 0;
 }
 
+/* SLM_REGEX_CORPUS=FILE (a JSON array of patterns): one JSON line per pattern on stdout with the
+ * status and message of compiling it (scripts/regex-corpus.py). */
+static int compile_corpus(const char *path) {
+    size_t n = 0;
+    char *text = (char *)tu_read_file(path, &n);
+    cJSON *doc = text ? cJSON_ParseWithLength(text, n) : NULL;
+    if (!doc) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+    }
+    const cJSON *v;
+    cJSON_ArrayForEach(v, doc) {
+        slm_status st;
+        slm_err e;
+        gr_grammar *g = compile(v->valuestring, &st, &e);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "p", v->valuestring);
+        cJSON_AddNumberToObject(o, "status", st);
+        cJSON_AddStringToObject(o, "msg", g ? "" : e.msg);
+        char *line = cJSON_PrintUnformatted(o);
+        printf("%s\n", line);
+        free(line);
+        cJSON_Delete(o);
+        gr_free(g);
+    }
+    cJSON_Delete(doc);
+    free(text);
+    return 0;
+}
+
 static void formats_compile(void **unused) {
     (void)unused;
     static const char *const names[] = {"date", "time", "date-time", "duration", "email", "hostname", "ipv4",
@@ -319,6 +350,8 @@ static void formats_compile(void **unused) {
 int main(void) {
     const char *samples = getenv("SLM_REGEX_SAMPLES");
     if (samples) return write_samples(samples);
+    const char *corpus = getenv("SLM_REGEX_CORPUS");
+    if (corpus) return compile_corpus(corpus);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(python_re_vectors),
         cmocka_unit_test(refusals),
