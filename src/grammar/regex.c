@@ -322,8 +322,7 @@ typedef struct esc {
     bool neg;
 } esc;
 
-/* One escape after a backslash at `at` (pos is past the backslash). In a class \b is backspace
- * and \- a dash. */
+/* One escape after a backslash at `at` (pos is past the backslash). In a class \b is backspace. */
 static bool read_escape(rx *r, size_t at, bool in_class, esc *out) {
     memset(out, 0, sizeof *out);
     if (at_end(r)) return fail(r, SLM_ERR_INVALID_ARG, at, "\\ at the end of the pattern");
@@ -391,15 +390,9 @@ static bool read_escape(rx *r, size_t at, bool in_class, esc *out) {
     case 'B': return fail(r, SLM_ERR_UNSUPPORTED, at, "non-word boundary \\B is not supported");
     case 'k': return fail(r, SLM_ERR_UNSUPPORTED, at, "named backreference \\k is not supported");
     case 'p': case 'P': return fail(r, SLM_ERR_UNSUPPORTED, at, "Unicode property escape \\%c is not supported", c);
-    case '-':
-        if (in_class) {
-            out->cp = '-';
-            return true;
-        }
-        return fail(r, SLM_ERR_INVALID_ARG, at, "\\- outside a character class");
     default:
         if (c >= '1' && c <= '9') return fail(r, SLM_ERR_UNSUPPORTED, at, "backreference \\%c is not supported", c);
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
             return fail(r, SLM_ERR_UNSUPPORTED, at, "escape \\%c is not ECMAScript (Annex B would read it as '%c')", c, c);
         {
             uint32_t cp;
@@ -407,7 +400,7 @@ static bool read_escape(rx *r, size_t at, bool in_class, esc *out) {
             size_t k = utf8_decode((const uint8_t *)r->s + r->pos, r->len - r->pos, &cp);
             if (!k) return fail(r, SLM_ERR_INVALID_ARG, r->pos, "invalid UTF-8");
             r->pos += k;
-            out->cp = cp; /* identity escape: \/ \. \\ \( ... */
+            out->cp = cp; /* identity escape: \/ \. \\ \( \- \_ ... (Annex B; Python reads them alike) */
             return true;
         }
     }

@@ -4,7 +4,11 @@
  * JSON Schema's and ECMAScript's rules) the compiled grammar, run through the engine's matcher,
  * accepts every JSON-escaped string the pattern matches and none of the others; patterns using
  * what the compiler refuses are refused with SLM_ERR_UNSUPPORTED. Also: refusals name the construct
- * and the offset; the output buffer is untouched on failure; allocation failures leak nothing. */
+ * and the offset; the output buffer is untouched on failure; allocation failures leak nothing; every
+ * format name has a regex that compiles.
+ * With SLM_REGEX_SAMPLES=FILE the program instead writes random strings of each grammar (patterns and
+ * formats) to FILE for scripts/check-regex-samples.py, which checks them with Python; with
+ * SLM_REGEX_CORPUS=FILE it reports how each pattern of FILE compiles (scripts/regex-corpus.py). */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -199,12 +203,161 @@ static void allocation_failures(void **unused) {
     }
 }
 
+/* ---- sampling (scripts/check-regex-samples.py): SLM_REGEX_SAMPLES=FILE test_regex ------------------ */
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A random string of the grammar's language, walked byte by byte through the matcher (written as
+ * a JSON string literal: the contents between quotes); false when the walk ran past the length cap. */
+static bool sample(const gr_grammar *g, uint64_t *rs, buf *out) {
+    gm m;
+    gm_init(&m, g);
+    int32_t d = gm_start(&m);
+    size_t start = out->n;
+    buf_putc(out, '"');
+    bool done = false;
+    for (int len = 0; d >= 0 && len < 400 && !done; len++) {
+        uint64_t r = rng_next(rs);
+        if (gm_can_end(&m, d) && (gm_only_end(&m, d) || r % 100 < (uint64_t)(len < 40 ? 8 : 40))) {
+            done = true;
+            break;
+        }
+        int32_t next[256], n = 0;
+        uint8_t bytes[256];
+        for (int b = 0; b < 256; b++) {
+            int32_t t = gm_step(&m, d, (uint8_t)b);
+            if (t >= 0) {
+                bytes[n] = (uint8_t)b;
+                next[n++] = t;
+            }
+        }
+        if (!n) break;
+        int k = (int)(rng_next(rs) % (uint64_t)n);
+        buf_putc(out, (char)bytes[k]);
+        d = next[k];
+    }
+    gm_deinit(&m);
+    if (!done) {
+        buf_truncate(out, start);
+        return false;
+    }
+    buf_putc(out, '"');
+    return true;
+}
+
+static void sample_one(FILE *f, const char *key, const char *val, const char *pattern, uint64_t *rs) {
+    slm_status st;
+    slm_err e;
+    gr_grammar *g = compile(pattern, &st, &e);
+    if (!g) return;
+    cJSON *k = cJSON_CreateString(val);
+    char *kj = cJSON_PrintUnformatted(k);
+    buf b = buf_make(NULL);
+    buf_printf(&b, "{\"%s\": %s, \"s\": [", key, kj);
+    for (int i = 0, n = 0; i < 60 && n < 30; i++) {
+        size_t before = b.n;
+        if (n) buf_puts(&b, ", ");
+        if (sample(g, rs, &b)) n++;
+        else buf_truncate(&b, before);
+    }
+    buf_puts(&b, "]}\n");
+    fputs(b.p, f);
+    buf_free(&b);
+    free(kj);
+    cJSON_Delete(k);
+    gr_free(g);
+}
+
+static int write_samples(const char *path) {
+    size_t n = 0;
+    char *text = (char *)tu_read_file(tu_data_path("grammar/regex/vectors.json"), &n);
+    cJSON *doc = text ? cJSON_ParseWithLength(text, n) : NULL;
+    FILE *f = fopen(path, "w");
+    if (!doc || !f) {
+        fprintf(stderr, "cannot read the vectors or write %s\n", path);
+        return 1;
+    }
+    uint64_t rs = 0x9E3779B97F4A7C15u;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, doc) {
+        if (strcmp(cJSON_GetObjectItem(v, "expect")->valuestring, "ok")) continue;
+        const char *p = cJSON_GetObjectItem(v, "p")->valuestring;
+        sample_one(f, "p", p, p, &rs);
+    }
+    static const char *const names[] = {"date", "time", "date-time", "duration", "email", "hostname", "ipv4",
+                                        "ipv6", "uri", "uri-reference", "uuid", "json-pointer"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int rep = 0; rep < 20; rep++) sample_one(f, "format", names[i], gr_format_regex(names[i]), &rs);
+    fclose(f);
+    cJSON_Delete(doc);
+    free(text);
+    return 0;
+}
+
+/* SLM_REGEX_CORPUS=FILE (a JSON array of patterns): one JSON line per pattern on stdout with the
+ * status and message of compiling it (scripts/regex-corpus.py). */
+static int compile_corpus(const char *path) {
+    size_t n = 0;
+    char *text = (char *)tu_read_file(path, &n);
+    cJSON *doc = text ? cJSON_ParseWithLength(text, n) : NULL;
+    if (!doc) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+    }
+    const cJSON *v;
+    cJSON_ArrayForEach(v, doc) {
+        slm_status st;
+        slm_err e;
+        gr_grammar *g = compile(v->valuestring, &st, &e);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "p", v->valuestring);
+        cJSON_AddNumberToObject(o, "status", st);
+        cJSON_AddStringToObject(o, "msg", g ? "" : e.msg);
+        char *line = cJSON_PrintUnformatted(o);
+        printf("%s\n", line);
+        free(line);
+        cJSON_Delete(o);
+        gr_free(g);
+    }
+    cJSON_Delete(doc);
+    free(text);
+    return 0;
+}
+
+static void formats_compile(void **unused) {
+    (void)unused;
+    static const char *const names[] = {"date", "time", "date-time", "duration", "email", "hostname", "ipv4",
+                                        "ipv6", "uri", "uri-reference", "uuid", "json-pointer"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *rx = gr_format_regex(names[i]);
+        assert_non_null(rx);
+        slm_status st;
+        slm_err e;
+        gr_grammar *g = compile(rx, &st, &e);
+        if (!g) fprintf(stderr, "format %s: %s\n", names[i], e.msg);
+        assert_non_null(g);
+        gr_free(g);
+    }
+    assert_null(gr_format_regex("color"));
+    assert_null(gr_format_regex(NULL));
+}
+
 int main(void) {
+    const char *samples = getenv("SLM_REGEX_SAMPLES");
+    if (samples) return write_samples(samples);
+    const char *corpus = getenv("SLM_REGEX_CORPUS");
+    if (corpus) return compile_corpus(corpus);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(python_re_vectors),
         cmocka_unit_test(refusals),
         cmocka_unit_test(composes),
         cmocka_unit_test(allocation_failures),
+        cmocka_unit_test(formats_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
