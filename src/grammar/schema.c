@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "grammar/regex.h"
 #include "grammar/schema_int.h"
 #include "grammar/schema_num.h"
 
@@ -388,7 +389,10 @@ static bool enum_value_ok(conv *c, const cJSON *s, const cJSON *v, const char *p
                            k->string, sc_ptr(path));
     const cJSON *fmt = sc_get(s, "format");
     if (cJSON_IsString(fmt) && cJSON_IsString(v)) {
-        if (sc_format_known(fmt->valuestring))
+        const char *re = gr_format_regex(fmt->valuestring);
+        if (re && !sc_pattern_matches(c, re, v->valuestring, path, ok)) return false;
+        if (re && !*ok) return true;
+        if (!re && sc_format_known(fmt->valuestring))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' together with enum/const at %s", fmt->valuestring,
                            sc_ptr(path));
     }

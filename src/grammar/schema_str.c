@@ -1,6 +1,7 @@
 /* schema_str.c — strings for the JSON Schema converter (schema_int.h): minLength/maxLength,
  * format and pattern. A pattern compiles through the regex compiler (regex.h) to rules over the
- * JSON string's contents, once per distinct pattern; the same rules, parsed as a grammar of their
+ * JSON string's contents, once per distinct pattern (formats other than date, time, date-time and
+ * uuid, which have fixed rules, are regexes too: gr_format_regex); the same rules, parsed as a grammar of their
  * own and run through the matcher, decide whether a property name matches a pattern
  * (patternProperties). */
 #include <stdio.h>
@@ -16,8 +17,9 @@
 static const struct { const char *f; unsigned p; const char *rule; } fixed_formats[] = {
     {"date", P_DATE, "json-date"}, {"time", P_TIME, "json-time"},
     {"date-time", P_DATETIME, "json-date-time"}, {"uuid", P_UUID, "json-uuid"}};
-/* Formats the specification defines that the converter does not check: refused rather than
- * treated as annotations, so no output can fail a validator that checks formats. */
+/* Formats the specification defines: written through their regex (gr_format_regex) when the regex
+ * compiler has one, else refused rather than treated as annotations, so no output can fail a
+ * validator that checks formats. */
 static const char *const spec_formats[] = {"email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
                                            "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer",
                                            "relative-json-pointer", "regex", "duration", NULL};
@@ -185,7 +187,18 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
                 snprintf(name, SC_NAME, "%s", fixed_formats[i].rule);
                 return true;
             }
-        return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' at %s is not supported", fmt->valuestring, sc_ptr(path));
+        const char *re = gr_format_regex(fmt->valuestring);
+        if (!re) return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' at %s is not supported", fmt->valuestring, sc_ptr(path));
+        if (has_len)
+            return sc_fail(c, SLM_ERR_UNSUPPORTED, "minLength/maxLength together with format at %s", sc_ptr(path));
+        char rule[SC_NAME];
+        if (!sc_pattern_rule(c, re, path, rule)) return false;
+        buf body = buf_make(NULL);
+        buf_printf(&body, "\"\\\"\" %s \"\\\"\" ws", rule);
+        c->prims |= P_WS;
+        bool ok = sc_emit_new(c, name, "format", &body);
+        buf_free(&body);
+        return ok;
     }
     if (lo == 0 && hi < 0) {
         c->prims |= P_STRING;

@@ -3,8 +3,8 @@
 and for generated schemas over the number keywords (random minimum/maximum/exclusive bounds in
 draft 4's boolean and later numeric forms, multipleOf), strings drawn by random walks over the GBNF
 that slm_json_schema_to_gbnf returns (scripts/gbnf_sample.py) must be JSON that the jsonschema
-package validates (the draft the schema declares, 2020-12 when none; formats: date, time, date-time,
-uuid). Loads libstatelm.so next to STATELM through ctypes; SKIPPED (77) when it is absent or the
+package validates (the draft the schema declares, 2020-12 when none; formats: date, time,
+date-time, email, ipv4, ipv6, uuid). Loads libstatelm.so next to STATELM through ctypes; SKIPPED (77) when it is absent or the
 build is sanitized (the interpreter would need the sanitizer runtimes preloaded).
 Usage: test_schema_exact.py STATELM TESTS_DATA_DIR."""
 import ctypes
@@ -48,7 +48,7 @@ def gbnf(schema_text):
 
 
 RFC3339_TIME = r"\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"
-checker = jsonschema.FormatChecker(formats=["date", "uuid"])
+checker = jsonschema.FormatChecker(formats=["date", "uuid", "email", "ipv4", "ipv6"])
 
 
 @checker.checks("time", raises=ValueError)
