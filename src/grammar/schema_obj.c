@@ -94,7 +94,7 @@ bool sc_gen_seq(conv *c, const char *const *elem, const bool *req, int n, const 
                     buf_printf(&body, "%s%s-%d-%ld", k++ ? " | " : "", base, i + 1, cnt);
                 if (!k) continue;
             }
-            char rn[SC_NAME + 24];
+            char rn[SC_NAME + 48];
             snprintf(rn, sizeof rn, "%s-%d-%ld", base, i, cnt);
             sc_emit(c, rn, &body);
         }
