@@ -7,6 +7,9 @@ data/<category>/*.json, one schema a file). Not run in CI: the data is not the r
       conversion and the GBNF compilation) and with llguidance (LLMatcher.grammar_from_json_schema +
       validate_grammar); prints per category the schemas, what each accepts, the most frequent
       refusals (keyword and message, pointer removed) and compile time p50/p99/max (microseconds).
+  schema-corpus.py serve [--n 30] [--temp 0] [--n-predict 400] [--model GGUF]
+      serves n accepted schemas to a model (SmolLM2-135M-Instruct by default) with `statelm run
+      --json-schema`, the schema in the prompt; every complete answer must validate.
   schema-corpus.py exact [--n 200] [--samples 20] [--seed 1]
       draws n schemas statelm accepts, samples random strings from each one's GBNF (random walks,
       scripts/gbnf_sample.py) and validates each with jsonschema (the draft the schema declares,
@@ -185,9 +188,49 @@ def cmd_exact(a):
     return 1 if bad else 0
 
 
+def cmd_serve(a):
+    """Accepted schemas served to a model through `statelm run --json-schema` (greedy unless --temp),
+    every complete answer validated."""
+    import jsonschema
+    paths = schema_paths(a.data)
+    st = run_statelm(a.build, paths)
+    ok = [p for p in map(str, paths) if st[p][0] == 0]
+    rng = random.Random(a.seed)
+    rng.shuffle(ok)
+    fc = format_checker(jsonschema)
+    model = a.model or str(CACHE / "models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    counts = collections.Counter()
+    for p in ok[:a.n]:
+        schema = json.loads(Path(p).read_text())
+        prompt = "Reply with one JSON value for this schema and nothing else: " + json.dumps(schema)[:600]
+        r = subprocess.run([str(Path(a.build) / "statelm"), "run", "-m", model, "-p", prompt, "--json-schema", p,
+                            "--temp", str(a.temp), "--seed", str(a.seed), "-n", str(a.n_predict), "-t", "2"],
+                           capture_output=True, text=True, timeout=900)
+        if r.returncode:
+            counts["error"] += 1
+            print(f"ERROR {p}: {r.stderr.strip()[-300:]}")
+            continue
+        if "incomplete" in r.stderr:
+            counts["cut"] += 1
+            continue
+        v = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema, format_checker=fc)
+        try:
+            errs = list(v.iter_errors(json.loads(r.stdout)))
+        except ValueError as e:
+            errs = [f"not JSON: {e}"]
+        if errs:
+            counts["invalid"] += 1
+            print(f"INVALID {p}: {getattr(errs[0], 'message', errs[0])[:200]}: {r.stdout[:300]!r}")
+        else:
+            counts["valid"] += 1
+    print(f"{min(a.n, len(ok))} schemas on {Path(model).name}, temperature {a.temp}, -n {a.n_predict}: "
+          f"{counts['valid']} valid, {counts['invalid']} invalid, {counts['cut']} cut by -n, {counts['error']} errors")
+    return 1 if counts["invalid"] or counts["error"] else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["compile", "exact"])
+    ap.add_argument("mode", choices=["compile", "exact", "serve"])
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--data", default=str(CACHE / "jsonschemabench/data"))
     ap.add_argument("--no-llg", action="store_true")
@@ -195,11 +238,14 @@ def main():
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--model", default="")
+    ap.add_argument("--temp", type=float, default=0)
+    ap.add_argument("--n-predict", type=int, default=400)
     a = ap.parse_args()
     if not Path(a.data).is_dir():
         print(f"SKIPPED: no corpus at {a.data}")
         return 77
-    return cmd_compile(a) if a.mode == "compile" else cmd_exact(a)
+    return {"compile": cmd_compile, "exact": cmd_exact, "serve": cmd_serve}[a.mode](a)
 
 
 if __name__ == "__main__":

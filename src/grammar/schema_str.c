@@ -4,6 +4,7 @@
  * uuid, which have fixed rules, are regexes too: gr_format_regex); the same rules, parsed as a grammar of their
  * own and run through the matcher, decide whether a property name matches a pattern
  * (patternProperties). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,13 @@ bool sc_pattern_rule(conv *c, const char *pattern, const char *path, char *name)
     return true;
 }
 
-bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const char *path, bool *match) {
+/* The pattern's grammar on its own (rule "key"), parsed once. */
+static sc_regex *pattern_grammar(conv *c, const char *pattern, const char *path) {
     sc_regex *r = regex_entry(c, pattern);
-    if (!r) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+    if (!r) {
+        sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     if (!r->g) {
         buf b = buf_make(NULL);
         slm_err re;
@@ -80,8 +85,53 @@ bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const cha
         slm_status st = gr_regex_to_gbnf(pattern, strlen(pattern), "key", &b, &re);
         if (!st) st = gr_parse(b.p, b.n, "key", &r->g, &re);
         buf_free(&b);
-        if (st) return regex_error(c, st, &re, path);
+        if (st) {
+            regex_error(c, st, &re, path);
+            return NULL;
+        }
     }
+    return r;
+}
+
+#define LEN_INF (1L << 40)
+
+/* The most characters any derivation of rule k writes (LEN_INF when unbounded). */
+static long max_len(const gr_grammar *g, int32_t k, long *memo, uint8_t *state) {
+    if (state[k] == 2) return memo[k];
+    if (state[k] == 1) return LEN_INF; /* a cycle */
+    state[k] = 1;
+    long best = 0;
+    for (int32_t a = 0; a < g->rules[k].n_alt && best < LEN_INF; a++) {
+        long n = 0;
+        for (int32_t e = g->alts[g->rules[k].alt_off + a]; g->elems[e].type != GR_END && n < LEN_INF; e++)
+            n += g->elems[e].type == GR_CLS ? 1 : max_len(g, g->elems[e].val, memo, state);
+        if (n > best) best = n;
+    }
+    state[k] = 2;
+    return memo[k] = best < LEN_INF ? best : LEN_INF;
+}
+
+/* Whether every string the pattern's rules write satisfies [lo, hi] (hi < 0: none) as a decoded
+ * length: lo <= 1 when the pattern does not match the empty string, and hi when no derivation of
+ * the JSON-escaped contents is longer (an escape only lengthens the spelling). */
+static bool lengths_implied(conv *c, const char *pattern, long lo, long hi, const char *path, bool *implied) {
+    *implied = false;
+    bool empty = true;
+    if (lo > 1 || (lo == 1 && (!sc_pattern_matches(c, pattern, "", path, &empty) || empty))) return !c->failed;
+    if (hi < 0) return *implied = true;
+    sc_regex *r = pattern_grammar(c, pattern, path);
+    if (!r) return false;
+    long *memo = al_calloc(NULL, (size_t)r->g->n_rules, sizeof *memo);
+    uint8_t *state = al_calloc(NULL, (size_t)r->g->n_rules, 1);
+    if (memo && state) *implied = max_len(r->g, r->g->root, memo, state) <= hi;
+    al_free(NULL, memo);
+    al_free(NULL, state);
+    return memo && state ? true : sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+}
+
+bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const char *path, bool *match) {
+    sc_regex *r = pattern_grammar(c, pattern, path);
+    if (!r) return false;
     cJSON *k = cJSON_CreateString(key);
     char *text = k ? cJSON_PrintUnformatted(k) : NULL;
     cJSON_Delete(k);
@@ -164,6 +214,9 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
             if (!narrow_pattern(c, pattern, lo, hi, narrowed, sizeof narrowed, path)) return false;
             if (narrowed[0]) pattern = narrowed, has_len = false;
         }
+        bool implied = false;
+        if (has_len && !lengths_implied(c, pattern, lo, hi, path, &implied)) return false;
+        if (implied) has_len = false;
         if (has_len)
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern together with minLength/maxLength at %s is not supported",
                            sc_ptr(path));
