@@ -772,12 +772,14 @@ bool sc_gen(conv *c, const cJSON *s, const char *path, int depth, char *name) {
     for (const cJSON *k = s->child; k; k = k->next) {
         if (in_list(refused, k->string))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword '%s' at %s is not supported", k->string, sc_ptr(path));
-        if (!strcmp(k->string, "if") && (sc_get(s, "then") || sc_get(s, "else")))
-            return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'if' at %s is not supported", sc_ptr(path));
         if ((c->flags & GR_SCHEMA_STRICT) && !in_list(constraining, k->string) && !in_list(annotations, k->string))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword '%s' at %s is not in the vocabulary (strict mode)",
                            k->string, sc_ptr(path));
         rest |= sc_constraining(k->string) && strcmp(k->string, "$ref") && strcmp(k->string, "if");
+    }
+    if (sc_get(s, "if") && (sc_get(s, "then") || sc_get(s, "else")) && !(sc_get(s, "$ref") && c->ref_alone)) {
+        const cJSON *m = sc_apply_if(c, s, path, depth);
+        return m && sc_gen(c, m, path, depth + 1, name);
     }
     if (sc_get(s, "not")) { /* s without not, merged with what not leaves */
         static const char *const drop[] = {"not", NULL};

@@ -132,6 +132,9 @@ const cJSON *sc_merge(conv *c, const cJSON *a, const cJSON *b, const char *path,
  * true; the other types for not {type}; an object without some key for not over required lists
  * (not {required}, not {allOf: [{required}...]}, not {anyOf: [{required}...]}). Others refused. */
 const cJSON *sc_negate(conv *c, const cJSON *n, const char *path);
+/* s with if/then/else replaced by one side (a subset): if and then merged in, or, when that
+ * cannot be merged, the negation of if (sc_negate) and else. s itself when it has no if acting. */
+const cJSON *sc_apply_if(conv *c, const cJSON *s, const char *path, int depth);
 /* A new object holding references to every member of s except those named in drop (NULL-ended). */
 cJSON *sc_copy_without(conv *c, const cJSON *s, const char *const *drop);
 

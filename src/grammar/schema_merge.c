@@ -55,9 +55,13 @@ static bool has_constraints_besides(const cJSON *s, const char *kw) {
     return false;
 }
 
-/* a with $ref (alone), allOf, or $ref beside other keywords resolved; NULL after a failure. */
+/* a with $ref (alone), allOf, if, or $ref beside other keywords resolved; NULL after a failure. */
 static const cJSON *plain(conv *c, const cJSON *a, const char *path, int depth) {
     for (int k = 0; k < 32 && cJSON_IsObject(a); k++) {
+        if (sc_get(a, "if") && (sc_get(a, "then") || sc_get(a, "else"))) {
+            a = sc_apply_if(c, a, path, depth + 1);
+            continue;
+        }
         if (!(sc_get(a, "$ref") && c->ref_alone) &&
             (sc_get(a, "allOf") || (sc_get(a, "$ref") && has_constraints_besides(a, "$ref"))))
             return sc_flatten(c, a, path, depth + 1);
@@ -407,4 +411,30 @@ const cJSON *sc_negate(conv *c, const cJSON *n, const char *path) {
             return NULL;
         }
     return o;
+}
+
+const cJSON *sc_apply_if(conv *c, const cJSON *s, const char *path, int depth) {
+    const cJSON *cond = sc_get(s, "if"), *then = sc_get(s, "then"), *els = sc_get(s, "else");
+    if (!cond || (!then && !els)) return s;
+    static const char *const drop[] = {"if", "then", "else", NULL};
+    const cJSON *others = sc_copy_without(c, s, drop);
+    if (!others) return NULL;
+    char sub[SC_PATH];
+    sc_sub(sub, path, "if", NULL);
+    sc_quiet q = sc_quiet_begin(c);
+    const cJSON *m = sc_merge(c, others, cond, sub, depth + 1); /* the "then" side: if and then hold */
+    if (m && then) m = sc_merge(c, m, then, sub, depth + 1);
+    bool bad = c->failed;
+    sc_quiet_end(c, q);
+    if (!bad && m) return m;
+    q = sc_quiet_begin(c); /* the "else" side: if fails (when its negation is known) */
+    const cJSON *neg = sc_negate(c, cond, sub);
+    m = neg && !cJSON_IsFalse(neg) ? sc_merge(c, others, neg, sub, depth + 1) : NULL;
+    if (m && els) m = sc_merge(c, m, els, sub, depth + 1);
+    bad = c->failed;
+    sc_quiet_end(c, q);
+    if (!bad && m) return m;
+    sc_fail(c, SLM_ERR_UNSUPPORTED, "keyword 'if' at %s is not supported (neither the if/then side nor the else side "
+            "could be merged)", sc_ptr(path));
+    return NULL;
 }
