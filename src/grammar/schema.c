@@ -510,6 +510,17 @@ static bool requires(const cJSON *s, const char *k) {
     return false;
 }
 
+/* The lower (side 0) or upper bound of s: draft 4's boolean exclusive* and the numeric forms. */
+static bool num_bound(const cJSON *s, int side, double *v, bool *strict) {
+    const cJSON *inc = sc_get(s, side ? "maximum" : "minimum"), *exc = sc_get(s, side ? "exclusiveMaximum" : "exclusiveMinimum");
+    bool has = false;
+    *strict = false;
+    if (cJSON_IsNumber(inc)) has = true, *v = inc->valuedouble, *strict = cJSON_IsTrue(exc);
+    if (cJSON_IsNumber(exc) && (!has || (side ? exc->valuedouble <= *v : exc->valuedouble >= *v)))
+        has = true, *v = exc->valuedouble, *strict = true;
+    return has;
+}
+
 /* Types of the values of an enum/const list, or 0 when there is none. */
 static unsigned list_types(const cJSON *s) {
     const cJSON *en = sc_get(s, "enum"), *cn = sc_get(s, "const");
@@ -559,6 +570,21 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
                 if (cJSON_Compare(x, y, true)) return false;
         return true;
     }
+    if (!((ta & tb) & ~(T_INT | T_NUM))) { /* numbers: intervals that do not meet */
+        double la, ha, lb, hb;
+        bool sla, sha, slb, shb, hla = num_bound(a, 0, &la, &sla), hha = num_bound(a, 1, &ha, &sha);
+        bool hlb = num_bound(b, 0, &lb, &slb), hhb = num_bound(b, 1, &hb, &shb);
+        if (hha && hlb && (ha < lb || (ha == lb && (sha || slb)))) return true;
+        if (hla && hhb && (hb < la || (hb == la && (shb || sla)))) return true;
+        return false;
+    }
+    if ((ta & tb) == T_STR) { /* strings: length ranges that do not meet */
+        const cJSON *mina = sc_get(a, "minLength"), *maxa = sc_get(a, "maxLength");
+        const cJSON *minb = sc_get(b, "minLength"), *maxb = sc_get(b, "maxLength");
+        if (cJSON_IsNumber(maxa) && cJSON_IsNumber(minb) && maxa->valuedouble < minb->valuedouble) return true;
+        if (cJSON_IsNumber(maxb) && cJSON_IsNumber(mina) && maxb->valuedouble < mina->valuedouble) return true;
+        return false;
+    }
     if ((ta & tb) != T_OBJ) return false;
     /* objects: a key a always writes that b forbids, or whose value b refuses */
     const cJSON *ra = sc_get(a, "required"), *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties");
@@ -583,9 +609,35 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
  * made required, or a key b requires forbidden. NULL when none is found. */
 static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
     a = plain_of(c, a), b = plain_of(c, b);
-    if (!cJSON_IsObject(a) || !cJSON_IsObject(b) || sc_types(a) != T_OBJ) return NULL;
-    const cJSON *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties"), *rb = sc_get(b, "required");
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b)) return NULL;
     cJSON *extra = NULL;
+    double v;
+    bool strict;
+    if (!(sc_types(a) & ~(T_INT | T_NUM)) && !sc_get(b, "anyOf") && !sc_get(b, "oneOf")) {
+        /* numbers: a moved past a half-line b (b bounded on one side only) */
+        bool lo = num_bound(b, 0, &v, &strict), hi = num_bound(b, 1, &v, &strict);
+        if (lo != hi) {
+            num_bound(b, lo ? 0 : 1, &v, &strict);
+            double w;
+            bool ws; /* a's own bound on the side that stays: the narrowed interval must not be empty */
+            if (num_bound(a, lo ? 0 : 1, &w, &ws) && (lo ? w > v || (w == v && (ws || !strict)) : w < v || (w == v && (ws || !strict))))
+                return NULL;
+            extra = cJSON_CreateObject();
+            cJSON_AddNumberToObject(extra, lo ? (strict ? "maximum" : "exclusiveMaximum") : (strict ? "minimum" : "exclusiveMinimum"), v);
+        }
+    }
+    if (!extra && sc_types(a) != T_OBJ) return NULL;
+    const cJSON *pa = sc_get(a, "properties"), *pb = sc_get(b, "properties"), *rb = sc_get(b, "required");
+    const cJSON *addb = sc_get(b, "additionalProperties");
+    for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
+        const cJSON *q = sc_get(pb, p->string); /* a key of a that b forbids, made required */
+        if (requires(a, p->string) || sc_is_false(p)) continue;
+        if (q ? sc_is_false(q) : cJSON_IsFalse(addb) && !sc_get(b, "patternProperties")) {
+            extra = cJSON_CreateObject();
+            cJSON *arr = cJSON_AddArrayToObject(extra, "required");
+            cJSON_AddItemToArray(arr, cJSON_CreateString(p->string));
+        }
+    }
     for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
         const cJSON *q = sc_get(pb, p->string);
         if (q && !requires(a, p->string) && !sc_is_false(p) && disjoint(c, p, q, depth + 1)) {
