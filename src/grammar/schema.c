@@ -614,16 +614,19 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
     double v;
     bool strict;
     if (!(sc_types(a) & ~(T_INT | T_NUM)) && !sc_get(b, "anyOf") && !sc_get(b, "oneOf")) {
-        /* numbers: a moved past a half-line b (b bounded on one side only) */
-        bool lo = num_bound(b, 0, &v, &strict), hi = num_bound(b, 1, &v, &strict);
-        if (lo != hi) {
-            num_bound(b, lo ? 0 : 1, &v, &strict);
-            double w;
-            bool ws; /* a's own bound on the side that stays: the narrowed interval must not be empty */
-            if (num_bound(a, lo ? 0 : 1, &w, &ws) && (lo ? w > v || (w == v && (ws || !strict)) : w < v || (w == v && (ws || !strict))))
-                return NULL;
+        /* numbers: a cut to its part above b's upper bound, or else below b's lower bound */
+        double w;
+        bool ws, hb = num_bound(b, 1, &v, &strict), ha = num_bound(a, 1, &w, &ws);
+        const char *key = NULL;
+        if (hb && (!ha || w > v || (w == v && strict && !ws))) {
+            key = strict ? "minimum" : "exclusiveMinimum";
+        } else if (num_bound(b, 0, &v, &strict)) {
+            bool la = num_bound(a, 0, &w, &ws);
+            if (!la || w < v || (w == v && strict && !ws)) key = strict ? "maximum" : "exclusiveMaximum";
+        }
+        if (key) {
             extra = cJSON_CreateObject();
-            cJSON_AddNumberToObject(extra, lo ? (strict ? "maximum" : "exclusiveMaximum") : (strict ? "minimum" : "exclusiveMinimum"), v);
+            cJSON_AddNumberToObject(extra, key, v);
         }
     }
     if (!extra && sc_types(a) != T_OBJ) return NULL;

@@ -97,6 +97,7 @@ for path in sorted((data / "grammar/schemas").glob("*.json")):
     refusal = check_schema(path.name, json.loads(path.read_text()), 200, 1)
     if refusal:
         failures.append(f"{path.name}: refused: {refusal}")
+        print("FAIL:", failures[-1], flush=True)
     n_files += 1
 
 rng = random.Random(36)
