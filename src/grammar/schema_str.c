@@ -33,6 +33,64 @@ bool sc_format_known(const char *f) {
     return false;
 }
 
+/* Python's re (which validators such as jsonschema run) and ECMAScript (which the regex compiler
+ * follows) disagree on \s \S \D \W and, inside negated classes, \d \w: Python's are Unicode-wide.
+ * Each is replaced by explicit ranges that both readings accept (outside classes and in a class)
+ * or that cover both (in a negated class), so every string the grammar derives matches under
+ * either reading: \s the white space both count, \S what neither counts as space, \D and \W their
+ * ASCII part. */
+#define WS_BOTH "\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+#define WS_EITHER WS_BOTH "\\x1c-\\x1f\\u0085\\ufeff"
+#define NOT_WS_EITHER                                                                                       \
+    "\\x00-\\x08\\x0e-\\x1b!-\\u0084\\u0086-\\u009f\\u00a1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e" \
+    "\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\u{10ffff}"
+#define NOT_WS_BOTH                                                                                          \
+    "\\x00-\\x08\\x0e-\\x1f!-\\u009f\\u00a1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e\\u2030-\\u205e" \
+    "\\u2060-\\u2fff\\u3001-\\u{10ffff}"
+#define NON_ASCII "\\u0080-\\u{10ffff}"
+
+static const char *class_text(char e, bool negated) {
+    switch (e) {
+    case 's': return negated ? WS_EITHER : WS_BOTH;
+    case 'S': return negated ? NOT_WS_BOTH : NOT_WS_EITHER;
+    case 'D': return negated ? "\\x00-/:-\\u{10ffff}" : "\\x00-/:-\\x7f";
+    case 'W': return negated ? "\\x00-/:-@\\[-\\^`{-\\u{10ffff}" : "\\x00-/:-@\\[-\\^`{-\\x7f";
+    case 'd': return negated ? "0-9" NON_ASCII : NULL;
+    case 'w': return negated ? "A-Za-z0-9_" NON_ASCII : NULL;
+    default: return NULL;
+    }
+}
+
+/* p with those escapes replaced, appended to out. */
+static void python_safe(const char *p, buf *out) {
+    size_t n = strlen(p);
+    int in_class = 0; /* 0: outside, 1: in a class, 2: in a negated class */
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        const char *rep = NULL;
+        if (ch == '\\' && i + 1 < n) {
+            rep = class_text(p[i + 1], in_class == 2);
+            if (!rep) buf_put(out, p + i, 2);
+            i++;
+        } else {
+            if (ch == '[' && !in_class) in_class = i + 1 < n && p[i + 1] == '^' ? 2 : 1;
+            else if (ch == ']' && in_class) in_class = 0;
+            buf_putc(out, ch);
+        }
+        if (rep) buf_printf(out, in_class ? "%s" : "[%s]", rep);
+    }
+}
+
+/* The pattern's rules (python_safe first) under rule name into out. */
+static slm_status compile_pattern(const char *pattern, const char *name, buf *out, slm_err *re) {
+    buf safe = buf_make(NULL);
+    python_safe(pattern, &safe);
+    slm_status st = safe.oom ? err_set(re, SLM_ERR_NOMEM, "out of memory")
+                             : gr_regex_to_gbnf(safe.p ? safe.p : "", safe.n, name, out, re);
+    buf_free(&safe);
+    return st;
+}
+
 static sc_regex *regex_entry(conv *c, const char *pattern) {
     for (int i = 0; i < c->n_regex; i++)
         if (!strcmp(c->regex[i].pattern, pattern)) return &c->regex[i];
@@ -63,7 +121,7 @@ bool sc_pattern_rule(conv *c, const char *pattern, const char *path, char *name)
         sc_new_name(c, rn, "re");
         slm_err re;
         err_clear(&re);
-        slm_status st = gr_regex_to_gbnf(pattern, strlen(pattern), rn, &c->out, &re);
+        slm_status st = compile_pattern(pattern, rn, &c->out, &re);
         if (st) return regex_error(c, st, &re, path);
         memcpy(r->rule, rn, SC_NAME);
     }
@@ -82,7 +140,7 @@ static sc_regex *pattern_grammar(conv *c, const char *pattern, const char *path)
         buf b = buf_make(NULL);
         slm_err re;
         err_clear(&re);
-        slm_status st = gr_regex_to_gbnf(pattern, strlen(pattern), "key", &b, &re);
+        slm_status st = compile_pattern(pattern, "key", &b, &re);
         if (!st) st = gr_parse(b.p, b.n, "key", &r->g, &re);
         buf_free(&b);
         if (st) {
@@ -95,38 +153,214 @@ static sc_regex *pattern_grammar(conv *c, const char *pattern, const char *path)
 
 #define LEN_INF (1L << 40)
 
-/* The most characters any derivation of rule k writes (LEN_INF when unbounded). */
-static long max_len(const gr_grammar *g, int32_t k, long *memo, uint8_t *state) {
-    if (state[k] == 2) return memo[k];
-    if (state[k] == 1) return LEN_INF; /* a cycle */
-    state[k] = 1;
-    long best = 0;
-    for (int32_t a = 0; a < g->rules[k].n_alt && best < LEN_INF; a++) {
-        long n = 0;
-        for (int32_t e = g->alts[g->rules[k].alt_off + a]; g->elems[e].type != GR_END && n < LEN_INF; e++)
-            n += g->elems[e].type == GR_CLS ? 1 : max_len(g, g->elems[e].val, memo, state);
-        if (n > best) best = n;
+/* Lengths (code points) of the strings a regex matches, read from its text: min and max over an
+ * alternation, sums over a sequence, an atom (character, class, escape, .) is 1, a quantifier
+ * multiplies. Used for whole-string matches (pattern anchored by ^ and $). bad: a construct this
+ * reader does not follow (the regex compiler may still accept it). */
+typedef struct rlen {
+    const char *p;
+    size_t i, n;
+    bool bad;
+} rlen;
+
+static long add_len(long a, long b) { return a >= LEN_INF || b >= LEN_INF ? LEN_INF : a + b; }
+static long mul_len(long a, long k) { return a == 0 || k == 0 ? 0 : a >= LEN_INF || k >= LEN_INF ? LEN_INF : a * k < LEN_INF ? a * k : LEN_INF; }
+
+static void rl_alt(rlen *r, long *mn, long *mx);
+
+/* A quantifier at r->i (or none): its bounds. */
+static void rl_quant(rlen *r, long *qlo, long *qhi) {
+    *qlo = *qhi = 1;
+    if (r->i >= r->n) return;
+    char q = r->p[r->i];
+    if (q == '*' || q == '+' || q == '?') {
+        *qlo = q == '+';
+        *qhi = q == '?' ? 1 : LEN_INF;
+        r->i++;
+    } else if (q == '{') {
+        size_t j = r->i + 1;
+        long a = 0, b;
+        bool digits = false;
+        while (j < r->n && r->p[j] >= '0' && r->p[j] <= '9') a = a * 10 + (r->p[j++] - '0'), digits = true;
+        if (!digits || a > 100000) return; /* a literal { */
+        b = a;
+        if (j < r->n && r->p[j] == ',') {
+            j++;
+            if (j < r->n && r->p[j] >= '0' && r->p[j] <= '9') {
+                b = 0;
+                while (j < r->n && r->p[j] >= '0' && r->p[j] <= '9' && b <= 100000) b = b * 10 + (r->p[j++] - '0');
+            } else {
+                b = LEN_INF;
+            }
+        }
+        if (j >= r->n || r->p[j] != '}') return;
+        r->i = j + 1;
+        *qlo = a, *qhi = b;
+    } else {
+        return;
     }
-    state[k] = 2;
-    return memo[k] = best < LEN_INF ? best : LEN_INF;
+    if (r->i < r->n && r->p[r->i] == '?') r->i++; /* lazy: the same strings */
 }
 
-/* Whether every string the pattern's rules write satisfies [lo, hi] (hi < 0: none) as a decoded
- * length: lo <= 1 when the pattern does not match the empty string, and hi when no derivation of
- * the JSON-escaped contents is longer (an escape only lengthens the spelling). */
-static bool lengths_implied(conv *c, const char *pattern, long lo, long hi, const char *path, bool *implied) {
-    *implied = false;
-    bool empty = true;
-    if (lo > 1 || (lo == 1 && (!sc_pattern_matches(c, pattern, "", path, &empty) || empty))) return !c->failed;
-    if (hi < 0) return *implied = true;
-    sc_regex *r = pattern_grammar(c, pattern, path);
-    if (!r) return false;
-    long *memo = al_calloc(NULL, (size_t)r->g->n_rules, sizeof *memo);
-    uint8_t *state = al_calloc(NULL, (size_t)r->g->n_rules, 1);
-    if (memo && state) *implied = max_len(r->g, r->g->root, memo, state) <= hi;
-    al_free(NULL, memo);
-    al_free(NULL, state);
-    return memo && state ? true : sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+static void rl_seq(rlen *r, long *mn, long *mx) {
+    *mn = *mx = 0;
+    while (r->i < r->n && !r->bad && r->p[r->i] != '|' && r->p[r->i] != ')') {
+        long amn = 1, amx = 1;
+        char ch = r->p[r->i];
+        if (ch == '^' || ch == '$') {
+            r->i++;
+            amn = amx = 0;
+        } else if (ch == '(') {
+            r->i++;
+            if (r->i < r->n && r->p[r->i] == '?') {
+                if (r->i + 1 < r->n && r->p[r->i + 1] == ':') r->i += 2;
+                else if (r->i + 2 < r->n && r->p[r->i + 1] == '<' && r->p[r->i + 2] != '=' && r->p[r->i + 2] != '!') {
+                    while (r->i < r->n && r->p[r->i] != '>') r->i++;
+                    r->i++;
+                } else {
+                    r->bad = true; /* lookaround */
+                    return;
+                }
+            }
+            rl_alt(r, &amn, &amx);
+            if (r->i >= r->n || r->p[r->i] != ')') {
+                r->bad = true;
+                return;
+            }
+            r->i++;
+        } else if (ch == '[') {
+            for (r->i++; r->i < r->n && r->p[r->i] != ']'; r->i++)
+                if (r->p[r->i] == '\\') r->i++;
+            if (r->i >= r->n) {
+                r->bad = true;
+                return;
+            }
+            r->i++;
+        } else if (ch == '\\') {
+            char e = r->i + 1 < r->n ? r->p[r->i + 1] : 0;
+            if ((e >= '1' && e <= '9') || e == 'b' || e == 'B' || e == 'k' || !e) {
+                r->bad = true; /* backreferences, word boundaries */
+                return;
+            }
+            r->i += 2;
+            if (e == 'u' && r->i < r->n && r->p[r->i] == '{') {
+                while (r->i < r->n && r->p[r->i] != '}') r->i++;
+                r->i++;
+            } else if (e == 'u' || e == 'x' || e == 'c' || e == 'p' || e == 'P') {
+                size_t k = e == 'u' ? 4 : e == 'x' ? 2 : 1;
+                if ((e == 'p' || e == 'P') && r->i < r->n && r->p[r->i] == '{')
+                    while (r->i < r->n && r->p[r->i] != '}') r->i++;
+                r->i += k;
+            }
+        } else {
+            r->i++;
+            while (r->i < r->n && ((unsigned char)r->p[r->i] & 0xC0) == 0x80) r->i++; /* one code point */
+        }
+        long qlo, qhi;
+        rl_quant(r, &qlo, &qhi);
+        *mn = add_len(*mn, mul_len(amn, qlo));
+        *mx = add_len(*mx, mul_len(amx, qhi));
+    }
+}
+
+static void rl_alt(rlen *r, long *mn, long *mx) {
+    rl_seq(r, mn, mx);
+    while (!r->bad && r->i < r->n && r->p[r->i] == '|') {
+        long a, b;
+        r->i++;
+        rl_seq(r, &a, &b);
+        if (a < *mn) *mn = a;
+        if (b > *mx) *mx = b;
+    }
+}
+
+/* Whether every top-level branch of p is anchored at both ends (the match is the whole string). */
+static bool anchored(const char *p) {
+    size_t n = strlen(p);
+    int depth = 0;
+    bool start = true, ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        char ch = p[i];
+        if (start) ok = ch == '^', start = false;
+        if (ch == '\\') {
+            i++;
+            continue;
+        }
+        if (ch == '[') {
+            for (i++; i < n && p[i] != ']'; i++)
+                if (p[i] == '\\') i++;
+            continue;
+        }
+        if (ch == '(') depth++;
+        if (ch == ')') depth--;
+        if (ch == '|' && depth == 0) ok = i > 0 && p[i - 1] == '$', start = true;
+    }
+    return ok && !start && n >= 2 && p[n - 1] == '$' && p[n - 2] != '\\';
+}
+
+/* The lengths of whole strings p matches: [*mn, *mx] (*mx LEN_INF when unanchored or unbounded). */
+static bool pattern_lengths(const char *p, long *mn, long *mx) {
+    rlen r = {p, 0, strlen(p), false};
+    rl_alt(&r, mn, mx);
+    if (r.bad || r.i != r.n) return false;
+    if (!anchored(p)) *mx = LEN_INF;
+    return true;
+}
+
+/* p with every unbounded quantifier (* + {m,}) given the upper bound b (at least its lower one):
+ * a sub-language. Into out (cap bytes); false when it does not fit. */
+static bool cap_quantifiers(const char *p, long b, char *out, size_t cap) {
+    size_t n = strlen(p), o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        char rep[48] = "";
+        if (ch == '\\' && i + 1 < n) {
+            if (o + 2 >= cap) return false;
+            out[o++] = ch, out[o++] = p[++i];
+            continue;
+        }
+        if (ch == '[') {
+            size_t j = i + 1;
+            while (j < n && p[j] != ']') j += p[j] == '\\' ? 2 : 1;
+            if (j >= n || o + (j - i + 1) >= cap) return false;
+            memcpy(out + o, p + i, j - i + 1), o += j - i + 1, i = j;
+            continue;
+        }
+        if ((ch == '*' || ch == '+') && i > 0 && p[i - 1] != '(') {
+            snprintf(rep, sizeof rep, "{%d,%ld}", ch == '+', b > 0 || ch == '*' ? (b > 1 || ch == '*' ? b : 1) : 1);
+        } else if (ch == '{') {
+            size_t j = i + 1;
+            long a = 0;
+            while (j < n && p[j] >= '0' && p[j] <= '9') a = a * 10 + (p[j++] - '0');
+            if (j > i + 1 && j + 1 < n && p[j] == ',' && p[j + 1] == '}') {
+                snprintf(rep, sizeof rep, "{%ld,%ld}", a, b > a ? b : a);
+                i = j + 1;
+            }
+        }
+        size_t k = rep[0] ? strlen(rep) : 1;
+        if (o + k >= cap) return false;
+        if (rep[0]) memcpy(out + o, rep, k);
+        else out[o] = ch;
+        o += k;
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* A pattern (p itself, or p with its unbounded repetitions capped) whose whole-string matches all
+ * have lengths in [lo, hi] (hi < 0: none), into out; false (out empty) when none is found. */
+static bool fit_lengths(const char *p, long lo, long hi, char *out, size_t cap) {
+    long mn, mx;
+    out[0] = 0;
+    if (!pattern_lengths(p, &mn, &mx) || mn < lo) return false;
+    if (hi < 0 || mx <= hi) return snprintf(out, cap, "%s", p) < (int)cap;
+    if (!anchored(p)) return false;
+    for (long b = hi; b >= 1; b /= 2) {
+        if (!cap_quantifiers(p, b, out, cap) || !pattern_lengths(out, &mn, &mx)) break;
+        if (mn >= lo && mx <= hi) return true;
+    }
+    out[0] = 0;
+    return false;
 }
 
 bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const char *path, bool *match) {
@@ -214,9 +448,9 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
             if (!narrow_pattern(c, pattern, lo, hi, narrowed, sizeof narrowed, path)) return false;
             if (narrowed[0]) pattern = narrowed, has_len = false;
         }
-        bool implied = false;
-        if (has_len && !lengths_implied(c, pattern, lo, hi, path, &implied)) return false;
-        if (implied) has_len = false;
+        char fitted[2100];
+        if (has_len && strlen(pattern) < 1000 && fit_lengths(pattern, lo, hi, fitted, sizeof fitted))
+            pattern = fitted, has_len = false;
         if (has_len)
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern together with minLength/maxLength at %s is not supported",
                            sc_ptr(path));
