@@ -19,6 +19,7 @@
 #include "grammar/schema_num.h"
 
 bool sc_fail(conv *c, slm_status st, const char *fmt, ...) {
+    if (st == SLM_ERR_NOMEM) c->oom = true;
     if (c->failed) return false;
     c->failed = true;
     char msg[400];
@@ -69,7 +70,7 @@ bool sc_emit_new(conv *c, char *name, const char *hint, const buf *body) {
     if (body->oom || !body->p) return sc_emit(c, name, body);
     if (2 * (c->n_shared + 1) > c->cap_shared) { /* grow (rehash) */
         int cap = c->cap_shared ? 2 * c->cap_shared : 256;
-        sc_shared *t = al_calloc(NULL, (size_t)cap, sizeof *t);
+        sc_shared *t = al_calloc(c->a, (size_t)cap, sizeof *t);
         if (!t) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
         for (int i = 0; i < c->cap_shared; i++) {
             if (!c->shared[i].body) continue;
@@ -77,7 +78,7 @@ bool sc_emit_new(conv *c, char *name, const char *hint, const buf *body) {
             while (t[j].body) j = (j + 1) & (size_t)(cap - 1);
             t[j] = c->shared[i];
         }
-        al_free(NULL, c->shared);
+        al_free(c->a, c->shared);
         c->shared = t;
         c->cap_shared = cap;
     }
@@ -90,7 +91,7 @@ bool sc_emit_new(conv *c, char *name, const char *hint, const buf *body) {
         }
     sc_new_name(c, name, hint);
     if (!sc_emit(c, name, body)) return false;
-    char *copy = al_strndup(NULL, body->p, body->n);
+    char *copy = al_strndup(c->a, body->p, body->n);
     if (!copy) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     c->shared[j].hash = h;
     c->shared[j].body = copy;
@@ -270,7 +271,7 @@ static bool gen_integer(conv *c, const bounds *b, const char *path, char *name) 
     if (b->has_hi) hi = fmin(hi, b->hx ? ceil(b->hi) - 1 : floor(b->hi));
     if (lo > hi) return sc_fail(c, SLM_ERR_UNSUPPORTED, "the bounds at %s allow no integer of at most 16 digits", sc_ptr(path));
     long long ilo = (long long)lo, ihi = (long long)hi;
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     if (b->mult > 0 && b->mult != 1) {
         if (b->mult != floor(b->mult) || b->mult > (double)SN_INT_MAX) {
             buf_free(&body);
@@ -353,7 +354,7 @@ static bool gen_number(conv *c, const bounds *b, const char *path, char *name) {
                            sc_ptr(path));
     }
     if (need_i > 16) imax = 16;
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     if (!sn_dec_range(&body, no_lo ? NULL : &lo, b->lx, no_hi ? NULL : &hi, b->hx, imax, fmax)) {
         buf_free(&body);
         return sc_fail(c, SLM_ERR_UNSUPPORTED, "the bounds at %s allow no number", sc_ptr(path));
@@ -429,7 +430,7 @@ static bool enum_value_ok(conv *c, const cJSON *s, const cJSON *v, const char *p
 static bool gen_enum(conv *c, const cJSON *s, const char *path, char *name) {
     const cJSON *en = sc_get(s, "enum"), *cn = sc_get(s, "const");
     if (en && !cJSON_IsArray(en)) return sc_fail(c, SLM_ERR_FORMAT, "'enum' at %s must be an array", sc_ptr(path));
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     int n = 0;
     for (const cJSON *v = en ? en->child : cn; v; v = en ? v->next : NULL) {
         bool ok = false;
@@ -457,7 +458,7 @@ static bool emit_union(conv *c, const char (*alts)[SC_NAME], int n, char *name) 
         memmove(name, alts[0], SC_NAME);
         return true;
     }
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     for (int i = 0; i < n; i++) buf_printf(&body, "%s%s", i ? " | " : "", alts[i]);
     bool ok = sc_emit_new(c, name, "alt", &body);
     buf_free(&body);
@@ -469,7 +470,10 @@ sc_quiet sc_quiet_begin(conv *c) {
     c->e = NULL;
     return q;
 }
-void sc_quiet_end(conv *c, sc_quiet q) { c->e = q.e, c->failed = q.failed; }
+void sc_quiet_end(conv *c, sc_quiet q) {
+    c->e = q.e, c->failed = q.failed;
+    if (c->oom) sc_fail(c, SLM_ERR_NOMEM, "out of memory"); /* never quiet */
+}
 
 /* s with $ref and allOf resolved, or NULL (quietly). */
 static const cJSON *plain_of(conv *c, const cJSON *s) {
@@ -626,7 +630,11 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
         }
         if (key) {
             extra = cJSON_CreateObject();
-            cJSON_AddNumberToObject(extra, key, v);
+            if (!cJSON_AddNumberToObject(extra, key, v)) {
+                cJSON_Delete(extra);
+                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
         }
     }
     if (!extra && sc_types(a) != T_OBJ) return NULL;
@@ -637,23 +645,35 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
         if (requires(a, p->string) || sc_is_false(p)) continue;
         if (q ? sc_is_false(q) : cJSON_IsFalse(addb) && !sc_get(b, "patternProperties")) {
             extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required");
-            cJSON_AddItemToArray(arr, cJSON_CreateString(p->string));
+            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
+            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
+                cJSON_Delete(str), cJSON_Delete(extra);
+                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
         }
     }
     for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
         const cJSON *q = sc_get(pb, p->string);
         if (q && !requires(a, p->string) && !sc_is_false(p) && disjoint(c, p, q, depth + 1)) {
             extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required");
-            cJSON_AddItemToArray(arr, cJSON_CreateString(p->string));
+            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
+            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
+                cJSON_Delete(str), cJSON_Delete(extra);
+                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
         }
     }
     for (const cJSON *k = cJSON_IsArray(rb) ? rb->child : NULL; k && !extra; k = k->next)
         if (cJSON_IsString(k) && !requires(a, k->valuestring)) {
             extra = cJSON_CreateObject();
             cJSON *props = cJSON_AddObjectToObject(extra, "properties");
-            cJSON_AddItemToObject(props, k->valuestring, cJSON_CreateFalse());
+            if (!props || !cJSON_AddFalseToObject(props, k->valuestring)) {
+                cJSON_Delete(extra);
+                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
         }
     if (!extra) return NULL;
     sc_quiet q = sc_quiet_begin(c);
@@ -677,10 +697,10 @@ static bool gen_choice(conv *c, const cJSON *s, const char *kw, const char *path
     const cJSON *base = rest ? sc_copy_without(c, s, !strcmp(kw, "anyOf") ? drop_any : drop_one) : NULL;
     if (rest && !base) return false;
     int n = cJSON_GetArraySize(list), k = 0, i = 0;
-    char (*alts)[SC_NAME] = al_calloc(NULL, (size_t)n, SC_NAME);
-    const cJSON **br = al_calloc(NULL, (size_t)n, sizeof *br);
+    char (*alts)[SC_NAME] = al_calloc(c->a, (size_t)n, SC_NAME);
+    const cJSON **br = al_calloc(c->a, (size_t)n, sizeof *br);
     if (!alts || !br) {
-        al_free(NULL, alts), al_free(NULL, br);
+        al_free(c->a, alts), al_free(c->a, br);
         return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     }
     bool one = !strcmp(kw, "oneOf");
@@ -710,8 +730,8 @@ static bool gen_choice(conv *c, const cJSON *s, const char *kw, const char *path
         sc_fail(c, SLM_ERR_UNSUPPORTED, "oneOf at %s: no branch is provably disjoint from the others (an output "
                 "matching two would not validate)", sc_ptr(path));
     if (!c->failed) emit_union(c, (const char (*)[SC_NAME])alts, k, name);
-    al_free(NULL, alts);
-    al_free(NULL, br);
+    al_free(c->a, alts);
+    al_free(c->a, br);
     return !c->failed;
 }
 
@@ -788,13 +808,13 @@ static bool gen_ref(conv *c, const cJSON *s, const char *path, int depth, char *
     if (!t) return false;
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? c->cap_refs * 2 : 8;
-        sc_ref *nr = al_realloc(NULL, c->refs, (size_t)c->cap_refs * sizeof *nr, (size_t)cap * sizeof *nr);
+        sc_ref *nr = al_realloc(c->a, c->refs, (size_t)c->cap_refs * sizeof *nr, (size_t)cap * sizeof *nr);
         if (!nr) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
         c->refs = nr;
         c->cap_refs = cap;
     }
     sc_ref *r = &c->refs[c->n_refs];
-    r->pointer = al_strdup(NULL, p);
+    r->pointer = al_strdup(c->a, p);
     if (!r->pointer) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     sc_new_name(c, r->name, "ref");
     c->n_refs++;
@@ -803,7 +823,7 @@ static bool gen_ref(conv *c, const cJSON *s, const char *path, int depth, char *
     snprintf(name, SC_NAME, "%s", rname);
     snprintf(tpath, sizeof tpath, "%s", p[0] == '#' ? p + 1 : p);
     if (!sc_gen(c, t, tpath, depth + 1, target)) return false;
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     buf_puts(&body, target);
     bool ok = sc_emit(c, rname, &body);
     buf_free(&body);
@@ -929,6 +949,11 @@ static const char time_body[] =
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
 
 slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char **gbnf, slm_err *e) {
+    return gr_schema_to_gbnf_a(json, len, flags, NULL, gbnf, e);
+}
+
+slm_status gr_schema_to_gbnf_a(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
+                               slm_err *e) {
     *gbnf = NULL;
     if (len > GR_MAX_TEXT) return err_set(e, SLM_ERR_RANGE, "json schema: %zu bytes, above the cap of %zu", len, GR_MAX_TEXT);
     const char *end = NULL;
@@ -937,7 +962,7 @@ slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char 
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
         return err_set(e, SLM_ERR_FORMAT, "json schema: not valid JSON (near byte %zu)", at);
     }
-    conv c = {.doc = doc, .out = buf_make(NULL), .flags = flags, .e = e, .owned = cJSON_CreateArray()};
+    conv c = {.a = a, .doc = doc, .out = buf_make(a), .flags = flags, .e = e, .owned = cJSON_CreateArray()};
     const cJSON *id = sc_get(doc, "$id");
     if (!cJSON_IsString(id)) id = sc_get(doc, "id");
     if (cJSON_IsString(id)) {
@@ -973,12 +998,12 @@ slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char 
     }
     cJSON_Delete(c.owned);
     cJSON_Delete(doc);
-    for (int i = 0; i < c.n_refs; i++) al_free(NULL, c.refs[i].pointer);
-    for (int i = 0; i < c.cap_shared; i++) al_free(NULL, c.shared[i].body);
-    for (int i = 0; i < c.n_regex; i++) al_free(NULL, c.regex[i].pattern), gr_free(c.regex[i].g);
-    al_free(NULL, c.regex);
-    al_free(NULL, c.shared);
-    al_free(NULL, c.refs);
+    for (int i = 0; i < c.n_refs; i++) al_free(a, c.refs[i].pointer);
+    for (int i = 0; i < c.cap_shared; i++) al_free(a, c.shared[i].body);
+    for (int i = 0; i < c.n_regex; i++) al_free(a, c.regex[i].pattern), gr_free(c.regex[i].g);
+    al_free(a, c.regex);
+    al_free(a, c.shared);
+    al_free(a, c.refs);
     if (c.failed) {
         buf_free(&c.out);
         return e ? e->status : SLM_ERR_FORMAT;

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "grammar/grammar.h"
@@ -48,6 +49,7 @@ typedef struct sc_regex { /* a pattern's contents rule, and its grammar for matc
 } sc_regex;
 
 typedef struct conv {
+    const slm_allocator *a; /* every allocation of the conversion but cJSON's (NULL: malloc) */
     const cJSON *doc;
     char base[256]; /* the root's $id/id without its fragment: "<base>#/..." is local */
     buf out;
@@ -64,6 +66,7 @@ typedef struct conv {
     int n_regex, cap_regex;
     slm_err *e;
     bool failed;
+    bool oom; /* an allocation failed, maybe inside a quiet check: the conversion fails with NOMEM */
 } conv;
 
 __attribute__((format(printf, 3, 4))) bool sc_fail(conv *c, slm_status st, const char *fmt, ...);
@@ -135,6 +138,9 @@ const cJSON *sc_negate(conv *c, const cJSON *n, const char *path);
 /* s with if/then/else replaced by one side (a subset): if and then merged in, or, when that
  * cannot be merged, the negation of if (sc_negate) and else. s itself when it has no if acting. */
 const cJSON *sc_apply_if(conv *c, const cJSON *s, const char *path, int depth);
+/* Adds to o, under key k, a reference to v (a copy for numbers, booleans, null); false when out of
+ * memory (nothing is leaked). */
+bool sc_add_ref(cJSON *o, const char *k, const cJSON *v);
 /* A new object holding references to every member of s except those named in drop (NULL-ended). */
 cJSON *sc_copy_without(conv *c, const cJSON *s, const char *const *drop);
 

@@ -13,18 +13,40 @@
 
 #define MERGE_MAX 20000 /* merges in one conversion */
 
+bool sc_add_ref(cJSON *o, const char *k, const cJSON *v) {
+    /* cJSON_AddItemReferenceToObject leaks its reference when the key's copy fails */
+    cJSON *r = cJSON_IsObject(v)   ? cJSON_CreateObjectReference(v->child)
+               : cJSON_IsArray(v)  ? cJSON_CreateArrayReference(v->child)
+               : cJSON_IsString(v) ? cJSON_CreateStringReference(v->valuestring)
+                                   : cJSON_Duplicate(v, false);
+    if (r && cJSON_AddItemToObject(o, k, r)) return true;
+    cJSON_Delete(r);
+    return false;
+}
+
 cJSON *sc_copy_without(conv *c, const cJSON *s, const char *const *drop) {
     cJSON *o = sc_own(c, cJSON_CreateObject());
     if (!o) return NULL;
     for (const cJSON *x = s->child; x; x = x->next) {
         bool skip = false;
         for (int i = 0; drop && drop[i] && !skip; i++) skip = !strcmp(drop[i], x->string);
-        if (!skip && !cJSON_AddItemReferenceToObject(o, x->string, (cJSON *)x)) {
+        if (!skip && !sc_add_ref(o, x->string, x)) {
             sc_fail(c, SLM_ERR_NOMEM, "out of memory");
             return NULL;
         }
     }
     return o;
+}
+
+/* Appends item (NULL: out of memory) or a reference to v to arr; false (and a failure) when out
+ * of memory: a list missing an entry could say less than the schema. */
+static bool push(conv *c, cJSON *arr, cJSON *item) {
+    if (arr && item && cJSON_AddItemToArray(arr, item)) return true;
+    cJSON_Delete(item);
+    return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+}
+static bool push_ref(conv *c, cJSON *arr, const cJSON *v) {
+    return (arr && cJSON_AddItemReferenceToArray(arr, (cJSON *)v)) || sc_fail(c, SLM_ERR_NOMEM, "out of memory");
 }
 
 static cJSON *all_of2(const cJSON *x, const cJSON *y) {
@@ -46,7 +68,7 @@ static bool add(conv *c, cJSON *o, const char *k, cJSON *v) {
 }
 
 static bool add_ref(conv *c, cJSON *o, const char *k, const cJSON *v) {
-    return cJSON_AddItemReferenceToObject(o, k, (cJSON *)v) || sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+    return sc_add_ref(o, k, v) || sc_fail(c, SLM_ERR_NOMEM, "out of memory");
 }
 
 static bool has_constraints_besides(const cJSON *s, const char *kw) {
@@ -99,7 +121,10 @@ static bool merge_type(conv *c, cJSON *o, const cJSON *a, const cJSON *b, const 
     unsigned bits[] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_INT, T_NUM};
     for (int i = 0; i < 7; i++) {
         if (!(t & bits[i]) || (bits[i] == T_INT && (t & T_NUM))) continue;
-        cJSON_AddItemToArray(arr, cJSON_CreateString(type_names[i]));
+        if (!push(c, arr, cJSON_CreateString(type_names[i]))) {
+            cJSON_Delete(arr);
+            return false;
+        }
     }
     return add(c, o, "type", arr);
 }
@@ -118,7 +143,10 @@ static bool merge_values(conv *c, cJSON *o, const cJSON *a, const cJSON *b) {
             in &= f;
         }
         if (cb && !cJSON_Compare(v, cb, true)) in = false;
-        if (in) cJSON_AddItemReferenceToArray(arr, (cJSON *)v);
+        if (in && !push_ref(c, arr, v)) {
+            cJSON_Delete(arr);
+            return false;
+        }
     }
     return add(c, o, "enum", arr);
 }
@@ -181,9 +209,11 @@ static bool merge_key(conv *c, cJSON *o, const char *k, const cJSON *x, const cJ
     if (!strcmp(k, "required")) {
         cJSON *arr = cJSON_CreateArray();
         if (!arr) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
-        for (const cJSON *v = cJSON_IsArray(x) ? x->child : NULL; v; v = v->next) cJSON_AddItemReferenceToArray(arr, (cJSON *)v);
-        for (const cJSON *v = cJSON_IsArray(y) ? y->child : NULL; v; v = v->next) cJSON_AddItemReferenceToArray(arr, (cJSON *)v);
-        return add(c, o, k, arr);
+        bool ok = true;
+        for (const cJSON *v = cJSON_IsArray(x) ? x->child : NULL; v && ok; v = v->next) ok = push_ref(c, arr, v);
+        for (const cJSON *v = cJSON_IsArray(y) ? y->child : NULL; v && ok; v = v->next) ok = push_ref(c, arr, v);
+        if (!ok) cJSON_Delete(arr);
+        return ok && add(c, o, k, arr);
     }
     if (!strcmp(k, "uniqueItems")) return add_ref(c, o, k, cJSON_IsTrue(x) ? x : y);
     if (!strcmp(k, "multipleOf") && cJSON_IsNumber(x) && cJSON_IsNumber(y) && x->valuedouble == floor(x->valuedouble) &&
@@ -209,9 +239,11 @@ static bool merge_key(conv *c, cJSON *o, const char *k, const cJSON *x, const cJ
                 if (!add_ref(c, d, u->string, u)) return false;
             } else if (cJSON_IsArray(u) && cJSON_IsArray(v)) {
                 cJSON *arr = cJSON_CreateArray();
-                for (const cJSON *w = u->child; arr && w; w = w->next) cJSON_AddItemReferenceToArray(arr, (cJSON *)w);
-                for (const cJSON *w = v->child; arr && w; w = w->next) cJSON_AddItemReferenceToArray(arr, (cJSON *)w);
-                if (!add(c, d, u->string, arr)) return false;
+                bool ok = arr != NULL || sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                for (const cJSON *w = u->child; ok && w; w = w->next) ok = push_ref(c, arr, w);
+                for (const cJSON *w = v->child; ok && w; w = w->next) ok = push_ref(c, arr, w);
+                if (!ok) cJSON_Delete(arr);
+                if (!ok || !add(c, d, u->string, arr)) return false;
             } else if (!cJSON_IsArray(u) && !cJSON_IsArray(v)) {
                 if (!add(c, d, u->string, all_of2(u, v))) return false;
             } else {
@@ -312,7 +344,7 @@ const cJSON *sc_merge(conv *c, const cJSON *a, const cJSON *b, const char *path,
             const cJSON *m = sc_merge(c, rest, x, path, depth + 1);
             m = m ? sc_merge(c, m, t, path, depth + 1) : NULL;
             if (!m) return NULL;
-            cJSON_AddItemReferenceToArray(arr, (cJSON *)m);
+            if (!push_ref(c, arr, m)) return NULL;
         }
         return o;
     }
@@ -390,7 +422,8 @@ const cJSON *sc_negate(conv *c, const cJSON *n, const char *path) {
         cJSON *arr = cJSON_AddArrayToObject(o, "type");
         unsigned bits[] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_INT, T_NUM};
         for (int i = 0; arr && i < 7; i++)
-            if ((t & bits[i]) && !(bits[i] == T_INT && (t & T_NUM))) cJSON_AddItemToArray(arr, cJSON_CreateString(type_names[i]));
+            if ((t & bits[i]) && !(bits[i] == T_INT && (t & T_NUM)) && !push(c, arr, cJSON_CreateString(type_names[i])))
+                return NULL;
         if (!arr) sc_fail(c, SLM_ERR_NOMEM, "out of memory");
         return arr ? o : NULL;
     }

@@ -50,17 +50,17 @@ bool sc_gen_seq(conv *c, const char *const *elem, const bool *req, int n, const 
     if ((double)(n + 1) * (double)(q.top + 1) > SEQ_MAX_STATES)
         return sc_fail(c, SLM_ERR_UNSUPPORTED, "counting %d properties or items against min/max at %s needs more "
                        "than %d rules", n, sc_ptr(path), SEQ_MAX_STATES);
-    q.req_after = al_calloc(NULL, (size_t)n + 1, sizeof *q.req_after);
+    q.req_after = al_calloc(c->a, (size_t)n + 1, sizeof *q.req_after);
     if (!q.req_after) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     for (int i = n - 1; i >= 0; i--) q.req_after[i] = q.req_after[i + 1] + req[i];
     if (!feasible(&q, 0, 0)) {
-        al_free(NULL, q.req_after);
+        al_free(c->a, q.req_after);
         return sc_fail(c, SLM_ERR_UNSUPPORTED, "no number of properties or items at %s fits the count bounds "
                        "(min %ld, max %ld)", sc_ptr(path), lo, hi);
     }
     char base[SC_NAME];
     sc_new_name(c, base, "seq");
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     for (int i = n; i >= 0 && !c->failed; i--)
         for (long cnt = 0; cnt <= q.top && !c->failed; cnt++) {
             if (!feasible(&q, i, cnt)) continue;
@@ -99,7 +99,7 @@ bool sc_gen_seq(conv *c, const char *const *elem, const bool *req, int n, const 
             sc_emit(c, rn, &body);
         }
     buf_free(&body);
-    al_free(NULL, q.req_after);
+    al_free(c->a, q.req_after);
     snprintf(name, SC_NAME, "%.40s-0-0", base);
     return !c->failed;
 }
@@ -123,7 +123,7 @@ static bool plain_key(const char *k) {
 /* Rule deriving the key characters (json-keychar) of strings not in keys[lo, hi), which share
  * their first d bytes; keys sorted, plain ASCII. */
 static bool key_complement(conv *c, const char **keys, int lo, int hi, int d, char *name) {
-    buf body = buf_make(NULL), excl = buf_make(NULL);
+    buf body = buf_make(c->a), excl = buf_make(c->a);
     int n = 0;
     if ((int)strlen(keys[lo]) != d) buf_puts(&body, "\"\""), n++; /* the prefix itself is no key */
     int i = lo;
@@ -209,7 +209,7 @@ static bool name_accepted(conv *c, const cJSON *pn, const char *key, const char 
  * matching any pattern, values valid for all the patterns' schemas (a key may match several).
  * Leaves key empty when the schemas cannot be merged. */
 static bool extra_pattern_key(conv *c, const cJSON *pp, const char *path, int depth, char *key, char *val) {
-    buf alts = buf_make(NULL);
+    buf alts = buf_make(c->a);
     const cJSON *vs = NULL;
     int n = 0;
     for (const cJSON *p = pp->child; p && !c->failed; p = p->next, n++) {
@@ -232,7 +232,7 @@ static bool extra_pattern_key(conv *c, const cJSON *pp, const char *path, int de
         char sub[SC_PATH];
         sc_sub(sub, path, "patternProperties", NULL);
         if (sc_gen(c, vs, sub, depth + 1, val)) {
-            buf body = buf_make(NULL);
+            buf body = buf_make(c->a);
             buf_printf(&body, "\"\\\"\" ( %s ) \"\\\"\" ws", alts.p ? alts.p : "");
             c->prims |= P_WS;
             sc_emit_new(c, key, "pkey", &body);
@@ -268,12 +268,12 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
     for (int d = 0; d < 3; d++)
         for (const cJSON *dep = cJSON_IsObject(sc_get(s, dep_kw[d])) ? sc_get(s, dep_kw[d])->child : NULL; dep; dep = dep->next)
             n += 1 + cJSON_GetArraySize(dep);
-    prop *ps = al_calloc(NULL, (size_t)n + 1, sizeof *ps);
-    const char **elem = al_calloc(NULL, (size_t)n + 1, sizeof *elem);
-    char (*rules)[SC_NAME] = al_calloc(NULL, (size_t)n + 1, SC_NAME);
-    bool *rq = al_calloc(NULL, (size_t)n + 1, sizeof *rq);
-    const char **keys = al_calloc(NULL, (size_t)n + 1, sizeof *keys);
-    buf body = buf_make(NULL);
+    prop *ps = al_calloc(c->a, (size_t)n + 1, sizeof *ps);
+    const char **elem = al_calloc(c->a, (size_t)n + 1, sizeof *elem);
+    char (*rules)[SC_NAME] = al_calloc(c->a, (size_t)n + 1, SC_NAME);
+    bool *rq = al_calloc(c->a, (size_t)n + 1, sizeof *rq);
+    const char **keys = al_calloc(c->a, (size_t)n + 1, sizeof *keys);
+    buf body = buf_make(c->a);
     int k = 0;
     if (!ps || !elem || !rules || !rq || !keys) {
         sc_fail(c, SLM_ERR_NOMEM, "out of memory");
@@ -322,15 +322,20 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
                         cJSON *keep = sc_own(c, cJSON_CreateObject());
                         if (!keep) goto done;
                         for (const cJSON *x = o->child; x; x = x->next)
-                            if (x != dep) cJSON_AddItemReferenceToObject(keep, x->string, (cJSON *)x);
-                        cJSON_DetachItemViaPointer(c->owned, keep);
-                        cJSON_AddItemToObject(rest, dep_kw[dd], keep);
+                            if (x != dep && !sc_add_ref(keep, x->string, x)) {
+                                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                                goto done;
+                            }
+                        if (!sc_add_ref(rest, dep_kw[dd], keep)) {
+                            sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+                            goto done;
+                        }
                     }
                     char sub[SC_PATH];
                     sc_sub(sub, path, dep_kw[d], dep->string);
                     const cJSON *m = sc_merge(c, rest, dep, sub, depth + 1);
                     bool ok = m && sc_gen(c, m, path, depth + 1, name);
-                    al_free(NULL, ps), al_free(NULL, elem), al_free(NULL, rules), al_free(NULL, rq), al_free(NULL, keys);
+                    al_free(c->a, ps), al_free(c->a, elem), al_free(c->a, rules), al_free(c->a, rq), al_free(c->a, keys);
                     return ok;
                 }
                 for (const cJSON *x = dep->child; x; x = x->next) {
@@ -467,11 +472,11 @@ bool sc_gen_object(conv *c, const cJSON *s, const char *path, int depth, char *n
     sc_emit_new(c, name, "object", &body);
 done:
     buf_free(&body);
-    al_free(NULL, ps);
-    al_free(NULL, elem);
-    al_free(NULL, rules);
-    al_free(NULL, rq);
-    al_free(NULL, keys);
+    al_free(c->a, ps);
+    al_free(c->a, elem);
+    al_free(c->a, rules);
+    al_free(c->a, rq);
+    al_free(c->a, keys);
     return !c->failed;
 }
 
@@ -514,10 +519,10 @@ static bool gen_unique(conv *c, const cJSON *s, const cJSON *items, long lo, lon
                        "at most %d values (enum or boolean)", sc_ptr(path), UNIQUE_MAX);
     const cJSON *type = sc_get(items, "type");
     (void)s;
-    char (*rules)[SC_NAME] = al_calloc(NULL, (size_t)n, SC_NAME);
-    const char **elem = al_calloc(NULL, (size_t)n, sizeof *elem);
-    bool *rq = al_calloc(NULL, (size_t)n, sizeof *rq);
-    buf body = buf_make(NULL);
+    char (*rules)[SC_NAME] = al_calloc(c->a, (size_t)n, SC_NAME);
+    const char **elem = al_calloc(c->a, (size_t)n, sizeof *elem);
+    bool *rq = al_calloc(c->a, (size_t)n, sizeof *rq);
+    buf body = buf_make(c->a);
     int m = 0;
     if (!rules || !elem || !rq) {
         sc_fail(c, SLM_ERR_NOMEM, "out of memory");
@@ -551,9 +556,9 @@ static bool gen_unique(conv *c, const cJSON *s, const cJSON *items, long lo, lon
     sc_emit_new(c, name, "array", &body);
 done:
     buf_free(&body);
-    al_free(NULL, rules);
-    al_free(NULL, elem);
-    al_free(NULL, rq);
+    al_free(c->a, rules);
+    al_free(c->a, elem);
+    al_free(c->a, rq);
     return !c->failed;
 }
 
@@ -590,10 +595,10 @@ bool sc_gen_array(conv *c, const cJSON *s, const char *path, int depth, char *na
         hi = 1; /* at most one item: unique (a subset) */
     }
     bool no_rest = cJSON_IsFalse(rest);
-    char (*pr)[SC_NAME] = al_calloc(NULL, (size_t)k + 1, SC_NAME);
+    char (*pr)[SC_NAME] = al_calloc(c->a, (size_t)k + 1, SC_NAME);
     if (!pr) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     char item[SC_NAME] = "json-value";
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     int i = 0;
     for (const cJSON *p = prefix ? prefix->child : NULL; p; p = p->next, i++) {
         char sub[SC_PATH], idx[16];
@@ -655,6 +660,6 @@ bool sc_gen_array(conv *c, const cJSON *s, const char *path, int depth, char *na
     }
 done:
     buf_free(&body);
-    al_free(NULL, pr);
+    al_free(c->a, pr);
     return !c->failed;
 }

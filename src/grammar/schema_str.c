@@ -83,7 +83,7 @@ static void python_safe(const char *p, buf *out) {
 
 /* The pattern's rules (python_safe first) under rule name into out. */
 static slm_status compile_pattern(const char *pattern, const char *name, buf *out, slm_err *re) {
-    buf safe = buf_make(NULL);
+    buf safe = buf_make(out->a);
     python_safe(pattern, &safe);
     slm_status st = safe.oom ? err_set(re, SLM_ERR_NOMEM, "out of memory")
                              : gr_regex_to_gbnf(safe.p ? safe.p : "", safe.n, name, out, re);
@@ -96,13 +96,13 @@ static sc_regex *regex_entry(conv *c, const char *pattern) {
         if (!strcmp(c->regex[i].pattern, pattern)) return &c->regex[i];
     if (c->n_regex == c->cap_regex) {
         int cap = c->cap_regex ? 2 * c->cap_regex : 8;
-        sc_regex *r = al_realloc(NULL, c->regex, (size_t)c->cap_regex * sizeof *r, (size_t)cap * sizeof *r);
+        sc_regex *r = al_realloc(c->a, c->regex, (size_t)c->cap_regex * sizeof *r, (size_t)cap * sizeof *r);
         if (!r) return NULL;
         c->regex = r;
         c->cap_regex = cap;
     }
     sc_regex *r = &c->regex[c->n_regex];
-    *r = (sc_regex){al_strdup(NULL, pattern), "", NULL};
+    *r = (sc_regex){al_strdup(c->a, pattern), "", NULL};
     if (!r->pattern) return NULL;
     c->n_regex++;
     return r;
@@ -137,7 +137,7 @@ static sc_regex *pattern_grammar(conv *c, const char *pattern, const char *path)
         return NULL;
     }
     if (!r->g) {
-        buf b = buf_make(NULL);
+        buf b = buf_make(c->a);
         slm_err re;
         err_clear(&re);
         slm_status st = compile_pattern(pattern, "key", &b, &re);
@@ -458,7 +458,7 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "pattern together with format at %s is not supported", sc_ptr(path));
         char re[SC_NAME];
         if (!sc_pattern_rule(c, pattern, path, re)) return false;
-        buf body = buf_make(NULL);
+        buf body = buf_make(c->a);
         buf_printf(&body, "\"\\\"\" %s \"\\\"\" ws", re);
         c->prims |= P_WS;
         bool ok = sc_emit_new(c, name, "pattern", &body);
@@ -480,7 +480,7 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "minLength/maxLength together with format at %s", sc_ptr(path));
         char rule[SC_NAME];
         if (!sc_pattern_rule(c, re, path, rule)) return false;
-        buf body = buf_make(NULL);
+        buf body = buf_make(c->a);
         buf_printf(&body, "\"\\\"\" %s \"\\\"\" ws", rule);
         c->prims |= P_WS;
         bool ok = sc_emit_new(c, name, "format", &body);
@@ -492,7 +492,7 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
         snprintf(name, SC_NAME, "json-string");
         return true;
     }
-    buf body = buf_make(NULL);
+    buf body = buf_make(c->a);
     if (hi < 0) buf_printf(&body, "\"\\\"\" json-char{%ld,} \"\\\"\" ws", lo);
     else buf_printf(&body, "\"\\\"\" json-char{%ld,%ld} \"\\\"\" ws", lo, hi);
     c->prims |= P_CHAR | P_WS;

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "base/alloc.h"
 #include "base/utf8.h"
 #include "grammar/grammar.h"
 #include "statelm.h"
@@ -170,6 +173,52 @@ static void schema_refusals(void **unused) {
     assert_int_equal(slm_json_schema_to_gbnf(s, strlen(s), buf, n + 1, &n, NULL, 0), SLM_OK);
     assert_non_null(strstr(buf, "root ::= "));
     free(buf);
+}
+
+/* Allocation failures in the schema converter (issue 38's sweep): allocation N = 0, 1, ... fails,
+ * the converter's own (through the allocator it is given) and cJSON's (through its hooks) alike,
+ * until a run succeeds. A failing run returns SLM_ERR_NOMEM (SLM_ERR_FORMAT "not valid JSON" when
+ * the parse itself ran out) and leaks nothing; a run may also succeed with a smaller grammar when a
+ * failure hit a check tried quietly (a oneOf branch is then left out), and then leaks nothing
+ * either. */
+static tu_failing *g_cjson_fail;
+static void *cjson_alloc(size_t n) { return tu_fail_alloc(g_cjson_fail, n); }
+static void cjson_free(void *p) { tu_fail_free(g_cjson_fail, p); }
+
+static void schema_alloc_failures(void **unused) {
+    (void)unused;
+    static const char *const files[] = {"37-allof.json", "39-pattern-properties.json", "41-dependencies.json",
+                                        "44-prefix-items.json", "45-unique-enum.json", "48-formats.json",
+                                        "50-oneof-narrowed.json", "51-pattern-classes.json"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/grammar/schemas/%s", SLM_TEST_DATA_DIR, files[f]);
+        size_t len = 0;
+        char *text = (char *)tu_read_file(path, &len);
+        assert_non_null(text);
+        long runs = 0;
+        for (long at = 0;; at++) {
+            tu_failing fl = tu_failing_at(at);
+            slm_allocator a = tu_failing_allocator(&fl);
+            g_cjson_fail = &fl;
+            cJSON_Hooks hooks = {cjson_alloc, cjson_free};
+            cJSON_InitHooks(&hooks);
+            char *gbnf = NULL;
+            slm_err e;
+            err_clear(&e);
+            slm_status st = gr_schema_to_gbnf_a(text, len, 0, &a, &gbnf, &e);
+            if (st == SLM_OK) al_free(&a, gbnf);
+            cJSON_InitHooks(NULL);
+            if (st != SLM_OK && st != SLM_ERR_NOMEM && !(st == SLM_ERR_FORMAT && strstr(e.msg, "not valid JSON")))
+                fail_msg("%s, allocation %ld failing: status %d (%s)", files[f], at, st, e.msg);
+            if (fl.n_live) fail_msg("%s, allocation %ld failing: %ld blocks leaked", files[f], at, fl.n_live);
+            runs++;
+            if (st == SLM_OK && !fl.n_refused) break;
+            assert_true(at < 200000);
+        }
+        assert_true(runs > 10);
+        free(text);
+    }
 }
 
 /* ---- the reference matcher ----------------------------------------------------------------------- */
@@ -641,7 +690,7 @@ static void sampler_lazy_exact(void **unused) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llamacpp_grammars_parse), cmocka_unit_test(parse_errors),
-        cmocka_unit_test(schema_refusals),         cmocka_unit_test(brute_force_masks),
+        cmocka_unit_test(schema_refusals),         cmocka_unit_test(schema_alloc_failures),         cmocka_unit_test(brute_force_masks),
         cmocka_unit_test(brute_force_schema),      cmocka_unit_test(sampler_constraint),
         cmocka_unit_test(sampler_lazy_exact),
     };
