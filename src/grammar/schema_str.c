@@ -466,18 +466,18 @@ bool sc_gen_string(conv *c, const cJSON *s, const char *path, char *name) {
         return ok;
     }
     if (fmt) {
-        for (size_t i = 0; i < sizeof fixed_formats / sizeof fixed_formats[0]; i++)
+        for (size_t i = 0; i < sizeof fixed_formats / sizeof fixed_formats[0] && !has_len; i++)
             if (!strcmp(fmt->valuestring, fixed_formats[i].f)) {
-                if (has_len)
-                    return sc_fail(c, SLM_ERR_UNSUPPORTED, "minLength/maxLength together with format at %s", sc_ptr(path));
                 c->prims |= fixed_formats[i].p;
                 snprintf(name, SC_NAME, "%s", fixed_formats[i].rule);
                 return true;
             }
         const char *re = gr_format_regex(fmt->valuestring);
         if (!re) return sc_fail(c, SLM_ERR_UNSUPPORTED, "format '%s' at %s is not supported", fmt->valuestring, sc_ptr(path));
-        if (has_len)
+        char fitted[8192]; /* lengths: the format's regex fitted to them, as for a pattern */
+        if (has_len && (strlen(re) >= 2000 || !fit_lengths(re, lo, hi, fitted, sizeof fitted)))
             return sc_fail(c, SLM_ERR_UNSUPPORTED, "minLength/maxLength together with format at %s", sc_ptr(path));
+        if (has_len) re = fitted;
         char rule[SC_NAME];
         if (!sc_pattern_rule(c, re, path, rule)) return false;
         buf body = buf_make(c->a);
