@@ -137,7 +137,7 @@ static int32_t mk_set_from_cls(rx *r, bool neg, size_t at) {
     if (r->failed) return -1;
     int32_t n = r->n_cls / 2;
     uint32_t *p = r->cls;
-    qsort(p, (size_t)n, 2 * sizeof *p, cmp_pair);
+    if (n) qsort(p, (size_t)n, 2 * sizeof *p, cmp_pair);
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
         if (m && (uint64_t)p[2 * i] <= (uint64_t)p[2 * m - 1] + 1) {
@@ -151,7 +151,7 @@ static int32_t mk_set_from_cls(rx *r, bool neg, size_t at) {
     int32_t base = r->n_rg;
     if (!grow(r, (void **)&r->rg, &r->cap_rg, r->n_rg + 2 * m + 4, sizeof *r->rg)) return -1;
     if (!neg) {
-        memcpy(r->rg + base, p, (size_t)m * 2 * sizeof *p);
+        if (m) memcpy(r->rg + base, p, (size_t)m * 2 * sizeof *p);
         r->n_rg += 2 * m;
     } else {
         uint32_t next = 0;

@@ -291,8 +291,16 @@ static int write_samples(const char *path) {
     }
     static const char *const names[] = {"date", "time", "date-time", "duration", "email", "hostname", "ipv4",
                                         "ipv6", "uri", "uri-reference", "uuid", "json-pointer"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        for (int rep = 0; rep < 20; rep++) sample_one(f, "format", names[i], gr_format_regex(names[i]), &rs);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "format_regex", names[i]);
+        cJSON_AddStringToObject(o, "re", gr_format_regex(names[i]));
+        char *line = cJSON_PrintUnformatted(o);
+        fprintf(f, "%s\n", line);
+        free(line);
+        cJSON_Delete(o);
+        for (int rep = 0; rep < 100; rep++) sample_one(f, "format", names[i], gr_format_regex(names[i]), &rs);
+    }
     fclose(f);
     cJSON_Delete(doc);
     free(text);
