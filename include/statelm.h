@@ -698,6 +698,11 @@ SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *
  * SLM_ERR_FORMAT. */
 SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
                                                 size_t err_cap);
+/* As slm_grammar_from_json_schema, with flags: SLM_SCHEMA_STRICT also refuses keywords outside the
+ * JSON Schema vocabulary (drafts 4 to 2020-12), which are otherwise ignored as annotations. */
+#define SLM_SCHEMA_STRICT 1u
+SLM_API slm_status slm_grammar_from_json_schema_ex(const char *schema, size_t len, unsigned flags, slm_grammar **out,
+                                                   char *err, size_t err_cap);
 /* The GBNF that slm_grammar_from_json_schema compiles, into buf (NUL-terminated when it fits);
  * *n_out receives the length without the NUL; SLM_ERR_RANGE when cap <= that length. */
 SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,

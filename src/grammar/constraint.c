@@ -89,6 +89,11 @@ SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *
 
 SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
                                                 size_t err_cap) {
+    return slm_grammar_from_json_schema_ex(schema, len, 0, out, err, err_cap);
+}
+
+SLM_API slm_status slm_grammar_from_json_schema_ex(const char *schema, size_t len, unsigned flags, slm_grammar **out,
+                                                   char *err, size_t err_cap) {
     slm_err e;
     err_clear(&e);
     if (err && err_cap) err[0] = 0;
@@ -96,7 +101,7 @@ SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, 
     *out = NULL;
     if (!schema) return SLM_ERR_INVALID_ARG;
     char *gbnf = NULL;
-    slm_status st = gr_schema_to_gbnf(schema, len, &gbnf, &e);
+    slm_status st = gr_schema_to_gbnf(schema, len, flags & SLM_SCHEMA_STRICT, &gbnf, &e);
     if (st) {
         copy_err(&e, err, err_cap);
         return st;
@@ -114,7 +119,7 @@ SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char 
     if (n_out) *n_out = 0;
     if (!schema || !n_out || (!buf && cap)) return SLM_ERR_INVALID_ARG;
     char *gbnf = NULL;
-    slm_status st = gr_schema_to_gbnf(schema, len, &gbnf, &e);
+    slm_status st = gr_schema_to_gbnf(schema, len, 0, &gbnf, &e);
     if (st) {
         copy_err(&e, err, err_cap);
         return st;

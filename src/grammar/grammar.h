@@ -72,8 +72,15 @@ bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 
 /* JSON Schema (UTF-8 JSON text) -> GBNF text (NUL-terminated, caller frees with free()). Refuses
  * unsupported keywords and malformed schemas with SLM_ERR_UNSUPPORTED / SLM_ERR_FORMAT naming the
- * keyword and its JSON pointer. */
-slm_status gr_schema_to_gbnf(const char *json, size_t len, char **gbnf, slm_err *e);
+ * keyword and its JSON pointer. flags: GR_SCHEMA_STRICT (= SLM_SCHEMA_STRICT) also refuses keywords
+ * outside the vocabulary, which are otherwise annotations. */
+#define GR_SCHEMA_STRICT 1u
+slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char **gbnf, slm_err *e);
+/* The same with its allocations through a (NULL: malloc; the text is freed with al_free(a, ...));
+ * cJSON's own go through its hooks (cJSON_InitHooks). */
+struct slm_allocator;
+slm_status gr_schema_to_gbnf_a(const char *json, size_t len, unsigned flags, const struct slm_allocator *a,
+                               char **gbnf, slm_err *e);
 
 /* A vocabulary from explicit token bytes (slm_grammar_vocab_create's core; tests build small ones).
  * tokens[i] describes id i; the bytes are copied. */

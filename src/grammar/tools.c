@@ -48,7 +48,7 @@ static slm_status check_params(const cJSON *fn, slm_err *e) {
     if (!text) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     slm_err inner;
     err_clear(&inner);
-    slm_status st = gr_schema_to_gbnf(text, strlen(text), &gbnf, &inner);
+    slm_status st = gr_schema_to_gbnf(text, strlen(text), 0, &gbnf, &inner);
     free(text);
     free(gbnf);
     if (st != SLM_OK)
@@ -120,7 +120,7 @@ static slm_status lfm2_gbnf(const cJSON *tools, const char *only, char **gbnf, s
             char *schema = cJSON_PrintUnformatted(p), *g = NULL;
             slm_err inner;
             err_clear(&inner);
-            st = schema ? gr_schema_to_gbnf(schema, strlen(schema), &g, &inner) : SLM_ERR_NOMEM;
+            st = schema ? gr_schema_to_gbnf(schema, strlen(schema), 0, &g, &inner) : SLM_ERR_NOMEM;
             free(schema);
             if (st != SLM_OK) {
                 err_set(e, st, "tool '%s': parameters: property '%.40s': %s", name, p->string,
@@ -191,7 +191,7 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
     if (st != SLM_OK) return st;
     if (!text) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     char *body = NULL;
-    st = gr_schema_to_gbnf(text, strlen(text), &body, e);
+    st = gr_schema_to_gbnf(text, strlen(text), 0, &body, e);
     free(text);
     if (st != SLM_OK) return st;
     *root = "root";

@@ -189,9 +189,9 @@ def refusal_tests(s):
     expect_400(s, "bad tool_choice", "'tool_choice' must be", tools=TOOLS, tool_choice="sometimes")
     expect_400(s, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean", tools=TOOLS,
                extra_body={"parallel_tool_calls": "yes"})
-    expect_400(s, "keyword", "keyword 'pattern'", tool_choice="required",
+    expect_400(s, "keyword", "keyword 'not'", tool_choice="required",
                tools=[{"type": "function", "function": {"name": "f", "parameters": {
-                   "type": "object", "properties": {"x": {"type": "string", "pattern": "a+"}}}}}])
+                   "type": "object", "properties": {"x": {"type": "string", "not": {"const": "a"}}}}}}])
     expect_400(s, "required and response_format", "cannot be combined", tools=TOOLS, tool_choice="required",
                response_format={"type": "json_object"})
     bad_args = ASK + [{"role": "assistant", "content": None, "tool_calls": [

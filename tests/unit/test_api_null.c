@@ -300,6 +300,8 @@ static void grammar_null(void **unused) {
     assert_int_equal(slm_grammar_from_json_schema(NULL, 2, &g, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_null(g);
     assert_int_equal(slm_grammar_from_json_schema("{}", 2, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_grammar_from_json_schema_ex(NULL, 2, SLM_SCHEMA_STRICT, &g, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_grammar_from_json_schema_ex("{}", 2, 0, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
     size_t n = 7;
     assert_int_equal(slm_json_schema_to_gbnf(NULL, 2, NULL, 0, &n, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(n, 0);

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "base/alloc.h"
 #include "base/utf8.h"
 #include "grammar/grammar.h"
 #include "statelm.h"
@@ -102,13 +105,34 @@ static void schema_refusals(void **unused) {
         slm_status st;
         const char *msg;
     } cases[] = {
-        {"{\"type\":\"string\",\"pattern\":\"^a\"}", SLM_ERR_UNSUPPORTED, "keyword 'pattern' at / is not supported"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":3}}}", SLM_ERR_UNSUPPORTED,
-         "keyword 'minimum' at /properties/a is not supported"},
-        {"{\"type\":\"string\",\"format\":\"email\"}", SLM_ERR_UNSUPPORTED, "format 'email' at / is not supported"},
-        {"{\"allOf\":[{\"type\":\"string\"}]}", SLM_ERR_UNSUPPORTED, "keyword 'allOf'"},
-        {"{\"type\":\"array\",\"uniqueItems\":true}", SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems'"},
-        {"{\"type\":\"object\",\"patternProperties\":{}}", SLM_ERR_UNSUPPORTED, "keyword 'patternProperties'"},
+        {"{\"type\":\"string\",\"pattern\":\"^(?=x)\"}", SLM_ERR_UNSUPPORTED, "'pattern' at /: regex at offset 1: lookahead"},
+        {"{\"type\":\"string\",\"pattern\":\"^a\",\"maxLength\":3}", SLM_ERR_UNSUPPORTED,
+         "pattern together with minLength/maxLength at /"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"minimum\":3}}}}", SLM_ERR_UNSUPPORTED,
+         "keyword 'not' at /properties/a is not supported"},
+        {"{\"required\":[\"a\"],\"properties\":{\"a\":{\"not\":{}}}}", SLM_ERR_UNSUPPORTED,
+         "required property 'a' at / has a schema nothing validates"},
+        {"{\"pattern\":\"^c\",\"if\":{\"pattern\":\"^a\"},\"then\":{\"pattern\":\"^b\"}}", SLM_ERR_UNSUPPORTED,
+         "keyword 'if' at / is not supported"},
+        {"{\"type\":\"string\",\"format\":\"iri\"}", SLM_ERR_UNSUPPORTED, "format 'iri' at / is not supported"},
+        {"{\"type\":\"string\",\"format\":\"email\",\"maxLength\":9}", SLM_ERR_UNSUPPORTED,
+         "minLength/maxLength together with format at /"},
+        {"{\"type\":\"string\",\"format\":\"ipv4\",\"enum\":[\"1.2.3\",\"256.1.1.1\"]}", SLM_ERR_UNSUPPORTED,
+         "allows no value"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", SLM_ERR_UNSUPPORTED, "the types conflict"},
+        {"{\"allOf\":[{\"format\":\"date\"},{\"format\":\"uuid\"}]}", SLM_ERR_UNSUPPORTED,
+         "two different 'format' cannot be merged"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}", SLM_ERR_UNSUPPORTED, "allow no integer"},
+        {"{\"type\":\"number\",\"multipleOf\":0.01}", SLM_ERR_UNSUPPORTED, "only integer multiples"},
+        {"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}", SLM_ERR_UNSUPPORTED,
+         "no branch is provably disjoint"},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":2}", SLM_ERR_UNSUPPORTED, "keyword 'uniqueItems'"},
+        {"{\"not\":{\"minimum\":3}}", SLM_ERR_UNSUPPORTED, "keyword 'not' at / is not supported"},
+        {"{\"type\":\"string\",\"not\":{}}", SLM_ERR_UNSUPPORTED, "allows nothing"},
+        {"{\"allOf\":[{\"patternProperties\":{\"^a\":{}}},{\"patternProperties\":{\"^b\":{}}}]}", SLM_ERR_UNSUPPORTED,
+         "patternProperties in two branches cannot be merged"},
+        {"{\"properties\":{\"ab\":{\"type\":\"string\"}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
+         SLM_ERR_UNSUPPORTED, "required property 'ab' at / is refused by propertyNames"},
         {"{\"$ref\":\"http://x/y.json\"}", SLM_ERR_UNSUPPORTED, "only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", SLM_ERR_FORMAT, "does not resolve"},
         {"{\"type\":\"strin\"}", SLM_ERR_FORMAT, "unknown type 'strin'"},
@@ -131,6 +155,15 @@ static void schema_refusals(void **unused) {
         assert_non_null(strstr(err, cases[i].msg));
         assert_null(g);
     }
+    /* keywords outside the vocabulary are annotations, refused in strict mode */
+    const char *ann = "{\"type\":\"string\",\"x-vendor\":1,\"readonly\":true,\"self\":{}}";
+    slm_grammar *ga = NULL;
+    char aerr[512];
+    assert_int_equal(slm_grammar_from_json_schema(ann, strlen(ann), &ga, aerr, sizeof aerr), SLM_OK);
+    slm_grammar_destroy(ga);
+    assert_int_equal(slm_grammar_from_json_schema_ex(ann, strlen(ann), SLM_SCHEMA_STRICT, &ga, aerr, sizeof aerr),
+                     SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(aerr, "keyword 'x-vendor' at / is not in the vocabulary"));
     /* the GBNF text: size query, then the text */
     const char *s = "{\"type\":\"object\"}";
     size_t n = 0;
@@ -140,6 +173,52 @@ static void schema_refusals(void **unused) {
     assert_int_equal(slm_json_schema_to_gbnf(s, strlen(s), buf, n + 1, &n, NULL, 0), SLM_OK);
     assert_non_null(strstr(buf, "root ::= "));
     free(buf);
+}
+
+/* Allocation failures in the schema converter (issue 38's sweep): allocation N = 0, 1, ... fails,
+ * the converter's own (through the allocator it is given) and cJSON's (through its hooks) alike,
+ * until a run succeeds. A failing run returns SLM_ERR_NOMEM (SLM_ERR_FORMAT "not valid JSON" when
+ * the parse itself ran out) and leaks nothing; a run may also succeed with a smaller grammar when a
+ * failure hit a check tried quietly (a oneOf branch is then left out), and then leaks nothing
+ * either. */
+static tu_failing *g_cjson_fail;
+static void *cjson_alloc(size_t n) { return tu_fail_alloc(g_cjson_fail, n); }
+static void cjson_free(void *p) { tu_fail_free(g_cjson_fail, p); }
+
+static void schema_alloc_failures(void **unused) {
+    (void)unused;
+    static const char *const files[] = {"37-allof.json", "39-pattern-properties.json", "41-dependencies.json",
+                                        "44-prefix-items.json", "45-unique-enum.json", "48-formats.json",
+                                        "50-oneof-narrowed.json", "51-pattern-classes.json"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/grammar/schemas/%s", SLM_TEST_DATA_DIR, files[f]);
+        size_t len = 0;
+        char *text = (char *)tu_read_file(path, &len);
+        assert_non_null(text);
+        long runs = 0;
+        for (long at = 0;; at++) {
+            tu_failing fl = tu_failing_at(at);
+            slm_allocator a = tu_failing_allocator(&fl);
+            g_cjson_fail = &fl;
+            cJSON_Hooks hooks = {cjson_alloc, cjson_free};
+            cJSON_InitHooks(&hooks);
+            char *gbnf = NULL;
+            slm_err e;
+            err_clear(&e);
+            slm_status st = gr_schema_to_gbnf_a(text, len, 0, &a, &gbnf, &e);
+            if (st == SLM_OK) al_free(&a, gbnf);
+            cJSON_InitHooks(NULL);
+            if (st != SLM_OK && st != SLM_ERR_NOMEM && !(st == SLM_ERR_FORMAT && strstr(e.msg, "not valid JSON")))
+                fail_msg("%s, allocation %ld failing: status %d (%s)", files[f], at, st, e.msg);
+            if (fl.n_live) fail_msg("%s, allocation %ld failing: %ld blocks leaked", files[f], at, fl.n_live);
+            runs++;
+            if (st == SLM_OK && !fl.n_refused) break;
+            assert_true(at < 200000);
+        }
+        assert_true(runs > 10);
+        free(text);
+    }
 }
 
 /* ---- the reference matcher ----------------------------------------------------------------------- */
@@ -611,7 +690,7 @@ static void sampler_lazy_exact(void **unused) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llamacpp_grammars_parse), cmocka_unit_test(parse_errors),
-        cmocka_unit_test(schema_refusals),         cmocka_unit_test(brute_force_masks),
+        cmocka_unit_test(schema_refusals),         cmocka_unit_test(schema_alloc_failures),         cmocka_unit_test(brute_force_masks),
         cmocka_unit_test(brute_force_schema),      cmocka_unit_test(sampler_constraint),
         cmocka_unit_test(sampler_lazy_exact),
     };
