@@ -354,17 +354,36 @@ SLM_API slm_status slm_chat_tokenize_tools(const slm_model *model, const char *t
                                            size_t *n_ids, char *err, size_t err_cap);
 /* Checks an OpenAI "tools" array (JSON text): SLM_ERR_INVALID_ARG with the entry and field in err. */
 SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err_cap);
-/* The tool calls in a generated answer text[0, len), in the call format of template_name: *out
- * (slm_free) is the JSON text {"content": string, "tool_calls": [{"name": string, "arguments":
- * string of a JSON object}, ...]}; without a well-formed call, no calls and the whole text as
- * content. */
+/* The tool-call format a chat template's text implies, from the markers it writes: "hermes"
+ * (<tool_call>{json}</tool_call>: Qwen2.5/Qwen3, Hermes, Granite 4, SmolLM3), "qwen-xml"
+ * (<tool_call><function=NAME><parameter=K>v</parameter></function></tool_call>: Qwen3.5,
+ * Qwen3-Coder), "lfm2" (<|tool_call_start|>[f(a=1)]<|tool_call_end|>: LFM2, LFM2.5), "llama3"
+ * ({"name", "parameters"}), "mistral" ([TOOL_CALLS][{...}]), "mistral-args"
+ * ([TOOL_CALLS]NAME[ARGS]{...}), "granite" (<|tool_call|>[{...}]: Granite 3.x), "gpt-oss"
+ * (harmony: <|channel|>commentary to=functions.NAME<|message|>{...}<|call|>); NULL when the
+ * template renders no tool calls (or template_text is NULL). Static storage. Every function below
+ * that takes a template_name also takes these format names. */
+SLM_API const char *slm_tool_format_detect(const char *template_text);
+/* The tool calls in a generated answer text[0, len), in the call format of template_name (a
+ * built-in template name or a format name): *out (slm_free) is the JSON text {"content": string,
+ * "tool_calls": [{"name": string, "arguments": string of a JSON object}, ...]}; without a
+ * well-formed call, no calls and the whole text as content. */
 SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out);
+#define SLM_TOOL_PARSE_REASONING 1u  /* split the answer's leading think block off first */
+#define SLM_TOOL_PARSE_THINK_OPEN 2u /* the prompt ended inside a think block: the answer opens as reasoning */
+/* As slm_tool_calls_parse, with the request's "tools" (JSON text or NULL: the values of "qwen-xml"
+ * calls are typed by each parameter's schema, a string parameter keeping its text) and flags: with
+ * reasoning split off, *out also has "reasoning_content" (gpt-oss: its analysis channel, always).
+ * Calls carry "id" where the model wrote one (Mistral's [CALL_ID], "id" members). */
+SLM_API slm_status slm_tool_calls_parse_opts(const char *format, const char *tools_json, unsigned flags,
+                                             const char *text, size_t len, char **out);
 /* For streaming: how many bytes of text[0, len) are content whatever is generated next (they stop
  * before what is or may become a call); never more than the content prefix the parse finds later. */
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len);
-/* For streaming a call in the JSON formats (Hermes: qwen3, chatml, smollm2; llama3) as it is
- * generated: true once the first call's name is whole, with span[0], span[1] its offset and length
- * in text and span[2], span[3] those of its arguments written so far (a prefix of the arguments
+/* For streaming a call in the formats whose arguments are JSON text (all but "lfm2" and
+ * "qwen-xml", whose calls come whole at the end) as it is generated: true once the first call's
+ * name is whole, with span[0], span[1] its offset and length in text and span[2], span[3] those
+ * of its arguments written so far (a prefix of the arguments
  * slm_tool_calls_parse returns for the complete call; length 0 before they start). */
 SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]);
 SLM_API void slm_free(void *ptr);
