@@ -14,7 +14,11 @@ message_user_parts, message_assist_thoughts, message_assist_call*, the special_f
 tools) plus a few of ours (non-ASCII, control tokens typed by a user, string arguments, long
 history, enable_thinking). Each (template, conversation) records jinja2's output or its exception.
 
-Writes tests/data/jinja/conversations.json and tests/data/jinja/golden.jsonl.
+Also renders the feature snippets of scripts/jinja_snippets.py and the inline templates of llama.cpp's
+tests/test-chat-template.cpp (read from the llama-cpp-python sdist in the cache) on its conversation,
+for tests/unit/test_jinja.c.
+
+Writes tests/data/jinja/conversations.json, tests/data/jinja/golden.jsonl and tests/data/jinja/snippets.jsonl.
 Usage: python3 scripts/gen-jinja-golden.py   (needs jinja2; run from the repository root)
 """
 import datetime
@@ -22,6 +26,9 @@ import glob
 import json
 import os
 import sys
+
+import re
+import tarfile
 
 import jinja2
 from jinja2.ext import Extension, loopcontrols
@@ -208,6 +215,44 @@ def main():
                     n += 1
                     out.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print("%d renderings, %d succeeded, jinja2 %s" % (n, n_ok, jinja2.__version__))
+    write_snippets(env, cache)
+
+
+def lcpp_inline_templates(cache):
+    """The template_str literals of llama.cpp's tests/test-chat-template.cpp (C string escapes decoded)."""
+    sdist = os.path.join(cache, "src", "llama_cpp_python-0.3.36.tar.gz")
+    if not os.path.exists(sdist):
+        return []
+    with tarfile.open(sdist) as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("vendor/llama.cpp/tests/test-chat-template.cpp"))
+        text = tf.extractfile(member).read().decode("utf-8")
+    out = []
+    for m in re.finditer(r'/\* \.template_str\s*=?\s*\*/\s*(?:U8C\()?"((?:[^"\\]|\\.)*)"', text):
+        lit = m.group(1)
+        s = re.sub(r'\\(.)', lambda e: {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}.get(e.group(1), "\\" + e.group(1)), lit)
+        out.append(s)
+    return out
+
+
+def write_snippets(env, cache):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from jinja_snippets import CASES
+    conv = CONVERSATIONS[0]["messages"]
+    cases = list(CASES)
+    for src in lcpp_inline_templates(cache):
+        cases.append((src, {"messages": conv, "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>",
+                            "additional_special_tokens": ["<a>", "<b>", "<c>", "<d>"]}))
+    n_ok = 0
+    with open(os.path.join(OUT, "snippets.jsonl"), "w", encoding="utf-8") as out:
+        for src, ctx in cases:
+            rec = {"template": src, "context": ctx}
+            try:
+                rec["output"] = env.from_string(src).render(**json.loads(json.dumps(ctx)))
+                n_ok += 1
+            except Exception as ex:
+                rec["error"] = "%s: %s" % (type(ex).__name__, ex)
+            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    print("%d snippets, %d render" % (len(cases), n_ok))
 
 
 if __name__ == "__main__":

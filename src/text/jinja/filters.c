@@ -271,8 +271,9 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
 
 /* ---- helpers for the filters ---- */
 
-/* item.attr for a dotted attribute path, as jinja2's make_attrgetter (integer parts index). */
-static jval attr_path(jrender *r, uint32_t pos, jval item, jstr path) {
+/* item.attr for a dotted attribute path, as jinja2's make_attrgetter (integer parts index; an
+ * undefined step becomes dflt when given). */
+static jval attr_path_d(jrender *r, uint32_t pos, jval item, jstr path, const jval *dflt) {
     size_t i = 0;
     while (i <= path.n) {
         size_t j = i;
@@ -284,11 +285,13 @@ static jval attr_path(jrender *r, uint32_t pos, jval item, jstr path) {
             else num = num * 10 + (path.p[k] - '0');
         }
         item = fl_getitem(r, pos, item, digits ? jv_int(num) : jv_str(ja_strndup(&r->ar, path.p + i, j - i), j - i));
+        if (dflt && item.t == JV_UNDEF) item = *dflt;
         if (j >= path.n) break;
         i = j + 1;
     }
     return item;
 }
+static jval attr_path(jrender *r, uint32_t pos, jval item, jstr path) { return attr_path_d(r, pos, item, path, NULL); }
 
 static jval lower_key(jrender *r, jval v, bool case_sensitive) {
     if (case_sensitive || v.t != JV_STR) return v;
@@ -588,10 +591,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         if (at) {
             if (at->t != JV_STR) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "map: attribute must be a string");
             const jval *dv = arg(a, SIZE_MAX, "default");
-            for (size_t i = 0; i < in->n; i++) {
-                jval v = attr_path(r, pos, in->v[i], at->u.s);
-                jl_push(&r->ar, out, v.t == JV_UNDEF && dv ? *dv : v);
-            }
+            for (size_t i = 0; i < in->n; i++) jl_push(&r->ar, out, attr_path_d(r, pos, in->v[i], at->u.s, dv));
             return lval(out);
         }
         jstr fn = arg_str(r, pos, a, 0, NULL);
@@ -713,7 +713,8 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         return acc;
     }
     if (name_is(f, "attr")) {
-        jstr n = arg_str(r, pos, a, 0, "name");
+        jstr n = arg_str(r, pos, a, 0, "name"); /* Python getattr: a dict's keys are not attributes */
+        if (x.t == JV_DICT && !find_name(k_dict_methods, n.p, n.n)) return jv_undef(ja_strndup(&r->ar, n.p, n.n));
         return fl_getattr(r, pos, x, n.p, n.n);
     }
     if (name_is(f, "batch")) {
@@ -848,7 +849,7 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
     if (name_is(m, "find") || name_is(m, "rfind") || name_is(m, "index") || name_is(m, "rindex")) {
         jstr sub = arg_str(r, pos, a, 0, NULL);
         size_t k = m[0] == 'r' ? st_rfind(s, sub) : st_find(s, sub, 0);
-        if (k == SIZE_MAX && (m[0] == 'i' || m[1] == 'i')) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "substring not found");
+        if (k == SIZE_MAX && (name_is(m, "index") || name_is(m, "rindex"))) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "substring not found");
         return jv_int(k == SIZE_MAX ? -1 : (int64_t)st_char_index(s, k));
     }
     if (name_is(m, "count")) {

@@ -526,7 +526,7 @@ static jnode *stmt(jparser *p) {
         static const char *const ends[] = {"elif", "else", "endif", NULL};
         jnode *cur_if = n;
         for (;;) {
-            cur_if->b = body(p, ends, &w, t->pos);
+            cur_if->b = body(p, ends, &w, bt->pos);
             if (w == 0) {
                 jnode *e = mk(p, S_IF, p->t[p->i - 1].pos);
                 e->a = expr(p);
@@ -536,7 +536,7 @@ static jnode *stmt(jparser *p) {
             } else if (w == 1) {
                 block_end(p);
                 static const char *const ends2[] = {"endif", NULL};
-                cur_if->c = body(p, ends2, &w, t->pos);
+                cur_if->c = body(p, ends2, &w, bt->pos);
                 block_end(p);
                 break;
             } else {
@@ -555,12 +555,12 @@ static jnode *stmt(jparser *p) {
         block_end(p);
         static const char *const ends[] = {"else", "endfor", NULL};
         p->loops++;
-        n->d = body(p, ends, &w, t->pos);
+        n->d = body(p, ends, &w, bt->pos);
         p->loops--;
         block_end(p);
         if (w == 0) {
             static const char *const ends2[] = {"endfor", NULL};
-            n->e = body(p, ends2, &w, t->pos);
+            n->e = body(p, ends2, &w, bt->pos);
             block_end(p);
         }
     } else if (accept_name(p, "set")) {
@@ -577,7 +577,7 @@ static jnode *stmt(jparser *p) {
             if (accept_op(p, '|')) n->c = filter_chain(p);
             block_end(p);
             static const char *const ends[] = {"endset", NULL};
-            n->b = body(p, ends, &w, t->pos);
+            n->b = body(p, ends, &w, bt->pos);
             block_end(p);
         }
     } else if (accept_name(p, "macro") || accept_name(p, "call")) {
@@ -616,7 +616,7 @@ static jnode *stmt(jparser *p) {
         int loops = p->loops;
         p->loops = 0;
         static const char *const mends[] = {"endmacro", NULL}, *const cends[] = {"endcall", NULL};
-        n->b = body(p, call ? cends : mends, &w, t->pos);
+        n->b = body(p, call ? cends : mends, &w, bt->pos);
         p->loops = loops;
         if (!call && cur(p)->type == TK_NAME) next(p); /* {% endmacro name %} */
         block_end(p);
@@ -625,12 +625,12 @@ static jnode *stmt(jparser *p) {
         n->c = filter_chain(p);
         block_end(p);
         static const char *const ends[] = {"endfilter", NULL};
-        n->b = body(p, ends, &w, t->pos);
+        n->b = body(p, ends, &w, bt->pos);
         block_end(p);
     } else if (accept_name(p, "generation")) {
         block_end(p);
         static const char *const ends[] = {"endgeneration", NULL};
-        n = body(p, ends, &w, t->pos);
+        n = body(p, ends, &w, bt->pos);
         block_end(p);
     } else if (accept_name(p, "break") || accept_name(p, "continue")) {
         if (!p->loops) FAIL(t->pos, "'%.*s' outside a loop", (int)t->n, t->s);
@@ -639,7 +639,6 @@ static jnode *stmt(jparser *p) {
     } else {
         FAIL(t->pos, "unknown or misplaced statement '%.*s'", (int)t->n, t->s);
     }
-    (void)bt;
     p->depth--;
     return n;
 }
