@@ -307,10 +307,14 @@ typedef struct slm_chat_message {
     const char *content;
 } slm_chat_message;
 
-/* Template names: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false:
- * an empty think block after the generation prompt), "lfm2", "llama3", "gemma" (Gemma 3: a system
- * message opens the first user turn). name NULL = pick from the
- * model's stored template. Static storage or NULL if no template fits. */
+/* How a chat is rendered (README "How templates are chosen"): template_name NULL runs the model's
+ * own stored Jinja template (tokenizer.chat_template) through statelm's Jinja interpreter, with
+ * the context transformers builds (messages, tools, add_generation_prompt, bos_token, eos_token);
+ * SLM_ERR_NOT_FOUND when the model has none. A name selects one of the templates written out in C
+ * instead: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false: an
+ * empty think block after the generation prompt), "lfm2", "llama3", "gemma" (Gemma 3: a system
+ * message opens the first user turn). slm_chat_template_detect names the built-in that resembles
+ * the stored template (static storage, NULL if none does); nothing runs it by default. */
 SLM_API const char *slm_chat_template_detect(const slm_model *model);
 /* Renders messages into *out (caller frees with slm_free). The rendered text contains the
  * special-token strings (e.g. "<|im_start|>"). To prefill, use slm_chat_tokenize: tokenising this
@@ -352,6 +356,28 @@ SLM_API slm_status slm_chat_tokenize_tools(const slm_model *model, const char *t
                                            const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
                                            const slm_chat_ids *content_ids, bool add_generation_prompt, int32_t **ids,
                                            size_t *n_ids, char *err, size_t err_cap);
+/* The template a chat runs: name, a built-in (as template_name above); else text, Jinja source
+ * (e.g. a --chat-template-file, a request's chat_template); both NULL: the model's stored template.
+ * kwargs: chat_template_kwargs, a JSON object's text whose keys are added to the Jinja context
+ * (e.g. "{\"enable_thinking\": false}"), or NULL; ignored by the built-ins. A bad template fails with
+ * SLM_ERR_FORMAT and "line:column: what" in err, a raise_exception in it with SLM_ERR_INVALID_ARG
+ * and its message. */
+typedef struct slm_chat_template {
+    const char *name;
+    const char *text;
+    const char *kwargs;
+} slm_chat_template;
+/* slm_chat_render_tools and slm_chat_tokenize_tools with the template tmpl (NULL: the stored one). */
+SLM_API slm_status slm_chat_render_with(const slm_model *model, const slm_chat_template *tmpl,
+                                        const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
+                                        bool add_generation_prompt, char **out, char *err, size_t err_cap);
+SLM_API slm_status slm_chat_tokenize_with(const slm_model *model, const slm_chat_template *tmpl,
+                                          const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
+                                          const slm_chat_ids *content_ids, bool add_generation_prompt, int32_t **ids,
+                                          size_t *n_ids, char *err, size_t err_cap);
+/* The tool-call format (slm_tool_format_detect's names) of the template tmpl selects (NULL: the
+ * stored one): a built-in's own, else detected from the template text; NULL when it has none. */
+SLM_API const char *slm_chat_tool_format(const slm_model *model, const slm_chat_template *tmpl);
 /* Checks an OpenAI "tools" array (JSON text): SLM_ERR_INVALID_ARG with the entry and field in err. */
 SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err_cap);
 /* The tool-call format a chat template's text implies, from the markers it writes: "hermes"

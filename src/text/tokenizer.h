@@ -66,4 +66,26 @@ slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const
                                const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e);
 
+/* What renders a chat: a built-in of chat.c (name) or, when name is NULL, the Jinja template src
+ * (chat_jinja.c), with kwargs (a JSON object, or NULL: chat_template_kwargs, e.g.
+ * {"enable_thinking": false}) merged into its context. */
+typedef struct chat_tmpl {
+    const char *name, *src;
+    const struct cJSON *kwargs;
+} chat_tmpl;
+/* Whether name is one of chat.c's built-ins. */
+bool chat_is_builtin(const char *name);
+/* Renders with the Jinja template src (chat_jinja.c); spans (may be NULL) as chat_render_spans.
+ * A bad template fails with SLM_ERR_FORMAT and line:column, a raise_exception with
+ * SLM_ERR_INVALID_ARG and its message. */
+slm_status chat_render_jinja(const char *src, const struct cJSON *kwargs, const slm_tokenizer *tok,
+                             const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools, bool gen,
+                             const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e);
+slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                            const chat_tools *tools, bool add_generation_prompt, const slm_allocator *a, char **out,
+                            chat_span **spans, size_t *n_spans, slm_err *e);
+slm_status chat_tokenize_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                              const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                              const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e);
+
 #endif
