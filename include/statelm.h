@@ -406,6 +406,9 @@ SLM_API slm_status slm_tool_calls_parse_opts(const char *format, const char *too
 /* For streaming: how many bytes of text[0, len) are content whatever is generated next (they stop
  * before what is or may become a call); never more than the content prefix the parse finds later. */
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len);
+/* Where a call in format's markers starts in text[0, len) (or a proper prefix of its marker ends the
+ * text): the end of reasoning that a prompt opened and the answer never closed; len when none. */
+SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t len);
 /* For streaming a call in the formats whose arguments are JSON text (all but "lfm2" and
  * "qwen-xml", whose calls come whole at the end) as it is generated: true once the first call's
  * name is whole, with span[0], span[1] its offset and length in text and span[2], span[3] those

@@ -16,6 +16,10 @@
 
 void tc_ds_put(dstr *b, const char *s, size_t n) {
     if (b->oom) return;
+    if (n > SIZE_MAX / 4) { /* never for a text in memory */
+        b->oom = true;
+        return;
+    }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
@@ -771,11 +775,13 @@ static size_t split_think(tc_format f, bool open, const char *t, size_t n, size_
     const char *end = tc_find(t + i, n - i, c);
     size_t e = end ? (size_t)(end - t) : n, next = end ? e + nc : n;
     if (!end && open) { /* no close tag: a call ends the reasoning */
+        const char *at = NULL;
         static const char *const starts[] = {HERMES_OPEN, "<function=", LFM2_OPEN, "[TOOL_CALLS]", "<|tool_call|>"};
         for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
-            const char *at = tc_find(t + i, e - i, starts[k]);
-            if (at) e = next = (size_t)(at - t);
+            const char *a = tc_find(t + i, e - i, starts[k]);
+            if (a && (!at || a < at)) at = a;
         }
+        if (at) e = next = (size_t)(at - t);
     }
     while (i < e && tc_ws(t[i])) i++;
     *r0 = i;
@@ -829,6 +835,23 @@ bool tc_prompt_thinks(tc_format f, const char *t, size_t n) {
     n = strnlen(t, n);
     while (n > 0 && tc_ws(t[n - 1])) n--;
     return n >= strlen(o) && !memcmp(t + n - strlen(o), o, strlen(o));
+}
+
+size_t tc_call_start(tc_format f, const char *t, size_t n) {
+    n = strnlen(t, n);
+    static const char *const marks[TC_N_FORMATS][2] = {
+        [TC_HERMES] = {HERMES_OPEN, NULL},        [TC_QWEN_XML] = {HERMES_OPEN, "<function="},
+        [TC_LFM2] = {LFM2_OPEN, NULL},            [TC_LLAMA3] = {PYTHON_TAG, NULL},
+        [TC_MISTRAL] = {"[TOOL_CALLS]", NULL},    [TC_MISTRAL_ARGS] = {"[TOOL_CALLS]", NULL},
+        [TC_GRANITE] = {"<|tool_call|>", NULL},   [TC_HARMONY] = {"<|start|>", "<|channel|>"},
+    };
+    size_t at = n;
+    for (int k = 0; f > TC_NONE && f < TC_N_FORMATS && k < 2; k++)
+        if (marks[f][k]) {
+            size_t a = tc_marker_at(t, n, marks[f][k]);
+            if (a < at) at = a;
+        }
+    return at;
 }
 
 bool tc_prefix_of(const char *t, size_t n, const char *pat) { return n < strlen(pat) && !memcmp(t, pat, n); }
@@ -915,6 +938,10 @@ SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, 
     span[2] = p.args_off;
     span[3] = p.args_len;
     return true;
+}
+
+SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t len) {
+    return text ? tc_call_start(tc_format_of(format), text, len) : 0;
 }
 
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len) {

@@ -107,6 +107,11 @@ typedef struct tc_opts {
 } tc_opts;
 slm_status tc_parse_opts(tc_format f, const tc_opts *o, const char *text, size_t n, tc_result *r);
 
+/* Where in text[0, n) a call of format f starts (its opening marker, or a proper prefix of it that
+ * ends the text); n when nothing there is or may become a call's marker. Bare forms are not
+ * looked for. */
+size_t tc_call_start(tc_format f, const char *text, size_t n);
+
 /* Whether a rendered prompt ends inside an open think block of format f (its last open tag, then
  * only white space): the model's answer starts as reasoning. */
 bool tc_prompt_thinks(tc_format f, const char *prompt, size_t n);

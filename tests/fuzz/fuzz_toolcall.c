@@ -8,7 +8,8 @@
  * 5), with reasoning split off when b & 8, the prompt's think block open when b & 16 (the same
  * checks; with reasoning split or for gpt-oss only that calls are well-formed and content and
  * reasoning no longer than the input); b & 7 in 4-7 (b < 0x80): a "tools" JSON array (tc_check_tools accepts or names the problem; an accepted one
- * renders with the qwen3, chatml, lfm2, llama3 and gemma templates or is refused with a message;
+ * renders with the qwen3, chatml, lfm2, llama3 and gemma templates and through a Jinja template
+ * (spans inside the output) or is refused with a message;
  * tc_pyjson of any JSON reads back as the same tree). Seed corpus: tests/data/corpus/toolcall/. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -106,6 +107,17 @@ static void check_tools(const char *t, size_t n) {
             FUZZ_CHECK(st == SLM_OK ? out != NULL : out == NULL && e.msg[0]);
             al_free(NULL, out);
         }
+        /* the Jinja path (chat_jinja.c): the tools in transformers' context, their strings data */
+        char *out = NULL;
+        chat_span *sp = NULL;
+        size_t n_sp = 0;
+        err_clear(&e);
+        st = chat_render_jinja("{% for t in tools %}{{ t.function.name }}: {{ t | tojson }}\n{% endfor %}", NULL, NULL, m,
+                               2, &tools, true, NULL, &out, &sp, &n_sp, &e);
+        FUZZ_CHECK(st == SLM_OK ? out != NULL : out == NULL && e.msg[0]);
+        for (size_t i = 0; st == SLM_OK && i < n_sp; i++) FUZZ_CHECK(sp[i].off + sp[i].len <= strlen(out));
+        al_free(NULL, out);
+        al_free(NULL, sp);
     }
     cJSON_Delete(v);
 }

@@ -121,6 +121,8 @@ static void model_null(void **unused) {
     assert_int_equal(slm_tool_calls_parse_opts("hermes", "not json", 0, "x", 1, &out), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_tool_calls_parse_opts("hermes", NULL, 0, NULL, 1, NULL), SLM_ERR_INVALID_ARG);
     assert_null(slm_tool_format_detect(NULL));
+    assert_int_equal(slm_tool_call_start("hermes", NULL, 5), 0);
+    assert_int_equal(slm_tool_call_start(NULL, "ab", 2), 2);
     assert_int_equal(slm_tool_calls_content_ready(NULL, NULL, 5), 0);
     size_t span[4];
     assert_false(slm_tool_call_partial(NULL, NULL, 5, span));
