@@ -5,7 +5,10 @@
  * calls (names, arguments as JSON values, ids), reasoning and content (white space at the content's
  * ends aside: statelm trims around calls). Vectors marked "skip" say why statelm differs.
  * Detection: each template's format, read by hand in the generator, is what tc_format_detect finds
- * in the real template text (from the cache that scripts/fetch-models.sh fills; skipped without). */
+ * in the real template text (from the cache that scripts/fetch-models.sh fills; skipped without).
+ * Round trip: each real template of a call format renders a past assistant call (through the Jinja
+ * interpreter, as transformers would), and the parser of the detected format reads that rendering
+ * back into the same call: the template's own writing of a call is what the parser takes. */
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/tokenizer.h"
 #include "text/toolcall.h"
 
 static cJSON *load_vectors(void) {
@@ -128,7 +132,81 @@ static void detection(void **unused) {
     assert_int_equal(tc_format_detect(NULL), TC_NONE);
 }
 
+static char *cached_template(const char *file) {
+    const char *cache = getenv("STATELM_CACHE"), *home = getenv("HOME");
+    char path[1200];
+    if (cache) snprintf(path, sizeof path, "%s/llamacpp-ref/templates/%s", cache, file);
+    else snprintf(path, sizeof path, "%s/.cache/statelm/llamacpp-ref/templates/%s", home ? home : ".", file);
+    return (char *)tu_read_file(path, NULL);
+}
+
+static void round_trip(void **unused) {
+    (void)unused;
+    static const char *const files[] = {
+        "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja", "Qwen-Qwen3-0.6B.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
+        "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "ibm-granite-granite-4.0.jinja", "LFM2.5-8B-A1B.jinja",
+        "meta-llama-Llama-3.1-8B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja",
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        "unsloth-mistral-Devstral-Small-2507.jinja", "openai-gpt-oss-120b.jinja",
+    };
+    static const char *const ends[] = {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>", "<|end_of_text|>",
+                                       "<|return|>", "<|end|>"};
+    cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+                               "\"Weather of a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+                               "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}]");
+    cJSON *calls = cJSON_Parse("[{\"id\": \"abcDEF123\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                               "\"arguments\": \"{\\\"city\\\": \\\"S\u00e3o Paulo\\\", \\\"days\\\": 3}\"}}]");
+    assert_non_null(tools);
+    assert_non_null(calls);
+    int n = 0;
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char *src = cached_template(files[k]);
+        if (!src) continue;
+        tc_format f = tc_format_detect(src);
+        assert_true(f != TC_NONE);
+        const slm_chat_message m[] = {{"system", "Be brief."}, {"user", "Weather in S\u00e3o Paulo?"}, {"assistant", ""}};
+        const cJSON *per_msg[3] = {NULL, NULL, calls};
+        chat_tools ct = {tools, per_msg};
+        char *prefix = NULL, *full = NULL;
+        slm_err e;
+        err_clear(&e);
+        slm_status st = chat_render_jinja(src, NULL, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
+        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
+        if (st != SLM_OK) fprintf(stderr, "%s: %s\n", files[k], e.msg);
+        assert_int_equal(st, SLM_OK);
+        /* the assistant turn: what the full rendering adds after the prompt (less a shared header) */
+        size_t i = 0, nf = strlen(full);
+        while (prefix[i] && prefix[i] == full[i]) i++;
+        size_t end = nf;
+        for (size_t q = 0; q < sizeof ends / sizeof ends[0]; q++) {
+            const char *at = strstr(full + i, ends[q]);
+            if (at && (size_t)(at - full) < end && (f != TC_HARMONY || strcmp(ends[q], "<|end|>"))) end = (size_t)(at - full);
+        }
+        tc_opts o = {tools, true, false};
+        tc_result r;
+        assert_int_equal(tc_parse_opts(f, &o, full + i, end - i, &r), SLM_OK);
+        bool ok = r.n_calls == 1 && !strcmp(r.calls[0].name, "get_weather");
+        cJSON *args = ok ? cJSON_Parse(r.calls[0].arguments) : NULL, *want = cJSON_Parse("{\"city\": \"S\u00e3o Paulo\", \"days\": 3}");
+        ok = ok && cJSON_Compare(args, want, true);
+        if (!ok || getenv("SLM_SHOW")) /* SLM_SHOW=1: print every template's rendering of the call */
+            fprintf(stderr, "%s (%s): %s\n%.*s\n", files[k], tc_format_name(f),
+                    ok ? "renders the call as" : "the rendered call does not parse back:", (int)(end - i), full + i);
+        assert_true(ok);
+        cJSON_Delete(args);
+        cJSON_Delete(want);
+        tc_result_free(&r);
+        al_free(NULL, prefix);
+        al_free(NULL, full);
+        free(src);
+        n++;
+    }
+    cJSON_Delete(tools);
+    cJSON_Delete(calls);
+    fprintf(stderr, "%d templates: their rendered calls parse back\n", n);
+    if (n == 0) skip();
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(vectors), cmocka_unit_test(detection)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(vectors), cmocka_unit_test(detection), cmocka_unit_test(round_trip)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
