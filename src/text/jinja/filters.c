@@ -411,7 +411,7 @@ static jval select_items(jrender *r, uint32_t pos, jval x, const jargs *a, bool 
         test = ja_strndup(&r->ar, tn->u.s.p, tn->u.s.n);
         if (!fl_has_test(test)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "no test named '%s'", test);
     }
-    jargs ta = {a->v + (a->n > first + 1 ? first + 1 : a->n), a->n > first + 1 ? a->n - first - 1 : 0, a->kwn, a->kwv, a->nkw};
+    jargs ta = {a->n > first + 1 ? a->v + first + 1 : NULL, a->n > first + 1 ? a->n - first - 1 : 0, a->kwn, a->kwv, a->nkw};
     for (size_t i = 0; i < in->n; i++) {
         jr_step(r, pos);
         jval v = by_attr ? attr_path(r, pos, in->v[i], attr) : in->v[i];
