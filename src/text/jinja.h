@@ -2,7 +2,7 @@
  * tokenizer.chat_template), rendering as jinja2 does with transformers' environment
  * (trim_blocks, lstrip_blocks, keep_trailing_newline off, tojson with Python's json.dumps spacing,
  * raise_exception, strftime_now). No I/O; steps, recursion depth and output size are bounded and
- * each limit is a clear error. docs/chat.md says which statements, tests, filters and methods are
+ * each limit is a clear error. docs/jinja.md says which statements, tests, filters and methods are
  * supported.
  *
  * Provenance: every string value carries which bytes come from the render context's data
