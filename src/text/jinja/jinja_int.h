@@ -137,18 +137,22 @@ struct jnode {
 struct jinja_template {
     jarena ar;
     jmp_buf jb;
+    jtok *tokens; /* while parsing: the lexer's token array (heap) */
     const char *src; /* normalised source, for line:column */
     size_t n;
     jnode *root;
 };
 
-/* lex.c: tokens of src (normalised by lex_normalise first); unwinds with a FORMAT error. */
+/* lex.c: tokens of src (normalised by lex_normalise first); unwinds with a FORMAT error. The
+ * token array is on the heap (ar->a), not in the arena: it is only needed while parsing, and
+ * whoever runs the lexer frees it (al_free(ar->a, *owner)) whether or not parsing unwound. */
 typedef struct jlexer {
     jarena *ar;
     const char *src;
     size_t n;
     jtok *t;
     size_t nt, cap;
+    jtok **owner; /* kept equal to t as it moves (the caller frees it after an unwind) */
 } jlexer;
 void lex_normalise(jarena *ar, const char *in, size_t n, const char **out, size_t *n_out);
 void lex_run(jlexer *lx);
