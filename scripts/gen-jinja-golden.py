@@ -153,6 +153,20 @@ CONVERSATIONS = [
                             "tool_calls": [call("get_weather", "{\"city\": \"Paris\"}", "abcdefghi")]},
                   {"role": "tool", "tool_call_id": "abcdefghi", "content": "{\"temp\": 21.5}"},
                   A("It is 21.5 degrees."), U("q3")]},
+    # ours: what OpenAI clients send: content null beside tool_calls, arguments as a JSON string
+    {"name": "own_openai_nulls", "source": "statelm", "agp": [True], "tools": [WEATHER, SPECIAL],
+     "messages": [U("Weather in Paris?"),
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": "call_abc123", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]},
+                  {"role": "tool", "tool_call_id": "call_abc123", "name": "get_weather", "content": "{\"temp\": 18}"},
+                  A("18 °C in Paris.")]},
+    # ours: an assistant turn to continue (no generation prompt)
+    {"name": "own_prefill", "source": "statelm", "agp": [False],
+     "messages": [S("Be brief."), U("Count to three."), A("1, 2,")]},
+    # ours: thinking on, with past thinking in the history
+    {"name": "own_thinking_on", "source": "statelm", "agp": [True], "extra": {"enable_thinking": True},
+     "messages": [U("2+2?"), {"role": "assistant", "content": "4", "reasoning_content": "2 and 2 make 4."}, U("And 3+3?")]},
     # ours: chat_template_kwargs enable_thinking false
     {"name": "own_no_thinking", "source": "statelm", "agp": [True], "extra": {"enable_thinking": False},
      "messages": [U("Hi")]},
