@@ -1,8 +1,9 @@
 /* eval.c — evaluation of the syntax tree (jinja_int.h): expressions with Python semantics
  * (and/or return an operand, chained comparisons, int/float arithmetic with Python's floor division
  * and modulo, str/list concatenation and repetition), statements writing into the current string
- * builder (the output, or a capture for macros, block sets and filter blocks), scopes (for loops
- * and macros open one; if does not), macros with caller(). Every node evaluated is a step. */
+ * builder (the output, or a capture for macros, block sets and filter blocks), scopes (each loop
+ * iteration and macro call opens one; if does not), macros with caller(). Every node evaluated
+ * is a step. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,6 +128,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
         if ((a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(r, pos, a, ival(b));
         if ((b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(r, pos, b, ival(a));
     }
+    if (op == '%' && a.t == JV_STR) return fl_percent(r, pos, a.u.s, b);
     if (!jv_is_num(a) || !jv_is_num(b)) bad_operands(r, pos, opn, a, b);
     if (a.t != JV_FLOAT && b.t != JV_FLOAT && op != '/') {
         int64_t x = ival(a), y = ival(b), z = 0;
@@ -535,12 +537,13 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
     }
     jloop *lp = ja_alloc(&r->ar, sizeof *lp);
     lp->items = items;
-    for (size_t i = 0; i < items->n; i++) {
+    for (size_t i = 0; i < items->n; i++) { /* each iteration its own scope, as jinja2's */
         jr_step(r, n->pos);
+        jscope *it = sc_new(r, sc);
         lp->i = i;
-        assign(r, ls, n->a, items->v[i]);
-        sc_set(r, ls, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
-        ev_body(r, ls, n->d);
+        assign(r, it, n->a, items->v[i]);
+        sc_set(r, it, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
+        ev_body(r, it, n->d);
         if (r->brk == 1) {
             r->brk = 0;
             break;

@@ -421,13 +421,84 @@ static jval select_items(jrender *r, uint32_t pos, jval x, const jargs *a, bool 
     return lval(out);
 }
 
+jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
+    const jval *av = &args;
+    size_t na = 1, k = 0;
+    if (args.t == JV_LIST && args.u.l->tuple) {
+        av = args.u.l->v;
+        na = args.u.l->n;
+    }
+    jsb b;
+    sb_init(&b);
+    for (size_t i = 0; i < fmt.n; i++) {
+        if (fmt.p[i] != '%') {
+            size_t j = i;
+            while (j < fmt.n && fmt.p[j] != '%') j++;
+            sb_put_sub(r, &b, fmt, i, j - i);
+            i = j - 1;
+            continue;
+        }
+        char spec[32] = "%";
+        size_t sl = 1;
+        i++;
+        while (i < fmt.n && strchr("-+ 0#", fmt.p[i]) && sl < 8) spec[sl++] = fmt.p[i++];
+        while (i < fmt.n && ((fmt.p[i] >= '0' && fmt.p[i] <= '9') || fmt.p[i] == '.') && sl < 20) spec[sl++] = fmt.p[i++];
+        if (i >= fmt.n) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "incomplete format");
+        char c = fmt.p[i];
+        if (c == '%') {
+            sb_put(r, &b, "%", 1);
+            continue;
+        }
+        if (k >= na) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not enough arguments for format string");
+        jval v = av[k++];
+        char out[512];
+        int m;
+        if (c == 's' || c == 'r') {
+            jsb t;
+            sb_init(&t);
+            if (c == 's') jv_print(r, &t, v);
+            else jv_repr(r, &t, v, 0);
+            spec[sl++] = 's';
+            spec[sl] = '\0';
+            if (sl == 2) {
+                sb_put_str(r, &b, sb_str(&t));
+                continue;
+            }
+            m = snprintf(out, sizeof out, spec, t.p ? t.p : "");
+        } else if (strchr("dixXoc", c)) {
+            if (!jv_is_num(v)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "%%%c format: a number is required, not %s", c, jv_typename(v));
+            spec[sl++] = 'l';
+            spec[sl++] = 'l';
+            spec[sl++] = c == 'i' ? 'd' : c;
+            spec[sl] = '\0';
+            long long iv = v.t == JV_FLOAT ? (long long)v.u.f : v.t == JV_INT ? (long long)v.u.i : (long long)v.u.b;
+            m = snprintf(out, sizeof out, spec, iv);
+        } else if (strchr("feEgG", c)) {
+            if (!jv_is_num(v)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "must be real number, not %s", jv_typename(v));
+            spec[sl++] = c;
+            spec[sl] = '\0';
+            m = snprintf(out, sizeof out, spec, jv_num(v));
+        } else {
+            jr_fail(r, pos, SLM_ERR_INVALID_ARG, "unsupported format character '%c'", c);
+        }
+        sb_put(r, &b, out, m < 0 ? 0 : (size_t)m < sizeof out ? (size_t)m : sizeof out - 1);
+    }
+    if (k < na && av != &args) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
+    return sval(sb_str(&b));
+}
+
 static jval to_int(jrender *r, jval x, const jargs *a, uint32_t pos) {
     int64_t dflt = arg_int(r, pos, a, 0, "default", 0);
     if (x.t == JV_INT) return x;
     if (x.t == JV_BOOL) return jv_int(x.u.b);
     if (x.t == JV_FLOAT) return isfinite(x.u.f) && fabs(x.u.f) < 9.2e18 ? jv_int((int64_t)x.u.f) : jv_int(dflt);
     if (x.t == JV_STR) {
-        char *s = ja_strndup(&r->ar, x.u.s.p, x.u.s.n), *end;
+        char *s = ja_alloc(&r->ar, x.u.s.n + 1), *end;
+        size_t k = 0;
+        for (size_t i = 0; i < x.u.s.n; i++) /* Python allows "_" between digits */
+            if (!(x.u.s.p[i] == '_' && k && s[k - 1] >= '0' && s[k - 1] <= '9' && i + 1 < x.u.s.n &&
+                  x.u.s.p[i + 1] >= '0' && x.u.s.p[i + 1] <= '9'))
+                s[k++] = x.u.s.p[i];
         long long v = strtoll(s, &end, 10);
         while (*end == ' ' || *end == '\t' || *end == '\n') end++;
         if (end != s && !*end) return jv_int(v);
@@ -502,7 +573,7 @@ static const char *const k_filters[] = {
     "tojson", "trim", "length", "count", "items", "join", "replace", "default", "d", "first", "last", "upper",
     "lower", "title", "capitalize", "selectattr", "rejectattr", "select", "reject", "map", "list", "string", "int",
     "float", "abs", "round", "unique", "sort", "reverse", "dictsort", "indent", "safe", "e", "escape", "center",
-    "wordcount", "min", "max", "sum", "attr", "batch", "forceescape", "striptags", NULL};
+    "wordcount", "min", "max", "sum", "attr", "batch", "forceescape", "striptags", "format", NULL};
 
 bool fl_has_filter(const char *name) { return find_name(k_filters, name, strlen(name)) != NULL; }
 
@@ -731,6 +802,13 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         }
         while (fill && cur && (int64_t)cur->n < k) jl_push(&r->ar, cur, *fill);
         return lval(out);
+    }
+    if (name_is(f, "format")) {
+        jstr fmt = jv_tostr(r, x);
+        jlist *t = jl_new(&r->ar, a->n);
+        t->tuple = true;
+        for (size_t i = 0; i < a->n; i++) jl_push(&r->ar, t, a->v[i]);
+        return fl_percent(r, pos, fmt, lval(t));
     }
     if (name_is(f, "striptags")) {
         jstr s = jv_tostr(r, x);

@@ -273,6 +273,8 @@ jval fl_getitem(jrender *r, uint32_t pos, jval x, jval key);
 jval fl_call_builtin(jrender *r, uint32_t pos, jfunc *fn, const jargs *a);
 /* The global functions (range, dict, namespace, raise_exception, strftime_now, ...). */
 void fl_globals(jrender *r, jscope *g);
+/* Python's printf-style fmt % args (args: a tuple, or one value). */
+jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args);
 /* Iteration: the items of v as a list (dict: keys; string: characters; undefined: empty). */
 jlist *fl_iter(jrender *r, uint32_t pos, jval v);
 
