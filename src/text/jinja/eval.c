@@ -48,7 +48,7 @@ void sc_set(jrender *r, jscope *sc, const char *name, jval v) {
             return;
         }
     if (sc->n == sc->cap) {
-        size_t cap = sc->cap ? sc->cap * 2 : 8;
+        size_t cap = sc->cap ? sc->cap * 2 : 4;
         sc->names = ja_grow(&r->ar, sc->names, sc->n * sizeof *sc->names, cap * sizeof *sc->names);
         sc->vals = ja_grow(&r->ar, sc->vals, sc->n * sizeof *sc->vals, cap * sizeof *sc->vals);
         sc->cap = cap;
@@ -89,7 +89,7 @@ static jval repeat(jrender *r, uint32_t pos, jval seq, int64_t times) {
         if (seq.u.s.n && (uint64_t)times > r->max_output / seq.u.s.n)
             jr_fail(r, pos, SLM_ERR_RANGE, "jinja: output limit (max_output %zu bytes) exceeded", r->max_output);
         for (int64_t i = 0; i < times; i++) sb_put_str(r, &b, seq.u.s);
-        return str_val(sb_str(&b));
+        return str_val(sb_str(r, &b));
     }
     jlist *src = seq.u.l, *l = jl_new(&r->ar, 0);
     if (src->n && (uint64_t)times > r->max_output / src->n)
@@ -108,11 +108,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
             bool safe = a.u.s.safe || b.u.s.safe;
             if (safe && !a.u.s.safe) a = fl_filter(r, pos, "escape", a, &(jargs){0});
             if (safe && !b.u.s.safe) b = fl_filter(r, pos, "escape", b, &(jargs){0});
-            jsb s;
-            sb_init(&s);
-            sb_put_str(r, &s, a.u.s);
-            sb_put_str(r, &s, b.u.s);
-            jval v = str_val(sb_str(&s));
+            jval v = str_val(js_concat(r, a.u.s, b.u.s));
             v.u.s.safe = safe;
             return v;
         }
@@ -280,7 +276,7 @@ jval ev_slice(jrender *r, uint32_t pos, jval x, jval lo, jval hi, jval st) {
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) sb_put(r, &b, x.u.s.p + OFF(i), OFF(i + 1) - OFF(i));
 #undef OFF
     if (x.u.s.nseg && b.n) sb_mark(r, &b, 0, js_msg(x.u.s));
-    return str_val(sb_str(&b));
+    return str_val(sb_str(r, &b));
 }
 
 /* ---- calls ---- */
@@ -291,7 +287,7 @@ static jstr capture(jrender *r, jscope *sc, const jnode *body) {
     r->out = &b;
     ev_body(r, sc, body);
     r->out = saved;
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 static jval call_macro(jrender *r, uint32_t pos, jfunc *fn, const jargs *a) {
@@ -466,11 +462,7 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
     case E_BIN: {
         jval a = ev_expr(r, sc, n->a), b = ev_expr(r, sc, n->b);
         if (n->op == '~') {
-            jsb s;
-            sb_init(&s);
-            jv_print(r, &s, a);
-            jv_print(r, &s, b);
-            v = str_val(sb_str(&s));
+            v = str_val(js_concat(r, jv_tostr(r, a), jv_tostr(r, b)));
         } else {
             v = arith(r, n->pos, n->op, a, b);
         }

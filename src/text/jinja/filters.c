@@ -364,7 +364,7 @@ static jval tojson(jrender *r, uint32_t pos, jval x, const jargs *a) {
     jsb b;
     sb_init(&b);
     jv_tojson(r, pos, &b, x, indent, indent_n, item_sep, key_sep, sort_keys, ascii, 0);
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static jval items_of(jrender *r, jdict *d) {
@@ -387,7 +387,7 @@ static jval join(jrender *r, uint32_t pos, jlist *items, jstr sep, const jstr *a
         jval v = attr ? attr_path(r, pos, items->v[i], *attr) : items->v[i];
         jv_print(r, &b, v);
     }
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static jlist *gen(jrender *r, size_t cap) {
@@ -461,7 +461,7 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
             spec[sl++] = 's';
             spec[sl] = '\0';
             if (sl == 2) {
-                sb_put_str(r, &b, sb_str(&t));
+                sb_put_str(r, &b, sb_str(r, &t));
                 continue;
             }
             m = snprintf(out, sizeof out, spec, t.p ? t.p : "");
@@ -484,7 +484,7 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         sb_put(r, &b, out, m < 0 ? 0 : (size_t)m < sizeof out ? (size_t)m : sizeof out - 1);
     }
     if (k < na && av != &args) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static jval to_int(jrender *r, jval x, const jargs *a, uint32_t pos) {
@@ -555,7 +555,7 @@ static jval indent(jrender *r, uint32_t pos, jval x, const jargs *a) {
         if (j < s.n && s.p[j] == '\r' && j + 1 < s.n && s.p[j + 1] == '\n') j++;
         i = j + 1;
     }
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static jval fmt_round(jrender *r, uint32_t pos, jval x, const jargs *a) {
@@ -747,7 +747,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
             else sb_put(r, &b, s.p + i, 1);
         }
         if (s.nseg && b.n) sb_mark(r, &b, 0, js_msg(s));
-        jval v = sval(sb_str(&b));
+        jval v = sval(sb_str(r, &b));
         v.u.s.safe = true;
         return v;
     }
@@ -761,7 +761,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         for (int64_t i = 0; i < left; i++) sb_put(r, &b, " ", 1);
         sb_put_str(r, &b, s);
         for (int64_t i = 0; i < pad - left; i++) sb_put(r, &b, " ", 1);
-        return sval(sb_str(&b));
+        return sval(sb_str(r, &b));
     }
     if (name_is(f, "wordcount")) {
         jval parts = st_split(r, jv_tostr(r, x), NULL, -1, false);
@@ -830,7 +830,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
             }
         }
         if (s.nseg && b.n) sb_mark(r, &b, 0, js_msg(s));
-        return sval(sb_str(&b));
+        return sval(sb_str(r, &b));
     }
     jr_fail(r, pos, SLM_ERR_INVALID_ARG, "no filter named '%s'", f);
 }
@@ -884,7 +884,7 @@ static jval str_format(jrender *r, uint32_t pos, jstr fmt, const jargs *a) {
         else jv_print(r, &b, *v);
         i = j;
     }
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static bool prefix_match(jrender *r, uint32_t pos, jstr s, jval pre, bool end) {
@@ -993,7 +993,7 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
         for (int64_t i = 0; i < left; i++) sb_puts(r, &b, fill);
         sb_put_str(r, &b, s);
         for (int64_t i = 0; i < pad - left; i++) sb_puts(r, &b, fill);
-        return sval(sb_str(&b));
+        return sval(sb_str(r, &b));
     }
     if (name_is(m, "partition") || name_is(m, "rpartition")) {
         jstr sep = arg_str(r, pos, a, 0, NULL);

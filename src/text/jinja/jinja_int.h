@@ -63,12 +63,23 @@ typedef struct jseg {
     bool whole;
 } jseg;
 
+/* The buffer a built string lives in, with room after it: a string that ends where the used part
+ * ends may grow in place (js_concat), so "x = x ~ y" in a loop is amortised linear. Bytes and
+ * segments before `used` / `nseg` never change. */
+typedef struct jbacking {
+    char *p;
+    size_t used, cap;
+    jseg *segs;
+    size_t nseg, segcap;
+} jbacking;
+
 typedef struct jstr {
     const char *p;
     size_t n;
     const jseg *segs;
     size_t nseg;
-    bool safe; /* jinja2's Markup (the safe and escape filters): "+" escapes a plain operand */
+    bool safe;      /* jinja2's Markup (the safe and escape filters): "+" escapes a plain operand */
+    jbacking *bk;   /* NULL, or the backing p lies in (see jbacking) */
 } jstr;
 
 typedef struct jlist jlist;
@@ -226,7 +237,9 @@ void sb_puts(jrender *r, jsb *b, const char *s);
 void sb_put_str(jrender *r, jsb *b, jstr s);                       /* keeps s's provenance */
 void sb_put_sub(jrender *r, jsb *b, jstr s, size_t off, size_t n); /* part of s, its provenance */
 void sb_mark(jrender *r, jsb *b, size_t from, int64_t msg);        /* marks [from, n) data of msg */
-jstr sb_str(jsb *b);
+jstr sb_str(jrender *r, jsb *b);
+/* a + b, each keeping its provenance; in place at the end of a's backing when a ends it. */
+jstr js_concat(jrender *r, jstr a, jstr b);
 /* The data message of s's first segment, or INT64_MIN when s has no data. */
 int64_t js_msg(jstr s);
 jstr js_sub(jrender *r, jstr s, size_t off, size_t n);

@@ -212,7 +212,42 @@ void sb_mark(jrender *r, jsb *b, size_t from, int64_t msg) {
     }
     seg_push(r, b, (jseg){from, b->n - from, msg, false});
 }
-jstr sb_str(jsb *b) { return (jstr){.p = b->p ? b->p : "", .n = b->n, .segs = b->segs, .nseg = b->nseg}; }
+jstr sb_str(jrender *r, jsb *b) {
+    if (!b->p) return (jstr){.p = "", .n = 0};
+    jbacking *k = ja_alloc(&r->ar, sizeof *k);
+    *k = (jbacking){b->p, b->n, b->cap, b->segs, b->nseg, b->segcap};
+    return (jstr){.p = b->p, .n = b->n, .segs = b->segs, .nseg = b->nseg, .bk = k};
+}
+
+jstr js_concat(jrender *r, jstr a, jstr b) {
+    if (!b.n) return a;
+    if (!a.n) return b;
+    if (a.n + b.n > r->max_output)
+        jr_fail(r, 0, SLM_ERR_RANGE, "jinja: output limit (max_output %zu bytes) exceeded", r->max_output);
+    jbacking *k = a.bk;
+    bool tail = k && a.p + a.n == k->p + k->used && (a.nseg == 0 || a.segs + a.nseg == k->segs + k->nseg) &&
+                k->cap - k->used > b.n && k->segcap - k->nseg >= b.nseg;
+    if (!tail) { /* a new backing with room to grow */
+        size_t cap = 2 * (a.n + b.n) + 16, segcap = 2 * (a.nseg + b.nseg) + 4;
+        k = ja_alloc(&r->ar, sizeof *k);
+        *k = (jbacking){.p = ja_alloc(&r->ar, cap), .cap = cap, .segs = ja_alloc(&r->ar, segcap * sizeof(jseg)), .segcap = segcap};
+        memcpy(k->p, a.p, a.n);
+        k->used = a.n;
+        if (a.nseg) memcpy(k->segs, a.segs, a.nseg * sizeof *a.segs);
+        k->nseg = a.nseg;
+        a = (jstr){.p = k->p, .n = a.n, .segs = k->segs, .nseg = a.nseg, .bk = k};
+    }
+    memcpy(k->p + k->used, b.p, b.n);
+    k->used += b.n;
+    k->p[k->used] = '\0';
+    jseg *segs = a.nseg ? (jseg *)a.segs : k->segs + k->nseg;
+    for (size_t i = 0; i < b.nseg; i++) {
+        jseg g = b.segs[i];
+        g.off += a.n;
+        k->segs[k->nseg++] = g;
+    }
+    return (jstr){.p = a.p, .n = a.n + b.n, .segs = segs, .nseg = a.nseg + b.nseg, .bk = k};
+}
 int64_t js_msg(jstr s) { return s.nseg ? s.segs[0].msg : INT64_MIN; }
 jstr js_sub(jrender *r, jstr s, size_t off, size_t n) {
     if (!s.nseg) return (jstr){.p = s.p + off, .n = n};
@@ -223,7 +258,7 @@ jstr js_sub(jrender *r, jstr s, size_t off, size_t n) {
         if (s.segs[i].off < off + n && s.segs[i].off + s.segs[i].len > off) nseg++;
     if (!nseg) return (jstr){.p = s.p + off, .n = n};
     sb_put_sub(r, &b, s, off, n);
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 /* ---- text forms ---- */
@@ -386,7 +421,7 @@ jstr jv_tostr(jrender *r, jval v) {
     jsb b;
     sb_init(&b);
     jv_print(r, &b, v);
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 static void json_str(jrender *r, jsb *b, jstr s, bool ascii) {
