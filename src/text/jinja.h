@@ -31,7 +31,7 @@ typedef struct jinja_limits {
     uint64_t max_steps;     /* evaluation steps (0: default 10,000,000) */
     uint32_t max_depth;     /* macro/call/include recursion (0: default 256) */
     size_t max_output;      /* bytes (0: default 64 MiB); also bounds each intermediate string, and
-                             * the render's memory to 16 x max_output + 64 MiB */
+                             * the render's memory to 4 x max_output + 64 MiB */
     int64_t fixed_time;     /* not a limit: strftime_now's clock, seconds since the epoch read as
                              * UTC (tests); 0: the real clock in local time, as transformers */
 } jinja_limits;

@@ -129,7 +129,7 @@ slm_status jinja_render(const jinja_template *t, const cJSON *ctx, const char *c
     r->max_depth = L.max_depth ? L.max_depth : 256;
     r->max_output = L.max_output ? L.max_output : (size_t)64 << 20;
     r->fixed_time = L.fixed_time;
-    size_t mem = r->max_output > ((size_t)1 << 40) ? 0 : r->max_output * 16 + ((size_t)64 << 20);
+    size_t mem = r->max_output > ((size_t)1 << 40) ? 0 : r->max_output * 4 + ((size_t)64 << 20);
     ja_init(&r->ar, a, mem, &r->jb, &local);
     render_out res = {0};
     bool ok = render_guarded(r, ctx, data_keys, a, spans != NULL, &res);
