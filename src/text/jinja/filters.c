@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/utf8.h"
 #include "text/jinja/jinja_int.h"
 #include "text/jinja/strs.h"
 
@@ -442,7 +443,12 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         size_t sl = 1;
         i++;
         while (i < fmt.n && strchr("-+ 0#", fmt.p[i]) && sl < 8) spec[sl++] = fmt.p[i++];
-        while (i < fmt.n && ((fmt.p[i] >= '0' && fmt.p[i] <= '9') || fmt.p[i] == '.') && sl < 20) spec[sl++] = fmt.p[i++];
+        size_t num = 0;
+        while (i < fmt.n && ((fmt.p[i] >= '0' && fmt.p[i] <= '9') || fmt.p[i] == '.') && sl < 20) {
+            num = fmt.p[i] == '.' ? 0 : num * 10 + (size_t)(fmt.p[i] - '0');
+            if (num > 400) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "format width or precision above 400");
+            spec[sl++] = fmt.p[i++];
+        }
         if (i >= fmt.n) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "incomplete format");
         char c = fmt.p[i];
         if (c == '%') {
@@ -465,7 +471,16 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
                 continue;
             }
             m = snprintf(out, sizeof out, spec, t.p ? t.p : "");
-        } else if (strchr("dixXoc", c)) {
+        } else if (c == 'c') {
+            uint8_t u[4];
+            size_t l = 0;
+            if (v.t == JV_STR && st_len(v.u.s) == 1) sb_put_str(r, &b, v.u.s);
+            else if ((v.t == JV_INT || v.t == JV_BOOL) && (l = utf8_encode((uint32_t)(v.t == JV_INT ? v.u.i : v.u.b), u)) &&
+                     (v.t == JV_BOOL || (v.u.i >= 0 && v.u.i <= 0x10FFFF)))
+                sb_put(r, &b, (const char *)u, l);
+            else jr_fail(r, pos, SLM_ERR_INVALID_ARG, "%%c requires an int or a single character");
+            continue;
+        } else if (strchr("dixXo", c)) {
             if (!jv_is_num(v)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "%%%c format: a number is required, not %s", c, jv_typename(v));
             spec[sl++] = 'l';
             spec[sl++] = 'l';

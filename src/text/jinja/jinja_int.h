@@ -224,7 +224,7 @@ jval *jd_get(const jdict *d, jval k);
 jval *jd_gets(const jdict *d, const char *k, size_t n);
 void jd_set(jarena *ar, jdict *d, jval k, jval v);
 bool jv_truthy(jval v);
-bool jv_eq(jval a, jval b);
+bool jv_eq(jval a, jval b); /* Python ==; containers nested deeper than 1000 compare unequal */
 /* <0, 0, >0; fails on types Python cannot order. */
 int jv_cmp(jrender *r, uint32_t pos, jval a, jval b);
 const char *jv_typename(jval v);

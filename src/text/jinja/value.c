@@ -85,7 +85,10 @@ bool jv_is_num(jval v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BO
 double jv_num(jval v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b; }
 static int64_t as_i(jval v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool jv_eq(jval a, jval b) {
+#define MAX_COMPARE_DEPTH 1000
+
+static bool eq_rec(jval a, jval b, int depth) {
+    if (depth > MAX_COMPARE_DEPTH) return false; /* deeper containers compare unequal */
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return as_i(a) == as_i(b);
         return jv_num(a) == jv_num(b);
@@ -98,13 +101,13 @@ bool jv_eq(jval a, jval b) {
         if (a.u.l->iter || b.u.l->iter) return a.u.l == b.u.l;
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!eq_rec(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jval *o = jd_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o)) return false;
+            if (!o || !eq_rec(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_NS: return a.u.d == b.u.d;
@@ -113,6 +116,8 @@ bool jv_eq(jval a, jval b) {
     default: return false;
     }
 }
+
+bool jv_eq(jval a, jval b) { return eq_rec(a, b, 0); }
 
 const char *jv_typename(jval v) {
     switch (v.t) {
@@ -130,7 +135,9 @@ const char *jv_typename(jval v) {
     }
 }
 
-int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) {
+static int cmp_rec(jrender *r, uint32_t pos, jval a, jval b, int depth) {
+    if (depth > MAX_COMPARE_DEPTH)
+        jr_fail(r, pos, SLM_ERR_RANGE, "jinja: nesting limit (containers deeper than %d) in a comparison", MAX_COMPARE_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return (as_i(a) > as_i(b)) - (as_i(a) < as_i(b));
         double x = jv_num(a), y = jv_num(b);
@@ -145,13 +152,15 @@ int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) {
     if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_cmp(r, pos, a.u.l->v[i], b.u.l->v[i]);
+            return cmp_rec(r, pos, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
     }
     jr_fail(r, pos, SLM_ERR_INVALID_ARG, "'<' not supported between instances of '%s' and '%s'", jv_typename(a),
             jv_typename(b));
 }
+
+int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) { return cmp_rec(r, pos, a, b, 0); }
 
 /* ---- string builder ---- */
 
