@@ -25,7 +25,6 @@ void jr_fail(jrender *r, uint32_t pos, slm_status st, const char *fmt, ...) {
 }
 
 void jr_step(jrender *r, uint32_t pos) {
-    (void)pos;
     if (++r->steps > r->max_steps)
         jr_fail(r, pos, SLM_ERR_RANGE, "jinja: step limit (max_steps %llu) exceeded", (unsigned long long)r->max_steps);
 }

@@ -5,12 +5,14 @@
  *
  * Files: lex.c (source -> tokens, whitespace control), parse.c (tokens -> tree), value.c (values,
  * strings with provenance segments, str()/repr/tojson, comparisons), eval.c (statements and
- * expressions), filters.c (filters, tests, methods, globals). */
+ * expressions), lookup.c (attributes, items, tests), filters.c (filters), methods.c (str/dict/list
+ * methods, globals), strs.c (Python str operations). */
 #ifndef SLM_TEXT_JINJA_INT_H
 #define SLM_TEXT_JINJA_INT_H
 
 #include <setjmp.h>
 #include <stdbool.h>
+#include <string.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -267,7 +269,7 @@ jscope *sc_new(jrender *r, jscope *parent);
 void sc_set(jrender *r, jscope *sc, const char *name, jval v);
 jval *sc_find(jscope *sc, const char *name);
 
-/* filters.c */
+/* lookup.c, filters.c, methods.c */
 typedef struct jargs {
     const jval *v;
     size_t n;
@@ -290,6 +292,25 @@ void fl_globals(jrender *r, jscope *g);
 jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args);
 /* Iteration: the items of v as a list (dict: keys; string: characters; undefined: empty). */
 jlist *fl_iter(jrender *r, uint32_t pos, jval v);
+
+/* Helpers the builtins share (lookup.c). fl_arg: positional argument i, else keyword name (NULL:
+ * positional only; i = SIZE_MAX: keyword only), NULL when absent. */
+static inline bool fl_is(const char *a, const char *b) { return !strcmp(a, b); }
+static inline jval jv_of_str(jstr s) { return (jval){.t = JV_STR, .u.s = s}; }
+static inline jval jv_of_list(jlist *l) { return (jval){.t = JV_LIST, .u.l = l}; }
+_Noreturn void fl_fail_undef(jrender *r, uint32_t pos, jval v);
+const jval *fl_arg(const jargs *a, size_t i, const char *name);
+bool fl_arg_bool(const jargs *a, size_t i, const char *name, bool dflt);
+int64_t fl_arg_int(jrender *r, uint32_t pos, const jargs *a, size_t i, const char *name, int64_t dflt);
+jstr fl_arg_str(jrender *r, uint32_t pos, const jargs *a, size_t i, const char *name);
+jstr fl_need_str(jrender *r, uint32_t pos, jval x, const char *what);
+/* The entry of the NULL-terminated names equal to s[0, n), or NULL. */
+const char *fl_find_name(const char *const *names, const char *s, size_t n);
+extern const char *const fl_dict_methods[];
+/* d's (key, value) tuples as a list. */
+jval fl_items_of(jrender *r, jdict *d);
+/* The items (or their attr path) printed and joined by sep. */
+jval fl_join(jrender *r, uint32_t pos, jlist *items, jstr sep, const jstr *attr);
 
 typedef enum { FN_BUILTIN, FN_METHOD, FN_MACRO } jfkind;
 struct jfunc {

@@ -175,8 +175,8 @@ static size_t lex_expr(jlexer *lx, size_t i, bool var, size_t open) {
         if (depth == 0) {
             char c1 = var ? '}' : '%';
             size_t k = i;
-            bool minus = s[k] == '-' && k + 2 < n + 0 && s[k + 1] == c1 && s[k + 2] == '}';
-            bool plus = !var && s[k] == '+' && k + 2 < n + 0 && s[k + 1] == c1 && s[k + 2] == '}';
+            bool minus = s[k] == '-' && k + 2 < n && s[k + 1] == c1 && s[k + 2] == '}';
+            bool plus = !var && s[k] == '+' && k + 2 < n && s[k + 1] == c1 && s[k + 2] == '}';
             if (minus || plus) k++;
             if (k + 1 < n && s[k] == c1 && s[k + 1] == '}') {
                 push(lx, var ? TK_VAR_END : TK_BLOCK_END, i);
