@@ -195,3 +195,16 @@ CASES += [
     ("{% for i in range(3) -%}\n  {{ i }}\n{%- endfor %}", {}),
     ("{%- for m in msgs %}\n    {%- if m.role == 'user' %}\n        {{- 'U:' + m.content }}\n    {%- else %}\n        {{- 'O:' + m.role }}\n    {%- endif %}\n{%- endfor %}\n", {"msgs": MSGS}),
 ]
+
+CASES += [
+    ("{{ [1, 2] | map('string') | join(',') }} {{ (l | select) is sequence }} {{ (l | select) is iterable }} {{ l | select is defined }}", {"l": [1, 0]}),
+    ("{{ msgs | selectattr('role', 'equalto', 'user') | first }} {{ {'a': 'x', 'é': \"it's\"} }} {{ [1, [2, (3, 'x')], {'k': none}] }}", {"msgs": MSGS}),
+    ("{{ '%s: %d' % ('a', 3) }}|{{ '%05.1f|%-4s|%x|%r|%%' % (3.14159, 'ab', 255, 'q') }}|{{ '%s' % 'solo' }}|{{ '%c%c' % (72, 'i') }}", {}),
+    ("{{ '{}'.format(none) }} {{ 'a' ~ none ~ true }} {{ 1.0 | string }} {{ 1e-7 | string }} [{{ 'x' * 0 }}] [{{ 'x' * -1 }}] {{ 7.0 // 2 }} {{ 7 % 2.5 }} {{ true + true }} {{ 'abc' > 'abd' }}", {}),
+    ("{{ dict(a=1, b=0) | dictsort }} {{ range(0) | list }} {{ [] is sequence }} {{ {} is iterable }} {{ none is iterable }} {{ 3 is iterable }}", {}),
+    ("{% set a = 'x' %}{{ a is string and a | length > 0 }} {{ a is not mapping }} {{ [a] is not string }}", {}),
+    ("{{ (msgs | map(attribute='role') | list)[1:] }} {{ (msgs | map(attribute='role'))[0] is defined }} {{ msgs[1:] | length }}", {"msgs": MSGS}),
+    ("{% for m in msgs | reverse %}{{ m.role }}{% endfor %} {% for m in msgs[::-1] %}{{ loop.index }}{% endfor %}", {"msgs": MSGS}),
+    ("{{ msgs[0] | tojson }} {{ msgs[2].tool_calls[0].function | tojson(indent=2) }}", {"msgs": MSGS}),
+    ("{% set ns = namespace(found=false) %}{% for m in msgs %}{% if m.role == 'assistant' %}{% set ns.found = true %}{% break %}{% endif %}{% endfor %}{{ ns.found }}", {"msgs": MSGS}),
+]

@@ -191,7 +191,7 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
     if (fl_is(t, "integer")) return x.t == JV_INT;
     if (fl_is(t, "float")) return x.t == JV_FLOAT;
     if (fl_is(t, "mapping")) return x.t == JV_DICT;
-    if (fl_is(t, "sequence")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT || x.t == JV_UNDEF;
+    if (fl_is(t, "sequence")) return x.t == JV_STR || (x.t == JV_LIST && !x.u.l->iter) || x.t == JV_DICT || x.t == JV_UNDEF;
     if (fl_is(t, "iterable")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT || x.t == JV_UNDEF;
     if (fl_is(t, "boolean")) return x.t == JV_BOOL;
     if (fl_is(t, "true")) return x.t == JV_BOOL && x.u.b;
