@@ -2,7 +2,8 @@
 """Golden renderings of real chat templates by jinja2, the reference for text/jinja (tests/golden/test_jinja_golden.c).
 
 Renders every template in $STATELM_CACHE/llamacpp-ref/templates/*.jinja (llama.cpp's models/templates,
-fetched by scripts/fetch-models.sh) with jinja2 configured as transformers' _compile_jinja_template does:
+fetched by scripts/fetch-models.sh), and the tokenizer.chat_template of each test model in
+$STATELM_CACHE/models/*.gguf that has one, with jinja2 configured as transformers' _compile_jinja_template does:
 ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker,
 loopcontrols]), tojson overridden with json.dumps(ensure_ascii=False, indent, separators, sort_keys),
 raise_exception and strftime_now globals. strftime_now reads a fixed clock (FIXED_TIME, UTC) so the
@@ -19,7 +20,7 @@ tests/test-chat-template.cpp (read from the llama-cpp-python sdist in the cache)
 for tests/unit/test_jinja.c.
 
 Writes tests/data/jinja/conversations.json, tests/data/jinja/golden.jsonl and tests/data/jinja/snippets.jsonl.
-Usage: python3 scripts/gen-jinja-golden.py   (needs jinja2; run from the repository root)
+Usage: python3 scripts/gen-jinja-golden.py   (needs jinja2 and gguf)
 """
 import datetime
 import glob
@@ -153,6 +154,20 @@ CONVERSATIONS = [
                             "tool_calls": [call("get_weather", "{\"city\": \"Paris\"}", "abcdefghi")]},
                   {"role": "tool", "tool_call_id": "abcdefghi", "content": "{\"temp\": 21.5}"},
                   A("It is 21.5 degrees."), U("q3")]},
+    # ours: what OpenAI clients send: content null beside tool_calls, arguments as a JSON string
+    {"name": "own_openai_nulls", "source": "statelm", "agp": [True], "tools": [WEATHER, SPECIAL],
+     "messages": [U("Weather in Paris?"),
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": "call_abc123", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]},
+                  {"role": "tool", "tool_call_id": "call_abc123", "name": "get_weather", "content": "{\"temp\": 18}"},
+                  A("18 °C in Paris.")]},
+    # ours: an assistant turn to continue (no generation prompt)
+    {"name": "own_prefill", "source": "statelm", "agp": [False],
+     "messages": [S("Be brief."), U("Count to three."), A("1, 2,")]},
+    # ours: thinking on, with past thinking in the history
+    {"name": "own_thinking_on", "source": "statelm", "agp": [True], "extra": {"enable_thinking": True},
+     "messages": [U("2+2?"), {"role": "assistant", "content": "4", "reasoning_content": "2 and 2 make 4."}, U("And 3+3?")]},
     # ours: chat_template_kwargs enable_thinking false
     {"name": "own_no_thinking", "source": "statelm", "agp": [True], "extra": {"enable_thinking": False},
      "messages": [U("Hi")]},
@@ -164,9 +179,16 @@ SPECIAL_TOKENS = [
     ("firefunction", "<|begin_of_text|>", "<|eot_id|>"), ("functionary", "<|begin_of_text|>", "<|eot_id|>"),
     ("Llama-8B", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"), ("deepseek", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     ("gemma", "<bos>", "<eos>"), ("LFM2", "<|startoftext|>", "<|im_end|>"), ("Qwen", "", "<|im_end|>"),
-    ("SmolLM3", "", "<|im_end|>"), ("granite", "", "<|end_of_text|>"), ("Phi-3.5", "<s>", "<|endoftext|>"),
+    ("SmolLM3", "", "<|im_end|>"), ("SmolLM2", "<|im_start|>", "<|im_end|>"), ("lfm2", "<|startoftext|>", "<|im_end|>"), ("granite", "", "<|end_of_text|>"), ("Phi-3.5", "<s>", "<|endoftext|>"),
     ("gpt-oss", "<|startoftext|>", "<|return|>"), ("Mistral", "<s>", "</s>"), ("mistral", "<s>", "</s>"),
 ]
+
+
+def gguf_template(path):
+    """tokenizer.chat_template of a GGUF (the test models of scripts/fetch-models.sh), or None."""
+    import gguf
+    field = gguf.GGUFReader(path).fields.get("tokenizer.chat_template")
+    return bytes(field.parts[field.data[0]]).decode("utf-8") if field is not None else None
 
 
 def tokens_for(name):
@@ -181,6 +203,7 @@ def main():
     paths = sorted(glob.glob(os.path.join(cache, "llamacpp-ref", "templates", "*.jinja")))
     if not paths:
         sys.exit("no templates under %s/llamacpp-ref/templates (run scripts/fetch-models.sh)" % cache)
+    paths += [p for p in sorted(glob.glob(os.path.join(cache, "models", "*.gguf"))) if gguf_template(p)]
     env = make_env()
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "conversations.json"), "w", encoding="utf-8") as f:
@@ -190,8 +213,11 @@ def main():
     with open(os.path.join(OUT, "golden.jsonl"), "w", encoding="utf-8") as out:
         for path in paths:
             name = os.path.basename(path)
-            with open(path, encoding="utf-8") as f:
-                src = f.read()
+            if name.endswith(".gguf"):  # a test model's own tokenizer.chat_template
+                src = gguf_template(path)
+            else:
+                with open(path, encoding="utf-8") as f:
+                    src = f.read()
             bos, eos = tokens_for(name)
             try:
                 tmpl = env.from_string(src)

@@ -142,3 +142,69 @@ CASES = [
     ("{% set x = 1 %}{% endset %}", {}),
     ("{{ x is is defined }}", {}),
 ]
+
+CASES += [
+    # scoping
+    ("{% for i in [1, 2, 3] %}{% if loop.first %}{% set y = 'set' %}{% endif %}[{{ y }}]{% endfor %}", {}),
+    ("{% if true %}{% set z = 5 %}{% endif %}{{ z }}{% macro m() %}{{ later }}{% endmacro %}{% set later = 'L' %}{{ m() }}", {}),
+    ("{% for x in [1, 2] %}{{ loop.cycle('a', 'b') }}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}", {}),
+    ("{% set ns = namespace(items=[]) %}{% for x in 'abc' %}{% set ns.items = ns.items + [x] %}{% endfor %}{{ ns.items }}", {}),
+    ("{% set x = x | default('a') %}{{ x }}{% set ns = namespace(v=none) %}{{ ns.v is none }}", {}),
+    # undefined and none
+    ("{{ x == none }}{{ x != 1 }}{{ x is none }}{{ 'a' in x }}{{ x | length }}{{ x | list }}{{ x | string }}|{{ x | trim }}|{{ x | upper }}", {}),
+    ("{{ none | string }} {{ [none] | tojson }} {{ not none }} {{ 1 if [] else 2 }} {{ 'x' if none is none }}", {}),
+    ("{{ m.content is string }} {{ m.missing is defined }} {{ m['missing'] is undefined }} {{ m.content.split('\\n')[0] }}", {"m": {"content": "a\nb"}}),
+    ("{{ 'a' in none }}", {}),
+    ("{{ x + 1 }}", {}),
+    ("{{ none.attr is defined }}", {}),
+    ("{{ x[0] }}", {}),
+    ("{{ 'é' < 'z' }} {{ 'Z' < 'a' }} {{ 'héllo' | length }} {{ ['b', 'a'] | sort | first }}", {}),
+    # numbers
+    ("{{ 10 / 4 }} {{ 4 / 2 }} {{ 2 ** 0.5 }} {{ 'a' ~ 1.0 }} {{ -0.0 }} {{ 1e16 }} {{ 1.0e-5 }} {{ 100.0 }} {{ 0.1 * 3 }} {{ 1.5e300 * 1e10 }} {{ 12345678901234567.0 }}", {}),
+    ("{{ ' 42 ' | int }} {{ '1_000' | int }} {{ '1e3' | int }} {{ '+5' | int }} {{ '-3' | int }} {{ true | int }} {{ 'nan' | float }} {{ 'inf' | float }} {{ -2.5 | round }} {{ 0.125 | round(2) }}", {}),
+    ("{{ 3 % -2 }} {{ -3 // 2 }} {{ 7 // -2 }} {{ 2 ** 62 }} {{ 9007199254740993 }} {{ 5 / 2 | int }} {{ (5 / 2) | int }}", {}),
+    ("{{ (1, 2) == [1, 2] }} {{ [1, 2] == [1, 2] }} {{ {'a': 1} == {'a': 1} }} {{ 1 == '1' }} {{ none == false }} {{ 0 == false }}", {}),
+    # loops
+    ("{% for a, b in [[1, 2], [3, 4]] %}{{ a }}{{ b }};{% endfor %}{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %}", {"d": {"b": 2, "a": 1}}),
+    ("{% for t in tools %}{% if not loop.first %}, {% endif %}{{ t.name }}{% if loop.last %}.{% endif %}{% endfor %}", {"tools": [{"name": "a"}, {"name": "b"}]}),
+    ("{{ msgs | selectattr('role', 'in', ['user', 'system']) | list | length }} {{ msgs | map(attribute='role') | unique | list }}", {"msgs": MSGS}),
+    ("{% for m in msgs if m.role != 'system' %}{{ loop.index }}{{ m.role }}{% if loop.nextitem is defined %},{% endif %}{% endfor %}", {"msgs": MSGS}),
+    ("{% for m in msgs %}{% for c in m.tool_calls | default([]) %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}", {"msgs": MSGS}),
+    # macros
+    ("{% macro a(x) %}({{ caller(x) }}){% endmacro %}{% macro b() %}[{% call(v) a(2) %}{{ v * 3 }}{% endcall %}]{% endmacro %}{{ b() }}", {}),
+    ("{% macro m() %}{{ caller is defined }}{% endmacro %}{{ m() }}", {}),
+    ("{% macro m(x) %}{{ x }}{% endmacro %}{{ m() }}|{{ m(x=1) }}|{{ m('a') ~ m('b') }}", {}),
+    ("{% macro m(x) %}{{ x }}{% endmacro %}{{ m(y=1) }}", {}),
+    ("{% macro render(c) %}{% if c is string %}{{ c }}{% else %}{% for p in c %}{{ p.text }}{% endfor %}{% endif %}{% endmacro %}{{ render('s') }}{{ render([{'text': 't1'}, {'text': 't2'}]) }}", {}),
+    # strings
+    ("{{ 'abc'.upper().lower() }} {{ '{\"a\": 1}' | tojson }} {{ 'a\\u00e9\\u4e2d' }} {{ \"line\\\\nnot\" }}", {}),
+    ("{{ 'a b'.split(' ') | join('_') }} {{ '  x  '.strip() ~ '|' }} {{ 'A,B'.lower().split(',') }} {{ 'x'.join(['1', '2', '3']) }}", {}),
+    ("{{ 'Hello'[1:3] }} {{ 'Hello'[-3:] }} {{ 'Hello'[::-1] }} {{ 'Hello'[1:4:2] }} {{ 'ab'[5:] }}", {}),
+    ("{{ s.startswith('<think>') }} {{ s.split('</think>')[-1].lstrip('\\n') }} {{ s.split('<think>')[-1].split('</think>')[0].strip('\\n') }}", {"s": "<think>\nr\n</think>\n\nans"}),
+    ("{{ 'abc' | replace('b', '') }} {{ 'a.b.c'.rsplit('.', 1)[0] }} {{ 'a  b'.split(' ') }} {{ ''.split(',') }} {{ ''.split() }}", {}),
+    ("{{ '%s and %s' % ('a', 'b') }}", {}),
+    ("{{ 'x' | format }}", {}),
+    # tojson details
+    ("{{ d | tojson(indent=4) }}", {"d": {"a": [], "b": {}, "c": [1, {"x": [None, True, 1.5, "é\n"]}], "d": ""}}),
+    ("{{ d | tojson(sort_keys=true, indent=2) }} {{ d | tojson(separators=(',', ': '), sort_keys=true) }}", {"d": {"z": 1, "a": {"y": 2, "b": 3}}}),
+    ("{{ 3.0 | tojson }} {{ 1e20 | tojson }} {{ 'nan' | float | tojson }} {{ [1.0, -0.0, 0.5] | tojson }} {{ 'a\\u2028b\\x7f' | tojson }}", {}),
+    # whitespace
+    ("<{%- if true -%}\n  a\n  {%- endif -%}\n>", {}),
+    ("\t{% if true %}\n\tx\n\t{% endif %}\n\t{{ 'y' }}\n", {}),
+    ("a\n  {%- set x = 1 %}\n  b {# c #}\n  {#- d -#}\n  e", {}),
+    ("{% for i in range(3) -%}\n  {{ i }}\n{%- endfor %}", {}),
+    ("{%- for m in msgs %}\n    {%- if m.role == 'user' %}\n        {{- 'U:' + m.content }}\n    {%- else %}\n        {{- 'O:' + m.role }}\n    {%- endif %}\n{%- endfor %}\n", {"msgs": MSGS}),
+]
+
+CASES += [
+    ("{{ [1, 2] | map('string') | join(',') }} {{ (l | select) is sequence }} {{ (l | select) is iterable }} {{ l | select is defined }}", {"l": [1, 0]}),
+    ("{{ msgs | selectattr('role', 'equalto', 'user') | first }} {{ {'a': 'x', 'é': \"it's\"} }} {{ [1, [2, (3, 'x')], {'k': none}] }}", {"msgs": MSGS}),
+    ("{{ '%s: %d' % ('a', 3) }}|{{ '%05.1f|%-4s|%x|%r|%%' % (3.14159, 'ab', 255, 'q') }}|{{ '%s' % 'solo' }}|{{ '%c%c' % (72, 'i') }}", {}),
+    ("{{ '{}'.format(none) }} {{ 'a' ~ none ~ true }} {{ 1.0 | string }} {{ 1e-7 | string }} [{{ 'x' * 0 }}] [{{ 'x' * -1 }}] {{ 7.0 // 2 }} {{ 7 % 2.5 }} {{ true + true }} {{ 'abc' > 'abd' }}", {}),
+    ("{{ dict(a=1, b=0) | dictsort }} {{ range(0) | list }} {{ [] is sequence }} {{ {} is iterable }} {{ none is iterable }} {{ 3 is iterable }}", {}),
+    ("{% set a = 'x' %}{{ a is string and a | length > 0 }} {{ a is not mapping }} {{ [a] is not string }}", {}),
+    ("{{ (msgs | map(attribute='role') | list)[1:] }} {{ (msgs | map(attribute='role'))[0] is defined }} {{ msgs[1:] | length }}", {"msgs": MSGS}),
+    ("{% for m in msgs | reverse %}{{ m.role }}{% endfor %} {% for m in msgs[::-1] %}{{ loop.index }}{% endfor %}", {"msgs": MSGS}),
+    ("{{ msgs[0] | tojson }} {{ msgs[2].tool_calls[0].function | tojson(indent=2) }}", {"msgs": MSGS}),
+    ("{% set ns = namespace(found=false) %}{% for m in msgs %}{% if m.role == 'assistant' %}{% set ns.found = true %}{% break %}{% endif %}{% endfor %}{{ ns.found }}", {"msgs": MSGS}),
+]

@@ -160,6 +160,27 @@ static void limits(void **unused) {
     r = render_lim("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", NULL, NULL);
     assert_int_equal(r.st, SLM_ERR_RANGE);
     done(&r);
+    /* a string grown in a loop ("ns.s = ns.s ~ piece", as GigaChat's template builds its whole
+     * prompt) takes linear memory: quadratic growth would need ~20 GB here, past the limit */
+    lim = (jinja_limits){.max_output = 4 << 20};
+    r = render_lim("{% set ns = namespace(s='') %}{% for i in range(20000) %}{% set ns.s = ns.s ~ messages[0].content %}"
+                   "{% endfor %}{{ ns.s | length }}",
+                   "{\"messages\": [{\"content\": \"0123456789012345678901234567890123456789012345678901234567890123456789"
+                   "012345678901234567890123456789\"}]}", &lim);
+    assert_int_equal(r.st, SLM_OK);
+    assert_string_equal(r.out, "2000000");
+    done(&r);
+    /* values nested 5000 deep (Python: RecursionError) compare, print and serialise without
+     * exhausting the C stack */
+    static const char *const deep_ops[] = {"{{ ns.x < ns.x }}", "{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x == ns.x }}"};
+    for (size_t i = 0; i < 4; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "{%% set ns = namespace(x=1) %%}{%% for i in range(5000) %%}{%% set ns.x = [ns.x] %%}"
+                 "{%% endfor %%}%s", deep_ops[i]);
+        r = render(src, NULL);
+        assert_int_equal(r.st, i < 3 ? SLM_ERR_RANGE : SLM_OK);
+        done(&r);
+    }
     /* nesting deeper than the parser allows is a FORMAT error, not a stack overflow */
     char deep[4200];
     size_t k = 0;

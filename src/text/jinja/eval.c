@@ -1,8 +1,9 @@
 /* eval.c — evaluation of the syntax tree (jinja_int.h): expressions with Python semantics
  * (and/or return an operand, chained comparisons, int/float arithmetic with Python's floor division
  * and modulo, str/list concatenation and repetition), statements writing into the current string
- * builder (the output, or a capture for macros, block sets and filter blocks), scopes (for loops
- * and macros open one; if does not), macros with caller(). Every node evaluated is a step. */
+ * builder (the output, or a capture for macros, block sets and filter blocks), scopes (each loop
+ * iteration and macro call opens one; if does not), macros with caller(). Every node evaluated
+ * is a step. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,7 +25,6 @@ void jr_fail(jrender *r, uint32_t pos, slm_status st, const char *fmt, ...) {
 }
 
 void jr_step(jrender *r, uint32_t pos) {
-    (void)pos;
     if (++r->steps > r->max_steps)
         jr_fail(r, pos, SLM_ERR_RANGE, "jinja: step limit (max_steps %llu) exceeded", (unsigned long long)r->max_steps);
 }
@@ -47,7 +47,7 @@ void sc_set(jrender *r, jscope *sc, const char *name, jval v) {
             return;
         }
     if (sc->n == sc->cap) {
-        size_t cap = sc->cap ? sc->cap * 2 : 8;
+        size_t cap = sc->cap ? sc->cap * 2 : 4;
         sc->names = ja_grow(&r->ar, sc->names, sc->n * sizeof *sc->names, cap * sizeof *sc->names);
         sc->vals = ja_grow(&r->ar, sc->vals, sc->n * sizeof *sc->vals, cap * sizeof *sc->vals);
         sc->cap = cap;
@@ -88,7 +88,7 @@ static jval repeat(jrender *r, uint32_t pos, jval seq, int64_t times) {
         if (seq.u.s.n && (uint64_t)times > r->max_output / seq.u.s.n)
             jr_fail(r, pos, SLM_ERR_RANGE, "jinja: output limit (max_output %zu bytes) exceeded", r->max_output);
         for (int64_t i = 0; i < times; i++) sb_put_str(r, &b, seq.u.s);
-        return str_val(sb_str(&b));
+        return str_val(sb_str(r, &b));
     }
     jlist *src = seq.u.l, *l = jl_new(&r->ar, 0);
     if (src->n && (uint64_t)times > r->max_output / src->n)
@@ -107,11 +107,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
             bool safe = a.u.s.safe || b.u.s.safe;
             if (safe && !a.u.s.safe) a = fl_filter(r, pos, "escape", a, &(jargs){0});
             if (safe && !b.u.s.safe) b = fl_filter(r, pos, "escape", b, &(jargs){0});
-            jsb s;
-            sb_init(&s);
-            sb_put_str(r, &s, a.u.s);
-            sb_put_str(r, &s, b.u.s);
-            jval v = str_val(sb_str(&s));
+            jval v = str_val(js_concat(r, a.u.s, b.u.s));
             v.u.s.safe = safe;
             return v;
         }
@@ -127,6 +123,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
         if ((a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(r, pos, a, ival(b));
         if ((b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(r, pos, b, ival(a));
     }
+    if (op == '%' && a.t == JV_STR) return fl_percent(r, pos, a.u.s, b);
     if (!jv_is_num(a) || !jv_is_num(b)) bad_operands(r, pos, opn, a, b);
     if (a.t != JV_FLOAT && b.t != JV_FLOAT && op != '/') {
         int64_t x = ival(a), y = ival(b), z = 0;
@@ -278,7 +275,7 @@ jval ev_slice(jrender *r, uint32_t pos, jval x, jval lo, jval hi, jval st) {
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) sb_put(r, &b, x.u.s.p + OFF(i), OFF(i + 1) - OFF(i));
 #undef OFF
     if (x.u.s.nseg && b.n) sb_mark(r, &b, 0, js_msg(x.u.s));
-    return str_val(sb_str(&b));
+    return str_val(sb_str(r, &b));
 }
 
 /* ---- calls ---- */
@@ -289,7 +286,7 @@ static jstr capture(jrender *r, jscope *sc, const jnode *body) {
     r->out = &b;
     ev_body(r, sc, body);
     r->out = saved;
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 static jval call_macro(jrender *r, uint32_t pos, jfunc *fn, const jargs *a) {
@@ -464,11 +461,7 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
     case E_BIN: {
         jval a = ev_expr(r, sc, n->a), b = ev_expr(r, sc, n->b);
         if (n->op == '~') {
-            jsb s;
-            sb_init(&s);
-            jv_print(r, &s, a);
-            jv_print(r, &s, b);
-            v = str_val(sb_str(&s));
+            v = str_val(js_concat(r, jv_tostr(r, a), jv_tostr(r, b)));
         } else {
             v = arith(r, n->pos, n->op, a, b);
         }
@@ -535,12 +528,13 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
     }
     jloop *lp = ja_alloc(&r->ar, sizeof *lp);
     lp->items = items;
-    for (size_t i = 0; i < items->n; i++) {
+    for (size_t i = 0; i < items->n; i++) { /* each iteration its own scope, as jinja2's */
         jr_step(r, n->pos);
+        jscope *it = sc_new(r, sc);
         lp->i = i;
-        assign(r, ls, n->a, items->v[i]);
-        sc_set(r, ls, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
-        ev_body(r, ls, n->d);
+        assign(r, it, n->a, items->v[i]);
+        sc_set(r, it, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
+        ev_body(r, it, n->d);
         if (r->brk == 1) {
             r->brk = 0;
             break;

@@ -9,7 +9,7 @@
 
 static void parse_run(jinja_template *t, const char *src, size_t n) {
     lex_normalise(&t->ar, src ? src : "", n, &t->src, &t->n);
-    jlexer lx = {.ar = &t->ar, .src = t->src, .n = t->n};
+    jlexer lx = {.ar = &t->ar, .src = t->src, .n = t->n, .owner = &t->tokens};
     lex_run(&lx);
     t->root = parse_template(&t->ar, t->src, t->n, lx.t, lx.nt);
 }
@@ -31,7 +31,10 @@ slm_status jinja_parse(const char *src, size_t n, const slm_allocator *alloc, ji
     slm_err local;
     err_clear(&local);
     ja_init(&t->ar, a, 0, &t->jb, &local);
-    if (!parse_guarded(t, src, n)) {
+    bool ok = parse_guarded(t, src, n);
+    al_free(a, t->tokens);
+    t->tokens = NULL;
+    if (!ok) {
         ja_free(&t->ar);
         al_free(a, t);
         return err_set(e, local.status ? local.status : SLM_ERR_FORMAT, "%s", local.msg);
@@ -126,7 +129,7 @@ slm_status jinja_render(const jinja_template *t, const cJSON *ctx, const char *c
     r->max_depth = L.max_depth ? L.max_depth : 256;
     r->max_output = L.max_output ? L.max_output : (size_t)64 << 20;
     r->fixed_time = L.fixed_time;
-    size_t mem = r->max_output > ((size_t)1 << 40) ? 0 : r->max_output * 16 + ((size_t)64 << 20);
+    size_t mem = r->max_output > ((size_t)1 << 40) ? 0 : r->max_output * 4 + ((size_t)64 << 20);
     ja_init(&r->ar, a, mem, &r->jb, &local);
     render_out res = {0};
     bool ok = render_guarded(r, ctx, data_keys, a, spans != NULL, &res);

@@ -5,12 +5,14 @@
  *
  * Files: lex.c (source -> tokens, whitespace control), parse.c (tokens -> tree), value.c (values,
  * strings with provenance segments, str()/repr/tojson, comparisons), eval.c (statements and
- * expressions), filters.c (filters, tests, methods, globals). */
+ * expressions), lookup.c (attributes, items, tests), filters.c (filters), methods.c (str/dict/list
+ * methods, globals), strs.c (Python str operations). */
 #ifndef SLM_TEXT_JINJA_INT_H
 #define SLM_TEXT_JINJA_INT_H
 
 #include <setjmp.h>
 #include <stdbool.h>
+#include <string.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,12 +65,23 @@ typedef struct jseg {
     bool whole;
 } jseg;
 
+/* The buffer a built string lives in, with room after it: a string that ends where the used part
+ * ends may grow in place (js_concat), so "x = x ~ y" in a loop is amortised linear. Bytes and
+ * segments before `used` / `nseg` never change. */
+typedef struct jbacking {
+    char *p;
+    size_t used, cap;
+    jseg *segs;
+    size_t nseg, segcap;
+} jbacking;
+
 typedef struct jstr {
     const char *p;
     size_t n;
     const jseg *segs;
     size_t nseg;
-    bool safe; /* jinja2's Markup (the safe and escape filters): "+" escapes a plain operand */
+    bool safe;      /* jinja2's Markup (the safe and escape filters): "+" escapes a plain operand */
+    jbacking *bk;   /* NULL, or the backing p lies in (see jbacking) */
 } jstr;
 
 typedef struct jlist jlist;
@@ -137,18 +150,22 @@ struct jnode {
 struct jinja_template {
     jarena ar;
     jmp_buf jb;
+    jtok *tokens; /* while parsing: the lexer's token array (heap) */
     const char *src; /* normalised source, for line:column */
     size_t n;
     jnode *root;
 };
 
-/* lex.c: tokens of src (normalised by lex_normalise first); unwinds with a FORMAT error. */
+/* lex.c: tokens of src (normalised by lex_normalise first); unwinds with a FORMAT error. The
+ * token array is on the heap (ar->a), not in the arena: it is only needed while parsing, and
+ * whoever runs the lexer frees it (al_free(ar->a, *owner)) whether or not parsing unwound. */
 typedef struct jlexer {
     jarena *ar;
     const char *src;
     size_t n;
     jtok *t;
     size_t nt, cap;
+    jtok **owner; /* kept equal to t as it moves (the caller frees it after an unwind) */
 } jlexer;
 void lex_normalise(jarena *ar, const char *in, size_t n, const char **out, size_t *n_out);
 void lex_run(jlexer *lx);
@@ -209,7 +226,7 @@ jval *jd_get(const jdict *d, jval k);
 jval *jd_gets(const jdict *d, const char *k, size_t n);
 void jd_set(jarena *ar, jdict *d, jval k, jval v);
 bool jv_truthy(jval v);
-bool jv_eq(jval a, jval b);
+bool jv_eq(jval a, jval b); /* Python ==; containers nested deeper than 1000 compare unequal */
 /* <0, 0, >0; fails on types Python cannot order. */
 int jv_cmp(jrender *r, uint32_t pos, jval a, jval b);
 const char *jv_typename(jval v);
@@ -222,7 +239,9 @@ void sb_puts(jrender *r, jsb *b, const char *s);
 void sb_put_str(jrender *r, jsb *b, jstr s);                       /* keeps s's provenance */
 void sb_put_sub(jrender *r, jsb *b, jstr s, size_t off, size_t n); /* part of s, its provenance */
 void sb_mark(jrender *r, jsb *b, size_t from, int64_t msg);        /* marks [from, n) data of msg */
-jstr sb_str(jsb *b);
+jstr sb_str(jrender *r, jsb *b);
+/* a + b, each keeping its provenance; in place at the end of a's backing when a ends it. */
+jstr js_concat(jrender *r, jstr a, jstr b);
 /* The data message of s's first segment, or INT64_MIN when s has no data. */
 int64_t js_msg(jstr s);
 jstr js_sub(jrender *r, jstr s, size_t off, size_t n);
@@ -250,7 +269,7 @@ jscope *sc_new(jrender *r, jscope *parent);
 void sc_set(jrender *r, jscope *sc, const char *name, jval v);
 jval *sc_find(jscope *sc, const char *name);
 
-/* filters.c */
+/* lookup.c, filters.c, methods.c */
 typedef struct jargs {
     const jval *v;
     size_t n;
@@ -269,8 +288,29 @@ jval fl_getitem(jrender *r, uint32_t pos, jval x, jval key);
 jval fl_call_builtin(jrender *r, uint32_t pos, jfunc *fn, const jargs *a);
 /* The global functions (range, dict, namespace, raise_exception, strftime_now, ...). */
 void fl_globals(jrender *r, jscope *g);
+/* Python's printf-style fmt % args (args: a tuple, or one value). */
+jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args);
 /* Iteration: the items of v as a list (dict: keys; string: characters; undefined: empty). */
 jlist *fl_iter(jrender *r, uint32_t pos, jval v);
+
+/* Helpers the builtins share (lookup.c). fl_arg: positional argument i, else keyword name (NULL:
+ * positional only; i = SIZE_MAX: keyword only), NULL when absent. */
+static inline bool fl_is(const char *a, const char *b) { return !strcmp(a, b); }
+static inline jval jv_of_str(jstr s) { return (jval){.t = JV_STR, .u.s = s}; }
+static inline jval jv_of_list(jlist *l) { return (jval){.t = JV_LIST, .u.l = l}; }
+_Noreturn void fl_fail_undef(jrender *r, uint32_t pos, jval v);
+const jval *fl_arg(const jargs *a, size_t i, const char *name);
+bool fl_arg_bool(const jargs *a, size_t i, const char *name, bool dflt);
+int64_t fl_arg_int(jrender *r, uint32_t pos, const jargs *a, size_t i, const char *name, int64_t dflt);
+jstr fl_arg_str(jrender *r, uint32_t pos, const jargs *a, size_t i, const char *name);
+jstr fl_need_str(jrender *r, uint32_t pos, jval x, const char *what);
+/* The entry of the NULL-terminated names equal to s[0, n), or NULL. */
+const char *fl_find_name(const char *const *names, const char *s, size_t n);
+extern const char *const fl_dict_methods[];
+/* d's (key, value) tuples as a list. */
+jval fl_items_of(jrender *r, jdict *d);
+/* The items (or their attr path) printed and joined by sep. */
+jval fl_join(jrender *r, uint32_t pos, jlist *items, jstr sep, const jstr *attr);
 
 typedef enum { FN_BUILTIN, FN_METHOD, FN_MACRO } jfkind;
 struct jfunc {

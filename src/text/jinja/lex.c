@@ -56,8 +56,14 @@ void lex_normalise(jarena *ar, const char *in, size_t n, const char **out, size_
 static jtok *push(jlexer *lx, int type, size_t pos) {
     if (lx->nt == lx->cap) {
         size_t cap = lx->cap ? lx->cap * 2 : 256;
-        lx->t = ja_grow(lx->ar, lx->t, lx->nt * sizeof *lx->t, cap * sizeof *lx->t);
+        jtok *t = al_realloc(lx->ar->a, lx->t, lx->nt * sizeof *lx->t, cap * sizeof *lx->t);
+        if (!t) {
+            err_set(lx->ar->e, SLM_ERR_NOMEM, "jinja: out of memory");
+            longjmp(*lx->ar->fail, 1);
+        }
+        lx->t = t;
         lx->cap = cap;
+        if (lx->owner) *lx->owner = t;
     }
     jtok *t = &lx->t[lx->nt++];
     *t = (jtok){.type = (uint8_t)type, .pos = (uint32_t)pos};
@@ -169,8 +175,8 @@ static size_t lex_expr(jlexer *lx, size_t i, bool var, size_t open) {
         if (depth == 0) {
             char c1 = var ? '}' : '%';
             size_t k = i;
-            bool minus = s[k] == '-' && k + 2 < n + 0 && s[k + 1] == c1 && s[k + 2] == '}';
-            bool plus = !var && s[k] == '+' && k + 2 < n + 0 && s[k + 1] == c1 && s[k + 2] == '}';
+            bool minus = s[k] == '-' && k + 2 < n && s[k + 1] == c1 && s[k + 2] == '}';
+            bool plus = !var && s[k] == '+' && k + 2 < n && s[k + 1] == c1 && s[k + 2] == '}';
             if (minus || plus) k++;
             if (k + 1 < n && s[k] == c1 && s[k + 1] == '}') {
                 push(lx, var ? TK_VAR_END : TK_BLOCK_END, i);

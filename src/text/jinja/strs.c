@@ -83,7 +83,7 @@ jval st_map(jrender *r, jstr s, int mode) {
         i += l;
     }
     if (s.nseg && b.n) sb_mark(r, &b, 0, js_msg(s));
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }
 
 static bool in_chars(uint32_t c, const jstr *chars) {
@@ -245,5 +245,5 @@ jval st_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count) {
         }
     }
     if (done && s.nseg && b.n) sb_mark(r, &b, 0, js_msg(s));
-    return sval(sb_str(&b));
+    return sval(sb_str(r, &b));
 }

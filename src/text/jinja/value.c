@@ -85,7 +85,10 @@ bool jv_is_num(jval v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BO
 double jv_num(jval v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b; }
 static int64_t as_i(jval v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool jv_eq(jval a, jval b) {
+#define MAX_COMPARE_DEPTH 1000
+
+static bool eq_rec(jval a, jval b, int depth) {
+    if (depth > MAX_COMPARE_DEPTH) return false; /* deeper containers compare unequal */
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return as_i(a) == as_i(b);
         return jv_num(a) == jv_num(b);
@@ -98,13 +101,13 @@ bool jv_eq(jval a, jval b) {
         if (a.u.l->iter || b.u.l->iter) return a.u.l == b.u.l;
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!eq_rec(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jval *o = jd_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o)) return false;
+            if (!o || !eq_rec(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_NS: return a.u.d == b.u.d;
@@ -113,6 +116,8 @@ bool jv_eq(jval a, jval b) {
     default: return false;
     }
 }
+
+bool jv_eq(jval a, jval b) { return eq_rec(a, b, 0); }
 
 const char *jv_typename(jval v) {
     switch (v.t) {
@@ -130,7 +135,9 @@ const char *jv_typename(jval v) {
     }
 }
 
-int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) {
+static int cmp_rec(jrender *r, uint32_t pos, jval a, jval b, int depth) {
+    if (depth > MAX_COMPARE_DEPTH)
+        jr_fail(r, pos, SLM_ERR_RANGE, "jinja: nesting limit (containers deeper than %d) in a comparison", MAX_COMPARE_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return (as_i(a) > as_i(b)) - (as_i(a) < as_i(b));
         double x = jv_num(a), y = jv_num(b);
@@ -145,13 +152,15 @@ int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) {
     if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_cmp(r, pos, a.u.l->v[i], b.u.l->v[i]);
+            return cmp_rec(r, pos, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
     }
     jr_fail(r, pos, SLM_ERR_INVALID_ARG, "'<' not supported between instances of '%s' and '%s'", jv_typename(a),
             jv_typename(b));
 }
+
+int jv_cmp(jrender *r, uint32_t pos, jval a, jval b) { return cmp_rec(r, pos, a, b, 0); }
 
 /* ---- string builder ---- */
 
@@ -212,7 +221,42 @@ void sb_mark(jrender *r, jsb *b, size_t from, int64_t msg) {
     }
     seg_push(r, b, (jseg){from, b->n - from, msg, false});
 }
-jstr sb_str(jsb *b) { return (jstr){.p = b->p ? b->p : "", .n = b->n, .segs = b->segs, .nseg = b->nseg}; }
+jstr sb_str(jrender *r, jsb *b) {
+    if (!b->p) return (jstr){.p = "", .n = 0};
+    jbacking *k = ja_alloc(&r->ar, sizeof *k);
+    *k = (jbacking){b->p, b->n, b->cap, b->segs, b->nseg, b->segcap};
+    return (jstr){.p = b->p, .n = b->n, .segs = b->segs, .nseg = b->nseg, .bk = k};
+}
+
+jstr js_concat(jrender *r, jstr a, jstr b) {
+    if (!b.n) return a;
+    if (!a.n) return b;
+    if (a.n + b.n > r->max_output)
+        jr_fail(r, 0, SLM_ERR_RANGE, "jinja: output limit (max_output %zu bytes) exceeded", r->max_output);
+    jbacking *k = a.bk;
+    bool tail = k && a.p + a.n == k->p + k->used && (a.nseg == 0 || a.segs + a.nseg == k->segs + k->nseg) &&
+                k->cap - k->used > b.n && k->segcap - k->nseg >= b.nseg;
+    if (!tail) { /* a new backing with room to grow */
+        size_t cap = 2 * (a.n + b.n) + 16, segcap = 2 * (a.nseg + b.nseg) + 4;
+        k = ja_alloc(&r->ar, sizeof *k);
+        *k = (jbacking){.p = ja_alloc(&r->ar, cap), .cap = cap, .segs = ja_alloc(&r->ar, segcap * sizeof(jseg)), .segcap = segcap};
+        memcpy(k->p, a.p, a.n);
+        k->used = a.n;
+        if (a.nseg) memcpy(k->segs, a.segs, a.nseg * sizeof *a.segs);
+        k->nseg = a.nseg;
+        a = (jstr){.p = k->p, .n = a.n, .segs = k->segs, .nseg = a.nseg, .bk = k};
+    }
+    memcpy(k->p + k->used, b.p, b.n);
+    k->used += b.n;
+    k->p[k->used] = '\0';
+    jseg *segs = a.nseg ? (jseg *)a.segs : k->segs + k->nseg;
+    for (size_t i = 0; i < b.nseg; i++) {
+        jseg g = b.segs[i];
+        g.off += a.n;
+        k->segs[k->nseg++] = g;
+    }
+    return (jstr){.p = a.p, .n = a.n + b.n, .segs = segs, .nseg = a.nseg + b.nseg, .bk = k};
+}
 int64_t js_msg(jstr s) { return s.nseg ? s.segs[0].msg : INT64_MIN; }
 jstr js_sub(jrender *r, jstr s, size_t off, size_t n) {
     if (!s.nseg) return (jstr){.p = s.p + off, .n = n};
@@ -223,7 +267,7 @@ jstr js_sub(jrender *r, jstr s, size_t off, size_t n) {
         if (s.segs[i].off < off + n && s.segs[i].off + s.segs[i].len > off) nseg++;
     if (!nseg) return (jstr){.p = s.p + off, .n = n};
     sb_put_sub(r, &b, s, off, n);
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 /* ---- text forms ---- */
@@ -386,7 +430,7 @@ jstr jv_tostr(jrender *r, jval v) {
     jsb b;
     sb_init(&b);
     jv_print(r, &b, v);
-    return sb_str(&b);
+    return sb_str(r, &b);
 }
 
 static void json_str(jrender *r, jsb *b, jstr s, bool ascii) {
