@@ -19,6 +19,7 @@
 #include "format/quantize.h"
 #include "model/hf_layout.h"
 #include "model/model.h"
+#include "text/jinja.h"
 #include "text/tokenizer.h"
 #include "text/toolcall.h"
 
@@ -384,6 +385,7 @@ SLM_API void slm_model_destroy(slm_model *m) {
     if (!m) return;
     slm_allocator a = m->alloc;
     if (m->rt_cache && m->rt_cache_free) m->rt_cache_free(m->rt_cache);
+    jinja_free(m->chat_jinja);
     pthread_mutex_destroy(&m->rt_mu);
     tok_destroy(m->tok);
     for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
@@ -508,6 +510,17 @@ static slm_status pick_template(const slm_model *m, const slm_chat_template *t, 
     } else {
         out->src = t && t->text ? t->text : m->chat_template;
         if (!out->src) return err_set(e, SLM_ERR_NOT_FOUND, "chat: the model has no chat template");
+        if (out->src == m->chat_template) { /* parsed once per model (the model is shared read-only) */
+            slm_model *mm = (slm_model *)(uintptr_t)m;
+            slm_status st = SLM_OK;
+            slm_err pe;
+            err_clear(&pe);
+            pthread_mutex_lock(&mm->rt_mu);
+            if (!mm->chat_jinja) st = jinja_parse(m->chat_template, strlen(m->chat_template), &al_default, &mm->chat_jinja, &pe);
+            out->parsed = mm->chat_jinja;
+            pthread_mutex_unlock(&mm->rt_mu);
+            if (st != SLM_OK) return err_set(e, st, "chat template: %s", pe.msg);
+        }
     }
     if (t && t->kwargs && !(*kwargs = cJSON_Parse(t->kwargs)))
         return err_set(e, SLM_ERR_INVALID_ARG, "chat: chat_template_kwargs is not valid JSON");

@@ -96,26 +96,27 @@ static cJSON *context(const slm_tokenizer *tok, const slm_chat_message *msgs, si
     return ctx;
 }
 
-slm_status chat_render_jinja(const char *src, const cJSON *kwargs, const slm_tokenizer *tok, const slm_chat_message *msgs,
-                             size_t n_msgs, const chat_tools *tools, bool gen, const slm_allocator *a, char **out,
-                             chat_span **spans, size_t *n_spans, slm_err *e) {
+slm_status chat_render_jinja(const char *src, const jinja_template *parsed, const cJSON *kwargs,
+                             const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools,
+                             bool gen, const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e) {
     slm_err ce;
     err_clear(&ce);
     cJSON *ctx = context(tok, msgs, n_msgs, tools, kwargs, gen, &ce);
     if (!ctx) return err_set(e, ce.status ? ce.status : SLM_ERR_NOMEM, "%s", ce.msg[0] ? ce.msg : "chat: out of memory");
-    jinja_template *t = NULL;
+    jinja_template *own = NULL;
     slm_err pe;
     err_clear(&pe);
-    slm_status st = jinja_parse(src, strlen(src), a, &t, &pe);
+    slm_status st = parsed ? SLM_OK : jinja_parse(src, strlen(src), a, &own, &pe);
     if (st != SLM_OK) {
         cJSON_Delete(ctx);
         return err_set(e, st, "chat template: %s", pe.msg);
     }
+    const jinja_template *t = parsed ? parsed : own;
     char *text = NULL;
     size_t n = 0, nj = 0;
     jinja_span *js = NULL;
     st = jinja_render(t, ctx, NULL, NULL, a, &text, &n, spans ? &js : NULL, spans ? &nj : NULL, &pe);
-    jinja_free(t);
+    jinja_free(own);
     cJSON_Delete(ctx);
     if (st != SLM_OK) return err_set(e, st, "chat template: %s", pe.msg);
     if (spans) {

@@ -69,16 +69,20 @@ slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const
 /* What renders a chat: a built-in of chat.c (name) or, when name is NULL, the Jinja template src
  * (chat_jinja.c), with kwargs (a JSON object, or NULL: chat_template_kwargs, e.g.
  * {"enable_thinking": false}) merged into its context. */
+struct jinja_template;
 typedef struct chat_tmpl {
     const char *name, *src;
     const struct cJSON *kwargs;
+    const struct jinja_template *parsed; /* src already parsed (text/jinja.h), or NULL */
 } chat_tmpl;
 /* Whether name is one of chat.c's built-ins. */
 bool chat_is_builtin(const char *name);
-/* Renders with the Jinja template src (chat_jinja.c); spans (may be NULL) as chat_render_spans.
+/* Renders with the Jinja template src, or parsed when not NULL (chat_jinja.c); spans (may be NULL)
+ * as chat_render_spans.
  * A bad template fails with SLM_ERR_FORMAT and line:column, a raise_exception with
  * SLM_ERR_INVALID_ARG and its message. */
-slm_status chat_render_jinja(const char *src, const struct cJSON *kwargs, const slm_tokenizer *tok,
+slm_status chat_render_jinja(const char *src, const struct jinja_template *parsed, const struct cJSON *kwargs,
+                             const slm_tokenizer *tok,
                              const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools, bool gen,
                              const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e);
 slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,

@@ -129,7 +129,7 @@ static void golden_renderings_jinja(void **unused) {
         char *out = NULL;
         slm_err e;
         err_clear(&e);
-        slm_status st = chat_render_jinja(src, kw, NULL, m, nm, &tools, gen, NULL, &out, NULL, NULL, &e);
+        slm_status st = chat_render_jinja(src, NULL, kw, NULL, m, nm, &tools, gen, NULL, &out, NULL, NULL, &e);
         if (cJSON_IsNull(expected)) {
             assert_int_equal(st, SLM_ERR_INVALID_ARG); /* the template raises */
             assert_true(strlen(e.msg) > 0);

@@ -170,8 +170,8 @@ static void round_trip(void **unused) {
         char *prefix = NULL, *full = NULL;
         slm_err e;
         err_clear(&e);
-        slm_status st = chat_render_jinja(src, NULL, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
-        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
+        slm_status st = chat_render_jinja(src, NULL, NULL, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
+        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
         if (st != SLM_OK) fprintf(stderr, "%s: %s\n", files[k], e.msg);
         assert_int_equal(st, SLM_OK);
         /* the assistant turn: what the full rendering adds after the prompt (less a shared header) */
