@@ -342,12 +342,14 @@ SLM_API slm_status slm_chat_tokenize(const slm_model *model, const char *templat
                                      int32_t **ids, size_t *n_ids);
 /* Tool calls (docs/serve.md "Tools"). tools: the OpenAI "tools" array as JSON text (NULL: none);
  * tool_calls: NULL, or n_msgs entries, each an assistant message's "tool_calls" array as JSON text
- * or NULL. Rendered as the template's family renders them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's
- * template has none); a bad tool or call fails with SLM_ERR_INVALID_ARG. The reason goes to err
- * (err_cap bytes, may be 0). */
+ * or NULL; tool_call_ids: NULL, or n_msgs entries, each a tool message's "tool_call_id" or NULL
+ * (Jinja templates read it, e.g. Mistral's; the built-ins do not). Rendered as the template renders
+ * them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's template has none); a bad tool or call fails with
+ * SLM_ERR_INVALID_ARG. The reason goes to err (err_cap bytes, may be 0). */
 typedef struct slm_chat_tools {
     const char *tools;
     const char *const *tool_calls;
+    const char *const *tool_call_ids;
 } slm_chat_tools;
 SLM_API slm_status slm_chat_render_tools(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,

@@ -552,6 +552,7 @@ static slm_status chat_tools_parse(const slm_chat_tools *t, size_t n_msgs, chat_
     if (t->tools && !(*tools = cJSON_Parse(t->tools)))
         return err_set(e, SLM_ERR_INVALID_ARG, "chat: 'tools' is not valid JSON");
     x->tools = *tools;
+    x->tool_call_ids = t->tool_call_ids;
     if (!t->tool_calls || n_msgs == 0) return SLM_OK;
     if (!(*calls = calloc(n_msgs, sizeof **calls))) return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
     for (size_t i = 0; i < n_msgs; i++)

@@ -1,6 +1,6 @@
 /* chat_jinja.c — chat prompts rendered by a model's own Jinja template (text/jinja.h), with the
  * render context transformers' apply_chat_template builds: messages as a list of dicts (role,
- * content; an assistant's tool_calls as [{"id", "type": "function", "function": {"name",
+ * content, a tool message's tool_call_id; an assistant's tool_calls as [{"id", "type": "function", "function": {"name",
  * "arguments": a dict}}], the OpenAI argument strings parsed), tools (when non-empty),
  * add_generation_prompt, bos_token and eos_token (the vocabulary's texts, "" when absent) and the
  * chat_template_kwargs keys at the top level (they replace a member of the same name; the public
@@ -65,6 +65,8 @@ static cJSON *context(const slm_tokenizer *tok, const slm_chat_message *msgs, si
         cJSON *m = cJSON_CreateObject();
         ok = m && cJSON_AddItemToArray(ms, m) && cJSON_AddStringToObject(m, "role", msgs[i].role) &&
              cJSON_AddStringToObject(m, "content", msgs[i].content);
+        const char *call_id = tools && tools->tool_call_ids ? tools->tool_call_ids[i] : NULL;
+        if (ok && call_id) ok = cJSON_AddStringToObject(m, "tool_call_id", call_id) != NULL;
         const cJSON *calls = tools && tools->calls ? tools->calls[i] : NULL;
         if (!ok || !cJSON_IsArray(calls) || !calls->child) continue;
         cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");

@@ -51,6 +51,7 @@ struct cJSON;
 typedef struct chat_tools {
     const struct cJSON *tools;
     const struct cJSON *const *calls;
+    const char *const *tool_call_ids; /* NULL, or n_msgs entries: a tool message's tool_call_id or NULL */
 } chat_tools;
 slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs,
                                    size_t n_msgs, const chat_tools *tools, bool add_generation_prompt,

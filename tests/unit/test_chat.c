@@ -43,7 +43,7 @@ static void golden_renderings(void **unused) {
         }
         /* tool cases: the "tools" list and each message's "tool_calls" (arguments as objects) */
         const cJSON *tools_item = cJSON_GetObjectItem(c, "tools");
-        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls};
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
         const chat_tools *tp = tools_item ? &tools : NULL;
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         const cJSON *expected = cJSON_GetObjectItem(c, "expected");
@@ -120,7 +120,7 @@ static void golden_renderings_jinja(void **unused) {
             m[i].content = cJSON_GetObjectItem(x, "content")->valuestring;
             calls[i] = cJSON_GetObjectItem(x, "tool_calls");
         }
-        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls};
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
         cJSON *kw = cJSON_Duplicate(strcmp(name, "qwen3-nothink") ? NULL : nothink, true);
         if (!kw) kw = cJSON_CreateObject();
         cJSON_AddStringToObject(kw, "bos_token", cJSON_GetObjectItem(c, "bos")->valuestring);
@@ -213,7 +213,7 @@ static void tool_errors(void **unused) {
         const cJSON *calls[3] = {NULL, NULL, NULL};
         if (cases[k].which == 2) calls[0] = good;
         else calls[1] = cases[k].which == 1 ? bad : good;
-        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls};
+        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls, NULL};
         char *out = NULL;
         slm_err e;
         err_clear(&e);
@@ -305,7 +305,7 @@ static void no_control_tokens_from_tools(void **unused) {
                          word);
                 const char *per_msg[3] = {NULL, calls, NULL};
                 const slm_chat_message m[] = {{"user", "q"}, {"assistant", ""}, {"tool", "r"}};
-                slm_chat_tools ct = {tools, per_msg};
+                slm_chat_tools ct = {tools, per_msg, NULL};
                 int32_t *ids = NULL;
                 size_t n = 0;
                 char err[256];

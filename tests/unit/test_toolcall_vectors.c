@@ -164,16 +164,22 @@ static void round_trip(void **unused) {
         if (!src) continue;
         tc_format f = tc_format_detect(src);
         assert_true(f != TC_NONE);
-        const slm_chat_message m[] = {{"system", "Be brief."}, {"user", "Weather in S\u00e3o Paulo?"}, {"assistant", ""}};
-        const cJSON *per_msg[3] = {NULL, NULL, calls};
-        chat_tools ct = {tools, per_msg};
+        const slm_chat_message m[] = {{"system", "Be brief."}, {"user", "Weather in S\u00e3o Paulo?"}, {"assistant", ""},
+                                      {"tool", "{\"temperature\": 21}"}};
+        const cJSON *per_msg[4] = {NULL, NULL, calls, NULL};
+        const char *ids[4] = {NULL, NULL, NULL, "abcDEF123"};
+        chat_tools ct = {tools, per_msg, ids};
         char *prefix = NULL, *full = NULL;
         slm_err e;
         err_clear(&e);
         slm_status st = chat_render_jinja(src, NULL, NULL, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
         if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
+        char *with_result = NULL; /* the tool's result goes back into the next prompt */
+        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, NULL, m, 4, &ct, true, NULL, &with_result, NULL, NULL, &e);
         if (st != SLM_OK) fprintf(stderr, "%s: %s\n", files[k], e.msg);
         assert_int_equal(st, SLM_OK);
+        assert_non_null(strstr(with_result, "21"));
+        al_free(NULL, with_result);
         /* the assistant turn: what the full rendering adds after the prompt (less a shared header) */
         size_t i = 0, nf = strlen(full);
         while (prefix[i] && prefix[i] == full[i]) i++;

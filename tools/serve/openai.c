@@ -485,6 +485,7 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     slm_chat_message *msgs = NULL;
     slm_chat_ids *content_ids = NULL;
     char **calls = NULL; /* (n_msgs) each message's tool_calls JSON, or NULL */
+    const char **call_ids = NULL; /* (n_msgs) each message's tool_call_id (in root), or NULL */
     size_t n_msgs = 0;
     bool any_calls = false;
     job *j = calloc(1, sizeof *j);
@@ -617,11 +618,14 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         }
         msgs = calloc((size_t)cJSON_GetArraySize(arr), sizeof *msgs);
         calls = calloc((size_t)cJSON_GetArraySize(arr), sizeof *calls);
-        if (!msgs || !calls) goto fail;
+        call_ids = calloc((size_t)cJSON_GetArraySize(arr), sizeof *call_ids);
+        if (!msgs || !calls || !call_ids) goto fail;
         cJSON_ArrayForEach(e, arr) {
             const char *r, *content;
             if (!tools_read_message(e, n_msgs, &r, &content, &calls[n_msgs], msg, cap)) goto fail;
             any_calls |= calls[n_msgs] != NULL;
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "tool_call_id"); /* templates may read it */
+            call_ids[n_msgs] = cJSON_IsString(id) ? id->valuestring : NULL;
             msgs[n_msgs++] = (slm_chat_message){r, content};
         }
         /* an assistant message that is exactly a completion this server returned continues from the
@@ -639,7 +643,7 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         }
         pthread_mutex_unlock(&srv.mu);
         /* message contents are text: control-token text in them stays text */
-        slm_chat_tools tools = {j->tools.tools, any_calls ? (const char *const *)calls : NULL};
+        slm_chat_tools tools = {j->tools.tools, any_calls ? (const char *const *)calls : NULL, call_ids};
         char err[400] = "";
         slm_status st = slm_chat_tokenize_with(srv.m, &tmpl, msgs, n_msgs, &tools, content_ids, true, &j->prompt,
                                                &j->n_prompt, err, sizeof err);
@@ -687,6 +691,7 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         goto fail;
     }
     free(kwargs);
+    free(call_ids);
     free(msgs);
     for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
     free(calls);
@@ -695,6 +700,7 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     return 0;
 fail:
     free(kwargs);
+    free(call_ids);
     free(msgs);
     for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
     free(calls);
