@@ -239,7 +239,9 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         }
         sb_put(r, &b, out, m < 0 ? 0 : (size_t)m < sizeof out ? (size_t)m : sizeof out - 1);
     }
-    if (k < na && av != &args) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
+    /* Python: leftover arguments are an error, unless the one argument is a mapping or a list */
+    if (k < na && (av != &args || !(args.t == JV_DICT || args.t == JV_NS || args.t == JV_LIST)))
+        jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
     return jv_of_str(sb_str(r, &b));
 }
 
@@ -279,7 +281,8 @@ static jval to_float(jrender *r, jval x, const jargs *a) {
 }
 
 static jval indent(jrender *r, uint32_t pos, jval x, const jargs *a) {
-    jstr s = jv_tostr(r, x), ind;
+    if (x.t != JV_STR) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "'%s' object has no attribute 'splitlines'", jv_typename(x));
+    jstr s = x.u.s, ind;
     const jval *w = fl_arg(a, 0, "width");
     if (w && w->t == JV_STR) {
         ind = w->u.s;
@@ -317,6 +320,8 @@ static jval fmt_round(jrender *r, uint32_t pos, jval x, const jargs *a) {
     if (!jv_is_num(x)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "round needs a number, got %s", jv_typename(x));
     int64_t prec = fl_arg_int(r, pos, a, 0, "precision", 0);
     const jval *m = fl_arg(a, 1, "method");
+    bool common = !m || (m->t == JV_STR && m->u.s.n == 6 && !memcmp(m->u.s.p, "common", 6));
+    if (common && x.t != JV_FLOAT) return jv_int(x.t == JV_INT ? x.u.i : x.u.b); /* Python's round(int, n) */
     double v = jv_num(x), p = pow(10.0, (double)prec), y = v * p;
     if (m && m->t == JV_STR && m->u.s.n == 4 && !memcmp(m->u.s.p, "ceil", 4)) y = ceil(y);
     else if (m && m->t == JV_STR && m->u.s.n == 5 && !memcmp(m->u.s.p, "floor", 5)) y = floor(y);
@@ -350,7 +355,44 @@ static jval minmax(jrender *r, uint32_t pos, jval x, const jargs *a, bool want_m
     return l->v[best];
 }
 
+static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a);
+
+/* The filters that are generators in jinja2: an error while making their items shows only when
+ * the result is consumed. */
+static const char *const k_lazy[] = {"map", "select", "reject", "selectattr", "rejectattr", "unique", "items", "batch", NULL};
+
+/* Runs lazy filter f; a template error inside it (a limit or NOMEM still unwinds) gives a
+ * generator that fails with that error when consumed. */
+static jval lazy_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
+    jmp_buf saved;
+    memcpy(saved, r->jb, sizeof saved);
+    const uint32_t nest = r->nest, depth = r->depth;
+    jsb *const out = r->out;
+    if (setjmp(r->jb)) {
+        memcpy(r->jb, saved, sizeof saved);
+        r->nest = nest;
+        r->depth = depth;
+        r->out = out;
+        slm_err *e = r->ar.e;
+        if (e->status == SLM_ERR_RANGE || e->status == SLM_ERR_NOMEM) longjmp(r->jb, 1);
+        char msg[SLM_ERR_MSG_CAP];
+        memcpy(msg, e->msg, sizeof msg);
+        err_clear(e);
+        jlist *g = gen(r, 0);
+        g->poison = ja_strndup(&r->ar, msg, strnlen(msg, sizeof msg - 1));
+        return jv_of_list(g);
+    }
+    jval v = filter(r, pos, f, x, a);
+    memcpy(r->jb, saved, sizeof saved);
+    return v;
+}
+
 jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
+    if (fl_find_name(k_lazy, f, strlen(f))) return lazy_filter(r, pos, f, x, a);
+    return filter(r, pos, f, x, a);
+}
+
+static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
     if (fl_is(f, "tojson")) return tojson(r, pos, x, a);
     if (fl_is(f, "safe")) {
         jval s = jv_of_str(jv_tostr(r, x));
@@ -518,9 +560,17 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         for (int64_t i = 0; i < pad - left; i++) sb_put(r, &b, " ", 1);
         return jv_of_str(sb_str(r, &b));
     }
-    if (fl_is(f, "wordcount")) {
-        jval parts = st_split(r, jv_tostr(r, x), NULL, -1, false);
-        return jv_int((int64_t)parts.u.l->n);
+    if (fl_is(f, "wordcount")) { /* runs of \w (letters, digits, "_"; any non-ASCII counts as a letter) */
+        jstr s = jv_tostr(r, x);
+        int64_t words = 0;
+        bool in = false;
+        for (size_t i = 0; i < s.n; i++) {
+            unsigned char c = (unsigned char)s.p[i];
+            bool w = c >= 0x80 || c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+            words += w && !in;
+            in = w;
+        }
+        return jv_int(words);
     }
     if (fl_is(f, "min") || fl_is(f, "max")) return minmax(r, pos, x, a, fl_is(f, "max"));
     if (fl_is(f, "sum")) {

@@ -149,7 +149,7 @@ static int cmp_rec(jrender *r, uint32_t pos, jval a, jval b, int depth) {
         if (c) return c < 0 ? -1 : 1;
         return (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
     }
-    if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->iter && !b.u.l->iter) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
             return cmp_rec(r, pos, a.u.l->v[i], b.u.l->v[i], depth + 1);
