@@ -229,3 +229,11 @@ CASES += [
     ("{{ 2.5 | round }} {{ 3 | round }} {{ true | round(1) }} {{ 7 | round(1, 'floor') }}", {}),
     ("{{ {} in {(): 1} }}", {}),
 ]
+
+# raw blocks' whitespace (a differential run on whitespace-heavy templates found them): "{% raw %}"
+# keeps the newline after it, lstrip_blocks applies before "{% endraw %}", "{%+ endraw %}" and
+# "{% endraw +%}"; tuple subscripts
+CASES += [
+    ("{% raw %}\n  x\n  {% endraw %}\nafter\n  {% raw -%}\n  y  {%- endraw %}|{% raw %} z\n\t{%+ endraw +%}\nw", {}),
+    ("a\n  {% raw %}{{ b }}{% endraw %}  \n{{ d[1, 2] }}{{ d[(1, 2)] }}", {"d": {}}),
+]

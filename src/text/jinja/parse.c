@@ -204,6 +204,14 @@ static jnode *postfix(jparser *p, jnode *n) {
                 }
                 break;
             }
+            if (nc == 0 && idx[0] && is_op(p, ',')) { /* x[a, b]: a tuple key */
+                nvec v = {0};
+                nv_push(p, &v, idx[0]);
+                while (accept_op(p, ',') && !is_op(p, ']')) nv_push(p, &v, expr(p));
+                idx[0] = mk(p, E_TUPLE, pos);
+                idx[0]->v = v.v;
+                idx[0]->nv = v.n;
+            }
             expect_op(p, ']');
             jnode *a;
             if (nc == 0) {
