@@ -249,7 +249,7 @@ jstr js_concat(jrender *r, jstr a, jstr b) {
     memcpy(k->p + k->used, b.p, b.n);
     k->used += b.n;
     k->p[k->used] = '\0';
-    jseg *segs = a.nseg ? (jseg *)a.segs : k->segs + k->nseg;
+    jseg *segs = a.nseg ? (jseg *)a.segs : b.nseg ? k->segs + k->nseg : NULL;
     for (size_t i = 0; i < b.nseg; i++) {
         jseg g = b.segs[i];
         g.off += a.n;
