@@ -37,7 +37,7 @@ static jval attr_path(jrender *r, uint32_t pos, jval item, jstr path) { return a
 
 static jval lower_key(jrender *r, jval v, bool case_sensitive) {
     if (case_sensitive || v.t != JV_STR) return v;
-    return st_map(r, v.u.s, ST_LOWER);
+    return pys_map(r, v.u.s, PYS_LOWER);
 }
 
 typedef struct sort_ctx {
@@ -215,7 +215,7 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         } else if (c == 'c') {
             uint8_t u[4];
             size_t l = 0;
-            if (v.t == JV_STR && st_len(v.u.s) == 1) sb_put_str(r, &b, v.u.s);
+            if (v.t == JV_STR && pys_len(v.u.s) == 1) sb_put_str(r, &b, v.u.s);
             else if ((v.t == JV_INT || v.t == JV_BOOL) && (l = utf8_encode((uint32_t)(v.t == JV_INT ? v.u.i : v.u.b), u)) &&
                      (v.t == JV_BOOL || (v.u.i >= 0 && v.u.i <= 0x10FFFF)))
                 sb_put(r, &b, (const char *)u, l);
@@ -402,11 +402,11 @@ static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs 
     if (fl_is(f, "trim")) {
         const jval *c = fl_arg(a, 0, "chars");
         jstr chars = c && c->t == JV_STR ? c->u.s : (jstr){0};
-        return st_strip(r, jv_tostr(r, x), c && c->t == JV_STR ? &chars : NULL, true, true);
+        return pys_strip(r, jv_tostr(r, x), c && c->t == JV_STR ? &chars : NULL, true, true);
     }
     if (fl_is(f, "length") || fl_is(f, "count")) {
         switch (x.t) {
-        case JV_STR: return jv_int((int64_t)st_len(x.u.s));
+        case JV_STR: return jv_int((int64_t)pys_len(x.u.s));
         case JV_LIST:
             if (x.u.l->iter) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "object of type 'generator' has no len()");
             return jv_int((int64_t)x.u.l->n);
@@ -432,7 +432,7 @@ static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs 
         jstr old = jv_tostr(r, *(fl_arg(a, 0, "old") ? fl_arg(a, 0, "old") : &x)), nw;
         if (!fl_arg(a, 0, "old") || !fl_arg(a, 1, "new")) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "replace needs old and new");
         nw = jv_tostr(r, *fl_arg(a, 1, "new"));
-        return st_replace(r, jv_tostr(r, x), old, nw, fl_arg_int(r, pos, a, 2, "count", -1));
+        return pys_replace(r, jv_tostr(r, x), old, nw, fl_arg_int(r, pos, a, 2, "count", -1));
     }
     if (fl_is(f, "default") || fl_is(f, "d")) {
         const jval *dv = fl_arg(a, 0, "default_value");
@@ -446,10 +446,10 @@ static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs 
         if (!l->n) return jv_undef(NULL);
         return fl_is(f, "first") ? l->v[0] : l->v[l->n - 1];
     }
-    if (fl_is(f, "upper")) return st_map(r, jv_tostr(r, x), ST_UPPER);
-    if (fl_is(f, "lower")) return st_map(r, jv_tostr(r, x), ST_LOWER);
-    if (fl_is(f, "title")) return st_map(r, jv_tostr(r, x), ST_JTITLE);
-    if (fl_is(f, "capitalize")) return st_map(r, jv_tostr(r, x), ST_CAPITALIZE);
+    if (fl_is(f, "upper")) return pys_map(r, jv_tostr(r, x), PYS_UPPER);
+    if (fl_is(f, "lower")) return pys_map(r, jv_tostr(r, x), PYS_LOWER);
+    if (fl_is(f, "title")) return pys_map(r, jv_tostr(r, x), PYS_JTITLE);
+    if (fl_is(f, "capitalize")) return pys_map(r, jv_tostr(r, x), PYS_CAPITALIZE);
     if (fl_is(f, "selectattr") || fl_is(f, "rejectattr"))
         return select_items(r, pos, x, a, true, fl_is(f, "selectattr"));
     if (fl_is(f, "select") || fl_is(f, "reject")) return select_items(r, pos, x, a, false, fl_is(f, "select"));
@@ -550,7 +550,7 @@ static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs 
     }
     if (fl_is(f, "center")) {
         jstr s = jv_tostr(r, x);
-        int64_t w = fl_arg_int(r, pos, a, 0, "width", 80), len = (int64_t)st_len(s);
+        int64_t w = fl_arg_int(r, pos, a, 0, "width", 80), len = (int64_t)pys_len(s);
         if (w > (int64_t)r->max_output) w = (int64_t)r->max_output;
         jsb b;
         sb_init(&b);

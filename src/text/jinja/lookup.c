@@ -62,7 +62,7 @@ jlist *fl_iter(jrender *r, uint32_t pos, jval v) {
         jlist *l = jl_new(&r->ar, v.u.s.n);
         for (size_t i = 0; i < v.u.s.n;) {
             size_t n;
-            st_cp(v.u.s, i, &n);
+            pys_cp(v.u.s, i, &n);
             jl_push(&r->ar, l, jv_of_str(js_sub(r, v.u.s, i, n)));
             i += n;
         }
@@ -217,11 +217,11 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
         bool any = false;
         for (size_t i = 0; i < s.n;) {
             size_t l;
-            uint32_t c = st_cp(s, i, &l);
+            uint32_t c = pys_cp(s, i, &l);
             i += l;
-            if (st_case(c, true) == c && st_case(c, false) == c) continue;
+            if (pys_case(c, true) == c && pys_case(c, false) == c) continue;
             any = true;
-            if (st_case(c, fl_is(t, "upper")) != c) return false;
+            if (pys_case(c, fl_is(t, "upper")) != c) return false;
         }
         return any;
     }
@@ -255,7 +255,7 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
         jval c = *o;
         if (c.t == JV_STR) {
             jstr s = fl_need_str(r, pos, x, "in");
-            return st_find(c.u.s, s, 0) != SIZE_MAX;
+            return pys_find(c.u.s, s, 0) != SIZE_MAX;
         }
         if (c.t == JV_LIST) {
             for (size_t i = 0; i < c.u.l->n; i++)
