@@ -208,3 +208,32 @@ CASES += [
     ("{{ msgs[0] | tojson }} {{ msgs[2].tool_calls[0].function | tojson(indent=2) }}", {"msgs": MSGS}),
     ("{% set ns = namespace(found=false) %}{% for m in msgs %}{% if m.role == 'assistant' %}{% set ns.found = true %}{% break %}{% endif %}{% endfor %}{{ ns.found }}", {"msgs": MSGS}),
 ]
+
+# differences a differential run against jinja2 found (lazy generators, tests' argument counts,
+# Python's float modulo and power, printf with a list argument, wordcount's \w runs)
+CASES += [
+    ("{{ (1 | unique) is defined }} {{ (5 | select('odd')) is defined }} {{ ('x' | items) is defined }} {{ [{}] | select('odd') is defined }}", {}),
+    ("{{ 1 | unique | list }}", {}),
+    ("{{ [{}] | select('odd') | list }}", {}),
+    ("{{ 1 is defined(2) }}", {}),
+    ("{{ 2.0 % -1 }} {{ -2.0 % 3 }} {{ 4.0 is even }} {{ -3 is odd }} {{ 3.0 is odd }}", {}),
+    ("{{ 0 ** -1 }}", {}),
+    ("{{ 'ab' % [1] }} {{ '%s' % [1, 2] }} {{ 'x' % {'a': 1} }}", {}),
+    ("{{ 'ab' % 5 }}", {}),
+    ("{{ '{}' | wordcount }} {{ 'a-b c_d  é1' | wordcount }}", {}),
+    ("{{ [1] * ([2] | map('string')) }}", {}),
+    ("{% if x if true else false %}a{% endif %}", {}),
+    ("{{ 'A' is upper }} {{ 1 is lower }} {{ ['x'] is lower }}", {}),
+    ("{{ [1, 2] | join | indent }}", {}),
+    ("{{ [1, 2] | indent }}", {}),
+    ("{{ 2.5 | round }} {{ 3 | round }} {{ true | round(1) }} {{ 7 | round(1, 'floor') }}", {}),
+    ("{{ {} in {(): 1} }}", {}),
+]
+
+# raw blocks' whitespace (a differential run on whitespace-heavy templates found them): "{% raw %}"
+# keeps the newline after it, lstrip_blocks applies before "{% endraw %}", "{%+ endraw %}" and
+# "{% endraw +%}"; tuple subscripts
+CASES += [
+    ("{% raw %}\n  x\n  {% endraw %}\nafter\n  {% raw -%}\n  y  {%- endraw %}|{% raw %} z\n\t{%+ endraw +%}\nw", {}),
+    ("a\n  {% raw %}{{ b }}{% endraw %}  \n{{ d[1, 2] }}{{ d[(1, 2)] }}", {"d": {}}),
+]

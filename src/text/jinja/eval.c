@@ -119,6 +119,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
             return list_val(l);
         }
     }
+    if ((a.t == JV_LIST && a.u.l->iter) || (b.t == JV_LIST && b.u.l->iter)) bad_operands(r, pos, opn, a, b);
     if (op == '*') {
         if ((a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(r, pos, a, ival(b));
         if ((b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(r, pos, b, ival(a));
@@ -148,6 +149,7 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
             }
             break;
         case OP_POW:
+            if (y < 0 && x == 0) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "0.0 cannot be raised to a negative power");
             if (y < 0) return jv_float(pow((double)x, (double)y));
             z = 1;
             for (int64_t i = 0; i < y && ok; i++) {
@@ -178,9 +180,12 @@ static jval arith(jrender *r, uint32_t pos, int op, jval a, jval b) {
         if (y == 0) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "float modulo");
         double m = fmod(x, y);
         if (m != 0 && ((m < 0) != (y < 0))) m += y;
+        if (m == 0) m = copysign(0.0, y); /* Python: a zero remainder takes the divisor's sign */
         return jv_float(m);
     }
-    default: return jv_float(pow(x, y));
+    default:
+        if (x == 0 && y < 0) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "0.0 cannot be raised to a negative power");
+        return jv_float(pow(x, y));
     }
 }
 
@@ -194,10 +199,14 @@ static bool contains(jrender *r, uint32_t pos, jval item, jval c) {
             if (c.u.s.p[i] == item.u.s.p[0] && !memcmp(c.u.s.p + i, item.u.s.p, item.u.s.n)) return true;
         return false;
     case JV_LIST:
+        fl_iter(r, pos, c); /* a poisoned generator fails */
         for (size_t i = 0; i < c.u.l->n; i++)
             if (jv_eq(c.u.l->v[i], item)) return true;
         return false;
-    case JV_DICT: return jd_get(c.u.d, item) != NULL;
+    case JV_DICT:
+        if ((item.t == JV_LIST && !item.u.l->tuple) || item.t == JV_DICT || item.t == JV_NS)
+            jr_fail(r, pos, SLM_ERR_INVALID_ARG, "unhashable type: '%s'", jv_typename(item));
+        return jd_get(c.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default: jr_fail(r, pos, SLM_ERR_INVALID_ARG, "argument of type '%s' is not iterable", jv_typename(c));
     }

@@ -37,7 +37,7 @@ static jval attr_path(jrender *r, uint32_t pos, jval item, jstr path) { return a
 
 static jval lower_key(jrender *r, jval v, bool case_sensitive) {
     if (case_sensitive || v.t != JV_STR) return v;
-    return st_map(r, v.u.s, ST_LOWER);
+    return pys_map(r, v.u.s, PYS_LOWER);
 }
 
 typedef struct sort_ctx {
@@ -215,7 +215,7 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         } else if (c == 'c') {
             uint8_t u[4];
             size_t l = 0;
-            if (v.t == JV_STR && st_len(v.u.s) == 1) sb_put_str(r, &b, v.u.s);
+            if (v.t == JV_STR && pys_len(v.u.s) == 1) sb_put_str(r, &b, v.u.s);
             else if ((v.t == JV_INT || v.t == JV_BOOL) && (l = utf8_encode((uint32_t)(v.t == JV_INT ? v.u.i : v.u.b), u)) &&
                      (v.t == JV_BOOL || (v.u.i >= 0 && v.u.i <= 0x10FFFF)))
                 sb_put(r, &b, (const char *)u, l);
@@ -239,7 +239,9 @@ jval fl_percent(jrender *r, uint32_t pos, jstr fmt, jval args) {
         }
         sb_put(r, &b, out, m < 0 ? 0 : (size_t)m < sizeof out ? (size_t)m : sizeof out - 1);
     }
-    if (k < na && av != &args) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
+    /* Python: leftover arguments are an error, unless the one argument is a mapping or a list */
+    if (k < na && (av != &args || !(args.t == JV_DICT || args.t == JV_NS || args.t == JV_LIST)))
+        jr_fail(r, pos, SLM_ERR_INVALID_ARG, "not all arguments converted during string formatting");
     return jv_of_str(sb_str(r, &b));
 }
 
@@ -279,7 +281,8 @@ static jval to_float(jrender *r, jval x, const jargs *a) {
 }
 
 static jval indent(jrender *r, uint32_t pos, jval x, const jargs *a) {
-    jstr s = jv_tostr(r, x), ind;
+    if (x.t != JV_STR) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "'%s' object has no attribute 'splitlines'", jv_typename(x));
+    jstr s = x.u.s, ind;
     const jval *w = fl_arg(a, 0, "width");
     if (w && w->t == JV_STR) {
         ind = w->u.s;
@@ -317,6 +320,8 @@ static jval fmt_round(jrender *r, uint32_t pos, jval x, const jargs *a) {
     if (!jv_is_num(x)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "round needs a number, got %s", jv_typename(x));
     int64_t prec = fl_arg_int(r, pos, a, 0, "precision", 0);
     const jval *m = fl_arg(a, 1, "method");
+    bool common = !m || (m->t == JV_STR && m->u.s.n == 6 && !memcmp(m->u.s.p, "common", 6));
+    if (common && x.t != JV_FLOAT) return jv_int(x.t == JV_INT ? x.u.i : x.u.b); /* Python's round(int, n) */
     double v = jv_num(x), p = pow(10.0, (double)prec), y = v * p;
     if (m && m->t == JV_STR && m->u.s.n == 4 && !memcmp(m->u.s.p, "ceil", 4)) y = ceil(y);
     else if (m && m->t == JV_STR && m->u.s.n == 5 && !memcmp(m->u.s.p, "floor", 5)) y = floor(y);
@@ -350,7 +355,44 @@ static jval minmax(jrender *r, uint32_t pos, jval x, const jargs *a, bool want_m
     return l->v[best];
 }
 
+static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a);
+
+/* The filters that are generators in jinja2: an error while making their items shows only when
+ * the result is consumed. */
+static const char *const k_lazy[] = {"map", "select", "reject", "selectattr", "rejectattr", "unique", "items", "batch", NULL};
+
+/* Runs lazy filter f; a template error inside it (a limit or NOMEM still unwinds) gives a
+ * generator that fails with that error when consumed. */
+static jval lazy_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
+    jmp_buf saved;
+    memcpy(saved, r->jb, sizeof saved);
+    const uint32_t nest = r->nest, depth = r->depth;
+    jsb *const out = r->out;
+    if (setjmp(r->jb)) {
+        memcpy(r->jb, saved, sizeof saved);
+        r->nest = nest;
+        r->depth = depth;
+        r->out = out;
+        slm_err *e = r->ar.e;
+        if (e->status == SLM_ERR_RANGE || e->status == SLM_ERR_NOMEM) longjmp(r->jb, 1);
+        char msg[SLM_ERR_MSG_CAP];
+        memcpy(msg, e->msg, sizeof msg);
+        err_clear(e);
+        jlist *g = gen(r, 0);
+        g->poison = ja_strndup(&r->ar, msg, strnlen(msg, sizeof msg - 1));
+        return jv_of_list(g);
+    }
+    jval v = filter(r, pos, f, x, a);
+    memcpy(r->jb, saved, sizeof saved);
+    return v;
+}
+
 jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
+    if (fl_find_name(k_lazy, f, strlen(f))) return lazy_filter(r, pos, f, x, a);
+    return filter(r, pos, f, x, a);
+}
+
+static jval filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) {
     if (fl_is(f, "tojson")) return tojson(r, pos, x, a);
     if (fl_is(f, "safe")) {
         jval s = jv_of_str(jv_tostr(r, x));
@@ -360,11 +402,11 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
     if (fl_is(f, "trim")) {
         const jval *c = fl_arg(a, 0, "chars");
         jstr chars = c && c->t == JV_STR ? c->u.s : (jstr){0};
-        return st_strip(r, jv_tostr(r, x), c && c->t == JV_STR ? &chars : NULL, true, true);
+        return pys_strip(r, jv_tostr(r, x), c && c->t == JV_STR ? &chars : NULL, true, true);
     }
     if (fl_is(f, "length") || fl_is(f, "count")) {
         switch (x.t) {
-        case JV_STR: return jv_int((int64_t)st_len(x.u.s));
+        case JV_STR: return jv_int((int64_t)pys_len(x.u.s));
         case JV_LIST:
             if (x.u.l->iter) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "object of type 'generator' has no len()");
             return jv_int((int64_t)x.u.l->n);
@@ -390,7 +432,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         jstr old = jv_tostr(r, *(fl_arg(a, 0, "old") ? fl_arg(a, 0, "old") : &x)), nw;
         if (!fl_arg(a, 0, "old") || !fl_arg(a, 1, "new")) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "replace needs old and new");
         nw = jv_tostr(r, *fl_arg(a, 1, "new"));
-        return st_replace(r, jv_tostr(r, x), old, nw, fl_arg_int(r, pos, a, 2, "count", -1));
+        return pys_replace(r, jv_tostr(r, x), old, nw, fl_arg_int(r, pos, a, 2, "count", -1));
     }
     if (fl_is(f, "default") || fl_is(f, "d")) {
         const jval *dv = fl_arg(a, 0, "default_value");
@@ -404,10 +446,10 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         if (!l->n) return jv_undef(NULL);
         return fl_is(f, "first") ? l->v[0] : l->v[l->n - 1];
     }
-    if (fl_is(f, "upper")) return st_map(r, jv_tostr(r, x), ST_UPPER);
-    if (fl_is(f, "lower")) return st_map(r, jv_tostr(r, x), ST_LOWER);
-    if (fl_is(f, "title")) return st_map(r, jv_tostr(r, x), ST_JTITLE);
-    if (fl_is(f, "capitalize")) return st_map(r, jv_tostr(r, x), ST_CAPITALIZE);
+    if (fl_is(f, "upper")) return pys_map(r, jv_tostr(r, x), PYS_UPPER);
+    if (fl_is(f, "lower")) return pys_map(r, jv_tostr(r, x), PYS_LOWER);
+    if (fl_is(f, "title")) return pys_map(r, jv_tostr(r, x), PYS_JTITLE);
+    if (fl_is(f, "capitalize")) return pys_map(r, jv_tostr(r, x), PYS_CAPITALIZE);
     if (fl_is(f, "selectattr") || fl_is(f, "rejectattr"))
         return select_items(r, pos, x, a, true, fl_is(f, "selectattr"));
     if (fl_is(f, "select") || fl_is(f, "reject")) return select_items(r, pos, x, a, false, fl_is(f, "select"));
@@ -508,7 +550,7 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
     }
     if (fl_is(f, "center")) {
         jstr s = jv_tostr(r, x);
-        int64_t w = fl_arg_int(r, pos, a, 0, "width", 80), len = (int64_t)st_len(s);
+        int64_t w = fl_arg_int(r, pos, a, 0, "width", 80), len = (int64_t)pys_len(s);
         if (w > (int64_t)r->max_output) w = (int64_t)r->max_output;
         jsb b;
         sb_init(&b);
@@ -518,9 +560,17 @@ jval fl_filter(jrender *r, uint32_t pos, const char *f, jval x, const jargs *a) 
         for (int64_t i = 0; i < pad - left; i++) sb_put(r, &b, " ", 1);
         return jv_of_str(sb_str(r, &b));
     }
-    if (fl_is(f, "wordcount")) {
-        jval parts = st_split(r, jv_tostr(r, x), NULL, -1, false);
-        return jv_int((int64_t)parts.u.l->n);
+    if (fl_is(f, "wordcount")) { /* runs of \w (letters, digits, "_"; any non-ASCII counts as a letter) */
+        jstr s = jv_tostr(r, x);
+        int64_t words = 0;
+        bool in = false;
+        for (size_t i = 0; i < s.n; i++) {
+            unsigned char c = (unsigned char)s.p[i];
+            bool w = c >= 0x80 || c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+            words += w && !in;
+            in = w;
+        }
+        return jv_int(words);
     }
     if (fl_is(f, "min") || fl_is(f, "max")) return minmax(r, pos, x, a, fl_is(f, "max"));
     if (fl_is(f, "sum")) {

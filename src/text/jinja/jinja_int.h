@@ -110,6 +110,8 @@ struct jlist {
     bool tuple;
     bool iter; /* a generator (map, select, items, ... results in jinja2): always true, no len(),
                 * no index, not JSON serialisable; iterating and |list work */
+    const char *poison; /* a generator made from what it cannot iterate: iterating it fails with
+                         * this message (jinja2's generators fail only when consumed) */
 };
 struct jdict { /* insertion-ordered; keys compare with jv_eq */
     jval *k, *v;

@@ -263,26 +263,38 @@ static void text(jlexer *lx, size_t from, size_t to) {
 }
 
 /* "{%[-+]? raw [-]?%}" at i: true and *end set past it (with its whitespace control). */
-static bool raw_tag(const char *s, size_t n, size_t i, const char *word, bool *minus_open, size_t *end) {
+/* "{%[-+]? raw %}" (end: "endraw") at i: true, *open_ws the '-' or '+' after "{%" (or 0), *end
+ * past the tag. As jinja2: after "raw", "-%}" eats whitespace and "%}" nothing; after "endraw",
+ * "-%}" eats whitespace, "+%}" nothing and "%}" one newline (trim_blocks). */
+static bool raw_tag(const char *s, size_t n, size_t i, bool end_tag, char *open_ws, size_t *end) {
     size_t k = i + 2;
-    *minus_open = false;
-    if (k < n && (s[k] == '-' || s[k] == '+')) *minus_open = s[k++] == '-';
+    *open_ws = 0;
+    if (k < n && (s[k] == '-' || s[k] == '+')) *open_ws = s[k++];
     while (k < n && is_space(s[k])) k++;
+    const char *word = end_tag ? "endraw" : "raw";
     size_t wl = strlen(word);
     if (k + wl > n || memcmp(s + k, word, wl) != 0) return false;
     k += wl;
     while (k < n && is_space(s[k])) k++;
-    bool minus = k < n && s[k] == '-';
-    if (minus) k++;
+    char close = k < n && (s[k] == '-' || (end_tag && s[k] == '+')) ? s[k++] : 0;
     if (k + 1 >= n || s[k] != '%' || s[k + 1] != '}') return false;
     k += 2;
-    if (minus) {
+    if (close == '-') {
         while (k < n && is_space(s[k])) k++;
-    } else if (k < n && s[k] == '\n') {
+    } else if (!close && end_tag && k < n && s[k] == '\n') {
         k++;
     }
     *end = k;
     return true;
+}
+
+/* The end of text s[from, to) before a block or comment tag under lstrip_blocks: without the
+ * spaces and tabs that end it when they follow a newline, or start it at a line start. */
+static size_t lstrip_end(const char *s, size_t from, size_t to) {
+    size_t l = to;
+    while (l > from && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\f' || s[l - 1] == '\v')) l--;
+    if (l < to && ((l > from && s[l - 1] == '\n') || (l == from && (from == 0 || s[from - 1] == '\n')))) return l;
+    return to;
 }
 
 void lex_run(jlexer *lx) {
@@ -300,23 +312,23 @@ void lex_run(jlexer *lx) {
         if (ws == '-') {
             while (tend > i && is_space(s[tend - 1])) tend--;
         } else if (ws != '+' && kind != '{') { /* lstrip_blocks */
-            size_t l = tend;
-            while (l > i && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\f' || s[l - 1] == '\v')) l--;
-            if (l < tend && ((l > i && s[l - 1] == '\n') || (l == i && (i == 0 || s[i - 1] == '\n')))) tend = l;
+            tend = lstrip_end(s, i, tend);
         }
-        bool raw_minus;
+        char raw_ws;
         size_t after;
-        if (kind == '%' && raw_tag(s, n, j, "raw", &raw_minus, &after)) {
+        if (kind == '%' && raw_tag(s, n, j, false, &raw_ws, &after)) {
             text(lx, i, tend);
             size_t k = after;
             for (;; k++) {
                 if (k + 1 >= n) FAIL(j, "missing endraw");
-                bool m2;
+                char ws2;
                 size_t e2;
-                if (s[k] == '{' && s[k + 1] == '%' && raw_tag(s, n, k, "endraw", &m2, &e2)) {
+                if (s[k] == '{' && s[k + 1] == '%' && raw_tag(s, n, k, true, &ws2, &e2)) {
                     size_t te = k;
-                    if (m2)
+                    if (ws2 == '-')
                         while (te > after && is_space(s[te - 1])) te--;
+                    else if (ws2 != '+')
+                        te = lstrip_end(s, after, te);
                     text(lx, after, te);
                     i = e2;
                     break;

@@ -49,7 +49,9 @@ jstr fl_need_str(jrender *r, uint32_t pos, jval x, const char *what) {
 
 jlist *fl_iter(jrender *r, uint32_t pos, jval v) {
     switch (v.t) {
-    case JV_LIST: return v.u.l;
+    case JV_LIST:
+        if (v.u.l->poison) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "%s", v.u.l->poison);
+        return v.u.l;
     case JV_UNDEF: return jl_new(&r->ar, 0);
     case JV_DICT: {
         jlist *l = jl_new(&r->ar, v.u.d->n);
@@ -60,7 +62,7 @@ jlist *fl_iter(jrender *r, uint32_t pos, jval v) {
         jlist *l = jl_new(&r->ar, v.u.s.n);
         for (size_t i = 0; i < v.u.s.n;) {
             size_t n;
-            st_cp(v.u.s, i, &n);
+            pys_cp(v.u.s, i, &n);
             jl_push(&r->ar, l, jv_of_str(js_sub(r, v.u.s, i, n)));
             i += n;
         }
@@ -181,8 +183,15 @@ static const jval *need_arg(jrender *r, uint32_t pos, const jargs *a, const char
     return v;
 }
 
+/* Tests that take no argument besides the value. */
+static const char *const k_unary_tests[] = {
+    "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "sequence", "iterable",
+    "boolean", "true", "false", "even", "odd", "callable", "escaped", "lower", "upper", "filter", "test", NULL};
+
 bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
     if (!fl_has_test(t)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "no test named '%s'", t);
+    if ((a->n || a->nkw) && fl_find_name(k_unary_tests, t, strlen(t)))
+        jr_fail(r, pos, SLM_ERR_INVALID_ARG, "test '%s' takes 1 positional argument but %zu were given", t, 1 + a->n + a->nkw);
     if (fl_is(t, "defined")) return x.t != JV_UNDEF;
     if (fl_is(t, "undefined")) return x.t == JV_UNDEF;
     if (fl_is(t, "none")) return x.t == JV_NONE;
@@ -203,23 +212,24 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
         char *s = ja_strndup(&r->ar, x.u.s.p, x.u.s.n);
         return fl_is(t, "filter") ? fl_has_filter(s) : fl_has_test(s);
     }
-    if (fl_is(t, "lower") || fl_is(t, "upper")) {
-        jstr s = fl_need_str(r, pos, x, t);
+    if (fl_is(t, "lower") || fl_is(t, "upper")) { /* str(value).islower() */
+        jstr s = jv_tostr(r, x);
         bool any = false;
         for (size_t i = 0; i < s.n;) {
             size_t l;
-            uint32_t c = st_cp(s, i, &l);
+            uint32_t c = pys_cp(s, i, &l);
             i += l;
-            if (st_case(c, true) == c && st_case(c, false) == c) continue;
+            if (pys_case(c, true) == c && pys_case(c, false) == c) continue;
             any = true;
-            if (st_case(c, fl_is(t, "upper")) != c) return false;
+            if (pys_case(c, fl_is(t, "upper")) != c) return false;
         }
         return any;
     }
-    if (fl_is(t, "even") || fl_is(t, "odd")) {
-        if (x.t != JV_INT && x.t != JV_BOOL) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "test '%s' needs an integer", t);
-        int64_t i = x.t == JV_INT ? x.u.i : x.u.b;
-        return (i % 2 == 0) == fl_is(t, "even");
+    if (fl_is(t, "even") || fl_is(t, "odd")) { /* value % 2 == 0 / == 1, Python's modulo */
+        if (!jv_is_num(x)) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "unsupported operand type(s) for %%: '%s' and 'int'", jv_typename(x));
+        double m = x.t == JV_FLOAT ? fmod(x.u.f, 2.0) : (double)((x.t == JV_INT ? x.u.i : x.u.b) % 2);
+        if (m < 0) m += 2;
+        return fl_is(t, "even") ? m == 0 : m == 1;
     }
     if (fl_is(t, "divisibleby")) {
         const jval *d = need_arg(r, pos, a, t);
@@ -245,7 +255,7 @@ bool fl_test(jrender *r, uint32_t pos, const char *t, jval x, const jargs *a) {
         jval c = *o;
         if (c.t == JV_STR) {
             jstr s = fl_need_str(r, pos, x, "in");
-            return st_find(c.u.s, s, 0) != SIZE_MAX;
+            return pys_find(c.u.s, s, 0) != SIZE_MAX;
         }
         if (c.t == JV_LIST) {
             for (size_t i = 0; i < c.u.l->n; i++)

@@ -83,12 +83,12 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
     if (fl_is(m, "strip") || fl_is(m, "lstrip") || fl_is(m, "rstrip")) {
         const jval *c = fl_arg(a, 0, NULL);
         jstr chars = c && c->t == JV_STR ? c->u.s : (jstr){0};
-        return st_strip(r, s, c && c->t == JV_STR ? &chars : NULL, m[0] != 'r', m[0] != 'l');
+        return pys_strip(r, s, c && c->t == JV_STR ? &chars : NULL, m[0] != 'r', m[0] != 'l');
     }
     if (fl_is(m, "split") || fl_is(m, "rsplit")) {
         const jval *sep = fl_arg(a, 0, "sep");
         jstr sp = sep && sep->t == JV_STR ? sep->u.s : (jstr){0};
-        return st_split(r, s, sep && sep->t == JV_STR ? &sp : NULL, fl_arg_int(r, pos, a, 1, "maxsplit", -1), m[0] == 'r');
+        return pys_split(r, s, sep && sep->t == JV_STR ? &sp : NULL, fl_arg_int(r, pos, a, 1, "maxsplit", -1), m[0] == 'r');
     }
     if (fl_is(m, "startswith") || fl_is(m, "endswith")) {
         const jval *p = fl_arg(a, 0, NULL);
@@ -96,23 +96,23 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
         return jv_bool(prefix_match(r, pos, s, *p, m[0] == 'e'));
     }
     if (fl_is(m, "replace"))
-        return st_replace(r, s, fl_arg_str(r, pos, a, 0, NULL), fl_arg_str(r, pos, a, 1, NULL), fl_arg_int(r, pos, a, 2, "count", -1));
-    if (fl_is(m, "lower") || fl_is(m, "casefold")) return st_map(r, s, ST_LOWER);
-    if (fl_is(m, "upper")) return st_map(r, s, ST_UPPER);
-    if (fl_is(m, "title")) return st_map(r, s, ST_TITLE);
-    if (fl_is(m, "capitalize")) return st_map(r, s, ST_CAPITALIZE);
-    if (fl_is(m, "swapcase")) return st_map(r, s, ST_SWAP);
+        return pys_replace(r, s, fl_arg_str(r, pos, a, 0, NULL), fl_arg_str(r, pos, a, 1, NULL), fl_arg_int(r, pos, a, 2, "count", -1));
+    if (fl_is(m, "lower") || fl_is(m, "casefold")) return pys_map(r, s, PYS_LOWER);
+    if (fl_is(m, "upper")) return pys_map(r, s, PYS_UPPER);
+    if (fl_is(m, "title")) return pys_map(r, s, PYS_TITLE);
+    if (fl_is(m, "capitalize")) return pys_map(r, s, PYS_CAPITALIZE);
+    if (fl_is(m, "swapcase")) return pys_map(r, s, PYS_SWAP);
     if (fl_is(m, "find") || fl_is(m, "rfind") || fl_is(m, "index") || fl_is(m, "rindex")) {
         jstr sub = fl_arg_str(r, pos, a, 0, NULL);
-        size_t k = m[0] == 'r' ? st_rfind(s, sub) : st_find(s, sub, 0);
+        size_t k = m[0] == 'r' ? pys_rfind(s, sub) : pys_find(s, sub, 0);
         if (k == SIZE_MAX && (fl_is(m, "index") || fl_is(m, "rindex"))) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "substring not found");
-        return jv_int(k == SIZE_MAX ? -1 : (int64_t)st_char_index(s, k));
+        return jv_int(k == SIZE_MAX ? -1 : (int64_t)pys_char_index(s, k));
     }
     if (fl_is(m, "count")) {
         jstr sub = fl_arg_str(r, pos, a, 0, NULL);
-        if (!sub.n) return jv_int((int64_t)st_len(s) + 1);
+        if (!sub.n) return jv_int((int64_t)pys_len(s) + 1);
         int64_t k = 0;
-        for (size_t i = st_find(s, sub, 0); i != SIZE_MAX; i = st_find(s, sub, i + sub.n)) k++;
+        for (size_t i = pys_find(s, sub, 0); i != SIZE_MAX; i = pys_find(s, sub, i + sub.n)) k++;
         return jv_int(k);
     }
     if (fl_is(m, "format")) return str_format(r, pos, s, a);
@@ -129,19 +129,19 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
         bool all = s.n > 0, any_cased = false;
         for (size_t i = 0; i < s.n;) {
             size_t l;
-            uint32_t c = st_cp(s, i, &l);
+            uint32_t c = pys_cp(s, i, &l);
             i += l;
             bool digit = c >= '0' && c <= '9', alpha = (c | 32) >= 'a' && (c | 32) <= 'z';
-            alpha = alpha || (c >= 0x80 && (st_case(c, true) != c || st_case(c, false) != c));
+            alpha = alpha || (c >= 0x80 && (pys_case(c, true) != c || pys_case(c, false) != c));
             bool ok = true;
             if (fl_is(m, "isdigit") || fl_is(m, "isnumeric") || fl_is(m, "isdecimal")) ok = digit;
             else if (fl_is(m, "isalpha")) ok = alpha;
             else if (fl_is(m, "isalnum")) ok = alpha || digit;
-            else if (fl_is(m, "isspace")) ok = st_isspace(c);
+            else if (fl_is(m, "isspace")) ok = pys_isspace(c);
             else if (fl_is(m, "isupper") || fl_is(m, "islower")) {
-                bool cased = st_case(c, true) != c || st_case(c, false) != c;
+                bool cased = pys_case(c, true) != c || pys_case(c, false) != c;
                 any_cased |= cased;
-                ok = !cased || st_case(c, fl_is(m, "isupper")) == c;
+                ok = !cased || pys_case(c, fl_is(m, "isupper")) == c;
             }
             all = all && ok;
         }
@@ -161,7 +161,7 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
         return jv_of_list(l);
     }
     if (fl_is(m, "center") || fl_is(m, "ljust") || fl_is(m, "rjust") || fl_is(m, "zfill")) {
-        int64_t w = fl_arg_int(r, pos, a, 0, NULL, 0), len = (int64_t)st_len(s);
+        int64_t w = fl_arg_int(r, pos, a, 0, NULL, 0), len = (int64_t)pys_len(s);
         if (w > (int64_t)r->max_output) w = (int64_t)r->max_output;
         const char *fill = fl_is(m, "zfill") ? "0" : " ";
         int64_t pad = w > len ? w - len : 0;
@@ -176,7 +176,7 @@ static jval str_method(jrender *r, uint32_t pos, const char *m, jstr s, const ja
     if (fl_is(m, "partition") || fl_is(m, "rpartition")) {
         jstr sep = fl_arg_str(r, pos, a, 0, NULL);
         if (!sep.n) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "empty separator");
-        size_t k = m[0] == 'r' ? st_rfind(s, sep) : st_find(s, sep, 0);
+        size_t k = m[0] == 'r' ? pys_rfind(s, sep) : pys_find(s, sep, 0);
         jlist *l = jl_new(&r->ar, 3);
         l->tuple = true;
         if (k == SIZE_MAX) {

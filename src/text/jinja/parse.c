@@ -204,6 +204,14 @@ static jnode *postfix(jparser *p, jnode *n) {
                 }
                 break;
             }
+            if (nc == 0 && idx[0] && is_op(p, ',')) { /* x[a, b]: a tuple key */
+                nvec v = {0};
+                nv_push(p, &v, idx[0]);
+                while (accept_op(p, ',') && !is_op(p, ']')) nv_push(p, &v, expr(p));
+                idx[0] = mk(p, E_TUPLE, pos);
+                idx[0]->v = v.v;
+                idx[0]->nv = v.n;
+            }
             expect_op(p, ']');
             jnode *a;
             if (nc == 0) {
@@ -521,7 +529,7 @@ static jnode *stmt(jparser *p) {
     jnode *n;
     if (accept_name(p, "if")) {
         n = mk(p, S_IF, t->pos);
-        n->a = expr(p);
+        n->a = expr_noternary(p); /* jinja2: no conditional expression as an if's test */
         block_end(p);
         static const char *const ends[] = {"elif", "else", "endif", NULL};
         jnode *cur_if = n;
@@ -529,7 +537,7 @@ static jnode *stmt(jparser *p) {
             cur_if->b = body(p, ends, &w, bt->pos);
             if (w == 0) {
                 jnode *e = mk(p, S_IF, p->t[p->i - 1].pos);
-                e->a = expr(p);
+                e->a = expr_noternary(p);
                 block_end(p);
                 cur_if->c = e;
                 cur_if = e;

@@ -8,7 +8,7 @@
 #include "text/jinja/jinja_int.h"
 #include "text/jinja/strs.h"
 
-uint32_t st_cp(jstr s, size_t i, size_t *len) {
+uint32_t pys_cp(jstr s, size_t i, size_t *len) {
     uint32_t cp = 0;
     size_t l = utf8_decode((const uint8_t *)s.p + i, s.n - i, &cp);
     if (!l) {
@@ -19,12 +19,12 @@ uint32_t st_cp(jstr s, size_t i, size_t *len) {
     return cp;
 }
 
-bool st_isspace(uint32_t c) {
+bool pys_isspace(uint32_t c) {
     return (c >= 9 && c <= 13) || c == ' ' || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-uint32_t st_case(uint32_t c, bool upper) {
+uint32_t pys_case(uint32_t c, bool upper) {
     if (upper) {
         if (c >= 'a' && c <= 'z') return c - 32;
         if (c < 0x80) return c;
@@ -46,7 +46,7 @@ uint32_t st_case(uint32_t c, bool upper) {
     return c;
 }
 
-static bool is_cased_alpha(uint32_t c) { return st_case(c, true) != c || st_case(c, false) != c; }
+static bool is_cased_alpha(uint32_t c) { return pys_case(c, true) != c || pys_case(c, false) != c; }
 
 static void put_cp(jrender *r, jsb *b, uint32_t cp) {
     uint8_t o[4];
@@ -56,26 +56,26 @@ static void put_cp(jrender *r, jsb *b, uint32_t cp) {
 
 static jval sval(jstr s) { return (jval){.t = JV_STR, .u.s = s}; }
 
-jval st_map(jrender *r, jstr s, int mode) {
+jval pys_map(jrender *r, jstr s, int mode) {
     jsb b;
     sb_init(&b);
     bool start = true, first = true;
     for (size_t i = 0; i < s.n;) {
         size_t l;
-        uint32_t c = st_cp(s, i, &l), o = c;
+        uint32_t c = pys_cp(s, i, &l), o = c;
         switch (mode) {
-        case ST_UPPER: o = st_case(c, true); break;
-        case ST_LOWER: o = st_case(c, false); break;
-        case ST_CAPITALIZE: o = st_case(c, first); break;
-        case ST_TITLE: /* str.title(): a cased letter after an uncased character starts a word */
-            o = st_case(c, start);
+        case PYS_UPPER: o = pys_case(c, true); break;
+        case PYS_LOWER: o = pys_case(c, false); break;
+        case PYS_CAPITALIZE: o = pys_case(c, first); break;
+        case PYS_TITLE: /* str.title(): a cased letter after an uncased character starts a word */
+            o = pys_case(c, start);
             start = !is_cased_alpha(c);
             break;
-        case ST_JTITLE: /* jinja2's title filter: words start after [-\s({\[<] */
-            o = st_case(c, start);
-            start = st_isspace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+        case PYS_JTITLE: /* jinja2's title filter: words start after [-\s({\[<] */
+            o = pys_case(c, start);
+            start = pys_isspace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
             break;
-        case ST_SWAP: o = st_case(c, true) != c ? st_case(c, true) : st_case(c, false); break;
+        case PYS_SWAP: o = pys_case(c, true) != c ? pys_case(c, true) : pys_case(c, false); break;
         }
         first = false;
         if (o == c) sb_put(r, &b, s.p + i, l);
@@ -87,21 +87,21 @@ jval st_map(jrender *r, jstr s, int mode) {
 }
 
 static bool in_chars(uint32_t c, const jstr *chars) {
-    if (!chars) return st_isspace(c);
+    if (!chars) return pys_isspace(c);
     for (size_t i = 0; i < chars->n;) {
         size_t l;
-        if (st_cp(*chars, i, &l) == c) return true;
+        if (pys_cp(*chars, i, &l) == c) return true;
         i += l;
     }
     return false;
 }
 
-jval st_strip(jrender *r, jstr s, const jstr *chars, bool left, bool right) {
+jval pys_strip(jrender *r, jstr s, const jstr *chars, bool left, bool right) {
     size_t lo = 0, hi = s.n;
     if (left)
         while (lo < hi) {
             size_t l;
-            if (!in_chars(st_cp(s, lo, &l), chars)) break;
+            if (!in_chars(pys_cp(s, lo, &l), chars)) break;
             lo += l;
         }
     if (right)
@@ -109,32 +109,32 @@ jval st_strip(jrender *r, jstr s, const jstr *chars, bool left, bool right) {
             size_t k = hi - 1;
             while (k > lo && ((unsigned char)s.p[k] & 0xC0) == 0x80) k--;
             size_t l;
-            if (!in_chars(st_cp(s, k, &l), chars) || k + l != hi) break;
+            if (!in_chars(pys_cp(s, k, &l), chars) || k + l != hi) break;
             hi = k;
         }
     return sval(js_sub(r, s, lo, hi - lo));
 }
 
-size_t st_find(jstr s, jstr sub, size_t from) {
+size_t pys_find(jstr s, jstr sub, size_t from) {
     if (sub.n == 0) return from <= s.n ? from : SIZE_MAX;
     for (size_t i = from; i + sub.n <= s.n; i++)
         if (s.p[i] == sub.p[0] && !memcmp(s.p + i, sub.p, sub.n)) return i;
     return SIZE_MAX;
 }
-size_t st_rfind(jstr s, jstr sub) {
+size_t pys_rfind(jstr s, jstr sub) {
     if (sub.n > s.n) return SIZE_MAX;
     for (size_t i = s.n - sub.n + 1; i-- > 0;)
         if (!memcmp(s.p + i, sub.p, sub.n)) return i;
     return SIZE_MAX;
 }
-size_t st_char_index(jstr s, size_t byte_off) {
+size_t pys_char_index(jstr s, size_t byte_off) {
     size_t k = 0;
     for (size_t i = 0; i < byte_off && i < s.n; i++) k += ((unsigned char)s.p[i] & 0xC0) != 0x80;
     return k;
 }
-size_t st_len(jstr s) { return st_char_index(s, s.n); }
+size_t pys_len(jstr s) { return pys_char_index(s, s.n); }
 
-jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_right) {
+jval pys_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_right) {
     jlist *l = jl_new(&r->ar, 0);
     if (sep && sep->n == 0) jr_fail(r, 0, SLM_ERR_INVALID_ARG, "empty separator");
     if (!from_right || maxsplit < 0) {
@@ -144,19 +144,19 @@ jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_r
             for (;;) {
                 while (i < s.n) {
                     size_t ln;
-                    if (!st_isspace(st_cp(s, i, &ln))) break;
+                    if (!pys_isspace(pys_cp(s, i, &ln))) break;
                     i += ln;
                 }
                 if (i >= s.n) break;
                 size_t j = i;
                 if (maxsplit >= 0 && done >= maxsplit) {
-                    jval rest = st_strip(r, js_sub(r, s, i, s.n - i), NULL, false, true);
+                    jval rest = pys_strip(r, js_sub(r, s, i, s.n - i), NULL, false, true);
                     jl_push(&r->ar, l, rest);
                     break;
                 }
                 while (j < s.n) {
                     size_t ln;
-                    if (st_isspace(st_cp(s, j, &ln))) break;
+                    if (pys_isspace(pys_cp(s, j, &ln))) break;
                     j += ln;
                 }
                 jl_push(&r->ar, l, sval(js_sub(r, s, i, j - i)));
@@ -166,7 +166,7 @@ jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_r
             return (jval){.t = JV_LIST, .u.l = l};
         }
         for (;;) {
-            size_t k = (maxsplit >= 0 && done >= maxsplit) ? SIZE_MAX : st_find(s, *sep, i);
+            size_t k = (maxsplit >= 0 && done >= maxsplit) ? SIZE_MAX : pys_find(s, *sep, i);
             if (k == SIZE_MAX) {
                 jl_push(&r->ar, l, sval(js_sub(r, s, i, s.n - i)));
                 break;
@@ -185,14 +185,14 @@ jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_r
     if (!sep) {
         size_t hi = s.n;
         for (;;) {
-            while (hi > 0 && st_isspace((unsigned char)s.p[hi - 1])) hi--;
+            while (hi > 0 && pys_isspace((unsigned char)s.p[hi - 1])) hi--;
             if (hi == 0) break;
             if (done >= maxsplit) {
-                jl_push(&r->ar, rev, st_strip(r, js_sub(r, s, 0, hi), NULL, true, false));
+                jl_push(&r->ar, rev, pys_strip(r, js_sub(r, s, 0, hi), NULL, true, false));
                 break;
             }
             size_t lo = hi;
-            while (lo > 0 && !st_isspace((unsigned char)s.p[lo - 1])) lo--;
+            while (lo > 0 && !pys_isspace((unsigned char)s.p[lo - 1])) lo--;
             jl_push(&r->ar, rev, sval(js_sub(r, s, lo, hi - lo)));
             done++;
             hi = lo;
@@ -200,7 +200,7 @@ jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_r
     } else {
         for (;;) {
             jstr head = {.p = s.p, .n = end};
-            size_t k = done >= maxsplit ? SIZE_MAX : st_rfind(head, *sep);
+            size_t k = done >= maxsplit ? SIZE_MAX : pys_rfind(head, *sep);
             if (k == SIZE_MAX) {
                 jl_push(&r->ar, rev, sval(js_sub(r, s, 0, end)));
                 break;
@@ -214,7 +214,7 @@ jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_r
     return (jval){.t = JV_LIST, .u.l = l};
 }
 
-jval st_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count) {
+jval pys_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count) {
     jsb b;
     sb_init(&b);
     int64_t done = 0;
@@ -226,14 +226,14 @@ jval st_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count) {
             }
             if (i == s.n) break;
             size_t l;
-            st_cp(s, i, &l);
+            pys_cp(s, i, &l);
             sb_put_sub(r, &b, s, i, l);
             i += l;
         }
     } else {
         size_t i = 0;
         for (;;) {
-            size_t k = (count >= 0 && done >= count) ? SIZE_MAX : st_find(s, old, i);
+            size_t k = (count >= 0 && done >= count) ? SIZE_MAX : pys_find(s, old, i);
             if (k == SIZE_MAX) {
                 sb_put_sub(r, &b, s, i, s.n - i);
                 break;

@@ -4,24 +4,24 @@
 
 #include "text/jinja/jinja_int.h"
 
-enum { ST_UPPER, ST_LOWER, ST_CAPITALIZE, ST_TITLE, ST_JTITLE, ST_SWAP };
+enum { PYS_UPPER, PYS_LOWER, PYS_CAPITALIZE, PYS_TITLE, PYS_JTITLE, PYS_SWAP };
 
 /* The code point at byte i of s (an invalid byte reads as itself); *len its byte length. */
-uint32_t st_cp(jstr s, size_t i, size_t *len);
-bool st_isspace(uint32_t c);
-uint32_t st_case(uint32_t c, bool upper);
+uint32_t pys_cp(jstr s, size_t i, size_t *len);
+bool pys_isspace(uint32_t c);
+uint32_t pys_case(uint32_t c, bool upper);
 /* s case-mapped by mode (ST_*). */
-jval st_map(jrender *r, jstr s, int mode);
+jval pys_map(jrender *r, jstr s, int mode);
 /* s without leading (left) and trailing (right) characters of chars (NULL: whitespace). */
-jval st_strip(jrender *r, jstr s, const jstr *chars, bool left, bool right);
+jval pys_strip(jrender *r, jstr s, const jstr *chars, bool left, bool right);
 /* Byte offset of sub in s at or after from, or SIZE_MAX. */
-size_t st_find(jstr s, jstr sub, size_t from);
-size_t st_rfind(jstr s, jstr sub);
-size_t st_char_index(jstr s, size_t byte_off);
-size_t st_len(jstr s);
+size_t pys_find(jstr s, jstr sub, size_t from);
+size_t pys_rfind(jstr s, jstr sub);
+size_t pys_char_index(jstr s, size_t byte_off);
+size_t pys_len(jstr s);
 /* str.split / str.rsplit (sep NULL: runs of whitespace; maxsplit < 0: no limit). */
-jval st_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_right);
+jval pys_split(jrender *r, jstr s, const jstr *sep, int64_t maxsplit, bool from_right);
 /* str.replace (count < 0: all). */
-jval st_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count);
+jval pys_replace(jrender *r, jstr s, jstr old, jstr new_, int64_t count);
 
 #endif

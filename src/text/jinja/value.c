@@ -149,7 +149,7 @@ static int cmp_rec(jrender *r, uint32_t pos, jval a, jval b, int depth) {
         if (c) return c < 0 ? -1 : 1;
         return (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
     }
-    if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->iter && !b.u.l->iter) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             if (jv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
             return cmp_rec(r, pos, a.u.l->v[i], b.u.l->v[i], depth + 1);
@@ -249,7 +249,7 @@ jstr js_concat(jrender *r, jstr a, jstr b) {
     memcpy(k->p + k->used, b.p, b.n);
     k->used += b.n;
     k->p[k->used] = '\0';
-    jseg *segs = a.nseg ? (jseg *)a.segs : k->segs + k->nseg;
+    jseg *segs = a.nseg ? (jseg *)a.segs : b.nseg ? k->segs + k->nseg : NULL;
     for (size_t i = 0; i < b.nseg; i++) {
         jseg g = b.segs[i];
         g.off += a.n;
