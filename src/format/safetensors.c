@@ -346,7 +346,7 @@ fail:
     return st;
 }
 
-const st_tensor *st_tensor_find(const st_set *s, const char *name) {
+const st_tensor *st_find(const st_set *s, const char *name) {
     if (!s || !name || !s->tensors) return NULL;
     uint64_t lo = 0, hi = s->n_tensors;
     while (lo < hi) {
@@ -475,7 +475,7 @@ static slm_status open_index(st_set *s, const char *dir, const char *ipath, cons
     for (const cJSON *c = wm->child; c; c = c->next) {
         const char **hit = bsearch(&c->valuestring, names, n_uniq, sizeof *names, cmp_cstr);
         uint32_t want = hit ? (uint32_t)(hit - names) : 0;
-        const st_tensor *t = st_tensor_find(s, c->string ? c->string : "");
+        const st_tensor *t = st_find(s, c->string ? c->string : "");
         if (!t || t->shard != want) {
             st = err_set(e, SLM_ERR_FORMAT, "%s: tensor \"" ST_NAME_FMT "\" is mapped to shard \"" ST_NAME_FMT
                          "\" but that shard has no such tensor%s%s",

@@ -67,6 +67,6 @@ slm_status st_open_dir(st_set *s, const char *dir, const slm_allocator *a, slm_e
 /* Unmaps and frees everything and zeroes *s. Accepts NULL and zeroed sets. */
 void st_close(st_set *s);
 /* The tensor called name (binary search), or NULL. Borrowed until st_close. */
-const st_tensor *st_tensor_find(const st_set *s, const char *name);
+const st_tensor *st_find(const st_set *s, const char *name);
 
 #endif

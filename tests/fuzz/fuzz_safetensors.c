@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(t->n_dims <= 4);
         FUZZ_CHECK(t->data >= data + 8 && t->size_bytes <= size && t->data + t->size_bytes <= data + size);
         for (uint64_t b = 0; b < t->size_bytes; b++) sink ^= t->data[b];
-        FUZZ_CHECK(st_tensor_find(&s, t->name) == t);
+        FUZZ_CHECK(st_find(&s, t->name) == t);
         if (i > 0) FUZZ_CHECK(strcmp(s.tensors[i - 1].name, t->name) < 0);
     }
     (void)sink;

@@ -81,7 +81,7 @@ static float ld_f32(const uint8_t *p) {
 
 static const st_tensor *find(const st_set *s, const char *name, uint32_t type, uint32_t n_dims, int64_t ne0,
                              int64_t ne1, int64_t ne2, int64_t ne3, uint64_t size_bytes) {
-    const st_tensor *t = st_tensor_find(s, name);
+    const st_tensor *t = st_find(s, name);
     if (!t) {
         print_error("tensor %s not found\n", name);
         fail();
@@ -147,8 +147,8 @@ static void single_folder(void **unused) {
 
     t = find(&s, "empty", SLM_DTYPE_F32, 2, 4, 0, 1, 1, 0);
 
-    assert_null(st_tensor_find(&s, "model.embed_tokens"));
-    assert_null(st_tensor_find(&s, ""));
+    assert_null(st_find(&s, "model.embed_tokens"));
+    assert_null(st_find(&s, ""));
     st_close(&s);
     assert_int_equal(s.n_tensors, 0);
     assert_null(s.tensors);
@@ -457,8 +457,8 @@ static void duplicates(void **unused) {
     assert_int_equal(st_parse_image(&s, b2, n2, 1, &e), SLM_ERR_FORMAT);
     msg_has(&e, "\"a\" appears twice");
     assert_int_equal(s.n_tensors, 1);
-    assert_int_equal(st_tensor_find(&s, "a")->type, SLM_DTYPE_F32);
-    assert_null(st_tensor_find(&s, "c"));
+    assert_int_equal(st_find(&s, "a")->type, SLM_DTYPE_F32);
+    assert_null(st_find(&s, "c"));
     st_close(&s);
     free(b1);
     free(b2);
@@ -597,7 +597,7 @@ static void folders(void **unused) {
     err_clear(&e);
     assert_int_equal(st_open_dir(&s, dir, NULL, &e), SLM_OK);
     assert_int_equal(s.n_shards, 1);
-    assert_non_null(st_tensor_find(&s, "b"));
+    assert_non_null(st_find(&s, "b"));
     st_close(&s);
     /* an empty model.safetensors */
     tu_write_in_dir(dir, "model.safetensors", "", 0);
