@@ -324,10 +324,14 @@ typedef struct slm_chat_message {
     const char *content;
 } slm_chat_message;
 
-/* Template names: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false:
- * an empty think block after the generation prompt), "lfm2", "llama3", "gemma" (Gemma 3: a system
- * message opens the first user turn). name NULL = pick from the
- * model's stored template. Static storage or NULL if no template fits. */
+/* How a chat is rendered (README "How templates are chosen"): template_name NULL runs the model's
+ * own stored Jinja template (tokenizer.chat_template) through statelm's Jinja interpreter, with
+ * the context transformers builds (messages, tools, add_generation_prompt, bos_token, eos_token);
+ * SLM_ERR_NOT_FOUND when the model has none. A name selects one of the templates written out in C
+ * instead: "chatml", "smollm2", "qwen3", "qwen3-nothink" (Qwen3 with enable_thinking=false: an
+ * empty think block after the generation prompt), "lfm2", "llama3", "gemma" (Gemma 3: a system
+ * message opens the first user turn). slm_chat_template_detect names the built-in that resembles
+ * the stored template (static storage, NULL if none does); nothing runs it by default. */
 SLM_API const char *slm_chat_template_detect(const slm_model *model);
 /* Renders messages into *out (caller frees with slm_free). The rendered text contains the
  * special-token strings (e.g. "<|im_start|>"). To prefill, use slm_chat_tokenize: tokenising this
@@ -355,12 +359,14 @@ SLM_API slm_status slm_chat_tokenize(const slm_model *model, const char *templat
                                      int32_t **ids, size_t *n_ids);
 /* Tool calls (docs/serve.md "Tools"). tools: the OpenAI "tools" array as JSON text (NULL: none);
  * tool_calls: NULL, or n_msgs entries, each an assistant message's "tool_calls" array as JSON text
- * or NULL. Rendered as the template's family renders them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's
- * template has none); a bad tool or call fails with SLM_ERR_INVALID_ARG. The reason goes to err
- * (err_cap bytes, may be 0). */
+ * or NULL; tool_call_ids: NULL, or n_msgs entries, each a tool message's "tool_call_id" or NULL
+ * (Jinja templates read it, e.g. Mistral's; the built-ins do not). Rendered as the template renders
+ * them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's template has none); a bad tool or call fails with
+ * SLM_ERR_INVALID_ARG. The reason goes to err (err_cap bytes, may be 0). */
 typedef struct slm_chat_tools {
     const char *tools;
     const char *const *tool_calls;
+    const char *const *tool_call_ids;
 } slm_chat_tools;
 SLM_API slm_status slm_chat_render_tools(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
@@ -369,19 +375,63 @@ SLM_API slm_status slm_chat_tokenize_tools(const slm_model *model, const char *t
                                            const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
                                            const slm_chat_ids *content_ids, bool add_generation_prompt, int32_t **ids,
                                            size_t *n_ids, char *err, size_t err_cap);
+/* The template a chat runs: name, a built-in (as template_name above); else text, Jinja source
+ * (e.g. a --chat-template-file, a request's chat_template); both NULL: the model's stored template.
+ * kwargs: chat_template_kwargs, a JSON object's text whose keys are added to the Jinja context
+ * (e.g. "{\"enable_thinking\": false}"), or NULL; ignored by the built-ins. A bad template fails with
+ * SLM_ERR_FORMAT and "line:column: what" in err, a raise_exception in it with SLM_ERR_INVALID_ARG
+ * and its message. */
+typedef struct slm_chat_template {
+    const char *name;
+    const char *text;
+    const char *kwargs;
+} slm_chat_template;
+/* slm_chat_render_tools and slm_chat_tokenize_tools with the template tmpl (NULL: the stored one). */
+SLM_API slm_status slm_chat_render_with(const slm_model *model, const slm_chat_template *tmpl,
+                                        const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
+                                        bool add_generation_prompt, char **out, char *err, size_t err_cap);
+SLM_API slm_status slm_chat_tokenize_with(const slm_model *model, const slm_chat_template *tmpl,
+                                          const slm_chat_message *msgs, size_t n_msgs, const slm_chat_tools *tools,
+                                          const slm_chat_ids *content_ids, bool add_generation_prompt, int32_t **ids,
+                                          size_t *n_ids, char *err, size_t err_cap);
+/* The tool-call format (slm_tool_format_detect's names) of the template tmpl selects (NULL: the
+ * stored one): a built-in's own, else detected from the template text; NULL when it has none. */
+SLM_API const char *slm_chat_tool_format(const slm_model *model, const slm_chat_template *tmpl);
 /* Checks an OpenAI "tools" array (JSON text): SLM_ERR_INVALID_ARG with the entry and field in err. */
 SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err_cap);
-/* The tool calls in a generated answer text[0, len), in the call format of template_name: *out
- * (slm_free) is the JSON text {"content": string, "tool_calls": [{"name": string, "arguments":
- * string of a JSON object}, ...]}; without a well-formed call, no calls and the whole text as
- * content. */
+/* The tool-call format a chat template's text implies, from the markers it writes: "hermes"
+ * (<tool_call>{json}</tool_call>: Qwen2.5/Qwen3, Hermes, Granite 4, SmolLM3), "qwen-xml"
+ * (<tool_call><function=NAME><parameter=K>v</parameter></function></tool_call>: Qwen3.5,
+ * Qwen3-Coder), "lfm2" (<|tool_call_start|>[f(a=1)]<|tool_call_end|>: LFM2, LFM2.5), "llama3"
+ * ({"name", "parameters"}), "mistral" ([TOOL_CALLS][{...}]), "mistral-args"
+ * ([TOOL_CALLS]NAME[ARGS]{...}), "granite" (<|tool_call|>[{...}]: Granite 3.x), "gpt-oss"
+ * (harmony: <|channel|>commentary to=functions.NAME<|message|>{...}<|call|>); NULL when the
+ * template renders no tool calls (or template_text is NULL). Static storage. Every function below
+ * that takes a template_name also takes these format names. */
+SLM_API const char *slm_tool_format_detect(const char *template_text);
+/* The tool calls in a generated answer text[0, len), in the call format of template_name (a
+ * built-in template name or a format name): *out (slm_free) is the JSON text {"content": string,
+ * "tool_calls": [{"name": string, "arguments": string of a JSON object}, ...]}; without a
+ * well-formed call, no calls and the whole text as content. */
 SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out);
+#define SLM_TOOL_PARSE_REASONING 1u  /* split the answer's leading think block off first */
+#define SLM_TOOL_PARSE_THINK_OPEN 2u /* the prompt ended inside a think block: the answer opens as reasoning */
+/* As slm_tool_calls_parse, with the request's "tools" (JSON text or NULL: the values of "qwen-xml"
+ * calls are typed by each parameter's schema, a string parameter keeping its text) and flags: with
+ * reasoning split off, *out also has "reasoning_content" (gpt-oss: its analysis channel, always).
+ * Calls carry "id" where the model wrote one (Mistral's [CALL_ID], "id" members). */
+SLM_API slm_status slm_tool_calls_parse_opts(const char *format, const char *tools_json, unsigned flags,
+                                             const char *text, size_t len, char **out);
 /* For streaming: how many bytes of text[0, len) are content whatever is generated next (they stop
  * before what is or may become a call); never more than the content prefix the parse finds later. */
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len);
-/* For streaming a call in the JSON formats (Hermes: qwen3, chatml, smollm2; llama3) as it is
- * generated: true once the first call's name is whole, with span[0], span[1] its offset and length
- * in text and span[2], span[3] those of its arguments written so far (a prefix of the arguments
+/* Where a call in format's markers starts in text[0, len) (or a proper prefix of its marker ends the
+ * text): the end of reasoning that a prompt opened and the answer never closed; len when none. */
+SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t len);
+/* For streaming a call in the formats whose arguments are JSON text (all but "lfm2" and
+ * "qwen-xml", whose calls come whole at the end) as it is generated: true once the first call's
+ * name is whole, with span[0], span[1] its offset and length in text and span[2], span[3] those
+ * of its arguments written so far (a prefix of the arguments
  * slm_tool_calls_parse returns for the complete call; length 0 before they start). */
 SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]);
 SLM_API void slm_free(void *ptr);

@@ -198,40 +198,74 @@ fail:
     return -1;
 }
 
+/* chat_template_kwargs: None, a JSON object's text, or a dict (json.dumps'd); a new reference to
+ * its text as a str, or Py_None; NULL with an exception set. */
+static PyObject *kwargs_text(PyObject *kw) {
+    if (kw == Py_None || PyUnicode_Check(kw)) return Py_NewRef(kw);
+    if (!PyDict_Check(kw)) {
+        PyErr_SetString(PyExc_TypeError, "chat_template_kwargs must be a dict or a JSON object's text");
+        return NULL;
+    }
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *text = json ? PyObject_CallMethod(json, "dumps", "O", kw) : NULL;
+    Py_XDECREF(json);
+    return text;
+}
+
 static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"messages", "add_generation_prompt", "template", "tokenize", NULL};
-    PyObject *messages;
+    static char *names[] = {"messages", "add_generation_prompt", "template", "tokenize", "chat_template",
+                            "chat_template_kwargs", NULL};
+    PyObject *messages, *kwargs = Py_None;
     int add_gen = 1, tokenize = 0;
-    const char *tmpl = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$pzp", names, &messages, &add_gen, &tmpl, &tokenize)) return NULL;
+    const char *tmpl = NULL, *text_tmpl = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$pzpzO", names, &messages, &add_gen, &tmpl, &tokenize, &text_tmpl,
+                                     &kwargs))
+        return NULL;
+    if (tmpl && text_tmpl) {
+        PyErr_SetString(PyExc_ValueError, "give one of template (a built-in's name) and chat_template (Jinja text)");
+        return NULL;
+    }
     slm_model *model = ext_model_get(self);
     if (!model) return NULL;
+    PyObject *kwtext = kwargs_text(kwargs);
+    if (!kwtext) return NULL;
+    slm_chat_template t = {tmpl, text_tmpl, kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(kwtext, NULL)};
+    if (kwtext != Py_None && !t.kwargs) {
+        Py_DECREF(kwtext);
+        return NULL;
+    }
     slm_chat_message *msgs;
     size_t n;
     PyObject *keep;
-    if (chat_messages(messages, &msgs, &n, &keep)) return NULL;
+    if (chat_messages(messages, &msgs, &n, &keep)) {
+        Py_DECREF(kwtext);
+        return NULL;
+    }
     ModelObject *m = (ModelObject *)self;
     ext_model_hold(m);
-    char *text = NULL;
+    char *text = NULL, err[512] = "";
     int32_t *ids = NULL;
     size_t n_ids = 0;
     slm_status st;
     Py_BEGIN_ALLOW_THREADS
     if (tokenize)
-        st = slm_chat_tokenize(model, tmpl, msgs, n, NULL, add_gen, &ids, &n_ids);
+        st = slm_chat_tokenize_with(model, &t, msgs, n, NULL, NULL, add_gen, &ids, &n_ids, err, sizeof err);
     else
-        st = slm_chat_render(model, tmpl, msgs, n, add_gen, &text);
+        st = slm_chat_render_with(model, &t, msgs, n, NULL, add_gen, &text, err, sizeof err);
     Py_END_ALLOW_THREADS
     ext_model_release(m);
     PyObject *out = NULL;
     if (st != SLM_OK)
-        ext_raise(st, tmpl ? "cannot render the chat with that template" : "cannot render the chat with the model's template");
+        ext_raise(st, err[0] ? err
+                             : tmpl ? "cannot render the chat with that template"
+                                    : "cannot render the chat with the model's template");
     else
         out = tokenize ? ext_ids_to_list(ids, n_ids) : PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
     slm_free(text);
     slm_free(ids);
     PyMem_Free(msgs);
     Py_DECREF(keep);
+    Py_DECREF(kwtext);
     return out;
 }
 

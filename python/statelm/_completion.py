@@ -136,11 +136,14 @@ def create_chat_completion(model, messages: list[dict], *, max_tokens: int | Non
                            presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                            logit_bias: dict[int | str, float] | None = None, seed: int | None = None,
                            stop: str | list[str] | None = None, stream: bool = False, logprobs: bool | None = None,
-                           template: str | None = None, lookup: bool = False, draft_model=None):
-    """The assistant's reply to messages (rendered with the model's chat template, or template).
-    See the module doc."""
+                           template: str | None = None, lookup: bool = False, draft_model=None,
+                           chat_template: str | None = None, chat_template_kwargs: dict | None = None):
+    """The assistant's reply to messages (rendered with the model's chat template, the Jinja text
+    chat_template, or the built-in template; chat_template_kwargs adds template variables). See
+    the module doc."""
     _check_logprobs(logprobs)
-    ids = model.chat_template(messages, add_generation_prompt=True, template=template, tokenize=True)
+    ids = model.chat_template(messages, add_generation_prompt=True, template=template, tokenize=True,
+                              chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)
     cid, created, name = f"chatcmpl-{uuid.uuid4()}", int(time.time()), model.path
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
                     presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, logit_bias=logit_bias)

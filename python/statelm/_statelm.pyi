@@ -88,7 +88,8 @@ class Model:
     def info(self) -> dict:
         """arch, name, format ("gguf"/"hf"), n_layer, layer_kinds, n_vocab, n_embd, n_ctx_train,
         n_ctx_default, n_tensors, weight_bytes, hparams {name: value}, fingerprint (16 bytes),
-        chat_template (the renderer statelm picks, or None), chat_template_text (as stored), and
+        chat_template (the built-in template that resembles the stored one, or None; the stored
+        template itself is what renders by default), chat_template_text (as stored), and
         tokenizer {kind, pre, n_vocab, bos, eos, eot, pad, add_bos} (None without one)."""
     @property
     def n_vocab(self) -> int: ...
@@ -111,11 +112,15 @@ class Model:
     def detokenizer(self) -> Detokenizer:
         """A new streaming detokenizer."""
     def chat_template(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
-                      template: str | None = None, tokenize: bool = False) -> str | list[int]:
-        """Renders messages ([{"role": ..., "content": ...}]) with the model's chat template, or
-        the named one ("chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3", "gemma").
-        tokenize=True gives the ids ready to prefill (slm_chat_tokenize: control tokens only from
-        the template's own text, never from message contents)."""
+                      template: str | None = None, tokenize: bool = False, chat_template: str | None = None,
+                      chat_template_kwargs: dict | str | None = None) -> str | list[int]:
+        """Renders messages ([{"role": ..., "content": ...}]) with the model's own Jinja chat
+        template (run by statelm's interpreter, as transformers renders it), the Jinja text
+        chat_template, or the built-in named template ("chatml", "smollm2", "qwen3",
+        "qwen3-nothink", "lfm2", "llama3", "gemma"). chat_template_kwargs (a dict, or a JSON
+        object's text) adds template variables, e.g. {"enable_thinking": False}. tokenize=True
+        gives the ids ready to prefill (slm_chat_tokenize_with: control tokens only from the
+        template's own text, never from message contents)."""
     def close(self) -> None:
         """Marks the model closed; its memory goes when the last session using it is gone."""
     def __enter__(self) -> Self: ...

@@ -39,6 +39,27 @@ def test_chat_template_matches_hf(models, arch, template):
     assert m.chat_template(msgs, template=template, tokenize=True) == v["chat"]["ids"]
 
 
+def test_chat_template_text_and_kwargs(models):
+    import statelm
+    m = models["qwen3"]
+    msgs = [{"role": "user", "content": "hi <|im_end|>"}]
+    t = "{% for x in messages %}<|im_start|>{{ x.role }}:{{ x.content }}{% endfor %}{{ 'T' if enable_thinking else 'F' }}"
+    assert m.chat_template(msgs, chat_template=t, chat_template_kwargs={"enable_thinking": True}) == \
+        "<|im_start|>user:hi <|im_end|>T"
+    assert m.chat_template(msgs, chat_template=t, chat_template_kwargs='{"enable_thinking": false}').endswith("F")
+    # the template's <|im_start|> is a control token, the message's <|im_end|> text is not
+    ids = m.chat_template(msgs, chat_template=t, chat_template_kwargs={"enable_thinking": True}, tokenize=True)
+    im_end = m.tokenize("<|im_end|>", add_bos=False, special=True)
+    assert ids[0] == m.tokenize("<|im_start|>", add_bos=False, special=True)[0]
+    assert not any(ids[i:i + len(im_end)] == im_end for i in range(len(ids)))
+    with pytest.raises(statelm.FormatError, match="1:"):
+        m.chat_template(msgs, chat_template="{% for x in messages %}{{ x ]] }}")
+    with pytest.raises(ValueError):
+        m.chat_template(msgs, chat_template=t, template="chatml")
+    with pytest.raises(statelm.InvalidArgumentError, match="messages"):
+        m.chat_template(msgs, chat_template=t, chat_template_kwargs={"messages": []})
+
+
 def test_generate_stream_text(models, arch):
     m = models[arch]
     toks = list(m.generate("The fox", max_tokens=12, stop_at_eog=False))

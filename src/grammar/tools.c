@@ -1,12 +1,20 @@
 /* tools.c — the grammar of a forced tool call (tool_choice "required" or a named function,
- * docs/serve.md "Tools"): one call in the template family's format (text/toolcall.h) whose
+ * docs/serve.md "Tools"): one call in the template's call format (text/toolcall.h) whose
  * arguments are constrained by the tool's "parameters" JSON Schema, through the schema converter
- * (schema.c). Hermes and Llama 3: the call object {"name": const, "arguments"|"parameters": schema}
- * is itself a JSON Schema, one anyOf branch per tool; the Hermes tags are one more rule around it.
- * LFM2: the Python-style list [name(k=v, ...)] (its markers are control tokens, which a grammar
- * never allows; the parser takes the bare list), each value the JSON that the property's schema
- * converts to (JSON strings, numbers, lists and objects are Python literals; the parser also
- * reads true/false/null), the converted grammars merged under per-property rule prefixes. */
+ * (schema.c). A grammar never produces control tokens, so formats whose call markers are control
+ * tokens get the call without them, in the bare form their parser also reads.
+ *  - Hermes, Llama 3, Mistral's list, Granite: the call object {"name": const, "arguments"|
+ *    "parameters": schema} is itself a JSON Schema, one anyOf branch per tool; the Hermes tags or
+ *    the list brackets are one more rule around it.
+ *  - LFM2: the Python-style list [name(k=v, ...)], each value the JSON that the property's schema
+ *    converts to (JSON strings, numbers, lists and objects are Python literals; the parser also
+ *    reads true/false/null), the converted grammars merged under per-property rule prefixes.
+ *  - Qwen XML: <tool_call>\n<function=NAME>\n then <parameter=K>\nvalue\n</parameter>\n per
+ *    argument; a "type": "string" value is raw text without "</" (an enum or const of strings: those
+ *    texts; min/maxLength: that many characters other than '<'), any other value the JSON its
+ *    schema converts to.
+ *  - Mistral's [TOOL_CALLS]NAME[ARGS]{...}: NAME then the arguments object.
+ *  - gpt-oss: refused (a call is addressed in harmony headers made of control tokens). */
 #define _GNU_SOURCE /* open_memstream */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -83,6 +91,183 @@ static void prefix_rules(FILE *out, const char *g, const char *pre) {
     }
 }
 
+/* A GBNF literal of s (with its quotes). */
+static void gbnf_literal(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
+        else if (*c < 0x20) fprintf(out, "\\x%02x", *c);
+        else fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
+/* The rules of the JSON that schema converts to, appended to out under prefix pre (its root rule is
+ * pre "root"). tool and prop name the property in an error. */
+static slm_status schema_rules(FILE *out, const cJSON *schema, const char *pre, const char *tool, const char *prop,
+                               slm_err *e) {
+    char *text = cJSON_PrintUnformatted(schema), *g = NULL;
+    slm_err inner;
+    err_clear(&inner);
+    slm_status st = text ? gr_schema_to_gbnf(text, strlen(text), 0, &g, &inner) : SLM_ERR_NOMEM;
+    free(text);
+    if (st != SLM_OK)
+        return err_set(e, st, "tool '%s': parameters: property '%.40s': %s", tool, prop,
+                       inner.msg[0] ? inner.msg : "out of memory");
+    prefix_rules(out, g, pre);
+    free(g);
+    return SLM_OK;
+}
+
+static bool plain_key(const char *k) {
+    if (!*k) return false;
+    for (; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') || *k == '_' ||
+              *k == '-' || *k == '.'))
+            return false;
+    return true;
+}
+
+/* pre "root" for the raw text of a "type": "string" parameter of the XML format (tools.c's head). */
+static slm_status xml_string_rule(FILE *out, const cJSON *p, const char *pre, const char *tool, const char *prop,
+                                  slm_err *e) {
+    static const char *const refused[] = {"pattern", "format", "contentEncoding"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (cJSON_HasObjectItem(p, refused[i]))
+            return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s': keyword '%s' on a string argument "
+                                                   "of the XML call format", tool, prop, refused[i]);
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(p, "const");
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(p, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
+    fprintf(out, "%sroot ::= ", pre);
+    if (cJSON_IsString(cn)) {
+        gbnf_literal(out, cn->valuestring);
+    } else if (cJSON_IsArray(en)) {
+        int k = 0;
+        for (const cJSON *x = en->child; x; x = x->next)
+            if (cJSON_IsString(x)) {
+                if (k++) fputs(" | ", out);
+                gbnf_literal(out, x->valuestring);
+            }
+        if (k == 0) return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s': no string in its enum", tool, prop);
+    } else if (cJSON_IsNumber(mn) || cJSON_IsNumber(mx)) {
+        double lo = cJSON_IsNumber(mn) ? mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? mx->valuedouble : -1;
+        if (lo < 0 || lo > 10000 || hi > 10000 || (hi >= 0 && hi < lo))
+            return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s': string length bounds out of range", tool,
+                           prop);
+        if (hi >= 0) fprintf(out, "[^<]{%d,%d}", (int)lo, (int)hi);
+        else fprintf(out, "[^<]{%d,}", (int)lo);
+    } else {
+        fputs("xml-text", out);
+    }
+    fputc('\n', out);
+    return SLM_OK;
+}
+
+static bool string_typed(const cJSON *p) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+    return cJSON_IsString(t) && !strcmp(t->valuestring, "string");
+}
+
+/* The GBNF of the Qwen XML forced call (tools.c's head); arguments in the schema's property
+ * order, required ones always: rule t<k>-n<i> writes arguments i.. of tool k. */
+static slm_status xml_gbnf(const cJSON *tools, const char *only, char **gbnf, slm_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    slm_status st = SLM_OK;
+    fputs("root ::= (", out);
+    int k = 0;
+    bool first = true;
+    for (const cJSON *t = tools->child; t; t = t->next, k++) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")
+                               ->valuestring;
+        if (only && strcmp(name, only) != 0) continue;
+        fprintf(out, "%st%d", first ? " " : " | ", k);
+        first = false;
+    }
+    fputs(" )\nxml-text ::= ( [^<] | \"<\" [^/<] )*\n", out);
+    k = 0;
+    for (const cJSON *t = tools->child; t && st == SLM_OK; t = t->next, k++) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+        if (only && strcmp(name, only) != 0) continue;
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+        fprintf(out, "t%d ::= \"<tool_call>\\n<function=%s>\\n\" t%d-n0 \"</function>\\n</tool_call>\"\n", k, name, k);
+        int i = 0, n = cJSON_GetArraySize(props);
+        for (const cJSON *p = props ? props->child : NULL; p && st == SLM_OK; p = p->next, i++) {
+            if (!plain_key(p->string)) {
+                st = err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a name the XML call format "
+                                                     "can write (a-z, A-Z, 0-9, '_', '-', '.')", name, p->string);
+                break;
+            }
+            bool required = false;
+            for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+                required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+            char pre[32];
+            snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
+            st = string_typed(p) ? xml_string_rule(out, p, pre, name, p->string, e)
+                                 : schema_rules(out, p, pre, name, p->string, e);
+            if (st != SLM_OK) break;
+            fprintf(out, "t%d-kv%d ::= \"<parameter=%s>\\n\" %sroot \"\\n</parameter>\\n\"\n", k, i, p->string, pre);
+            if (required) fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d\n", k, i, k, i, k, i + 1);
+            else fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d | t%d-n%d\n", k, i, k, i, k, i + 1, k, i + 1);
+        }
+        fprintf(out, "t%d-n%d ::= \"\"\n", k, n);
+    }
+    fclose(out);
+    if (st != SLM_OK) {
+        free(text);
+        return st;
+    }
+    *gbnf = text;
+    return SLM_OK;
+}
+
+/* The GBNF of Mistral's bare NAME{arguments} (its [TOOL_CALLS] and [ARGS] are control tokens). */
+static slm_status args_gbnf(const cJSON *tools, const char *only, char **gbnf, slm_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    slm_status st = SLM_OK;
+    fputs("root ::= (", out);
+    int k = 0;
+    bool first = true;
+    for (const cJSON *t = tools->child; t; t = t->next, k++) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")
+                               ->valuestring;
+        if (only && strcmp(name, only) != 0) continue;
+        fprintf(out, "%st%d", first ? " " : " | ", k);
+        first = false;
+    }
+    fputs(" )\n", out);
+    k = 0;
+    for (const cJSON *t = tools->child; t && st == SLM_OK; t = t->next, k++) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+        if (only && strcmp(name, only) != 0) continue;
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        cJSON *any = params ? NULL : cJSON_CreateObject();
+        if (any) cJSON_AddStringToObject(any, "type", "object");
+        char pre[32];
+        snprintf(pre, sizeof pre, "t%d-a-", k);
+        fprintf(out, "t%d ::= \"%s\" %sroot\n", k, name, pre);
+        st = params || any ? schema_rules(out, params ? params : any, pre, name, "(arguments)", e)
+                           : err_set(e, SLM_ERR_NOMEM, "out of memory");
+        cJSON_Delete(any);
+    }
+    fclose(out);
+    if (st != SLM_OK) {
+        free(text);
+        return st;
+    }
+    *gbnf = text;
+    return SLM_OK;
+}
+
 /* The GBNF of LFM2's forced call: root ::= "[" a call of one of the tools (or only) "]". Each
  * call's keyword arguments come in the schema's property order, required ones always:
  * rule N<i> writes arguments i.. when none was written yet, W<i> after one was. */
@@ -117,30 +302,17 @@ static slm_status lfm2_gbnf(const cJSON *tools, const char *only, char **gbnf, s
             bool required = false;
             for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
                 required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
-            char *schema = cJSON_PrintUnformatted(p), *g = NULL;
-            slm_err inner;
-            err_clear(&inner);
-            st = schema ? gr_schema_to_gbnf(schema, strlen(schema), 0, &g, &inner) : SLM_ERR_NOMEM;
-            free(schema);
-            if (st != SLM_OK) {
-                err_set(e, st, "tool '%s': parameters: property '%.40s': %s", name, p->string,
-                        inner.msg[0] ? inner.msg : "out of memory");
-                break;
-            }
             for (const char *c = p->string; *c; c++)
                 if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) {
                     st = err_set(e, SLM_ERR_UNSUPPORTED,
                                  "tool '%s': property '%.40s' is not a Python keyword-argument name", name, p->string);
                     break;
                 }
-            if (st != SLM_OK) {
-                free(g);
-                break;
-            }
+            if (st != SLM_OK) break;
             char pre[32];
             snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
-            prefix_rules(out, g, pre);
-            free(g);
+            st = schema_rules(out, p, pre, name, p->string, e);
+            if (st != SLM_OK) break;
             fprintf(out, "t%d-kv%d ::= \"%s=\" %sroot\n", k, i, p->string, pre);
             if (required) {
                 fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-w%d\n", k, i, k, i, k, i + 1);
@@ -165,6 +337,9 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
                                  slm_err *e) {
     *gbnf = NULL;
     if (f == TC_NONE) return err_set(e, SLM_ERR_UNSUPPORTED, "this template has no tool-call format");
+    if (f == TC_HARMONY)
+        return err_set(e, SLM_ERR_UNSUPPORTED, "gpt-oss: a call is addressed in harmony message headers made of control "
+                                               "tokens (<|channel|>, <|message|>), which a grammar cannot produce");
     slm_status st = tc_check_tools(tools, e);
     if (st != SLM_OK) return st;
     if (only && !tc_find_tool(tools, only))
@@ -172,7 +347,9 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
     if (!only && !tools->child) return err_set(e, SLM_ERR_INVALID_ARG, "no tools to call");
     *root = "root";
     if (f == TC_LFM2) return lfm2_gbnf(tools, only, gbnf, e);
-    const char *key = f == TC_HERMES ? "arguments" : "parameters";
+    if (f == TC_QWEN_XML) return xml_gbnf(tools, only, gbnf, e);
+    if (f == TC_MISTRAL_ARGS) return args_gbnf(tools, only, gbnf, e);
+    const char *key = f == TC_LLAMA3 ? "parameters" : "arguments";
     cJSON *any = cJSON_CreateObject(), *branches = cJSON_AddArrayToObject(any, "anyOf");
     if (!any || !branches) {
         cJSON_Delete(any);
@@ -195,15 +372,16 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
     free(text);
     if (st != SLM_OK) return st;
     *root = "root";
-    if (f == TC_HERMES) {
-        static const char wrap[] = "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n";
-        size_t n = strlen(body);
-        char *g = realloc(body, n + sizeof wrap);
+    if (f == TC_HERMES || f == TC_MISTRAL || f == TC_GRANITE) {
+        const char *wrap = f == TC_HERMES ? "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
+                                          : "tool-call ::= \"[\" root \"]\"\n";
+        size_t n = strlen(body), nw = strlen(wrap);
+        char *g = realloc(body, n + nw + 1);
         if (!g) {
             free(body);
             return err_set(e, SLM_ERR_NOMEM, "out of memory");
         }
-        memcpy(g + n, wrap, sizeof wrap);
+        memcpy(g + n, wrap, nw + 1);
         body = g;
         *root = "tool-call";
     }

@@ -19,7 +19,9 @@
 #include "format/quantize.h"
 #include "model/hf_layout.h"
 #include "model/model.h"
+#include "text/jinja.h"
 #include "text/tokenizer.h"
+#include "text/toolcall.h"
 
 SLM_API slm_model_params slm_model_params_default(void) {
     slm_model_params p;
@@ -388,6 +390,7 @@ SLM_API void slm_model_destroy(slm_model *m) {
     if (!m) return;
     slm_allocator a = m->alloc;
     if (m->rt_cache && m->rt_cache_free) m->rt_cache_free(m->rt_cache);
+    jinja_free(m->chat_jinja);
     pthread_mutex_destroy(&m->rt_mu);
     tok_destroy(m->tok);
     for (int32_t i = 0; i < m->n_tensors; i++) al_free(&a, m->tensors[i].name);
@@ -498,29 +501,50 @@ SLM_API const char *slm_chat_template_detect(const slm_model *m) {
     return m && m->chat_template ? chat_detect(m->chat_template) : NULL;
 }
 
-SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
-                                   size_t n_msgs, bool add_generation_prompt, char **out) {
-    if (!out) return SLM_ERR_INVALID_ARG;
-    *out = NULL;
-    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
-    const char *name = template_name ? template_name : slm_chat_template_detect(m);
-    if (!name) return SLM_ERR_NOT_FOUND;
-    if (!m->tok) return SLM_ERR_UNSUPPORTED;
-    /* Rendered text is returned through slm_free (malloc), independent of the model allocator. */
-    return chat_render(name, m->tok, msgs, n_msgs, add_generation_prompt, &al_default, out, NULL);
-}
-
-SLM_API slm_status slm_chat_tokenize(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
-                                     size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
-                                     int32_t **ids, size_t *n_ids) {
-    if (!ids || !n_ids) return SLM_ERR_INVALID_ARG;
-    *ids = NULL;
-    *n_ids = 0;
-    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
-    const char *name = template_name ? template_name : slm_chat_template_detect(m);
-    if (!name) return SLM_ERR_NOT_FOUND;
-    if (!m->tok) return SLM_ERR_UNSUPPORTED;
-    return chat_tokenize(name, m->tok, msgs, n_msgs, content_ids, add_generation_prompt, &al_default, ids, n_ids, NULL);
+/* The chat_tmpl that t selects for model m: a built-in by name, Jinja text, or the model's stored
+ * template; *kwargs the parsed chat_template_kwargs (caller deletes). */
+static slm_status pick_template(const slm_model *m, const slm_chat_template *t, chat_tmpl *out, cJSON **kwargs,
+                                slm_err *e) {
+    *kwargs = NULL;
+    *out = (chat_tmpl){0};
+    if (t && t->name) {
+        if (!chat_is_builtin(t->name))
+            return err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s' (built-ins: chatml, smollm2, qwen3, "
+                                                 "qwen3-nothink, lfm2, llama3, gemma)", t->name);
+        out->name = t->name;
+    } else {
+        out->src = t && t->text ? t->text : m->chat_template;
+        if (!out->src) return err_set(e, SLM_ERR_NOT_FOUND, "chat: the model has no chat template");
+        if (out->src == m->chat_template) { /* parsed once per model (the model is shared read-only) */
+            slm_model *mm = (slm_model *)(uintptr_t)m;
+            slm_status st = SLM_OK;
+            slm_err pe;
+            err_clear(&pe);
+            pthread_mutex_lock(&mm->rt_mu);
+            if (!mm->chat_jinja) st = jinja_parse(m->chat_template, strlen(m->chat_template), &al_default, &mm->chat_jinja, &pe);
+            out->parsed = mm->chat_jinja;
+            pthread_mutex_unlock(&mm->rt_mu);
+            if (st != SLM_OK) return err_set(e, st, "chat template: %s", pe.msg);
+        }
+    }
+    if (t && t->kwargs && !(*kwargs = cJSON_Parse(t->kwargs)))
+        return err_set(e, SLM_ERR_INVALID_ARG, "chat: chat_template_kwargs is not valid JSON");
+    if (*kwargs && !cJSON_IsObject(*kwargs)) {
+        cJSON_Delete(*kwargs);
+        *kwargs = NULL;
+        return err_set(e, SLM_ERR_INVALID_ARG, "chat: chat_template_kwargs must be a JSON object");
+    }
+    static const char *const reserved[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
+    for (const cJSON *k = *kwargs ? (*kwargs)->child : NULL; k; k = k->next)
+        for (size_t r = 0; r < sizeof reserved / sizeof reserved[0]; r++)
+            if (!strcmp(k->string, reserved[r])) {
+                cJSON_Delete(*kwargs);
+                *kwargs = NULL;
+                return err_set(e, SLM_ERR_INVALID_ARG, "chat: chat_template_kwargs: '%s' is set by the chat itself",
+                               reserved[r]);
+            }
+    out->kwargs = *kwargs;
+    return SLM_OK;
 }
 
 /* The cJSON trees of t's JSON texts in *x (calls: n_msgs entries); cleared by chat_tools_free. */
@@ -533,6 +557,7 @@ static slm_status chat_tools_parse(const slm_chat_tools *t, size_t n_msgs, chat_
     if (t->tools && !(*tools = cJSON_Parse(t->tools)))
         return err_set(e, SLM_ERR_INVALID_ARG, "chat: 'tools' is not valid JSON");
     x->tools = *tools;
+    x->tool_call_ids = t->tool_call_ids;
     if (!t->tool_calls || n_msgs == 0) return SLM_OK;
     if (!(*calls = calloc(n_msgs, sizeof **calls))) return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
     for (size_t i = 0; i < n_msgs; i++)
@@ -548,51 +573,88 @@ static void chat_tools_free(cJSON *tools, cJSON **calls, size_t n_msgs) {
     free(calls);
 }
 
-/* Renders (text != NULL) or tokenises the messages with their tools (slm_chat_render_tools and
- * slm_chat_tokenize_tools after their argument checks). */
-static slm_status chat_with_tools(const slm_model *m, const char *name, const slm_chat_message *msgs, size_t n_msgs,
-                                  const slm_chat_tools *tools, const slm_chat_ids *content_ids, bool gen, char **text,
-                                  int32_t **ids, size_t *n_ids, char *err, size_t err_cap) {
+/* Renders (text != NULL) or tokenises the messages with their tools after the argument checks. */
+static slm_status chat_with(const slm_model *m, const slm_chat_template *t, const slm_chat_message *msgs, size_t n_msgs,
+                            const slm_chat_tools *tools, const slm_chat_ids *content_ids, bool gen, char **text,
+                            int32_t **ids, size_t *n_ids, char *err, size_t err_cap) {
     slm_err e;
     err_clear(&e);
     chat_tools x;
-    cJSON *tj, **cj;
-    slm_status st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
-    if (st == SLM_OK && text)
-        st = chat_render_tools_spans(name, m->tok, msgs, n_msgs, &x, gen, &al_default, text, NULL, NULL, &e);
-    else if (st == SLM_OK)
-        st = chat_tokenize_tools(name, m->tok, msgs, n_msgs, &x, content_ids, gen, &al_default, ids, n_ids, &e);
+    cJSON *tj = NULL, **cj = NULL, *kw = NULL;
+    chat_tmpl ct;
+    slm_status st = pick_template(m, t, &ct, &kw, &e);
+    if (st == SLM_OK) st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
+    /* Rendered text and ids are returned through slm_free (malloc), independent of the model allocator. */
+    if (st == SLM_OK && text) st = chat_render_tmpl(&ct, m->tok, msgs, n_msgs, &x, gen, &al_default, text, NULL, NULL, &e);
+    else if (st == SLM_OK) st = chat_tokenize_tmpl(&ct, m->tok, msgs, n_msgs, &x, content_ids, gen, &al_default, ids, n_ids, &e);
     chat_tools_free(tj, cj, n_msgs);
+    cJSON_Delete(kw);
     if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
     return st;
+}
+
+SLM_API slm_status slm_chat_render_with(const slm_model *m, const slm_chat_template *t, const slm_chat_message *msgs,
+                                        size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
+                                        char **out, char *err, size_t err_cap) {
+    if (err && err_cap) err[0] = '\0';
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    if (!(t && (t->name || t->text)) && !m->chat_template) return SLM_ERR_NOT_FOUND;
+    return chat_with(m, t, msgs, n_msgs, tools, NULL, add_generation_prompt, out, NULL, NULL, err, err_cap);
+}
+
+SLM_API slm_status slm_chat_tokenize_with(const slm_model *m, const slm_chat_template *t, const slm_chat_message *msgs,
+                                          size_t n_msgs, const slm_chat_tools *tools, const slm_chat_ids *content_ids,
+                                          bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
+                                          size_t err_cap) {
+    if (err && err_cap) err[0] = '\0';
+    if (!ids || !n_ids) return SLM_ERR_INVALID_ARG;
+    *ids = NULL;
+    *n_ids = 0;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    if (!(t && (t->name || t->text)) && !m->chat_template) return SLM_ERR_NOT_FOUND;
+    if (!m->tok) return SLM_ERR_UNSUPPORTED;
+    return chat_with(m, t, msgs, n_msgs, tools, content_ids, add_generation_prompt, NULL, ids, n_ids, err, err_cap);
+}
+
+SLM_API const char *slm_chat_tool_format(const slm_model *m, const slm_chat_template *t) {
+    if (t && t->name) return tc_format_name(tc_format_of(t->name));
+    return tc_format_name(tc_format_detect(t && t->text ? t->text : m ? m->chat_template : NULL));
+}
+
+SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                   size_t n_msgs, bool add_generation_prompt, char **out) {
+    slm_chat_template t = {template_name, NULL, NULL};
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
+    if (!template_name && !m->chat_template) return SLM_ERR_NOT_FOUND;
+    if (!m->tok) return SLM_ERR_UNSUPPORTED;
+    return chat_with(m, &t, msgs, n_msgs, NULL, NULL, add_generation_prompt, out, NULL, NULL, NULL, 0);
+}
+
+SLM_API slm_status slm_chat_tokenize(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
+                                     size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                                     int32_t **ids, size_t *n_ids) {
+    slm_chat_template t = {template_name, NULL, NULL};
+    return slm_chat_tokenize_with(m, &t, msgs, n_msgs, NULL, content_ids, add_generation_prompt, ids, n_ids, NULL, 0);
 }
 
 SLM_API slm_status slm_chat_render_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
                                          char **out, char *err, size_t err_cap) {
-    if (err && err_cap) err[0] = '\0';
-    if (!out) return SLM_ERR_INVALID_ARG;
-    *out = NULL;
-    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
-    const char *name = template_name ? template_name : slm_chat_template_detect(m);
-    if (!name) return SLM_ERR_NOT_FOUND;
-    return chat_with_tools(m, name, msgs, n_msgs, tools, NULL, add_generation_prompt, out, NULL, NULL, err, err_cap);
+    slm_chat_template t = {template_name, NULL, NULL};
+    return slm_chat_render_with(m, &t, msgs, n_msgs, tools, add_generation_prompt, out, err, err_cap);
 }
 
 SLM_API slm_status slm_chat_tokenize_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                            size_t n_msgs, const slm_chat_tools *tools, const slm_chat_ids *content_ids,
                                            bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
                                            size_t err_cap) {
-    if (err && err_cap) err[0] = '\0';
-    if (!ids || !n_ids) return SLM_ERR_INVALID_ARG;
-    *ids = NULL;
-    *n_ids = 0;
-    if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
-    const char *name = template_name ? template_name : slm_chat_template_detect(m);
-    if (!name) return SLM_ERR_NOT_FOUND;
-    if (!m->tok) return SLM_ERR_UNSUPPORTED;
-    return chat_with_tools(m, name, msgs, n_msgs, tools, content_ids, add_generation_prompt, NULL, ids, n_ids, err,
-                           err_cap);
+    slm_chat_template t = {template_name, NULL, NULL};
+    return slm_chat_tokenize_with(m, &t, msgs, n_msgs, tools, content_ids, add_generation_prompt, ids, n_ids, err,
+                                  err_cap);
 }
 
 SLM_API void slm_free(void *ptr) { free(ptr); }

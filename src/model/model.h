@@ -54,6 +54,9 @@ struct slm_model {
     pthread_mutex_t rt_mu;
     void *rt_cache;
     void (*rt_cache_free)(void *cache);
+    /* chat_template parsed by the Jinja interpreter on its first render (under rt_mu), then
+     * shared read-only by every render; NULL before. */
+    struct jinja_template *chat_jinja;
     int32_t n_states;
     char **state_names;      /* (n_states) */
     int32_t *state_layer;    /* (n_states) */

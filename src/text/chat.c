@@ -639,9 +639,47 @@ slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_c
     return chat_tokenize_tools(name, tok, msgs, n_msgs, NULL, content_ids, add_generation_prompt, a, ids, n_ids, e);
 }
 
+bool chat_is_builtin(const char *name) {
+    static const char *const names[] = {"chatml", "smollm2", "qwen3", "qwen3-nothink", "lfm2", "llama3", "gemma"};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
+
+slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                            const chat_tools *tools, bool add_generation_prompt, const slm_allocator *a, char **out,
+                            chat_span **spans, size_t *n_spans, slm_err *e) {
+    if (out) *out = NULL;
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
+    if (!t || (!t->name && !t->src)) return err_set(e, SLM_ERR_INVALID_ARG, "chat: no template");
+    if (t->name)
+        return chat_render_tools_spans(t->name, tok, msgs, n_msgs, tools, add_generation_prompt, a, out, spans, n_spans,
+                                       e);
+    if (!out || (!msgs && n_msgs > 0)) return err_set(e, SLM_ERR_INVALID_ARG, "chat: missing argument");
+    for (size_t i = 0; i < n_msgs; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
+    return chat_render_jinja(t->src, t->parsed, t->kwargs, tok, msgs, n_msgs, tools, add_generation_prompt,
+                             a ? a : &al_default, out, spans, n_spans, e);
+}
+
 slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                                const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e) {
+    chat_tmpl t = {name, NULL, NULL, NULL};
+    if (!name) {
+        if (ids) *ids = NULL;
+        if (n_ids) *n_ids = 0;
+        return err_set(e, SLM_ERR_INVALID_ARG, "chat: missing argument");
+    }
+    return chat_tokenize_tmpl(&t, tok, msgs, n_msgs, tools, content_ids, add_generation_prompt, a, ids, n_ids, e);
+}
+
+slm_status chat_tokenize_tmpl(const chat_tmpl *tm, const slm_tokenizer *tok, const slm_chat_message *msgs,
+                              size_t n_msgs, const chat_tools *tools, const slm_chat_ids *content_ids,
+                              bool add_generation_prompt, const slm_allocator *a, int32_t **ids, size_t *n_ids,
+                              slm_err *e) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!tok || !ids || !n_ids) return err_set(e, SLM_ERR_INVALID_ARG, "chat: missing argument");
@@ -649,13 +687,12 @@ slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const
     char *text = NULL;
     chat_span *sp = NULL;
     size_t n_sp = 0;
-    slm_status st =
-        chat_render_tools_spans(name, tok, msgs, n_msgs, tools, add_generation_prompt, a, &text, &sp, &n_sp, e);
+    slm_status st = chat_render_tmpl(tm, tok, msgs, n_msgs, tools, add_generation_prompt, a, &text, &sp, &n_sp, e);
     if (st != SLM_OK) return st;
     tok_span *ts = n_sp ? al_array(a, n_sp, sizeof *ts) : NULL;
     if (n_sp && !ts) st = err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
     for (size_t i = 0; i < n_sp && st == SLM_OK; i++) {
-        const slm_chat_ids *c = content_ids && sp[i].whole ? &content_ids[sp[i].msg] : NULL;
+        const slm_chat_ids *c = content_ids && sp[i].whole && sp[i].msg < n_msgs ? &content_ids[sp[i].msg] : NULL;
         bool splice = c && c->ids && c->n_ids > 0;
         ts[i] = (tok_span){sp[i].off, sp[i].len, splice ? c->ids : NULL, splice ? c->n_ids : 0};
         for (size_t q = 0; q < ts[i].n_ids && st == SLM_OK; q++)

@@ -2,7 +2,7 @@
  * tokenizer.chat_template), rendering as jinja2 does with transformers' environment
  * (trim_blocks, lstrip_blocks, keep_trailing_newline off, tojson with Python's json.dumps spacing,
  * raise_exception, strftime_now). No I/O; steps, recursion depth and output size are bounded and
- * each limit is a clear error. docs/chat.md says which statements, tests, filters and methods are
+ * each limit is a clear error. docs/jinja.md says which statements, tests, filters and methods are
  * supported.
  *
  * Provenance: every string value carries which bytes come from the render context's data
@@ -30,7 +30,10 @@ void jinja_free(jinja_template *t);
 typedef struct jinja_limits {
     uint64_t max_steps;     /* evaluation steps (0: default 10,000,000) */
     uint32_t max_depth;     /* macro/call/include recursion (0: default 256) */
-    size_t max_output;      /* bytes (0: default 64 MiB) */
+    size_t max_output;      /* bytes (0: default 64 MiB); also bounds each intermediate string, and
+                             * the render's memory to 4 x max_output + 64 MiB */
+    int64_t fixed_time;     /* not a limit: strftime_now's clock, seconds since the epoch read as
+                             * UTC (tests); 0: the real clock in local time, as transformers */
 } jinja_limits;
 
 /* A byte range of the output that came from context data: from messages[msg] (msg < 0: other

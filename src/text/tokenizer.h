@@ -51,6 +51,7 @@ struct cJSON;
 typedef struct chat_tools {
     const struct cJSON *tools;
     const struct cJSON *const *calls;
+    const char *const *tool_call_ids; /* NULL, or n_msgs entries: a tool message's tool_call_id or NULL */
 } chat_tools;
 slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs,
                                    size_t n_msgs, const chat_tools *tools, bool add_generation_prompt,
@@ -65,5 +66,31 @@ slm_status chat_tokenize(const char *name, const slm_tokenizer *tok, const slm_c
 slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                                const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e);
+
+/* What renders a chat: a built-in of chat.c (name) or, when name is NULL, the Jinja template src
+ * (chat_jinja.c), with kwargs (a JSON object, or NULL: chat_template_kwargs, e.g.
+ * {"enable_thinking": false}) merged into its context. */
+struct jinja_template;
+typedef struct chat_tmpl {
+    const char *name, *src;
+    const struct cJSON *kwargs;
+    const struct jinja_template *parsed; /* src already parsed (text/jinja.h), or NULL */
+} chat_tmpl;
+/* Whether name is one of chat.c's built-ins. */
+bool chat_is_builtin(const char *name);
+/* Renders with the Jinja template src, or parsed when not NULL (chat_jinja.c); spans (may be NULL)
+ * as chat_render_spans.
+ * A bad template fails with SLM_ERR_FORMAT and line:column, a raise_exception with
+ * SLM_ERR_INVALID_ARG and its message. */
+slm_status chat_render_jinja(const char *src, const struct jinja_template *parsed, const struct cJSON *kwargs,
+                             const slm_tokenizer *tok,
+                             const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools, bool gen,
+                             const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e);
+slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                            const chat_tools *tools, bool add_generation_prompt, const slm_allocator *a, char **out,
+                            chat_span **spans, size_t *n_spans, slm_err *e);
+slm_status chat_tokenize_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
+                              const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
+                              const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e);
 
 #endif

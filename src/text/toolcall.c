@@ -3,6 +3,7 @@
  * (JSON object) call formats. Parsing never fails on bad input: what is not a well-formed call is
  * content. */
 #include "text/toolcall.h"
+#include "text/toolcall_impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -13,15 +14,12 @@
 
 #define TC_MAX_DEPTH 64 /* nesting of Python values in an LFM2 call */
 
-/* A growable NUL-terminated string; oom sticks. */
-typedef struct dstr {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} dstr;
-
-static void ds_put(dstr *b, const char *s, size_t n) {
+void tc_ds_put(dstr *b, const char *s, size_t n) {
     if (b->oom) return;
+    if (n > SIZE_MAX / 4) { /* never for a text in memory */
+        b->oom = true;
+        return;
+    }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
@@ -38,11 +36,11 @@ static void ds_put(dstr *b, const char *s, size_t n) {
     b->p[b->n] = '\0';
 }
 
-static void ds_puts(dstr *b, const char *s) { ds_put(b, s, strlen(s)); }
+void tc_ds_puts(dstr *b, const char *s) { tc_ds_put(b, s, strlen(s)); }
 
 /* b's string (an empty one when nothing was written), or NULL after an allocation failure. */
-static char *ds_take(dstr *b) {
-    ds_put(b, "", 0);
+char *tc_ds_take(dstr *b) {
+    tc_ds_put(b, "", 0);
     if (b->oom) {
         free(b->p);
         return NULL;
@@ -50,13 +48,42 @@ static char *ds_take(dstr *b) {
     return b->p;
 }
 
+static const char *const k_names[TC_N_FORMATS] = {
+    [TC_HERMES] = "hermes",   [TC_LFM2] = "lfm2",       [TC_LLAMA3] = "llama3",   [TC_QWEN_XML] = "qwen-xml",
+    [TC_MISTRAL] = "mistral", [TC_MISTRAL_ARGS] = "mistral-args", [TC_GRANITE] = "granite", [TC_HARMONY] = "gpt-oss",
+};
+
 tc_format tc_format_of(const char *name) {
     if (!name) return TC_NONE;
     if (!strcmp(name, "chatml") || !strcmp(name, "smollm2") || !strcmp(name, "qwen3") || !strcmp(name, "qwen3-nothink"))
         return TC_HERMES;
-    if (!strcmp(name, "lfm2")) return TC_LFM2;
-    if (!strcmp(name, "llama3")) return TC_LLAMA3;
+    for (int f = 1; f < TC_N_FORMATS; f++)
+        if (!strcmp(name, k_names[f])) return (tc_format)f;
     return TC_NONE;
+}
+
+const char *tc_format_name(tc_format f) { return f > TC_NONE && f < TC_N_FORMATS ? k_names[f] : NULL; }
+
+/* The markers are what a template writes around a call (in a past assistant turn's rendering or
+ * in the system prompt describing the format); the more specific ones are tested first, as
+ * several templates mention <tool_call> too. */
+tc_format tc_format_detect(const char *t) {
+    if (!t) return TC_NONE;
+    if (strstr(t, "<|channel|>") && strstr(t, "<|call|>")) return TC_HARMONY;
+    if (strstr(t, "[TOOL_CALLS]")) return strstr(t, "[ARGS]") ? TC_MISTRAL_ARGS : TC_MISTRAL;
+    if (strstr(t, "<function=") && strstr(t, "<parameter=") && strstr(t, HERMES_OPEN)) return TC_QWEN_XML;
+    if (strstr(t, LFM2_OPEN) || (strstr(t, "List of tools: ") && strstr(t, "<|im_start|>"))) return TC_LFM2;
+    if (strstr(t, "<|tool_call|>")) return TC_GRANITE;
+    if (strstr(t, HERMES_OPEN)) return TC_HERMES;
+    if (strstr(t, PYTHON_TAG) || (strstr(t, "<|start_header_id|>") && strstr(t, "\"parameters\"")))
+        return TC_LLAMA3;
+    return TC_NONE;
+}
+
+void tc_think_tags(tc_format f, const char **open, const char **close) {
+    bool mistral = f == TC_MISTRAL || f == TC_MISTRAL_ARGS;
+    *open = mistral ? "[THINK]" : "<think>";
+    *close = mistral ? "[/THINK]" : "</think>";
 }
 
 /* ---- Python's json.dumps --------------------------------------------------------------------- */
@@ -80,132 +107,132 @@ static void py_float(dstr *b, double v) {
         if (*s != '.') digits[nd++] = *s;
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     int ex = atoi(s + 1);
-    if (neg) ds_puts(b, "-");
+    if (neg) tc_ds_puts(b, "-");
     if (ex >= -4 && ex < 16) {
         if (ex < 0) {
-            ds_puts(b, "0.");
-            for (int k = 0; k < -ex - 1; k++) ds_puts(b, "0");
-            ds_put(b, digits, nd);
+            tc_ds_puts(b, "0.");
+            for (int k = 0; k < -ex - 1; k++) tc_ds_puts(b, "0");
+            tc_ds_put(b, digits, nd);
         } else {
             size_t whole = (size_t)ex + 1;
-            for (size_t k = 0; k < whole; k++) ds_put(b, k < nd ? &digits[k] : "0", 1);
-            ds_puts(b, ".");
-            if (nd > whole) ds_put(b, digits + whole, nd - whole);
-            else ds_puts(b, "0");
+            for (size_t k = 0; k < whole; k++) tc_ds_put(b, k < nd ? &digits[k] : "0", 1);
+            tc_ds_puts(b, ".");
+            if (nd > whole) tc_ds_put(b, digits + whole, nd - whole);
+            else tc_ds_puts(b, "0");
         }
     } else {
-        ds_put(b, digits, 1);
+        tc_ds_put(b, digits, 1);
         if (nd > 1) {
-            ds_puts(b, ".");
-            ds_put(b, digits + 1, nd - 1);
+            tc_ds_puts(b, ".");
+            tc_ds_put(b, digits + 1, nd - 1);
         }
         snprintf(buf, sizeof buf, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
-        ds_puts(b, buf);
+        tc_ds_puts(b, buf);
     }
 }
 
 static void py_number(dstr *b, double v) {
     char buf[32];
-    if (!isfinite(v)) ds_puts(b, v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+    if (!isfinite(v)) tc_ds_puts(b, v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
     else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
         snprintf(buf, sizeof buf, "%.0f", v == 0 ? 0.0 : v);
-        ds_puts(b, buf);
+        tc_ds_puts(b, buf);
     } else py_float(b, v);
 }
 
 /* s as a JSON string literal with Python's escapes (ensure_ascii=False: non-ASCII kept). */
 static void py_string(dstr *b, const char *s) {
-    ds_puts(b, "\"");
+    tc_ds_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"': ds_puts(b, "\\\""); break;
-        case '\\': ds_puts(b, "\\\\"); break;
-        case '\n': ds_puts(b, "\\n"); break;
-        case '\r': ds_puts(b, "\\r"); break;
-        case '\t': ds_puts(b, "\\t"); break;
-        case '\b': ds_puts(b, "\\b"); break;
-        case '\f': ds_puts(b, "\\f"); break;
+        case '"': tc_ds_puts(b, "\\\""); break;
+        case '\\': tc_ds_puts(b, "\\\\"); break;
+        case '\n': tc_ds_puts(b, "\\n"); break;
+        case '\r': tc_ds_puts(b, "\\r"); break;
+        case '\t': tc_ds_puts(b, "\\t"); break;
+        case '\b': tc_ds_puts(b, "\\b"); break;
+        case '\f': tc_ds_puts(b, "\\f"); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);
-                ds_puts(b, esc);
-            } else ds_put(b, (const char *)p, 1);
+                tc_ds_puts(b, esc);
+            } else tc_ds_put(b, (const char *)p, 1);
         }
     }
-    ds_puts(b, "\"");
+    tc_ds_puts(b, "\"");
 }
 
 static void py_newline(dstr *b, int indent, int level) {
-    ds_puts(b, "\n");
-    for (int k = 0; k < indent * level; k++) ds_puts(b, " ");
+    tc_ds_puts(b, "\n");
+    for (int k = 0; k < indent * level; k++) tc_ds_puts(b, " ");
 }
 
 static void py_json(dstr *b, const cJSON *v, int indent, int level) {
-    if (cJSON_IsNull(v)) ds_puts(b, "null");
-    else if (cJSON_IsFalse(v)) ds_puts(b, "false");
-    else if (cJSON_IsTrue(v)) ds_puts(b, "true");
+    if (cJSON_IsNull(v)) tc_ds_puts(b, "null");
+    else if (cJSON_IsFalse(v)) tc_ds_puts(b, "false");
+    else if (cJSON_IsTrue(v)) tc_ds_puts(b, "true");
     else if (cJSON_IsNumber(v)) py_number(b, v->valuedouble);
     else if (cJSON_IsString(v)) py_string(b, v->valuestring);
     else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         bool obj = cJSON_IsObject(v);
         if (!v->child) {
-            ds_puts(b, obj ? "{}" : "[]");
+            tc_ds_puts(b, obj ? "{}" : "[]");
             return;
         }
-        ds_puts(b, obj ? "{" : "[");
+        tc_ds_puts(b, obj ? "{" : "[");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child) ds_puts(b, indent >= 0 ? "," : ", ");
+            if (c != v->child) tc_ds_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) py_newline(b, indent, level + 1);
             if (obj) {
                 py_string(b, c->string ? c->string : "");
-                ds_puts(b, ": ");
+                tc_ds_puts(b, ": ");
             }
             py_json(b, c, indent, level + 1);
         }
         if (indent >= 0) py_newline(b, indent, level);
-        ds_puts(b, obj ? "}" : "]");
-    } else ds_puts(b, "null");
+        tc_ds_puts(b, obj ? "}" : "]");
+    } else tc_ds_puts(b, "null");
 }
 
 /* v as a Python literal: JSON with True, False and None. */
 static void py_literal(dstr *b, const cJSON *v) {
-    if (cJSON_IsNull(v)) ds_puts(b, "None");
-    else if (cJSON_IsFalse(v)) ds_puts(b, "False");
-    else if (cJSON_IsTrue(v)) ds_puts(b, "True");
+    if (cJSON_IsNull(v)) tc_ds_puts(b, "None");
+    else if (cJSON_IsFalse(v)) tc_ds_puts(b, "False");
+    else if (cJSON_IsTrue(v)) tc_ds_puts(b, "True");
     else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         bool obj = cJSON_IsObject(v);
-        ds_puts(b, obj ? "{" : "[");
+        tc_ds_puts(b, obj ? "{" : "[");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child) ds_puts(b, ", ");
+            if (c != v->child) tc_ds_puts(b, ", ");
             if (obj) {
                 py_string(b, c->string ? c->string : "");
-                ds_puts(b, ": ");
+                tc_ds_puts(b, ": ");
             }
             py_literal(b, c);
         }
-        ds_puts(b, obj ? "}" : "]");
+        tc_ds_puts(b, obj ? "}" : "]");
     } else py_json(b, v, -1, 0);
 }
 
 char *tc_pycall(const char *name, const cJSON *args) {
     dstr b = {0};
-    ds_puts(&b, name);
-    ds_puts(&b, "(");
+    tc_ds_puts(&b, name);
+    tc_ds_puts(&b, "(");
     for (const cJSON *c = args ? args->child : NULL; c; c = c->next) {
-        if (c != args->child) ds_puts(&b, ", ");
-        ds_puts(&b, c->string ? c->string : "");
-        ds_puts(&b, "=");
+        if (c != args->child) tc_ds_puts(&b, ", ");
+        tc_ds_puts(&b, c->string ? c->string : "");
+        tc_ds_puts(&b, "=");
         py_literal(&b, c);
     }
-    ds_puts(&b, ")");
-    return ds_take(&b);
+    tc_ds_puts(&b, ")");
+    return tc_ds_take(&b);
 }
 
 char *tc_pyjson(const cJSON *v, int indent) {
     dstr b = {0};
     py_json(&b, v, indent, 0);
-    return ds_take(&b);
+    return tc_ds_take(&b);
 }
 
 /* ---- the tools array ------------------------------------------------------------------------- */
@@ -284,15 +311,10 @@ const cJSON *tc_find_tool(const cJSON *tools, const char *name) {
 
 /* ---- parsing --------------------------------------------------------------------------------- */
 
-#define HERMES_OPEN "<tool_call>"
-#define HERMES_CLOSE "</tool_call>"
-#define LFM2_OPEN "<|tool_call_start|>"
-#define LFM2_CLOSE "<|tool_call_end|>"
-#define PYTHON_TAG "<|python_tag|>"
 
-static bool ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool tc_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-static const char *find(const char *s, size_t n, const char *pat) {
+const char *tc_find(const char *s, size_t n, const char *pat) {
     size_t m = strlen(pat);
     for (size_t i = 0; i + m <= n; i++)
         if (!memcmp(s + i, pat, m)) return s + i;
@@ -301,7 +323,7 @@ static const char *find(const char *s, size_t n, const char *pat) {
 
 /* Adds a call with arguments args (an object; taken over) to r, written as raw[0, n_raw) when raw
  * is given (the model's own text of the object) or else as compact JSON. false when out of memory. */
-static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *args, const char *raw, size_t n_raw) {
+bool tc_add_call(tc_result *r, const char *name, size_t name_len, cJSON *args, const char *raw, size_t n_raw) {
     char *a = raw ? strndup(raw, n_raw) : cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
     char *nm = malloc(name_len + 1);
@@ -314,13 +336,13 @@ static bool add_call(tc_result *r, const char *name, size_t name_len, cJSON *arg
     }
     memcpy(nm, name, name_len);
     nm[name_len] = '\0';
-    r->calls[r->n_calls++] = (tc_call){nm, a};
+    r->calls[r->n_calls++] = (tc_call){nm, a, NULL};
     return true;
 }
 
 /* A call object {"name": non-empty string, <args_key or "arguments">: object or string holding one}; the
  * arguments (detached, caller owns) and the name, or NULL when v is not one. */
-static cJSON *call_parts(cJSON *v, const char *args_key, const char **name) {
+cJSON *tc_call_parts(cJSON *v, const char *args_key, const char **name) {
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
     if (!cJSON_IsObject(v) || !cJSON_IsString(nm) || !nm->valuestring[0]) return NULL;
     const char *key = cJSON_HasObjectItem(v, args_key) ? args_key : "arguments";
@@ -345,7 +367,7 @@ static cJSON *call_parts(cJSON *v, const char *args_key, const char **name) {
 
 /* The end of the JSON value at s (before end), or NULL when the text ends inside it. The text is
  * not validated (cJSON does that): strings, brackets and the characters of scalars are skipped. */
-static const char *skip_value(const char *s, const char *end) {
+const char *tc_skip_value(const char *s, const char *end) {
     int depth = 0;
     for (; s < end; s++) {
         char c = *s;
@@ -357,7 +379,7 @@ static const char *skip_value(const char *s, const char *end) {
             depth++;
         } else if (c == '}' || c == ']') {
             if (--depth < 0) return s; /* the enclosing object's end: a scalar stopped before it */
-        } else if (depth == 0 && (c == ',' || ws(c))) {
+        } else if (depth == 0 && (c == ',' || tc_ws(c))) {
             return s;
         }
         if (depth == 0 && (c == '"' || c == '}' || c == ']')) return s + 1;
@@ -368,19 +390,19 @@ static const char *skip_value(const char *s, const char *end) {
 /* In the JSON object text s[0, end) (possibly incomplete), the value of the top-level member
  * whose raw key is key: *v0 its start, *v1 its end (NULL while the text ends inside it). false
  * when the key has not come (yet). */
-static bool member_span(const char *s, const char *end, const char *key, const char **v0, const char **v1) {
+bool tc_member_span(const char *s, const char *end, const char *key, const char **v0, const char **v1) {
     size_t nk = strlen(key);
-    while (s < end && ws(*s)) s++;
+    while (s < end && tc_ws(*s)) s++;
     if (s >= end || *s != '{') return false;
     for (s++;;) {
-        while (s < end && ws(*s)) s++;
+        while (s < end && tc_ws(*s)) s++;
         if (s >= end || *s != '"') return false;
-        const char *k0 = s + 1, *k1 = skip_value(s, end);
+        const char *k0 = s + 1, *k1 = tc_skip_value(s, end);
         if (!k1) return false;
         s = k1;
-        while (s < end && (ws(*s) || *s == ':')) s++;
+        while (s < end && (tc_ws(*s) || *s == ':')) s++;
         if (s >= end) return false;
-        const char *e = skip_value(s, end);
+        const char *e = tc_skip_value(s, end);
         if ((size_t)(k1 - 1 - k0) == nk && !memcmp(k0, key, nk)) {
             *v0 = s;
             *v1 = e;
@@ -388,49 +410,56 @@ static bool member_span(const char *s, const char *end, const char *key, const c
         }
         if (!e) return false;
         s = e;
-        while (s < end && (ws(*s) || *s == ',')) s++;
+        while (s < end && (tc_ws(*s) || *s == ',')) s++;
     }
 }
 
 /* Parses one JSON call object at s[0, n); *used: bytes consumed. false when there is none. The
  * arguments are the model's own text of the object when it wrote one (what streaming sends). */
-static bool json_call(const char *s, size_t n, const char *args_key, tc_result *r, size_t *used, bool *oom) {
+bool tc_json_call(const char *s, size_t n, const char *args_key, tc_result *r, size_t *used, bool *oom) {
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(s, n, &end, false);
     if (!v) return false;
     const char *name = NULL, *a0 = NULL, *a1 = NULL;
-    cJSON *args = call_parts(v, args_key, &name);
+    cJSON *args = tc_call_parts(v, args_key, &name);
     bool ok = args != NULL;
-    if (ok && !((member_span(s, end, args_key, &a0, &a1) || member_span(s, end, "arguments", &a0, &a1)) && a1 &&
+    if (ok && !((tc_member_span(s, end, args_key, &a0, &a1) || tc_member_span(s, end, "arguments", &a0, &a1)) && a1 &&
                 *a0 == '{'))
         a0 = a1 = NULL;
-    if (ok && !add_call(r, name, strlen(name), args, a0, a0 ? (size_t)(a1 - a0) : 0)) *oom = true;
+    if (ok && !tc_add_call(r, name, strlen(name), args, a0, a0 ? (size_t)(a1 - a0) : 0)) *oom = true;
     cJSON_Delete(v);
     *used = (size_t)(end - s);
     return ok;
 }
 
-bool tc_partial_call(tc_format f, const char *t, size_t n, tc_partial *p) {
-    memset(p, 0, sizeof *p);
-    n = strnlen(t, n);
-    if (f != TC_HERMES && f != TC_LLAMA3) return false;
-    size_t i = 0;
-    while (i < n && ws(t[i])) i++;
-    const char *open = f == TC_HERMES ? HERMES_OPEN : PYTHON_TAG;
-    if (n - i >= strlen(open) && !memcmp(t + i, open, strlen(open))) i += strlen(open);
-    else if (f == TC_HERMES) return false;
-    const char *end = t + n, *n0, *n1, *a0, *a1;
-    if (!member_span(t + i, end, "name", &n0, &n1) || !n1 || *n0 != '"') return false;
-    p->name_off = (size_t)(n0 + 1 - t);
-    p->name_len = (size_t)(n1 - 1 - (n0 + 1));
-    const char *key = f == TC_HERMES ? "arguments" : "parameters";
-    if (!member_span(t + i, end, key, &a0, &a1) || *a0 != '{') return true;
+void tc_args_span(const char *t, const char *a0, const char *a1, const char *end, tc_partial *p) {
     p->args_off = (size_t)(a0 - t);
     p->args_len = (size_t)((a1 ? a1 : end) - a0);
     while (!a1 && p->args_len > 0 && ((uint8_t)t[p->args_off + p->args_len - 1] & 0xC0) == 0x80) p->args_len--;
     if (!a1 && p->args_len > 0 && (uint8_t)t[p->args_off + p->args_len - 1] >= 0xC0) p->args_len--; /* a cut character */
     p->args_done = a1 != NULL;
+}
+
+bool tc_object_partial(const char *t, const char *s, const char *end, const char *key, tc_partial *p) {
+    const char *n0, *n1, *a0, *a1;
+    if (!tc_member_span(s, end, "name", &n0, &n1) || !n1 || *n0 != '"') return false;
+    p->name_off = (size_t)(n0 + 1 - t);
+    p->name_len = (size_t)(n1 - 1 - (n0 + 1));
+    if (!tc_member_span(s, end, key, &a0, &a1) || *a0 != '{') return true;
+    tc_args_span(t, a0, a1, end, p);
     return true;
+}
+
+bool tc_partial_call(tc_format f, const char *t, size_t n, tc_partial *p) {
+    memset(p, 0, sizeof *p);
+    n = strnlen(t, n);
+    if (f != TC_HERMES && f != TC_LLAMA3) return tc_partial_call_fmt(f, t, n, p);
+    size_t i = 0;
+    while (i < n && tc_ws(t[i])) i++;
+    const char *open = f == TC_HERMES ? HERMES_OPEN : PYTHON_TAG;
+    if (n - i >= strlen(open) && !memcmp(t + i, open, strlen(open))) i += strlen(open);
+    else if (f == TC_HERMES) return false;
+    return tc_object_partial(t, t + i, t + n, f == TC_HERMES ? "arguments" : "parameters", p);
 }
 
 /* Python literal values of an LFM2 call, as JSON. */
@@ -439,7 +468,7 @@ typedef struct pyp {
 } pyp;
 
 static void py_ws(pyp *p) {
-    while (p->s < p->end && ws(*p->s)) p->s++;
+    while (p->s < p->end && tc_ws(*p->s)) p->s++;
 }
 
 /* Skips white space and a ',' with the white space after it: false when no ',' follows. */
@@ -463,7 +492,7 @@ static bool py_ident(pyp *p, const char **id, size_t *len, bool dotted) {
     return true;
 }
 
-static void put_utf8(dstr *b, uint32_t c) {
+static void tc_put_utf8(dstr *b, uint32_t c) {
     char u[4];
     size_t n;
     if (c < 0x80) u[0] = (char)c, n = 1;
@@ -473,7 +502,7 @@ static void put_utf8(dstr *b, uint32_t c) {
     else
         u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 63)), u[2] = (char)(0x80 | ((c >> 6) & 63)),
         u[3] = (char)(0x80 | (c & 63)), n = 4;
-    ds_put(b, u, n);
+    tc_ds_put(b, u, n);
 }
 
 static bool hex_digits(const char *s, const char *end, int n, uint32_t *out) {
@@ -497,7 +526,7 @@ static cJSON *py_str(pyp *p) {
         char c = *p->s++;
         if (c == '\n') break;
         if (c != '\\') {
-            ds_put(&b, &c, 1);
+            tc_ds_put(&b, &c, 1);
             continue;
         }
         if (p->s >= p->end) break;
@@ -506,7 +535,7 @@ static cJSON *py_str(pyp *p) {
         static const char escapes[] = "nrtbf\\'\"/", meaning[] = "\n\r\t\b\f\\'\"/"; /* \/: JSON's */
         const char *simple = x ? strchr(escapes, x) : NULL;
         if (simple) {
-            ds_put(&b, &meaning[simple - escapes], 1);
+            tc_ds_put(&b, &meaning[simple - escapes], 1);
         } else if ((x == 'x' && hex_digits(p->s, p->end, 2, &cp)) || (x == 'u' && hex_digits(p->s, p->end, 4, &cp)) ||
                    (x == 'U' && hex_digits(p->s, p->end, 8, &cp))) {
             p->s += x == 'x' ? 2 : x == 'u' ? 4 : 8;
@@ -514,7 +543,7 @@ static cJSON *py_str(pyp *p) {
                 free(b.p);
                 return NULL;
             }
-            put_utf8(&b, cp);
+            tc_put_utf8(&b, cp);
         } else {
             free(b.p);
             return NULL;
@@ -525,7 +554,7 @@ static cJSON *py_str(pyp *p) {
         return NULL;
     }
     p->s++;
-    char *s = ds_take(&b);
+    char *s = tc_ds_take(&b);
     cJSON *v = s ? cJSON_CreateString(s) : NULL;
     free(s);
     return v;
@@ -645,7 +674,7 @@ static bool py_calls(pyp *p, tc_result *r, bool *oom) {
             return false;
         }
         p->s++;
-        if (!add_call(r, name, name_len, args, NULL, 0)) return *oom = true, false;
+        if (!tc_add_call(r, name, name_len, args, NULL, 0)) return *oom = true, false;
         py_ws(p);
         if (p->s < p->end && *p->s == ',') {
             p->s++;
@@ -660,10 +689,11 @@ static bool py_calls(pyp *p, tc_result *r, bool *oom) {
     }
 }
 
-static void drop_calls(tc_result *r) {
+void tc_drop_calls(tc_result *r) {
     for (size_t i = 0; i < r->n_calls; i++) {
         free(r->calls[i].name);
         free(r->calls[i].arguments);
+        free(r->calls[i].id);
     }
     free(r->calls);
     r->calls = NULL;
@@ -672,9 +702,10 @@ static void drop_calls(tc_result *r) {
 
 void tc_result_free(tc_result *r) {
     if (!r) return;
-    drop_calls(r);
+    tc_drop_calls(r);
     free(r->content);
-    r->content = NULL;
+    free(r->reasoning);
+    r->content = r->reasoning = NULL;
 }
 
 
@@ -682,14 +713,14 @@ void tc_result_free(tc_result *r) {
  * ends); false (r without calls) when there is no well-formed call. */
 static bool find_calls(tc_format f, const char *t, size_t n, tc_result *r, size_t *c0, size_t *c1, bool *oom) {
     size_t i = 0;
-    while (i < n && ws(t[i])) i++;
+    while (i < n && tc_ws(t[i])) i++;
     if (f == TC_LLAMA3) {
         size_t k = i;
         if (n - k >= strlen(PYTHON_TAG) && !memcmp(t + k, PYTHON_TAG, strlen(PYTHON_TAG))) k += strlen(PYTHON_TAG);
-        while (k < n && ws(t[k])) k++;
+        while (k < n && tc_ws(t[k])) k++;
         size_t used = 0;
-        if (k >= n || t[k] != '{' || !json_call(t + k, n - k, "parameters", r, &used, oom)) return false;
-        for (k += used; k < n && ws(t[k]); k++) {
+        if (k >= n || t[k] != '{' || !tc_json_call(t + k, n - k, "parameters", r, &used, oom)) return false;
+        for (k += used; k < n && tc_ws(t[k]); k++) {
         }
         if (k < n) return false; /* the call must be the whole answer */
         *c0 = i;
@@ -705,51 +736,90 @@ static bool find_calls(tc_format f, const char *t, size_t n, tc_result *r, size_
     }
     const char *open = f == TC_HERMES ? HERMES_OPEN : LFM2_OPEN, *close = f == TC_HERMES ? HERMES_CLOSE : LFM2_CLOSE;
     size_t no = strlen(open), nc = strlen(close);
-    const char *at = find(t, n, open);
+    const char *at = tc_find(t, n, open);
     if (!at) return false;
     *c0 = (size_t)(at - t);
     size_t k = *c0;
     while (k + no <= n && !memcmp(t + k, open, no)) {
         k += no;
-        while (k < n && ws(t[k])) k++;
+        while (k < n && tc_ws(t[k])) k++;
         if (f == TC_HERMES) {
             size_t used = 0;
-            if (!json_call(t + k, n - k, "arguments", r, &used, oom)) return false;
+            if (!tc_json_call(t + k, n - k, "arguments", r, &used, oom)) return false;
             k += used;
         } else {
             pyp p = {t + k, t + n};
             if (!py_calls(&p, r, oom)) return false;
             k = (size_t)(p.s - t);
         }
-        while (k < n && ws(t[k])) k++;
+        while (k < n && tc_ws(t[k])) k++;
         if (k + nc <= n && !memcmp(t + k, close, nc)) k += nc;
         else if (k < n) return false; /* unclosed, with more text after it */
         *c1 = k;
-        while (k < n && ws(t[k])) k++;
+        while (k < n && tc_ws(t[k])) k++;
     }
     return true;
 }
 
-slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) {
+/* Where the answer's leading reasoning lies (tc_opts): text[*r0, *r1) is reasoning, the answer
+ * proper starts at the returned offset (0 when there is no reasoning: *r0 == *r1 == 0). */
+static size_t split_think(tc_format f, bool open, const char *t, size_t n, size_t *r0, size_t *r1) {
+    const char *o, *c;
+    tc_think_tags(f, &o, &c);
+    size_t i = 0, no = strlen(o), nc = strlen(c);
+    *r0 = *r1 = 0;
+    while (i < n && tc_ws(t[i])) i++;
+    bool tagged = n - i >= no && !memcmp(t + i, o, no);
+    if (!tagged && !open) return 0;
+    if (tagged) i += no;
+    const char *end = tc_find(t + i, n - i, c);
+    size_t e = end ? (size_t)(end - t) : n, next = end ? e + nc : n;
+    if (!end && open) { /* no close tag: a call ends the reasoning */
+        const char *at = NULL;
+        static const char *const starts[] = {HERMES_OPEN, "<function=", LFM2_OPEN, "[TOOL_CALLS]", "<|tool_call|>"};
+        for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+            const char *a = tc_find(t + i, e - i, starts[k]);
+            if (a && (!at || a < at)) at = a;
+        }
+        if (at) e = next = (size_t)(at - t);
+    }
+    while (i < e && tc_ws(t[i])) i++;
+    *r0 = i;
+    while (e > i && tc_ws(t[e - 1])) e--;
+    *r1 = e;
+    return next;
+}
+
+slm_status tc_parse_opts(tc_format f, const tc_opts *o, const char *t, size_t n, tc_result *r) {
     memset(r, 0, sizeof *r);
     n = strnlen(t, n);
+    if (f == TC_HARMONY) return tc_parse_harmony(t, n, r);
+    size_t r0 = 0, r1 = 0, skip = o && (o->reasoning || o->think_open) ? split_think(f, o->think_open, t, n, &r0, &r1) : 0;
+    if (skip) {
+        r->reasoning = strndup(t + r0, r1 - r0);
+        if (!r->reasoning) return SLM_ERR_NOMEM;
+        t += skip;
+        n -= skip;
+    }
     size_t c0 = 0, c1 = 0;
-    bool oom = false, found = f != TC_NONE && find_calls(f, t, n, r, &c0, &c1, &oom);
+    bool oom = false, found = false;
+    if (f == TC_HERMES || f == TC_LFM2 || f == TC_LLAMA3) found = find_calls(f, t, n, r, &c0, &c1, &oom);
+    else if (f != TC_NONE) found = tc_find_calls_fmt(f, o ? o->tools : NULL, t, n, r, &c0, &c1, &oom);
     if (oom) {
         tc_result_free(r);
         return SLM_ERR_NOMEM;
     }
     dstr b = {0};
     if (!found) {
-        drop_calls(r);
-        ds_put(&b, t, n);
+        tc_drop_calls(r);
+        tc_ds_put(&b, t, n);
     } else {
-        while (c0 > 0 && ws(t[c0 - 1])) c0--;
-        while (c1 < n && ws(t[c1])) c1++;
-        ds_put(&b, t, c0);
-        ds_put(&b, t + c1, n - c1);
+        while (c0 > 0 && tc_ws(t[c0 - 1])) c0--;
+        while (c1 < n && tc_ws(t[c1])) c1++;
+        tc_ds_put(&b, t, c0);
+        tc_ds_put(&b, t + c1, n - c1);
     }
-    r->content = ds_take(&b);
+    r->content = tc_ds_take(&b);
     if (!r->content) {
         tc_result_free(r);
         return SLM_ERR_NOMEM;
@@ -757,31 +827,58 @@ slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) {
     return SLM_OK;
 }
 
-/* Whether t[0, n) is a proper prefix of pat (n < strlen(pat)). */
-static bool prefix_of(const char *t, size_t n, const char *pat) { return n < strlen(pat) && !memcmp(t, pat, n); }
+slm_status tc_parse(tc_format f, const char *t, size_t n, tc_result *r) { return tc_parse_opts(f, NULL, t, n, r); }
+
+bool tc_prompt_thinks(tc_format f, const char *t, size_t n) {
+    const char *o, *c;
+    tc_think_tags(f, &o, &c);
+    n = strnlen(t, n);
+    while (n > 0 && tc_ws(t[n - 1])) n--;
+    return n >= strlen(o) && !memcmp(t + n - strlen(o), o, strlen(o));
+}
+
+size_t tc_call_start(tc_format f, const char *t, size_t n) {
+    n = strnlen(t, n);
+    static const char *const marks[TC_N_FORMATS][2] = {
+        [TC_HERMES] = {HERMES_OPEN, NULL},        [TC_QWEN_XML] = {HERMES_OPEN, "<function="},
+        [TC_LFM2] = {LFM2_OPEN, NULL},            [TC_LLAMA3] = {PYTHON_TAG, NULL},
+        [TC_MISTRAL] = {"[TOOL_CALLS]", NULL},    [TC_MISTRAL_ARGS] = {"[TOOL_CALLS]", NULL},
+        [TC_GRANITE] = {"<|tool_call|>", NULL},   [TC_HARMONY] = {"<|start|>", "<|channel|>"},
+    };
+    size_t at = n;
+    for (int k = 0; f > TC_NONE && f < TC_N_FORMATS && k < 2; k++)
+        if (marks[f][k]) {
+            size_t a = tc_marker_at(t, n, marks[f][k]);
+            if (a < at) at = a;
+        }
+    return at;
+}
+
+bool tc_prefix_of(const char *t, size_t n, const char *pat) { return n < strlen(pat) && !memcmp(t, pat, n); }
+
+size_t tc_marker_at(const char *t, size_t n, const char *pat) {
+    const char *at = tc_find(t, n, pat);
+    if (at) return (size_t)(at - t);
+    for (size_t k = n > strlen(pat) ? n - strlen(pat) + 1 : 0; k < n; k++)
+        if (tc_prefix_of(t + k, n - k, pat)) return k;
+    return n;
+}
 
 size_t tc_content_ready(tc_format f, const char *t, size_t n) {
     n = strnlen(t, n);
     if (f == TC_NONE) return n;
     size_t i = 0;
-    while (i < n && ws(t[i])) i++;
+    while (i < n && tc_ws(t[i])) i++;
     if (f == TC_LLAMA3) {
-        if (i == n || t[i] == '{' || prefix_of(t + i, n - i, PYTHON_TAG) ||
+        if (i == n || t[i] == '{' || tc_prefix_of(t + i, n - i, PYTHON_TAG) ||
             (n - i >= strlen(PYTHON_TAG) && !memcmp(t + i, PYTHON_TAG, strlen(PYTHON_TAG))))
             return 0;
         return n;
     }
     if (f == TC_LFM2 && (i == n || t[i] == '[')) return 0;
-    const char *open = f == TC_HERMES ? HERMES_OPEN : LFM2_OPEN;
-    const char *at = find(t, n, open);
-    size_t lim = at ? (size_t)(at - t) : n;
-    if (!at)
-        for (size_t k = n > strlen(open) ? n - strlen(open) + 1 : 0; k < n; k++)
-            if (prefix_of(t + k, n - k, open)) {
-                lim = k;
-                break;
-            }
-    while (lim > 0 && ws(t[lim - 1])) lim--;
+    if (f != TC_HERMES && f != TC_LFM2) return tc_content_ready_fmt(f, t, n);
+    size_t lim = tc_marker_at(t, n, f == TC_HERMES ? HERMES_OPEN : LFM2_OPEN);
+    while (lim > 0 && tc_ws(t[lim - 1])) lim--;
     return lim;
 }
 
@@ -798,24 +895,39 @@ SLM_API slm_status slm_tools_check(const char *tools_json, char *err, size_t err
     return st;
 }
 
-SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out) {
+SLM_API const char *slm_tool_format_detect(const char *template_text) {
+    return tc_format_name(tc_format_detect(template_text));
+}
+
+SLM_API slm_status slm_tool_calls_parse_opts(const char *format, const char *tools_json, unsigned flags,
+                                             const char *text, size_t len, char **out) {
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
-    if (!template_name || (!text && len)) return SLM_ERR_INVALID_ARG;
+    if (!format || (!text && len)) return SLM_ERR_INVALID_ARG;
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    if (tools_json && !tools) return SLM_ERR_INVALID_ARG;
+    tc_opts o = {tools, (flags & SLM_TOOL_PARSE_REASONING) != 0, (flags & SLM_TOOL_PARSE_THINK_OPEN) != 0};
     tc_result r;
-    slm_status st = tc_parse(tc_format_of(template_name), text ? text : "", len, &r);
+    slm_status st = tc_parse_opts(tc_format_of(format), &o, text ? text : "", len, &r);
+    cJSON_Delete(tools);
     if (st != SLM_OK) return st;
     cJSON *root = cJSON_CreateObject(), *calls = cJSON_AddArrayToObject(root, "tool_calls");
     bool ok = root && calls && cJSON_AddStringToObject(root, "content", r.content);
+    if (ok && r.reasoning) ok = cJSON_AddStringToObject(root, "reasoning_content", r.reasoning) != NULL;
     for (size_t i = 0; ok && i < r.n_calls; i++) {
         cJSON *c = cJSON_CreateObject();
         ok = c && cJSON_AddItemToArray(calls, c) && cJSON_AddStringToObject(c, "name", r.calls[i].name) &&
-             cJSON_AddStringToObject(c, "arguments", r.calls[i].arguments);
+             cJSON_AddStringToObject(c, "arguments", r.calls[i].arguments) &&
+             (!r.calls[i].id || cJSON_AddStringToObject(c, "id", r.calls[i].id));
     }
     tc_result_free(&r);
     if (ok) *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return *out ? SLM_OK : SLM_ERR_NOMEM;
+}
+
+SLM_API slm_status slm_tool_calls_parse(const char *template_name, const char *text, size_t len, char **out) {
+    return slm_tool_calls_parse_opts(template_name, NULL, 0, text, len, out);
 }
 
 SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, size_t len, size_t span[4]) {
@@ -826,6 +938,10 @@ SLM_API bool slm_tool_call_partial(const char *template_name, const char *text, 
     span[2] = p.args_off;
     span[3] = p.args_len;
     return true;
+}
+
+SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t len) {
+    return text ? tc_call_start(tc_format_of(format), text, len) : 0;
 }
 
 SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const char *text, size_t len) {

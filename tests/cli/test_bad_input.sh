@@ -65,6 +65,13 @@ expect_fail "malformed option value" "expects a number" "$statelm" run -m "$gguf
 expect_fail "unknown option" "unknown option" "$statelm" run -m "$gguf" --prompt-ids 1 --frobnicate
 expect_fail "both prompt forms" "exactly one" "$statelm" run -m "$gguf" --prompt-ids 1 -p hi
 expect_fail "unknown chat template" "chat template" "$statelm" run -m "$gguf" -p hi --chat-template nosuch -n 1
+printf '{%% for m in messages %%}\n{{ m.content ]] }}' >"$tmp/bad.jinja"
+printf '{{ raise_exception("no system role here") }}' >"$tmp/raises.jinja"
+expect_fail "chat template that does not parse" "2:[0-9]+: .*SLM_ERR_FORMAT" "$statelm" run -m "$gguf" -p hi --chat-template-file "$tmp/bad.jinja" -n 1
+expect_fail "chat template that raises" "no system role here" "$statelm" run -m "$gguf" -p hi --chat-template-file "$tmp/raises.jinja" -n 1
+expect_fail "missing chat template file" "nosuch.jinja: cannot open" "$statelm" run -m "$gguf" -p hi --chat-template-file "$tmp/nosuch.jinja" -n 1
+expect_fail "both template options" "one of --chat-template and --chat-template-file" "$statelm" run -m "$gguf" -p hi --chat-template chatml --chat-template-file "$tmp/bad.jinja" -n 1
+expect_fail "chat_template_kwargs not an object" "chat_template_kwargs" "$statelm" run -m "$gguf" -p hi --chat-template-kwargs '[1]' -n 1
 
 [ $fails -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
 echo "all bad-input cases handled"

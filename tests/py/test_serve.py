@@ -68,10 +68,19 @@ CTX = 512
 
 
 def Server(model, *args):
+    # The tiny qwen35's stored template (what runs by default) ends the generation prompt inside
+    # "<think>\n", as Qwen3.5's does, and renders past assistant turns without it: its answers are
+    # reasoning and turn 2 does not extend turn 1's prompt. These tests were written against the
+    # built-in qwen3 (detection picked it before the stored template ran) and test generation and
+    # reuse, not the template: qwen35 servers and runs name that built-in.
+    if Path(model).name.startswith("qwen35") and "--chat-template" not in args and "--chat-template-file" not in args:
+        args = (*args, "--chat-template", "qwen3")
     return serve_harness.Server(statelm, model, *args, key=KEY)
 
 
 def run_cli(model, *args):
+    if Path(model).name.startswith("qwen35") and "-p" in args:  # as Server: the built-in qwen3
+        args = (*args, "--chat-template", "qwen3")
     r = subprocess.run([statelm, "run", "-m", str(model), "--temp", "0", "-c", str(CTX), "-t", "1", *args],
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr

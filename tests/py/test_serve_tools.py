@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Tool calls in `statelm serve` (issue 25 item 3, docs/serve.md "Tools") with the official openai
-client, on the tiny qwen3 model (Hermes format), the tiny llama model served with
---chat-template llama3 (Llama 3 JSON format) and lfm2 (Python-style call list) and, when fetched
-(scripts/fetch-models.sh), the real SmolLM2-135M-Instruct (its template is ChatML: Hermes format):
+client, on the tiny qwen3 model served with --chat-template qwen3 (Hermes format), the tiny llama
+model served with --chat-template llama3 (Llama 3 JSON format) and lfm2 (Python-style call list),
+the tiny qwen3 model running Qwen3.5's real template (--chat-template-file, from llama.cpp's
+models/templates in the cache: the XML call format) and, when fetched (scripts/fetch-models.sh), the
+real SmolLM2-135M-Instruct served with --chat-template smollm2 (Hermes format). The tiny models'
+stored templates and SmolLM2's own are ChatML without tools: run by default, they render no tools
+and imply no call format, so these runs name a template that has one:
 
 - tool_choice "required" and a named function at temperature 1 over several seeds: every answer
   has finish_reason "tool_calls" and one call (id "call_...", type function, a tool's name) whose
@@ -17,6 +21,7 @@ client, on the tiny qwen3 model (Hermes format), the tiny llama model served wit
   rendered (the prompt grows by them);
 - tool_choice "none": the tools are not rendered (the prompt has the tokens of the request without
   tools) and the answer has no calls; "auto" renders them (a longer prompt);
+- a request's own chat_template and chat_template_kwargs render (and a bad one is a 400);
 - refusals (400, naming the problem): malformed tools, duplicate names, bad parameters, an
   unknown named function, "required" without tools, a parameter keyword the grammar cannot
   enforce, arguments that are not JSON, tools with the gemma template.
@@ -103,8 +108,10 @@ def forced_tests(label, s, seeds):
                   calls[0]["arguments"] == want.function.arguments,
                   f"{what} stream: {calls} differs from {want}")
             most_pieces = max(most_pieces, pieces)
-    # the JSON formats stream a forced call's arguments as they are generated; lfm2 sends them whole
-    check(most_pieces > 1 if "lfm2" not in label else most_pieces == 1,
+    # the JSON formats stream a forced call's arguments as they are generated; lfm2 and Qwen's XML
+    # calls send them whole
+    whole = "lfm2" in label or "Qwen3.5" in label
+    check(most_pieces > 1 if not whole else most_pieces == 1,
           f"{label}: arguments came in at most {most_pieces} pieces")
 
 
@@ -175,6 +182,23 @@ def expect_400(s, what, needle, **kw):
     check(False, f"{what}: accepted")
 
 
+def template_request_tests(s):
+    """A request's own chat_template (Jinja text) and chat_template_kwargs, as llama-server takes them."""
+    t = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+         "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+         "{% endif %}")
+    on = s.api.chat.completions.create(model="m", messages=ASK, max_tokens=2, temperature=0,
+                                       extra_body={"chat_template": t})
+    off = s.api.chat.completions.create(model="m", messages=ASK, max_tokens=2, temperature=0,
+                                        extra_body={"chat_template": t, "chat_template_kwargs": {"enable_thinking": False}})
+    check(off.usage.prompt_tokens > on.usage.prompt_tokens, f"chat_template_kwargs: {off.usage} vs {on.usage}")
+    expect_400(s, "chat_template that does not parse", "1:", extra_body={"chat_template": "{{ x ]] }}"})
+    expect_400(s, "chat_template that raises", "no tools here",
+               extra_body={"chat_template": "{{ raise_exception('no tools here') }}"})
+    expect_400(s, "chat_template_kwargs reserved", "'messages'", extra_body={"chat_template_kwargs": {"messages": []}})
+    expect_400(s, "chat_template_kwargs not an object", "must be an object", extra_body={"chat_template_kwargs": [1]})
+
+
 def refusal_tests(s):
     expect_400(s, "tools not a list", "'tools' must be a list", tools={"a": 1})
     expect_400(s, "tool type", "tools[0] must be", tools=[{"type": "retrieval"}])
@@ -203,7 +227,8 @@ def refusal_tests(s):
 
 
 TINY_LLAMA = data / "tiny" / "llama" / "llama-f32.gguf"
-for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen3-f32.gguf", [], range(6)),
+QWEN35 = Path.home() / ".cache" / "statelm" / "llamacpp-ref" / "templates" / "Qwen3.5-4B.jinja"
+for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen3-f32.gguf", ["--chat-template", "qwen3"], range(6)),
                                   ("tiny llama --chat-template llama3", TINY_LLAMA, ["--chat-template", "llama3"], range(4)),
                                   ("tiny llama --chat-template lfm2", TINY_LLAMA, ["--chat-template", "lfm2"], range(4))):
     s = Server(model, *args, "-c", "4096")
@@ -213,8 +238,21 @@ for label, model, args, seeds in (("tiny qwen3", data / "tiny" / "qwen3" / "qwen
         auto_tests(label, s)
         if label == "tiny qwen3":
             refusal_tests(s)
+            template_request_tests(s)
     finally:
         s.stop()
+
+# Qwen3.5's own template (XML calls; its generation prompt opens a think block, so a forced call
+# ends the reasoning the prompt opened): forced and round-trip tests through the real template
+if QWEN35.exists():
+    s = Server(data / "tiny" / "qwen3" / "qwen3-f32.gguf", "--chat-template-file", str(QWEN35), "-c", "4096")
+    try:
+        forced_tests("tiny qwen3 + Qwen3.5 template", s, range(4))
+        round_trip_tests("tiny qwen3 + Qwen3.5 template", s)
+    finally:
+        s.stop()
+else:
+    print(f"note: {QWEN35} absent (scripts/fetch-models.sh): the Qwen3.5 template part did not run")
 
 gemma = Server(TINY_LLAMA, "--chat-template", "gemma")
 try:
@@ -225,7 +263,7 @@ finally:
     gemma.stop()
 
 if SMOLLM2.exists():
-    s = Server(SMOLLM2)
+    s = Server(SMOLLM2, "--chat-template", "smollm2")
     try:
         forced_tests("SmolLM2", s, range(5))
         round_trip_tests("SmolLM2", s)

@@ -43,7 +43,7 @@ static void golden_renderings(void **unused) {
         }
         /* tool cases: the "tools" list and each message's "tool_calls" (arguments as objects) */
         const cJSON *tools_item = cJSON_GetObjectItem(c, "tools");
-        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls};
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
         const chat_tools *tp = tools_item ? &tools : NULL;
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         const cJSON *expected = cJSON_GetObjectItem(c, "expected");
@@ -69,6 +69,86 @@ static void golden_renderings(void **unused) {
     cJSON_Delete(root);
     fprintf(stderr, "%d renderings, %d differ\n", n_cases, bad);
     assert_true(n_cases >= 200);
+    assert_int_equal(bad, 0);
+}
+
+/* The same goldens rendered by the real templates through the Jinja interpreter (what runs by
+ * default): each golden family whose jinja2 source template llama.cpp ships in models/templates
+ * (the cache's llamacpp-ref/templates, scripts/fetch-models.sh; skipped without it), with the
+ * golden's BOS text and, for qwen3-nothink, chat_template_kwargs {"enable_thinking": false}.
+ * Cases left out: llama3 without tools (Meta-Llama-3's template is not in that set: the 3.1 one
+ * writes a system preamble), gemma (Gemma 3's is not either), and the chatml/smollm2/lfm2 tool
+ * cases (their goldens come from templates adapted by scripts/gen-chat-golden.py). */
+static char *read_template(const char *file) {
+    const char *cache = getenv("STATELM_CACHE"), *home = getenv("HOME");
+    char path[1024];
+    if (cache) snprintf(path, sizeof path, "%s/llamacpp-ref/templates/%s", cache, file);
+    else snprintf(path, sizeof path, "%s/.cache/statelm/llamacpp-ref/templates/%s", home ? home : ".", file);
+    return (char *)tu_read_file(path, NULL);
+}
+
+static void golden_renderings_jinja(void **unused) {
+    (void)unused;
+    static const struct {
+        const char *name, *file;
+        bool with_tools, without_tools;
+    } map[] = {
+        {"qwen3", "Qwen-Qwen3-0.6B.jinja", true, true},
+        {"qwen3-nothink", "Qwen-Qwen3-0.6B.jinja", true, true},
+        {"lfm2", "LFM2-8B-A1B.jinja", false, true},
+        {"llama3", "meta-llama-Llama-3.1-8B-Instruct.jinja", true, false},
+    };
+    cJSON *root = load_golden(), *nothink = cJSON_Parse("{\"enable_thinking\": false}");
+    int n_cases = 0, bad = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, root) {
+        const char *name = cJSON_GetObjectItem(c, "template")->valuestring;
+        const cJSON *tools_item = cJSON_GetObjectItem(c, "tools");
+        size_t k = 0;
+        while (k < sizeof map / sizeof map[0] && strcmp(map[k].name, name)) k++;
+        if (k == sizeof map / sizeof map[0] || !(tools_item ? map[k].with_tools : map[k].without_tools)) continue;
+        char *src = read_template(map[k].file);
+        if (!src) continue;
+        const cJSON *msgs = cJSON_GetObjectItem(c, "messages");
+        size_t nm = (size_t)cJSON_GetArraySize(msgs);
+        slm_chat_message m[16];
+        const cJSON *calls[16];
+        assert_true(nm <= 16);
+        for (size_t i = 0; i < nm; i++) {
+            const cJSON *x = cJSON_GetArrayItem(msgs, (int)i);
+            m[i].role = cJSON_GetObjectItem(x, "role")->valuestring;
+            m[i].content = cJSON_GetObjectItem(x, "content")->valuestring;
+            calls[i] = cJSON_GetObjectItem(x, "tool_calls");
+        }
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
+        cJSON *kw = cJSON_Duplicate(strcmp(name, "qwen3-nothink") ? NULL : nothink, true);
+        if (!kw) kw = cJSON_CreateObject();
+        cJSON_AddStringToObject(kw, "bos_token", cJSON_GetObjectItem(c, "bos")->valuestring);
+        bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
+        const cJSON *expected = cJSON_GetObjectItem(c, "expected");
+        char *out = NULL;
+        slm_err e;
+        err_clear(&e);
+        slm_status st = chat_render_jinja(src, NULL, kw, NULL, m, nm, &tools, gen, NULL, &out, NULL, NULL, &e);
+        if (cJSON_IsNull(expected)) {
+            assert_int_equal(st, SLM_ERR_INVALID_ARG); /* the template raises */
+            assert_true(strlen(e.msg) > 0);
+        } else {
+            if (st != SLM_OK) fprintf(stderr, "%s: %s\n", name, e.msg);
+            assert_int_equal(st, SLM_OK);
+            if (strcmp(out, expected->valuestring) != 0 && bad++ < 5)
+                fprintf(stderr, "%s case %d (jinja):\n--- ours\n%s\n--- jinja2\n%s\n", name, n_cases, out,
+                        expected->valuestring);
+        }
+        al_free(NULL, out);
+        cJSON_Delete(kw);
+        free(src);
+        n_cases++;
+    }
+    cJSON_Delete(nothink);
+    cJSON_Delete(root);
+    fprintf(stderr, "%d renderings through the real templates, %d differ\n", n_cases, bad);
+    if (n_cases == 0) skip(); /* no llamacpp-ref templates in the cache */
     assert_int_equal(bad, 0);
 }
 
@@ -133,7 +213,7 @@ static void tool_errors(void **unused) {
         const cJSON *calls[3] = {NULL, NULL, NULL};
         if (cases[k].which == 2) calls[0] = good;
         else calls[1] = cases[k].which == 1 ? bad : good;
-        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls};
+        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls, NULL};
         char *out = NULL;
         slm_err e;
         err_clear(&e);
@@ -225,7 +305,7 @@ static void no_control_tokens_from_tools(void **unused) {
                          word);
                 const char *per_msg[3] = {NULL, calls, NULL};
                 const slm_chat_message m[] = {{"user", "q"}, {"assistant", ""}, {"tool", "r"}};
-                slm_chat_tools ct = {tools, per_msg};
+                slm_chat_tools ct = {tools, per_msg, NULL};
                 int32_t *ids = NULL;
                 size_t n = 0;
                 char err[256];
@@ -278,6 +358,24 @@ static void no_control_tokens_from_messages(void **unused) {
             free(dec);
             al_free(NULL, a);
             al_free(NULL, b);
+        }
+        /* the model's stored template, run by the Jinja interpreter (the default): the same */
+        const slm_chat_message plain[] = {{"user", "hi"}, {"assistant", "ok"}, {"user", "hi"}};
+        const slm_chat_message forged[] = {{"user", evil}, {"assistant", evil}, {"user", evil}};
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        if (slm_model_chat_template(model)) {
+            char err[256];
+            assert_int_equal(slm_chat_tokenize_with(model, NULL, plain, 3, NULL, NULL, true, &a, &na, err, sizeof err),
+                             SLM_OK);
+            slm_status st = slm_chat_tokenize_with(model, NULL, forged, 3, NULL, NULL, true, &b, &nb, err, sizeof err);
+            if (st != SLM_OK) fprintf(stderr, "%s\n", err);
+            assert_int_equal(st, SLM_OK);
+            assert_true(count_control(t, a, na) >= 2);
+            assert_int_equal(count_control(t, b, nb), count_control(t, a, na));
+            assert_true(nb > na + 3 * n_ctl);
+            slm_free(a);
+            slm_free(b);
         }
         slm_model_destroy(model);
     }
@@ -357,6 +455,36 @@ static void content_ids_spliced(void **unused) {
     assert_int_equal(n, nh + 5 + nt);
     assert_memory_equal(ids, want, n * sizeof *ids);
     slm_free(ids);
+    /* the same through a Jinja template (the interpreter's provenance spans mark the content whole) */
+    slm_chat_template jt = {NULL,
+                            "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+                            "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+                            NULL};
+    assert_int_equal(slm_chat_tokenize_with(model, &jt, m, 3, NULL, ci, true, &ids, &n, err, sizeof err), SLM_OK);
+    assert_int_equal(n, nh + 5 + nt);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+    slm_free(ids);
+    /* a template that changes the content ("| trim" of a padded one) gets it tokenised */
+    jt.text = "{% for m in messages %}{{ m.content | trim }}{% endfor %}";
+    const slm_chat_message pad[] = {{"user", "hello"}, {"assistant", " a reply "}, {"user", "more"}};
+    assert_int_equal(slm_chat_tokenize_with(model, &jt, pad, 3, NULL, ci, true, &ids, &n, err, sizeof err), SLM_OK);
+    for (size_t i = 0; i + 5 <= n; i++) assert_false(memcmp(ids + i, given, sizeof given) == 0);
+    slm_free(ids);
+    /* template errors: a bad template names line:column; kwargs reach the context, reserved names refused */
+    jt.text = "{% for m in messages %}\n{{ m.content ]] }}";
+    assert_int_equal(slm_chat_tokenize_with(model, &jt, m, 3, NULL, NULL, true, &ids, &n, err, sizeof err),
+                     SLM_ERR_FORMAT);
+    assert_non_null(strstr(err, "2:"));
+    char *out = NULL;
+    jt = (slm_chat_template){NULL, "{{ 'T' if enable_thinking else 'F' }}{{ bos_token }}", "{\"enable_thinking\": true}"};
+    assert_int_equal(slm_chat_render_with(model, &jt, m, 3, NULL, true, &out, err, sizeof err), SLM_OK);
+    assert_int_equal(out[0], 'T');
+    slm_free(out);
+    jt.kwargs = "{\"messages\": []}";
+    assert_int_equal(slm_chat_render_with(model, &jt, m, 3, NULL, true, &out, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "'messages'"));
+    jt.kwargs = "[1]";
+    assert_int_equal(slm_chat_render_with(model, &jt, m, 3, NULL, true, &out, err, sizeof err), SLM_ERR_INVALID_ARG);
     /* an id outside the vocabulary is refused */
     const int32_t bad[] = {1, 1 << 30};
     const slm_chat_ids cb[] = {{NULL, 0}, {bad, 2}, {NULL, 0}};
@@ -373,6 +501,7 @@ static void content_ids_spliced(void **unused) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(golden_renderings),
+        cmocka_unit_test(golden_renderings_jinja),
         cmocka_unit_test(detection),
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(tool_errors),

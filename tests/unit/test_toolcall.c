@@ -59,6 +59,53 @@ static void lfm2(void **unused) {
     parse_one(TC_LFM2, "[f(a=\"\\ud800\")]", 0, NULL, NULL, "[f(a=\"\\ud800\")]");
 }
 
+static void other_formats(void **unused) {
+    (void)unused;
+    parse_one(TC_GRANITE, "<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\"}]", 2, "f",
+              "{\"a\": 1}", "");
+    parse_one(TC_GRANITE, "[{\"name\": \"f\", \"arguments\": {}}]", 1, "f", "{}", ""); /* the marker was a control token */
+    parse_one(TC_GRANITE, "[1, 2]", 0, NULL, NULL, "[1, 2]");
+    parse_one(TC_MISTRAL, "[{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 2}\"}]", 1, "f", "{\"a\":2}", "");
+    parse_one(TC_MISTRAL_ARGS, "get_weather{\"city\": \"Paris\"}", 1, "get_weather", "{\"city\": \"Paris\"}", "");
+    parse_one(TC_MISTRAL_ARGS, "get_weather{\"city\": \"Paris\"} is how", 0, NULL, NULL, "get_weather{\"city\": \"Paris\"} is how");
+    parse_one(TC_MISTRAL_ARGS, "[TOOL_CALLS]f[ARGS][1]", 0, NULL, NULL, "[TOOL_CALLS]f[ARGS][1]");
+    parse_one(TC_QWEN_XML, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n", 0, NULL, NULL,
+              "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n");
+    parse_one(TC_QWEN_XML, "<tool_call><function=f><parameter=s>x</parameter><parameter=s>[1]</parameter></function></tool_call>",
+              1, "f", "{\"s\":[1]}", "");
+    /* harmony: a built-in tool's message is dropped; a call with bad arguments leaves no calls */
+    parse_one(TC_HARMONY, "<|channel|>commentary to=python <|constrain|>code<|message|>print(1)<|call|>", 0, NULL, NULL, "");
+    parse_one(TC_HARMONY, "<|channel|>commentary to=functions.f<|message|>{\"a\": <|call|>", 0, NULL, NULL, "");
+    parse_one(TC_HARMONY, "plain words", 0, NULL, NULL, "plain words");
+    /* ids, typed XML values, reasoning */
+    tc_result r;
+    const char *t = "[TOOL_CALLS]f[CALL_ID]abc[ARGS]{}[TOOL_CALLS]g[ARGS]{}";
+    assert_int_equal(tc_parse(TC_MISTRAL_ARGS, t, strlen(t), &r), SLM_OK);
+    assert_int_equal(r.n_calls, 2);
+    assert_string_equal(r.calls[0].id, "abc");
+    assert_null(r.calls[1].id);
+    tc_result_free(&r);
+    cJSON *tools = cJSON_Parse("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+                               "\"object\", \"properties\": {\"s\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]");
+    tc_opts o = {tools, true, true};
+    t = "Thinking.\n<tool_call>\n<function=f>\n<parameter=s>\n12\n</parameter>\n<parameter=n>\n12\n</parameter>\n"
+        "</function>\n</tool_call>";
+    assert_int_equal(tc_parse_opts(TC_QWEN_XML, &o, t, strlen(t), &r), SLM_OK);
+    assert_string_equal(r.reasoning, "Thinking.");
+    assert_int_equal(r.n_calls, 1);
+    assert_string_equal(r.calls[0].arguments, "{\"s\":\"12\",\"n\":12}");
+    tc_result_free(&r);
+    cJSON_Delete(tools);
+    o = (tc_opts){NULL, true, false};
+    t = "[THINK]hm[/THINK]Answer";
+    assert_int_equal(tc_parse_opts(TC_MISTRAL_ARGS, &o, t, strlen(t), &r), SLM_OK);
+    assert_string_equal(r.reasoning, "hm");
+    assert_string_equal(r.content, "Answer");
+    tc_result_free(&r);
+    assert_true(tc_prompt_thinks(TC_QWEN_XML, "<|im_start|>assistant\n<think>\n", 32));
+    assert_false(tc_prompt_thinks(TC_QWEN_XML, "<|im_start|>assistant\n<think>\n\n</think>\n\n", 44));
+}
+
 static void llama3(void **unused) {
     (void)unused;
     parse_one(TC_LLAMA3, " {\"name\": \"f\", \"parameters\": {\"a\": [true]}} \n", 1, "f", "{\"a\": [true]}", "");
@@ -85,6 +132,15 @@ static void streaming_bound(void **unused) {
         {TC_LLAMA3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}"},
         {TC_LLAMA3, "Plain text answer"},
         {TC_NONE, "<tool_call>{}</tool_call>"},
+        {TC_QWEN_XML, "Let me call.\n<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"},
+        {TC_QWEN_XML, "text <function=f>\n</function>\n</tool_call> <fun"},
+        {TC_MISTRAL, "Sure [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
+        {TC_MISTRAL, " [{\"name\": \"f\", \"arguments\": {}}]"},
+        {TC_MISTRAL_ARGS, "f{\"a\": 1}"},
+        {TC_MISTRAL_ARGS, "Hello there[TOOL_CALLS]f[ARGS]{}"},
+        {TC_MISTRAL_ARGS, "ab cd [TOOL"},
+        {TC_GRANITE, "ok <|tool_call|>[{\"name\": \"f\", \"arguments\": {}}]"},
+        {TC_HARMONY, "<|channel|>final<|message|>Hi"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const char *t = cases[k].text;
@@ -113,6 +169,11 @@ static void partial_calls(void **unused) {
          "get_w", "{\"city\": \"S\u00e3o \\\"}\\\" P\", \"n\": [1, {\"x\": 2}]}"},
         {TC_HERMES, "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>", "f", "{\"a\": 1}"},
         {TC_LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": -1.5e3, \"b\": true}}", "add", "{\"a\": -1.5e3, \"b\": true}"},
+        {TC_MISTRAL, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}]", "f", "{\"a\": 1}"},
+        {TC_MISTRAL_ARGS, "[TOOL_CALLS]f_2[CALL_ID]x1[ARGS]{\"a\": [1, 2]}", "f_2", "{\"a\": [1, 2]}"},
+        {TC_GRANITE, "<|tool_call|>[{\"name\": \"g.h\", \"arguments\": {\"a\": \"]}\"}}]", "g.h", "{\"a\": \"]}\"}"},
+        {TC_HARMONY, "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": \"x<y\"}<|call|>", "f",
+         "{\"a\": \"x<y\"}"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const char *t = cases[k].text;
@@ -255,7 +316,8 @@ static void walk_calls(const char *tmpl, const char *only) {
         }
         out[n] = '\0';
         tc_result r;
-        assert_int_equal(tc_parse(tc_format_of(tmpl), out, n, &r), SLM_OK);
+        tc_opts o = {tools, false, false};
+        assert_int_equal(tc_parse_opts(tc_format_of(tmpl), &o, out, n, &r), SLM_OK);
         if (r.n_calls != 1) fprintf(stderr, "not one call: %s\n", out);
         assert_int_equal(r.n_calls, 1);
         assert_string_equal(r.content, "");
@@ -298,6 +360,12 @@ static void forced_grammar(void **unused) {
     walk_calls("llama3", "get_weather");
     walk_calls("lfm2", NULL);
     walk_calls("lfm2", "add");
+    walk_calls("qwen-xml", NULL);
+    walk_calls("qwen-xml", "add");
+    walk_calls("mistral", NULL);
+    walk_calls("mistral-args", NULL);
+    walk_calls("mistral-args", "get_weather");
+    walk_calls("granite", "add");
     slm_grammar *g = NULL;
     char err[256];
     assert_int_equal(slm_tool_call_grammar("qwen3", TOOLS, "nope", &g, err, sizeof err), SLM_ERR_INVALID_ARG);
@@ -307,6 +375,12 @@ static void forced_grammar(void **unused) {
     assert_int_equal(slm_tool_call_grammar("lfm2", dashed, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
     assert_non_null(strstr(err, "'a-b' is not a Python keyword-argument name"));
     assert_int_equal(slm_tool_call_grammar("gemma", TOOLS, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    assert_int_equal(slm_tool_call_grammar("gpt-oss", TOOLS, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "control tokens"));
+    const char *xml_pattern = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+                              "\"object\", \"properties\": {\"a\": {\"type\": \"string\", \"format\": \"date\"}}}}}]";
+    assert_int_equal(slm_tool_call_grammar("qwen-xml", xml_pattern, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "keyword 'format' on a string argument"));
     const char *pattern = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
                           "\"object\", \"properties\": {\"a\": {\"type\": \"string\", \"not\": {\"const\": \"x\"}}}}}}]";
     assert_int_equal(slm_tool_call_grammar("qwen3", pattern, NULL, &g, err, sizeof err), SLM_ERR_UNSUPPORTED);
@@ -316,7 +390,7 @@ static void forced_grammar(void **unused) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hermes),         cmocka_unit_test(lfm2),         cmocka_unit_test(llama3),
+        cmocka_unit_test(hermes),         cmocka_unit_test(lfm2),         cmocka_unit_test(llama3), cmocka_unit_test(other_formats),
         cmocka_unit_test(streaming_bound), cmocka_unit_test(partial_calls), cmocka_unit_test(tools_check), cmocka_unit_test(public_parse),
         cmocka_unit_test(forced_grammar),
     };

@@ -91,5 +91,8 @@ int32_t cli_first_nonfinite(const float *v, int32_t n);
 int cli_fail_nonfinite(const float *logits, int32_t at, int32_t pos);
 /* Copy of s with every invalid UTF-8 sequence replaced by U+FFFD (caller frees); NULL on OOM. */
 char *cli_utf8_sanitize(const char *s);
+/* The whole of the text file path, at most max bytes, NUL-terminated (caller frees); NULL after a
+ * message naming the file and what is wrong. */
+char *cli_read_text(const char *path, size_t max);
 
 #endif

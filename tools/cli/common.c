@@ -234,3 +234,22 @@ bool cli_sampler_is_argmax(const slm_sampler_params *p) {
     return p->temperature == 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f &&
            p->frequency_penalty == 0.0f && p->n_logit_bias == 0;
 }
+
+char *cli_read_text(const char *path, size_t max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail("%s: cannot open", path);
+        return NULL;
+    }
+    char *buf = malloc(max + 2);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    bool bad = !buf || ferror(f);
+    fclose(f);
+    if (bad || n > max) {
+        free(buf);
+        cli_fail(bad ? "%s: cannot read" : "%s: larger than %zu bytes", path, max);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}

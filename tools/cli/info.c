@@ -66,7 +66,9 @@ static void print_text(const slm_model *m, const info_opts *o) {
     }
     const char *tmpl = slm_model_chat_template(m);
     const char *fam = slm_chat_template_detect(m);
-    printf("chat template: %s%s%s\n", tmpl ? "stored" : "none", fam ? ", renders as " : "", fam ? fam : "");
+    const char *calls = slm_chat_tool_format(m, NULL);
+    printf("chat template: %s%s%s%s%s\n", tmpl ? "stored (runs by default)" : "none", fam ? ", like the built-in " : "",
+           fam ? fam : "", calls ? ", tool calls " : "", calls ? calls : "");
     int32_t n_ctx = o->n_ctx > 0 ? o->n_ctx : slm_model_n_ctx_default(m);
     printf("states (per sequence, n_ctx %d, kv %s):\n", n_ctx, slm_dtype_name(o->kv_dtype));
     uint64_t total = 0;
@@ -142,6 +144,9 @@ static int print_json(const slm_model *m, const info_opts *o) {
     const char *fam = slm_chat_template_detect(m);
     if (fam) cJSON_AddStringToObject(root, "chat_template_family", fam);
     else cJSON_AddNullToObject(root, "chat_template_family");
+    const char *calls = slm_chat_tool_format(m, NULL);
+    if (calls) cJSON_AddStringToObject(root, "tool_call_format", calls);
+    else cJSON_AddNullToObject(root, "tool_call_format");
     int32_t n_ctx = o->n_ctx > 0 ? o->n_ctx : slm_model_n_ctx_default(m);
     cJSON_AddNumberToObject(root, "n_ctx", n_ctx);
     cJSON *states = cJSON_AddArrayToObject(root, "states");

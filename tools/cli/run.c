@@ -2,7 +2,7 @@
  * multi-turn chat in one session). Contract of run (relied on; extend, do not change):
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
  *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
- *     [--ids | --logprobs K] [--chat-template NAME] [--system TEXT] [--ignore-eos] [--kv-f32]
+ *     [--ids | --logprobs K] [--chat-template NAME | --chat-template-file F] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
  *     [--grammar FILE | --json-schema FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
@@ -27,7 +27,10 @@ typedef struct gen_opts {
     const char *quantize;    /* --quantize T: weights quantised on load (slm_model_params.quantize) */
     const char *prompt;
     const char *prompt_ids;
-    const char *chat_template;
+    const char *chat_template;   /* --chat-template NAME: a built-in */
+    const char *template_file;   /* --chat-template-file F: Jinja source */
+    char *template_text;         /* its text, once read */
+    const char *template_kwargs; /* --chat-template-kwargs JSON */
     const char *system;
     const char *prompt_cache;
     bool prompt_cache_ro; /* load the prompt cache, never write it */
@@ -56,7 +59,11 @@ static const char usage_common[] =
     "  -t N                 threads (default: the online CPUs; more than those is capped)\n"
     "  --force-threads      use -t N even beyond the online CPU count\n"
     "  -c N_CTX             context size (a warning past the model's training context)\n"
+    "  --chat-template-file F  run the Jinja chat template in F (default: the model's own;\n"
+    "                       chatml, with a warning, for a model without one)\n"
+    "  --chat-template-kwargs JSON  extra template variables, e.g. '{\"enable_thinking\": false}'\n"
     "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma\n"
+    "                       (templates written out in C, run instead of the model's own)\n"
     "  --system TEXT        system message for the chat template\n"
     "  --ignore-eos         keep generating after an end-of-generation token\n"
     "  --kv-f32             keep the KV cache in f32 (default f16)\n";
@@ -158,6 +165,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         } else if (!strcmp(a, "--chat-template")) {
             if (!VALUE()) return 1;
             o->chat_template = v;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            if (!VALUE()) return 1;
+            o->template_file = v;
+        } else if (!strcmp(a, "--chat-template-kwargs")) {
+            if (!VALUE()) return 1;
+            o->template_kwargs = v;
         } else if (!strcmp(a, "--system")) {
             if (!VALUE()) return 1;
             o->system = v;
@@ -201,6 +214,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
 #undef VALUE
     }
     if (!o->model) return cli_fail("-m MODEL is required");
+    if (o->chat_template && o->template_file)
+        return cli_fail("%s: give one of --chat-template and --chat-template-file", is_chat ? "chat" : "run");
     if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
     if (o->lookup && o->draft_model) return cli_fail("run: --lookup and --draft-model exclude each other");
@@ -247,6 +262,19 @@ static int parse_ids(const char *s, int32_t n_vocab, ids_buf *out) {
     return 0;
 }
 
+/* The template run and chat render with: --chat-template NAME, --chat-template-file's text, the
+ * model's own, or chatml (warned once) for a model without one. */
+static slm_chat_template chat_template_of(const gen_opts *o, const slm_model *m) {
+    static bool warned;
+    slm_chat_template t = {o->chat_template, o->template_text, o->template_kwargs};
+    if (!t.name && !t.text && !slm_model_chat_template(m)) {
+        if (!warned) fprintf(stderr, "warning: the model has no chat template; using chatml (--chat-template-file F runs another)\n");
+        warned = true;
+        t.name = "chatml";
+    }
+    return t;
+}
+
 /* Tokenizes text; with_template renders it as one user turn first. */
 static int tokenize_prompt(const slm_model *m, const gen_opts *o, const char *text, bool with_template, ids_buf *out) {
     const slm_tokenizer *tok = slm_model_tokenizer(m);
@@ -258,9 +286,11 @@ static int tokenize_prompt(const slm_model *m, const gen_opts *o, const char *te
         size_t n = 0;
         if (o->system) msgs[n++] = (slm_chat_message){"system", o->system};
         msgs[n++] = (slm_chat_message){"user", text};
-        slm_status st = slm_chat_tokenize(m, o->chat_template, msgs, n, NULL, true, &ids, &n_ids);
-        if (st != SLM_OK) return cli_fail("cannot render the chat template%s%s (%s)", o->chat_template ? " " : "",
-                                          o->chat_template ? o->chat_template : "", slm_status_name(st));
+        slm_chat_template t = chat_template_of(o, m);
+        char err[512];
+        slm_status st = slm_chat_tokenize_with(m, &t, msgs, n, NULL, NULL, true, &ids, &n_ids, err, sizeof err);
+        if (st != SLM_OK) return cli_fail("cannot render the chat template%s%s: %s (%s)", o->chat_template ? " " : "",
+                                          o->chat_template ? o->chat_template : "", err, slm_status_name(st));
     } else {
         size_t len = strlen(text), cap = len + 16;
         if (!(ids = malloc(cap * sizeof *ids))) return cli_fail("out of memory");
@@ -519,6 +549,12 @@ static char *read_small_file(const char *path, size_t *n) {
     return buf;
 }
 
+/* Reads --chat-template-file into o->template_text. Returns 0 or an exit code. */
+static int read_template(gen_opts *o) {
+    if (!o->template_file || o->template_text) return 0;
+    return (o->template_text = cli_read_text(o->template_file, (size_t)1 << 20)) ? 0 : 1;
+}
+
 /* The grammar of --grammar / --json-schema, the model's vocabulary trie and the constraint, attached
  * to smp. Returns 0 or an exit code. */
 static int open_constraint(const gen_opts *o, const slm_model *m, slm_sampler *smp, slm_grammar **g,
@@ -557,7 +593,9 @@ int cmd_run(int argc, char **argv) {
     if (o.grammar_file && (rc = open_constraint(&o, m, smp, &gram, &gv, &con))) goto done;
     if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
-    else rc = tokenize_prompt(m, &o, o.prompt, !o.no_chat && (o.chat_template || slm_chat_template_detect(m)), &prompt);
+    else if (!(rc = read_template(&o)))
+        rc = tokenize_prompt(m, &o, o.prompt,
+                             !o.no_chat && (o.chat_template || o.template_text || slm_model_chat_template(m)), &prompt);
     if (rc) goto done;
     if (o.prompt_cache) {
         /* Load what an earlier run saved, bring the session to all but the last prompt token, and
@@ -603,6 +641,7 @@ int cmd_run(int argc, char **argv) {
         printf("\n");
     }
 done:
+    free(o.template_text);
     free(prompt.v);
     free(generated.v);
     slm_spec_destroy(spec);
@@ -667,8 +706,10 @@ static bool chat_drop_oldest(chat_log *c, size_t first) {
  * the messages are text (control-token text in them is not parsed). */
 static int chat_tokenize(const slm_model *m, const gen_opts *o, const chat_log *c, int32_t **ids, size_t *n_ids) {
     *ids = NULL;
-    slm_status st = slm_chat_tokenize(m, o->chat_template, c->msgs, c->n, NULL, true, ids, n_ids);
-    if (st != SLM_OK) return cli_fail("cannot render and tokenize the conversation (%s)", slm_status_name(st));
+    slm_chat_template t = chat_template_of(o, m);
+    char err[512];
+    slm_status st = slm_chat_tokenize_with(m, &t, c->msgs, c->n, NULL, NULL, true, ids, n_ids, err, sizeof err);
+    if (st != SLM_OK) return cli_fail("cannot render and tokenize the conversation: %s (%s)", err, slm_status_name(st));
     return 0;
 }
 
@@ -708,10 +749,11 @@ int cmd_chat(int argc, char **argv) {
     if (rc) goto done;
     sigaction(SIGINT, &sa, NULL);
     const slm_tokenizer *tok = slm_model_tokenizer(m);
-    if (!tok || !(o.chat_template || slm_chat_template_detect(m))) {
-        rc = cli_fail("chat: the model has no tokenizer or no known chat template (use --chat-template NAME)");
+    if (!tok) {
+        rc = cli_fail("chat: the model has no tokenizer");
         goto done;
     }
+    if ((rc = read_template(&o))) goto done;
     size_t first_turn = 0;
     if (o.system) {
         if (!chat_add(&log, "system", o.system, strlen(o.system))) {
@@ -791,6 +833,7 @@ int cmd_chat(int argc, char **argv) {
         free(reply.v);
     }
 done:
+    free(o.template_text);
     free(line);
     for (size_t i = 0; i < log.n; i++) free(log.owned[i]);
     free(log.msgs);

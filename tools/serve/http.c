@@ -339,7 +339,10 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
         cJSON *meta = cJSON_AddObjectToObject(e, "meta");
         cJSON_AddStringToObject(meta, "file", srv.model_file);
         cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
-        cJSON_AddStringToObject(meta, "chat_template", srv.chat_template ? srv.chat_template : "");
+        /* a built-in's name, the --chat-template-file path, or "model": the model's own template */
+        cJSON_AddStringToObject(meta, "chat_template", srv.chat_template      ? srv.chat_template
+                                                       : srv.o.chat_template_file ? srv.o.chat_template_file
+                                                                              : "model");
         cJSON_AddNumberToObject(meta, "n_ctx", srv.n_ctx);
         cJSON_AddNumberToObject(meta, "n_vocab", srv.n_vocab);
         cJSON_AddBoolToObject(meta, "embeddings", srv.embedder != NULL);

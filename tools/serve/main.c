@@ -42,8 +42,13 @@ static void usage_serve(void) {
          "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
          "  --alias NAME         the model's name in responses and /v1/models (default: the file's name);\n"
          "                       requests may name any model\n"
-         "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma (default:\n"
-         "                       the model's own; chatml, with a warning, for a model that has none)\n"
+         "  --chat-template-file F  run the Jinja chat template in F (default: the model's own; chatml,\n"
+         "                       with a warning, for a model that has none); a request's chat_template\n"
+         "                       runs its own\n"
+         "  --chat-template-kwargs JSON  template variables of every request without its own\n"
+         "                       chat_template_kwargs, e.g. '{\"enable_thinking\": false}'\n"
+         "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma\n"
+         "                       (templates written out in C, run instead of the model's own)\n"
          "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
@@ -116,6 +121,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--cors")) o->cors = v;
         else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+        else if (!strcmp(a, "--chat-template-file")) o->chat_template_file = v;
+        else if (!strcmp(a, "--chat-template-kwargs")) o->chat_template_kwargs = v;
         else if (!strcmp(a, "--pooling")) {
             if (!serve_embed_parse_pooling(v, &o->pooling))
                 return cli_fail("--pooling %s: not last, mean, cls or none", v), 2;
@@ -185,20 +192,26 @@ int cmd_serve(int argc, char **argv) {
     srv.model_file = base && base[1] ? base + 1 : srv.o.model;
     snprintf(srv.model_id, sizeof srv.model_id, "%s", srv.o.alias ? srv.o.alias : srv.model_file);
     srv.n_vocab = slm_model_n_vocab(srv.m);
-    srv.chat_template = srv.o.chat_template ? srv.o.chat_template : slm_chat_template_detect(srv.m);
-    if (!srv.chat_template) {
+    if (srv.o.chat_template && srv.o.chat_template_file) {
+        cli_fail("serve: give one of --chat-template and --chat-template-file");
+        goto done;
+    }
+    srv.chat_template = srv.o.chat_template;
+    if (srv.o.chat_template_file && !(srv.template_text = cli_read_text(srv.o.chat_template_file, 1 << 20))) goto done;
+    if (!srv.chat_template && !srv.template_text && !slm_model_chat_template(srv.m)) {
         srv.chat_template = "chatml";
-        fprintf(stderr, "statelm serve: warning: the model has no known chat template; chat requests use chatml "
-                        "(--chat-template NAME to choose)\n");
+        fprintf(stderr, "statelm serve: warning: the model has no chat template; chat requests use chatml "
+                        "(--chat-template-file F to run another)\n");
     }
     {
         const slm_chat_message probe = {"user", "hi"};
+        slm_chat_template t = {srv.chat_template, srv.template_text, srv.o.chat_template_kwargs};
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        st = slm_chat_tokenize(srv.m, srv.chat_template, &probe, 1, NULL, true, &ids, &n_ids);
+        st = slm_chat_tokenize_with(srv.m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, err, sizeof err);
         slm_free(ids);
         if (st != SLM_OK) {
-            cli_fail("--chat-template %s: not a template statelm renders (%s)", srv.chat_template, slm_status_name(st));
+            cli_fail("chat template: %s (%s)", err, slm_status_name(st));
             goto done;
         }
     }
@@ -319,6 +332,7 @@ done:
     free(srv.gens);
     slm_model_destroy(srv.draft_model);
     slm_model_destroy(srv.m);
+    free(srv.template_text);
     pthread_mutex_destroy(&srv.mu);
     /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
     return rc;

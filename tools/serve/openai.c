@@ -152,18 +152,21 @@ static answer_parts split_answer(const job *j, const char *t, size_t n, bool fin
     if (!j->chat || srv.o.reasoning_none) return p;
     size_t i = 0;
     while (i < n && is_space(t[i])) i++;
-    if (n - i < n_open) { /* too short to hold "<think>": may yet become it */
-        if (!final && !memcmp(t + i, open, n - i)) p.ready = 0;
+    bool tagged = n - i >= n_open && !memcmp(t + i, open, n_open);
+    if (!tagged && !j->think_open) { /* the prompt opened no think block: the answer may */
+        if (n - i < n_open && !final && !memcmp(t + i, open, n - i)) p.ready = 0; /* may yet become "<think>" */
         return p;
     }
-    if (memcmp(t + i, open, n_open) != 0) return p;
-    p.r0 = i + n_open;
+    p.r0 = tagged ? i + n_open : i;
     while (p.r0 < n && is_space(t[p.r0])) p.r0++;
     size_t e = p.r0;
     while (e + n_close <= n && memcmp(t + e, close, n_close) != 0) e++;
     if (e + n_close <= n) { /* closed: content after the tag */
         p.r1 = e;
         for (p.c0 = e + n_close; p.c0 < n && is_space(t[p.c0]);) p.c0++;
+    } else if (j->think_open && !tagged && j->tools.parse &&
+               (e = p.r0 + slm_tool_call_start(j->tool_fmt, t + p.r0, n - p.r0)) < n) {
+        p.r1 = p.c0 = e; /* a call (or what may become one) ends the reasoning the prompt opened */
     } else { /* open: everything so far is reasoning, less a tag that may be arriving */
         p.c0 = n;
         if (!final)
@@ -217,7 +220,7 @@ static void sse_tool_calls(job *j, int32_t ci, size_t c0) {
     bool calls = false;
     char *text = cli_utf8_sanitize(c->text.v ? c->text.v : "");
     size_t n = text ? strlen(text) : 0;
-    cJSON *deltas = text && c0 <= n ? tools_final_deltas(&j->tools, srv.chat_template, text + c0, n - c0, sent, &c->ts,
+    cJSON *deltas = text && c0 <= n ? tools_final_deltas(&j->tools, j->tool_fmt, text + c0, n - c0, sent, &c->ts,
                                                          j->id, ci, &calls)
                                     : NULL;
     free(text);
@@ -233,7 +236,7 @@ static void sse_tool_progress(job *j, int32_t ci, size_t c0) {
     if (c->finish) {
         sse_tool_calls(j, ci, c0);
     } else if (j->tools.forced && c->text.v && c->text.n >= c0) {
-        sse_deltas(j, ci, tools_progress_deltas(&j->tools, srv.chat_template, c->text.v + c0, c->text.n - c0, &c->ts,
+        sse_deltas(j, ci, tools_progress_deltas(&j->tools, j->tool_fmt, c->text.v + c0, c->text.n - c0, &c->ts,
                                                 j->id, ci));
     }
 }
@@ -248,7 +251,7 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
     if (upto > parts.ready) upto = parts.ready;
     const char *finish = c->finish;
     if (j->tools.parse && parts.ready >= parts.c0) { /* content that may be a call waits for the end */
-        size_t lim = parts.c0 + tools_content_ready(&j->tools, srv.chat_template, text0 + parts.c0, parts.ready - parts.c0);
+        size_t lim = parts.c0 + tools_content_ready(&j->tools, j->tool_fmt, text0 + parts.c0, parts.ready - parts.c0);
         if (finish) lim = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
         if (upto > lim) upto = lim;
         finish = NULL; /* the calls and the finish reason follow this chunk (sse_tool_progress) */
@@ -432,6 +435,36 @@ static bool parse_constraint(const cJSON *root, job *j, char *msg, size_t cap) {
     return true;
 }
 
+/* The template a chat request runs: its "chat_template" (Jinja text) or the server's, with its
+ * "chat_template_kwargs" (an object; *kwargs its text, caller frees) or --chat-template-kwargs. */
+static bool request_template(const cJSON *root, slm_chat_template *t, char **kwargs, char *msg, size_t cap) {
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    *t = (slm_chat_template){srv.chat_template, srv.template_text, srv.o.chat_template_kwargs};
+    if (ct && !cJSON_IsNull(ct)) {
+        if (!cJSON_IsString(ct) || !ct->valuestring[0])
+            return snprintf(msg, cap, "'chat_template' must be a non-empty string (a Jinja template)"), false;
+        *t = (slm_chat_template){NULL, ct->valuestring, t->kwargs};
+    }
+    if (kw && !cJSON_IsNull(kw)) {
+        if (!cJSON_IsObject(kw)) return snprintf(msg, cap, "'chat_template_kwargs' must be an object"), false;
+        if (!(*kwargs = cJSON_PrintUnformatted(kw))) return snprintf(msg, cap, "out of memory"), false;
+        t->kwargs = *kwargs;
+    }
+    return true;
+}
+
+/* Whether job j's prompt ends inside an open think block ("<think>" then white space: Qwen3.5, QwQ),
+ * read from the text of its last tokens. */
+static bool prompt_thinks(const job *j) {
+    size_t k = j->n_prompt < 4 ? j->n_prompt : 4, n = 0;
+    char text[256];
+    if (slm_tokenizer_decode(srv.tok, j->prompt + j->n_prompt - k, k, true, text, sizeof text - 1, &n) != SLM_OK)
+        return false;
+    while (n > 0 && is_space(text[n - 1])) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
+}
+
 /* Builds a job from a request body; returns 0 or the HTTP status of the error (message in msg,
  * OpenAI code in *code when more specific than the status's). */
 unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
@@ -447,9 +480,12 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         return 400;
     }
     unsigned status = 400;
+    slm_chat_template tmpl = {0};
+    char *kwargs = NULL; /* the request's chat_template_kwargs as text */
     slm_chat_message *msgs = NULL;
     slm_chat_ids *content_ids = NULL;
     char **calls = NULL; /* (n_msgs) each message's tool_calls JSON, or NULL */
+    const char **call_ids = NULL; /* (n_msgs) each message's tool_call_id (in root), or NULL */
     size_t n_msgs = 0;
     bool any_calls = false;
     job *j = calloc(1, sizeof *j);
@@ -523,7 +559,10 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     if (!parse_constraint(root, j, msg, cap)) goto fail;
     if (chat) {
         slm_grammar *forced = NULL;
-        if (!tools_read_request(root, srv.chat_template, j->grammar != NULL, &j->tools, &forced, msg, cap)) goto fail;
+        if (!request_template(root, &tmpl, &kwargs, msg, cap)) goto fail;
+        j->tool_fmt = slm_chat_tool_format(srv.m, &tmpl);
+        if (!j->tool_fmt) j->tool_fmt = "none";
+        if (!tools_read_request(root, j->tool_fmt, j->grammar != NULL, &j->tools, &forced, msg, cap)) goto fail;
         if (forced && j->ignore_eos) {
             slm_grammar_destroy(forced);
             snprintf(msg, cap, "'ignore_eos' cannot be combined with a forced tool call");
@@ -579,11 +618,14 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         }
         msgs = calloc((size_t)cJSON_GetArraySize(arr), sizeof *msgs);
         calls = calloc((size_t)cJSON_GetArraySize(arr), sizeof *calls);
-        if (!msgs || !calls) goto fail;
+        call_ids = calloc((size_t)cJSON_GetArraySize(arr), sizeof *call_ids);
+        if (!msgs || !calls || !call_ids) goto fail;
         cJSON_ArrayForEach(e, arr) {
             const char *r, *content;
             if (!tools_read_message(e, n_msgs, &r, &content, &calls[n_msgs], msg, cap)) goto fail;
             any_calls |= calls[n_msgs] != NULL;
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "tool_call_id"); /* templates may read it */
+            call_ids[n_msgs] = cJSON_IsString(id) ? id->valuestring : NULL;
             msgs[n_msgs++] = (slm_chat_message){r, content};
         }
         /* an assistant message that is exactly a completion this server returned continues from the
@@ -601,10 +643,11 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
         }
         pthread_mutex_unlock(&srv.mu);
         /* message contents are text: control-token text in them stays text */
-        slm_chat_tools tools = {j->tools.tools, any_calls ? (const char *const *)calls : NULL};
+        slm_chat_tools tools = {j->tools.tools, any_calls ? (const char *const *)calls : NULL, call_ids};
         char err[400] = "";
-        slm_status st = slm_chat_tokenize_tools(srv.m, srv.chat_template, msgs, n_msgs, &tools, content_ids, true,
-                                                &j->prompt, &j->n_prompt, err, sizeof err);
+        slm_status st = slm_chat_tokenize_with(srv.m, &tmpl, msgs, n_msgs, &tools, content_ids, true, &j->prompt,
+                                               &j->n_prompt, err, sizeof err);
+        if (st == SLM_OK) j->think_open = !j->grammar && prompt_thinks(j); /* a constrained answer is content */
         for (size_t i = 0; i < n_msgs; i++) free((void *)(uintptr_t)content_ids[i].ids);
         free(content_ids);
         content_ids = NULL;
@@ -647,6 +690,8 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
                            "generated token)", j->n_prompt, srv.n_ctx);
         goto fail;
     }
+    free(kwargs);
+    free(call_ids);
     free(msgs);
     for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
     free(calls);
@@ -654,6 +699,8 @@ unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, co
     *out = j;
     return 0;
 fail:
+    free(kwargs);
+    free(call_ids);
     free(msgs);
     for (size_t i = 0; calls && i < n_msgs; i++) free(calls[i]);
     free(calls);
@@ -677,7 +724,7 @@ cJSON *completion_json(const job *j) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
             answer_parts parts = split_answer(j, text ? text : "", text ? strlen(text) : 0, true);
-            calls = tools_message_json(&j->tools, srv.chat_template, text ? text + parts.c0 : "", j->id, i, m);
+            calls = tools_message_json(&j->tools, j->tool_fmt, text ? text + parts.c0 : "", j->id, i, m);
             if (text && parts.r1 > parts.r0) {
                 text[parts.r1] = '\0';
                 cJSON_AddStringToObject(m, "reasoning_content", text + parts.r0);

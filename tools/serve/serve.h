@@ -35,6 +35,7 @@
 
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
+    const char *chat_template_file, *chat_template_kwargs; /* --chat-template-file F, --chat-template-kwargs JSON */
     bool lookup, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
@@ -81,6 +82,8 @@ typedef struct job {
     slm_sampler_params sp; /* sp.logit_bias is the job's own array */
     slm_grammar *grammar;  /* response_format / grammar / json_schema / a forced tool call, or NULL */
     tool_req tools;
+    const char *tool_fmt; /* the call format of the template the request runs (slm_chat_tool_format; "none") */
+    bool think_open;      /* its prompt ends inside a think block: the answer opens as reasoning */
     char *stops[MAX_STOPS];
     int32_t n_stops;
     char id[48];
@@ -131,7 +134,9 @@ typedef struct serve_state {
     const slm_tokenizer *tok;
     char model_id[256];          /* --alias, or the model file's name */
     const char *model_file;      /* the model file's name */
-    const char *chat_template;   /* --chat-template, the model's own (detected), or "chatml" */
+    const char *chat_template;   /* --chat-template NAME (a built-in), "chatml" for a model without a
+                                  * template, or NULL: template_text or the model's own Jinja template */
+    char *template_text;         /* --chat-template-file's text, or NULL */
     int32_t n_ctx, n_vocab;
     pthread_mutex_t mu;
     uint64_t next_id;   /* of response ids */

@@ -125,10 +125,11 @@ static void call_id(const char *job_id, int choice, size_t k, char out[32]) {
     out[29] = '\0';
 }
 
-/* The parse of text as a cJSON {"content", "tool_calls": [{"name", "arguments"}]}, or NULL. */
-static cJSON *parse_answer(const char *tmpl, const char *text, size_t n) {
+/* The parse of text as a cJSON {"content", "tool_calls": [{"name", "arguments"}]}, or NULL; the
+ * request's tools type the values of XML calls. */
+static cJSON *parse_answer(const tool_req *t, const char *tmpl, const char *text, size_t n) {
     char *json = NULL;
-    if (slm_tool_calls_parse(tmpl, text, n, &json) != SLM_OK) return NULL;
+    if (slm_tool_calls_parse_opts(tmpl, t->tools, 0, text, n, &json) != SLM_OK) return NULL;
     cJSON *r = cJSON_Parse(json);
     slm_free(json);
     return r;
@@ -150,7 +151,7 @@ static cJSON *call_json(const cJSON *call, const char *job_id, int choice, size_
 
 bool tools_message_json(const tool_req *t, const char *tmpl, const char *text, const char *job_id, int choice,
                         cJSON *m) {
-    cJSON *r = t->parse ? parse_answer(tmpl, text, strlen(text)) : NULL;
+    cJSON *r = t->parse ? parse_answer(t, tmpl, text, strlen(text)) : NULL;
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
     size_t n_calls = (size_t)cJSON_GetArraySize(calls);
     if (!r || n_calls == 0) {
@@ -221,7 +222,7 @@ cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text,
                           const tool_stream *ts, const char *job_id, int choice, bool *has_calls) {
     *has_calls = false;
     cJSON *out = cJSON_CreateArray();
-    cJSON *r = t->parse ? parse_answer(tmpl, text, n) : NULL;
+    cJSON *r = t->parse ? parse_answer(t, tmpl, text, n) : NULL;
     if (!out || (t->parse && !r)) {
         cJSON_Delete(out);
         cJSON_Delete(r);
