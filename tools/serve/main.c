@@ -14,8 +14,6 @@
 
 #include "serve.h"
 
-serve_state srv;
-
 /* ---- command ---------------------------------------------------------------------------------- */
 
 static void usage_serve(void) {
@@ -156,8 +154,13 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    int rc = parse_serve(argc, argv, &srv.o);
-    if (rc >= 0) return rc;
+    serve_ctx *s = calloc(1, sizeof *s);
+    if (!s) return cli_fail("out of memory"), 1;
+    int rc = parse_serve(argc, argv, &s->o);
+    if (rc >= 0) {
+        free(s);
+        return rc;
+    }
     rc = 1;
     char err[512];
     struct MHD_Daemon *d = NULL;
@@ -169,25 +172,25 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
     slm_model_params mp = slm_model_params_default();
-    mp.n_threads = srv.o.n_threads;
-    slm_status st = slm_model_load(srv.o.model, &mp, &srv.m, err, sizeof err);
+    mp.n_threads = s->o.n_threads;
+    slm_status st = slm_model_load(s->o.model, &mp, &s->m, err, sizeof err);
     if (st != SLM_OK) {
         cli_fail("%s (%s)", err, slm_status_name(st));
         goto done;
     }
-    if (!(srv.tok = slm_model_tokenizer(srv.m))) {
+    if (!(s->tok = slm_model_tokenizer(s->m))) {
         cli_fail("serve: the model has no tokenizer");
         goto done;
     }
-    const char *base = strrchr(srv.o.model, '/');
-    srv.model_file = base && base[1] ? base + 1 : srv.o.model;
-    snprintf(srv.model_id, sizeof srv.model_id, "%s", srv.o.alias ? srv.o.alias : srv.model_file);
-    srv.n_vocab = slm_model_n_vocab(srv.m);
-    srv.chat_template = srv.o.chat_template ? srv.o.chat_template : slm_chat_template_detect(srv.m);
-    if (!srv.chat_template) {
-        srv.chat_template = "chatml";
+    const char *base = strrchr(s->o.model, '/');
+    s->model_file = base && base[1] ? base + 1 : s->o.model;
+    snprintf(s->model_id, sizeof s->model_id, "%s", s->o.alias ? s->o.alias : s->model_file);
+    s->n_vocab = slm_model_n_vocab(s->m);
+    s->chat_template = s->o.chat_template ? s->o.chat_template : slm_chat_template_detect(s->m);
+    if (!s->chat_template) {
+        s->chat_template = "chatml";
         fprintf(stderr, "statelm serve: warning: the model has no known chat template; chat requests use chatml "
                         "(--chat-template NAME to choose)\n");
     }
@@ -195,43 +198,43 @@ int cmd_serve(int argc, char **argv) {
         const slm_chat_message probe = {"user", "hi"};
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        st = slm_chat_tokenize(srv.m, srv.chat_template, &probe, 1, NULL, true, &ids, &n_ids);
+        st = slm_chat_tokenize(s->m, s->chat_template, &probe, 1, NULL, true, &ids, &n_ids);
         slm_free(ids);
         if (st != SLM_OK) {
-            cli_fail("--chat-template %s: not a template statelm renders (%s)", srv.chat_template, slm_status_name(st));
+            cli_fail("--chat-template %s: not a template statelm renders (%s)", s->chat_template, slm_status_name(st));
             goto done;
         }
     }
-    if (srv.o.draft_model && (st = slm_model_load(srv.o.draft_model, &mp, &srv.draft_model, err, sizeof err)) != SLM_OK) {
+    if (s->o.draft_model && (st = slm_model_load(s->o.draft_model, &mp, &s->draft_model, err, sizeof err)) != SLM_OK) {
         cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         goto done;
     }
-    srv.gens = calloc(GEN_MEMORY_N, sizeof *srv.gens);
-    if (!srv.gens) {
+    s->gens = calloc(GEN_MEMORY_N, sizeof *s->gens);
+    if (!s->gens) {
         cli_fail("out of memory");
         goto done;
     }
-    if (srv.o.n_ctx) cli_warn_ctx(srv.m, srv.o.n_ctx, SLM_DTYPE_F16);
+    if (s->o.n_ctx) cli_warn_ctx(s->m, s->o.n_ctx, SLM_DTYPE_F16);
     slm_engine_params ep = slm_engine_params_default();
-    ep.n_slots = srv.o.parallel;
-    ep.queue_max = srv.o.queue_max;
-    ep.session.n_ctx = srv.o.n_ctx;
-    ep.session.n_threads = srv.o.n_threads;
+    ep.n_slots = s->o.parallel;
+    ep.queue_max = s->o.queue_max;
+    ep.session.n_ctx = s->o.n_ctx;
+    ep.session.n_threads = s->o.n_threads;
     cli_apply_env(&ep.session, NULL);
-    ep.cache_mib = srv.o.cache_mib;
-    ep.state_dir = srv.o.state_dir;
-    ep.no_prefix_reuse = srv.o.no_prefix_reuse;
-    ep.lookup = srv.o.lookup;
-    ep.draft_model = srv.draft_model;
-    ep.draft_max = srv.o.draft_max;
-    if ((st = slm_engine_create(srv.m, &ep, &srv.engine, err, sizeof err)) != SLM_OK) {
+    ep.cache_mib = s->o.cache_mib;
+    ep.state_dir = s->o.state_dir;
+    ep.no_prefix_reuse = s->o.no_prefix_reuse;
+    ep.lookup = s->o.lookup;
+    ep.draft_model = s->draft_model;
+    ep.draft_max = s->o.draft_max;
+    if ((st = slm_engine_create(s->m, &ep, &s->engine, err, sizeof err)) != SLM_OK) {
         cli_name_env(err, sizeof err);
         cli_fail("%s (%s)", err, slm_status_name(st));
         goto done;
     }
-    srv.n_ctx = slm_engine_n_ctx(srv.engine);
-    if (srv.o.embeddings &&
-        (st = serve_embedder_create(srv.m, srv.o.pooling, srv.n_ctx, srv.o.n_threads, &srv.embedder, err, sizeof err))) {
+    s->n_ctx = slm_engine_n_ctx(s->engine);
+    if (s->o.embeddings &&
+        (st = serve_embedder_create(s->m, s->o.pooling, s->n_ctx, s->o.n_threads, &s->embedder, err, sizeof err))) {
         cli_fail("--embeddings: %s (%s)", err, slm_status_name(st));
         goto done;
     }
@@ -243,17 +246,17 @@ int cmd_serve(int argc, char **argv) {
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
         hints.ai_flags = AI_PASSIVE;
-        int gai = getaddrinfo(srv.o.host, NULL, &hints, &res);
+        int gai = getaddrinfo(s->o.host, NULL, &hints, &res);
         if (gai != 0 || !res) {
-            cli_fail("--host %s: %s", srv.o.host, gai ? gai_strerror(gai) : "no address");
+            cli_fail("--host %s: %s", s->o.host, gai ? gai_strerror(gai) : "no address");
             goto done;
         }
         memcpy(&addr, res->ai_addr, res->ai_addrlen);
         freeaddrinfo(res);
     }
     bool ipv6 = addr.ss_family == AF_INET6;
-    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)srv.o.port);
-    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)srv.o.port);
+    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->o.port);
+    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->o.port);
     char host_text[INET6_ADDRSTRLEN + 2];
     {
         char a[INET6_ADDRSTRLEN];
@@ -262,7 +265,7 @@ int cmd_serve(int argc, char **argv) {
         inet_ntop(addr.ss_family, raw, a, sizeof a);
         snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
     }
-    if (slm_engine_start(srv.engine) != SLM_OK) {
+    if (slm_engine_start(s->engine) != SLM_OK) {
         cli_fail("cannot start the engine's thread");
         goto done;
     }
@@ -270,24 +273,24 @@ int cmd_serve(int argc, char **argv) {
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                              (ipv6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL,
-                         on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned int)srv.o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                         (unsigned int)srv.o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+                         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned int)s->o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned int)s->o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) {
-        cli_fail("cannot listen on %s port %d: %s", host_text, srv.o.port, strerror(errno));
+        cli_fail("cannot listen on %s port %d: %s", host_text, s->o.port, strerror(errno));
         goto done;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
     socklen_t len = sizeof bound;
-    int port = srv.o.port;
+    int port = s->o.port;
     if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0)
         port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                  : ((struct sockaddr_in *)&bound)->sin_port);
     printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
-           srv.model_id, srv.o.parallel, srv.n_ctx);
+           s->model_id, s->o.parallel, s->n_ctx);
     fflush(stdout);
     int sig = 0;
     sigset_t stop;
@@ -295,31 +298,32 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     const struct timespec tick = {0, 250 * 1000 * 1000};
-    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections();
+    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections(s);
     fprintf(stderr, "statelm serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
     if (d) MHD_quiesce_daemon(d);
-    if (engine_started) slm_engine_stop(srv.engine); /* every request gets its DONE event */
+    if (engine_started) slm_engine_stop(s->engine); /* every request gets its DONE event */
     if (d) {
         /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
         double t_end = now_s() + 5;
         for (;;) {
-            pthread_mutex_lock(&srv.mu);
-            int32_t n = srv.n_inflight;
-            pthread_mutex_unlock(&srv.mu);
+            pthread_mutex_lock(&s->mu);
+            int32_t n = s->n_inflight;
+            pthread_mutex_unlock(&s->mu);
             if (n == 0 || now_s() > t_end) break;
             usleep(10000);
         }
         MHD_stop_daemon(d);
     }
-    slm_engine_free(srv.engine);
-    serve_embedder_destroy(srv.embedder);
-    while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
-    free(srv.gens);
-    slm_model_destroy(srv.draft_model);
-    slm_model_destroy(srv.m);
-    pthread_mutex_destroy(&srv.mu);
+    slm_engine_free(s->engine);
+    serve_embedder_destroy(s->embedder);
+    while (s->n_gens > 0) gen_forget_locked(s, s->n_gens - 1);
+    free(s->gens);
+    slm_model_destroy(s->draft_model);
+    slm_model_destroy(s->m);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
     /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
     return rc;
 }

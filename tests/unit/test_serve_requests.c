@@ -1,0 +1,249 @@
+/* test_serve_requests.c — the request mappings of `statelm serve` (tools/serve/request.h) without
+ * sockets: each API's JSON body -> sreq (fields read, defaults kept, bad input refused with a
+ * message naming the field), validation against the limits, and rendering on the tiny qwen3
+ * model (chatml): a trailing assistant message is continued (the ids are those of the messages
+ * before it with the generation prompt, then its text), a context overflow names both sizes.
+ * Expected values are written out by hand from the APIs' documentation. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+
+static slm_sampler_params defaults(void) {
+    slm_sampler_params sp = slm_sampler_params_default();
+    sp.temperature = 0.5f;
+    sp.top_k = 7;
+    return sp;
+}
+
+/* Maps body with fn; returns whether it succeeded; *e has the error. */
+static bool map(bool (*fn)(const cJSON *, const slm_sampler_params *, sreq *, sreq_err *), const char *body, sreq *r,
+                sreq_err *e) {
+    memset(e, 0, sizeof *e);
+    cJSON *root = sreq_parse_json(body, strlen(body), e);
+    if (!root) {
+        memset(r, 0, sizeof *r);
+        return false;
+    }
+    slm_sampler_params sp = defaults();
+    bool ok = fn(root, &sp, r, e);
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* The body fails mapping with status 400 and a message containing want. */
+static void refused(bool (*fn)(const cJSON *, const slm_sampler_params *, sreq *, sreq_err *), const char *body,
+                    const char *want) {
+    sreq r;
+    sreq_err e;
+    bool ok = map(fn, body, &r, &e);
+    if (ok) fail_msg("accepted: %s", body);
+    if (e.status != 400 || !strstr(e.msg, want)) fail_msg("%s: status %u, message '%s', wanted '%s'", body, e.status, e.msg, want);
+    sreq_free(&r);
+}
+
+static void test_chat_fields(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    const char *body = "{\"model\":\"x\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+                       "\"temperature\":0.2,\"max_completion_tokens\":9,\"stop\":[\"x\",\"\",\"yz\"],\"n\":2,"
+                       "\"seed\":42,\"logit_bias\":{\"5\":-100,\"6\":3},\"logprobs\":true,\"top_logprobs\":3,"
+                       "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    assert_true(map(sreq_from_chat, body, &r, &e));
+    assert_int_equal(r.api, SAPI_CHAT);
+    assert_int_equal(r.n_msgs, 2);
+    assert_string_equal(r.msgs[0].role, "system");
+    assert_string_equal(r.msgs[0].content, "be brief");
+    assert_string_equal(r.msgs[1].content, "a\nb"); /* text parts joined with a newline */
+    assert_float_equal(r.sp.temperature, 0.2, 1e-6);
+    assert_int_equal(r.sp.top_k, 7); /* the server's default where the body is silent */
+    assert_int_equal(r.max_tokens, 9);
+    assert_int_equal(r.n_stops, 2);
+    assert_string_equal(r.stops[0], "x");
+    assert_string_equal(r.stops[1], "yz");
+    assert_int_equal(r.n, 2);
+    assert_true(r.seed_given);
+    assert_int_equal(r.sp.seed, 42);
+    assert_int_equal(r.sp.n_logit_bias, 2);
+    assert_true(r.sp.logit_bias[0].bias < -1e30f);
+    assert_true(r.logprobs);
+    assert_int_equal(r.top_logprobs, 3);
+    assert_true(r.stream && r.include_usage);
+    assert_false(sreq_prefill(&r));
+    sreq_free(&r);
+}
+
+static void test_chat_refusals(void **state) {
+    (void)state;
+    refused(sreq_from_chat, "{\"messages\":[]}", "'messages' must be a non-empty list");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "role 'wizard'");
+    refused(sreq_from_chat,
+            "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+            "'image_url' part");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", "needs a string 'text'");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}", "type 'video'");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\"}]}", "needs a 'content'");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "'temperature'");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":7}", "'stop' must be");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"maybe\"}", "'tool_choice'");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", "'stream' must be a boolean");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"grammar\":\"root ::= \\\"a\\\"\","
+                            "\"json_schema\":{}}", "give one of");
+    refused(sreq_from_chat, "[1]", "not a JSON object");
+    char deep[200] = "{\"a\":";
+    for (int i = 0; i < 40; i++) strcat(deep, "[");
+    refused(sreq_from_chat, deep, "nested deeper");
+}
+
+static void test_constraint_and_tools(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+                                    "\"json_object\"}}", &r, &e));
+    assert_string_equal(r.schema, "{\"type\":\"object\"}");
+    sreq_free(&r);
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+                                    "\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"integer\"}}}}", &r, &e));
+    assert_string_equal(r.schema, "{\"type\":\"integer\"}");
+    sreq_free(&r);
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+                                    "\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":"
+                                    "{\"name\":\"f\"}}}", &r, &e));
+    assert_int_equal(r.tool_mode, STOOL_NAMED);
+    assert_string_equal(r.tool_name, "f");
+    assert_non_null(r.tools);
+    sreq_free(&r);
+}
+
+static void test_completions(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_completions, "{\"prompt\":[\"hi\"],\"logprobs\":2,\"max_tokens\":4}", &r, &e));
+    assert_string_equal(r.prompt_text, "hi");
+    assert_true(r.logprobs);
+    assert_int_equal(r.top_logprobs, 2);
+    assert_int_equal(r.max_tokens, 4);
+    sreq_free(&r);
+    assert_true(map(sreq_from_completions, "{\"prompt\":[1,2,3]}", &r, &e));
+    assert_int_equal(r.n_prompt_ids, 3);
+    assert_int_equal(r.prompt_ids[2], 3);
+    sreq_free(&r);
+    refused(sreq_from_completions, "{\"prompt\":[1,-2]}", "prompt[1]");
+    refused(sreq_from_completions, "{\"prompt\":{}}", "'prompt' must be");
+    /* llama.cpp's /completion: n_predict -1 is the limit, n_probs are the top alternatives */
+    assert_true(map(sreq_from_completion, "{\"prompt\":\"hi\",\"n_predict\":-1,\"n_probs\":3,\"cache_prompt\":false,"
+                                          "\"return_tokens\":true,\"seed\":-1}", &r, &e));
+    assert_int_equal(r.api, SAPI_COMPLETION);
+    assert_int_equal(r.max_tokens, 0);
+    assert_true(r.logprobs);
+    assert_int_equal(r.top_logprobs, 3);
+    assert_false(r.cache_prompt);
+    assert_true(r.return_tokens);
+    assert_false(r.seed_given);
+    sreq_free(&r);
+    assert_true(map(sreq_from_completion, "{\"prompt\":\"hi\",\"n_predict\":5}", &r, &e));
+    assert_int_equal(r.max_tokens, 5);
+    sreq_free(&r);
+    refused(sreq_from_completion, "{\"prompt\":\"hi\",\"n_predict\":0}", "'n_predict'");
+}
+
+static void test_validate(void **state) {
+    (void)state;
+    const sreq_limits lim = {100, 50};
+    static const struct {
+        const char *body, *want;
+    } bad[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":101}", "beyond this server's limit of 100"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "needs 'logprobs'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"50\":1}}", "not a token id in [0, 50)"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "needs a non-empty 'tools'"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"grammar\":\"root ::= \\\"a\\\"\",\"ignore_eos\":true}",
+         "'ignore_eos' cannot"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"a\"},"
+         "{\"role\":\"assistant\",\"content\":\"b\"}]}", "two assistant messages"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sreq r;
+        sreq_err e;
+        assert_true(map(sreq_from_chat, bad[i].body, &r, &e));
+        memset(&e, 0, sizeof e);
+        if (sreq_validate(&r, &lim, &e)) fail_msg("validated: %s", bad[i].body);
+        if (e.status != 400 || !strstr(e.msg, bad[i].want)) fail_msg("%s: '%s', wanted '%s'", bad[i].body, e.msg, bad[i].want);
+        sreq_free(&r);
+    }
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_completions, "{\"prompt\":[1,50]}", &r, &e));
+    assert_false(sreq_validate(&r, &lim, &e));
+    assert_non_null(strstr(e.msg, "prompt[1]"));
+    sreq_free(&r);
+}
+
+static slm_model *load_qwen3(void) {
+    slm_model *m = NULL;
+    char err[512];
+    if (slm_model_load(tu_data_path("tiny/qwen3/qwen3-f32.gguf"), NULL, &m, err, sizeof err) != SLM_OK)
+        fail_msg("load: %s", err);
+    return m;
+}
+
+static void test_render_prefill(void **state) {
+    (void)state;
+    slm_model *m = load_qwen3();
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    sreq_model mv = {m, tok, "chatml", 4096, slm_tokenizer_n_vocab(tok), NULL, NULL};
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"Name a colour.\"},"
+                                    "{\"role\":\"assistant\",\"content\":\"The colour is\"}]}", &r, &e));
+    assert_true(sreq_prefill(&r));
+    sprompt p;
+    assert_true(sreq_render(&r, &mv, &p, &e));
+    assert_true(p.prefill);
+    /* expected: the user turn with the generation prompt, then the assistant's text as plain text */
+    const slm_chat_message um = {"user", "Name a colour."};
+    int32_t *head = NULL;
+    size_t n_head = 0;
+    assert_int_equal(slm_chat_tokenize(m, "chatml", &um, 1, NULL, true, &head, &n_head), SLM_OK);
+    int32_t tail[64];
+    size_t n_tail = 0;
+    assert_int_equal(slm_tokenizer_encode(tok, "The colour is", 13, 0, tail, 64, &n_tail), SLM_OK);
+    assert_int_equal(p.n_ids, n_head + n_tail);
+    assert_memory_equal(p.ids, head, n_head * sizeof *head);
+    assert_memory_equal(p.ids + n_head, tail, n_tail * sizeof *tail);
+    slm_free(head);
+    sprompt_free(&p);
+    sreq_free(&r);
+
+    /* a context overflow: status 400, code context_length_exceeded, both sizes */
+    mv.n_ctx = 8;
+    assert_true(map(sreq_from_completions, "{\"prompt\":\"one two three four five six seven eight nine ten\"}", &r, &e));
+    assert_false(sreq_render(&r, &mv, &p, &e));
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.code, "context_length_exceeded");
+    assert_int_equal(e.n_ctx, 8);
+    assert_true(e.n_prompt_tokens >= 8);
+    sreq_free(&r);
+    /* a bad grammar is the request's error, not a crash */
+    mv.n_ctx = 4096;
+    assert_true(map(sreq_from_completions, "{\"prompt\":\"x\",\"grammar\":\"root ::= (\"}", &r, &e));
+    assert_false(sreq_render(&r, &mv, &p, &e));
+    assert_int_equal(e.status, 400);
+    sreq_free(&r);
+    slm_model_destroy(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_chat_refusals), cmocka_unit_test(test_constraint_and_tools),
+        cmocka_unit_test(test_completions),   cmocka_unit_test(test_validate),      cmocka_unit_test(test_render_prefill),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,128 @@
+/* render.c — an sreq rendered for the engine (request.h): messages through the chat template
+ * (assistant contents this server generated continue from their ids; a trailing assistant message
+ * is continued), completion prompts through the tokenizer, the output constraint and forced tool
+ * call compiled into a grammar. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+
+void sprompt_free(sprompt *p) {
+    free(p->ids);
+    slm_grammar_destroy(p->grammar);
+    tools_req_free(&p->tools);
+    memset(p, 0, sizeof *p);
+}
+
+/* Appends the ids of text (plain text: control-token text stays text) to p->ids. */
+static bool append_text(const sreq_model *mv, sprompt *p, const char *text, uint32_t flags, sreq_err *e) {
+    size_t len = strlen(text), cap = len + 16, n = 0;
+    int32_t *v = realloc(p->ids, (p->n_ids + cap) * sizeof *v);
+    if (!v) return sreq_fail(e, 500, NULL, "out of memory");
+    p->ids = v;
+    slm_status st = slm_tokenizer_encode(mv->tok, text, len, flags, v + p->n_ids, cap, &n);
+    if (st != SLM_OK) return sreq_fail(e, 400, NULL, "cannot tokenize the prompt (%s)", slm_status_name(st));
+    p->n_ids += n;
+    return true;
+}
+
+static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    bool prefill = sreq_prefill(r);
+    size_t n = r->n_msgs - (prefill ? 1 : 0);
+    slm_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    slm_chat_ids *content_ids = calloc(n ? n : 1, sizeof *content_ids);
+    const char **calls = calloc(n ? n : 1, sizeof *calls);
+    bool ok = false, any_calls = false;
+    if (!msgs || !content_ids || !calls) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
+        calls[i] = r->msgs[i].tool_calls;
+        any_calls |= calls[i] != NULL;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        if (mv->lookup && !strcmp(msgs[i].role, "assistant") &&
+            mv->lookup(mv->lookup_user, msgs[i].content, strlen(msgs[i].content), &ids, &n_ids))
+            content_ids[i] = (slm_chat_ids){ids, n_ids};
+    }
+    slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL};
+    char err[400] = "";
+    slm_status st = slm_chat_tokenize_tools(mv->m, mv->tmpl, msgs, n, &tools, content_ids, true, &p->ids, &p->n_ids, err,
+                                            sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "cannot render and tokenize the chat template (%s)%s%s", slm_status_name(st),
+                  err[0] ? ": " : "", err);
+        goto done;
+    }
+    /* slm_chat_tokenize_tools allocates with slm_free's allocator: moved to malloc'd memory */
+    int32_t *copy = malloc((p->n_ids ? p->n_ids : 1) * sizeof *copy);
+    if (!copy) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(copy, p->ids, p->n_ids * sizeof *copy);
+    slm_free(p->ids);
+    p->ids = copy;
+    p->prefill = prefill;
+    if (prefill && !append_text(mv, p, r->msgs[r->n_msgs - 1].content, 0, e)) goto done;
+    ok = true;
+done:
+    for (size_t i = 0; content_ids && i < n; i++) free((void *)(uintptr_t)content_ids[i].ids);
+    free(content_ids);
+    free(calls);
+    free(msgs);
+    return ok;
+}
+
+bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    memset(p, 0, sizeof *p);
+    char err[384] = "";
+    slm_status st = SLM_OK;
+    if (r->grammar) st = slm_grammar_create(r->grammar, strlen(r->grammar), NULL, &p->grammar, err, sizeof err);
+    else if (r->schema) st = slm_grammar_from_json_schema(r->schema, strlen(r->schema), &p->grammar, err, sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "%s (%s)", err[0] ? err : "bad grammar", slm_status_name(st));
+        goto fail;
+    }
+    if (serve_api_is_chat(r->api) && r->tools && r->tool_mode != STOOL_NONE) {
+        slm_grammar *forced = NULL;
+        if (!tools_setup(r->tools, r->tool_mode == STOOL_REQUIRED || r->tool_mode == STOOL_NAMED, r->tool_name, mv->tmpl,
+                         &p->tools, &forced, e->msg, sizeof e->msg)) {
+            e->status = 400;
+            e->code = NULL;
+            goto fail;
+        }
+        if (forced) p->grammar = forced; /* validate refused a forced call with another constraint */
+    }
+    if (serve_api_is_chat(r->api)) {
+        if (!render_chat(r, mv, p, e)) goto fail;
+    } else if (r->prompt_text) {
+        if (!append_text(mv, p, r->prompt_text, SLM_TOKENIZE_PARSE_SPECIAL | SLM_TOKENIZE_ADD_BOS, e)) goto fail;
+    } else if (r->n_prompt_ids) {
+        if (!(p->ids = malloc(r->n_prompt_ids * sizeof *p->ids))) {
+            sreq_fail(e, 500, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(p->ids, r->prompt_ids, r->n_prompt_ids * sizeof *p->ids);
+        p->n_ids = r->n_prompt_ids;
+    }
+    if (p->n_ids == 0) {
+        sreq_fail(e, 400, NULL, "the prompt is empty");
+        goto fail;
+    }
+    if (p->n_ids >= (size_t)mv->n_ctx) {
+        sreq_fail(e, 400, "context_length_exceeded",
+                  "the prompt has %zu tokens; this server's context limit is %d tokens (prompt plus at least one "
+                  "generated token)", p->n_ids, mv->n_ctx);
+        e->n_prompt_tokens = (int32_t)p->n_ids;
+        e->n_ctx = mv->n_ctx;
+        goto fail;
+    }
+    return true;
+fail:
+    sprompt_free(p);
+    return false;
+}
