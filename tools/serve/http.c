@@ -57,15 +57,13 @@ static enum MHD_Result send_json(serve_ctx *s, struct MHD_Connection *conn, unsi
     return queue_response(s, conn, status, r);
 }
 
-/* An error response in the shape of the endpoint's API (Anthropic's for /v1/messages, else
- * OpenAI's), counted. */
+/* An error response (OpenAI's shape), counted. */
 static enum MHD_Result send_err(serve_ctx *s, struct MHD_Connection *conn, serve_api api, const sreq_err *e) {
+    (void)api; /* every API answers errors in OpenAI's shape so far */
     pthread_mutex_lock(&s->mu);
     s->m_errors++;
     pthread_mutex_unlock(&s->mu);
-    cJSON *body = sreq_error_json(e);
-    (void)api;
-    return send_json(s, conn, e->status, body, e->status == 503);
+    return send_json(s, conn, e->status, sreq_error_json(e), e->status == 503);
 }
 
 /* An error response; code NULL: the status's own OpenAI code (error_json). */
@@ -149,7 +147,6 @@ static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
 static const char *id_prefix(serve_api api) {
     switch (api) {
     case SAPI_CHAT: return "chatcmpl";
-    case SAPI_MESSAGES: return "msg";
     default: return "cmpl";
     }
 }
@@ -232,7 +229,7 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
         http_status = (unsigned)j->err_status;
         out = error_json(j->err_msg, http_status, j->err_code);
     } else {
-        out = completion_json(j);
+        out = j->r.api == SAPI_COMPLETION ? completion_native_json(j) : completion_json(j);
     }
     j->cancelled = true;
     job_unref_locked(j);
@@ -280,15 +277,60 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
     return queue_response(s, conn, MHD_HTTP_NO_CONTENT, resp);
 }
 
-/* The method each endpoint takes, for 405 answers. */
-static const char *endpoint_method(const char *url) {
-    static const struct {
-        const char *url, *method;
-    } endpoints[] = {{"/health", "GET"},           {"/metrics", "GET"},         {"/v1/models", "GET"},
-                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"}};
-    for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
-        if (!strcmp(url, endpoints[i].url)) return endpoints[i].method;
-    return NULL;
+/* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
+typedef enum route {
+    R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
+    R_APPLY_TEMPLATE, R_PROPS,
+} route;
+
+static const struct {
+    const char *url, *method;
+    route r;
+} routes[] = {
+    {"/health", "GET", R_HEALTH},
+    {"/v1/health", "GET", R_HEALTH},
+    {"/metrics", "GET", R_METRICS},
+    {"/v1/models", "GET", R_MODELS},
+    {"/models", "GET", R_MODELS},
+    {"/v1/chat/completions", "POST", R_CHAT},
+    {"/chat/completions", "POST", R_CHAT},
+    {"/v1/completions", "POST", R_COMPLETIONS},
+    {"/completions", "POST", R_COMPLETIONS},
+    {"/completion", "POST", R_COMPLETION},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},
+    {"/embeddings", "POST", R_EMBEDDINGS},
+    {"/tokenize", "POST", R_TOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/apply-template", "POST", R_APPLY_TEMPLATE},
+    {"/props", "GET", R_PROPS},
+};
+
+/* The route of url, or -1. */
+static int find_route(const char *url) {
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (!strcmp(url, routes[i].url)) return (int)i;
+    return -1;
+}
+
+/* Whether the request carries --api-key: "Authorization: Bearer KEY", or Anthropic's
+ * "X-Api-Key: KEY" (as llama-server accepts). */
+static bool authorized(const serve_ctx *s, struct MHD_Connection *conn) {
+    if (!s->o.api_key) return true;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, s->o.api_key)) return true;
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    return x && !strcmp(x, s->o.api_key);
+}
+
+typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+
+/* A utility endpoint answered in the connection's thread: body -> JSON -> fn. */
+static enum MHD_Result handle_util(serve_ctx *s, struct MHD_Connection *conn, req *r, util_fn fn) {
+    sreq_err e = {0};
+    cJSON *out = NULL, *root = sreq_parse_json(r->body.p ? r->body.p : "", r->body.n, &e);
+    bool ok = root && fn(s, root, &out, &e);
+    cJSON_Delete(root);
+    return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
 }
 
 static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn) {
@@ -329,6 +371,31 @@ static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn)
     return send_text(s, conn, text, "text/plain; version=0.0.4");
 }
 
+/* GET /v1/models: the one model served. */
+static cJSON *models_json(const serve_ctx *s) {
+    cJSON *root = cJSON_CreateObject(), *arr;
+    cJSON_AddStringToObject(root, "object", "list");
+    arr = cJSON_AddArrayToObject(root, "data");
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", s->model_id);
+    cJSON_AddStringToObject(e, "object", "model");
+    cJSON_AddNumberToObject(e, "created", 0);
+    cJSON_AddStringToObject(e, "owned_by", "statelm");
+    cJSON *meta = cJSON_AddObjectToObject(e, "meta");
+    cJSON_AddStringToObject(meta, "file", s->model_file);
+    cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
+    cJSON_AddStringToObject(meta, "chat_template", s->chat_template ? s->chat_template : "");
+    cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
+    cJSON_AddBoolToObject(meta, "embeddings", s->embedder != NULL);
+    if (s->embedder) {
+        cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(s->m));
+        cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(s->embedder)));
+    }
+    cJSON_AddItemToArray(arr, e);
+    return root;
+}
+
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -362,44 +429,26 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     }
     if (r->too_big) return send_error(s, conn, 413, NULL, "the request body is larger than %d KiB", s->o.max_body_kib);
     if (!strcmp(method, "OPTIONS")) return send_options(s, conn);
-    const char *wanted = endpoint_method(url);
-    if (!wanted) return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
-    if (strcmp(method, wanted) != 0)
-        return send_error(s, conn, 405, NULL, "%s takes %s, not %s", url, wanted, method); /* before auth, as a 404 */
-    bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
-    if (is_get && !strcmp(url, "/health")) return send_text(s, conn, "{\"status\":\"ok\"}", "application/json");
-    if (s->o.api_key) {
-        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strcmp(auth + 7, s->o.api_key) != 0)
-            return send_error(s, conn, 401, NULL, "invalid API key");
+    int ri = find_route(url);
+    if (ri < 0) return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
+    if (strcmp(method, routes[ri].method) != 0) /* before auth, as a 404 */
+        return send_error(s, conn, 405, NULL, "%s takes %s, not %s", url, routes[ri].method, method);
+    route rt = routes[ri].r;
+    if (rt == R_HEALTH) return send_text(s, conn, "{\"status\":\"ok\"}", "application/json");
+    if (!authorized(s, conn)) return send_error(s, conn, 401, NULL, "invalid API key");
+    switch (rt) {
+    case R_METRICS: return handle_metrics(s, conn);
+    case R_MODELS: return send_json(s, conn, 200, models_json(s), false);
+    case R_CHAT: return handle_generate(s, conn, r, SAPI_CHAT, sreq_from_chat);
+    case R_COMPLETIONS: return handle_generate(s, conn, r, SAPI_COMPLETIONS, sreq_from_completions);
+    case R_COMPLETION: return handle_generate(s, conn, r, SAPI_COMPLETION, sreq_from_completion);
+    case R_EMBEDDINGS: return handle_embeddings(s, conn, r);
+    case R_TOKENIZE: return handle_util(s, conn, r, util_tokenize);
+    case R_DETOKENIZE: return handle_util(s, conn, r, util_detokenize);
+    case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
+    case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
+    case R_HEALTH: break;
     }
-    if (is_get && !strcmp(url, "/metrics")) return handle_metrics(s, conn);
-    if (is_get && !strcmp(url, "/v1/models")) {
-        cJSON *root = cJSON_CreateObject(), *arr;
-        cJSON_AddStringToObject(root, "object", "list");
-        arr = cJSON_AddArrayToObject(root, "data");
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "id", s->model_id);
-        cJSON_AddStringToObject(e, "object", "model");
-        cJSON_AddNumberToObject(e, "created", 0);
-        cJSON_AddStringToObject(e, "owned_by", "statelm");
-        cJSON *meta = cJSON_AddObjectToObject(e, "meta");
-        cJSON_AddStringToObject(meta, "file", s->model_file);
-        cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
-        cJSON_AddStringToObject(meta, "chat_template", s->chat_template ? s->chat_template : "");
-        cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
-        cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
-        cJSON_AddBoolToObject(meta, "embeddings", s->embedder != NULL);
-        if (s->embedder) {
-            cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(s->m));
-            cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(s->embedder)));
-        }
-        cJSON_AddItemToArray(arr, e);
-        return send_json(s, conn, 200, root, false);
-    }
-    if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(s, conn, r, SAPI_CHAT, sreq_from_chat);
-    if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(s, conn, r, SAPI_COMPLETIONS, sreq_from_completions);
-    if (is_post && !strcmp(url, "/v1/embeddings")) return handle_embeddings(s, conn, r);
     return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
 }
 

@@ -149,7 +149,8 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
                 j->err_status = 500;
                 snprintf(j->err_msg, sizeof j->err_msg, "out of memory");
             } else if (j->r.stream) {
-                sse_choice(j, ev->choice, ev->n_stable);
+                if (j->r.api == SAPI_COMPLETION) native_sse_choice(j, ev->n_stable);
+                else sse_choice(j, ev->choice, ev->n_stable);
                 pthread_cond_broadcast(&j->cv);
             }
         }
@@ -170,7 +171,10 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
         j->done = true;
         if (serve_api_is_chat(j->r.api) && !j->p.prefill && !j->err_status && !j->cancelled)
             for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(s, &j->choices[i]);
-        if (j->r.stream && !j->cancelled) sse_finish(j);
+        if (j->r.stream && !j->cancelled) {
+            if (j->r.api == SAPI_COMPLETION) native_sse_finish(j);
+            else sse_finish(j);
+        }
         pthread_cond_broadcast(&j->cv);
     }
     job_unref_locked(j);

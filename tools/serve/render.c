@@ -126,3 +126,51 @@ fail:
     sprompt_free(p);
     return false;
 }
+
+bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err *e) {
+    *out = NULL;
+    bool prefill = sreq_prefill(r);
+    size_t n = r->n_msgs - (prefill ? 1 : 0);
+    slm_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    const char **calls = calloc(n ? n : 1, sizeof *calls);
+    tool_req t = {0};
+    slm_grammar *forced = NULL;
+    char *text = NULL;
+    bool ok = false, any_calls = false;
+    if (!msgs || !calls) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
+        calls[i] = r->msgs[i].tool_calls;
+        any_calls |= calls[i] != NULL;
+    }
+    if (r->tools && r->tool_mode != STOOL_NONE &&
+        !tools_setup(r->tools, false, NULL, mv->tmpl, &t, &forced, e->msg, sizeof e->msg)) {
+        e->status = 400;
+        goto done;
+    }
+    slm_chat_tools tools = {t.tools, any_calls ? calls : NULL};
+    char err[400] = "";
+    slm_status st = slm_chat_render_tools(mv->m, mv->tmpl, msgs, n, &tools, true, &text, err, sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "cannot render the chat template (%s)%s%s", slm_status_name(st), err[0] ? ": " : "", err);
+        goto done;
+    }
+    const char *tail = prefill ? r->msgs[r->n_msgs - 1].content : "";
+    size_t n_text = strlen(text), n_tail = strlen(tail);
+    if (!(*out = malloc(n_text + n_tail + 1))) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(*out, text, n_text);
+    memcpy(*out + n_text, tail, n_tail + 1);
+    ok = true;
+done:
+    slm_free(text);
+    tools_req_free(&t);
+    free(calls);
+    free(msgs);
+    return ok;
+}

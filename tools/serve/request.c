@@ -1,5 +1,5 @@
 /* request.c — the OpenAI and llama.cpp mappings into sreq (request.h), the readers they share
- * with messages.c, and validation. */
+ * with the other mappings, and validation. */
 #include "request.h"
 
 #include <float.h>

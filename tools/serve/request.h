@@ -1,8 +1,8 @@
 /* request.h — one internal request type for every generating API of `statelm serve`, and the
  * three stages a body goes through before the engine sees it:
  *   map       one function per API (request.c: OpenAI chat and completions, llama.cpp's native
- *             /completion; messages.c: Anthropic Messages): JSON -> sreq, checking only what the
- *             body alone can tell (types, ranges, shapes);
+ *             /completion): JSON -> sreq, checking only what the body alone can tell (types,
+ *             ranges, shapes);
  *   validate  sreq_validate: what needs the server's limits and the model's vocabulary;
  *   render    render.c sreq_render: messages through the chat template, prompts through the
  *             tokenizer, the output constraint and tool grammar compiled -> sprompt.
@@ -30,11 +30,10 @@ typedef enum serve_api {
     SAPI_CHAT,        /* POST /v1/chat/completions */
     SAPI_COMPLETIONS, /* POST /v1/completions */
     SAPI_COMPLETION,  /* POST /completion (llama.cpp's native shape) */
-    SAPI_MESSAGES,    /* POST /v1/messages (Anthropic) */
 } serve_api;
 
 /* Whether an API's prompt is a list of messages rendered through the chat template. */
-static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT || a == SAPI_MESSAGES; }
+static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT; }
 
 typedef enum sreq_tool_mode { STOOL_AUTO, STOOL_NONE, STOOL_REQUIRED, STOOL_NAMED } sreq_tool_mode;
 
@@ -102,7 +101,6 @@ cJSON *sreq_parse_json(const char *body, size_t n_body, sreq_err *e);
 bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 bool sreq_from_completions(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 bool sreq_from_completion(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
-bool sreq_from_messages(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 
 /* Whether the request continues its trailing assistant message (assistant prefill, as
  * llama-server: no generation prompt, the answer continues that text); one with tool calls is not. */
@@ -110,7 +108,7 @@ bool sreq_prefill(const sreq *r);
 /* Checks r against the limits; false with e set. */
 bool sreq_validate(const sreq *r, const sreq_limits *lim, sreq_err *e);
 
-/* --- shared readers of the mappings (request.c) --- */
+/* --- readers the mappings share (request.c) --- */
 bool sreq_num(const cJSON *root, const char *name, double lo, double hi, bool integer, double *out, sreq_err *e);
 bool sreq_read_sampling(const cJSON *root, sreq *r, sreq_err *e);
 bool sreq_read_stops(const cJSON *f, const char *name, sreq *r, sreq_err *e);
@@ -145,6 +143,9 @@ typedef struct sprompt {
 } sprompt;
 
 bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *out, sreq_err *e);
+/* The chat messages rendered as text, as sreq_render would prefill them (llama-server's
+ * /apply-template): *out malloc'd. */
+bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err *e);
 void sprompt_free(sprompt *p);
 
 #endif

@@ -5,7 +5,9 @@
  *             rendered into ids; no HTTP and no server state (unit-tested without sockets);
  *   jobs.c    a request's job: the engine's events turned into results and stream events, the
  *             generated-ids memory (chat turns continue from the ids a completion was generated as);
- *   openai.c  the OpenAI and llama.cpp response shapes: responses, stream events, errors;
+ *   openai.c  the OpenAI response shapes: responses, stream events, errors;
+ *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
+ *             /apply-template, /props;
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
  *   main.c    the command: options, start and shutdown;
  *   embed.c   POST /v1/embeddings (--embeddings) on a session of its own, outside the engine.
@@ -154,6 +156,15 @@ void sse_finish(job *j);
 cJSON *completion_json(const job *j);
 cJSON *timings_json(const job *j);
 char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out);
+
+/* llamacpp.c */
+cJSON *completion_native_json(const job *j);
+void native_sse_choice(job *j, size_t upto);
+void native_sse_finish(job *j);
+bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+cJSON *util_props(const serve_ctx *s);
 
 /* http.c */
 /* cls: the serve_ctx */
