@@ -186,6 +186,63 @@ static void test_validate(void **state) {
     sreq_free(&r);
 }
 
+/* Anthropic Messages -> the OpenAI-shaped messages the chat render path takes. */
+static void test_messages(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    const char *body =
+        "{\"model\":\"m\",\"max_tokens\":50,\"system\":[{\"type\":\"text\",\"text\":\"sys\"}],\"stop_sequences\":[\"END\"],"
+        "\"tools\":[{\"name\":\"f\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}}],"
+        "\"tool_choice\":{\"type\":\"any\"},\"messages\":["
+        "{\"role\":\"user\",\"content\":\"q\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"t\",\"signature\":\"\"},"
+        "{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"tool_use\",\"id\":\"u1\",\"name\":\"f\",\"input\":{\"x\":1}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"u1\",\"content\":\"r1\"},"
+        "{\"type\":\"text\",\"text\":\"more\"}]}]}";
+    assert_true(map(sreq_from_messages, body, &r, &e));
+    assert_int_equal(r.api, SAPI_MESSAGES);
+    assert_int_equal(r.max_tokens, 50);
+    assert_int_equal(r.n_stops, 1);
+    assert_string_equal(r.stops[0], "END");
+    assert_int_equal(r.tool_mode, STOOL_REQUIRED);
+    assert_string_equal(r.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\",\"parameters\":"
+                                 "{\"type\":\"object\"}}}]");
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "user"};
+    static const char *const contents[] = {"sys", "q", "a", "r1", "more"};
+    assert_int_equal(r.n_msgs, 5);
+    for (size_t i = 0; i < 5; i++) {
+        assert_string_equal(r.msgs[i].role, roles[i]);
+        assert_string_equal(r.msgs[i].content, contents[i]);
+    }
+    assert_string_equal(r.msgs[2].tool_calls, "[{\"id\":\"u1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                                              "\"arguments\":\"{\\\"x\\\":1}\"}}]");
+    assert_false(sreq_prefill(&r));
+    sreq_free(&r);
+    /* max_tokens is required, except for count_tokens */
+    refused(sreq_from_messages, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", "'max_tokens' is required");
+    assert_true(map(sreq_from_messages_count, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", &r, &e));
+    sreq_free(&r);
+#define MSG(x) "{\"max_tokens\":5,\"messages\":[" x "]}"
+    refused(sreq_from_messages, MSG("{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"zz\"}]}"),
+            "answers no tool_use");
+    refused(sreq_from_messages, MSG("{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"u\",\"name\":\"f\","
+                                    "\"input\":{}}]},{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\",\"content\":"
+                                    "[{\"type\":\"tool_result\",\"tool_use_id\":\"u\"}]}"),
+            "answers no tool_use"); /* only the assistant message right before counts */
+    refused(sreq_from_messages, MSG("{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}"), "'image' block");
+    refused(sreq_from_messages, MSG("{\"role\":\"user\",\"content\":[{\"type\":\"audio\"}]}"), "block type 'audio'");
+    refused(sreq_from_messages, MSG("{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"u\"}]}"),
+            "a tool_use block needs");
+    refused(sreq_from_messages, MSG("{\"role\":\"system\",\"content\":\"x\"}"), "role 'system'");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"messages\":[]}", "non-empty list");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}],"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "tool type 'bash_20250124'");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"tool_choice\":{\"type\":\"sometimes\"},"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "'tool_choice' type");
+#undef MSG
+}
+
 static slm_model *load_qwen3(void) {
     slm_model *m = NULL;
     char err[512];
@@ -244,6 +301,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_chat_refusals), cmocka_unit_test(test_constraint_and_tools),
         cmocka_unit_test(test_completions),   cmocka_unit_test(test_validate),      cmocka_unit_test(test_render_prefill),
+        cmocka_unit_test(test_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,27 +57,29 @@ static enum MHD_Result send_json(serve_ctx *s, struct MHD_Connection *conn, unsi
     return queue_response(s, conn, status, r);
 }
 
-/* An error response (OpenAI's shape), counted. */
+/* An error response in the shape of the endpoint's API (Anthropic's for /v1/messages, else
+ * OpenAI's), counted. */
 static enum MHD_Result send_err(serve_ctx *s, struct MHD_Connection *conn, serve_api api, const sreq_err *e) {
-    (void)api; /* every API answers errors in OpenAI's shape so far */
     pthread_mutex_lock(&s->mu);
     s->m_errors++;
     pthread_mutex_unlock(&s->mu);
-    return send_json(s, conn, e->status, sreq_error_json(e), e->status == 503);
+    cJSON *body = api == SAPI_MESSAGES ? anthropic_error_json(e->msg, e->status) : sreq_error_json(e);
+    return send_json(s, conn, e->status, body, e->status == 503);
 }
 
-/* An error response; code NULL: the status's own OpenAI code (error_json). */
-static enum MHD_Result send_error(serve_ctx *s, struct MHD_Connection *conn, unsigned status, const char *code,
-                                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static enum MHD_Result send_error(serve_ctx *s, struct MHD_Connection *conn, unsigned status, const char *code,
-                                  const char *fmt, ...) {
+/* An error response of api's shape; code NULL: the status's own OpenAI code (error_json). */
+static enum MHD_Result send_api_error(serve_ctx *s, struct MHD_Connection *conn, serve_api api, unsigned status,
+                                      const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result send_api_error(serve_ctx *s, struct MHD_Connection *conn, serve_api api, unsigned status,
+                                      const char *code, const char *fmt, ...) {
     sreq_err e = {status, code, "", 0, 0};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e.msg, sizeof e.msg, fmt, ap);
     va_end(ap);
-    return send_err(s, conn, SAPI_CHAT, &e);
+    return send_err(s, conn, api, &e);
 }
+#define send_error(s, conn, ...) send_api_error(s, conn, SAPI_CHAT, __VA_ARGS__)
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
     (void)pos;
@@ -140,13 +142,14 @@ static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
         return NULL;
     }
     if (!j->r.seed_given) j->r.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
-    j->max_tokens = j->r.max_tokens > 0 ? j->r.max_tokens : s->o.max_tokens;
+    j->max_tokens = j->r.max_tokens > 0 && j->r.max_tokens < s->o.max_tokens ? j->r.max_tokens : s->o.max_tokens;
     return j;
 }
 
 static const char *id_prefix(serve_api api) {
     switch (api) {
     case SAPI_CHAT: return "chatcmpl";
+    case SAPI_MESSAGES: return "msg";
     default: return "cmpl";
     }
 }
@@ -162,6 +165,7 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     j->created = (long long)time(NULL);
     j->t_start = now_s();
     j->refs = 2; /* this side and the engine (until its DONE event) */
+    if (j->r.stream && api == SAPI_MESSAGES) anthropic_sse_start(j); /* before any engine event */
     pthread_mutex_unlock(&s->mu);
     slm_engine_request q = slm_engine_request_default();
     q.ids = j->p.ids;
@@ -185,9 +189,10 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
         job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         if (st == SLM_ERR_RANGE)
-            return send_error(s, conn, 503, NULL, "the server is busy (%d slots, %d requests queued): retry later",
+            return send_api_error(s, conn, api, 503, NULL, "the server is busy (%d slots, %d requests queued): retry later",
                               s->o.parallel, s->o.queue_max);
-        if (st == SLM_ERR_ABORTED) return send_error(s, conn, 503, "server_shutting_down", "the server is shutting down");
+        if (st == SLM_ERR_ABORTED)
+            return send_api_error(s, conn, api, 503, "server_shutting_down", "the server is shutting down");
         e.status = st == SLM_ERR_NOMEM ? 500 : 400;
         e.code = st == SLM_ERR_CONTEXT_FULL ? "context_length_exceeded" : NULL;
         return send_err(s, conn, api, &e);
@@ -227,9 +232,12 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     unsigned http_status = 200;
     if (j->err_status) {
         http_status = (unsigned)j->err_status;
-        out = error_json(j->err_msg, http_status, j->err_code);
+        out = api == SAPI_MESSAGES ? anthropic_error_json(j->err_msg, http_status)
+                                   : error_json(j->err_msg, http_status, j->err_code);
     } else {
-        out = j->r.api == SAPI_COMPLETION ? completion_native_json(j) : completion_json(j);
+        out = api == SAPI_COMPLETION ? completion_native_json(j)
+              : api == SAPI_MESSAGES ? anthropic_message_json(j)
+                                     : completion_json(j);
     }
     j->cancelled = true;
     job_unref_locked(j);
@@ -280,7 +288,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 /* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_APPLY_TEMPLATE, R_PROPS,
+    R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS,
 } route;
 
 static const struct {
@@ -303,6 +311,8 @@ static const struct {
     {"/detokenize", "POST", R_DETOKENIZE},
     {"/apply-template", "POST", R_APPLY_TEMPLATE},
     {"/props", "GET", R_PROPS},
+    {"/v1/messages", "POST", R_MESSAGES},
+    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
 };
 
 /* The route of url, or -1. */
@@ -320,6 +330,20 @@ static bool authorized(const serve_ctx *s, struct MHD_Connection *conn) {
     if (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, s->o.api_key)) return true;
     const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
     return x && !strcmp(x, s->o.api_key);
+}
+
+/* POST /v1/messages/count_tokens: {"input_tokens": n}, the prompt a /v1/messages request with
+ * this body would prefill. */
+static enum MHD_Result handle_count_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r) {
+    sreq_err e = {0};
+    job *j = make_job(s, r, sreq_from_messages_count, &e);
+    if (!j) return send_err(s, conn, SAPI_MESSAGES, &e);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "input_tokens", (double)j->p.n_ids);
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(s, conn, 200, out, false);
 }
 
 typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
@@ -435,7 +459,8 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
         return send_error(s, conn, 405, NULL, "%s takes %s, not %s", url, routes[ri].method, method);
     route rt = routes[ri].r;
     if (rt == R_HEALTH) return send_text(s, conn, "{\"status\":\"ok\"}", "application/json");
-    if (!authorized(s, conn)) return send_error(s, conn, 401, NULL, "invalid API key");
+    serve_api api = rt == R_MESSAGES || rt == R_COUNT_TOKENS ? SAPI_MESSAGES : SAPI_CHAT;
+    if (!authorized(s, conn)) return send_api_error(s, conn, api, 401, NULL, "invalid API key");
     switch (rt) {
     case R_METRICS: return handle_metrics(s, conn);
     case R_MODELS: return send_json(s, conn, 200, models_json(s), false);
@@ -447,6 +472,8 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_DETOKENIZE: return handle_util(s, conn, r, util_detokenize);
     case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
     case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
+    case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
+    case R_COUNT_TOKENS: return handle_count_tokens(s, conn, r);
     case R_HEALTH: break;
     }
     return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);

@@ -150,6 +150,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
                 snprintf(j->err_msg, sizeof j->err_msg, "out of memory");
             } else if (j->r.stream) {
                 if (j->r.api == SAPI_COMPLETION) native_sse_choice(j, ev->n_stable);
+                else if (j->r.api == SAPI_MESSAGES) anthropic_sse_progress(j, ev->n_stable);
                 else sse_choice(j, ev->choice, ev->n_stable);
                 pthread_cond_broadcast(&j->cv);
             }
@@ -173,6 +174,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
             for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(s, &j->choices[i]);
         if (j->r.stream && !j->cancelled) {
             if (j->r.api == SAPI_COMPLETION) native_sse_finish(j);
+            else if (j->r.api == SAPI_MESSAGES) anthropic_sse_finish(j);
             else sse_finish(j);
         }
         pthread_cond_broadcast(&j->cv);

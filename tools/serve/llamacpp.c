@@ -35,11 +35,11 @@ static cJSON *probs_json(const job *j, const choice *c, size_t from, size_t to) 
 
 static size_t n_generated(const job *j) { return j->choices[0].n_tokens; }
 
-/* "eos", "limit" or "word" (a stop string cut the text). */
+/* "eos", "limit" or "word" (a stop string ended it). */
 static const char *stop_type(const job *j) {
     const choice *c = &j->choices[0];
     if (c->finish && !strcmp(c->finish, "length")) return "limit";
-    return j->r.n_stops > 0 && c->ids_cut ? "word" : "eos";
+    return job_stop_word(j, 0) ? "word" : "eos";
 }
 
 cJSON *completion_native_json(const job *j) {
@@ -59,7 +59,8 @@ cJSON *completion_native_json(const job *j) {
     cJSON_AddBoolToObject(root, "has_new_line", text && strchr(text, '\n'));
     cJSON_AddBoolToObject(root, "truncated", false);
     cJSON_AddStringToObject(root, "stop_type", stop_type(j));
-    cJSON_AddStringToObject(root, "stopping_word", "");
+    const char *word = job_stop_word(j, 0);
+    cJSON_AddStringToObject(root, "stopping_word", word ? word : "");
     cJSON_AddNumberToObject(root, "tokens_cached", (double)j->cached_tokens);
     cJSON_AddItemToObject(root, "timings", timings_json(j));
     if (j->r.logprobs) cJSON_AddItemToObject(root, "completion_probabilities", probs_json(j, c, 0, c->n_tokens));

@@ -71,6 +71,22 @@ char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out) {
     return cli_utf8_sanitize(b);
 }
 
+const char *job_stop_word(const job *j, int32_t ci) {
+    const choice *c = &j->choices[ci];
+    if (!c->finish || strcmp(c->finish, "stop") != 0 || !c->ids_cut || j->r.n_stops == 0 || !c->ids) return NULL;
+    size_t need = 0;
+    slm_tokenizer_decode(j->srv->tok, c->ids, c->n_ids, false, NULL, 0, &need);
+    char *full = malloc(need + 1);
+    const char *found = NULL;
+    if (full && slm_tokenizer_decode(j->srv->tok, c->ids, c->n_ids, false, full, need, &need) == SLM_OK)
+        for (int32_t i = 0; i < j->r.n_stops && !found; i++) {
+            size_t n = strlen(j->r.stops[i]);
+            if (c->text.n + n <= need && !memcmp(full + c->text.n, j->r.stops[i], n)) found = j->r.stops[i];
+        }
+    free(full);
+    return found;
+}
+
 /* Logprobs of c->lps[from, to) in the chat shape {"content":[...]} or the completions shape. */
 static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t to) {
     cJSON *root = cJSON_CreateObject();
@@ -144,24 +160,18 @@ static cJSON *response_head(const job *j, const char *object) {
 
 static cJSON *chunk_head(const job *j) { return response_head(j, is_chat(j) ? "chat.completion.chunk" : "text_completion"); }
 
-/* Where the parts of a chat answer text[0, n) lie (llama-server's --reasoning-format deepseek): an
+/* split_answer (serve.h): where the parts of a chat answer text[0, n) lie (llama-server's --reasoning-format deepseek): an
  * answer that opens, after white space, with "<think>" has its reasoning up to "</think>" (all of
  * the rest while that has not come) and its content after it, white space around both trimmed.
  * Unless final, ready stops short of what may still turn out to be a tag or the white space before
  * one: text[0, ready) may be sent. Without reasoning the content is all the text. */
-typedef struct answer_parts {
-    size_t r0, r1; /* reasoning: text[r0, r1); none when r0 == r1 */
-    size_t c0;     /* content: text[c0, ready) */
-    size_t ready;
-} answer_parts;
-
 static bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; }
 
-static answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
+answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
     static const char open[] = "<think>", close[] = "</think>";
     const size_t n_open = sizeof open - 1, n_close = sizeof close - 1;
     answer_parts p = {0, 0, 0, n};
-    if (!is_chat(j) || j->srv->o.reasoning_none) return p;
+    if (!serve_api_is_chat(j->r.api) || j->srv->o.reasoning_none) return p;
     size_t i = 0;
     while (i < n && is_space(t[i])) i++;
     if (n - i < n_open) { /* too short to hold "<think>": may yet become it */

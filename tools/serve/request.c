@@ -1,5 +1,5 @@
 /* request.c — the OpenAI and llama.cpp mappings into sreq (request.h), the readers they share
- * with the other mappings, and validation. */
+ * with messages.c, and validation. */
 #include "request.h"
 
 #include <float.h>
@@ -444,7 +444,7 @@ bool sreq_prefill(const sreq *r) {
 }
 
 bool sreq_validate(const sreq *r, const sreq_limits *lim, sreq_err *e) {
-    if (r->max_tokens > lim->max_tokens)
+    if (r->max_tokens > lim->max_tokens && r->api != SAPI_MESSAGES) /* Anthropic's is required: capped instead */
         return sreq_fail(e, 400, NULL, "max_tokens %d is beyond this server's limit of %d", r->max_tokens, lim->max_tokens);
     if (r->top_logprobs > 0 && !r->logprobs) return sreq_fail(e, 400, NULL, "'top_logprobs' needs 'logprobs': true");
     for (int32_t i = 0; i < r->sp.n_logit_bias; i++)

@@ -1,8 +1,8 @@
 /* request.h — one internal request type for every generating API of `statelm serve`, and the
  * three stages a body goes through before the engine sees it:
  *   map       one function per API (request.c: OpenAI chat and completions, llama.cpp's native
- *             /completion): JSON -> sreq, checking only what the body alone can tell (types,
- *             ranges, shapes);
+ *             /completion; messages.c: Anthropic Messages): JSON -> sreq, checking only what the
+ *             body alone can tell (types, ranges, shapes);
  *   validate  sreq_validate: what needs the server's limits and the model's vocabulary;
  *   render    render.c sreq_render: messages through the chat template, prompts through the
  *             tokenizer, the output constraint and tool grammar compiled -> sprompt.
@@ -30,10 +30,11 @@ typedef enum serve_api {
     SAPI_CHAT,        /* POST /v1/chat/completions */
     SAPI_COMPLETIONS, /* POST /v1/completions */
     SAPI_COMPLETION,  /* POST /completion (llama.cpp's native shape) */
+    SAPI_MESSAGES,    /* POST /v1/messages (Anthropic) */
 } serve_api;
 
 /* Whether an API's prompt is a list of messages rendered through the chat template. */
-static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT; }
+static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT || a == SAPI_MESSAGES; }
 
 typedef enum sreq_tool_mode { STOOL_AUTO, STOOL_NONE, STOOL_REQUIRED, STOOL_NAMED } sreq_tool_mode;
 
@@ -101,6 +102,9 @@ cJSON *sreq_parse_json(const char *body, size_t n_body, sreq_err *e);
 bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 bool sreq_from_completions(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 bool sreq_from_completion(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
+/* Anthropic Messages; for /v1/messages/count_tokens (counting) max_tokens may be absent. */
+bool sreq_from_messages(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
+bool sreq_from_messages_count(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 
 /* Whether the request continues its trailing assistant message (assistant prefill, as
  * llama-server: no generation prompt, the answer continues that text); one with tool calls is not. */

@@ -1,11 +1,12 @@
 /* serve.h — what the parts of `statelm serve` share (tools/serve/). The scheduler, slots, prefix
  * cache, batching, speculation and constraints are the engine (include/statelm_engine.h,
  * src/serve/engine.c); these files are the HTTP server around it:
- *   request.c, render.c   a body mapped to one internal request (request.h), checked,
+ *   request.c, messages.c, render.c   a body mapped to one internal request (request.h), checked,
  *             rendered into ids; no HTTP and no server state (unit-tested without sockets);
  *   jobs.c    a request's job: the engine's events turned into results and stream events, the
  *             generated-ids memory (chat turns continue from the ids a completion was generated as);
  *   openai.c  the OpenAI response shapes: responses, stream events, errors;
+ *   anthropic.c  the Anthropic Messages shapes: message, stream events, errors;
  *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
  *             /apply-template, /props;
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
@@ -90,6 +91,8 @@ typedef struct job {
     buf sse;      /* server-sent events not yet read */
     size_t sse_off;
     bool sse_end; /* the last event is in sse */
+    int32_t a_blocks; /* Anthropic streams: content blocks started */
+    char a_open;      /* the block open now: 0 none, 'k' thinking, 't' text */
     pthread_cond_t cv;
 } job;
 
@@ -147,7 +150,17 @@ void job_cancel(job *j);
 void gen_forget_locked(serve_ctx *s, size_t i);
 bool gen_lookup(void *ctx, const char *text, size_t n, int32_t **ids, size_t *n_ids); /* sreq_ids_lookup_fn */
 
+/* Where a chat answer's reasoning and content lie (split_answer, openai.c). */
+typedef struct answer_parts {
+    size_t r0, r1; /* reasoning: text[r0, r1); none when r0 == r1 */
+    size_t c0;     /* content: text[c0, ready) */
+    size_t ready;
+} answer_parts;
+
 /* openai.c */
+answer_parts split_answer(const job *j, const char *t, size_t n, bool final);
+/* The stop string that ended choice ci (its ids spell it right after the text), or NULL. */
+const char *job_stop_word(const job *j, int32_t ci);
 cJSON *error_json(const char *msg, unsigned status, const char *code);
 cJSON *sreq_error_json(const sreq_err *e);
 void sse_add_json(job *j, cJSON *obj);
@@ -156,6 +169,13 @@ void sse_finish(job *j);
 cJSON *completion_json(const job *j);
 cJSON *timings_json(const job *j);
 char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out);
+
+/* anthropic.c */
+cJSON *anthropic_error_json(const char *msg, unsigned status);
+cJSON *anthropic_message_json(const job *j);
+void anthropic_sse_start(job *j);
+void anthropic_sse_progress(job *j, size_t upto);
+void anthropic_sse_finish(job *j);
 
 /* llamacpp.c */
 cJSON *completion_native_json(const job *j);
