@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "request.h"
+#include "resp_store.h"
 
 static slm_sampler_params defaults(void) {
     slm_sampler_params sp = slm_sampler_params_default();
@@ -243,6 +244,115 @@ static void test_messages(void **state) {
 #undef MSG
 }
 
+/* OpenAI Responses: items -> messages; a stored conversation put before the new input. */
+static void test_responses(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    const char *body = "{\"instructions\":\"be kind\",\"max_output_tokens\":7,\"store\":false,\"previous_response_id\":\"resp_1\","
+                       "\"input\":[{\"role\":\"developer\",\"content\":\"d\"},"
+                       "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"q\"}]},"
+                       "{\"type\":\"reasoning\",\"id\":\"rs\",\"summary\":[]},"
+                       "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},"
+                       "{\"type\":\"function_call\",\"call_id\":\"c2\",\"name\":\"g\",\"arguments\":\"{}\"},"
+                       "{\"type\":\"function_call_output\",\"call_id\":\"c2\",\"output\":\"out\"}],"
+                       "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],"
+                       "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"integer\"}}}}";
+    assert_true(map(sreq_from_responses, body, &r, &e));
+    assert_int_equal(r.api, SAPI_RESPONSES);
+    assert_false(r.store);
+    assert_int_equal(r.max_tokens, 7);
+    assert_string_equal(r.previous_id, "resp_1");
+    assert_string_equal(r.schema, "{\"type\":\"integer\"}");
+    assert_string_equal(r.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}]");
+    assert_true(r.has_instructions);
+    static const char *const roles[] = {"system", "system", "user", "assistant", "tool"};
+    assert_int_equal(r.n_msgs, 5);
+    for (size_t i = 0; i < 5; i++) assert_string_equal(r.msgs[i].role, roles[i]);
+    assert_string_equal(r.msgs[3].content, "");
+    assert_string_equal(r.msgs[3].tool_calls, "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+                                              "\"{}\"}},{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"g\","
+                                              "\"arguments\":\"{}\"}}]");
+    assert_string_equal(r.msgs[4].tool_call_id, "c2");
+    /* unknown previous id: 404 */
+    assert_false(sreq_responses_resolve(&r, NULL, &e));
+    assert_int_equal(e.status, 404);
+    /* a stored conversation goes after the instructions, its ids kept */
+    const char *rec = "{\"response\":{},\"conversation\":[{\"role\":\"user\",\"content\":\"u0\"},"
+                      "{\"role\":\"assistant\",\"content\":\"a0\",\"ids\":[5,6,7]}]}";
+    assert_true(sreq_responses_resolve(&r, rec, &e));
+    assert_int_equal(r.n_msgs, 7);
+    assert_string_equal(r.msgs[0].content, "be kind");
+    assert_string_equal(r.msgs[1].content, "u0");
+    assert_string_equal(r.msgs[2].content, "a0");
+    assert_int_equal(r.msgs[2].n_ids, 3);
+    assert_int_equal(r.msgs[2].ids[2], 7);
+    assert_string_equal(r.msgs[3].content, "d");
+    assert_int_equal(r.n_input_from, 3);
+    sreq_free(&r);
+    /* a function_call_output must answer a call of the assistant message before it */
+    assert_true(map(sreq_from_responses, "{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"zz\",\"output\":\"o\"}]}",
+                    &r, &e));
+    assert_false(sreq_responses_resolve(&r, NULL, &e));
+    assert_non_null(strstr(e.msg, "answers no function_call"));
+    sreq_free(&r);
+    refused(sreq_from_responses, "{\"input\":[{\"type\":\"web_search_call\"}]}", "item type 'web_search_call'");
+    refused(sreq_from_responses, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}", "'input_image'");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"tools\":[{\"type\":\"file_search\"}]}", "tool type 'file_search'");
+    refused(sreq_from_responses, "{\"input\":[]}", "'input' must be");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"tool_choice\":{\"type\":\"mcp\"}}", "'tool_choice' object");
+}
+
+/* Two stores on one directory behave as two servers on a shared --state-dir. */
+static void test_resp_store(void **state) {
+    (void)state;
+    char *dir = tu_temp_dir(), id[40], id2[40];
+    resp_store *a = resp_store_create(dir, 2, 1 << 20), *b = resp_store_create(dir, 2, 1 << 20);
+    assert_true(resp_store_new_id(id) && resp_store_new_id(id2));
+    assert_string_not_equal(id, id2);
+    assert_true(resp_store_valid_id(id));
+    assert_false(resp_store_valid_id("resp_../../x"));
+    assert_false(resp_store_put(a, "../evil", "{}", 2));
+    assert_true(resp_store_put(a, id, "{\"a\":1}", 7));
+    char *got = resp_store_get(b, id); /* the other server reads the file */
+    assert_non_null(got);
+    assert_string_equal(got, "{\"a\":1}");
+    free(got);
+    /* evicted from memory (max 2), still read back from its file */
+    char more[2][40];
+    for (int i = 0; i < 2; i++) {
+        assert_true(resp_store_new_id(more[i]));
+        assert_true(resp_store_put(a, more[i], "{}", 2));
+    }
+    got = resp_store_get(a, id);
+    assert_non_null(got);
+    free(got);
+    assert_true(resp_store_delete(b, id)); /* deleted by the other server: gone here too */
+    assert_null(resp_store_get(a, id));
+    assert_false(resp_store_delete(a, id));
+    assert_null(resp_store_get(a, id2));
+    resp_store_destroy(a);
+    resp_store_destroy(b);
+    for (int i = 0; i < 2; i++) { /* the files outlive the stores */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/resp-%s.json", dir, more[i]);
+        assert_true(tu_file_exists(path));
+    }
+    tu_rm_dir(dir);
+    /* memory only: LRU bounded by count */
+    resp_store *m = resp_store_create(NULL, 2, 1 << 20);
+    char ids[3][40];
+    for (int i = 0; i < 3; i++) {
+        assert_true(resp_store_new_id(ids[i]));
+        assert_true(resp_store_put(m, ids[i], "{}", 2));
+    }
+    assert_null(resp_store_get(m, ids[0]));
+    got = resp_store_get(m, ids[2]);
+    assert_non_null(got);
+    free(got);
+    resp_store_destroy(m);
+}
+
 static slm_model *load_qwen3(void) {
     slm_model *m = NULL;
     char err[512];
@@ -301,7 +411,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_chat_refusals), cmocka_unit_test(test_constraint_and_tools),
         cmocka_unit_test(test_completions),   cmocka_unit_test(test_validate),      cmocka_unit_test(test_render_prefill),
-        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_messages),      cmocka_unit_test(test_responses),     cmocka_unit_test(test_resp_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,8 +132,13 @@ static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
     cJSON *root = sreq_parse_json(q->body.p ? q->body.p : "", q->body.n, e);
     const sreq_limits lim = {s->o.max_tokens, s->n_vocab};
     const sreq_model mv = {s->m, s->tok, s->chat_template, s->n_ctx, s->n_vocab, gen_lookup, s};
-    bool ok = root && map(root, &s->o.sampling, &j->r, e) && sreq_validate(&j->r, &lim, e) &&
-              sreq_render(&j->r, &mv, &j->p, e);
+    bool ok = root && map(root, &s->o.sampling, &j->r, e);
+    if (ok && j->r.api == SAPI_RESPONSES) { /* the stored conversation goes before the new input */
+        char *record = j->r.previous_id ? resp_store_get(s->responses, j->r.previous_id) : NULL;
+        ok = sreq_responses_resolve(&j->r, record, e);
+        free(record);
+    }
+    ok = ok && sreq_validate(&j->r, &lim, e) && sreq_render(&j->r, &mv, &j->p, e);
     cJSON_Delete(root);
     if (!ok) {
         pthread_mutex_lock(&s->mu);
@@ -150,6 +155,7 @@ static const char *id_prefix(serve_api api) {
     switch (api) {
     case SAPI_CHAT: return "chatcmpl";
     case SAPI_MESSAGES: return "msg";
+    case SAPI_RESPONSES: return "resp";
     default: return "cmpl";
     }
 }
@@ -161,11 +167,13 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     pthread_mutex_lock(&s->mu);
     s->m_requests++;
     s->m_prompt_tokens += j->p.n_ids;
-    snprintf(j->id, sizeof j->id, "%s-%llu", id_prefix(api), (unsigned long long)++s->next_id);
+    if (api != SAPI_RESPONSES || !resp_store_new_id(j->id)) /* stored ids are unique across servers */
+        snprintf(j->id, sizeof j->id, "%s-%llu", id_prefix(api), (unsigned long long)++s->next_id);
     j->created = (long long)time(NULL);
     j->t_start = now_s();
     j->refs = 2; /* this side and the engine (until its DONE event) */
     if (j->r.stream && api == SAPI_MESSAGES) anthropic_sse_start(j); /* before any engine event */
+    if (j->r.stream && api == SAPI_RESPONSES) responses_sse_start(j);
     pthread_mutex_unlock(&s->mu);
     slm_engine_request q = slm_engine_request_default();
     q.ids = j->p.ids;
@@ -235,9 +243,10 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
         out = api == SAPI_MESSAGES ? anthropic_error_json(j->err_msg, http_status)
                                    : error_json(j->err_msg, http_status, j->err_code);
     } else {
-        out = api == SAPI_COMPLETION ? completion_native_json(j)
-              : api == SAPI_MESSAGES ? anthropic_message_json(j)
-                                     : completion_json(j);
+        out = api == SAPI_COMPLETION  ? completion_native_json(j)
+              : api == SAPI_MESSAGES  ? anthropic_message_json(j)
+              : api == SAPI_RESPONSES ? responses_json(j)
+                                      : completion_json(j);
     }
     j->cancelled = true;
     job_unref_locked(j);
@@ -288,7 +297,8 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 /* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS,
+    R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
+    R_RESPONSE_DELETE,
 } route;
 
 static const struct {
@@ -313,12 +323,25 @@ static const struct {
     {"/props", "GET", R_PROPS},
     {"/v1/messages", "POST", R_MESSAGES},
     {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},
+    {"/responses", "POST", R_RESPONSES},
+    {"/v1/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
+    {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
+    {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
 };
 
-/* The route of url, or -1. */
-static int find_route(const char *url) {
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (!strcmp(url, routes[i].url)) return (int)i;
+/* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
+ * route has this path. */
+static int find_route(const char *method, const char *url, bool *known) {
+    *known = false;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        size_t n = strlen(routes[i].url);
+        bool match = routes[i].url[n - 1] == '/' ? !strncmp(url, routes[i].url, n) && url[n] && !strchr(url + n, '/')
+                                                 : !strcmp(url, routes[i].url);
+        if (!match) continue;
+        *known = true;
+        if (!strcmp(method, routes[i].method)) return (int)i;
+    }
     return -1;
 }
 
@@ -344,6 +367,40 @@ static enum MHD_Result handle_count_tokens(serve_ctx *s, struct MHD_Connection *
     job_unref_locked(j);
     pthread_mutex_unlock(&s->mu);
     return send_json(s, conn, 200, out, false);
+}
+
+/* POST /v1/responses/input_tokens: the prompt tokens a /v1/responses request would prefill. */
+static enum MHD_Result handle_input_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r) {
+    sreq_err e = {0};
+    job *j = make_job(s, r, sreq_from_responses, &e);
+    if (!j) return send_err(s, conn, SAPI_RESPONSES, &e);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "object", "response.input_tokens");
+    cJSON_AddNumberToObject(out, "input_tokens", (double)j->p.n_ids);
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(s, conn, 200, out, false);
+}
+
+/* GET /v1/responses/{id}: the stored response object; DELETE: forgets it. */
+static enum MHD_Result handle_response_id(serve_ctx *s, struct MHD_Connection *conn, const char *id, bool del) {
+    if (del) {
+        if (!resp_store_delete(s->responses, id))
+            return send_error(s, conn, 404, "response_not_found", "no stored response '%.80s'", id);
+        cJSON *out = cJSON_CreateObject();
+        cJSON_AddStringToObject(out, "id", id);
+        cJSON_AddStringToObject(out, "object", "response.deleted");
+        cJSON_AddBoolToObject(out, "deleted", true);
+        return send_json(s, conn, 200, out, false);
+    }
+    char *record = resp_store_get(s->responses, id);
+    cJSON *rec = record ? cJSON_Parse(record) : NULL;
+    free(record);
+    cJSON *resp = cJSON_DetachItemFromObjectCaseSensitive(rec, "response");
+    cJSON_Delete(rec);
+    if (!resp) return send_error(s, conn, 404, "response_not_found", "no stored response '%.80s'", id);
+    return send_json(s, conn, 200, resp, false);
 }
 
 typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
@@ -453,10 +510,10 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     }
     if (r->too_big) return send_error(s, conn, 413, NULL, "the request body is larger than %d KiB", s->o.max_body_kib);
     if (!strcmp(method, "OPTIONS")) return send_options(s, conn);
-    int ri = find_route(url);
-    if (ri < 0) return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
-    if (strcmp(method, routes[ri].method) != 0) /* before auth, as a 404 */
-        return send_error(s, conn, 405, NULL, "%s takes %s, not %s", url, routes[ri].method, method);
+    bool known = false;
+    int ri = find_route(method, url, &known);
+    if (ri < 0 && !known) return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
+    if (ri < 0) return send_error(s, conn, 405, NULL, "%s does not take %s", url, method); /* before auth, as a 404 */
     route rt = routes[ri].r;
     if (rt == R_HEALTH) return send_text(s, conn, "{\"status\":\"ok\"}", "application/json");
     serve_api api = rt == R_MESSAGES || rt == R_COUNT_TOKENS ? SAPI_MESSAGES : SAPI_CHAT;
@@ -474,6 +531,10 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
     case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
     case R_COUNT_TOKENS: return handle_count_tokens(s, conn, r);
+    case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
+    case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r);
+    case R_RESPONSE_GET:
+    case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);
     case R_HEALTH: break;
     }
     return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);

@@ -151,6 +151,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
             } else if (j->r.stream) {
                 if (j->r.api == SAPI_COMPLETION) native_sse_choice(j, ev->n_stable);
                 else if (j->r.api == SAPI_MESSAGES) anthropic_sse_progress(j, ev->n_stable);
+                else if (j->r.api == SAPI_RESPONSES) responses_sse_progress(j, ev->n_stable);
                 else sse_choice(j, ev->choice, ev->n_stable);
                 pthread_cond_broadcast(&j->cv);
             }
@@ -168,6 +169,20 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
         j->err_status = 500;
         snprintf(j->err_msg, sizeof j->err_msg, "%s", ev->message);
     }
+    /* a stored response is kept (its file written) before the client can see the answer */
+    char *record = j->r.api == SAPI_RESPONSES && j->r.store && !j->err_status && !j->cancelled && !j->done
+                       ? responses_record(j)
+                       : NULL;
+    if (record) {
+        pthread_mutex_unlock(&s->mu);
+        bool kept = resp_store_put(s->responses, j->id, record, strlen(record));
+        free(record);
+        pthread_mutex_lock(&s->mu);
+        if (!kept && !j->err_status) {
+            j->err_status = 500;
+            snprintf(j->err_msg, sizeof j->err_msg, "the response could not be stored (memory or --state-dir)");
+        }
+    }
     if (!j->done) {
         j->done = true;
         if (serve_api_is_chat(j->r.api) && !j->p.prefill && !j->err_status && !j->cancelled)
@@ -175,6 +190,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
         if (j->r.stream && !j->cancelled) {
             if (j->r.api == SAPI_COMPLETION) native_sse_finish(j);
             else if (j->r.api == SAPI_MESSAGES) anthropic_sse_finish(j);
+            else if (j->r.api == SAPI_RESPONSES) responses_sse_finish(j);
             else sse_finish(j);
         }
         pthread_cond_broadcast(&j->cv);

@@ -17,7 +17,8 @@
 /* ---- command ---------------------------------------------------------------------------------- */
 
 static void usage_serve(void) {
-    puts("usage: statelm serve -m MODEL [options]   an OpenAI-compatible HTTP server\n"
+    puts("usage: statelm serve -m MODEL [options]   an HTTP server: OpenAI (chat, completions, responses),\n"
+         "                                          Anthropic messages and llama-server's endpoints\n"
          "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
          "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
          "  --parallel N         slots: requests generated concurrently (default 4)\n"
@@ -26,7 +27,8 @@ static void usage_serve(void) {
          "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
          "  --cache-mib MiB      memory for idle snapshots reused by prefix (default 256; 0 = none)\n"
          "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist); they outlive the\n"
-         "                       server and are reused by the next one of the same model and context\n"
+         "                       server and are reused by the next one of the same model and context;\n"
+         "                       stored /v1/responses are kept there too (servers sharing DIR share them)\n"
          "  --max-body-kib K     largest request body (default 1024)\n"
          "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
@@ -210,7 +212,8 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     s->gens = calloc(GEN_MEMORY_N, sizeof *s->gens);
-    if (!s->gens) {
+    s->responses = resp_store_create(s->o.state_dir, RESP_STORE_N, RESP_STORE_BYTES);
+    if (!s->gens || !s->responses) {
         cli_fail("out of memory");
         goto done;
     }
@@ -320,6 +323,7 @@ done:
     serve_embedder_destroy(s->embedder);
     while (s->n_gens > 0) gen_forget_locked(s, s->n_gens - 1);
     free(s->gens);
+    resp_store_destroy(s->responses);
     slm_model_destroy(s->draft_model);
     slm_model_destroy(s->m);
     pthread_mutex_destroy(&s->mu);

@@ -44,9 +44,13 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
         any_calls |= calls[i] != NULL;
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        if (mv->lookup && !strcmp(msgs[i].role, "assistant") &&
-            mv->lookup(mv->lookup_user, msgs[i].content, strlen(msgs[i].content), &ids, &n_ids))
+        if (r->msgs[i].ids && (ids = malloc(r->msgs[i].n_ids * sizeof *ids)) != NULL) { /* a stored turn's own */
+            memcpy(ids, r->msgs[i].ids, r->msgs[i].n_ids * sizeof *ids);
+            content_ids[i] = (slm_chat_ids){ids, r->msgs[i].n_ids};
+        } else if (mv->lookup && !strcmp(msgs[i].role, "assistant") &&
+                   mv->lookup(mv->lookup_user, msgs[i].content, strlen(msgs[i].content), &ids, &n_ids)) {
             content_ids[i] = (slm_chat_ids){ids, n_ids};
+        }
     }
     slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL};
     char err[400] = "";

@@ -15,6 +15,8 @@ void sreq_free(sreq *r) {
         free(r->msgs[i].role);
         free(r->msgs[i].content);
         free(r->msgs[i].tool_calls);
+        free(r->msgs[i].tool_call_id);
+        free(r->msgs[i].ids);
     }
     free(r->msgs);
     free(r->prompt_text);
@@ -25,6 +27,8 @@ void sreq_free(sreq *r) {
     free(r->schema);
     free(r->tools);
     free(r->tool_name);
+    free(r->previous_id);
+    free(r->echo);
     memset(r, 0, sizeof *r);
 }
 
@@ -240,7 +244,7 @@ bool sreq_add_msg(sreq *r, const char *role, char *content, char *tool_calls, sr
         free(tool_calls);
         return oom(e);
     }
-    r->msgs[r->n_msgs++] = (sreq_msg){rd, content, tool_calls};
+    r->msgs[r->n_msgs++] = (sreq_msg){rd, content, tool_calls, NULL, NULL, 0};
     return true;
 }
 

@@ -1,8 +1,9 @@
 /* request.h — one internal request type for every generating API of `statelm serve`, and the
  * three stages a body goes through before the engine sees it:
  *   map       one function per API (request.c: OpenAI chat and completions, llama.cpp's native
- *             /completion; messages.c: Anthropic Messages): JSON -> sreq, checking only what the
- *             body alone can tell (types, ranges, shapes);
+ *             /completion; messages.c: Anthropic Messages; responses.c: OpenAI Responses, whose
+ *             previous_response_id is resolved against a stored record before validation): JSON
+ *             -> sreq, checking only what the body alone can tell (types, ranges, shapes);
  *   validate  sreq_validate: what needs the server's limits and the model's vocabulary;
  *   render    render.c sreq_render: messages through the chat template, prompts through the
  *             tokenizer, the output constraint and tool grammar compiled -> sprompt.
@@ -31,18 +32,23 @@ typedef enum serve_api {
     SAPI_COMPLETIONS, /* POST /v1/completions */
     SAPI_COMPLETION,  /* POST /completion (llama.cpp's native shape) */
     SAPI_MESSAGES,    /* POST /v1/messages (Anthropic) */
+    SAPI_RESPONSES,   /* POST /v1/responses (OpenAI Responses) */
 } serve_api;
 
 /* Whether an API's prompt is a list of messages rendered through the chat template. */
-static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT || a == SAPI_MESSAGES; }
+static inline bool serve_api_is_chat(serve_api a) { return a == SAPI_CHAT || a == SAPI_MESSAGES || a == SAPI_RESPONSES; }
 
 typedef enum sreq_tool_mode { STOOL_AUTO, STOOL_NONE, STOOL_REQUIRED, STOOL_NAMED } sreq_tool_mode;
 
 /* One message: roles are system, user, assistant, tool; content is text (text parts joined with
  * "\n", as llama-server joins them); tool_calls is an assistant's calls in OpenAI's JSON shape
- * [{"id","type":"function","function":{"name","arguments"}}] or NULL. */
+ * [{"id","type":"function","function":{"name","arguments"}}] or NULL; tool_call_id the call a tool
+ * message answers (or NULL); ids (n_ids), when set, the ids the content was generated as (a stored
+ * Responses turn), which the render uses for it. */
 typedef struct sreq_msg {
-    char *role, *content, *tool_calls;
+    char *role, *content, *tool_calls, *tool_call_id;
+    int32_t *ids;
+    size_t n_ids;
 } sreq_msg;
 
 /* A generating request, whatever API it came in. Owns every pointer (sreq_free). */
@@ -73,6 +79,12 @@ typedef struct sreq {
     /* llama.cpp's native /completion */
     bool cache_prompt;  /* accepted; statelm always reuses prefixes (--no-prefix-reuse turns it off) */
     bool return_tokens; /* "tokens" in the answer */
+    /* OpenAI Responses */
+    char *previous_id;     /* previous_response_id, or NULL */
+    bool store;            /* keep the response (default true) */
+    bool has_instructions; /* msgs[0] is the request's instructions (not part of the stored conversation) */
+    size_t n_input_from;   /* msgs[n_input_from...] are this request's input (after a resolved history) */
+    char *echo;            /* JSON object text of the request fields the response object repeats */
 } sreq;
 
 /* An error: HTTP status, error code (static; NULL: the status's own), message; for a context
@@ -105,6 +117,11 @@ bool sreq_from_completion(const cJSON *root, const slm_sampler_params *defaults,
 /* Anthropic Messages; for /v1/messages/count_tokens (counting) max_tokens may be absent. */
 bool sreq_from_messages(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 bool sreq_from_messages_count(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
+/* OpenAI Responses. Then, with previous_id set, sreq_responses_resolve with that response's stored
+ * record (NULL: unknown id, 404); either way it checks that every function_call_output answers a
+ * function_call of the assistant message before it. */
+bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
+bool sreq_responses_resolve(sreq *r, const char *record, sreq_err *e);
 
 /* Whether the request continues its trailing assistant message (assistant prefill, as
  * llama-server: no generation prompt, the answer continues that text); one with tool calls is not. */
@@ -120,6 +137,7 @@ bool sreq_read_bool(const cJSON *root, const char *name, bool *out, sreq_err *e)
 /* A content value (string, null, or a list of parts) as text; image parts refused by name.
  * where: "messages[3]" for messages. *out malloc'd ("" for null). */
 bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e);
+/* Appends a message (content, tool_calls taken over, freed on failure). */
 bool sreq_add_msg(sreq *r, const char *role, char *content, char *tool_calls, sreq_err *e);
 
 /* --- render (render.c) --- */

@@ -1,12 +1,14 @@
 /* serve.h — what the parts of `statelm serve` share (tools/serve/). The scheduler, slots, prefix
  * cache, batching, speculation and constraints are the engine (include/statelm_engine.h,
  * src/serve/engine.c); these files are the HTTP server around it:
- *   request.c, messages.c, render.c   a body mapped to one internal request (request.h), checked,
+ *   request.c, messages.c, responses.c, render.c   a body mapped to one internal request (request.h), checked,
  *             rendered into ids; no HTTP and no server state (unit-tested without sockets);
  *   jobs.c    a request's job: the engine's events turned into results and stream events, the
  *             generated-ids memory (chat turns continue from the ids a completion was generated as);
  *   openai.c  the OpenAI response shapes: responses, stream events, errors;
  *   anthropic.c  the Anthropic Messages shapes: message, stream events, errors;
+ *   oai_responses.c  the OpenAI Responses shapes: response, stream events, the stored record
+ *             (resp_store.c keeps records in memory and --state-dir files);
  *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
  *             /apply-template, /props;
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
@@ -31,12 +33,15 @@
 #include "cli.h"
 #include "embed.h"
 #include "request.h"
+#include "resp_store.h"
 #include "serve_tools.h"
 #include "statelm_engine.h"
 
 #define MAX_N SREQ_MAX_N               /* most choices per request */
 #define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
 #define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
+#define RESP_STORE_N 4096              /* most stored responses kept in memory (more: in --state-dir files) */
+#define RESP_STORE_BYTES (64u << 20)   /* and most bytes of them */
 
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
@@ -91,8 +96,10 @@ typedef struct job {
     buf sse;      /* server-sent events not yet read */
     size_t sse_off;
     bool sse_end; /* the last event is in sse */
-    int32_t a_blocks; /* Anthropic streams: content blocks started */
-    char a_open;      /* the block open now: 0 none, 'k' thinking, 't' text */
+    int32_t a_blocks; /* Anthropic and Responses streams: content blocks / output items started */
+    char a_open;      /* the block open now: 0 none, 'k' thinking, 't' text, 'u' tool use */
+    size_t a_from, a_to; /* Responses: the open item's text is choice 0's text[a_from, a_to) */
+    int64_t a_seq;       /* Responses: the next event's sequence_number */
     pthread_cond_t cv;
 } job;
 
@@ -124,6 +131,7 @@ typedef struct serve_ctx {
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
     serve_embedder *embedder;       /* --embeddings (embed.c): its own session, never a slot; else NULL */
+    resp_store *responses;          /* stored /v1/responses (memory, and --state-dir files) */
     slm_engine *engine;
     const slm_tokenizer *tok;
     char model_id[256];          /* --alias, or the model file's name */
@@ -176,6 +184,13 @@ cJSON *anthropic_message_json(const job *j);
 void anthropic_sse_start(job *j);
 void anthropic_sse_progress(job *j, size_t upto);
 void anthropic_sse_finish(job *j);
+
+/* oai_responses.c */
+cJSON *responses_json(const job *j);
+char *responses_record(const job *j);
+void responses_sse_start(job *j);
+void responses_sse_progress(job *j, size_t upto);
+void responses_sse_finish(job *j);
 
 /* llamacpp.c */
 cJSON *completion_native_json(const job *j);
