@@ -50,19 +50,25 @@ static bool text_blocks(const cJSON *c, const char *where, char **out, sreq_err 
     if (!cJSON_IsArray(c)) return sreq_fail(e, 400, NULL, "%s must be a string or a list of text blocks", where);
     const cJSON *b;
     size_t k = 0;
+    char *acc = NULL;
     cJSON_ArrayForEach(b, c) {
         const char *type = block_type(b);
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
-        if (!type) return sreq_fail(e, 400, NULL, "%s[%zu] must be a block with a string 'type'", where, k);
-        if (!strcmp(type, "image") || !strcmp(type, "document"))
-            return sreq_fail(e, 400, "unsupported_content", "%s[%zu] is an '%s' block: this server reads text only", where,
-                             k, type);
-        if (strcmp(type, "text") != 0) return sreq_fail(e, 400, NULL, "%s[%zu]: block type '%.40s' is not 'text'", where, k, type);
-        if (!cJSON_IsString(text)) return sreq_fail(e, 400, NULL, "%s[%zu] needs a string 'text'", where, k);
-        if (!join(out, text->valuestring, e)) return false;
+        bool ok = false;
+        if (!type) sreq_fail(e, 400, NULL, "%s[%zu] must be a block with a string 'type'", where, k);
+        else if (!strcmp(type, "image") || !strcmp(type, "document"))
+            sreq_fail(e, 400, "unsupported_content", "%s[%zu] is an '%s' block: this server reads text only", where, k, type);
+        else if (strcmp(type, "text") != 0) sreq_fail(e, 400, NULL, "%s[%zu]: block type '%.40s' is not 'text'", where, k, type);
+        else if (!cJSON_IsString(text)) sreq_fail(e, 400, NULL, "%s[%zu] needs a string 'text'", where, k);
+        else ok = join(&acc, text->valuestring, e);
+        if (!ok) {
+            free(acc);
+            return false;
+        }
         k++;
     }
-    return *out || (*out = dup("")) != NULL || oom(e);
+    *out = acc ? acc : dup("");
+    return *out || oom(e);
 }
 
 /* The tool_use ids of the last assistant message, for checking tool_result blocks. */
@@ -164,6 +170,7 @@ done:
 /* A user message: tool_result blocks become tool messages (each answering a tool_use of the
  * assistant message before), the text blocks one user message after them. */
 static bool read_user(const cJSON *c, const char *where, sreq *r, use_ids *ids, sreq_err *e) {
+    if (cJSON_IsArray(c) && cJSON_GetArraySize(c) == 0) return sreq_fail(e, 400, NULL, "%s: 'content' is an empty list", where);
     if (!cJSON_IsArray(c)) {
         char *text = NULL;
         if (!text_blocks(c, where, &text, e)) return false;

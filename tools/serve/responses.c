@@ -16,6 +16,7 @@
  *   json_schema
  * A stored record (oai_responses.c writes it) is {"response": {...}, "conversation": [{role,
  * content, tool_calls?, tool_call_id?, ids?}]}. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,7 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
         return sreq_fail(e, 400, NULL, "'input' must be a string or a non-empty list of items");
     size_t i = 0;
     cJSON_ArrayForEach(it, input) if (!read_item(it, i++, r, e)) return false;
+    if (r->n_msgs == r->n_input_from) return sreq_fail(e, 400, NULL, "'input' has no message, function_call or output");
     return true;
 }
 
@@ -258,7 +260,9 @@ static bool read_stored(const cJSON *x, sreq_msg *m, sreq_err *e) {
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(x, "tool_calls"), *ids = cJSON_GetObjectItemCaseSensitive(x, "ids");
     const char *call_id = str_field(x, "tool_call_id");
     memset(m, 0, sizeof *m);
-    if (!role || !content) return sreq_fail(e, 500, NULL, "a stored response's conversation is malformed");
+    if (!role || !content ||
+        (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool")))
+        return sreq_fail(e, 500, NULL, "a stored response's conversation is malformed");
     if (!(m->role = dup(role)) || !(m->content = dup(content))) return oom(e);
     if (cJSON_IsArray(calls) && !(m->tool_calls = cJSON_PrintUnformatted(calls))) return oom(e);
     if (call_id && !(m->tool_call_id = dup(call_id))) return oom(e);
@@ -266,7 +270,12 @@ static bool read_stored(const cJSON *x, sreq_msg *m, sreq_err *e) {
         size_t n = (size_t)cJSON_GetArraySize(ids), k = 0;
         if (!(m->ids = malloc(n * sizeof *m->ids))) return oom(e);
         const cJSON *id;
-        cJSON_ArrayForEach(id, ids) m->ids[k++] = (int32_t)cJSON_GetNumberValue(id);
+        cJSON_ArrayForEach(id, ids) {
+            double v = cJSON_GetNumberValue(id);
+            if (!cJSON_IsNumber(id) || !(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v)
+                return sreq_fail(e, 500, NULL, "a stored response's conversation is malformed");
+            m->ids[k++] = (int32_t)v;
+        }
         m->n_ids = n;
     }
     return true;
