@@ -298,7 +298,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
     R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
-    R_RESPONSE_DELETE,
+    R_RESPONSE_DELETE, R_SLOT,
 } route;
 
 static const struct {
@@ -328,6 +328,7 @@ static const struct {
     {"/v1/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
     {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
+    {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
 };
 
 /* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
@@ -401,6 +402,16 @@ static enum MHD_Result handle_response_id(serve_ctx *s, struct MHD_Connection *c
     cJSON_Delete(rec);
     if (!resp) return send_error(s, conn, 404, "response_not_found", "no stored response '%.80s'", id);
     return send_json(s, conn, 200, resp, false);
+}
+
+/* POST /slots/{id}?action=save|restore|erase (llamacpp.c util_slot). */
+static enum MHD_Result handle_slot(serve_ctx *s, struct MHD_Connection *conn, req *r, const char *id) {
+    sreq_err e = {0};
+    const char *action = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "action");
+    cJSON *out = NULL, *root = r->body.n ? sreq_parse_json(r->body.p, r->body.n, &e) : cJSON_CreateObject();
+    bool ok = root && util_slot(s, id, action, root, &out, &e);
+    cJSON_Delete(root);
+    return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
 }
 
 typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
@@ -533,6 +544,7 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_COUNT_TOKENS: return handle_count_tokens(s, conn, r);
     case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
     case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r);
+    case R_SLOT: return handle_slot(s, conn, r, url + strlen("/slots/"));
     case R_RESPONSE_GET:
     case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);
     case R_HEALTH: break;

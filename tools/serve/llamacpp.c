@@ -1,9 +1,10 @@
 /* llamacpp.c — llama-server's own shapes (tools/server/README.md of the llama.cpp statelm is
  * measured against): POST /completion's answer and stream, and the utility endpoints /tokenize,
- * /detokenize, /apply-template, /props. */
+ * /detokenize, /apply-template, /props, /slots/{id}. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "serve.h"
 
@@ -255,4 +256,53 @@ cJSON *util_props(const serve_ctx *s) {
     cJSON_AddStringToObject(root, "build_info", "statelm");
     cJSON_AddBoolToObject(root, "is_sleeping", false);
     return root;
+}
+
+/* POST /slots/{id}?action=save|restore|erase {filename}: the slot's session saved to, or
+ * restored from, --state-dir/filename (slm_session_save's file: model fingerprint, context, states
+ * and history, checksummed), or erased. A restored slot holds the saved history: the next request
+ * that shares it continues from the restored state. */
+bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e) {
+    char *end = NULL;
+    long id = strtol(id_text, &end, 10);
+    if (!id_text[0] || *end || id < 0 || id >= s->o.parallel)
+        return sreq_fail(e, 400, NULL, "slot '%.20s' is not a slot id in [0, %d)", id_text, s->o.parallel);
+    slm_engine_slot_action act;
+    if (action && !strcmp(action, "save")) act = SLM_ENGINE_SLOT_SAVE;
+    else if (action && !strcmp(action, "restore")) act = SLM_ENGINE_SLOT_RESTORE;
+    else if (action && !strcmp(action, "erase")) act = SLM_ENGINE_SLOT_ERASE;
+    else return sreq_fail(e, 400, NULL, "'action' must be save, restore or erase");
+    char path[4096] = "";
+    const char *filename = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "filename"));
+    if (act != SLM_ENGINE_SLOT_ERASE) {
+        if (!s->o.state_dir) return sreq_fail(e, 400, NULL, "slot files need --state-dir (where they are kept)");
+        size_t n_name = filename ? strlen(filename) : 0;
+        if (!n_name || n_name > 200 || strchr(filename, '/') || filename[0] == '.' || !strncmp(filename, "resp-", 5) ||
+            (n_name >= 9 && !strcmp(filename + n_name - 9, ".slmstate")))
+            return sreq_fail(e, 400, NULL, "'filename' must be a file name (no '/', not starting with '.' or 'resp-', "
+                                           "not ending in '.slmstate': the server's own files)");
+        snprintf(path, sizeof path, "%s/%s", s->o.state_dir, filename);
+    }
+    size_t n = 0;
+    char err[256] = "";
+    double t0 = now_s();
+    slm_status st = slm_engine_slot(s->engine, (int32_t)id, act, path, &n, err, sizeof err);
+    double ms = (now_s() - t0) * 1e3;
+    if (st != SLM_OK)
+        return sreq_fail(e, st == SLM_ERR_NOMEM ? 500 : st == SLM_ERR_IO && act == SLM_ENGINE_SLOT_RESTORE ? 404 : 400, NULL,
+                         "slot %ld %s: %s (%s)", id, action, err[0] ? err : "failed", slm_status_name(st));
+    *out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(*out, "id_slot", (double)id);
+    if (act == SLM_ENGINE_SLOT_ERASE) {
+        cJSON_AddNumberToObject(*out, "n_erased", (double)n);
+        return true;
+    }
+    struct stat sb;
+    double bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0.0;
+    cJSON_AddStringToObject(*out, "filename", filename);
+    cJSON_AddNumberToObject(*out, act == SLM_ENGINE_SLOT_SAVE ? "n_saved" : "n_restored", (double)n);
+    cJSON_AddNumberToObject(*out, act == SLM_ENGINE_SLOT_SAVE ? "n_written" : "n_read", bytes);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(*out, "timings"), act == SLM_ENGINE_SLOT_SAVE ? "save_ms" : "restore_ms",
+                            ms);
+    return true;
 }

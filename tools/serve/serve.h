@@ -10,7 +10,7 @@
  *   oai_responses.c  the OpenAI Responses shapes: response, stream events, the stored record
  *             (resp_store.c keeps records in memory and --state-dir files);
  *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
- *             /apply-template, /props;
+ *             /apply-template, /props, /slots/{id} (save, restore, erase);
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
  *   main.c    the command: options, start and shutdown;
  *   embed.c   POST /v1/embeddings (--embeddings) on a session of its own, outside the engine.
@@ -200,6 +200,7 @@ bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err 
 bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
 bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
 cJSON *util_props(const serve_ctx *s);
+bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
 
 /* http.c */
 /* cls: the serve_ctx */
