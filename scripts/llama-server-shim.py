@@ -66,6 +66,9 @@ def main(argv):
             out += ["--chat-template", names[chat_template]]
         else:
             dropped.append(f"--chat-template {chat_template}")
+    if "-c" in out:  # llama-server's context is shared by its slots; statelm's -c is each slot's
+        k, slots = out.index("-c"), int(out[out.index("--parallel") + 1]) if "--parallel" in out else 1
+        out[k + 1] = str(max(int(out[k + 1]) // slots, 2))
     if "--pooling" in out and "--embeddings" not in out:
         k = out.index("--pooling")
         dropped.append(f"--pooling {out[k + 1]} (without --embedding)")

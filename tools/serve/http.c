@@ -298,7 +298,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
     R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
-    R_RESPONSE_DELETE, R_SLOT,
+    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS,
 } route;
 
 static const struct {
@@ -312,6 +312,8 @@ static const struct {
     {"/models", "GET", R_MODELS},
     {"/v1/chat/completions", "POST", R_CHAT},
     {"/chat/completions", "POST", R_CHAT},
+    {"/v1/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
+    {"/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
     {"/v1/completions", "POST", R_COMPLETIONS},
     {"/completions", "POST", R_COMPLETIONS},
     {"/completion", "POST", R_COMPLETION},
@@ -356,27 +358,16 @@ static bool authorized(const serve_ctx *s, struct MHD_Connection *conn) {
     return x && !strcmp(x, s->o.api_key);
 }
 
-/* POST /v1/messages/count_tokens: {"input_tokens": n}, the prompt a /v1/messages request with
- * this body would prefill. */
-static enum MHD_Result handle_count_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r) {
+/* The prompt tokens a request with this body would prefill: POST /v1/messages/count_tokens
+ * {"input_tokens"}, /v1/responses/input_tokens {"object": "response.input_tokens",
+ * "input_tokens"}, /chat/completions/input_tokens (llama-server's) {"input_tokens"}. */
+static enum MHD_Result handle_input_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r, map_fn map,
+                                           serve_api api) {
     sreq_err e = {0};
-    job *j = make_job(s, r, sreq_from_messages_count, &e);
-    if (!j) return send_err(s, conn, SAPI_MESSAGES, &e);
+    job *j = make_job(s, r, map, &e);
+    if (!j) return send_err(s, conn, api, &e);
     cJSON *out = cJSON_CreateObject();
-    cJSON_AddNumberToObject(out, "input_tokens", (double)j->p.n_ids);
-    pthread_mutex_lock(&s->mu);
-    job_unref_locked(j);
-    pthread_mutex_unlock(&s->mu);
-    return send_json(s, conn, 200, out, false);
-}
-
-/* POST /v1/responses/input_tokens: the prompt tokens a /v1/responses request would prefill. */
-static enum MHD_Result handle_input_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r) {
-    sreq_err e = {0};
-    job *j = make_job(s, r, sreq_from_responses, &e);
-    if (!j) return send_err(s, conn, SAPI_RESPONSES, &e);
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "object", "response.input_tokens");
+    if (api == SAPI_RESPONSES) cJSON_AddStringToObject(out, "object", "response.input_tokens");
     cJSON_AddNumberToObject(out, "input_tokens", (double)j->p.n_ids);
     pthread_mutex_lock(&s->mu);
     job_unref_locked(j);
@@ -541,9 +532,10 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
     case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
     case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
-    case R_COUNT_TOKENS: return handle_count_tokens(s, conn, r);
+    case R_COUNT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_messages_count, SAPI_MESSAGES);
+    case R_CHAT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_chat, SAPI_CHAT);
     case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
-    case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r);
+    case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_responses, SAPI_RESPONSES);
     case R_SLOT: return handle_slot(s, conn, r, url + strlen("/slots/"));
     case R_RESPONSE_GET:
     case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);

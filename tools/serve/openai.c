@@ -12,9 +12,11 @@
 
 #include "serve.h"
 
-/* An OpenAI error object: type from the HTTP status; code as given, or the status's own. */
+/* An OpenAI error object: type from the HTTP status (a context overflow: llama-server's
+ * exceed_context_size_error); code as given, or the status's own. */
 cJSON *error_json(const char *msg, unsigned status, const char *code) {
-    const char *type = status == 401 ? "authentication_error"
+    const char *type = code && !strcmp(code, "context_length_exceeded") ? "exceed_context_size_error"
+                       : status == 401 ? "authentication_error"
                        : status == 404 ? "not_found_error"
                        : status == 503 ? "server_overloaded"
                        : status >= 500 ? "server_error"
@@ -155,6 +157,7 @@ static cJSON *response_head(const job *j, const char *object) {
     cJSON_AddStringToObject(root, "object", object);
     cJSON_AddNumberToObject(root, "created", (double)j->created);
     cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "system_fingerprint", "b0-statelm"); /* llama-server's start with "b" (its build) */
     return root;
 }
 
@@ -276,6 +279,13 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
         finish = NULL; /* the calls and the finish reason follow this chunk (sse_tool_progress) */
     }
     if (upto < c->n_sent) upto = c->n_sent;
+    if (is_chat(j) && !c->role_sent) { /* a first chunk with the role alone, content null (llama-server's) */
+        cJSON *role = cJSON_CreateObject();
+        cJSON_AddStringToObject(role, "role", "assistant");
+        cJSON_AddNullToObject(role, "content");
+        sse_delta(j, ci, role, NULL);
+        c->role_sent = true;
+    }
     bool has_text = upto > c->n_sent, has_lp = j->r.logprobs && c->n_lps_sent < c->n_tokens;
     if (!has_text && !has_lp && !finish && c->role_sent) {
         if (j->p.tools.parse) sse_tool_progress(j, ci, parts.c0);
@@ -285,7 +295,6 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
     cJSON_AddNumberToObject(ch, "index", ci);
     if (is_chat(j)) {
         cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-        if (!c->role_sent) cJSON_AddStringToObject(delta, "role", "assistant");
         size_t r_from = c->n_sent > parts.r0 ? c->n_sent : parts.r0, r_to = upto < parts.r1 ? upto : parts.r1;
         if (r_to > r_from) {
             char *r = text_span(c, r_from, r_to);
@@ -293,7 +302,7 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
             free(r);
         }
         size_t c_from = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
-        if (upto > c_from || !c->role_sent) {
+        if (upto > c_from) {
             char *text = text_span(c, upto > c_from ? c_from : upto, upto);
             cJSON_AddStringToObject(delta, "content", text ? text : "");
             free(text);
