@@ -16,6 +16,7 @@ docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
   true and timings, no [DONE]; the streamed text equals the whole answer;
 - /tokenize with and without pieces: the pieces' bytes (string or byte list) spell the content;
   add_special adds BOS; /detokenize gives the content back;
+- reasoning_format per request: none keeps a <think> part in the content, the default splits it;
 - timings in chat answers; a context overflow's error carries n_prompt_tokens and n_ctx;
 - /props: total_slots, n_ctx, the sampling defaults, the chat template;
 - bad input: a 4xx with a message on each new endpoint.
@@ -100,6 +101,18 @@ try:
     s2, nc = post("/completion", {"prompt": want, "n_predict": 12, "temperature": 0})
     check(s == 200 and s2 == 200 and pc["choices"][0]["message"]["content"] == nc["content"],
           f"a prefilled chat continues the text: {pc['choices'][0]['message']} vs {nc.get('content')!r}")
+
+    # ---- reasoning_format per request (the server's default: deepseek) ----
+    think = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "temperature": 0,
+             "grammar": 'root ::= "<think>" "ab" "</think>" "cd"'}
+    s, d = post("/v1/chat/completions", think)
+    s2, n = post("/v1/chat/completions", {**think, "reasoning_format": "none"})
+    check(s == 200 and d["choices"][0]["message"].get("reasoning_content") == "ab" and
+          d["choices"][0]["message"]["content"] == "cd", f"deepseek split: {d}")
+    check(s2 == 200 and n["choices"][0]["message"]["content"] == "<think>ab</think>cd" and
+          "reasoning_content" not in n["choices"][0]["message"], f"reasoning_format none: {n}")
+    s, e = post("/v1/chat/completions", {**think, "reasoning_format": "sometimes"})
+    check(s == 400 and "'reasoning_format'" in e["error"]["message"], f"a bad reasoning_format: {s} {e}")
 
     # ---- /completion ----
     s, c = post("/completion", {"prompt": "one two three", "n_predict": 5, "temperature": 0, "n_probs": 3,

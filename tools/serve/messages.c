@@ -303,6 +303,7 @@ static bool map_messages(const cJSON *root, const slm_sampler_params *defaults, 
     if (!sreq_read_sampling(root, r, e)) return false;
     if (!sreq_read_bool(root, "stream", &r->stream, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop_sequences"), "stop_sequences", r, e)) return false;
+    if (!sreq_read_reasoning_format(root, r, e)) return false;
     const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(root, "thinking");
     if (thinking && !cJSON_IsNull(thinking)) {
         const char *type = block_type(thinking);

@@ -174,7 +174,8 @@ answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
     static const char open[] = "<think>", close[] = "</think>";
     const size_t n_open = sizeof open - 1, n_close = sizeof close - 1;
     answer_parts p = {0, 0, 0, n};
-    if (!serve_api_is_chat(j->r.api) || j->srv->o.reasoning_none) return p;
+    bool none = j->r.reasoning_format ? j->r.reasoning_format == 1 : j->srv->o.reasoning_none;
+    if (!serve_api_is_chat(j->r.api) || none) return p;
     size_t i = 0;
     while (i < n && is_space(t[i])) i++;
     if (n - i < n_open) { /* too short to hold "<think>": may yet become it */

@@ -185,6 +185,16 @@ bool sreq_read_stops(const cJSON *f, const char *name, sreq *r, sreq_err *e) {
     return true;
 }
 
+bool sreq_read_reasoning_format(const cJSON *root, sreq *r, sreq_err *e) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "reasoning_format");
+    if (!f || cJSON_IsNull(f)) return true;
+    const char *v = cJSON_GetStringValue(f);
+    if (v && !strcmp(v, "none")) r->reasoning_format = 1;
+    else if (v && (!strcmp(v, "deepseek") || !strcmp(v, "auto") || !strcmp(v, "deepseek-legacy"))) r->reasoning_format = 2;
+    else return sreq_fail(e, 400, NULL, "'reasoning_format' must be \"none\", \"deepseek\" or \"auto\"");
+    return true;
+}
+
 /* max_tokens / max_completion_tokens / n_predict: absent, or -1 for n_predict, is the server's
  * limit. */
 static bool read_max_tokens(const cJSON *root, const char *const *names, size_t n_names, sreq *r, sreq_err *e) {
@@ -367,6 +377,7 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     r->include_usage = so && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     if (!sreq_read_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop"), "stop", r, e)) return false;
+    if (!sreq_read_reasoning_format(root, r, e)) return false;
     return read_constraint(root, r, e);
 }
 

@@ -76,6 +76,9 @@ typedef struct sreq {
     char *tools;
     sreq_tool_mode tool_mode;
     char *tool_name;
+    /* reasoning_format of this request: 0 the server's (--reasoning-format), 1 none (a <think> part
+     * stays in the content), 2 deepseek (split into reasoning) */
+    int32_t reasoning_format;
     /* llama.cpp's native /completion */
     bool cache_prompt;  /* accepted; statelm always reuses prefixes (--no-prefix-reuse turns it off) */
     bool return_tokens; /* "tokens" in the answer */
@@ -134,6 +137,8 @@ bool sreq_num(const cJSON *root, const char *name, double lo, double hi, bool in
 bool sreq_read_sampling(const cJSON *root, sreq *r, sreq_err *e);
 bool sreq_read_stops(const cJSON *f, const char *name, sreq *r, sreq_err *e);
 bool sreq_read_bool(const cJSON *root, const char *name, bool *out, sreq_err *e);
+/* "reasoning_format" (llama-server's per-request field): none, deepseek, auto (= deepseek). */
+bool sreq_read_reasoning_format(const cJSON *root, sreq *r, sreq_err *e);
 /* A content value (string, null, or a list of parts) as text; image parts refused by name.
  * where: "messages[3]" for messages. *out malloc'd ("" for null). */
 bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e);

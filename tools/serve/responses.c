@@ -213,6 +213,7 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
     if (!sreq_read_bool(root, "stream", &r->stream, e) || !sreq_read_bool(root, "store", &r->store, e)) return false;
     bool parallel = true;
     if (!sreq_read_bool(root, "parallel_tool_calls", &parallel, e)) return false;
+    if (!sreq_read_reasoning_format(root, r, e)) return false;
     const cJSON *prev = cJSON_GetObjectItemCaseSensitive(root, "previous_response_id");
     if (prev && !cJSON_IsNull(prev)) {
         if (!cJSON_IsString(prev)) return sreq_fail(e, 400, NULL, "'previous_response_id' must be a string");
