@@ -21,12 +21,12 @@ RENAMED = {
     "--temp": "--temp", "--top-k": "--top-k", "--top-p": "--top-p", "--min-p": "--min-p",
     "--repeat-penalty": "--repeat-penalty", "--repeat-last-n": "--repeat-last-n", "--pooling": "--pooling",
     "--slot-save-path": "--state-dir",
-    "--reasoning-format": "--reasoning-format", "--cors-origins": "--cors", "--model-draft": "--draft-model",
+    "--reasoning-format": "--reasoning-format", "--seed": "--seed", "-s": "--seed", "--cors-origins": "--cors", "--model-draft": "--draft-model",
 }
 SWITCHES = {"--embedding": "--embeddings", "--embeddings": "--embeddings"}
 MODEL_FLAGS = {"--model", "-m", "--hf-repo", "-hfr", "--hf-file", "-hff", "--model-url", "-mu"}
 # dropped, with a value
-DROPPED_WITH_VALUE = {"--seed", "-s", "--batch-size", "-b", "--ubatch-size", "-ub", "--n-gpu-layers", "-ngl", "-ctk",
+DROPPED_WITH_VALUE = {"--batch-size", "-b", "--ubatch-size", "-ub", "--n-gpu-layers", "-ngl", "-ctk",
                       "-ctv", "-fa", "--grp-attn-n", "--grp-attn-w", "--chat-template-file", "--lora", "--tags",
                       "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--cache-ram",
                       "--sleep-idle-seconds", "--reasoning", "--media-path", "--mmproj-url", "--models-dir",

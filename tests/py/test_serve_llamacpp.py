@@ -37,7 +37,7 @@ from serve_harness import check, failures  # noqa: E402
 
 MODEL = data / "tiny" / "qwen3" / "qwen3-f32.gguf"
 srv = serve_harness.Server(statelm, MODEL, "--chat-template", "chatml", "-c", "256", "--parallel", "2",
-                           "--api-key", "x", key="x", timeout=120)
+                           "--api-key", "x", "--seed", "7", key="x", timeout=120)
 
 
 def post(path, body, **kw):
@@ -135,6 +135,23 @@ try:
     check(events and events[-1]["stop"] is True and "timings" in events[-1] and
           all(e["stop"] is False for e in events[:-1]), f"stream: stop false then true: {body[-300:]}")
     check("".join(e["content"] for e in events) == c["content"], "streamed text = the whole answer")
+    check(c["generation_settings"]["n_predict"] == 5 and c["generation_settings"]["n_probs"] == 3 and
+          isinstance(c["prompt"], str) and c["prompt"].endswith("one two three"), f"generation_settings, prompt: {c}")
+    s, rf = post("/completion", {"prompt": {"prompt_string": "one two three"}, "n_predict": 5, "temperature": 0,
+                                 "ignore_eos": True, "response_fields": ["content", "generation_settings/n_predict"]})
+    check(s == 200 and rf == {"content": c["content"], "generation_settings/n_predict": 5}, f"response_fields: {rf}")
+    # --seed: requests without a seed sample alike
+    hot = {"prompt": "one two", "n_predict": 8, "temperature": 1.0, "ignore_eos": True}
+    check(post("/completion", hot)[1]["content"] == post("/completion", hot)[1]["content"], "--seed: the same sample")
+    # a text logit_bias bans the text's tokens (llama-server's list form and text keys)
+    s, plain = post("/completion", {"prompt": "one two three", "n_predict": 6, "temperature": 0, "ignore_eos": True,
+                                    "return_tokens": True})
+    first = plain["tokens"][0]
+    s, piece = post("/detokenize", {"tokens": [first]})
+    for lb in ([[piece["content"], False]], {piece["content"]: -100}, [[first, -100]]):
+        s, b = post("/completion", {"prompt": "one two three", "n_predict": 6, "temperature": 0, "ignore_eos": True,
+                                    "return_tokens": True, "logit_bias": lb})
+        check(s == 200 and first not in b["tokens"], f"logit_bias {lb}: {s} {b.get('tokens')}")
     s, c0 = post("/completion", {"prompt": "one", "n_predict": -1, "temperature": 0, "stop": ["\n"]})
     check(s == 200 and c0["stop_type"] in ("eos", "word", "limit"), f"n_predict -1: {s}")
 

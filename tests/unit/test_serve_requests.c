@@ -137,7 +137,29 @@ static void test_completions(void **state) {
     assert_int_equal(r.prompt_ids[2], 3);
     sreq_free(&r);
     refused(sreq_from_completions, "{\"prompt\":[1,-2]}", "prompt[1]");
-    refused(sreq_from_completions, "{\"prompt\":{}}", "'prompt' must be");
+    refused(sreq_from_completions, "{\"prompt\":7}", "'prompt' must be");
+    refused(sreq_from_completions, "{\"prompt\":{}}", "'prompt_string'");
+    refused(sreq_from_completion, "{\"prompt\":{\"prompt_string\":\"x\",\"multimodal_data\":[\"AA==\"]}}", "'multimodal_data'");
+    assert_true(map(sreq_from_completion, "{\"prompt\":{\"prompt_string\":\"hi\"},\"response_fields\":[\"content\"]}", &r, &e));
+    assert_string_equal(r.prompt_text, "hi");
+    assert_string_equal(r.response_fields, "[\"content\"]");
+    sreq_free(&r);
+    /* llama-server's logit_bias forms: [[id or text, bias]], and text keys of the object form */
+    assert_true(map(sreq_from_completion, "{\"prompt\":\"x\",\"logit_bias\":[[5,-1],[\" the \",false],[\"7\",2]]}", &r, &e));
+    assert_int_equal(r.sp.n_logit_bias, 2);
+    assert_int_equal(r.sp.logit_bias[0].token, 5);
+    assert_int_equal(r.sp.logit_bias[1].token, 7);
+    assert_int_equal(r.n_bias_text, 1);
+    assert_string_equal(r.bias_text[0].text, " the ");
+    assert_true(r.bias_text[0].bias < -1e30f);
+    sreq_free(&r);
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"hello\":-100,\"3\":1}}",
+                    &r, &e));
+    assert_int_equal(r.sp.n_logit_bias, 1);
+    assert_int_equal(r.n_bias_text, 1);
+    sreq_free(&r);
+    refused(sreq_from_completion, "{\"prompt\":\"x\",\"logit_bias\":[[1]]}", "[token id or text, bias]");
+    refused(sreq_from_completion, "{\"prompt\":\"x\",\"logit_bias\":[[1.5,1]]}", "not a token id");
     /* llama.cpp's /completion: n_predict -1 is the limit, n_probs are the top alternatives */
     assert_true(map(sreq_from_completion, "{\"prompt\":\"hi\",\"n_predict\":-1,\"n_probs\":3,\"cache_prompt\":false,"
                                           "\"return_tokens\":true,\"seed\":-1}", &r, &e));

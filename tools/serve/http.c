@@ -146,7 +146,7 @@ static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
         pthread_mutex_unlock(&s->mu);
         return NULL;
     }
-    if (!j->r.seed_given) j->r.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
+    if (!j->r.seed_given && !s->o.seed_set) j->r.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
     j->max_tokens = j->r.max_tokens > 0 && j->r.max_tokens < s->o.max_tokens ? j->r.max_tokens : s->o.max_tokens;
     return j;
 }
@@ -179,6 +179,10 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     q.ids = j->p.ids;
     q.n_ids = j->p.n_ids;
     q.sampler = j->r.sp;
+    if (j->p.bias) { /* the request's text biases resolved to tokens, with its id biases */
+        q.sampler.logit_bias = j->p.bias;
+        q.sampler.n_logit_bias = j->p.n_bias;
+    }
     q.grammar = j->p.grammar;
     q.max_tokens = j->max_tokens;
     q.n = j->r.n;

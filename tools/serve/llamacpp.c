@@ -43,6 +43,57 @@ static const char *stop_type(const job *j) {
     return job_stop_word(j, 0) ? "word" : "eos";
 }
 
+/* The prompt's ids as text, control tokens written out (llama-server's "prompt"); caller frees. */
+static char *prompt_text(const job *j) {
+    size_t need = 0;
+    slm_tokenizer_decode(j->srv->tok, j->p.ids, j->p.n_ids, true, NULL, 0, &need);
+    char *t = malloc(need + 1), *clean = NULL;
+    if (t && slm_tokenizer_decode(j->srv->tok, j->p.ids, j->p.n_ids, true, t, need, &need) == SLM_OK) {
+        t[need] = '\0';
+        clean = cli_utf8_sanitize(t);
+    }
+    free(t);
+    return clean;
+}
+
+static cJSON *generation_settings(const job *j) {
+    const slm_sampler_params *sp = &j->r.sp;
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "n_predict", j->r.max_tokens > 0 ? j->r.max_tokens : -1);
+    cJSON_AddNumberToObject(g, "seed", (double)sp->seed);
+    cJSON_AddNumberToObject(g, "temperature", (double)sp->temperature);
+    cJSON_AddNumberToObject(g, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(g, "top_p", (double)sp->top_p);
+    cJSON_AddNumberToObject(g, "min_p", (double)sp->min_p);
+    cJSON_AddNumberToObject(g, "repeat_last_n", sp->repeat_last_n);
+    cJSON_AddNumberToObject(g, "repeat_penalty", (double)sp->repeat_penalty);
+    cJSON_AddNumberToObject(g, "presence_penalty", (double)sp->presence_penalty);
+    cJSON_AddNumberToObject(g, "frequency_penalty", (double)sp->frequency_penalty);
+    cJSON_AddBoolToObject(g, "ignore_eos", j->r.ignore_eos);
+    cJSON_AddNumberToObject(g, "n_probs", j->r.top_logprobs);
+    cJSON *stops = cJSON_AddArrayToObject(g, "stop");
+    for (int32_t i = 0; i < j->r.n_stops; i++) cJSON_AddItemToArray(stops, cJSON_CreateString(j->r.stops[i]));
+    return g;
+}
+
+/* llama-server's response_fields: {"a/b": root.a.b, ...} for the paths that exist (root taken over). */
+static cJSON *pick_fields(cJSON *root, const char *fields) {
+    cJSON *list = cJSON_Parse(fields), *out = cJSON_CreateObject(), *f;
+    cJSON_ArrayForEach(f, list) {
+        const cJSON *v = root;
+        char path[256];
+        snprintf(path, sizeof path, "%s", f->valuestring);
+        for (char *part = path, *slash; v && part; part = slash ? slash + 1 : NULL) {
+            if ((slash = strchr(part, '/'))) *slash = '\0';
+            v = cJSON_GetObjectItemCaseSensitive(v, part);
+        }
+        if (v) cJSON_AddItemToObject(out, f->valuestring, cJSON_Duplicate(v, true));
+    }
+    cJSON_Delete(list);
+    cJSON_Delete(root);
+    return out;
+}
+
 cJSON *completion_native_json(const job *j) {
     const choice *c = &j->choices[0];
     cJSON *root = cJSON_CreateObject();
@@ -57,6 +108,10 @@ cJSON *completion_native_json(const job *j) {
     cJSON_AddStringToObject(root, "model", j->srv->model_id);
     cJSON_AddNumberToObject(root, "tokens_predicted", (double)n_generated(j));
     cJSON_AddNumberToObject(root, "tokens_evaluated", (double)j->p.n_ids);
+    cJSON_AddItemToObject(root, "generation_settings", generation_settings(j));
+    char *prompt = prompt_text(j);
+    cJSON_AddStringToObject(root, "prompt", prompt ? prompt : "");
+    free(prompt);
     cJSON_AddBoolToObject(root, "has_new_line", text && strchr(text, '\n'));
     cJSON_AddBoolToObject(root, "truncated", false);
     cJSON_AddStringToObject(root, "stop_type", stop_type(j));
@@ -66,7 +121,7 @@ cJSON *completion_native_json(const job *j) {
     cJSON_AddItemToObject(root, "timings", timings_json(j));
     if (j->r.logprobs) cJSON_AddItemToObject(root, "completion_probabilities", probs_json(j, c, 0, c->n_tokens));
     free(text);
-    return root;
+    return j->r.response_fields ? pick_fields(root, j->r.response_fields) : root;
 }
 
 /* A stream event: the new text [n_sent, upto) and probabilities. Under srv->mu. */

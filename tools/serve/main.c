@@ -52,6 +52,7 @@ static void usage_serve(void) {
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
+         "  --seed N (random per request; given, every request without a seed samples with N)\n"
          "SIGINT or SIGTERM stops it: requests in flight end with an error (code server_shutting_down).\n"
          "Request fields, errors and limits: docs/serve.md.");
 }
@@ -125,6 +126,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             if (strcmp(v, "none") != 0 && strcmp(v, "deepseek") != 0)
                 return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
             o->reasoning_none = !strcmp(v, "none");
+        }
+        else if (!strcmp(a, "--seed")) {
+            if (!cli_parse_i64(a, v, -1, INT64_MAX, &iv)) return 2;
+            o->seed_set = iv >= 0; /* -1: random, as llama-server's */
+            o->sampling.seed = (uint64_t)(iv >= 0 ? iv : 0);
         }
         else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;

@@ -12,6 +12,7 @@ void sprompt_free(sprompt *p) {
     free(p->ids);
     slm_grammar_destroy(p->grammar);
     tools_req_free(&p->tools);
+    free(p->bias);
     memset(p, 0, sizeof *p);
 }
 
@@ -81,10 +82,35 @@ done:
     return ok;
 }
 
+/* The request's id biases and the tokens of its text biases, into p->bias. */
+static bool resolve_text_biases(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    if (r->n_bias_text == 0) return true;
+    size_t cap = (size_t)r->sp.n_logit_bias, n = (size_t)r->sp.n_logit_bias;
+    for (int32_t i = 0; i < r->n_bias_text; i++) cap += strlen(r->bias_text[i].text) + 16;
+    if (!(p->bias = malloc(cap * sizeof *p->bias))) return sreq_fail(e, 500, NULL, "out of memory");
+    if (n) memcpy(p->bias, r->sp.logit_bias, n * sizeof *p->bias);
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return sreq_fail(e, 500, NULL, "out of memory");
+    for (int32_t i = 0; i < r->n_bias_text; i++) {
+        size_t k = 0;
+        const char *t = r->bias_text[i].text;
+        slm_status st = slm_tokenizer_encode(mv->tok, t, strlen(t), 0, ids, cap, &k);
+        if (st != SLM_OK) {
+            free(ids);
+            return sreq_fail(e, 400, NULL, "logit_bias: cannot tokenize '%.40s' (%s)", t, slm_status_name(st));
+        }
+        for (size_t m = 0; m < k; m++) p->bias[n++] = (slm_logit_bias){ids[m], r->bias_text[i].bias};
+    }
+    free(ids);
+    p->n_bias = (int32_t)n;
+    return true;
+}
+
 bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
     memset(p, 0, sizeof *p);
     char err[384] = "";
     slm_status st = SLM_OK;
+    if (!resolve_text_biases(r, mv, p, e)) goto fail;
     if (r->grammar) st = slm_grammar_create(r->grammar, strlen(r->grammar), NULL, &p->grammar, err, sizeof err);
     else if (r->schema) st = slm_grammar_from_json_schema(r->schema, strlen(r->schema), &p->grammar, err, sizeof err);
     if (st != SLM_OK) {

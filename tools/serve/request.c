@@ -22,6 +22,9 @@ void sreq_free(sreq *r) {
     free(r->prompt_text);
     free(r->prompt_ids);
     free((void *)(uintptr_t)r->sp.logit_bias);
+    for (int32_t i = 0; i < r->n_bias_text; i++) free(r->bias_text[i].text);
+    free(r->bias_text);
+    free(r->response_fields);
     for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->grammar);
     free(r->schema);
@@ -100,11 +103,51 @@ bool sreq_read_bool(const cJSON *root, const char *name, bool *out, sreq_err *e)
     return true;
 }
 
-/* "logit_bias": {"token id": bias, ...} (OpenAI; a bias <= -100 or false bans the token, as -100
- * does there). Ids are range-checked by sreq_validate. */
+/* A bias value: a number in [-100, 100] (-100 or less bans, as OpenAI's -100) or false (bans). */
+static bool bias_value(const cJSON *x, float *out) {
+    if (cJSON_IsFalse(x)) *out = -INFINITY;
+    else if (cJSON_IsNumber(x) && x->valuedouble >= -100 && x->valuedouble <= 100)
+        *out = x->valuedouble <= -100 ? -INFINITY : (float)x->valuedouble;
+    else return false;
+    return true;
+}
+
+/* One entry: key a token id (a number or a decimal string) or, when text_ok, any other string (a
+ * bias on each token of that text, llama-server's). */
+static bool add_bias(sreq *r, slm_logit_bias *v, const cJSON *key_num, const char *key, const cJSON *val, sreq_err *e) {
+    float bias;
+    char name[48];
+    snprintf(name, sizeof name, "%.40s", key ? key : "");
+    if (!bias_value(val, &bias))
+        return sreq_fail(e, 400, NULL, "logit_bias['%s'] must be a number in [-100, 100] or false", name);
+    long id = -1;
+    if (key_num) {
+        if (key_num->valuedouble != floor(key_num->valuedouble) || key_num->valuedouble < 0 || key_num->valuedouble > INT32_MAX)
+            return sreq_fail(e, 400, NULL, "logit_bias: %g is not a token id", key_num->valuedouble);
+        id = (long)key_num->valuedouble;
+    } else {
+        char *end = NULL;
+        id = key[0] ? strtol(key, &end, 10) : -1;
+        if (!key[0] || *end || id < 0 || id > INT32_MAX) { /* text */
+            sreq_text_bias *tv = realloc(r->bias_text, (size_t)(r->n_bias_text + 1) * sizeof *tv);
+            if (!tv) return oom(e);
+            r->bias_text = tv;
+            if (!(tv[r->n_bias_text].text = dup(key))) return oom(e);
+            tv[r->n_bias_text++].bias = bias;
+            return true;
+        }
+    }
+    v[r->sp.n_logit_bias++] = (slm_logit_bias){(int32_t)id, bias};
+    return true;
+}
+
+/* "logit_bias": OpenAI's {"token id": bias} or llama-server's [[token id or text, bias], ...];
+ * keys that are not token ids are texts whose tokens get the bias (render resolves them). Ids are
+ * range-checked by sreq_validate. */
 static bool read_logit_bias(const cJSON *f, sreq *r, sreq_err *e) {
     if (!f || cJSON_IsNull(f)) return true;
-    if (!cJSON_IsObject(f)) return sreq_fail(e, 400, NULL, "'logit_bias' must be an object of token ids to biases");
+    if (!cJSON_IsObject(f) && !cJSON_IsArray(f))
+        return sreq_fail(e, 400, NULL, "'logit_bias' must be an object of token ids to biases or a list of [token, bias]");
     int32_t n = cJSON_GetArraySize(f);
     if (n > SREQ_MAX_LOGIT_BIAS) return sreq_fail(e, 400, NULL, "'logit_bias' takes at most %d entries", SREQ_MAX_LOGIT_BIAS);
     if (n == 0) return true;
@@ -112,19 +155,15 @@ static bool read_logit_bias(const cJSON *f, sreq *r, sreq_err *e) {
     if (!v) return oom(e);
     r->sp.logit_bias = v;
     const cJSON *x;
-    int32_t i = 0;
     cJSON_ArrayForEach(x, f) {
-        char *end = NULL;
-        long id = strtol(x->string, &end, 10);
-        if (!x->string[0] || *end || id < 0 || id > INT32_MAX)
-            return sreq_fail(e, 400, NULL, "logit_bias: '%.40s' is not a token id", x->string);
-        float bias;
-        if (cJSON_IsFalse(x)) bias = -INFINITY;
-        else if (cJSON_IsNumber(x) && x->valuedouble >= -100 && x->valuedouble <= 100)
-            bias = x->valuedouble <= -100 ? -INFINITY : (float)x->valuedouble;
-        else return sreq_fail(e, 400, NULL, "logit_bias['%.40s'] must be a number in [-100, 100] or false", x->string);
-        v[i++] = (slm_logit_bias){(int32_t)id, bias};
-        r->sp.n_logit_bias = i;
+        if (cJSON_IsObject(f)) {
+            if (!add_bias(r, v, NULL, x->string, x, e)) return false;
+            continue;
+        }
+        const cJSON *k = cJSON_GetArrayItem(x, 0), *b = cJSON_GetArrayItem(x, 1);
+        if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !(cJSON_IsNumber(k) || cJSON_IsString(k)))
+            return sreq_fail(e, 400, NULL, "logit_bias entries must be [token id or text, bias]");
+        if (!add_bias(r, v, cJSON_IsNumber(k) ? k : NULL, cJSON_GetStringValue(k), b, e)) return false;
     }
     return true;
 }
@@ -402,8 +441,16 @@ bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq 
 
 /* "prompt": a string, a list of token ids, or a list of one string. */
 static bool read_prompt(const cJSON *p, sreq *r, sreq_err *e) {
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && (cJSON_IsString(cJSON_GetArrayItem(p, 0)) ||
+                                                            cJSON_IsObject(cJSON_GetArrayItem(p, 0))))
         p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsObject(p)) { /* llama-server's {"prompt_string": text, "multimodal_data": [...]} */
+        const cJSON *mm = cJSON_GetObjectItemCaseSensitive(p, "multimodal_data");
+        if (mm && !cJSON_IsNull(mm))
+            return sreq_fail(e, 400, "unsupported_content", "'multimodal_data': this server reads text only");
+        p = cJSON_GetObjectItemCaseSensitive(p, "prompt_string");
+        if (!cJSON_IsString(p)) return sreq_fail(e, 400, NULL, "a prompt object needs a string 'prompt_string'");
+    }
     if (cJSON_IsString(p)) return (r->prompt_text = dup(p->valuestring)) != NULL || oom(e);
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
         size_t n = (size_t)cJSON_GetArraySize(p), i = 0;
@@ -450,6 +497,12 @@ bool sreq_from_completion(const cJSON *root, const slm_sampler_params *defaults,
     r->cache_prompt = true;
     if (!sreq_read_bool(root, "cache_prompt", &r->cache_prompt, e)) return false;
     if (!sreq_read_bool(root, "return_tokens", &r->return_tokens, e)) return false;
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_fields"), *x;
+    if (rf && !cJSON_IsNull(rf)) {
+        if (!cJSON_IsArray(rf)) return sreq_fail(e, 400, NULL, "'response_fields' must be a list of strings");
+        cJSON_ArrayForEach(x, rf) if (!cJSON_IsString(x)) return sreq_fail(e, 400, NULL, "'response_fields' must be a list of strings");
+        if (cJSON_GetArraySize(rf) > 0 && !(r->response_fields = cJSON_PrintUnformatted(rf))) return oom(e);
+    }
     return read_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), r, e);
 }
 

@@ -51,6 +51,12 @@ typedef struct sreq_msg {
     size_t n_ids;
 } sreq_msg;
 
+/* A logit bias on the tokens of a text (llama-server's logit_bias entries that are strings). */
+typedef struct sreq_text_bias {
+    char *text;
+    float bias;
+} sreq_text_bias;
+
 /* A generating request, whatever API it came in. Owns every pointer (sreq_free). */
 typedef struct sreq {
     serve_api api;
@@ -62,6 +68,8 @@ typedef struct sreq {
     size_t n_prompt_ids;
     /* sampling: the server's defaults overwritten by the fields given; logit_bias owned */
     slm_sampler_params sp;
+    sreq_text_bias *bias_text; /* (n_bias_text) biases on the tokens of texts, resolved by render */
+    int32_t n_bias_text;
     bool seed_given;
     int32_t n;          /* choices, 1..SREQ_MAX_N */
     int32_t max_tokens; /* 0: the server's limit */
@@ -82,6 +90,7 @@ typedef struct sreq {
     /* llama.cpp's native /completion */
     bool cache_prompt;  /* accepted; statelm always reuses prefixes (--no-prefix-reuse turns it off) */
     bool return_tokens; /* "tokens" in the answer */
+    char *response_fields; /* JSON array text of the answer's fields to keep ("a/b": nested), or NULL */
     /* OpenAI Responses */
     char *previous_id;     /* previous_response_id, or NULL */
     bool store;            /* keep the response (default true) */
@@ -167,6 +176,8 @@ typedef struct sprompt {
     slm_grammar *grammar;
     tool_req tools;
     bool prefill; /* a trailing assistant message is continued */
+    slm_logit_bias *bias; /* (n_bias) the request's id biases and its text biases' tokens, when it has text biases */
+    int32_t n_bias;
 } sprompt;
 
 bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *out, sreq_err *e);
