@@ -2,8 +2,8 @@
 """llama-server's request shapes and utility endpoints in `statelm serve` (issue 37 items 3 and 6,
 docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
 
-- the paths without /v1 (/chat/completions, /completions, /models, /embeddings) answer as the /v1
-  ones; the openai client with a base URL lacking /v1 works;
+- the paths without /v1 (/chat/completions, /models, /embeddings) answer as the /v1 ones, and
+  /completions as llama-server's /completion; the openai client with a base URL lacking /v1 works;
 - X-Api-Key is accepted as the key (Anthropic's header), a wrong one is 401;
 - message content as a list of text parts equals the parts joined with "\\n" (same greedy answer);
   an image_url part is refused, named;
@@ -63,8 +63,8 @@ try:
           f"chat answer timings: {a1.get('timings')}")
     s, m = srv.request("GET", "/models")[0], srv.post(None, "/models", method="GET")[1]
     check(s == 200 and m["data"][0]["id"] == srv.model, f"/models: {m}")
-    s, _ = post("/completions", {"prompt": "a b", "max_tokens": 2})
-    check(s == 200, f"/completions: {s}")
+    s, nc = post("/completions", {"prompt": "a b", "n_predict": 2})
+    check(s == 200 and nc.get("stop") is True and "content" in nc, f"/completions is llama-server's native shape: {s} {nc}")
     s, e = post("/embeddings", {"input": "x"})
     check(s == 404 and e["error"]["code"] == "embeddings_disabled", f"/embeddings without --embeddings: {s} {e}")
     bare = openai.OpenAI(base_url=srv.url, api_key=srv.key, max_retries=0, timeout=120)

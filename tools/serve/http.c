@@ -319,8 +319,8 @@ static const struct {
     {"/v1/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
     {"/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
     {"/v1/completions", "POST", R_COMPLETIONS},
-    {"/completions", "POST", R_COMPLETIONS},
     {"/completion", "POST", R_COMPLETION},
+    {"/completions", "POST", R_COMPLETION}, /* llama-server's: its native shape, as /completion */
     {"/v1/embeddings", "POST", R_EMBEDDINGS},
     {"/embeddings", "POST", R_EMBEDDINGS},
     {"/tokenize", "POST", R_TOKENIZE},
@@ -332,6 +332,7 @@ static const struct {
     {"/v1/responses", "POST", R_RESPONSES},
     {"/responses", "POST", R_RESPONSES},
     {"/v1/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
+    {"/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
     {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
     {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
