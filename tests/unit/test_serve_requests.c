@@ -159,6 +159,7 @@ static void test_completions(void **state) {
     assert_int_equal(r.n_bias_text, 1);
     sreq_free(&r);
     refused(sreq_from_completion, "{\"prompt\":\"x\",\"logit_bias\":[[1]]}", "[token id or text, bias]");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-1\":5}}", "not a token id");
     refused(sreq_from_completion, "{\"prompt\":\"x\",\"logit_bias\":[[1.5,1]]}", "not a token id");
     /* llama.cpp's /completion: n_predict -1 is the limit, n_probs are the top alternatives */
     assert_true(map(sreq_from_completion, "{\"prompt\":\"hi\",\"n_predict\":-1,\"n_probs\":3,\"cache_prompt\":false,"

@@ -2,6 +2,7 @@
  * with messages.c, and validation. */
 #include "request.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -127,8 +128,12 @@ static bool add_bias(sreq *r, slm_logit_bias *v, const cJSON *key_num, const cha
         id = (long)key_num->valuedouble;
     } else {
         char *end = NULL;
+        errno = 0;
         id = key[0] ? strtol(key, &end, 10) : -1;
-        if (!key[0] || *end || id < 0 || id > INT32_MAX) { /* text */
+        bool number = key[0] && !*end;
+        if (number && (errno || id < 0 || id > INT32_MAX))
+            return sreq_fail(e, 400, NULL, "logit_bias: '%s' is not a token id", name);
+        if (!number) { /* text */
             sreq_text_bias *tv = realloc(r->bias_text, (size_t)(r->n_bias_text + 1) * sizeof *tv);
             if (!tv) return oom(e);
             r->bias_text = tv;
