@@ -281,6 +281,7 @@ cJSON *util_props(const serve_ctx *s) {
     cJSON *params = cJSON_AddObjectToObject(dg, "params");
     const slm_sampler_params *sp = &s->o.sampling;
     cJSON_AddNumberToObject(params, "n_predict", -1);
+    cJSON_AddNumberToObject(params, "seed", s->o.seed_set ? (double)sp->seed : 4294967295.0); /* llama-server's "random" */
     cJSON_AddNumberToObject(params, "temperature", (double)sp->temperature);
     cJSON_AddNumberToObject(params, "top_k", sp->top_k);
     cJSON_AddNumberToObject(params, "top_p", (double)sp->top_p);
