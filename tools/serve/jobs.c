@@ -107,7 +107,7 @@ static void gen_remember_locked(serve_ctx *s, const choice *c) {
 }
 
 /* Copies the engine's view of a choice into the job's: text (the engine's only grows, or is cut at
- * a stop string), new log-probabilities and, once finished, the ids. Under srv.mu. */
+ * a stop string), new log-probabilities and, once finished, the ids. Under srv->mu. */
 static bool choice_update(choice *c, const slm_engine_event *ev) {
     if (ev->n_text < c->text.n) {
         buf_truncate(&c->text, ev->n_text);
