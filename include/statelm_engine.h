@@ -156,6 +156,20 @@ SLM_API slm_status slm_engine_start(slm_engine *e);
  * and, when started, joins the engine's thread. Idempotent. */
 SLM_API void slm_engine_stop(slm_engine *e);
 
+/* What slm_engine_slot does to a slot's session. */
+typedef enum slm_engine_slot_action {
+    SLM_ENGINE_SLOT_SAVE = 1, /* slm_session_save to path */
+    SLM_ENGINE_SLOT_RESTORE,  /* slm_session_load from path: the next request sharing its history continues it */
+    SLM_ENGINE_SLOT_ERASE,    /* slm_session_reset */
+} slm_engine_slot_action;
+/* Saves, restores or erases the session of slot (0..n_slots-1), between steps on the stepping
+ * thread (the caller waits for the engine's thread, or runs it itself when the engine is stepped by
+ * hand). *n_tokens (may be NULL): the history saved, restored or erased. SLM_ERR_STATE when the slot
+ * is generating, SLM_ERR_RANGE for a slot out of range, slm_session_save/load's status otherwise (a
+ * file of another model or context: SLM_ERR_STATE); err says why. */
+SLM_API slm_status slm_engine_slot(slm_engine *e, int32_t slot, slm_engine_slot_action action, const char *path,
+                                   size_t *n_tokens, char *err, size_t err_cap);
+
 typedef struct slm_engine_stats {
     uint64_t n_submitted, n_completed, n_cancelled, n_failed; /* failed includes shut down */
     uint64_t n_generated_tokens, n_reused_tokens;             /* reused: prompt tokens not recomputed */

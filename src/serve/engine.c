@@ -136,8 +136,40 @@ static bool stream_dead(slm_engine *e, stream *st) {
     return cancelled || stopping;
 }
 
+/* The pending slot operation, on the stepping thread; its outcome goes to e->op_*. */
+static void run_slot_op(slm_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    bool pending = e->op_pending;
+    pthread_mutex_unlock(&e->mu);
+    if (!pending) return;
+    stream *st = &e->slots[e->op_slot];
+    slm_status status = SLM_OK;
+    size_t n = 0;
+    char msg[256] = "";
+    if (st->r) {
+        status = SLM_ERR_STATE;
+        snprintf(msg, sizeof msg, "slot %d is generating", e->op_slot);
+    } else if (e->op_action == SLM_ENGINE_SLOT_ERASE) {
+        slm_session_history(st->s, &n);
+        slm_session_reset(st->s);
+    } else {
+        status = e->op_action == SLM_ENGINE_SLOT_SAVE ? slm_session_save(st->s, e->op_path)
+                                                      : slm_session_load(st->s, e->op_path);
+        if (status == SLM_OK) slm_session_history(st->s, &n);
+        else snprintf(msg, sizeof msg, "%s", slm_session_errmsg(st->s));
+    }
+    pthread_mutex_lock(&e->mu);
+    e->op_status = status;
+    e->op_n = n;
+    snprintf(e->op_msg, sizeof e->op_msg, "%s", msg);
+    e->op_pending = false;
+    pthread_cond_broadcast(&e->op_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* One step; returns the requests still queued or running. */
 static int32_t step(slm_engine *e) {
+    run_slot_op(e);
     admit_queued(e);
     int32_t n_all = e->p.n_slots + e->n_forks, n_dec = 0;
     for (int32_t i = 0; i < n_all; i++) {
@@ -183,7 +215,7 @@ static void *engine_thread(void *arg) {
     int32_t pending = 0;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stopping && !e->queue_head && pending == 0) pthread_cond_wait(&e->wake, &e->mu);
+        while (!e->stopping && !e->queue_head && pending == 0 && !e->op_pending) pthread_cond_wait(&e->wake, &e->mu);
         bool stopping = e->stopping;
         pthread_mutex_unlock(&e->mu);
         pending = step(e);
@@ -224,6 +256,43 @@ SLM_API void slm_engine_stop(slm_engine *e) {
         while (step(e) > 0) {
         }
     }
+}
+
+SLM_API slm_status slm_engine_slot(slm_engine *e, int32_t slot, slm_engine_slot_action action, const char *path,
+                                   size_t *n_tokens, char *err, size_t err_cap) {
+    if (n_tokens) *n_tokens = 0;
+    if (!e || (action != SLM_ENGINE_SLOT_ERASE && !path) || action < SLM_ENGINE_SLOT_SAVE || action > SLM_ENGINE_SLOT_ERASE)
+        return SLM_ERR_INVALID_ARG;
+    if (slot < 0 || slot >= e->p.n_slots) {
+        if (err && err_cap) snprintf(err, err_cap, "slot %d: the engine has slots 0..%d", slot, e->p.n_slots - 1);
+        return SLM_ERR_RANGE;
+    }
+    pthread_mutex_lock(&e->op_mu);
+    pthread_mutex_lock(&e->mu);
+    bool refused = e->stopping;
+    if (!refused) {
+        e->op_pending = true;
+        e->op_slot = slot;
+        e->op_action = action;
+        e->op_path = path;
+        pthread_cond_broadcast(&e->wake);
+    }
+    bool threaded = e->started;
+    pthread_mutex_unlock(&e->mu);
+    if (refused) {
+        pthread_mutex_unlock(&e->op_mu);
+        if (err && err_cap) snprintf(err, err_cap, "the engine is stopping");
+        return SLM_ERR_ABORTED;
+    }
+    if (!threaded) run_slot_op(e);
+    pthread_mutex_lock(&e->mu);
+    while (e->op_pending) pthread_cond_wait(&e->op_cv, &e->mu);
+    slm_status st = e->op_status;
+    if (n_tokens) *n_tokens = e->op_n;
+    if (err && err_cap) snprintf(err, err_cap, "%s", e->op_msg);
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->op_mu);
+    return st;
 }
 
 /* ---- requests in ----------------------------------------------------------------------------- */
@@ -410,6 +479,8 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->gvocab_mu, NULL);
     pthread_cond_init(&e->wake, NULL);
+    pthread_mutex_init(&e->op_mu, NULL);
+    pthread_cond_init(&e->op_cv, NULL);
     e->n_forks = p.n_slots * (SLM_ENGINE_MAX_N - 1);
     int32_t n_all = p.n_slots + e->n_forks;
     e->slots = al_calloc(a, (size_t)p.n_slots, sizeof *e->slots);
@@ -475,6 +546,8 @@ SLM_API void slm_engine_free(slm_engine *e) {
     al_free(e->a, e->state_dir);
     slm_grammar_vocab_destroy(e->gvocab);
     pthread_cond_destroy(&e->wake);
+    pthread_cond_destroy(&e->op_cv);
+    pthread_mutex_destroy(&e->op_mu);
     pthread_mutex_destroy(&e->gvocab_mu);
     pthread_mutex_destroy(&e->mu);
     al_free(e->a, e);

@@ -132,6 +132,16 @@ struct slm_engine {
     bool stopping;
     request *queue_head, *queue_tail, *live;
     int32_t queue_len;
+    /* a slot operation waiting for the stepping thread (slm_engine_slot; one at a time: op_mu) */
+    pthread_mutex_t op_mu;
+    pthread_cond_t op_cv;
+    bool op_pending;
+    int32_t op_slot;
+    slm_engine_slot_action op_action;
+    const char *op_path;
+    size_t op_n;
+    slm_status op_status;
+    char op_msg[256];
     uint64_t next_id;
     slm_engine_stats st;
 };

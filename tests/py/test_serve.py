@@ -154,7 +154,7 @@ def core_tests(arch):
         check(got == want, f"{arch}: streamed chat answer {got!r} != run {want!r}")
         events, done = sse_events(s.curl({"model": s.model, "messages": [{"role": "user", "content": text}],
                                           "max_tokens": 24, "temperature": 0, "stream": True}))
-        got = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
+        got = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
         check(done and got == want, f"{arch}: curl stream {got!r} (done {done}) != run {want!r}")
         check(events and events[-1]["choices"][0]["finish_reason"] in ("stop", "length"),
               f"{arch}: last event has no finish_reason")

@@ -13,7 +13,9 @@
  *   (g) threaded: the engine's thread with requests submitted and cancelled from 4 threads at once
  *       (run under TSan by scripts/test.sh), every request gets exactly one DONE and the ids of a
  *       plain session; stopping with requests running ends them SHUTDOWN;
- *   (h) params are read by their size (a zeroed struct is every default).
+ *   (h) params are read by their size (a zeroed struct is every default);
+ *   (i) slot save / erase / restore (slm_engine_slot): a restored slot, in this engine or another,
+ *       continues with the ids the saving slot gave; busy slots, bad slots, foreign files refused.
  * References come from plain session calls, never from the engine. */
 #include "testutil.h"
 
@@ -314,6 +316,78 @@ static void prefix_reuse(void **u) {
     }
 }
 
+/* slm_engine_slot: a slot saved, erased and restored (into another engine too) continues as the
+ * slot that saved it; a generating slot, a slot out of range and another model's file are refused. */
+static void slot_save_restore(void **u) {
+    (void)u;
+    char *dir = tu_temp_dir(), path[4200];
+    snprintf(path, sizeof path, "%s/slot.bin", dir);
+    for (int a = 0; a < N_ARCH; a++) {
+        slm_model *m = load(archs[a]);
+        int32_t n_vocab = slm_model_n_vocab(m);
+        slm_engine *e = new_engine(m, 2, 8);
+        enum { P = 16, GEN = 5 };
+        int32_t p1[P], p2[P + GEN + 3], other[P];
+        prompt_of(1, P, n_vocab, p1);
+        prompt_of(4, P, n_vocab, other);
+        outcome o1 = {0}, o2 = {0}, o3 = {0}, o4 = {0}, busy = {0};
+        slm_engine_request q = greedy_request(p1, P, GEN, &o1);
+        assert_int_equal(slm_engine_submit(e, &q, &o1.id, NULL, 0), SLM_OK);
+        run_to_idle(e);
+        size_t n = 0, n_saved = 0;
+        char err[256];
+        /* the request ran in the slot with the longest prefix: the idle ones tie, slot 0 first */
+        assert_int_equal(slm_engine_slot(e, 0, SLM_ENGINE_SLOT_SAVE, path, &n_saved, err, sizeof err), SLM_OK);
+        assert_int_equal(n_saved, P + GEN - 1);
+        memcpy(p2, p1, sizeof p1);
+        memcpy(p2 + P, o1.ids[0], GEN * sizeof *p2);
+        prompt_of(5, 3, n_vocab, p2 + P + GEN);
+        q = greedy_request(p2, P + GEN + 3, GEN, &o2);
+        assert_int_equal(slm_engine_submit(e, &q, &o2.id, NULL, 0), SLM_OK);
+        run_to_idle(e);
+        assert_int_equal(slm_engine_slot(e, 0, SLM_ENGINE_SLOT_ERASE, NULL, &n, err, sizeof err), SLM_OK);
+        assert_true(n > 0);
+        assert_int_equal(slm_engine_slot(e, 0, SLM_ENGINE_SLOT_RESTORE, path, &n, err, sizeof err), SLM_OK);
+        assert_int_equal(n, n_saved);
+        q = greedy_request(p2, P + GEN + 3, GEN, &o3);
+        assert_int_equal(slm_engine_submit(e, &q, &o3.id, NULL, 0), SLM_OK);
+        run_to_idle(e);
+        assert_int_equal(o3.n_cached, n_saved);
+        assert_memory_equal(o3.ids[0], o2.ids[0], GEN * sizeof(int32_t));
+        /* refusals */
+        assert_int_equal(slm_engine_slot(e, 2, SLM_ENGINE_SLOT_ERASE, NULL, &n, err, sizeof err), SLM_ERR_RANGE);
+        q = greedy_request(other, P, GEN, &busy);
+        assert_int_equal(slm_engine_submit(e, &q, &busy.id, NULL, 0), SLM_OK);
+        int32_t pending = 0;
+        assert_int_equal(slm_engine_step(e, &pending), SLM_OK); /* admitted: a slot generates */
+        int32_t gen_slot = -1;
+        for (int32_t k = 0; k < 2 && gen_slot < 0; k++)
+            if (slm_engine_slot(e, k, SLM_ENGINE_SLOT_ERASE, NULL, &n, err, sizeof err) == SLM_ERR_STATE) gen_slot = k;
+        assert_true(gen_slot >= 0);
+        run_to_idle(e);
+        slm_engine_free(e);
+        /* another engine restores the file: the same continuation */
+        e = new_engine(m, 1, 8);
+        assert_int_equal(slm_engine_slot(e, 0, SLM_ENGINE_SLOT_RESTORE, path, &n, err, sizeof err), SLM_OK);
+        q = greedy_request(p2, P + GEN + 3, GEN, &o4);
+        assert_int_equal(slm_engine_submit(e, &q, &o4.id, NULL, 0), SLM_OK);
+        run_to_idle(e);
+        assert_int_equal(o4.n_cached, n_saved);
+        assert_memory_equal(o4.ids[0], o2.ids[0], GEN * sizeof(int32_t));
+        slm_engine_free(e);
+        slm_model_destroy(m);
+        if (a == 0) continue;
+        /* the previous architecture's file is refused, the slot unchanged */
+        slm_model *m2 = load(archs[a - 1]);
+        e = new_engine(m2, 1, 8);
+        assert_int_equal(slm_engine_slot(e, 0, SLM_ENGINE_SLOT_RESTORE, path, &n, err, sizeof err), SLM_ERR_STATE);
+        assert_true(err[0] != '\0');
+        slm_engine_free(e);
+        slm_model_destroy(m2);
+    }
+    tu_rm_dir(dir);
+}
+
 static void assert_stats_equal(const slm_engine_stats *a, const slm_engine_stats *b) {
     assert_int_equal(a->n_submitted, b->n_submitted);
     assert_int_equal(a->n_queued, b->n_queued);
@@ -588,7 +662,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batching),   cmocka_unit_test(cancel),   cmocka_unit_test(prefix_reuse),
         cmocka_unit_test(refused_submit), cmocka_unit_test(stop_string), cmocka_unit_test(threaded),
-        cmocka_unit_test(stop_running), cmocka_unit_test(params_by_size),
+        cmocka_unit_test(stop_running), cmocka_unit_test(params_by_size), cmocka_unit_test(slot_save_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

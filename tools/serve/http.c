@@ -15,16 +15,16 @@
 /* ---- requests ---------------------------------------------------------------------------------- */
 
 typedef struct req {
-    sbuf body;
+    buf body;
     bool too_big;
 } req;
 
 /* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list. */
-static bool cors_allowed(const char *origin) {
-    if (!srv.o.cors || !origin) return false;
-    if (!strcmp(srv.o.cors, "*")) return true;
+static bool cors_allowed(const serve_ctx *s, const char *origin) {
+    if (!s->o.cors || !origin) return false;
+    if (!strcmp(s->o.cors, "*")) return true;
     size_t n = strlen(origin);
-    for (const char *p = srv.o.cors; *p;) {
+    for (const char *p = s->o.cors; *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len == n && !memcmp(p, origin, n)) return true;
@@ -34,10 +34,11 @@ static bool cors_allowed(const char *origin) {
 }
 
 /* Queues resp with the headers every response carries (CORS for an allowed Origin). */
-static enum MHD_Result queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp) {
+static enum MHD_Result queue_response(serve_ctx *s, struct MHD_Connection *conn, unsigned status,
+                                      struct MHD_Response *resp) {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    if (cors_allowed(origin)) {
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", !strcmp(srv.o.cors, "*") ? "*" : origin);
+    if (cors_allowed(s, origin)) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", !strcmp(s->o.cors, "*") ? "*" : origin);
         MHD_add_response_header(resp, "Vary", "Origin");
     }
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
@@ -45,46 +46,60 @@ static enum MHD_Result queue_response(struct MHD_Connection *conn, unsigned stat
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *obj, bool retry_after) {
-    char *s = cJSON_PrintUnformatted(obj);
+static enum MHD_Result send_json(serve_ctx *s, struct MHD_Connection *conn, unsigned status, cJSON *obj,
+                                 bool retry_after) {
+    char *text = cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
-    if (!s) return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    if (!text) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
-    return queue_response(conn, status, r);
+    return queue_response(s, conn, status, r);
 }
 
-/* An error response; code NULL: the status's own OpenAI code (error_json). */
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code, const char *fmt, ...) {
-    char msg[512];
+/* An error response in the shape of the endpoint's API (Anthropic's for /v1/messages, else
+ * OpenAI's), counted. */
+static enum MHD_Result send_err(serve_ctx *s, struct MHD_Connection *conn, serve_api api, const sreq_err *e) {
+    pthread_mutex_lock(&s->mu);
+    s->m_errors++;
+    pthread_mutex_unlock(&s->mu);
+    cJSON *body = api == SAPI_MESSAGES ? anthropic_error_json(e->msg, e->status) : sreq_error_json(e);
+    return send_json(s, conn, e->status, body, e->status == 503);
+}
+
+/* An error response of api's shape; code NULL: the status's own OpenAI code (error_json). */
+static enum MHD_Result send_api_error(serve_ctx *s, struct MHD_Connection *conn, serve_api api, unsigned status,
+                                      const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result send_api_error(serve_ctx *s, struct MHD_Connection *conn, serve_api api, unsigned status,
+                                      const char *code, const char *fmt, ...) {
+    sreq_err e = {status, code, "", 0, 0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(e.msg, sizeof e.msg, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&srv.mu);
-    srv.m_errors++;
-    pthread_mutex_unlock(&srv.mu);
-    return send_json(conn, status, error_json(msg, status, code), status == 503);
+    return send_err(s, conn, api, &e);
 }
+#define send_error(s, conn, ...) send_api_error(s, conn, SAPI_CHAT, __VA_ARGS__)
 
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
     (void)pos;
     job *j = cls;
-    pthread_mutex_lock(&srv.mu);
-    while (j->sse_off == j->sse.n && !j->sse_end) pthread_cond_wait(&j->cv, &srv.mu);
+    serve_ctx *s = j->srv;
+    pthread_mutex_lock(&s->mu);
+    while (j->sse_off == j->sse.n && !j->sse_end) pthread_cond_wait(&j->cv, &s->mu);
     size_t n = j->sse.n - j->sse_off;
     if (n == 0) {
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_unlock(&s->mu);
         return MHD_CONTENT_READER_END_OF_STREAM;
     }
     if (n > max) n = max;
-    memcpy(buf, j->sse.v + j->sse_off, n);
+    memcpy(out, j->sse.p + j->sse_off, n);
     j->sse_off += n;
-    if (j->sse_off == j->sse.n) j->sse_off = j->sse.n = 0;
-    pthread_mutex_unlock(&srv.mu);
+    if (j->sse_off == j->sse.n) {
+        j->sse_off = 0;
+        buf_truncate(&j->sse, 0);
+    }
+    pthread_mutex_unlock(&s->mu);
     return (ssize_t)n;
 }
 
@@ -108,50 +123,96 @@ static bool client_gone(struct MHD_Connection *conn) {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool chat) {
-    char msg[512] = "";
-    job *j = NULL;
-    const char *code = NULL;
-    unsigned status = parse_request(r->body.v ? r->body.v : "", r->body.n, chat, &j, &code, msg, sizeof msg);
-    if (status) return send_error(conn, status, code, "%s", msg);
-    pthread_mutex_lock(&srv.mu);
-    srv.m_requests++;
-    srv.m_prompt_tokens += j->n_prompt;
-    snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)++srv.next_id);
+typedef bool (*map_fn)(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
+
+/* A body through map, validate and render into a job with one reference; NULL with e set. */
+static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
+    job *j = job_create(s);
+    if (!j) return sreq_fail(e, 500, NULL, "out of memory"), NULL;
+    cJSON *root = sreq_parse_json(q->body.p ? q->body.p : "", q->body.n, e);
+    const sreq_limits lim = {s->o.max_tokens, s->n_vocab};
+    const sreq_model mv = {s->m,       s->tok,         s->chat_template, s->template_text, s->o.chat_template_kwargs,
+                           s->n_ctx,   s->n_vocab,     gen_lookup,       s};
+    bool ok = root && map(root, &s->o.sampling, &j->r, e);
+    if (ok && j->r.api == SAPI_RESPONSES) { /* the stored conversation goes before the new input */
+        char *record = j->r.previous_id ? resp_store_get(s->responses, j->r.previous_id) : NULL;
+        ok = sreq_responses_resolve(&j->r, record, e);
+        free(record);
+    }
+    ok = ok && sreq_validate(&j->r, &lim, e) && sreq_render(&j->r, &mv, &j->p, e);
+    cJSON_Delete(root);
+    if (!ok) {
+        pthread_mutex_lock(&s->mu);
+        job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+    }
+    if (!j->r.seed_given && !s->o.seed_set) j->r.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 7);
+    j->max_tokens = j->r.max_tokens > 0 && j->r.max_tokens < s->o.max_tokens ? j->r.max_tokens : s->o.max_tokens;
+    return j;
+}
+
+static const char *id_prefix(serve_api api) {
+    switch (api) {
+    case SAPI_CHAT: return "chatcmpl";
+    case SAPI_MESSAGES: return "msg";
+    case SAPI_RESPONSES: return "resp";
+    default: return "cmpl";
+    }
+}
+
+static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn, req *r, serve_api api, map_fn map) {
+    sreq_err e = {0};
+    job *j = make_job(s, r, map, &e);
+    if (!j) return send_err(s, conn, api, &e);
+    pthread_mutex_lock(&s->mu);
+    s->m_requests++;
+    s->m_prompt_tokens += j->p.n_ids;
+    if (api != SAPI_RESPONSES || !resp_store_new_id(j->id)) /* stored ids are unique across servers */
+        snprintf(j->id, sizeof j->id, "%s-%llu", id_prefix(api), (unsigned long long)++s->next_id);
     j->created = (long long)time(NULL);
+    j->t_start = now_s();
     j->refs = 2; /* this side and the engine (until its DONE event) */
-    pthread_mutex_unlock(&srv.mu);
+    if (j->r.stream && api == SAPI_MESSAGES) anthropic_sse_start(j); /* before any engine event */
+    if (j->r.stream && api == SAPI_RESPONSES) responses_sse_start(j);
+    pthread_mutex_unlock(&s->mu);
     slm_engine_request q = slm_engine_request_default();
-    q.ids = j->prompt;
-    q.n_ids = j->n_prompt;
-    q.sampler = j->sp;
-    q.grammar = j->grammar;
+    q.ids = j->p.ids;
+    q.n_ids = j->p.n_ids;
+    q.sampler = j->r.sp;
+    if (j->p.bias) { /* the request's text biases resolved to tokens, with its id biases */
+        q.sampler.logit_bias = j->p.bias;
+        q.sampler.n_logit_bias = j->p.n_bias;
+    }
+    q.grammar = j->p.grammar;
     q.max_tokens = j->max_tokens;
-    q.n = j->n;
-    q.stops = (const char *const *)j->stops;
-    q.n_stops = j->n_stops;
-    q.logprobs = j->logprobs;
-    q.top_logprobs = j->top_logprobs;
-    q.ignore_eos = j->ignore_eos;
+    q.n = j->r.n;
+    q.stops = (const char *const *)j->r.stops;
+    q.n_stops = j->r.n_stops;
+    q.logprobs = j->r.logprobs;
+    q.top_logprobs = j->r.top_logprobs;
+    q.ignore_eos = j->r.ignore_eos;
     q.on_event = on_engine_event;
     q.user = j;
     uint64_t engine_id = 0;
-    slm_status st = slm_engine_submit(srv.engine, &q, &engine_id, msg, sizeof msg);
-    pthread_mutex_lock(&srv.mu);
+    slm_status st = slm_engine_submit(s->engine, &q, &engine_id, e.msg, sizeof e.msg);
+    pthread_mutex_lock(&s->mu);
     if (st != SLM_OK) { /* no event comes: the engine's reference goes too */
         j->refs = 1;
         job_unref_locked(j);
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_unlock(&s->mu);
         if (st == SLM_ERR_RANGE)
-            return send_error(conn, 503, NULL, "the server is busy (%d slots, %d requests queued): retry later",
-                              srv.o.parallel, srv.o.queue_max);
-        if (st == SLM_ERR_ABORTED) return send_error(conn, 503, "server_shutting_down", "the server is shutting down");
-        return send_error(conn, st == SLM_ERR_NOMEM ? 500 : 400,
-                          st == SLM_ERR_CONTEXT_FULL ? "context_length_exceeded" : NULL, "%s", msg);
+            return send_api_error(s, conn, api, 503, NULL, "the server is busy (%d slots, %d requests queued): retry later",
+                              s->o.parallel, s->o.queue_max);
+        if (st == SLM_ERR_ABORTED)
+            return send_api_error(s, conn, api, 503, "server_shutting_down", "the server is shutting down");
+        e.status = st == SLM_ERR_NOMEM ? 500 : 400;
+        e.code = st == SLM_ERR_CONTEXT_FULL ? "context_length_exceeded" : NULL;
+        return send_err(s, conn, api, &e);
     }
     j->engine_id = engine_id;
-    if (j->stream) {
-        pthread_mutex_unlock(&srv.mu);
+    if (j->r.stream) {
+        pthread_mutex_unlock(&s->mu);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, sse_free);
         if (!resp) {
             sse_free(j);
@@ -159,7 +220,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
         }
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        return queue_response(conn, MHD_HTTP_OK, resp);
+        return queue_response(s, conn, MHD_HTTP_OK, resp);
     }
     while (!j->done) {
         struct timespec until;
@@ -169,13 +230,13 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
             until.tv_sec++;
             until.tv_nsec -= 1000 * 1000 * 1000;
         }
-        pthread_cond_timedwait(&j->cv, &srv.mu, &until);
+        pthread_cond_timedwait(&j->cv, &s->mu, &until);
         if (j->done) break;
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_unlock(&s->mu);
         bool gone = client_gone(conn);
-        pthread_mutex_lock(&srv.mu);
+        pthread_mutex_lock(&s->mu);
         if (gone && !j->done) { /* the engine frees the slot at its next step, as for a stream */
-            pthread_mutex_unlock(&srv.mu);
+            pthread_mutex_unlock(&s->mu);
             job_cancel(j);
             return MHD_NO;
         }
@@ -184,73 +245,189 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, req *r, bool
     unsigned http_status = 200;
     if (j->err_status) {
         http_status = (unsigned)j->err_status;
-        out = error_json(j->err_msg, http_status, j->err_code);
+        out = api == SAPI_MESSAGES ? anthropic_error_json(j->err_msg, http_status)
+                                   : error_json(j->err_msg, http_status, j->err_code);
     } else {
-        out = completion_json(j);
+        out = api == SAPI_COMPLETION  ? completion_native_json(j)
+              : api == SAPI_MESSAGES  ? anthropic_message_json(j)
+              : api == SAPI_RESPONSES ? responses_json(j)
+                                      : completion_json(j);
     }
     j->cancelled = true;
     job_unref_locked(j);
-    pthread_mutex_unlock(&srv.mu);
-    return send_json(conn, http_status, out, http_status == 503);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(s, conn, http_status, out, http_status == 503);
 }
 
 /* POST /v1/embeddings: answered in this connection's thread by the embedder (embed.c). */
-static enum MHD_Result handle_embeddings(struct MHD_Connection *conn, req *r) {
-    if (!srv.embedder)
-        return send_error(conn, 404, "embeddings_disabled",
+static enum MHD_Result handle_embeddings(serve_ctx *s, struct MHD_Connection *conn, req *r) {
+    if (!s->embedder)
+        return send_error(s, conn, 404, "embeddings_disabled",
                           "embeddings are off: start the server with --embeddings (and optionally --pooling "
                           "last|mean|cls|none)");
     char msg[512];
     const char *code = NULL;
     cJSON *resp = NULL;
-    unsigned status = serve_embedder_answer(srv.embedder, r->body.v ? r->body.v : "", r->body.n, srv.model_id, &resp,
+    unsigned status = serve_embedder_answer(s->embedder, r->body.p ? r->body.p : "", r->body.n, s->model_id, &resp,
                                             &code, msg, sizeof msg);
-    pthread_mutex_lock(&srv.mu);
-    srv.m_requests++;
+    pthread_mutex_lock(&s->mu);
+    s->m_requests++;
     const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
-    if (usage) srv.m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
-    pthread_mutex_unlock(&srv.mu);
-    return resp ? send_json(conn, 200, resp, false) : send_error(conn, status, code, "%s", msg);
+    if (usage) s->m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+    pthread_mutex_unlock(&s->mu);
+    return resp ? send_json(s, conn, 200, resp, false) : send_error(s, conn, status, code, "%s", msg);
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *conn, const char *text, const char *type) {
+static enum MHD_Result send_text(serve_ctx *s, struct MHD_Connection *conn, const char *text, const char *type) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                                                 MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(resp, "Content-Type", type);
-    return queue_response(conn, MHD_HTTP_OK, resp);
+    return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
 /* A CORS preflight (or any OPTIONS request): 204, no authentication, the allowed methods and, for
  * an Origin --cors allows, the CORS grant. */
-static enum MHD_Result send_options(struct MHD_Connection *conn) {
+static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t)"", MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
-    if (cors_allowed(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"))) {
+    if (cors_allowed(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"))) {
         const char *asked = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
     }
-    return queue_response(conn, MHD_HTTP_NO_CONTENT, resp);
+    return queue_response(s, conn, MHD_HTTP_NO_CONTENT, resp);
 }
 
-/* The method each endpoint takes, for 405 answers. */
-static const char *endpoint_method(const char *url) {
-    static const struct {
-        const char *url, *method;
-    } endpoints[] = {{"/health", "GET"},           {"/metrics", "GET"},         {"/v1/models", "GET"},
-                     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/embeddings", "POST"}};
-    for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
-        if (!strcmp(url, endpoints[i].url)) return endpoints[i].method;
-    return NULL;
+/* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
+typedef enum route {
+    R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
+    R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
+    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS,
+} route;
+
+static const struct {
+    const char *url, *method;
+    route r;
+} routes[] = {
+    {"/health", "GET", R_HEALTH},
+    {"/v1/health", "GET", R_HEALTH},
+    {"/metrics", "GET", R_METRICS},
+    {"/v1/models", "GET", R_MODELS},
+    {"/models", "GET", R_MODELS},
+    {"/v1/chat/completions", "POST", R_CHAT},
+    {"/chat/completions", "POST", R_CHAT},
+    {"/v1/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
+    {"/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
+    {"/v1/completions", "POST", R_COMPLETIONS},
+    {"/completion", "POST", R_COMPLETION},
+    {"/completions", "POST", R_COMPLETION}, /* llama-server's: its native shape, as /completion */
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},
+    {"/embeddings", "POST", R_EMBEDDINGS},
+    {"/tokenize", "POST", R_TOKENIZE},
+    {"/detokenize", "POST", R_DETOKENIZE},
+    {"/apply-template", "POST", R_APPLY_TEMPLATE},
+    {"/props", "GET", R_PROPS},
+    {"/v1/messages", "POST", R_MESSAGES},
+    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+    {"/v1/responses", "POST", R_RESPONSES},
+    {"/responses", "POST", R_RESPONSES},
+    {"/v1/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
+    {"/responses/input_tokens", "POST", R_RESPONSE_TOKENS},
+    {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
+    {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
+    {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
+};
+
+/* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
+ * route has this path. */
+static int find_route(const char *method, const char *url, bool *known) {
+    *known = false;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        size_t n = strlen(routes[i].url);
+        bool match = routes[i].url[n - 1] == '/' ? !strncmp(url, routes[i].url, n) && url[n] && !strchr(url + n, '/')
+                                                 : !strcmp(url, routes[i].url);
+        if (!match) continue;
+        *known = true;
+        if (!strcmp(method, routes[i].method)) return (int)i;
+    }
+    return -1;
 }
 
-static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
-    char buf[4096];
+/* Whether the request carries --api-key: "Authorization: Bearer KEY", or Anthropic's
+ * "X-Api-Key: KEY" (as llama-server accepts). */
+static bool authorized(const serve_ctx *s, struct MHD_Connection *conn) {
+    if (!s->o.api_key) return true;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, s->o.api_key)) return true;
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    return x && !strcmp(x, s->o.api_key);
+}
+
+/* The prompt tokens a request with this body would prefill: POST /v1/messages/count_tokens
+ * {"input_tokens"}, /v1/responses/input_tokens {"object": "response.input_tokens",
+ * "input_tokens"}, /chat/completions/input_tokens (llama-server's) {"input_tokens"}. */
+static enum MHD_Result handle_input_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r, map_fn map,
+                                           serve_api api) {
+    sreq_err e = {0};
+    job *j = make_job(s, r, map, &e);
+    if (!j) return send_err(s, conn, api, &e);
+    cJSON *out = cJSON_CreateObject();
+    if (api == SAPI_RESPONSES) cJSON_AddStringToObject(out, "object", "response.input_tokens");
+    cJSON_AddNumberToObject(out, "input_tokens", (double)j->p.n_ids);
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(s, conn, 200, out, false);
+}
+
+/* GET /v1/responses/{id}: the stored response object; DELETE: forgets it. */
+static enum MHD_Result handle_response_id(serve_ctx *s, struct MHD_Connection *conn, const char *id, bool del) {
+    if (del) {
+        if (!resp_store_delete(s->responses, id))
+            return send_error(s, conn, 404, "response_not_found", "no stored response '%.80s'", id);
+        cJSON *out = cJSON_CreateObject();
+        cJSON_AddStringToObject(out, "id", id);
+        cJSON_AddStringToObject(out, "object", "response.deleted");
+        cJSON_AddBoolToObject(out, "deleted", true);
+        return send_json(s, conn, 200, out, false);
+    }
+    char *record = resp_store_get(s->responses, id);
+    cJSON *rec = record ? cJSON_Parse(record) : NULL;
+    free(record);
+    cJSON *resp = cJSON_DetachItemFromObjectCaseSensitive(rec, "response");
+    cJSON_Delete(rec);
+    if (!resp) return send_error(s, conn, 404, "response_not_found", "no stored response '%.80s'", id);
+    return send_json(s, conn, 200, resp, false);
+}
+
+/* POST /slots/{id}?action=save|restore|erase (llamacpp.c util_slot). */
+static enum MHD_Result handle_slot(serve_ctx *s, struct MHD_Connection *conn, req *r, const char *id) {
+    sreq_err e = {0};
+    const char *action = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "action");
+    cJSON *out = NULL, *root = r->body.n ? sreq_parse_json(r->body.p, r->body.n, &e) : cJSON_CreateObject();
+    bool ok = root && util_slot(s, id, action, root, &out, &e);
+    cJSON_Delete(root);
+    return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
+}
+
+typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+
+/* A utility endpoint answered in the connection's thread: body -> JSON -> fn. */
+static enum MHD_Result handle_util(serve_ctx *s, struct MHD_Connection *conn, req *r, util_fn fn) {
+    sreq_err e = {0};
+    cJSON *out = NULL, *root = sreq_parse_json(r->body.p ? r->body.p : "", r->body.n, &e);
+    bool ok = root && fn(s, root, &out, &e);
+    cJSON_Delete(root);
+    return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
+}
+
+static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn) {
+    char text[4096];
     slm_engine_stats es;
-    slm_engine_get_stats(srv.engine, &es);
-    pthread_mutex_lock(&srv.mu);
-    snprintf(buf, sizeof buf,
+    slm_engine_get_stats(s->engine, &es);
+    pthread_mutex_lock(&s->mu);
+    snprintf(text, sizeof text,
              "# TYPE statelm_requests_total counter\nstatelm_requests_total %llu\n"
              "# TYPE statelm_request_errors_total counter\nstatelm_request_errors_total %llu\n"
              "# TYPE statelm_requests_cancelled_total counter\nstatelm_requests_cancelled_total %llu\n"
@@ -271,119 +448,136 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn) {
              "# TYPE statelm_decode_batch_slots_total counter\nstatelm_decode_batch_slots_total %llu\n"
              "# TYPE statelm_decode_batch_max_slots gauge\nstatelm_decode_batch_max_slots %d\n"
              "# TYPE statelm_decode_batch_fallbacks_total counter\nstatelm_decode_batch_fallbacks_total %llu\n",
-             (unsigned long long)srv.m_requests, (unsigned long long)(srv.m_errors + es.n_failed),
-             (unsigned long long)es.n_cancelled, (unsigned long long)srv.m_prompt_tokens,
+             (unsigned long long)s->m_requests, (unsigned long long)(s->m_errors + es.n_failed),
+             (unsigned long long)es.n_cancelled, (unsigned long long)s->m_prompt_tokens,
              (unsigned long long)es.n_generated_tokens, (unsigned long long)es.n_reused_tokens, es.n_queued, es.n_busy,
              es.n_slots, es.decode_seconds > 0 ? (double)es.n_decoded_tokens / es.decode_seconds : 0.0,
              es.n_cached_states, (unsigned long long)es.cached_state_bytes, es.n_state_files,
              (unsigned long long)es.n_drafted, (unsigned long long)es.n_accepted, (unsigned long long)es.n_replays,
              (unsigned long long)es.n_batch_steps, (unsigned long long)es.n_batch_slots, es.batch_max,
              (unsigned long long)es.n_batch_fallbacks);
-    pthread_mutex_unlock(&srv.mu);
-    return send_text(conn, buf, "text/plain; version=0.0.4");
+    pthread_mutex_unlock(&s->mu);
+    return send_text(s, conn, text, "text/plain; version=0.0.4");
+}
+
+/* GET /v1/models: the one model served. */
+static cJSON *models_json(const serve_ctx *s) {
+    cJSON *root = cJSON_CreateObject(), *arr;
+    cJSON_AddStringToObject(root, "object", "list");
+    arr = cJSON_AddArrayToObject(root, "data");
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", s->model_id);
+    cJSON_AddStringToObject(e, "object", "model");
+    cJSON_AddNumberToObject(e, "created", 0);
+    cJSON_AddStringToObject(e, "owned_by", "statelm");
+    cJSON *meta = cJSON_AddObjectToObject(e, "meta");
+    cJSON_AddStringToObject(meta, "file", s->model_file);
+    cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
+    /* a built-in's name, the --chat-template-file path, or "model": the model's own template */
+    cJSON_AddStringToObject(meta, "chat_template", s->chat_template        ? s->chat_template
+                                                   : s->o.chat_template_file ? s->o.chat_template_file
+                                                                             : "model");
+    cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
+    cJSON_AddBoolToObject(meta, "embeddings", s->embedder != NULL);
+    if (s->embedder) {
+        cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(s->m));
+        cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(s->embedder)));
+    }
+    cJSON_AddItemToArray(arr, e);
+    return root;
 }
 
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)cls;
     (void)version;
+    serve_ctx *s = cls;
     req *r = *con_cls;
-    size_t cap = (size_t)srv.o.max_body_kib << 10;
+    size_t cap = (size_t)s->o.max_body_kib << 10;
     if (!r) {
         if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        r->body = buf_make(NULL);
         *con_cls = r;
-        pthread_mutex_lock(&srv.mu);
-        srv.n_inflight++;
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_lock(&s->mu);
+        s->n_inflight++;
+        pthread_mutex_unlock(&s->mu);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > cap)
-            return send_error(conn, 413, NULL, "the request body is larger than %d KiB", srv.o.max_body_kib);
+            return send_error(s, conn, 413, NULL, "the request body is larger than %d KiB", s->o.max_body_kib);
         return MHD_YES;
     }
     if (*upload_size) {
         if (r->body.n + *upload_size > cap) r->too_big = true;
-        else if (!sb_add(&r->body, upload, *upload_size)) return MHD_NO;
+        else if (buf_put(&r->body, upload, *upload_size), r->body.oom) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     conn_watch *cw = ci ? ci->socket_context : NULL;
     if (cw) {
-        pthread_mutex_lock(&srv.mu);
+        pthread_mutex_lock(&s->mu);
         cw->receiving = false;
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_unlock(&s->mu);
     }
-    if (r->too_big) return send_error(conn, 413, NULL, "the request body is larger than %d KiB", srv.o.max_body_kib);
-    if (!strcmp(method, "OPTIONS")) return send_options(conn);
-    const char *wanted = endpoint_method(url);
-    if (!wanted) return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
-    if (strcmp(method, wanted) != 0)
-        return send_error(conn, 405, NULL, "%s takes %s, not %s", url, wanted, method); /* before auth, as a 404 */
-    bool is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
-    if (is_get && !strcmp(url, "/health")) return send_text(conn, "{\"status\":\"ok\"}", "application/json");
-    if (srv.o.api_key) {
-        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || strcmp(auth + 7, srv.o.api_key) != 0)
-            return send_error(conn, 401, NULL, "invalid API key");
+    if (r->too_big) return send_error(s, conn, 413, NULL, "the request body is larger than %d KiB", s->o.max_body_kib);
+    if (!strcmp(method, "OPTIONS")) return send_options(s, conn);
+    bool known = false;
+    int ri = find_route(method, url, &known);
+    if (ri < 0 && !known) return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
+    if (ri < 0) return send_error(s, conn, 405, NULL, "%s does not take %s", url, method); /* before auth, as a 404 */
+    route rt = routes[ri].r;
+    if (rt == R_HEALTH) return send_text(s, conn, "{\"status\":\"ok\"}", "application/json");
+    serve_api api = rt == R_MESSAGES || rt == R_COUNT_TOKENS ? SAPI_MESSAGES : SAPI_CHAT;
+    if (!authorized(s, conn)) return send_api_error(s, conn, api, 401, NULL, "invalid API key");
+    switch (rt) {
+    case R_METRICS: return handle_metrics(s, conn);
+    case R_MODELS: return send_json(s, conn, 200, models_json(s), false);
+    case R_CHAT: return handle_generate(s, conn, r, SAPI_CHAT, sreq_from_chat);
+    case R_COMPLETIONS: return handle_generate(s, conn, r, SAPI_COMPLETIONS, sreq_from_completions);
+    case R_COMPLETION: return handle_generate(s, conn, r, SAPI_COMPLETION, sreq_from_completion);
+    case R_EMBEDDINGS: return handle_embeddings(s, conn, r);
+    case R_TOKENIZE: return handle_util(s, conn, r, util_tokenize);
+    case R_DETOKENIZE: return handle_util(s, conn, r, util_detokenize);
+    case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
+    case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
+    case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
+    case R_COUNT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_messages_count, SAPI_MESSAGES);
+    case R_CHAT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_chat, SAPI_CHAT);
+    case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
+    case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_responses, SAPI_RESPONSES);
+    case R_SLOT: return handle_slot(s, conn, r, url + strlen("/slots/"));
+    case R_RESPONSE_GET:
+    case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);
+    case R_HEALTH: break;
     }
-    if (is_get && !strcmp(url, "/metrics")) return handle_metrics(conn);
-    if (is_get && !strcmp(url, "/v1/models")) {
-        cJSON *root = cJSON_CreateObject(), *arr;
-        cJSON_AddStringToObject(root, "object", "list");
-        arr = cJSON_AddArrayToObject(root, "data");
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "id", srv.model_id);
-        cJSON_AddStringToObject(e, "object", "model");
-        cJSON_AddNumberToObject(e, "created", 0);
-        cJSON_AddStringToObject(e, "owned_by", "statelm");
-        cJSON *meta = cJSON_AddObjectToObject(e, "meta");
-        cJSON_AddStringToObject(meta, "file", srv.model_file);
-        cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
-        /* a built-in's name, the --chat-template-file path, or "model": the model's own template */
-        cJSON_AddStringToObject(meta, "chat_template", srv.chat_template      ? srv.chat_template
-                                                       : srv.o.chat_template_file ? srv.o.chat_template_file
-                                                                              : "model");
-        cJSON_AddNumberToObject(meta, "n_ctx", srv.n_ctx);
-        cJSON_AddNumberToObject(meta, "n_vocab", srv.n_vocab);
-        cJSON_AddBoolToObject(meta, "embeddings", srv.embedder != NULL);
-        if (srv.embedder) {
-            cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(srv.m));
-            cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(srv.embedder)));
-        }
-        cJSON_AddItemToArray(arr, e);
-        return send_json(conn, 200, root, false);
-    }
-    if (is_post && !strcmp(url, "/v1/chat/completions")) return handle_generate(conn, r, true);
-    if (is_post && !strcmp(url, "/v1/completions")) return handle_generate(conn, r, false);
-    if (is_post && !strcmp(url, "/v1/embeddings")) return handle_embeddings(conn, r);
-    return send_error(conn, 404, NULL, "no endpoint %s %s", method, url);
+    return send_error(s, conn, 404, NULL, "no endpoint %s %s", method, url);
 }
 
 void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)toe;
+    serve_ctx *s = cls;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     conn_watch *cw = ci ? ci->socket_context : NULL;
-    pthread_mutex_lock(&srv.mu);
+    pthread_mutex_lock(&s->mu);
     if (cw) { /* the next request on this connection starts now */
         cw->receiving = true;
         cw->t_start = now_s();
     }
-    pthread_mutex_unlock(&srv.mu);
+    pthread_mutex_unlock(&s->mu);
     req *r = *con_cls;
     if (!r) return;
-    free(r->body.v);
+    free(r->body.p);
     free(r);
     *con_cls = NULL;
-    pthread_mutex_lock(&srv.mu);
-    srv.n_inflight--;
-    pthread_mutex_unlock(&srv.mu);
+    pthread_mutex_lock(&s->mu);
+    s->n_inflight--;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
-    (void)cls;
-    pthread_mutex_lock(&srv.mu);
+    serve_ctx *s = cls;
+    pthread_mutex_lock(&s->mu);
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         conn_watch *cw = ci ? calloc(1, sizeof *cw) : NULL;
@@ -391,30 +585,30 @@ void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context
             cw->fd = ci->connect_fd;
             cw->t_start = now_s();
             cw->receiving = true;
-            cw->next = srv.conns;
-            if (srv.conns) srv.conns->prev = cw;
-            srv.conns = cw;
+            cw->next = s->conns;
+            if (s->conns) s->conns->prev = cw;
+            s->conns = cw;
         }
         *socket_context = cw;
     } else if (*socket_context) {
         conn_watch *cw = *socket_context;
         if (cw->prev) cw->prev->next = cw->next;
-        else srv.conns = cw->next;
+        else s->conns = cw->next;
         if (cw->next) cw->next->prev = cw->prev;
         free(cw);
         *socket_context = NULL;
     }
-    pthread_mutex_unlock(&srv.mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Cuts connections whose request has been arriving for longer than --timeout seconds. */
-void watch_connections(void) {
+void watch_connections(serve_ctx *s) {
     double now = now_s();
-    pthread_mutex_lock(&srv.mu);
-    for (conn_watch *cw = srv.conns; cw; cw = cw->next)
-        if (cw->receiving && now - cw->t_start > srv.o.timeout_s) {
+    pthread_mutex_lock(&s->mu);
+    for (conn_watch *cw = s->conns; cw; cw = cw->next)
+        if (cw->receiving && now - cw->t_start > s->o.timeout_s) {
             shutdown(cw->fd, SHUT_RDWR);
             cw->t_start = INFINITY;
         }
-    pthread_mutex_unlock(&srv.mu);
+    pthread_mutex_unlock(&s->mu);
 }

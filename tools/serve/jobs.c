@@ -9,40 +9,34 @@
 
 #include "serve.h"
 
-bool sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *v = realloc(b->v, cap);
-        if (!v) return false;
-        b->v = v;
-        b->cap = cap;
-    }
-    memcpy(b->v + b->n, s, n);
-    b->n += n;
-    b->v[b->n] = '\0';
-    return true;
-}
-
 double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A job with one reference (the HTTP side's), or NULL when out of memory. */
+job *job_create(serve_ctx *s) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->srv = s;
+    j->refs = 1;
+    j->sse = buf_make(NULL);
+    for (int32_t i = 0; i < MAX_N; i++) j->choices[i].text = buf_make(NULL);
+    pthread_cond_init(&j->cv, NULL);
+    return j;
+}
+
 void job_unref_locked(job *j) {
     if (--j->refs > 0) return;
     for (int32_t i = 0; i < MAX_N; i++) {
-        free(j->choices[i].text.v);
+        buf_free(&j->choices[i].text);
         free(j->choices[i].lps);
         free(j->choices[i].ids);
     }
-    for (int32_t i = 0; i < j->n_stops; i++) free(j->stops[i]);
-    free((void *)(uintptr_t)j->sp.logit_bias);
-    slm_grammar_destroy(j->grammar);
-    tools_req_free(&j->tools);
-    free(j->prompt);
-    free(j->sse.v);
+    sreq_free(&j->r);
+    sprompt_free(&j->p);
+    buf_free(&j->sse);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
@@ -53,55 +47,73 @@ static uint64_t hash_text(const char *s, size_t n) {
     return h;
 }
 
-void gen_forget_locked(size_t i) {
-    srv.gens_bytes -= srv.gens[i].n_text + srv.gens[i].n_ids * sizeof(int32_t);
-    free(srv.gens[i].text);
-    free(srv.gens[i].ids);
-    srv.gens[i] = srv.gens[--srv.n_gens];
+void gen_forget_locked(serve_ctx *s, size_t i) {
+    s->gens_bytes -= s->gens[i].n_text + s->gens[i].n_ids * sizeof(int32_t);
+    free(s->gens[i].text);
+    free(s->gens[i].ids);
+    s->gens[i] = s->gens[--s->n_gens];
 }
 
-/* Index of the remembered completion whose text is s[0, n), or -1. */
-long gen_find_locked(const char *s, size_t n) {
-    uint64_t h = hash_text(s, n);
-    for (size_t i = 0; i < srv.n_gens; i++)
-        if (srv.gens[i].hash == h && srv.gens[i].n_text == n && memcmp(srv.gens[i].text, s, n) == 0) return (long)i;
+/* Index of the remembered completion whose text is t[0, n), or -1. */
+static long gen_find_locked(const serve_ctx *s, const char *t, size_t n) {
+    uint64_t h = hash_text(t, n);
+    for (size_t i = 0; i < s->n_gens; i++)
+        if (s->gens[i].hash == h && s->gens[i].n_text == n && memcmp(s->gens[i].text, t, n) == 0) return (long)i;
     return -1;
 }
 
+/* sreq_ids_lookup_fn over the generated-ids memory of the serve_ctx ctx. */
+bool gen_lookup(void *ctx, const char *text, size_t n, int32_t **ids, size_t *n_ids) {
+    serve_ctx *s = ctx;
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    long g = gen_find_locked(s, text, n);
+    int32_t *copy = g >= 0 ? malloc(s->gens[g].n_ids * sizeof *copy) : NULL;
+    if (copy) {
+        memcpy(copy, s->gens[g].ids, s->gens[g].n_ids * sizeof *copy);
+        *ids = copy;
+        *n_ids = s->gens[g].n_ids;
+        s->gens[g].last_used = ++s->gen_tick;
+        found = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
 /* Remembers the ids of a finished chat choice under its text (evicting the least recently used). */
-static void gen_remember_locked(const choice *c) {
-    if (!srv.gens || c->ids_cut || c->n_ids == 0 || c->text.n == 0) return;
+static void gen_remember_locked(serve_ctx *s, const choice *c) {
+    if (!s->gens || c->ids_cut || c->n_ids == 0 || c->text.n == 0) return;
     size_t bytes = c->text.n + c->n_ids * sizeof(int32_t);
     if (bytes > GEN_MEMORY_BYTES / 4) return;
-    long old = gen_find_locked(c->text.v, c->text.n);
-    if (old >= 0) gen_forget_locked((size_t)old);
-    while (srv.n_gens > 0 && (srv.n_gens == GEN_MEMORY_N || srv.gens_bytes + bytes > GEN_MEMORY_BYTES)) {
+    long old = gen_find_locked(s, c->text.p, c->text.n);
+    if (old >= 0) gen_forget_locked(s, (size_t)old);
+    while (s->n_gens > 0 && (s->n_gens == GEN_MEMORY_N || s->gens_bytes + bytes > GEN_MEMORY_BYTES)) {
         size_t lru = 0;
-        for (size_t i = 1; i < srv.n_gens; i++)
-            if (srv.gens[i].last_used < srv.gens[lru].last_used) lru = i;
-        gen_forget_locked(lru);
+        for (size_t i = 1; i < s->n_gens; i++)
+            if (s->gens[i].last_used < s->gens[lru].last_used) lru = i;
+        gen_forget_locked(s, lru);
     }
-    gen_memory g = {hash_text(c->text.v, c->text.n), ++srv.gen_tick, malloc(c->text.n), c->text.n,
+    gen_memory g = {hash_text(c->text.p, c->text.n), ++s->gen_tick, malloc(c->text.n), c->text.n,
                     malloc(c->n_ids * sizeof(int32_t)), c->n_ids};
     if (!g.text || !g.ids) {
         free(g.text);
         free(g.ids);
         return;
     }
-    memcpy(g.text, c->text.v, c->text.n);
+    memcpy(g.text, c->text.p, c->text.n);
     memcpy(g.ids, c->ids, c->n_ids * sizeof(int32_t));
-    srv.gens[srv.n_gens++] = g;
-    srv.gens_bytes += bytes;
+    s->gens[s->n_gens++] = g;
+    s->gens_bytes += bytes;
 }
 
 /* Copies the engine's view of a choice into the job's: text (the engine's only grows, or is cut at
- * a stop string), new log-probabilities and, once finished, the ids. Under srv.mu. */
+ * a stop string), new log-probabilities and, once finished, the ids. Under srv->mu. */
 static bool choice_update(choice *c, const slm_engine_event *ev) {
     if (ev->n_text < c->text.n) {
-        c->text.n = ev->n_text;
-        c->text.v[c->text.n] = '\0';
-    } else if (ev->n_text > c->text.n && !sb_add(&c->text, ev->text + c->text.n, ev->n_text - c->text.n)) {
-        return false;
+        buf_truncate(&c->text, ev->n_text);
+    } else if (ev->n_text > c->text.n) {
+        buf_put(&c->text, ev->text + c->text.n, ev->n_text - c->text.n);
+        if (c->text.oom) return false;
     }
     if (ev->n_logprobs > c->n_tokens) {
         tok_lp *v = realloc(c->lps, ev->n_logprobs * sizeof *v);
@@ -127,22 +139,28 @@ static bool choice_update(choice *c, const slm_engine_event *ev) {
  * (cancelled) takes no results; DONE drops the engine's reference. */
 void on_engine_event(void *user, const slm_engine_event *ev) {
     job *j = user;
-    pthread_mutex_lock(&srv.mu);
+    serve_ctx *s = j->srv;
+    pthread_mutex_lock(&s->mu);
     if (ev->kind == SLM_ENGINE_EVENT_CHOICE) {
         if (!j->cancelled && !j->done) {
             choice *c = &j->choices[ev->choice];
+            if (ev->n_tokens > 0 && j->t_first == 0) j->t_first = now_s();
             if (!choice_update(c, ev)) {
                 j->err_status = 500;
                 snprintf(j->err_msg, sizeof j->err_msg, "out of memory");
-            } else if (j->stream) {
-                sse_choice(j, ev->choice, ev->n_stable);
+            } else if (j->r.stream) {
+                if (j->r.api == SAPI_COMPLETION) native_sse_choice(j, ev->n_stable);
+                else if (j->r.api == SAPI_MESSAGES) anthropic_sse_progress(j, ev->n_stable);
+                else if (j->r.api == SAPI_RESPONSES) responses_sse_progress(j, ev->n_stable);
+                else sse_choice(j, ev->choice, ev->n_stable);
                 pthread_cond_broadcast(&j->cv);
             }
         }
-        pthread_mutex_unlock(&srv.mu);
+        pthread_mutex_unlock(&s->mu);
         return;
     }
     j->cached_tokens = ev->n_cached;
+    j->t_end = now_s();
     if (ev->outcome == SLM_ENGINE_DONE_SHUTDOWN) {
         j->err_status = 503;
         j->err_code = "server_shutting_down";
@@ -151,25 +169,45 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
         j->err_status = 500;
         snprintf(j->err_msg, sizeof j->err_msg, "%s", ev->message);
     }
+    /* a stored response is kept (its file written) before the client can see the answer */
+    char *record = j->r.api == SAPI_RESPONSES && j->r.store && !j->err_status && !j->cancelled && !j->done
+                       ? responses_record(j)
+                       : NULL;
+    if (record) {
+        pthread_mutex_unlock(&s->mu);
+        bool kept = resp_store_put(s->responses, j->id, record, strlen(record));
+        free(record);
+        pthread_mutex_lock(&s->mu);
+        if (!kept && !j->err_status) {
+            j->err_status = 500;
+            snprintf(j->err_msg, sizeof j->err_msg, "the response could not be stored (memory or --state-dir)");
+        }
+    }
     if (!j->done) {
         j->done = true;
-        if (j->chat && !j->err_status && !j->cancelled)
-            for (int32_t i = 0; i < j->n; i++) gen_remember_locked(&j->choices[i]);
-        if (j->stream && !j->cancelled) sse_finish(j);
+        if (serve_api_is_chat(j->r.api) && !j->p.prefill && !j->err_status && !j->cancelled)
+            for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(s, &j->choices[i]);
+        if (j->r.stream && !j->cancelled) {
+            if (j->r.api == SAPI_COMPLETION) native_sse_finish(j);
+            else if (j->r.api == SAPI_MESSAGES) anthropic_sse_finish(j);
+            else if (j->r.api == SAPI_RESPONSES) responses_sse_finish(j);
+            else sse_finish(j);
+        }
         pthread_cond_broadcast(&j->cv);
     }
     job_unref_locked(j);
-    pthread_mutex_unlock(&srv.mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* The HTTP side is done with j (its response is gone, or its client): j takes no more results, the
  * engine ends the request at its next step, and this side's reference goes. */
 void job_cancel(job *j) {
-    pthread_mutex_lock(&srv.mu);
+    serve_ctx *s = j->srv;
+    pthread_mutex_lock(&s->mu);
     j->cancelled = true;
     bool running = !j->done;
     uint64_t id = j->engine_id;
     job_unref_locked(j);
-    pthread_mutex_unlock(&srv.mu);
-    if (running) slm_engine_cancel(srv.engine, id);
+    pthread_mutex_unlock(&s->mu);
+    if (running) slm_engine_cancel(s->engine, id);
 }

@@ -14,12 +14,11 @@
 
 #include "serve.h"
 
-serve_state srv;
-
 /* ---- command ---------------------------------------------------------------------------------- */
 
 static void usage_serve(void) {
-    puts("usage: statelm serve -m MODEL [options]   an OpenAI-compatible HTTP server\n"
+    puts("usage: statelm serve -m MODEL [options]   an HTTP server: OpenAI (chat, completions, responses),\n"
+         "                                          Anthropic messages and llama-server's endpoints\n"
          "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
          "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
          "  --parallel N         slots: requests generated concurrently (default 4)\n"
@@ -28,7 +27,8 @@ static void usage_serve(void) {
          "  --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
          "  --cache-mib MiB      memory for idle snapshots reused by prefix (default 256; 0 = none)\n"
          "  --state-dir DIR      evicted snapshots spill to files in DIR (must exist); they outlive the\n"
-         "                       server and are reused by the next one of the same model and context\n"
+         "                       server and are reused by the next one of the same model and context;\n"
+         "                       stored /v1/responses are kept there too (servers sharing DIR share them)\n"
          "  --max-body-kib K     largest request body (default 1024)\n"
          "  --max-tokens N       largest max_tokens a request may ask for (default 4096)\n"
          "  --queue N            requests waiting for a slot before 503 (default 64)\n"
@@ -57,6 +57,7 @@ static void usage_serve(void) {
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
          "  --repeat-last-n N (64)  --presence-penalty P (0)  --frequency-penalty P (0)\n"
+         "  --seed N (random per request; given, every request without a seed samples with N)\n"
          "SIGINT or SIGTERM stops it: requests in flight end with an error (code server_shutting_down).\n"
          "Request fields, errors and limits: docs/serve.md.");
 }
@@ -133,6 +134,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
                 return cli_fail("--reasoning-format %s: not none or deepseek", v), 2;
             o->reasoning_none = !strcmp(v, "none");
         }
+        else if (!strcmp(a, "--seed")) {
+            if (!cli_parse_i64(a, v, -1, INT64_MAX, &iv)) return 2;
+            o->seed_set = iv >= 0; /* -1: random, as llama-server's */
+            o->sampling.seed = (uint64_t)(iv >= 0 ? iv : 0);
+        }
         else if (!strcmp(a, "--top-k")) dst = &o->sampling.top_k, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--repeat-last-n")) dst = &o->sampling.repeat_last_n, lo = 0, hi = INT32_MAX;
         else if (!strcmp(a, "--temp")) fdst = &o->sampling.temperature, flo = 0, fhi = 2;
@@ -163,8 +169,13 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    int rc = parse_serve(argc, argv, &srv.o);
-    if (rc >= 0) return rc;
+    serve_ctx *s = calloc(1, sizeof *s);
+    if (!s) return cli_fail("out of memory"), 1;
+    int rc = parse_serve(argc, argv, &s->o);
+    if (rc >= 0) {
+        free(s);
+        return rc;
+    }
     rc = 1;
     char err[512];
     struct MHD_Daemon *d = NULL;
@@ -176,75 +187,76 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    pthread_mutex_init(&srv.mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
     slm_model_params mp = slm_model_params_default();
-    mp.n_threads = srv.o.n_threads;
-    slm_status st = slm_model_load(srv.o.model, &mp, &srv.m, err, sizeof err);
+    mp.n_threads = s->o.n_threads;
+    slm_status st = slm_model_load(s->o.model, &mp, &s->m, err, sizeof err);
     if (st != SLM_OK) {
         cli_fail("%s (%s)", err, slm_status_name(st));
         goto done;
     }
-    if (!(srv.tok = slm_model_tokenizer(srv.m))) {
+    if (!(s->tok = slm_model_tokenizer(s->m))) {
         cli_fail("serve: the model has no tokenizer");
         goto done;
     }
-    const char *base = strrchr(srv.o.model, '/');
-    srv.model_file = base && base[1] ? base + 1 : srv.o.model;
-    snprintf(srv.model_id, sizeof srv.model_id, "%s", srv.o.alias ? srv.o.alias : srv.model_file);
-    srv.n_vocab = slm_model_n_vocab(srv.m);
-    if (srv.o.chat_template && srv.o.chat_template_file) {
+    const char *base = strrchr(s->o.model, '/');
+    s->model_file = base && base[1] ? base + 1 : s->o.model;
+    snprintf(s->model_id, sizeof s->model_id, "%s", s->o.alias ? s->o.alias : s->model_file);
+    s->n_vocab = slm_model_n_vocab(s->m);
+    if (s->o.chat_template && s->o.chat_template_file) {
         cli_fail("serve: give one of --chat-template and --chat-template-file");
         goto done;
     }
-    srv.chat_template = srv.o.chat_template;
-    if (srv.o.chat_template_file && !(srv.template_text = cli_read_text(srv.o.chat_template_file, 1 << 20))) goto done;
-    if (!srv.chat_template && !srv.template_text && !slm_model_chat_template(srv.m)) {
-        srv.chat_template = "chatml";
+    s->chat_template = s->o.chat_template;
+    if (s->o.chat_template_file && !(s->template_text = cli_read_text(s->o.chat_template_file, 1 << 20))) goto done;
+    if (!s->chat_template && !s->template_text && !slm_model_chat_template(s->m)) {
+        s->chat_template = "chatml";
         fprintf(stderr, "statelm serve: warning: the model has no chat template; chat requests use chatml "
                         "(--chat-template-file F to run another)\n");
     }
     {
         const slm_chat_message probe = {"user", "hi"};
-        slm_chat_template t = {srv.chat_template, srv.template_text, srv.o.chat_template_kwargs};
+        slm_chat_template t = {s->chat_template, s->template_text, s->o.chat_template_kwargs};
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        st = slm_chat_tokenize_with(srv.m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, err, sizeof err);
+        st = slm_chat_tokenize_with(s->m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, err, sizeof err);
         slm_free(ids);
         if (st != SLM_OK) {
             cli_fail("chat template: %s (%s)", err, slm_status_name(st));
             goto done;
         }
     }
-    if (srv.o.draft_model && (st = slm_model_load(srv.o.draft_model, &mp, &srv.draft_model, err, sizeof err)) != SLM_OK) {
+    if (s->o.draft_model && (st = slm_model_load(s->o.draft_model, &mp, &s->draft_model, err, sizeof err)) != SLM_OK) {
         cli_fail("draft model: %s (%s)", err, slm_status_name(st));
         goto done;
     }
-    srv.gens = calloc(GEN_MEMORY_N, sizeof *srv.gens);
-    if (!srv.gens) {
+    s->gens = calloc(GEN_MEMORY_N, sizeof *s->gens);
+    s->responses = resp_store_create(s->o.state_dir, RESP_STORE_N, RESP_STORE_BYTES);
+    if (!s->gens || !s->responses) {
         cli_fail("out of memory");
         goto done;
     }
-    if (srv.o.n_ctx) cli_warn_ctx(srv.m, srv.o.n_ctx, SLM_DTYPE_F16);
+    if (s->o.n_ctx) cli_warn_ctx(s->m, s->o.n_ctx, SLM_DTYPE_F16);
     slm_engine_params ep = slm_engine_params_default();
-    ep.n_slots = srv.o.parallel;
-    ep.queue_max = srv.o.queue_max;
-    ep.session.n_ctx = srv.o.n_ctx;
-    ep.session.n_threads = srv.o.n_threads;
+    ep.n_slots = s->o.parallel;
+    ep.queue_max = s->o.queue_max;
+    ep.session.n_ctx = s->o.n_ctx;
+    ep.session.n_threads = s->o.n_threads;
     cli_apply_env(&ep.session, NULL);
-    ep.cache_mib = srv.o.cache_mib;
-    ep.state_dir = srv.o.state_dir;
-    ep.no_prefix_reuse = srv.o.no_prefix_reuse;
-    ep.lookup = srv.o.lookup;
-    ep.draft_model = srv.draft_model;
-    ep.draft_max = srv.o.draft_max;
-    if ((st = slm_engine_create(srv.m, &ep, &srv.engine, err, sizeof err)) != SLM_OK) {
+    ep.cache_mib = s->o.cache_mib;
+    ep.state_dir = s->o.state_dir;
+    ep.no_prefix_reuse = s->o.no_prefix_reuse;
+    ep.lookup = s->o.lookup;
+    ep.draft_model = s->draft_model;
+    ep.draft_max = s->o.draft_max;
+    if ((st = slm_engine_create(s->m, &ep, &s->engine, err, sizeof err)) != SLM_OK) {
         cli_name_env(err, sizeof err);
         cli_fail("%s (%s)", err, slm_status_name(st));
         goto done;
     }
-    srv.n_ctx = slm_engine_n_ctx(srv.engine);
-    if (srv.o.embeddings &&
-        (st = serve_embedder_create(srv.m, srv.o.pooling, srv.n_ctx, srv.o.n_threads, &srv.embedder, err, sizeof err))) {
+    s->n_ctx = slm_engine_n_ctx(s->engine);
+    if (s->o.embeddings &&
+        (st = serve_embedder_create(s->m, s->o.pooling, s->n_ctx, s->o.n_threads, &s->embedder, err, sizeof err))) {
         cli_fail("--embeddings: %s (%s)", err, slm_status_name(st));
         goto done;
     }
@@ -256,17 +268,17 @@ int cmd_serve(int argc, char **argv) {
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
         hints.ai_flags = AI_PASSIVE;
-        int gai = getaddrinfo(srv.o.host, NULL, &hints, &res);
+        int gai = getaddrinfo(s->o.host, NULL, &hints, &res);
         if (gai != 0 || !res) {
-            cli_fail("--host %s: %s", srv.o.host, gai ? gai_strerror(gai) : "no address");
+            cli_fail("--host %s: %s", s->o.host, gai ? gai_strerror(gai) : "no address");
             goto done;
         }
         memcpy(&addr, res->ai_addr, res->ai_addrlen);
         freeaddrinfo(res);
     }
     bool ipv6 = addr.ss_family == AF_INET6;
-    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)srv.o.port);
-    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)srv.o.port);
+    if (ipv6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->o.port);
+    else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->o.port);
     char host_text[INET6_ADDRSTRLEN + 2];
     {
         char a[INET6_ADDRSTRLEN];
@@ -275,7 +287,7 @@ int cmd_serve(int argc, char **argv) {
         inet_ntop(addr.ss_family, raw, a, sizeof a);
         snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
     }
-    if (slm_engine_start(srv.engine) != SLM_OK) {
+    if (slm_engine_start(s->engine) != SLM_OK) {
         cli_fail("cannot start the engine's thread");
         goto done;
     }
@@ -283,24 +295,24 @@ int cmd_serve(int argc, char **argv) {
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                              (ipv6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL,
-                         on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv.o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned int)srv.o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                         (unsigned int)srv.o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+                         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned int)s->o.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned int)s->o.max_conns_per_client, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) {
-        cli_fail("cannot listen on %s port %d: %s", host_text, srv.o.port, strerror(errno));
+        cli_fail("cannot listen on %s port %d: %s", host_text, s->o.port, strerror(errno));
         goto done;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
     socklen_t len = sizeof bound;
-    int port = srv.o.port;
+    int port = s->o.port;
     if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0)
         port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                  : ((struct sockaddr_in *)&bound)->sin_port);
     printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
-           srv.model_id, srv.o.parallel, srv.n_ctx);
+           s->model_id, s->o.parallel, s->n_ctx);
     fflush(stdout);
     int sig = 0;
     sigset_t stop;
@@ -308,32 +320,34 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     const struct timespec tick = {0, 250 * 1000 * 1000};
-    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections();
+    while ((sig = sigtimedwait(&stop, NULL, &tick)) < 0) watch_connections(s);
     fprintf(stderr, "statelm serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
     if (d) MHD_quiesce_daemon(d);
-    if (engine_started) slm_engine_stop(srv.engine); /* every request gets its DONE event */
+    if (engine_started) slm_engine_stop(s->engine); /* every request gets its DONE event */
     if (d) {
         /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
         double t_end = now_s() + 5;
         for (;;) {
-            pthread_mutex_lock(&srv.mu);
-            int32_t n = srv.n_inflight;
-            pthread_mutex_unlock(&srv.mu);
+            pthread_mutex_lock(&s->mu);
+            int32_t n = s->n_inflight;
+            pthread_mutex_unlock(&s->mu);
             if (n == 0 || now_s() > t_end) break;
             usleep(10000);
         }
         MHD_stop_daemon(d);
     }
-    slm_engine_free(srv.engine);
-    serve_embedder_destroy(srv.embedder);
-    while (srv.n_gens > 0) gen_forget_locked(srv.n_gens - 1);
-    free(srv.gens);
-    slm_model_destroy(srv.draft_model);
-    slm_model_destroy(srv.m);
-    free(srv.template_text);
-    pthread_mutex_destroy(&srv.mu);
+    slm_engine_free(s->engine);
+    serve_embedder_destroy(s->embedder);
+    while (s->n_gens > 0) gen_forget_locked(s, s->n_gens - 1);
+    free(s->gens);
+    resp_store_destroy(s->responses);
+    slm_model_destroy(s->draft_model);
+    slm_model_destroy(s->m);
+    free(s->template_text);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
     /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */
     return rc;
 }

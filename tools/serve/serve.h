@@ -1,14 +1,23 @@
 /* serve.h — what the parts of `statelm serve` share (tools/serve/). The scheduler, slots, prefix
  * cache, batching, speculation and constraints are the engine (include/statelm_engine.h,
- * src/serve/engine.c); these files are the OpenAI-compatible HTTP server around it:
+ * src/serve/engine.c); these files are the HTTP server around it:
+ *   request.c, messages.c, responses.c, render.c   a body mapped to one internal request (request.h), checked,
+ *             rendered into ids; no HTTP and no server state (unit-tested without sockets);
  *   jobs.c    a request's job: the engine's events turned into results and stream events, the
  *             generated-ids memory (chat turns continue from the ids a completion was generated as);
- *   openai.c  the OpenAI JSON shapes: request parsing into a job, responses, stream events, errors;
+ *   openai.c  the OpenAI response shapes: responses, stream events, errors;
+ *   anthropic.c  the Anthropic Messages shapes: message, stream events, errors;
+ *   oai_responses.c  the OpenAI Responses shapes: response, stream events, the stored record
+ *             (resp_store.c keeps records in memory and --state-dir files);
+ *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
+ *             /apply-template, /props, /slots/{id} (save, restore, erase);
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
  *   main.c    the command: options, start and shutdown;
  *   embed.c   POST /v1/embeddings (--embeddings) on a session of its own, outside the engine.
+ * No globals: one serve_ctx, made by main.c, reaches every function (the daemon's callbacks get
+ * it as their closure, a job points to it).
  * Threads: HTTP connection threads parse requests into jobs, submit them to the engine and wait;
- * the engine's thread delivers events (jobs.c) with no engine lock held. srv.mu guards every job's
+ * the engine's thread delivers events (jobs.c) with no engine lock held. ctx->mu guards every job's
  * results, the generated-ids memory, the connection list and the counters; it is never held while
  * calling the engine. */
 #ifndef SLM_TOOLS_SERVE_H
@@ -20,18 +29,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "cli.h"
 #include "embed.h"
-#include "statelm_engine.h"
+#include "request.h"
+#include "resp_store.h"
 #include "serve_tools.h"
+#include "statelm_engine.h"
 
-#define MAX_N SLM_ENGINE_MAX_N         /* most choices per request */
-#define MAX_STOPS SLM_ENGINE_MAX_STOPS /* most stop strings, as the OpenAI API */
-#define MAX_TOP_LOGPROBS SLM_ENGINE_MAX_TOP_LOGPROBS
-#define MAX_JSON_DEPTH 32
+#define MAX_N SREQ_MAX_N               /* most choices per request */
 #define GEN_MEMORY_N 4096              /* most completions whose ids are remembered */
 #define GEN_MEMORY_BYTES (64u << 20)   /* and most bytes of text + ids */
-#define MAX_LOGIT_BIAS 1024            /* most logit_bias entries per request */
+#define RESP_STORE_N 4096              /* most stored responses kept in memory (more: in --state-dir files) */
+#define RESP_STORE_BYTES (64u << 20)   /* and most bytes of them */
 
 typedef struct serve_opts {
     const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
@@ -41,23 +51,18 @@ typedef struct serve_opts {
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
+    bool seed_set;               /* --seed: the seed of requests that give none (else random per request) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
     int32_t max_conns, max_conns_per_client; /* open connections accepted in all, and from one address */
 } serve_opts;
-
-/* Growable byte buffer, always NUL-terminated when non-empty. */
-typedef struct sbuf {
-    char *v;
-    size_t n, cap;
-} sbuf;
 
 /* One generated token with its log-probability and the top alternatives. */
 typedef slm_engine_logprob tok_lp;
 
 /* One choice of a job as the engine's events reported it (jobs.c). */
 typedef struct choice {
-    sbuf text;          /* generated text, cut at a stop string */
+    buf text;           /* generated text, cut at a stop string */
     size_t n_sent;      /* bytes of text already streamed */
     tok_lp *lps;        /* (n_tokens) when logprobs were asked for */
     size_t n_tokens, n_lps_sent;
@@ -71,34 +76,32 @@ typedef struct choice {
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
  * (from a successful submit until its DONE event); the job is freed at 0. Fields below "results"
- * change under srv.mu only. */
+ * change under srv->mu only. */
 typedef struct job {
+    struct serve_ctx *srv;
     int refs;
-    bool chat, stream, logprobs, ignore_eos, include_usage;
-    int32_t top_logprobs, n;
-    int32_t *prompt;
-    size_t n_prompt;
-    int32_t max_tokens;
-    slm_sampler_params sp; /* sp.logit_bias is the job's own array */
-    slm_grammar *grammar;  /* response_format / grammar / json_schema / a forced tool call, or NULL */
-    tool_req tools;
-    const char *tool_fmt; /* the call format of the template the request runs (slm_chat_tool_format; "none") */
-    bool think_open;      /* its prompt ends inside a think block: the answer opens as reasoning */
-    char *stops[MAX_STOPS];
-    int32_t n_stops;
+    sreq r;    /* the request as mapped and validated */
+    sprompt p; /* its prompt ids, grammar and tools */
+    int32_t max_tokens; /* r.max_tokens, or the server's limit */
     char id[48];
     long long created;
+    double t_start;     /* now_s() at submit: timings */
     uint64_t engine_id; /* the engine's name of the request, once submitted */
     /* results */
     choice choices[MAX_N];
     size_t cached_tokens;
+    double t_first, t_end; /* now_s() at the first generated token, at DONE */
     int err_status;
-    const char *err_code; /* OpenAI error code of err_status (static string) */
+    const char *err_code; /* error code of err_status (static string) */
     char err_msg[256];
     bool cancelled, done;
-    sbuf sse;     /* server-sent events not yet read */
+    buf sse;      /* server-sent events not yet read */
     size_t sse_off;
     bool sse_end; /* the last event is in sse */
+    int32_t a_blocks; /* Anthropic and Responses streams: content blocks / output items started */
+    char a_open;      /* the block open now: 0 none, 'k' thinking, 't' text, 'u' tool use */
+    size_t a_from, a_to; /* Responses: the open item's text is choice 0's text[a_from, a_to) */
+    int64_t a_seq;       /* Responses: the next event's sequence_number */
     pthread_cond_t cv;
 } job;
 
@@ -116,7 +119,7 @@ typedef struct gen_memory {
 /* A TCP connection, watched against slow clients. receiving: it is reading a request (headers and
  * body) that began at t_start; a request not received within --timeout seconds is cut by shutting
  * the socket down, however slowly its bytes trickle in (libmicrohttpd's own timeout only counts
- * idle time). Linked in srv.conns under srv.mu between the STARTED and CLOSED notifications. */
+ * idle time). Linked in ctx->conns under ctx->mu between the STARTED and CLOSED notifications. */
 typedef struct conn_watch {
     int fd;
     double t_start;
@@ -125,11 +128,12 @@ typedef struct conn_watch {
 } conn_watch;
 
 /* The server: one model, its engine, and what the HTTP side keeps. */
-typedef struct serve_state {
+typedef struct serve_ctx {
     serve_opts o;
     slm_model *m;
     slm_model *draft_model; /* --draft-model, or NULL */
     serve_embedder *embedder;       /* --embeddings (embed.c): its own session, never a slot; else NULL */
+    resp_store *responses;          /* stored /v1/responses (memory, and --state-dir files) */
     slm_engine *engine;
     const slm_tokenizer *tok;
     char model_id[256];          /* --alias, or the model file's name */
@@ -147,33 +151,68 @@ typedef struct serve_state {
     uint64_t gen_tick;
     /* counters of what the engine does not see (it counts the rest: slm_engine_get_stats) */
     uint64_t m_requests, m_errors, m_prompt_tokens;
-} serve_state;
-
-extern serve_state srv;
+} serve_ctx;
 
 /* jobs.c */
-bool sb_add(sbuf *b, const char *s, size_t n);
 double now_s(void);
+job *job_create(serve_ctx *s);
 void job_unref_locked(job *j);
 void on_engine_event(void *user, const slm_engine_event *ev);
 void job_cancel(job *j);
-void gen_forget_locked(size_t i);
-long gen_find_locked(const char *s, size_t n);
+void gen_forget_locked(serve_ctx *s, size_t i);
+bool gen_lookup(void *ctx, const char *text, size_t n, int32_t **ids, size_t *n_ids); /* sreq_ids_lookup_fn */
+
+/* Where a chat answer's reasoning and content lie (split_answer, openai.c). */
+typedef struct answer_parts {
+    size_t r0, r1; /* reasoning: text[r0, r1); none when r0 == r1 */
+    size_t c0;     /* content: text[c0, ready) */
+    size_t ready;
+} answer_parts;
 
 /* openai.c */
+answer_parts split_answer(const job *j, const char *t, size_t n, bool final);
+/* The stop string that ended choice ci (its ids spell it right after the text), or NULL. */
+const char *job_stop_word(const job *j, int32_t ci);
 cJSON *error_json(const char *msg, unsigned status, const char *code);
+cJSON *sreq_error_json(const sreq_err *e);
+void sse_add_json(job *j, cJSON *obj);
 void sse_choice(job *j, int32_t ci, size_t upto);
 void sse_finish(job *j);
-unsigned parse_request(const char *body, size_t n_body, bool chat, job **out, const char **code, char *msg,
-                       size_t cap);
 cJSON *completion_json(const job *j);
+cJSON *timings_json(const job *j);
+char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out);
+
+/* anthropic.c */
+cJSON *anthropic_error_json(const char *msg, unsigned status);
+cJSON *anthropic_message_json(const job *j);
+void anthropic_sse_start(job *j);
+void anthropic_sse_progress(job *j, size_t upto);
+void anthropic_sse_finish(job *j);
+
+/* oai_responses.c */
+cJSON *responses_json(const job *j);
+char *responses_record(const job *j);
+void responses_sse_start(job *j);
+void responses_sse_progress(job *j, size_t upto);
+void responses_sse_finish(job *j);
+
+/* llamacpp.c */
+cJSON *completion_native_json(const job *j);
+void native_sse_choice(job *j, size_t upto);
+void native_sse_finish(job *j);
+bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+cJSON *util_props(const serve_ctx *s);
+bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
 
 /* http.c */
+/* cls: the serve_ctx */
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                            const char *version, const char *upload, size_t *upload_size, void **con_cls);
 void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe);
 void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                    enum MHD_ConnectionNotificationCode toe);
-void watch_connections(void);
+void watch_connections(serve_ctx *s);
 
 #endif

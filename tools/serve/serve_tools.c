@@ -6,71 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool tools_read_request(const cJSON *root, const char *tmpl, bool has_constraint, tool_req *t, slm_grammar **grammar,
-                        char *msg, size_t cap) {
+bool tools_setup(const char *tools, bool forced, const char *name, const char *tmpl, tool_req *t, slm_grammar **grammar,
+                 char *msg, size_t cap) {
     *t = (tool_req){0};
     *grammar = NULL;
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
-    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
-    const cJSON *parallel = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
-    if (parallel && !cJSON_IsNull(parallel) && !cJSON_IsBool(parallel))
-        return snprintf(msg, cap, "'parallel_tool_calls' must be a boolean"), false;
-    bool have_tools = tools && !cJSON_IsNull(tools);
-    char *text = have_tools ? cJSON_PrintUnformatted(tools) : NULL;
-    if (have_tools && !text) return snprintf(msg, cap, "out of memory"), false;
     char err[400] = "";
-    if (have_tools && slm_tools_check(text, err, sizeof err) != SLM_OK) {
-        free(text);
-        return snprintf(msg, cap, "%s", err), false;
-    }
-    have_tools = have_tools && cJSON_GetArraySize(tools) > 0;
-    const char *mode = "auto", *name = NULL;
-    if (cJSON_IsString(choice)) {
-        mode = choice->valuestring;
-        if (strcmp(mode, "none") && strcmp(mode, "auto") && strcmp(mode, "required")) {
-            free(text);
-            return snprintf(msg, cap, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
-                                      "\"function\": {\"name\": ...}}"), false;
-        }
-    } else if (cJSON_IsObject(choice)) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(choice, "function");
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(nm)) {
-            free(text);
-            return snprintf(msg, cap, "'tool_choice' object must be {\"type\": \"function\", \"function\": {\"name\": "
-                                      "string}}"), false;
-        }
-        mode = "named";
-        name = nm->valuestring;
-    } else if (choice && !cJSON_IsNull(choice)) {
-        free(text);
-        return snprintf(msg, cap, "'tool_choice' must be a string or an object"), false;
-    }
-    bool forced = !strcmp(mode, "required") || name;
-    if (forced && !have_tools) {
-        free(text);
-        return snprintf(msg, cap, "'tool_choice' \"%s\" needs a non-empty 'tools' list", name ? "named" : mode), false;
-    }
-    if (!have_tools || !strcmp(mode, "none")) { /* tools not rendered, answers not parsed */
-        free(text);
-        return true;
-    }
-    if (tmpl && !strcmp(tmpl, "gemma")) {
-        free(text);
+    if (slm_tools_check(tools, err, sizeof err) != SLM_OK) return snprintf(msg, cap, "%s", err), false;
+    if (tmpl && !strcmp(tmpl, "gemma"))
         return snprintf(msg, cap, "chat template 'gemma' has no tool support (Gemma 3's template renders no tools); "
                                   "serve with --chat-template naming one that has, or send tool_choice \"none\""), false;
-    }
-    if (forced && has_constraint) {
-        free(text);
-        return snprintf(msg, cap, "tool_choice \"%s\" cannot be combined with 'response_format', 'grammar' or "
-                                  "'json_schema'", name ? name : mode), false;
-    }
-    t->tools = text;
+    size_t n = strlen(tools) + 1;
+    if (!(t->tools = malloc(n))) return snprintf(msg, cap, "out of memory"), false;
+    memcpy(t->tools, tools, n);
     t->parse = true;
     t->forced = forced;
     if (forced) {
-        slm_status st = slm_tool_call_grammar(tmpl, text, name, grammar, err, sizeof err);
+        slm_status st = slm_tool_call_grammar(tmpl, tools, name, grammar, err, sizeof err);
         if (st != SLM_OK) {
             tools_req_free(t);
             return snprintf(msg, cap, "tool_choice: %s (%s)", err[0] ? err : "no grammar", slm_status_name(st)), false;
@@ -82,31 +33,6 @@ bool tools_read_request(const cJSON *root, const char *tmpl, bool has_constraint
 void tools_req_free(tool_req *t) {
     free(t->tools);
     *t = (tool_req){0};
-}
-
-bool tools_read_message(const cJSON *e, size_t i, const char **role, const char **content, char **calls, char *msg,
-                        size_t cap) {
-    *calls = NULL;
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(e, "role");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(e, "tool_calls");
-    if (cJSON_IsArray(c)) { /* [{"type":"text","text":...}]: only one text part */
-        const cJSON *part = cJSON_GetArraySize(c) == 1 ? cJSON_GetArrayItem(c, 0) : NULL;
-        c = part ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
-    }
-    if (!cJSON_IsString(r)) return snprintf(msg, cap, "messages[%zu] needs a string 'role'", i), false;
-    *role = r->valuestring;
-    if (!strcmp(*role, "developer")) *role = "system";
-    if (strcmp(*role, "system") && strcmp(*role, "user") && strcmp(*role, "assistant") && strcmp(*role, "tool"))
-        return snprintf(msg, cap, "messages[%zu]: role '%.40s' is not system, user, assistant or tool", i, *role), false;
-    bool has_calls = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0;
-    if (tc && !cJSON_IsNull(tc) && (!cJSON_IsArray(tc) || strcmp(*role, "assistant")))
-        return snprintf(msg, cap, "messages[%zu]: 'tool_calls' must be a list, on an assistant message", i), false;
-    if (cJSON_IsString(c)) *content = c->valuestring;
-    else if (has_calls && (!c || cJSON_IsNull(c))) *content = "";
-    else return snprintf(msg, cap, "messages[%zu] needs a string 'content'", i), false;
-    if (has_calls && !(*calls = cJSON_PrintUnformatted(tc))) return snprintf(msg, cap, "out of memory"), false;
-    return true;
 }
 
 /* "call_" and 24 characters from the job id, choice and call index (unique within a server run as

@@ -25,18 +25,12 @@ typedef struct tool_stream {
     size_t args_sent;
 } tool_stream;
 
-/* Reads "tools" and "tool_choice" of the request root for template tmpl. For "required" or a named
- * function, *grammar gets the forced-call grammar (NULL otherwise). false with msg naming what is
- * wrong. */
-bool tools_read_request(const cJSON *root, const char *tmpl, bool has_constraint, tool_req *t, slm_grammar **grammar,
-                        char *msg, size_t cap);
+/* Sets t up for the OpenAI "tools" array text tools (non-empty; tool_choice not "none") and
+ * template tmpl; forced (tool_choice "required", or name for a named function): *grammar gets the
+ * forced-call grammar (NULL otherwise). false with msg naming what is wrong. */
+bool tools_setup(const char *tools, bool forced, const char *name, const char *tmpl, tool_req *t, slm_grammar **grammar,
+                 char *msg, size_t cap);
 void tools_req_free(tool_req *t);
-
-/* Reads message e (index i): its role ("developer" reads "system"; "tool" accepted), its content
- * (a string, one text part, or null/absent for an assistant message with tool_calls: "") and, for
- * an assistant message, its "tool_calls" as JSON text (*calls, malloc'd, or NULL). false with msg. */
-bool tools_read_message(const cJSON *e, size_t i, const char **role, const char **content, char **calls, char *msg,
-                        size_t cap);
 
 /* Whole response: sets "content" (null when empty and there are calls) and "tool_calls" of the
  * OpenAI message m from the answer content text; returns true when it has calls. */

@@ -1,0 +1,244 @@
+/* render.c — an sreq rendered for the engine (request.h): messages through the chat template
+ * (assistant contents this server generated continue from their ids; a trailing assistant message
+ * is continued), completion prompts through the tokenizer, the output constraint and forced tool
+ * call compiled into a grammar. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+
+void sprompt_free(sprompt *p) {
+    free(p->ids);
+    slm_grammar_destroy(p->grammar);
+    tools_req_free(&p->tools);
+    free(p->bias);
+    memset(p, 0, sizeof *p);
+}
+
+/* The template request r runs: its own chat_template / chat_template_kwargs, else the server's. */
+static slm_chat_template request_template(const sreq *r, const sreq_model *mv) {
+    slm_chat_template t = {mv->tmpl, mv->tmpl_text, mv->tmpl_kwargs};
+    if (r->chat_template) t = (slm_chat_template){NULL, r->chat_template, t.kwargs};
+    if (r->chat_template_kwargs) t.kwargs = r->chat_template_kwargs;
+    return t;
+}
+
+/* The call format of the template r runs ("none" when it implies none). */
+static const char *request_tool_format(const sreq *r, const sreq_model *mv) {
+    slm_chat_template t = request_template(r, mv);
+    const char *f = slm_chat_tool_format(mv->m, &t);
+    return f ? f : "none";
+}
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; }
+
+/* Whether the prompt ends inside an open think block ("<think>" then white space: Qwen3.5, QwQ),
+ * read from the text of its last tokens. */
+static bool prompt_thinks(const sreq_model *mv, const sprompt *p) {
+    size_t k = p->n_ids < 4 ? p->n_ids : 4, n = 0;
+    char text[256];
+    if (slm_tokenizer_decode(mv->tok, p->ids + p->n_ids - k, k, true, text, sizeof text - 1, &n) != SLM_OK) return false;
+    while (n > 0 && is_space(text[n - 1])) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
+}
+
+/* Appends the ids of text (plain text: control-token text stays text) to p->ids. */
+static bool append_text(const sreq_model *mv, sprompt *p, const char *text, uint32_t flags, sreq_err *e) {
+    size_t len = strlen(text), cap = len + 16, n = 0;
+    int32_t *v = realloc(p->ids, (p->n_ids + cap) * sizeof *v);
+    if (!v) return sreq_fail(e, 500, NULL, "out of memory");
+    p->ids = v;
+    slm_status st = slm_tokenizer_encode(mv->tok, text, len, flags, v + p->n_ids, cap, &n);
+    if (st != SLM_OK) return sreq_fail(e, 400, NULL, "cannot tokenize the prompt (%s)", slm_status_name(st));
+    p->n_ids += n;
+    return true;
+}
+
+static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    bool prefill = sreq_prefill(r);
+    size_t n = r->n_msgs - (prefill ? 1 : 0);
+    slm_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    slm_chat_ids *content_ids = calloc(n ? n : 1, sizeof *content_ids);
+    const char **calls = calloc(n ? n : 1, sizeof *calls);
+    const char **call_ids = calloc(n ? n : 1, sizeof *call_ids); /* tool messages' tool_call_id: templates may read it */
+    bool ok = false, any_calls = false;
+    if (!msgs || !content_ids || !calls || !call_ids) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
+        calls[i] = r->msgs[i].tool_calls;
+        call_ids[i] = r->msgs[i].tool_call_id;
+        any_calls |= calls[i] != NULL;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        if (r->msgs[i].ids && (ids = malloc(r->msgs[i].n_ids * sizeof *ids)) != NULL) { /* a stored turn's own */
+            memcpy(ids, r->msgs[i].ids, r->msgs[i].n_ids * sizeof *ids);
+            content_ids[i] = (slm_chat_ids){ids, r->msgs[i].n_ids};
+        } else if (mv->lookup && !strcmp(msgs[i].role, "assistant") &&
+                   mv->lookup(mv->lookup_user, msgs[i].content, strlen(msgs[i].content), &ids, &n_ids)) {
+            content_ids[i] = (slm_chat_ids){ids, n_ids};
+        }
+    }
+    slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL, call_ids};
+    slm_chat_template tmpl = request_template(r, mv);
+    char err[400] = "";
+    slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, true, &p->ids, &p->n_ids, err,
+                                           sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "cannot render and tokenize the chat template (%s)%s%s", slm_status_name(st),
+                  err[0] ? ": " : "", err);
+        goto done;
+    }
+    /* slm_chat_tokenize_with allocates with slm_free's allocator: moved to malloc'd memory */
+    int32_t *copy = malloc((p->n_ids ? p->n_ids : 1) * sizeof *copy);
+    if (!copy) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(copy, p->ids, p->n_ids * sizeof *copy);
+    slm_free(p->ids);
+    p->ids = copy;
+    p->prefill = prefill;
+    /* an answer the prompt opened inside <think> is reasoning first; a constrained one is content */
+    p->think_open = !prefill && !p->grammar && p->n_ids > 0 && prompt_thinks(mv, p);
+    if (prefill && !append_text(mv, p, r->msgs[r->n_msgs - 1].content, 0, e)) goto done;
+    ok = true;
+done:
+    for (size_t i = 0; content_ids && i < n; i++) free((void *)(uintptr_t)content_ids[i].ids);
+    free(content_ids);
+    free(call_ids);
+    free(calls);
+    free(msgs);
+    return ok;
+}
+
+/* The request's id biases and the tokens of its text biases, into p->bias. */
+static bool resolve_text_biases(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    if (r->n_bias_text == 0) return true;
+    size_t cap = (size_t)r->sp.n_logit_bias, n = (size_t)r->sp.n_logit_bias;
+    for (int32_t i = 0; i < r->n_bias_text; i++) cap += strlen(r->bias_text[i].text) + 16;
+    if (!(p->bias = malloc(cap * sizeof *p->bias))) return sreq_fail(e, 500, NULL, "out of memory");
+    if (n) memcpy(p->bias, r->sp.logit_bias, n * sizeof *p->bias);
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return sreq_fail(e, 500, NULL, "out of memory");
+    for (int32_t i = 0; i < r->n_bias_text; i++) {
+        size_t k = 0;
+        const char *t = r->bias_text[i].text;
+        slm_status st = slm_tokenizer_encode(mv->tok, t, strlen(t), 0, ids, cap, &k);
+        if (st != SLM_OK) {
+            free(ids);
+            return sreq_fail(e, 400, NULL, "logit_bias: cannot tokenize '%.40s' (%s)", t, slm_status_name(st));
+        }
+        for (size_t m = 0; m < k; m++) p->bias[n++] = (slm_logit_bias){ids[m], r->bias_text[i].bias};
+    }
+    free(ids);
+    p->n_bias = (int32_t)n;
+    return true;
+}
+
+bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    memset(p, 0, sizeof *p);
+    char err[384] = "";
+    slm_status st = SLM_OK;
+    if (!resolve_text_biases(r, mv, p, e)) goto fail;
+    if (r->grammar) st = slm_grammar_create(r->grammar, strlen(r->grammar), NULL, &p->grammar, err, sizeof err);
+    else if (r->schema) st = slm_grammar_from_json_schema(r->schema, strlen(r->schema), &p->grammar, err, sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "%s (%s)", err[0] ? err : "bad grammar", slm_status_name(st));
+        goto fail;
+    }
+    p->tool_fmt = serve_api_is_chat(r->api) ? request_tool_format(r, mv) : "none";
+    if (serve_api_is_chat(r->api) && r->tools && r->tool_mode != STOOL_NONE) {
+        slm_grammar *forced = NULL;
+        if (!tools_setup(r->tools, r->tool_mode == STOOL_REQUIRED || r->tool_mode == STOOL_NAMED, r->tool_name, p->tool_fmt,
+                         &p->tools, &forced, e->msg, sizeof e->msg)) {
+            e->status = 400;
+            e->code = NULL;
+            goto fail;
+        }
+        if (forced) p->grammar = forced; /* validate refused a forced call with another constraint */
+    }
+    if (serve_api_is_chat(r->api)) {
+        if (!render_chat(r, mv, p, e)) goto fail;
+    } else if (r->prompt_text) {
+        if (!append_text(mv, p, r->prompt_text, SLM_TOKENIZE_PARSE_SPECIAL | SLM_TOKENIZE_ADD_BOS, e)) goto fail;
+    } else if (r->n_prompt_ids) {
+        if (!(p->ids = malloc(r->n_prompt_ids * sizeof *p->ids))) {
+            sreq_fail(e, 500, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(p->ids, r->prompt_ids, r->n_prompt_ids * sizeof *p->ids);
+        p->n_ids = r->n_prompt_ids;
+    }
+    if (p->n_ids == 0) {
+        sreq_fail(e, 400, NULL, "the prompt is empty");
+        goto fail;
+    }
+    if (p->n_ids >= (size_t)mv->n_ctx) {
+        sreq_fail(e, 400, "context_length_exceeded",
+                  "the prompt has %zu tokens; this server's context limit is %d tokens (prompt plus at least one "
+                  "generated token)", p->n_ids, mv->n_ctx);
+        e->n_prompt_tokens = (int32_t)p->n_ids;
+        e->n_ctx = mv->n_ctx;
+        goto fail;
+    }
+    return true;
+fail:
+    sprompt_free(p);
+    return false;
+}
+
+bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err *e) {
+    *out = NULL;
+    bool prefill = sreq_prefill(r);
+    size_t n = r->n_msgs - (prefill ? 1 : 0);
+    slm_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    const char **calls = calloc(n ? n : 1, sizeof *calls);
+    const char **call_ids = calloc(n ? n : 1, sizeof *call_ids);
+    tool_req t = {0};
+    slm_grammar *forced = NULL;
+    char *text = NULL;
+    bool ok = false, any_calls = false;
+    if (!msgs || !calls || !call_ids) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
+        calls[i] = r->msgs[i].tool_calls;
+        call_ids[i] = r->msgs[i].tool_call_id;
+        any_calls |= calls[i] != NULL;
+    }
+    slm_chat_template tmpl = request_template(r, mv);
+    if (r->tools && r->tool_mode != STOOL_NONE &&
+        !tools_setup(r->tools, false, NULL, request_tool_format(r, mv), &t, &forced, e->msg, sizeof e->msg)) {
+        e->status = 400;
+        goto done;
+    }
+    slm_chat_tools tools = {t.tools, any_calls ? calls : NULL, call_ids};
+    char err[400] = "";
+    slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, true, &text, err, sizeof err);
+    if (st != SLM_OK) {
+        sreq_fail(e, 400, NULL, "cannot render the chat template (%s)%s%s", slm_status_name(st), err[0] ? ": " : "", err);
+        goto done;
+    }
+    const char *tail = prefill ? r->msgs[r->n_msgs - 1].content : "";
+    size_t n_text = strlen(text), n_tail = strlen(tail);
+    if (!(*out = malloc(n_text + n_tail + 1))) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(*out, text, n_text);
+    memcpy(*out + n_text, tail, n_tail + 1);
+    ok = true;
+done:
+    slm_free(text);
+    tools_req_free(&t);
+    free(call_ids);
+    free(calls);
+    free(msgs);
+    return ok;
+}
