@@ -237,3 +237,10 @@ CASES += [
     ("{% raw %}\n  x\n  {% endraw %}\nafter\n  {% raw -%}\n  y  {%- endraw %}|{% raw %} z\n\t{%+ endraw +%}\nw", {}),
     ("a\n  {% raw %}{{ b }}{% endraw %}  \n{{ d[1, 2] }}{{ d[(1, 2)] }}", {"d": {}}),
 ]
+
+# for-else after break/continue: jinja2 runs the else body unless an iteration reached its end
+CASES += [
+    ("{% for x in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for x in [1, 2] %}a{% break %}{% else %}E{% endfor %}|"
+     "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}E{% endfor %}|"
+     "{% for x in [1, 2] %}{% continue %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{% if x == 1 %}{% continue %}{% endif %}{% else %}E{% endfor %}", {}),
+]

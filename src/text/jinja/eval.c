@@ -537,6 +537,7 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
     }
     jloop *lp = ja_alloc(&r->ar, sizeof *lp);
     lp->items = items;
+    bool completed = false;
     for (size_t i = 0; i < items->n; i++) { /* each iteration its own scope, as jinja2's */
         jr_step(r, n->pos);
         jscope *it = sc_new(r, sc);
@@ -548,9 +549,12 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
             r->brk = 0;
             break;
         }
+        completed |= r->brk == 0;
         r->brk = 0;
     }
-    if (!items->n && n->e) ev_body(r, sc_new(r, sc), n->e);
+    /* jinja2 runs the else body unless some iteration ran to its end (a break or continue does
+     * not count) */
+    if (!completed && n->e) ev_body(r, sc_new(r, sc), n->e);
 }
 
 void ev_body(jrender *r, jscope *sc, const jnode *body) {
