@@ -81,7 +81,7 @@ static _Noreturn void bad_operands(jrender *r, uint32_t pos, const char *op, jva
 static int64_t ival(jval v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
 static jval repeat(jrender *r, uint32_t pos, jval seq, int64_t times) {
-    if (times < 0) times = 0;
+    if (times < 0 || (seq.t == JV_STR ? seq.u.s.n : seq.u.l->n) == 0) times = 0;
     if (seq.t == JV_STR) {
         jsb b;
         sb_init(&b);
