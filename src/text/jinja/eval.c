@@ -29,6 +29,11 @@ void jr_step(jrender *r, uint32_t pos) {
         jr_fail(r, pos, SLM_ERR_RANGE, "jinja: step limit (max_steps %llu) exceeded", (unsigned long long)r->max_steps);
 }
 
+void jr_charge(jrender *r, uint32_t pos, size_t n) {
+    r->steps += n;
+    jr_step(r, pos);
+}
+
 jscope *sc_new(jrender *r, jscope *parent) {
     jscope *s = ja_alloc(&r->ar, sizeof *s);
     s->parent = parent;
@@ -200,12 +205,14 @@ static bool contains(jrender *r, uint32_t pos, jval item, jval c) {
         return false;
     case JV_LIST:
         fl_iter(r, pos, c); /* a poisoned generator fails */
+        jr_charge(r, pos, c.u.l->n);
         for (size_t i = 0; i < c.u.l->n; i++)
             if (jv_eq(c.u.l->v[i], item)) return true;
         return false;
     case JV_DICT:
         if ((item.t == JV_LIST && !item.u.l->tuple) || item.t == JV_DICT || item.t == JV_NS)
             jr_fail(r, pos, SLM_ERR_INVALID_ARG, "unhashable type: '%s'", jv_typename(item));
+        jr_charge(r, pos, c.u.d->n);
         return jd_get(c.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default: jr_fail(r, pos, SLM_ERR_INVALID_ARG, "argument of type '%s' is not iterable", jv_typename(c));
@@ -414,6 +421,7 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
             jval k = ev_expr(r, sc, n->v[i]);
             if (k.t == JV_LIST && !k.u.l->tuple) jr_fail(r, n->v[i]->pos, SLM_ERR_INVALID_ARG, "unhashable type: 'list'");
             if (k.t == JV_DICT) jr_fail(r, n->v[i]->pos, SLM_ERR_INVALID_ARG, "unhashable type: 'dict'");
+            jr_charge(r, n->pos, d->n);
             jd_set(&r->ar, d, k, ev_expr(r, sc, n->v[i + 1]));
         }
         v = (jval){.t = JV_DICT, .u.d = d};
@@ -483,8 +491,10 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
             jval b = ev_expr(r, sc, n->v[i]);
             int op = n->ops[i - 1];
             switch (op) {
-            case OP_EQ: ok = jv_eq(a, b); break;
-            case OP_NE: ok = !jv_eq(a, b); break;
+            case OP_EQ: case OP_NE:
+                if (a.t == JV_LIST && b.t == JV_LIST) jr_charge(r, n->pos, a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n);
+                ok = jv_eq(a, b) == (op == OP_EQ);
+                break;
             case '<': ok = jv_cmp(r, n->pos, a, b) < 0; break;
             case '>': ok = jv_cmp(r, n->pos, a, b) > 0; break;
             case OP_LE: ok = jv_cmp(r, n->pos, a, b) <= 0; break;
