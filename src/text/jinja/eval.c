@@ -548,12 +548,16 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
     jloop *lp = ja_alloc(&r->ar, sizeof *lp);
     lp->items = items;
     bool completed = false;
-    for (size_t i = 0; i < items->n; i++) { /* each iteration its own scope, as jinja2's */
+    jscope *it = NULL;
+    size_t base = 0;
+    for (size_t i = 0; i < items->n; i++) {
         jr_step(r, n->pos);
-        jscope *it = sc_new(r, sc);
+        /* each iteration its own scope, as jinja2's; one the body added no name to is reused */
+        if (!it || it->n != base) it = sc_new(r, sc);
         lp->i = i;
         assign(r, it, n->a, items->v[i]);
         sc_set(r, it, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
+        base = it->n;
         ev_body(r, it, n->d);
         if (r->brk == 1) {
             r->brk = 0;
@@ -583,8 +587,8 @@ void ev_body(jrender *r, jscope *sc, const jnode *body) {
         }
         case S_FOR: ev_for(r, sc, n); break;
         case S_SET: assign(r, sc, n->a, ev_expr(r, sc, n->b)); break;
-        case S_SETBLOCK: {
-            jval v = str_val(capture(r, sc, n->b));
+        case S_SETBLOCK: { /* a block set's and a filter block's bodies have their own scope */
+            jval v = str_val(capture(r, sc_new(r, sc), n->b));
             if (n->c) v = ev_filters(r, sc, n->c, v);
             assign(r, sc, n->a, v);
             break;
@@ -603,7 +607,7 @@ void ev_body(jrender *r, jscope *sc, const jnode *body) {
             jv_print(r, r->out, ev_call(r, sc, n->a, cv));
             break;
         }
-        case S_FILTERBLOCK: jv_print(r, r->out, ev_filters(r, sc, n->c, str_val(capture(r, sc, n->b)))); break;
+        case S_FILTERBLOCK: jv_print(r, r->out, ev_filters(r, sc, n->c, str_val(capture(r, sc_new(r, sc), n->b)))); break;
         case S_BODY: ev_body(r, sc, n); break;
         case S_BREAK: r->brk = 1; break;
         case S_CONTINUE: r->brk = 2; break;
