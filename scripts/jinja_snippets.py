@@ -237,3 +237,17 @@ CASES += [
     ("{% raw %}\n  x\n  {% endraw %}\nafter\n  {% raw -%}\n  y  {%- endraw %}|{% raw %} z\n\t{%+ endraw +%}\nw", {}),
     ("a\n  {% raw %}{{ b }}{% endraw %}  \n{{ d[1, 2] }}{{ d[(1, 2)] }}", {"d": {}}),
 ]
+
+# for-else after break/continue: jinja2 runs the else body unless an iteration reached its end
+CASES += [
+    ("{% for x in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for x in [1, 2] %}a{% break %}{% else %}E{% endfor %}|"
+     "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}E{% endfor %}|"
+     "{% for x in [1, 2] %}{% continue %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{% if x == 1 %}{% continue %}{% endif %}{% else %}E{% endfor %}", {}),
+]
+
+# block set, filter block and call block bodies have their own scope; if does not
+CASES += [
+    ("{% set v %}{% set x = 1 %}{% endset %}[{{ x }}]{% filter upper %}{% set y = 2 %}{% endfilter %}[{{ y }}]"
+     "{% if true %}{% set z = 3 %}{% endif %}[{{ z }}]{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}{% set w = 4 %}{% endcall %}[{{ w }}]"
+     "{% set q = 1 %}{% set v %}{% set q = 2 %}{{ q }}{% endset %}[{{ q }}{{ v }}]{% set ns = namespace(a=1) %}{% set v %}{% set ns.a = 2 %}{% endset %}{{ ns.a }}", {}),
+]

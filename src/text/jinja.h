@@ -37,7 +37,9 @@ typedef struct jinja_limits {
 } jinja_limits;
 
 /* A byte range of the output that came from context data: from messages[msg] (msg < 0: other
- * data, e.g. tools); whole: the range is that message's whole "content" string, unchanged. */
+ * data, e.g. tools); whole: the range is that message's whole "content" string, unchanged. The
+ * spans of a rendering are sorted by offset and disjoint; adjacent ones of one message that are not
+ * whole are merged. docs/jinja.md §4 says how provenance follows values through filters. */
 typedef struct jinja_span {
     size_t off, len;
     int64_t msg;

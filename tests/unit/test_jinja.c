@@ -135,6 +135,17 @@ static void limits(void **unused) {
     assert_int_equal(r.st, SLM_ERR_RANGE);
     assert_non_null(strstr(r.e.msg, "max_steps"));
     done(&r);
+    /* work linear in a value's size counts: a dict of 50,000 keys or 100,000 searches of a long list */
+    r = render_lim("{{ dict(range(100000) | batch(2) | list) | length }}", NULL, &lim);
+    assert_int_equal(r.st, SLM_ERR_RANGE);
+    done(&r);
+    lim.max_steps = 200000; /* the loop alone takes ~50,000 steps; its searches 12.5 million */
+    r = render_lim("{% set l = range(5000) | list %}{% for i in range(5000) %}{% if i in l %}{% endif %}{% endfor %}", NULL, &lim);
+    assert_int_equal(r.st, SLM_ERR_RANGE);
+    done(&r);
+    r = render_lim("{% set l = range(5000) | list %}{% for i in range(5000) %}{% if i in [1, 2] %}{% endif %}{% endfor %}", NULL, &lim);
+    assert_int_equal(r.st, SLM_OK);
+    done(&r);
     lim = (jinja_limits){.max_depth = 20};
     r = render_lim("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, &lim);
     assert_int_equal(r.st, SLM_ERR_RANGE);

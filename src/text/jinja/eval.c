@@ -29,6 +29,11 @@ void jr_step(jrender *r, uint32_t pos) {
         jr_fail(r, pos, SLM_ERR_RANGE, "jinja: step limit (max_steps %llu) exceeded", (unsigned long long)r->max_steps);
 }
 
+void jr_charge(jrender *r, uint32_t pos, size_t n) {
+    r->steps += n;
+    jr_step(r, pos);
+}
+
 jscope *sc_new(jrender *r, jscope *parent) {
     jscope *s = ja_alloc(&r->ar, sizeof *s);
     s->parent = parent;
@@ -81,7 +86,7 @@ static _Noreturn void bad_operands(jrender *r, uint32_t pos, const char *op, jva
 static int64_t ival(jval v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
 static jval repeat(jrender *r, uint32_t pos, jval seq, int64_t times) {
-    if (times < 0) times = 0;
+    if (times < 0 || (seq.t == JV_STR ? seq.u.s.n : seq.u.l->n) == 0) times = 0;
     if (seq.t == JV_STR) {
         jsb b;
         sb_init(&b);
@@ -200,12 +205,14 @@ static bool contains(jrender *r, uint32_t pos, jval item, jval c) {
         return false;
     case JV_LIST:
         fl_iter(r, pos, c); /* a poisoned generator fails */
+        jr_charge(r, pos, c.u.l->n);
         for (size_t i = 0; i < c.u.l->n; i++)
             if (jv_eq(c.u.l->v[i], item)) return true;
         return false;
     case JV_DICT:
         if ((item.t == JV_LIST && !item.u.l->tuple) || item.t == JV_DICT || item.t == JV_NS)
             jr_fail(r, pos, SLM_ERR_INVALID_ARG, "unhashable type: '%s'", jv_typename(item));
+        jr_charge(r, pos, c.u.d->n);
         return jd_get(c.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default: jr_fail(r, pos, SLM_ERR_INVALID_ARG, "argument of type '%s' is not iterable", jv_typename(c));
@@ -414,6 +421,7 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
             jval k = ev_expr(r, sc, n->v[i]);
             if (k.t == JV_LIST && !k.u.l->tuple) jr_fail(r, n->v[i]->pos, SLM_ERR_INVALID_ARG, "unhashable type: 'list'");
             if (k.t == JV_DICT) jr_fail(r, n->v[i]->pos, SLM_ERR_INVALID_ARG, "unhashable type: 'dict'");
+            jr_charge(r, n->pos, d->n);
             jd_set(&r->ar, d, k, ev_expr(r, sc, n->v[i + 1]));
         }
         v = (jval){.t = JV_DICT, .u.d = d};
@@ -483,8 +491,10 @@ jval ev_expr(jrender *r, jscope *sc, const jnode *n) {
             jval b = ev_expr(r, sc, n->v[i]);
             int op = n->ops[i - 1];
             switch (op) {
-            case OP_EQ: ok = jv_eq(a, b); break;
-            case OP_NE: ok = !jv_eq(a, b); break;
+            case OP_EQ: case OP_NE:
+                if (a.t == JV_LIST && b.t == JV_LIST) jr_charge(r, n->pos, a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n);
+                ok = jv_eq(a, b) == (op == OP_EQ);
+                break;
             case '<': ok = jv_cmp(r, n->pos, a, b) < 0; break;
             case '>': ok = jv_cmp(r, n->pos, a, b) > 0; break;
             case OP_LE: ok = jv_cmp(r, n->pos, a, b) <= 0; break;
@@ -537,20 +547,28 @@ static void ev_for(jrender *r, jscope *sc, const jnode *n) {
     }
     jloop *lp = ja_alloc(&r->ar, sizeof *lp);
     lp->items = items;
-    for (size_t i = 0; i < items->n; i++) { /* each iteration its own scope, as jinja2's */
+    bool completed = false;
+    jscope *it = NULL;
+    size_t base = 0;
+    for (size_t i = 0; i < items->n; i++) {
         jr_step(r, n->pos);
-        jscope *it = sc_new(r, sc);
+        /* each iteration its own scope, as jinja2's; one the body added no name to is reused */
+        if (!it || it->n != base) it = sc_new(r, sc);
         lp->i = i;
         assign(r, it, n->a, items->v[i]);
         sc_set(r, it, "loop", (jval){.t = JV_LOOP, .u.loop = lp});
+        base = it->n;
         ev_body(r, it, n->d);
         if (r->brk == 1) {
             r->brk = 0;
             break;
         }
+        completed |= r->brk == 0;
         r->brk = 0;
     }
-    if (!items->n && n->e) ev_body(r, sc_new(r, sc), n->e);
+    /* jinja2 runs the else body unless some iteration ran to its end (a break or continue does
+     * not count) */
+    if (!completed && n->e) ev_body(r, sc_new(r, sc), n->e);
 }
 
 void ev_body(jrender *r, jscope *sc, const jnode *body) {
@@ -569,8 +587,8 @@ void ev_body(jrender *r, jscope *sc, const jnode *body) {
         }
         case S_FOR: ev_for(r, sc, n); break;
         case S_SET: assign(r, sc, n->a, ev_expr(r, sc, n->b)); break;
-        case S_SETBLOCK: {
-            jval v = str_val(capture(r, sc, n->b));
+        case S_SETBLOCK: { /* a block set's and a filter block's bodies have their own scope */
+            jval v = str_val(capture(r, sc_new(r, sc), n->b));
             if (n->c) v = ev_filters(r, sc, n->c, v);
             assign(r, sc, n->a, v);
             break;
@@ -589,7 +607,7 @@ void ev_body(jrender *r, jscope *sc, const jnode *body) {
             jv_print(r, r->out, ev_call(r, sc, n->a, cv));
             break;
         }
-        case S_FILTERBLOCK: jv_print(r, r->out, ev_filters(r, sc, n->c, str_val(capture(r, sc, n->b)))); break;
+        case S_FILTERBLOCK: jv_print(r, r->out, ev_filters(r, sc, n->c, str_val(capture(r, sc_new(r, sc), n->b)))); break;
         case S_BODY: ev_body(r, sc, n); break;
         case S_BREAK: r->brk = 1; break;
         case S_CONTINUE: r->brk = 2; break;

@@ -212,6 +212,8 @@ typedef struct jrender {
 
 _Noreturn void jr_fail(jrender *r, uint32_t pos, slm_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void jr_step(jrender *r, uint32_t pos);
+/* n steps at once: work linear in a value's size (a dict insertion, a list search). */
+void jr_charge(jrender *r, uint32_t pos, size_t n);
 
 /* value.c */
 jval jv_undef(const char *name);

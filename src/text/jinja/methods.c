@@ -288,17 +288,24 @@ jval fl_call_builtin(jrender *r, uint32_t pos, jfunc *fn, const jargs *a) {
         if (a->n == 1) {
             jval src = a->v[0];
             if (src.t == JV_DICT || src.t == JV_NS) {
-                for (size_t i = 0; i < src.u.d->n; i++) jd_set(&r->ar, d, src.u.d->k[i], src.u.d->v[i]);
+                for (size_t i = 0; i < src.u.d->n; i++) {
+                    jr_charge(r, pos, d->n);
+                    jd_set(&r->ar, d, src.u.d->k[i], src.u.d->v[i]);
+                }
             } else {
                 jlist *l = fl_iter(r, pos, src);
                 for (size_t i = 0; i < l->n; i++) {
                     jlist *p = fl_iter(r, pos, l->v[i]);
                     if (p->n != 2) jr_fail(r, pos, SLM_ERR_INVALID_ARG, "dictionary update sequence element has length %zu; 2 is required", p->n);
+                    jr_charge(r, pos, d->n);
                     jd_set(&r->ar, d, p->v[0], p->v[1]);
                 }
             }
         }
-        for (size_t k = 0; k < a->nkw; k++) jd_set(&r->ar, d, jv_strz(a->kwn[k]), a->kwv[k]);
+        for (size_t k = 0; k < a->nkw; k++) {
+            jr_charge(r, pos, d->n);
+            jd_set(&r->ar, d, jv_strz(a->kwn[k]), a->kwv[k]);
+        }
         return (jval){.t = m[0] == 'd' ? JV_DICT : JV_NS, .u.d = d};
     }
     jr_fail(r, pos, SLM_ERR_INVALID_ARG, "'%s' is not callable", m);
