@@ -3,10 +3,10 @@
  *
  * Three passes. Parse: the pattern becomes a tree; nodes live in one array, the children of CAT and
  * ALT nodes in a second (contiguous per node), character sets as sorted, merged, disjoint code point
- * ranges in a third. Anchors: the tree is split at its anchors into variants, each anchored or not at
- * either end (an anchor is accepted only where it sits at the pattern's start or end along every
- * path through the groups around it), and an unanchored end trims what it makes irrelevant (with
- * any text allowed after it, `a+b*` derives the same strings as `a`). Emit: each variant as one GBNF
+ * ranges in a third. Anchors: the tree is rewritten without them, once for each way the match may
+ * sit in the string (at its start or not, at its end or not; anc below), and an unanchored end
+ * trims what it makes irrelevant (with any text allowed after it, `a+b*` derives the same strings
+ * as `a`). Emit: each of these variants as one GBNF
  * alternative, every character spelled as its canonical JSON escape; repetitions of a nullable
  * operand are rewritten over its non-empty part, so no GBNF repetition is left-recursive.
  *
@@ -26,14 +26,13 @@
 #define RX_MAX_PATTERN ((size_t)1 << 16) /* bytes of pattern */
 #define RX_MAX_NEST 50                   /* nested groups */
 #define RX_MAX_NODES (1 << 20)
-#define RX_MAX_VARIANTS 64 /* anchored variants after splitting */
 #define RX_MAX_ELEMS 100000 /* grammar elements a pattern may expand to (repetitions counted out) */
 #define RX_MAX_TEXT ((size_t)256 << 10) /* bytes of GBNF a pattern may produce */
 
 enum { R_SET, R_CAT, R_ALT, R_REP, R_EPS, R_NONE, R_BOL, R_EOL };
 
 typedef struct rnode {
-    uint8_t kind, nullable, anch; /* anch: an anchor somewhere below */
+    uint8_t kind, nullable, anch; /* nullable: matches "" wherever it is (an anchor does not); anch: an anchor below */
     int32_t a, n;                 /* SET: ranges rg[a, a + 2n); CAT/ALT: kids[a, a + n); REP: a = operand */
     int32_t min, max;             /* REP: max < 0 = unbounded */
     size_t at;                    /* offset in the pattern (errors) */
@@ -118,7 +117,7 @@ static int32_t new_node(rx *r, int kind, size_t at) {
     rnode *n = &r->nodes[r->n_nodes];
     memset(n, 0, sizeof *n);
     n->kind = (uint8_t)kind;
-    n->nullable = kind == R_EPS || kind == R_BOL || kind == R_EOL;
+    n->nullable = kind == R_EPS; /* an anchor matches the empty string only somewhere: not nullable */
     n->anch = kind == R_BOL || kind == R_EOL;
     n->at = at;
     return r->n_nodes++;
@@ -205,6 +204,15 @@ static int32_t mk_rep(rx *r, int32_t x, int32_t min, int32_t max, size_t at);
  * an empty alternative becomes (the others)?. */
 static int32_t mk_list(rx *r, int kind, int32_t start, size_t at) {
     if (r->failed) return -1;
+    if (kind == R_ALT) { /* the same node twice is one alternative */
+        int32_t w = start;
+        for (int32_t i = start; i < r->n_tmp; i++) {
+            bool dup = false;
+            for (int32_t j = start; j < w && !dup; j++) dup = r->tmp[j] == r->tmp[i];
+            if (!dup) r->tmp[w++] = r->tmp[i];
+        }
+        r->n_tmp = w;
+    }
     bool none = false, eps = false;
     int32_t need = 0, only = -1;
     for (int32_t i = start; i < r->n_tmp; i++) {
@@ -568,6 +576,7 @@ static int32_t parse_atom(rx *r) {
 
 /* An atom and its quantifier. */
 static int32_t parse_term(rx *r) {
+    size_t atom_at = r->pos;
     int32_t x = parse_atom(r);
     if (x < 0) return -1;
     size_t at = r->pos;
@@ -590,7 +599,7 @@ static int32_t parse_term(rx *r) {
     int32_t d1, d2;
     if (c == '*' || c == '+' || c == '?' || (c == '{' && read_braces(r, &d1, &d2, &big)))
         return fail(r, SLM_ERR_INVALID_ARG, r->pos, "quantifier has nothing to repeat"), -1;
-    if (r->nodes[x].kind == R_BOL || r->nodes[x].kind == R_EOL)
+    if (r->s[atom_at] == '^' || r->s[atom_at] == '$') /* (^)* is fine, ^* is not */
         return fail(r, SLM_ERR_INVALID_ARG, at, "quantifier on an anchor"), -1;
     return mk_rep(r, x, mn, mx, at);
 }
@@ -619,65 +628,6 @@ typedef struct variant {
     int32_t node;
     bool sa, ea; /* anchored at the start / at the end */
 } variant;
-
-static size_t first_anchor(const rx *r, int32_t id) {
-    const rnode *n = &r->nodes[id];
-    if (n->kind == R_BOL || n->kind == R_EOL) return n->at;
-    if (n->kind == R_REP) return first_anchor(r, n->a);
-    if (n->kind == R_CAT || n->kind == R_ALT)
-        for (int32_t i = 0; i < n->n; i++)
-            if (r->nodes[kid(r, id, i)].anch) return first_anchor(r, kid(r, id, i));
-    return n->at;
-}
-
-/* Appends the variants of node id to v[*n]. */
-static bool split(rx *r, int32_t id, variant *v, int32_t *n) {
-    const rnode nd = r->nodes[id];
-    if (!nd.anch) {
-        if (*n >= RX_MAX_VARIANTS) return fail(r, SLM_ERR_RANGE, nd.at, "more than %d anchored alternatives", RX_MAX_VARIANTS);
-        v[(*n)++] = (variant){id, false, false};
-        return true;
-    }
-    if (nd.kind == R_BOL || nd.kind == R_EOL) {
-        if (*n >= RX_MAX_VARIANTS) return fail(r, SLM_ERR_RANGE, nd.at, "more than %d anchored alternatives", RX_MAX_VARIANTS);
-        int32_t eps = new_node(r, R_EPS, nd.at);
-        if (eps < 0) return false;
-        v[(*n)++] = (variant){eps, nd.kind == R_BOL, nd.kind == R_EOL};
-        return true;
-    }
-    if (nd.kind == R_REP)
-        return fail(r, SLM_ERR_UNSUPPORTED, first_anchor(r, id), "an anchor inside a quantified group is not supported");
-    if (nd.kind == R_ALT) {
-        for (int32_t i = 0; i < nd.n; i++)
-            if (!split(r, kid(r, id, i), v, n)) return false;
-        return true;
-    }
-    /* CAT: anchors only in the first child (at its start) and the last (at its end) */
-    for (int32_t i = 1; i + 1 < nd.n; i++)
-        if (r->nodes[kid(r, id, i)].anch)
-            return fail(r, SLM_ERR_UNSUPPORTED, first_anchor(r, kid(r, id, i)),
-                        "an anchor in the middle of the pattern is not supported");
-    variant a[RX_MAX_VARIANTS], b[RX_MAX_VARIANTS];
-    int32_t na = 0, nb = 0;
-    if (!split(r, kid(r, id, 0), a, &na) || !split(r, kid(r, id, nd.n - 1), b, &nb)) return false;
-    for (int32_t i = 0; i < na; i++)
-        if (a[i].ea) return fail(r, SLM_ERR_UNSUPPORTED, first_anchor(r, kid(r, id, 0)), "'$' in the middle of the pattern is not supported");
-    for (int32_t i = 0; i < nb; i++)
-        if (b[i].sa) return fail(r, SLM_ERR_UNSUPPORTED, first_anchor(r, kid(r, id, nd.n - 1)), "'^' in the middle of the pattern is not supported");
-    for (int32_t i = 0; i < na; i++)
-        for (int32_t j = 0; j < nb; j++) {
-            if (*n >= RX_MAX_VARIANTS) return fail(r, SLM_ERR_RANGE, nd.at, "more than %d anchored alternatives", RX_MAX_VARIANTS);
-            int32_t start = r->n_tmp;
-            if (!push_tmp(r, a[i].node)) return false;
-            for (int32_t k = 1; k + 1 < nd.n; k++)
-                if (!push_tmp(r, kid(r, id, k))) return false;
-            if (!push_tmp(r, b[j].node)) return false;
-            int32_t c = mk_list(r, R_CAT, start, nd.at);
-            if (c < 0) return false;
-            v[(*n)++] = (variant){c, a[i].sa, b[j].ea};
-        }
-    return true;
-}
 
 /* trim(x, right): a node y with L(y)·Σ* = L(x)·Σ* (right) or Σ*·L(y) = Σ*·L(x) (left), smaller. */
 static int32_t trim(rx *r, int32_t id, bool right) {
@@ -749,6 +699,159 @@ static int32_t nonnull(rx *r, int32_t id) {
         if (c < 0 || !push_tmp(r, c)) return -1;
     }
     return mk_list(r, R_ALT, start, nd.at);
+}
+
+/* Anchor elimination. L(x, s, e) is the anchor-free language of what x matches when its match
+ * starts at the string's start exactly when s and ends at its end exactly when e (so ^ inside x
+ * holds where nothing of x's match precedes it and s, $ likewise). For a sequence A B:
+ *   L(AB, s, e) = L(A, s, 0) L(B, 0, e)  |  [ε in L(A, s, 0)] L(B, s, e)
+ *               | L(A, s, e) [ε in L(B, 0, e)]  |  [ε in L(A, s, e) and ε in L(B, s, e)] ε
+ * (A and B non-empty, A empty, B empty, both empty; each term only under-uses the flags, so the
+ * union is exact). For x{m,n}: j >= 1 non-empty iterations, the first under (s, e if j = 1), the
+ * middle ones (0, 0), the last (0, e); empty ones may pad the count where ε is in L(x, s, 0)
+ * (before the first) or L(x, 0, e) (after the last), else j >= m; the whole may be empty when m = 0
+ * or ε is in L(x, s, e). Results are memoised per (node, s, e) and per (sequence suffix, s, e). */
+typedef struct anc_memo {
+    int32_t *node; /* [node * 4 + s * 2 + e] */
+    int32_t *suffix; /* [kids index * 4 + s * 2 + e] */
+    int32_t n_nodes, n_kids;
+} anc_memo;
+
+static int32_t anc(rx *r, anc_memo *mm, int32_t id, int s, int e);
+
+static int32_t anc_cat(rx *r, anc_memo *mm, int32_t id, int32_t i, int s, int e) {
+    const rnode nd = r->nodes[id];
+    if (i == nd.n - 1) return anc(r, mm, kid(r, id, i), s, e);
+    int32_t *slot = &mm->suffix[(size_t)(nd.a + i) * 4 + (size_t)(s * 2 + e)];
+    if (*slot >= 0) return *slot;
+    bool rest_anch = false;
+    for (int32_t j = i + 1; j < nd.n; j++) rest_anch = rest_anch || r->nodes[kid(r, id, j)].anch;
+    int32_t a = kid(r, id, i), res;
+    bool a_anch = r->nodes[a].anch;
+    if (!a_anch && !rest_anch) { /* the same for every flag */
+        int32_t start = r->n_tmp;
+        for (int32_t j = i; j < nd.n; j++)
+            if (!push_tmp(r, kid(r, id, j))) return -1;
+        res = mk_list(r, R_CAT, start, nd.at);
+        if (res >= 0)
+            for (int f = 0; f < 4; f++) mm->suffix[(size_t)(nd.a + i) * 4 + (size_t)f] = res;
+        return res;
+    }
+    int32_t a_s0 = anc(r, mm, a, s, 0), rest_0e = anc_cat(r, mm, id, i + 1, 0, e);
+    if (a_s0 < 0 || rest_0e < 0) return -1;
+    int32_t terms = r->n_tmp;
+    bool a_only_eps = kind_of(r, a_s0) == R_EPS;
+    if (!a_only_eps) { /* A non-empty (its empty match is under the next term too) */
+        int32_t cs = r->n_tmp;
+        if (!push_tmp(r, a_s0) || !push_tmp(r, rest_0e)) return -1;
+        int32_t t = mk_list(r, R_CAT, cs, nd.at);
+        if (t < 0 || !push_tmp(r, t)) return -1;
+    }
+    if (r->nodes[a_s0].nullable && (rest_anch || a_only_eps)) { /* A empty: B at A's place */
+        int32_t t = anc_cat(r, mm, id, i + 1, s, e);
+        if (t < 0 || !push_tmp(r, t)) return -1;
+    }
+    if (a_anch) {
+        int32_t a_se = anc(r, mm, a, s, e);
+        if (a_se < 0) return -1;
+        if (r->nodes[rest_0e].nullable && !push_tmp(r, a_se)) return -1; /* B empty: A at B's end */
+        if (rest_anch && r->nodes[a_se].nullable) { /* both empty */
+            int32_t b_se = anc_cat(r, mm, id, i + 1, s, e);
+            if (b_se < 0) return -1;
+            if (r->nodes[b_se].nullable) {
+                int32_t eps = new_node(r, R_EPS, nd.at);
+                if (eps < 0 || !push_tmp(r, eps)) return -1;
+            }
+        }
+    }
+    res = mk_list(r, R_ALT, terms, nd.at);
+    if (res >= 0) *slot = res;
+    return res;
+}
+
+static int32_t anc_rep(rx *r, anc_memo *mm, int32_t id, int s, int e) {
+    const rnode nd = r->nodes[id];
+    int32_t x = nd.a, m = nd.min, n = nd.max;
+    int32_t x_s0 = anc(r, mm, x, s, 0), x_00 = anc(r, mm, x, 0, 0), x_0e = anc(r, mm, x, 0, e),
+            x_se = anc(r, mm, x, s, e);
+    if (x_s0 < 0 || x_00 < 0 || x_0e < 0 || x_se < 0) return -1;
+    bool pad = r->nodes[x_s0].nullable || r->nodes[x_0e].nullable;
+    int32_t jmin = pad ? 1 : (m > 1 ? m : 1);
+    int32_t terms = r->n_tmp;
+    if (jmin <= 1) { /* one non-empty iteration */
+        int32_t t = nonnull(r, x_se);
+        if (t < 0 || !push_tmp(r, t)) return -1;
+    }
+    if (n < 0 || n >= 2) { /* first, middle{j - 2}, last */
+        int32_t lo = (jmin > 2 ? jmin : 2) - 2;
+        if (n < 0 || lo <= n - 2) {
+            int32_t cs = r->n_tmp;
+            int32_t f = nonnull(r, x_s0);
+            if (f < 0 || !push_tmp(r, f)) return -1;
+            int32_t mid = mk_rep(r, nonnull(r, x_00), lo, n < 0 ? -1 : n - 2, nd.at);
+            if (mid < 0 || !push_tmp(r, mid)) return -1;
+            int32_t l = nonnull(r, x_0e);
+            if (l < 0 || !push_tmp(r, l)) return -1;
+            int32_t t = mk_list(r, R_CAT, cs, nd.at);
+            if (t < 0 || !push_tmp(r, t)) return -1;
+        }
+    }
+    if (m == 0 || r->nodes[x_se].nullable) {
+        int32_t eps = new_node(r, R_EPS, nd.at);
+        if (eps < 0 || !push_tmp(r, eps)) return -1;
+    }
+    return mk_list(r, R_ALT, terms, nd.at);
+}
+
+static int32_t anc(rx *r, anc_memo *mm, int32_t id, int s, int e) {
+    if (id < 0 || r->failed) return -1;
+    const rnode nd = r->nodes[id];
+    if (!nd.anch) return id;
+    int32_t *slot = &mm->node[(size_t)id * 4 + (size_t)(s * 2 + e)];
+    if (*slot >= 0) return *slot;
+    int32_t res;
+    if (nd.kind == R_BOL) res = new_node(r, s ? R_EPS : R_NONE, nd.at);
+    else if (nd.kind == R_EOL) res = new_node(r, e ? R_EPS : R_NONE, nd.at);
+    else if (nd.kind == R_CAT) res = anc_cat(r, mm, id, 0, s, e);
+    else if (nd.kind == R_REP) res = anc_rep(r, mm, id, s, e);
+    else { /* ALT */
+        int32_t start = r->n_tmp;
+        for (int32_t i = 0; i < nd.n; i++) {
+            int32_t t = anc(r, mm, kid(r, id, i), s, e);
+            if (t < 0 || !push_tmp(r, t)) return -1;
+        }
+        res = mk_list(r, R_ALT, start, nd.at);
+    }
+    if (res >= 0) mm->node[(size_t)id * 4 + (size_t)(s * 2 + e)] = res;
+    return res;
+}
+
+/* The variants of the whole pattern: L(root, s, e) for each (s, e) an anchor of the pattern can
+ * use, anchored at the start when s, at the end when e (the unanchored sides take any text). */
+static bool variants(rx *r, int32_t root, variant *v, int32_t *nv) {
+    bool has_bol = false, has_eol = false;
+    for (int32_t i = 0; i < r->n_nodes; i++) {
+        has_bol = has_bol || r->nodes[i].kind == R_BOL;
+        has_eol = has_eol || r->nodes[i].kind == R_EOL;
+    }
+    anc_memo mm = {.n_nodes = r->n_nodes, .n_kids = r->n_kids};
+    mm.node = al_array(r->al, (size_t)r->n_nodes * 4 + 1, sizeof *mm.node);
+    mm.suffix = al_array(r->al, (size_t)r->n_kids * 4 + 1, sizeof *mm.suffix);
+    bool ok = mm.node && mm.suffix;
+    if (!ok) nomem(r);
+    for (int32_t i = 0; ok && i < r->n_nodes * 4; i++) mm.node[i] = -1;
+    for (int32_t i = 0; ok && i < r->n_kids * 4; i++) mm.suffix[i] = -1;
+    *nv = 0;
+    for (int s = 0; ok && s < 2; s++)
+        for (int e = 0; ok && e < 2; e++) {
+            if ((s && !has_bol) || (e && !has_eol)) continue;
+            int32_t t = anc(r, &mm, root, s, e);
+            if (t < 0) ok = false;
+            else v[(*nv)++] = (variant){t, s == 1, e == 1};
+        }
+    al_free(r->al, mm.node);
+    al_free(r->al, mm.suffix);
+    return ok && !r->failed;
 }
 
 /* ---- emitting ------------------------------------------------------------------------------------ */
@@ -978,12 +1081,12 @@ slm_status gr_regex_to_gbnf(const char *pattern, size_t len, const char *name, b
     int32_t root = parse_alt(&r), nv = 0;
     if (root >= 0 && !at_end(&r)) fail(&r, SLM_ERR_INVALID_ARG, r.pos, "unmatched ')'");
     if (r.failed) goto done;
-    v = al_array(r.al, RX_MAX_VARIANTS, sizeof *v);
+    v = al_array(r.al, 4, sizeof *v);
     if (!v) {
         nomem(&r);
         goto done;
     }
-    if (!split(&r, root, v, &nv)) goto done;
+    if (!variants(&r, root, v, &nv)) goto done;
     /* trim unanchored ends; drop variants that match nothing; one that matches everything wins */
     int32_t kept = 0;
     bool all = false;

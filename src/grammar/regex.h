@@ -5,8 +5,8 @@
  * and escapes (\d \w \s \D \W \S \t \n \r \f \v \0 \cX \xHH \uHHHH \u{...}, \/ and other escaped
  * punctuation), classes with ranges, negation and class escapes, ., groups (capturing, (?:...),
  * named (?<n>...)), alternation, quantifiers * + ? {m} {m,} {m,n} (lazy forms derive the same
- * strings), anchors ^ $ wherever they sit at the pattern's start / end along every path (`^a|b$`,
- * `(^a|b)c$`). Matching is over code points (ECMAScript's `u` semantics), with ECMAScript's
+ * strings), anchors ^ $ anywhere (ECMAScript's meaning without the m flag: `^a|b$`,
+ * `(,|$)`). Matching is over code points (ECMAScript's `u` semantics), with ECMAScript's
  * definitions of \d \w \s and `.` (not a line terminator). Each character is spelled one way:
  * itself, or \" \\ \b \f \n \r \t, or \u00xx for the other controls. docs/grammar.md,
  * "Regular expressions (pattern)", has the details. */
@@ -21,8 +21,8 @@
  * `name`-any (any character). Names ending in a digit ("pattern-3") never collide with another
  * pattern's helper. On failure out's bytes before the call are untouched (unless out ran out of
  * memory) and e says "regex at offset N: what": SLM_ERR_UNSUPPORTED for lookaround,
- * backreferences, \b \B, \p, anchors elsewhere than at the ends, escapes of letters ECMAScript
- * does not define, and a pattern that matches nothing; SLM_ERR_INVALID_ARG for a malformed pattern
+ * backreferences, \b \B, \p, escapes of letters ECMAScript does not define, and a pattern that
+ * matches nothing; SLM_ERR_INVALID_ARG for a malformed pattern
  * or a name that is not [A-Za-z0-9_-]+; SLM_ERR_RANGE past a cap (pattern size, nesting, {n} above
  * 10000, the grammar it would expand to); SLM_ERR_NOMEM. Allocates through out->a. */
 slm_status gr_regex_to_gbnf(const char *pattern, size_t len, const char *name, buf *out, slm_err *e);
