@@ -22,54 +22,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/utf8.h"
 #include "text/tok_impl.h"
 #include "text/toolcall.h"
 
+/* The rendered text and, when recording, the spans of message text in it. */
 typedef struct sbuf {
-    const slm_allocator *a;
-    char *p;
-    size_t n, cap;
-    bool oom;
+    buf text;
     bool record;   /* record spans of message text */
     chat_span *sp; /* (n_sp) */
     size_t n_sp, cap_sp;
 } sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
-            cap *= 2;
-        }
-        char *np = al_realloc(b->a, b->p, b->cap, cap);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
+static void sb_put(sbuf *b, const char *s, size_t n) { buf_put(&b->text, s, n); }
 
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_puts(sbuf *b, const char *s) { buf_puts(&b->text, s); }
 
 /* Appends s[0, n), text of message msg (whole: all its content, unchanged), recording its span. */
 static void sb_msg(sbuf *b, const char *s, size_t n, size_t msg, bool whole) {
-    if (b->record && !b->oom && n > 0) {
+    if (b->record && !b->text.oom && n > 0) {
         if (b->n_sp == b->cap_sp) {
             size_t cap = b->cap_sp ? b->cap_sp * 2 : 16;
-            chat_span *np = al_realloc(b->a, b->sp, b->cap_sp * sizeof *np, cap * sizeof *np);
+            chat_span *np = al_realloc(b->text.a, b->sp, b->cap_sp * sizeof *np, cap * sizeof *np);
             if (!np) {
-                b->oom = true;
+                b->text.oom = true;
                 return;
             }
             b->sp = np;
             b->cap_sp = cap;
         }
-        b->sp[b->n_sp++] = (chat_span){b->n, n, msg, whole};
+        b->sp[b->n_sp++] = (chat_span){b->text.n, n, msg, whole};
     }
     sb_put(b, s, n);
 }
@@ -215,7 +198,7 @@ static slm_status tools_prepare(const chat_tools *t, const slm_chat_message *m, 
 static void put_json(sbuf *b, const cJSON *v, int indent) {
     char *s = tc_pyjson(v, indent);
     if (!s) {
-        b->oom = true;
+        b->text.oom = true;
         return;
     }
     sb_msg(b, s, strlen(s), 0, false);
@@ -398,7 +381,7 @@ static void render_lfm2(sbuf *b, const slm_tokenizer *tok, const slm_chat_messag
             sb_puts(b, "<|tool_call_start|>[");
             for (size_t k = 0; k < n_calls(x, i); k++) {
                 char *call = tc_pycall(calls_of(x, i)[k].name, calls_of(x, i)[k].args);
-                if (!call) b->oom = true;
+                if (!call) b->text.oom = true;
                 else if (k > 0) sb_puts(b, ", ");
                 if (call) put_text(b, call);
                 free(call);
@@ -485,7 +468,7 @@ static slm_status render_llama31(sbuf *b, const slm_tokenizer *tok, const slm_ch
         } else if (tool) {
             sb_puts(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
             cJSON *str = cJSON_CreateString(m[i].content);
-            if (!str) b->oom = true;
+            if (!str) b->text.oom = true;
             else put_json(b, str, -1);
             cJSON_Delete(str);
             sb_puts(b, "<|eot_id|>");
@@ -577,7 +560,7 @@ slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, c
     bool with_tools = x.tools || any_calls(&x);
     bool tool_msgs = false;
     for (size_t i = 0; i < n_msgs; i++) tool_msgs |= !strcmp(msgs[i].role, "tool") || !strcmp(msgs[i].role, "ipython");
-    sbuf b = {a, NULL, 0, 0, false, spans != NULL, NULL, 0, 0};
+    sbuf b = {buf_make(a), spans != NULL, NULL, 0, 0};
     sb_put(&b, "", 0);
     if (with_tools && (strcmp(name, "chatml") == 0 || strcmp(name, "smollm2") == 0)) {
         render_hermes(&b, msgs, n_msgs, add_generation_prompt, strcmp(name, "smollm2") == 0 ? SMOLLM2_SYSTEM : "", &x);
@@ -608,13 +591,13 @@ slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, c
         st = err_set(e, SLM_ERR_NOT_FOUND, "chat: unknown template '%.40s'", name);
     }
     tools_free(&x);
-    if (st == SLM_OK && b.oom) st = err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+    if (st == SLM_OK && b.text.oom) st = err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
     if (st != SLM_OK) {
-        al_free(a, b.p);
+        buf_free(&b.text);
         al_free(a, b.sp);
         return st;
     }
-    *out = b.p;
+    *out = buf_take(&b.text);
     if (spans) {
         *spans = b.sp;
         *n_spans = b.n_sp;

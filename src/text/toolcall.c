@@ -14,40 +14,6 @@
 
 #define TC_MAX_DEPTH 64 /* nesting of Python values in an LFM2 call */
 
-void tc_ds_put(dstr *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (n > SIZE_MAX / 4) { /* never for a text in memory */
-        b->oom = true;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-void tc_ds_puts(dstr *b, const char *s) { tc_ds_put(b, s, strlen(s)); }
-
-/* b's string (an empty one when nothing was written), or NULL after an allocation failure. */
-char *tc_ds_take(dstr *b) {
-    tc_ds_put(b, "", 0);
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p;
-}
-
 static const char *const k_names[TC_N_FORMATS] = {
     [TC_HERMES] = "hermes",   [TC_LFM2] = "lfm2",       [TC_LLAMA3] = "llama3",   [TC_QWEN_XML] = "qwen-xml",
     [TC_MISTRAL] = "mistral", [TC_MISTRAL_ARGS] = "mistral-args", [TC_GRANITE] = "granite", [TC_HARMONY] = "gpt-oss",
@@ -90,149 +56,149 @@ void tc_think_tags(tc_format f, const char **open, const char **close) {
 
 /* Python's repr of a finite double: the shortest digits that read back, positional notation for
  * exponents in [-4, 16), else d.ddde+XX. */
-static void py_float(dstr *b, double v) {
-    char buf[40];
+static void py_float(buf *b, double v) {
+    char num[40];
     int p = 1;
     for (; p < 17; p++) {
-        snprintf(buf, sizeof buf, "%.*e", p - 1, v);
-        if (strtod(buf, NULL) == v) break;
+        snprintf(num, sizeof num, "%.*e", p - 1, v);
+        if (strtod(num, NULL) == v) break;
     }
-    snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+    snprintf(num, sizeof num, "%.*e", p - 1, v);
     char digits[24];
     size_t nd = 0;
-    const char *s = buf;
+    const char *s = num;
     bool neg = *s == '-';
     if (neg) s++;
     for (; *s && *s != 'e'; s++)
         if (*s != '.') digits[nd++] = *s;
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     int ex = atoi(s + 1);
-    if (neg) tc_ds_puts(b, "-");
+    if (neg) buf_puts(b, "-");
     if (ex >= -4 && ex < 16) {
         if (ex < 0) {
-            tc_ds_puts(b, "0.");
-            for (int k = 0; k < -ex - 1; k++) tc_ds_puts(b, "0");
-            tc_ds_put(b, digits, nd);
+            buf_puts(b, "0.");
+            for (int k = 0; k < -ex - 1; k++) buf_puts(b, "0");
+            buf_put(b, digits, nd);
         } else {
             size_t whole = (size_t)ex + 1;
-            for (size_t k = 0; k < whole; k++) tc_ds_put(b, k < nd ? &digits[k] : "0", 1);
-            tc_ds_puts(b, ".");
-            if (nd > whole) tc_ds_put(b, digits + whole, nd - whole);
-            else tc_ds_puts(b, "0");
+            for (size_t k = 0; k < whole; k++) buf_put(b, k < nd ? &digits[k] : "0", 1);
+            buf_puts(b, ".");
+            if (nd > whole) buf_put(b, digits + whole, nd - whole);
+            else buf_puts(b, "0");
         }
     } else {
-        tc_ds_put(b, digits, 1);
+        buf_put(b, digits, 1);
         if (nd > 1) {
-            tc_ds_puts(b, ".");
-            tc_ds_put(b, digits + 1, nd - 1);
+            buf_puts(b, ".");
+            buf_put(b, digits + 1, nd - 1);
         }
-        snprintf(buf, sizeof buf, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
-        tc_ds_puts(b, buf);
+        snprintf(num, sizeof num, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        buf_puts(b, num);
     }
 }
 
-static void py_number(dstr *b, double v) {
-    char buf[32];
-    if (!isfinite(v)) tc_ds_puts(b, v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+static void py_number(buf *b, double v) {
+    char num[32];
+    if (!isfinite(v)) buf_puts(b, v != v ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
     else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
-        snprintf(buf, sizeof buf, "%.0f", v == 0 ? 0.0 : v);
-        tc_ds_puts(b, buf);
+        snprintf(num, sizeof num, "%.0f", v == 0 ? 0.0 : v);
+        buf_puts(b, num);
     } else py_float(b, v);
 }
 
 /* s as a JSON string literal with Python's escapes (ensure_ascii=False: non-ASCII kept). */
-static void py_string(dstr *b, const char *s) {
-    tc_ds_puts(b, "\"");
+static void py_string(buf *b, const char *s) {
+    buf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"': tc_ds_puts(b, "\\\""); break;
-        case '\\': tc_ds_puts(b, "\\\\"); break;
-        case '\n': tc_ds_puts(b, "\\n"); break;
-        case '\r': tc_ds_puts(b, "\\r"); break;
-        case '\t': tc_ds_puts(b, "\\t"); break;
-        case '\b': tc_ds_puts(b, "\\b"); break;
-        case '\f': tc_ds_puts(b, "\\f"); break;
+        case '"': buf_puts(b, "\\\""); break;
+        case '\\': buf_puts(b, "\\\\"); break;
+        case '\n': buf_puts(b, "\\n"); break;
+        case '\r': buf_puts(b, "\\r"); break;
+        case '\t': buf_puts(b, "\\t"); break;
+        case '\b': buf_puts(b, "\\b"); break;
+        case '\f': buf_puts(b, "\\f"); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);
-                tc_ds_puts(b, esc);
-            } else tc_ds_put(b, (const char *)p, 1);
+                buf_puts(b, esc);
+            } else buf_put(b, (const char *)p, 1);
         }
     }
-    tc_ds_puts(b, "\"");
+    buf_puts(b, "\"");
 }
 
-static void py_newline(dstr *b, int indent, int level) {
-    tc_ds_puts(b, "\n");
-    for (int k = 0; k < indent * level; k++) tc_ds_puts(b, " ");
+static void py_newline(buf *b, int indent, int level) {
+    buf_puts(b, "\n");
+    for (int k = 0; k < indent * level; k++) buf_puts(b, " ");
 }
 
-static void py_json(dstr *b, const cJSON *v, int indent, int level) {
-    if (cJSON_IsNull(v)) tc_ds_puts(b, "null");
-    else if (cJSON_IsFalse(v)) tc_ds_puts(b, "false");
-    else if (cJSON_IsTrue(v)) tc_ds_puts(b, "true");
+static void py_json(buf *b, const cJSON *v, int indent, int level) {
+    if (cJSON_IsNull(v)) buf_puts(b, "null");
+    else if (cJSON_IsFalse(v)) buf_puts(b, "false");
+    else if (cJSON_IsTrue(v)) buf_puts(b, "true");
     else if (cJSON_IsNumber(v)) py_number(b, v->valuedouble);
     else if (cJSON_IsString(v)) py_string(b, v->valuestring);
     else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         bool obj = cJSON_IsObject(v);
         if (!v->child) {
-            tc_ds_puts(b, obj ? "{}" : "[]");
+            buf_puts(b, obj ? "{}" : "[]");
             return;
         }
-        tc_ds_puts(b, obj ? "{" : "[");
+        buf_puts(b, obj ? "{" : "[");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child) tc_ds_puts(b, indent >= 0 ? "," : ", ");
+            if (c != v->child) buf_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) py_newline(b, indent, level + 1);
             if (obj) {
                 py_string(b, c->string ? c->string : "");
-                tc_ds_puts(b, ": ");
+                buf_puts(b, ": ");
             }
             py_json(b, c, indent, level + 1);
         }
         if (indent >= 0) py_newline(b, indent, level);
-        tc_ds_puts(b, obj ? "}" : "]");
-    } else tc_ds_puts(b, "null");
+        buf_puts(b, obj ? "}" : "]");
+    } else buf_puts(b, "null");
 }
 
 /* v as a Python literal: JSON with True, False and None. */
-static void py_literal(dstr *b, const cJSON *v) {
-    if (cJSON_IsNull(v)) tc_ds_puts(b, "None");
-    else if (cJSON_IsFalse(v)) tc_ds_puts(b, "False");
-    else if (cJSON_IsTrue(v)) tc_ds_puts(b, "True");
+static void py_literal(buf *b, const cJSON *v) {
+    if (cJSON_IsNull(v)) buf_puts(b, "None");
+    else if (cJSON_IsFalse(v)) buf_puts(b, "False");
+    else if (cJSON_IsTrue(v)) buf_puts(b, "True");
     else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         bool obj = cJSON_IsObject(v);
-        tc_ds_puts(b, obj ? "{" : "[");
+        buf_puts(b, obj ? "{" : "[");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child) tc_ds_puts(b, ", ");
+            if (c != v->child) buf_puts(b, ", ");
             if (obj) {
                 py_string(b, c->string ? c->string : "");
-                tc_ds_puts(b, ": ");
+                buf_puts(b, ": ");
             }
             py_literal(b, c);
         }
-        tc_ds_puts(b, obj ? "}" : "]");
+        buf_puts(b, obj ? "}" : "]");
     } else py_json(b, v, -1, 0);
 }
 
 char *tc_pycall(const char *name, const cJSON *args) {
-    dstr b = {0};
-    tc_ds_puts(&b, name);
-    tc_ds_puts(&b, "(");
+    buf b = {0};
+    buf_puts(&b, name);
+    buf_puts(&b, "(");
     for (const cJSON *c = args ? args->child : NULL; c; c = c->next) {
-        if (c != args->child) tc_ds_puts(&b, ", ");
-        tc_ds_puts(&b, c->string ? c->string : "");
-        tc_ds_puts(&b, "=");
+        if (c != args->child) buf_puts(&b, ", ");
+        buf_puts(&b, c->string ? c->string : "");
+        buf_puts(&b, "=");
         py_literal(&b, c);
     }
-    tc_ds_puts(&b, ")");
-    return tc_ds_take(&b);
+    buf_puts(&b, ")");
+    return buf_take(&b);
 }
 
 char *tc_pyjson(const cJSON *v, int indent) {
-    dstr b = {0};
+    buf b = {0};
     py_json(&b, v, indent, 0);
-    return tc_ds_take(&b);
+    return buf_take(&b);
 }
 
 /* ---- the tools array ------------------------------------------------------------------------- */
@@ -492,7 +458,7 @@ static bool py_ident(pyp *p, const char **id, size_t *len, bool dotted) {
     return true;
 }
 
-static void tc_put_utf8(dstr *b, uint32_t c) {
+static void tc_put_utf8(buf *b, uint32_t c) {
     char u[4];
     size_t n;
     if (c < 0x80) u[0] = (char)c, n = 1;
@@ -502,7 +468,7 @@ static void tc_put_utf8(dstr *b, uint32_t c) {
     else
         u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 63)), u[2] = (char)(0x80 | ((c >> 6) & 63)),
         u[3] = (char)(0x80 | (c & 63)), n = 4;
-    tc_ds_put(b, u, n);
+    buf_put(b, u, n);
 }
 
 static bool hex_digits(const char *s, const char *end, int n, uint32_t *out) {
@@ -521,12 +487,12 @@ static bool hex_digits(const char *s, const char *end, int n, uint32_t *out) {
 /* A quoted Python string ('...' or "...", with Python's escapes). */
 static cJSON *py_str(pyp *p) {
     char q = *p->s++;
-    dstr b = {0};
+    buf b = {0};
     while (p->s < p->end && *p->s != q) {
         char c = *p->s++;
         if (c == '\n') break;
         if (c != '\\') {
-            tc_ds_put(&b, &c, 1);
+            buf_put(&b, &c, 1);
             continue;
         }
         if (p->s >= p->end) break;
@@ -535,26 +501,26 @@ static cJSON *py_str(pyp *p) {
         static const char escapes[] = "nrtbf\\'\"/", meaning[] = "\n\r\t\b\f\\'\"/"; /* \/: JSON's */
         const char *simple = x ? strchr(escapes, x) : NULL;
         if (simple) {
-            tc_ds_put(&b, &meaning[simple - escapes], 1);
+            buf_put(&b, &meaning[simple - escapes], 1);
         } else if ((x == 'x' && hex_digits(p->s, p->end, 2, &cp)) || (x == 'u' && hex_digits(p->s, p->end, 4, &cp)) ||
                    (x == 'U' && hex_digits(p->s, p->end, 8, &cp))) {
             p->s += x == 'x' ? 2 : x == 'u' ? 4 : 8;
             if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) || cp == 0) {
-                free(b.p);
+                buf_free(&b);
                 return NULL;
             }
             tc_put_utf8(&b, cp);
         } else {
-            free(b.p);
+            buf_free(&b);
             return NULL;
         }
     }
     if (p->s >= p->end || *p->s != q) {
-        free(b.p);
+        buf_free(&b);
         return NULL;
     }
     p->s++;
-    char *s = tc_ds_take(&b);
+    char *s = buf_take(&b);
     cJSON *v = s ? cJSON_CreateString(s) : NULL;
     free(s);
     return v;
@@ -611,14 +577,14 @@ static cJSON *py_val(pyp *p, int depth) {
     if (c == '[') return py_seq(p, depth, false);
     if (c == '{') return py_seq(p, depth, true);
     if (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9')) {
-        char buf[64];
+        char num[64];
         size_t n = 0;
-        while (p->s + n < p->end && n < sizeof buf - 1 && strchr("+-.eE0123456789", p->s[n]) && p->s[n]) n++;
-        memcpy(buf, p->s, n);
-        buf[n] = '\0';
+        while (p->s + n < p->end && n < sizeof num - 1 && strchr("+-.eE0123456789", p->s[n]) && p->s[n]) n++;
+        memcpy(num, p->s, n);
+        num[n] = '\0';
         char *e = NULL;
-        double d = strtod(buf, &e);
-        if (n == 0 || e != buf + n || !isfinite(d)) return NULL;
+        double d = strtod(num, &e);
+        if (n == 0 || e != num + n || !isfinite(d)) return NULL;
         p->s += n;
         return cJSON_CreateNumber(d);
     }
@@ -809,17 +775,17 @@ slm_status tc_parse_opts(tc_format f, const tc_opts *o, const char *t, size_t n,
         tc_result_free(r);
         return SLM_ERR_NOMEM;
     }
-    dstr b = {0};
+    buf b = {0};
     if (!found) {
         tc_drop_calls(r);
-        tc_ds_put(&b, t, n);
+        buf_put(&b, t, n);
     } else {
         while (c0 > 0 && tc_ws(t[c0 - 1])) c0--;
         while (c1 < n && tc_ws(t[c1])) c1++;
-        tc_ds_put(&b, t, c0);
-        tc_ds_put(&b, t + c1, n - c1);
+        buf_put(&b, t, c0);
+        buf_put(&b, t + c1, n - c1);
     }
-    r->content = tc_ds_take(&b);
+    r->content = buf_take(&b);
     if (!r->content) {
         tc_result_free(r);
         return SLM_ERR_NOMEM;

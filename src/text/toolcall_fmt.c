@@ -290,7 +290,7 @@ static bool body_object(const char *b, size_t n, const char **o0, const char **o
 }
 
 slm_status tc_parse_harmony(const char *t, size_t n, tc_result *r) {
-    dstr content = {0}, reasoning = {0};
+    buf content = {0}, reasoning = {0};
     bool oom = false, bad = false, any = false;
     size_t k = 0;
     hmsg m;
@@ -311,13 +311,13 @@ slm_status tc_parse_harmony(const char *t, size_t n, tc_result *r) {
             }
         } else if (m.to_len == 0) { /* a message to another recipient (a built-in tool) is dropped */
             bool analysis = m.chan_len == 8 && !memcmp(m.chan, "analysis", 8);
-            tc_ds_put(analysis ? &reasoning : &content, m.body, m.body_len);
+            buf_put(analysis ? &reasoning : &content, m.body, m.body_len);
         }
     }
-    if (!any) tc_ds_put(&content, t, n);
+    if (!any) buf_put(&content, t, n);
     if (bad) tc_drop_calls(r);
-    r->content = tc_ds_take(&content);
-    r->reasoning = reasoning.n ? tc_ds_take(&reasoning) : (free(reasoning.p), NULL);
+    r->content = buf_take(&content);
+    r->reasoning = reasoning.n ? buf_take(&reasoning) : (free(reasoning.p), NULL);
     if (oom || !r->content || (reasoning.n && !r->reasoning)) {
         tc_result_free(r);
         return SLM_ERR_NOMEM;

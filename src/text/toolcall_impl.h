@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "text/toolcall.h"
 
 struct cJSON;
@@ -18,17 +19,6 @@ struct cJSON;
 #define LFM2_CLOSE "<|tool_call_end|>"
 #define PYTHON_TAG "<|python_tag|>"
 
-/* A growable NUL-terminated string; oom sticks. */
-typedef struct dstr {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} dstr;
-
-void tc_ds_put(dstr *b, const char *s, size_t n);
-void tc_ds_puts(dstr *b, const char *s);
-/* b's string (an empty one when nothing was written), or NULL after an allocation failure. */
-char *tc_ds_take(dstr *b);
 
 bool tc_ws(char c);
 /* The first occurrence of pat in s[0, n), or NULL. */

@@ -460,6 +460,10 @@ static void engine_null(void **unused) {
     slm_engine_get_stats(NULL, &st);
     assert_true(st.n_submitted == 0 && st.n_slots == 0 && st.decode_seconds == 0.0);
     slm_engine_get_stats(NULL, NULL);
+    size_t n_tokens = 7;
+    assert_int_equal(slm_engine_slot(NULL, 0, SLM_ENGINE_SLOT_SAVE, "x", &n_tokens, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_int_equal(n_tokens, 0);
+    assert_int_equal(slm_engine_slot(NULL, 0, SLM_ENGINE_SLOT_ERASE, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
 }
 
 /* With real handles, the required out-params of the status calls are checked too. */
@@ -550,7 +554,7 @@ static void every_function_is_covered(void **unused) {
         free(hdr);
     }
     assert_true(n_funcs[0] > 100);
-    assert_int_equal(n_funcs[1], 11); /* statelm_engine.h's slm_engine_* functions */
+    assert_int_equal(n_funcs[1], 12); /* statelm_engine.h's slm_engine_* functions */
     assert_int_equal(missing, 0);
     free(self);
 }
