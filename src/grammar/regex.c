@@ -747,15 +747,16 @@ static int32_t anc_cat(rx *r, anc_memo *mm, int32_t id, int32_t i, int s, int e)
         int32_t t = mk_list(r, R_CAT, cs, nd.at);
         if (t < 0 || !push_tmp(r, t)) return -1;
     }
-    if (r->nodes[a_s0].nullable && (rest_anch || a_only_eps)) { /* A empty: B at A's place */
+    /* the other terms use a flag the first one does not, else they are inside it */
+    if (r->nodes[a_s0].nullable && (a_only_eps || (s && rest_anch))) { /* A empty: B at A's place */
         int32_t t = anc_cat(r, mm, id, i + 1, s, e);
         if (t < 0 || !push_tmp(r, t)) return -1;
     }
-    if (a_anch) {
+    if (a_anch && e) {
         int32_t a_se = anc(r, mm, a, s, e);
         if (a_se < 0) return -1;
         if (r->nodes[rest_0e].nullable && !push_tmp(r, a_se)) return -1; /* B empty: A at B's end */
-        if (rest_anch && r->nodes[a_se].nullable) { /* both empty */
+        if (s && rest_anch && r->nodes[a_se].nullable) { /* both empty */
             int32_t b_se = anc_cat(r, mm, id, i + 1, s, e);
             if (b_se < 0) return -1;
             if (r->nodes[b_se].nullable) {
