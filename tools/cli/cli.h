@@ -72,7 +72,7 @@ bool cli_sampler_is_argmax(const slm_sampler_params *p);
 /* Fetches the value of option argv[*i] (advancing *i); NULL with a message when missing. */
 const char *cli_value(int argc, char **argv, int *i);
 /* "1.5 MiB" style sizes. */
-void cli_fmt_bytes(uint64_t n, char *buf, size_t cap);
+void cli_fmt_bytes(uint64_t n, char *out, size_t cap);
 
 /* Parses a --prompt-ids list: decimal ids separated by commas (spaces around them allowed) or by
  * spaces alone, so `run --ids` output can be fed back. Every entry is validated before anything
@@ -91,8 +91,10 @@ int32_t cli_first_nonfinite(const float *v, int32_t n);
 int cli_fail_nonfinite(const float *logits, int32_t at, int32_t pos);
 /* Copy of s with every invalid UTF-8 sequence replaced by U+FFFD (caller frees); NULL on OOM. */
 char *cli_utf8_sanitize(const char *s);
-/* The whole of the text file path, at most max bytes, NUL-terminated (caller frees); NULL after a
- * message naming the file and what is wrong. */
-char *cli_read_text(const char *path, size_t max);
+/* The whole of the file path ("-": standard input), at most max bytes, NUL-terminated (caller
+ * frees); *n (may be NULL) its length (the text may hold NUL bytes). NULL after a message naming
+ * the file and what is wrong. */
+char *cli_read_file(const char *path, size_t max, size_t *n);
+static inline char *cli_read_text(const char *path, size_t max) { return cli_read_file(path, max, NULL); }
 
 #endif

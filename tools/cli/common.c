@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "cli.h"
 
 void cli_apply_env(slm_session_params *sp, slm_plan_params *pp) {
@@ -70,7 +71,7 @@ const char *cli_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
-void cli_fmt_bytes(uint64_t n, char *buf, size_t cap) {
+void cli_fmt_bytes(uint64_t n, char *out, size_t cap) {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)n;
     int u = 0;
@@ -78,8 +79,8 @@ void cli_fmt_bytes(uint64_t n, char *buf, size_t cap) {
         v /= 1024.0;
         u++;
     }
-    if (u == 0) snprintf(buf, cap, "%llu B", (unsigned long long)n);
-    else snprintf(buf, cap, "%.2f %s", v, units[u]);
+    if (u == 0) snprintf(out, cap, "%llu B", (unsigned long long)n);
+    else snprintf(out, cap, "%.2f %s", v, units[u]);
 }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -235,21 +236,26 @@ bool cli_sampler_is_argmax(const slm_sampler_params *p) {
            p->frequency_penalty == 0.0f && p->n_logit_bias == 0;
 }
 
-char *cli_read_text(const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
+char *cli_read_file(const char *path, size_t max, size_t *n) {
+    bool std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) {
         cli_fail("%s: cannot open", path);
         return NULL;
     }
-    char *buf = malloc(max + 2);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-    bool bad = !buf || ferror(f);
-    fclose(f);
-    if (bad || n > max) {
-        free(buf);
+    buf text = buf_make(NULL);
+    for (size_t got = 1; got > 0 && text.n <= max && buf_reserve(&text, 1 << 16);) {
+        got = fread(text.p + text.n, 1, text.cap - 1 - text.n, f);
+        text.n += got;
+        text.p[text.n] = '\0';
+    }
+    bool bad = text.oom || ferror(f);
+    if (!std_in) fclose(f);
+    if (bad || text.n > max) {
         cli_fail(bad ? "%s: cannot read" : "%s: larger than %zu bytes", path, max);
+        buf_free(&text);
         return NULL;
     }
-    buf[n] = '\0';
-    return buf;
+    if (n) *n = text.n;
+    return buf_take(&text);
 }

@@ -13,38 +13,6 @@
 
 #define TOKENIZE_MAX_FILE ((size_t)64 << 20)
 
-/* The whole of path ("-" = standard input), at most TOKENIZE_MAX_FILE bytes, or NULL after a
- * message. Caller frees. */
-static char *read_text(const char *path, size_t *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        cli_fail("tokenize: %s: cannot open", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap || cap > TOKENIZE_MAX_FILE) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = !buf || ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad || len > TOKENIZE_MAX_FILE) {
-        free(buf);
-        cli_fail(bad ? "tokenize: %s: cannot read" : "tokenize: %s: more than 64 MiB", path);
-        return NULL;
-    }
-    *n = len;
-    return buf;
-}
 
 /* First occurrence of sep[0, sl) in s[0, n), or NULL. */
 static const char *find_sep(const char *s, size_t n, const char *sep, size_t sl) {
@@ -122,7 +90,7 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *owned = NULL;
     if (file) {
-        if (!(owned = read_text(file, &len))) return 1;
+        if (!(owned = cli_read_file(file, TOKENIZE_MAX_FILE, &len))) return 1;
         text = owned;
     } else {
         len = strlen(text);
