@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Anthropic Messages API of `statelm serve` (issue 37 item 1, docs/serve.md "Anthropic
-Messages") with the official `anthropic` SDK, on SmolLM2-135M-Instruct (scripts/fetch-models.sh;
-SKIPPED without it):
+Messages") with the official `anthropic` SDK, on SmolLM2-135M-Instruct with the built-in smollm2
+template (its own Jinja template writes no tools) (scripts/fetch-models.sh; SKIPPED without it):
 
 - messages.create: the raw JSON validates as the SDK's own anthropic.types.Message; system as a
   string and as text blocks; text blocks; greedy answers equal the OpenAI endpoint's for the same
@@ -49,7 +49,7 @@ WEATHER = {"name": "get_weather", "description": "Current weather in a city",
                             "required": ["city"], "additionalProperties": False}}
 ASK = [{"role": "user", "content": "Say hello to the world."}]
 GREEDY = {"temperature": 0}  # the SDK (2.x) has no sampling arguments: sent as extra body fields
-srv = serve_harness.Server(statelm, SMOLLM2, "--api-key", "k", "--parallel", "2", key="k", timeout=300)
+srv = serve_harness.Server(statelm, SMOLLM2, "--chat-template", "smollm2", "--api-key", "k", "--parallel", "2", key="k", timeout=300)
 client = anthropic.Anthropic(base_url=srv.url, api_key="k", max_retries=0, timeout=300)
 msg_adapter = pydantic.TypeAdapter(anthropic.types.Message)
 event_adapter = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The OpenAI Responses API of `statelm serve` (issue 37 item 2, docs/serve.md "Responses") with
-the official openai SDK's client.responses, on SmolLM2-135M-Instruct (scripts/fetch-models.sh;
-SKIPPED without it):
+the official openai SDK's client.responses, on SmolLM2-135M-Instruct with the built-in smollm2
+template (its own Jinja template writes no tools) (scripts/fetch-models.sh; SKIPPED without it):
 
 - responses.create: the raw JSON validates as the SDK's own openai.types.responses.Response; the
   greedy output equals /v1/chat/completions' answer to the same messages (instructions = system);
@@ -53,7 +53,7 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Current we
                           "required": ["city"], "additionalProperties": False}}
 G = {"temperature": 0, "max_output_tokens": 16}
 state = tempfile.mkdtemp(prefix="statelm-responses-")
-a = serve_harness.Server(statelm, SMOLLM2, "--state-dir", state, "--parallel", "2", timeout=300)
+a = serve_harness.Server(statelm, SMOLLM2, "--chat-template", "smollm2", "--state-dir", state, "--parallel", "2", timeout=300)
 b = None
 api = a.api
 event_adapter = pydantic.TypeAdapter(ResponseStreamEvent)
@@ -181,7 +181,7 @@ try:
         check(False, f"json_schema output: {j.output_text!r}: {e}")
 
     # ---- two servers on one --state-dir ----
-    b = serve_harness.Server(statelm, SMOLLM2, "--state-dir", state, "--parallel", "2", timeout=300)
+    b = serve_harness.Server(statelm, SMOLLM2, "--chat-template", "smollm2", "--state-dir", state, "--parallel", "2", timeout=300)
     r1 = api.responses.create(model="m", input="What is the capital of Italy?", **G)
     on_b = b.api.responses.create(model="m", input="And its population?", previous_response_id=r1.id, **G)
     on_a = api.responses.create(model="m", input="And its population?", previous_response_id=r1.id, **G)
