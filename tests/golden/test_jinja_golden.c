@@ -89,7 +89,7 @@ static void golden(void **state) {
     char last_name[512] = "";
     jinja_template *t = NULL;
     slm_status parse_st = SLM_OK;
-    char parse_msg[600] = "";
+    char parse_msg[SLM_ERR_MSG_CAP] = "";
     for (char *line = gold, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
