@@ -26,6 +26,7 @@ typedef struct ModelObject {
     bool closed;
     Py_ssize_t n_users; /* sessions, snapshots and running calls that need model */
     int32_t n_vocab;
+    slm_grammar_vocab *gvocab; /* the tokenizer's grammar trie, built by the first constrained sampler */
 } ModelObject;
 
 typedef struct SessionObject {
@@ -43,7 +44,7 @@ typedef struct SessionObject {
 
 /* Types and the exception table, set up by the module's init. */
 extern PyTypeObject *ext_model_type, *ext_session_type, *ext_snapshot_type, *ext_logits_type, *ext_sampler_type,
-    *ext_spec_type;
+    *ext_spec_type, *ext_grammar_type;
 
 /* Raises the StatelmError subclass of status with message msg (the status text when NULL or ""). */
 PyObject *ext_raise(slm_status status, const char *msg);
@@ -55,6 +56,7 @@ PyObject *ext_raise_closed(const char *what);
  * (*out, *n; free with PyMem_Free). Ids outside int32 raise RangeError; non-ints TypeError. */
 int ext_ids_from(PyObject *obj, int32_t **out, size_t *n);
 PyObject *ext_ids_to_list(const int32_t *ids, size_t n);
+PyObject *ext_floats_to_list(const float *v, size_t n);
 /* Parses one token id (int, within int32). */
 int ext_id_from(PyObject *obj, int32_t *id);
 
@@ -63,6 +65,9 @@ int ext_id_from(PyObject *obj, int32_t *id);
 slm_model *ext_model_get(PyObject *obj);
 void ext_model_hold(ModelObject *m);
 void ext_model_release(ModelObject *m);
+/* The grammar vocabulary of m's tokenizer (built on first use, freed with the model), or NULL with
+ * an exception set. */
+const slm_grammar_vocab *ext_model_grammar_vocab(ModelObject *m);
 
 /* Session: acquire for a call (raises when closed or busy), release after it. changed = the call
  * changed the session (logits views taken before become stale). */
@@ -87,5 +92,13 @@ int ext_tokenizer_init_type(PyObject *mod);
 int ext_session_init_types(PyObject *mod);
 int ext_logits_init_type(PyObject *mod);
 int ext_sampler_init_types(PyObject *mod);
+/* Grammar (grammar.c): the compiled grammar of a Grammar object (else TypeError, NULL); a new
+ * Grammar from obj: a Grammar (itself), GBNF text (str) or, with json_schema, a JSON Schema (dict
+ * or JSON text). */
+const slm_grammar *ext_grammar_get(PyObject *obj);
+PyObject *ext_grammar_from(PyObject *obj, bool json_schema);
+/* A Python object's JSON text: a str as is, anything else through json.dumps (new reference). */
+PyObject *ext_json_text(PyObject *obj);
+int ext_grammar_init_type(PyObject *mod);
 
 #endif

@@ -8,6 +8,8 @@
 
 static void model_free_if_unused(ModelObject *m) {
     if (m->model && m->n_users == 0 && m->closed) {
+        slm_grammar_vocab_destroy(m->gvocab);
+        m->gvocab = NULL;
         slm_model_destroy(m->model);
         m->model = NULL;
     }
@@ -28,6 +30,24 @@ void ext_model_hold(ModelObject *m) { m->n_users++; }
 void ext_model_release(ModelObject *m) {
     m->n_users--;
     model_free_if_unused(m);
+}
+
+const slm_grammar_vocab *ext_model_grammar_vocab(ModelObject *m) {
+    if (m->gvocab) return m->gvocab;
+    if (!m->model) return ext_raise_closed("model is closed"), NULL;
+    const slm_tokenizer *tok = slm_model_tokenizer(m->model);
+    if (!tok) return ext_raise(SLM_ERR_UNSUPPORTED, "the model has no tokenizer: a grammar needs one"), NULL;
+    slm_grammar_vocab *v = NULL;
+    slm_status st;
+    ext_model_hold(m);
+    Py_BEGIN_ALLOW_THREADS
+    st = slm_grammar_vocab_create(tok, &v);
+    Py_END_ALLOW_THREADS
+    ext_model_release(m);
+    if (st != SLM_OK) return ext_raise(st, "cannot build the grammar vocabulary of the model's tokenizer"), NULL;
+    if (m->gvocab) slm_grammar_vocab_destroy(v); /* another thread built it meanwhile */
+    else m->gvocab = v;
+    return m->gvocab;
 }
 
 static int model_init(PyObject *self, PyObject *args, PyObject *kw) {
@@ -65,7 +85,8 @@ static int model_init(PyObject *self, PyObject *args, PyObject *kw) {
 static void model_dealloc(PyObject *self) {
     ModelObject *m = (ModelObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
-    /* no user outlives the object: every session, snapshot and call holds a reference */
+    /* no user outlives the object: every session, snapshot, sampler and call holds a reference */
+    slm_grammar_vocab_destroy(m->gvocab);
     slm_model_destroy(m->model);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
@@ -147,12 +168,40 @@ static PyObject *model_is_eog(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(slm_tokenizer_is_eog(tok, id));
 }
 
-/* messages: a sequence of {"role": str, "content": str} dicts, as slm_chat_message (UTF-8 owned by
- * the returned bytes list). */
-static int chat_messages(PyObject *messages, slm_chat_message **out, size_t *n, PyObject **keep) {
-    *out = NULL;
-    *n = 0;
-    *keep = NULL;
+/* The UTF-8 of a str into *dst, owned by a bytes object appended to keep. */
+static int keep_utf8(PyObject *v, PyObject *keep, const char **dst) {
+    PyObject *b = PyUnicode_AsUTF8String(v);
+    if (!b || PyList_Append(keep, b)) {
+        Py_XDECREF(b);
+        return -1;
+    }
+    Py_DECREF(b);
+    *dst = PyBytes_AsString(b);
+    return 0;
+}
+
+/* A chat as the C calls take it: messages, and per message its "tool_calls" (JSON text) and
+ * "tool_call_id" (NULL where absent). */
+typedef struct chat_in {
+    slm_chat_message *msgs;
+    const char **calls, **call_ids;
+    size_t n;
+    bool any_calls;
+    PyObject *keep; /* the bytes objects owning the strings */
+} chat_in;
+
+static void chat_in_free(chat_in *c) {
+    PyMem_Free(c->msgs);
+    PyMem_Free(c->calls);
+    PyMem_Free(c->call_ids);
+    Py_XDECREF(c->keep);
+    memset(c, 0, sizeof *c);
+}
+
+/* messages: a sequence of {"role": str, "content": str or None, "tool_calls"?: list or JSON text,
+ * "tool_call_id"?: str} dicts. */
+static int chat_messages(PyObject *messages, chat_in *c) {
+    memset(c, 0, sizeof *c);
     if (PyUnicode_Check(messages) || PyDict_Check(messages)) {
         PyErr_SetString(PyExc_TypeError, "messages is a list of {'role': ..., 'content': ...} dicts");
         return -1;
@@ -160,41 +209,53 @@ static int chat_messages(PyObject *messages, slm_chat_message **out, size_t *n, 
     PyObject *list = PySequence_List(messages);
     if (!list) return -1;
     Py_ssize_t count = PyList_Size(list);
-    PyObject *strs = PyList_New(0);
-    slm_chat_message *msgs = PyMem_Calloc((size_t)count + 1, sizeof *msgs);
-    if (!strs || !msgs) goto fail;
+    c->keep = PyList_New(0);
+    c->msgs = PyMem_Calloc((size_t)count + 1, sizeof *c->msgs);
+    c->calls = PyMem_Calloc((size_t)count + 1, sizeof *c->calls);
+    c->call_ids = PyMem_Calloc((size_t)count + 1, sizeof *c->call_ids);
+    if (!c->keep || !c->msgs || !c->calls || !c->call_ids) goto fail;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *msg = PyList_GetItem(list, i);
         if (!PyDict_Check(msg)) {
             PyErr_Format(PyExc_TypeError, "messages[%zd] is not a dict", i);
             goto fail;
         }
-        const char *keys[2] = {"role", "content"};
-        const char **dst[2] = {&msgs[i].role, &msgs[i].content};
-        for (int k = 0; k < 2; k++) {
-            PyObject *v = PyDict_GetItemString(msg, keys[k]);
-            if (!v || !PyUnicode_Check(v)) {
-                PyErr_Format(PyExc_TypeError, "messages[%zd]['%s'] must be a str", i, keys[k]);
+        PyObject *role = PyDict_GetItemString(msg, "role"), *content = PyDict_GetItemString(msg, "content");
+        PyObject *calls = PyDict_GetItemString(msg, "tool_calls"), *call_id = PyDict_GetItemString(msg, "tool_call_id");
+        bool has_calls = calls && calls != Py_None;
+        if (!role || !PyUnicode_Check(role)) {
+            PyErr_Format(PyExc_TypeError, "messages[%zd]['role'] must be a str", i);
+            goto fail;
+        }
+        if (content == Py_None && has_calls) content = NULL; /* an assistant turn of calls only */
+        else if (!content || !PyUnicode_Check(content)) {
+            PyErr_Format(PyExc_TypeError, "messages[%zd]['content'] must be a str", i);
+            goto fail;
+        }
+        if (keep_utf8(role, c->keep, &c->msgs[i].role)) goto fail;
+        c->msgs[i].content = "";
+        if (content && keep_utf8(content, c->keep, &c->msgs[i].content)) goto fail;
+        if (has_calls) {
+            PyObject *text = ext_json_text(calls);
+            int rc = text ? keep_utf8(text, c->keep, &c->calls[i]) : -1;
+            Py_XDECREF(text);
+            if (rc) goto fail;
+            c->any_calls = true;
+        }
+        if (call_id && call_id != Py_None) {
+            if (!PyUnicode_Check(call_id)) {
+                PyErr_Format(PyExc_TypeError, "messages[%zd]['tool_call_id'] must be a str", i);
                 goto fail;
             }
-            PyObject *b = PyUnicode_AsUTF8String(v);
-            if (!b || PyList_Append(strs, b)) {
-                Py_XDECREF(b);
-                goto fail;
-            }
-            Py_DECREF(b);
-            *dst[k] = PyBytes_AsString(b);
+            if (keep_utf8(call_id, c->keep, &c->call_ids[i])) goto fail;
         }
     }
     Py_DECREF(list);
-    *out = msgs;
-    *n = (size_t)count;
-    *keep = strs;
+    c->n = (size_t)count;
     return 0;
 fail:
     Py_DECREF(list);
-    Py_XDECREF(strs);
-    PyMem_Free(msgs);
+    chat_in_free(c);
     return -1;
 }
 
@@ -212,35 +273,47 @@ static PyObject *kwargs_text(PyObject *kw) {
     return text;
 }
 
-static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"messages", "add_generation_prompt", "template", "tokenize", "chat_template",
-                            "chat_template_kwargs", NULL};
-    PyObject *messages, *kwargs = Py_None;
-    int add_gen = 1, tokenize = 0;
-    const char *tmpl = NULL, *text_tmpl = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$pzpzO", names, &messages, &add_gen, &tmpl, &tokenize, &text_tmpl,
-                                     &kwargs))
-        return NULL;
+/* The template of a call: template (a built-in's name) or chat_template (Jinja text), and
+ * chat_template_kwargs, into t; *kwtext owns the kwargs' text. */
+static int template_of(const char *tmpl, const char *text_tmpl, PyObject *kwargs, slm_chat_template *t,
+                       PyObject **kwtext) {
     if (tmpl && text_tmpl) {
         PyErr_SetString(PyExc_ValueError, "give one of template (a built-in's name) and chat_template (Jinja text)");
-        return NULL;
+        return -1;
     }
+    *kwtext = kwargs_text(kwargs);
+    if (!*kwtext) return -1;
+    *t = (slm_chat_template){tmpl, text_tmpl, *kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(*kwtext, NULL)};
+    if (*kwtext != Py_None && !t->kwargs) {
+        Py_CLEAR(*kwtext);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"messages", "add_generation_prompt", "template", "tokenize", "chat_template",
+                            "chat_template_kwargs", "tools", NULL};
+    PyObject *messages, *kwargs = Py_None, *tools = Py_None;
+    int add_gen = 1, tokenize = 0;
+    const char *tmpl = NULL, *text_tmpl = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$pzpzOO", names, &messages, &add_gen, &tmpl, &tokenize, &text_tmpl,
+                                     &kwargs, &tools))
+        return NULL;
     slm_model *model = ext_model_get(self);
     if (!model) return NULL;
-    PyObject *kwtext = kwargs_text(kwargs);
-    if (!kwtext) return NULL;
-    slm_chat_template t = {tmpl, text_tmpl, kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(kwtext, NULL)};
-    if (kwtext != Py_None && !t.kwargs) {
+    slm_chat_template t;
+    PyObject *kwtext;
+    if (template_of(tmpl, text_tmpl, kwargs, &t, &kwtext)) return NULL;
+    PyObject *tools_text = tools == Py_None ? Py_NewRef(Py_None) : ext_json_text(tools);
+    const char *tools_json = tools_text && tools_text != Py_None ? PyUnicode_AsUTF8AndSize(tools_text, NULL) : NULL;
+    chat_in c;
+    if (!tools_text || (tools_text != Py_None && !tools_json) || chat_messages(messages, &c)) {
+        Py_XDECREF(tools_text);
         Py_DECREF(kwtext);
         return NULL;
     }
-    slm_chat_message *msgs;
-    size_t n;
-    PyObject *keep;
-    if (chat_messages(messages, &msgs, &n, &keep)) {
-        Py_DECREF(kwtext);
-        return NULL;
-    }
+    slm_chat_tools ct = {tools_json, c.any_calls ? c.calls : NULL, c.call_ids};
     ModelObject *m = (ModelObject *)self;
     ext_model_hold(m);
     char *text = NULL, err[512] = "";
@@ -249,9 +322,9 @@ static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *k
     slm_status st;
     Py_BEGIN_ALLOW_THREADS
     if (tokenize)
-        st = slm_chat_tokenize_with(model, &t, msgs, n, NULL, NULL, add_gen, &ids, &n_ids, err, sizeof err);
+        st = slm_chat_tokenize_with(model, &t, c.msgs, c.n, &ct, NULL, add_gen, &ids, &n_ids, err, sizeof err);
     else
-        st = slm_chat_render_with(model, &t, msgs, n, NULL, add_gen, &text, err, sizeof err);
+        st = slm_chat_render_with(model, &t, c.msgs, c.n, &ct, add_gen, &text, err, sizeof err);
     Py_END_ALLOW_THREADS
     ext_model_release(m);
     PyObject *out = NULL;
@@ -263,9 +336,45 @@ static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *k
         out = tokenize ? ext_ids_to_list(ids, n_ids) : PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
     slm_free(text);
     slm_free(ids);
-    PyMem_Free(msgs);
-    Py_DECREF(keep);
+    chat_in_free(&c);
+    Py_DECREF(tools_text);
     Py_DECREF(kwtext);
+    return out;
+}
+
+/* tool_format(template=None, chat_template=None): the tool-call format of the template a chat
+ * runs (slm_chat_tool_format: "hermes", "llama3", ...), None when it writes no tool calls. */
+static PyObject *model_tool_format(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"template", "chat_template", NULL};
+    const char *tmpl = NULL, *text_tmpl = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$zz", names, &tmpl, &text_tmpl)) return NULL;
+    slm_model *model = ext_model_get(self);
+    if (!model) return NULL;
+    slm_chat_template t;
+    PyObject *kwtext;
+    if (template_of(tmpl, text_tmpl, Py_None, &t, &kwtext)) return NULL;
+    Py_DECREF(kwtext);
+    const char *f = slm_chat_tool_format(model, &t);
+    if (!f) Py_RETURN_NONE;
+    return PyUnicode_FromString(f);
+}
+
+/* token_bytes(id): the token's raw bytes (slm_tokenizer_token_bytes: may be part of a UTF-8
+ * character). */
+static PyObject *model_token_bytes(PyObject *self, PyObject *arg) {
+    const slm_tokenizer *tok = model_tokenizer(self);
+    int32_t id;
+    if (!tok || ext_id_from(arg, &id)) return NULL;
+    char buf[256];
+    size_t n = 0;
+    slm_status st = slm_tokenizer_token_bytes(tok, id, buf, sizeof buf, &n);
+    if (st != SLM_OK) return ext_raise(st, "no such token");
+    if (n <= sizeof buf) return PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
+    char *big = PyMem_Malloc(n);
+    if (!big) return PyErr_NoMemory();
+    st = slm_tokenizer_token_bytes(tok, id, big, n, &n);
+    PyObject *out = st == SLM_OK ? PyBytes_FromStringAndSize(big, (Py_ssize_t)n) : ext_raise(st, "no such token");
+    PyMem_Free(big);
     return out;
 }
 
@@ -422,6 +531,8 @@ static PyMethodDef model_methods[] = {
     {"is_eog", model_is_eog, METH_O, NULL},
     {"detokenizer", model_detokenizer, METH_NOARGS, NULL},
     {"chat_template", (PyCFunction)(void (*)(void))model_chat_template, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"tool_format", (PyCFunction)(void (*)(void))model_tool_format, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"token_bytes", model_token_bytes, METH_O, NULL},
     {"close", model_close, METH_NOARGS, NULL},
     {"__enter__", model_enter, METH_NOARGS, NULL},
     {"__exit__", model_exit, METH_VARARGS, NULL},

@@ -2,6 +2,7 @@
  * and the module's init. */
 #include "ext.h"
 
+#include <math.h>
 #include <string.h>
 
 PyTypeObject *ext_model_type, *ext_session_type, *ext_snapshot_type, *ext_logits_type, *ext_sampler_type,
@@ -242,14 +243,16 @@ static Py_ssize_t logits_len(PyObject *self) {
     return l->session || l->shape[0] == 1 ? l->shape[1] : l->shape[0];
 }
 
-static PyObject *row_list(const float *row, Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list && i < n; i++) {
-        PyObject *v = PyFloat_FromDouble((double)row[i]);
-        if (!v || PyList_SetItem(list, i, v)) Py_CLEAR(list);
+PyObject *ext_floats_to_list(const float *v, size_t n) {
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *x = PyFloat_FromDouble((double)v[i]);
+        if (!x || PyList_SetItem(list, (Py_ssize_t)i, x)) Py_CLEAR(list);
     }
     return list;
 }
+
+static PyObject *row_list(const float *row, Py_ssize_t n) { return ext_floats_to_list(row, (size_t)n); }
 
 static PyObject *logits_item(PyObject *self, Py_ssize_t i) {
     LogitsObject *l = (LogitsObject *)self;
@@ -284,6 +287,44 @@ static PyObject *logits_argmax(PyObject *self, PyObject *unused) {
         if (!v || PyList_SetItem(list, r, v)) Py_CLEAR(list);
     }
     return list;
+}
+
+/* logprobs(id, top=0) -> (logprob of id, [(id, logprob), ...] of the top most probable tokens,
+ * most probable first, lower id on ties): log_softmax of one row, in double. */
+static PyObject *logits_logprobs(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"id", "top", NULL};
+    LogitsObject *l = (LogitsObject *)self;
+    PyObject *id_obj;
+    Py_ssize_t top = 0;
+    int32_t id;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|n", names, &id_obj, &top) || ext_id_from(id_obj, &id)) return NULL;
+    const float *row = logits_data(l);
+    if (!row) return NULL;
+    Py_ssize_t n = l->shape[1];
+    if (!l->session && l->shape[0] != 1) return ext_raise(SLM_ERR_SHAPE, "logprobs needs one row of logits");
+    if (id < 0 || id >= n) return ext_raise(SLM_ERR_RANGE, "token id outside the logits row");
+    if (top < 0 || top > n) return ext_raise(SLM_ERR_RANGE, "top must be in [0, n_vocab]");
+    double mx = -INFINITY, sum = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (row[i] > mx) mx = row[i];
+    for (Py_ssize_t i = 0; i < n; i++) sum += exp((double)row[i] - mx);
+    double lse = mx + log(sum);
+    Py_ssize_t *best = PyMem_Malloc((size_t)(top ? top : 1) * sizeof *best), k = 0;
+    if (!best) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) { /* insertion into the top largest, the lower id first on ties */
+        Py_ssize_t p = k < top ? k++ : top;
+        if (p == top && (top == 0 || !(row[i] > row[best[top - 1]]))) continue;
+        if (p == top) p = top - 1;
+        for (; p > 0 && row[i] > row[best[p - 1]]; p--) best[p] = best[p - 1];
+        best[p] = i;
+    }
+    PyObject *list = PyList_New(k);
+    for (Py_ssize_t i = 0; list && i < k; i++) {
+        PyObject *pair = Py_BuildValue("(nd)", best[i], (double)row[best[i]] - lse);
+        if (!pair || PyList_SetItem(list, i, pair)) Py_CLEAR(list);
+    }
+    PyMem_Free(best);
+    return list ? Py_BuildValue("(dN)", (double)row[id] - lse, list) : NULL;
 }
 
 static PyObject *logits_tolist(PyObject *self, PyObject *unused) {
@@ -327,6 +368,8 @@ static PyObject *logits_array_interface(PyObject *self, void *closure) {
 static PyMethodDef logits_methods[] = {
     {"argmax", logits_argmax, METH_NOARGS, "Index of the largest logit (lowest on ties); a list per row for 2-D."},
     {"tolist", logits_tolist, METH_NOARGS, "The values as a list of floats (a list of rows for 2-D)."},
+    {"logprobs", (PyCFunction)(void (*)(void))logits_logprobs, METH_VARARGS | METH_KEYWORDS,
+     "logprobs(id, top=0) -> (logprob of id, [(id, logprob)] of the top most probable): log_softmax of one row."},
     {NULL, NULL, 0, NULL},
 };
 static PyGetSetDef logits_getset[] = {
@@ -417,7 +460,7 @@ PyMODINIT_FUNC PyInit__statelm(void) {
     PyObject *mod = PyModule_Create(&module_def);
     if (!mod) return NULL;
     if (load_errors(mod) || ext_logits_init_type(mod) || ext_model_init_type(mod) || ext_tokenizer_init_type(mod) ||
-        ext_session_init_types(mod) || ext_sampler_init_types(mod)) {
+        ext_session_init_types(mod) || ext_sampler_init_types(mod) || ext_grammar_init_type(mod)) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -1,15 +1,22 @@
 /* sampler.c — statelm._statelm.Sampler (temperature, top-k, top-p, min-p, repetition penalty, a
- * seeded generator) and Spec (the speculative decoding driver: prompt lookup or a draft model's
+ * seeded generator, optionally a grammar constraint) and Spec (the speculative decoding driver: prompt lookup or a draft model's
  * session, greedy or with a sampler). Both run with the GIL released and are used by one thread at
  * a time (SessionBusyError otherwise). */
 #include "ext.h"
 
 #include <string.h>
 
+/* With a grammar, the constraint is made for the model of the first session sampled from (its
+ * tokenizer's grammar vocabulary, ext_model_grammar_vocab) and advanced by every token sample()
+ * returns; con_model holds that model while the constraint lives. */
 typedef struct SamplerObject {
     PyObject_HEAD
     slm_sampler *sampler;
     bool busy;
+    PyObject *grammar;     /* a Grammar (strong reference) or NULL */
+    slm_constraint *con;   /* attached to sampler; NULL until the first draw */
+    ModelObject *con_model;/* strong reference, held (n_users) while con lives */
+    size_t n_accepted;     /* tokens con accepted since its start */
 } SamplerObject;
 
 /* logit_bias: a mapping {token id (int or its decimal str, as OpenAI's JSON has it): bias} into a
@@ -44,22 +51,28 @@ static int logit_biases(PyObject *map, slm_logit_bias **out, int32_t *n) {
 }
 
 static int sampler_init(PyObject *self, PyObject *args, PyObject *kw) {
-    /* Constraints on the candidates (e.g. a grammar) join as new keyword arguments here once the
-     * C sampler has them. */
     static char *names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "seed",
-                            "presence_penalty", "frequency_penalty", "logit_bias", NULL};
+                            "presence_penalty", "frequency_penalty", "logit_bias", "grammar", "json_schema", NULL};
     SamplerObject *o = (SamplerObject *)self;
     slm_sampler_params p = slm_sampler_params_default();
     unsigned long long seed = p.seed;
-    PyObject *bias_map = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$fifffiKffO", names, &p.temperature, &p.top_k, &p.top_p, &p.min_p,
+    PyObject *bias_map = NULL, *grammar = Py_None, *schema = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$fifffiKffOOO", names, &p.temperature, &p.top_k, &p.top_p, &p.min_p,
                                      &p.repeat_penalty, &p.repeat_last_n, &seed, &p.presence_penalty,
-                                     &p.frequency_penalty, &bias_map))
+                                     &p.frequency_penalty, &bias_map, &grammar, &schema))
         return -1;
     p.seed = seed;
     if (o->sampler) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler is already created");
         return -1;
+    }
+    if (grammar != Py_None && schema != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "give one of grammar and json_schema");
+        return -1;
+    }
+    if (grammar != Py_None || schema != Py_None) {
+        o->grammar = ext_grammar_from(grammar != Py_None ? grammar : schema, schema != Py_None);
+        if (!o->grammar) return -1;
     }
     slm_logit_bias *biases;
     if (logit_biases(bias_map, &biases, &p.n_logit_bias)) return -1;
@@ -75,9 +88,21 @@ static int sampler_init(PyObject *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+static void sampler_drop_constraint(SamplerObject *o) {
+    if (!o->con) return;
+    slm_sampler_set_constraint(o->sampler, NULL);
+    slm_constraint_destroy(o->con);
+    o->con = NULL;
+    ext_model_release(o->con_model);
+    Py_CLEAR(o->con_model);
+}
+
 static void sampler_dealloc(PyObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
-    slm_sampler_destroy(((SamplerObject *)self)->sampler);
+    SamplerObject *o = (SamplerObject *)self;
+    sampler_drop_constraint(o);
+    Py_XDECREF(o->grammar);
+    slm_sampler_destroy(o->sampler);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
     Py_DECREF(tp);
@@ -87,6 +112,29 @@ static int sampler_acquire(SamplerObject *o) {
     if (!o->sampler) return ext_raise_closed("sampler is not created"), -1;
     if (o->busy) return ext_raise_busy("sampler"), -1;
     o->busy = true;
+    return 0;
+}
+
+/* With a grammar: the constraint for model m, made (and attached) on first use. A constraint made
+ * for another model is remade when it is still at its start, else refused. */
+static int sampler_constrain(SamplerObject *o, ModelObject *m) {
+    if (!o->grammar || o->con_model == m) return 0;
+    if (o->con && o->n_accepted > 0)
+        return ext_raise(SLM_ERR_INVALID_ARG, "the sampler's grammar is part way through a generation of another "
+                                              "model (reset() it first)"), -1;
+    sampler_drop_constraint(o);
+    const slm_grammar_vocab *v = ext_model_grammar_vocab(m);
+    if (!v) return -1;
+    slm_status st = slm_constraint_create(ext_grammar_get(o->grammar), v, &o->con);
+    if (st == SLM_OK) st = slm_sampler_set_constraint(o->sampler, o->con);
+    if (st != SLM_OK) {
+        slm_constraint_destroy(o->con);
+        o->con = NULL;
+        return ext_raise(st, "cannot start the grammar constraint"), -1;
+    }
+    o->con_model = (ModelObject *)Py_NewRef((PyObject *)m);
+    ext_model_hold(m);
+    o->n_accepted = 0;
     return 0;
 }
 
@@ -102,7 +150,7 @@ static SessionObject *draw_begin(SamplerObject *o, PyObject *session) {
         ext_session_release(s, false, false);
         return ext_raise(SLM_ERR_STATE, "the session holds no logits (prefill or decode first)"), NULL;
     }
-    if (sampler_acquire(o)) {
+    if (sampler_constrain(o, s->model) || sampler_acquire(o)) {
         ext_session_release(s, false, false);
         return NULL;
     }
@@ -119,11 +167,56 @@ static PyObject *sampler_sample(PyObject *self, PyObject *session) {
     slm_status st;
     Py_BEGIN_ALLOW_THREADS
     st = slm_sampler_sample(o->sampler, s->logits, s->model->n_vocab, hist, n_hist, &token);
+    if (st == SLM_OK && o->con) st = slm_constraint_accept(o->con, token);
     Py_END_ALLOW_THREADS
     o->busy = false;
     ext_session_release(s, false, false);
+    if (st != SLM_OK && o->con)
+        return ext_raise(st, st == SLM_ERR_STATE ? "the grammar allows no token here" : slm_constraint_errmsg(o->con));
     if (st != SLM_OK) return ext_raise(st, "cannot sample from these logits");
+    if (o->con) o->n_accepted++;
     return PyLong_FromLong(token);
+}
+
+/* accept(id): advances the grammar by a token chosen elsewhere (sample() advances it itself). */
+static PyObject *sampler_accept(PyObject *self, PyObject *arg) {
+    SamplerObject *o = (SamplerObject *)self;
+    int32_t id;
+    if (ext_id_from(arg, &id)) return NULL;
+    if (!o->grammar) return ext_raise(SLM_ERR_STATE, "the sampler has no grammar");
+    if (!o->con) return ext_raise(SLM_ERR_STATE, "the grammar starts with the first sample() (it needs the model)");
+    if (sampler_acquire(o)) return NULL;
+    slm_status st = slm_constraint_accept(o->con, id);
+    o->busy = false;
+    if (st != SLM_OK) return ext_raise(st, slm_constraint_errmsg(o->con));
+    o->n_accepted++;
+    Py_RETURN_NONE;
+}
+
+/* reset(): the grammar back to its start (a new generation). */
+static PyObject *sampler_reset(PyObject *self, PyObject *unused) {
+    (void)unused;
+    SamplerObject *o = (SamplerObject *)self;
+    if (sampler_acquire(o)) return NULL;
+    if (o->con) slm_constraint_reset(o->con);
+    o->n_accepted = 0;
+    o->busy = false;
+    Py_RETURN_NONE;
+}
+
+static PyObject *sampler_grammar(PyObject *self, void *closure) {
+    (void)closure;
+    SamplerObject *o = (SamplerObject *)self;
+    return Py_NewRef(o->grammar ? o->grammar : Py_None);
+}
+
+/* True when the grammar may end here (an end-of-generation token is allowed); None without one. */
+static PyObject *sampler_can_end(PyObject *self, void *closure) {
+    (void)closure;
+    SamplerObject *o = (SamplerObject *)self;
+    if (!o->grammar) Py_RETURN_NONE;
+    if (!o->con) Py_RETURN_FALSE;
+    return PyBool_FromLong(slm_constraint_can_end(o->con));
 }
 
 static PyObject *sampler_probs(PyObject *self, PyObject *session) {
@@ -150,9 +243,17 @@ static PyObject *sampler_probs(PyObject *self, PyObject *session) {
 static PyMethodDef sampler_methods[] = {
     {"sample", sampler_sample, METH_O, NULL},
     {"probs", sampler_probs, METH_O, NULL},
+    {"accept", sampler_accept, METH_O, NULL},
+    {"reset", sampler_reset, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
+static PyGetSetDef sampler_getset[] = {
+    {"grammar", sampler_grammar, NULL, NULL, NULL},
+    {"can_end", sampler_can_end, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 static PyType_Slot sampler_slots[] = {
+    {Py_tp_getset, sampler_getset},
     {Py_tp_init, sampler_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, sampler_dealloc},
@@ -203,6 +304,8 @@ static int spec_init(PyObject *self, PyObject *args, PyObject *kw) {
     if (draft == target) return ext_raise(SLM_ERR_INVALID_ARG, "the draft session must differ from the target"), -1;
     SessionObject *t = (SessionObject *)target, *d = draft == Py_None ? NULL : (SessionObject *)draft;
     SamplerObject *smp = sampler == Py_None ? NULL : (SamplerObject *)sampler;
+    if (smp && smp->grammar)
+        return ext_raise(SLM_ERR_UNSUPPORTED, "speculative decoding does not run a Sampler with a grammar"), -1;
     if (ext_session_acquire(t)) return -1;
     if (d && ext_session_acquire(d)) {
         ext_session_release(t, false, false);

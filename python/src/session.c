@@ -60,7 +60,8 @@ static const char *dtype_names[] = {"f16", "f32"};
 /* Keyword arguments shared by Session() and fork(): fills p, and returns the bytes objects that own
  * its strings in *keep (NULL when none). */
 static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject *kw_dir, int n_ctx, int n_threads,
-                          int ckpt_interval, int ckpt_budget, int no_repack, slm_session_params *p, PyObject **keep) {
+                          int ckpt_interval, int ckpt_budget, int no_repack, int embeddings, slm_session_params *p,
+                          PyObject **keep) {
     *p = slm_session_params_default();
     *keep = PyList_New(0);
     if (!*keep) return -1;
@@ -69,6 +70,7 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
     p->checkpoint_interval = ckpt_interval;
     p->checkpoint_budget_mib = ckpt_budget;
     p->no_repack = no_repack != 0;
+    p->embeddings = embeddings != 0;
     if (kw_kv_dtype && kw_kv_dtype != Py_None) {
         const char *d = PyUnicode_Check(kw_kv_dtype) ? PyUnicode_AsUTF8AndSize(kw_kv_dtype, NULL) : NULL;
         if (!d) {
@@ -103,16 +105,16 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
 }
 
 #define SESSION_KWARGS "n_ctx", "n_threads", "kv_dtype", "kernels", "checkpoint_interval", "checkpoint_budget_mib", \
-                       "checkpoint_dir", "no_repack"
-#define SESSION_FORMAT "iiOOiiOp"
+                       "checkpoint_dir", "no_repack", "embeddings"
+#define SESSION_FORMAT "iiOOiiOpp"
 
 static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"model", SESSION_KWARGS, NULL};
     SessionObject *s = (SessionObject *)self;
     PyObject *model_obj, *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
-    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0;
+    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$" SESSION_FORMAT, names, &model_obj, &n_ctx, &n_threads, &kv,
-                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack))
+                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack, &embeddings))
         return -1;
     if (s->sess) {
         PyErr_SetString(PyExc_RuntimeError, "Session is already created");
@@ -121,7 +123,7 @@ static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     slm_model *model = ext_model_get(model_obj);
     if (!model) return -1;
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, &p, &keep)) {
+    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, &p, &keep)) {
         Py_XDECREF(keep);
         return -1;
     }
@@ -384,6 +386,62 @@ static PyObject *session_verify(PyObject *self, PyObject *arg) {
     return out;
 }
 
+static const char *const pooling_names[] = {"none", "mean", "cls", "last"};
+
+/* embed(ids, pooling=None, normalize=True): slm_session_embed from the current position; pooling
+ * None is the model's (last when it names none). A list of n_embd floats, or one per token for
+ * pooling "none". */
+static PyObject *session_embed(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"ids", "pooling", "normalize", NULL};
+    SessionObject *s = (SessionObject *)self;
+    PyObject *ids_obj;
+    const char *pool_name = NULL;
+    int normalize = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$zp", names, &ids_obj, &pool_name, &normalize)) return NULL;
+    if (s->closed || !s->sess) return ext_raise_closed("session is closed");
+    const slm_model *model = slm_session_model(s->sess);
+    int32_t pooling = pool_name ? -2 : slm_model_pooling(model);
+    for (int32_t i = 0; pool_name && i < 4; i++)
+        if (!strcmp(pool_name, pooling_names[i])) pooling = i;
+    if (pooling == -2) return ext_raise(SLM_ERR_INVALID_ARG, "pooling must be 'none', 'mean', 'cls', 'last' or None");
+    if (pooling == SLM_POOLING_MODEL) pooling = SLM_POOLING_LAST;
+    if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_LAST)
+        return ext_raise(SLM_ERR_UNSUPPORTED, "the model's pooling type is not none, mean, cls or last; pass pooling=");
+    int32_t *ids;
+    size_t n;
+    if (ext_ids_from(ids_obj, &ids, &n)) return NULL;
+    size_t d = (size_t)slm_model_n_embd(model), cap = (n ? n : 1) * d, got = 0;
+    float *out = PyMem_Malloc(cap * sizeof *out);
+    if (!out) {
+        PyMem_Free(ids);
+        return PyErr_NoMemory();
+    }
+    if (ext_session_acquire(s)) {
+        PyMem_Free(ids);
+        PyMem_Free(out);
+        return NULL;
+    }
+    slm_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = slm_session_embed(s->sess, ids, n, (slm_pooling)pooling, normalize != 0, out, cap, &got);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(ids);
+    ext_session_release(s, st == SLM_OK, false);
+    PyObject *r = NULL;
+    if (st != SLM_OK) ext_raise(st, slm_session_errmsg(s->sess));
+    else if (pooling != SLM_POOLING_NONE) r = ext_floats_to_list(out, got);
+    else if ((r = PyList_New((Py_ssize_t)(got / d))))
+        for (size_t i = 0; i < got / d; i++) {
+            PyObject *row = ext_floats_to_list(out + i * d, d);
+            if (!row || PyList_SetItem(r, (Py_ssize_t)i, row)) {
+                Py_CLEAR(r);
+                break;
+            }
+        }
+    PyMem_Free(out);
+    return r;
+}
+
 static PyObject *session_accept(PyObject *self, PyObject *arg) {
     SessionObject *s = (SessionObject *)self;
     long long n = PyLong_AsLongLong(arg);
@@ -488,13 +546,13 @@ static PyObject *session_restore(PyObject *self, PyObject *arg) {
 static PyObject *fork_session(PyTypeObject *tp, ModelObject *m, slm_snapshot *snap, PyObject *args, PyObject *kw) {
     static char *names[] = {SESSION_KWARGS, NULL};
     PyObject *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
-    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0;
+    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$" SESSION_FORMAT, names, &n_ctx, &n_threads, &kv, &kernels, &ck_int,
-                                     &ck_budget, &dir, &no_repack))
+                                     &ck_budget, &dir, &no_repack, &embeddings))
         return NULL;
     if (m->closed) return ext_raise_closed("model is closed");
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, &p, &keep)) {
+    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, &p, &keep)) {
         Py_XDECREF(keep);
         return NULL;
     }
@@ -590,6 +648,7 @@ static PyMethodDef session_methods[] = {
     {"reset", session_reset, METH_NOARGS, NULL},
     {"verify", session_verify, METH_O, NULL},
     {"accept", session_accept, METH_O, NULL},
+    {"embed", (PyCFunction)(void (*)(void))session_embed, METH_VARARGS | METH_KEYWORDS, NULL},
     {"save", session_save, METH_O, NULL},
     {"load_state", session_load_state, METH_O, NULL},
     {"snapshot", session_snapshot, METH_NOARGS, NULL},
