@@ -1,5 +1,5 @@
 """Model and Session: the C extension's types with the high-level layer on top (generation,
-speculative decoding, the session file constructor).
+speculative decoding, grammar-constrained generation, embeddings, the session file constructor).
 
 A Model keeps one session of its own for generate() and the create_*completion() calls (the way
 llama-cpp-python's Llama keeps one context): each call syncs it to the new prompt, so a prompt that
@@ -16,7 +16,7 @@ from typing import Iterator, NamedTuple, Sequence, Union
 
 from . import _statelm
 from ._errors import ContextFullError, InvalidArgumentError
-from ._statelm import Sampler, Snapshot, Spec
+from ._statelm import Grammar, Sampler, Snapshot, Spec
 
 Prompt = Union[str, Sequence[int]]
 
@@ -76,20 +76,23 @@ class Model(_statelm.Model):
     n_ctx, kv_dtype and kernels configure the session generate() and the completion calls use (0 /
     None: the model's defaults); n_threads is every session's default thread count."""
 
-    __slots__ = ("_session", "_session_params", "path", "__weakref__")
+    __slots__ = ("_session", "_embed_session", "_session_params", "path", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, *, n_threads: int = 0, n_ctx: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None):
         super().__init__(path, n_threads=n_threads)
         self.path = os.fspath(path)
         self._session = None
+        self._embed_session = None
         self._session_params = {"n_ctx": n_ctx, "kv_dtype": kv_dtype, "kernels": kernels}
 
     def close(self) -> None:
-        """Releases the model (once its sessions are gone) and the session generate() keeps."""
-        if getattr(self, "_session", None) is not None:
-            self._session.close()
-            self._session = None
+        """Releases the model (once its sessions are gone) and the sessions generate() and embed()
+        keep."""
+        for name in ("_session", "_embed_session"):
+            if getattr(self, name, None) is not None:
+                getattr(self, name).close()
+                setattr(self, name, None)
         super().close()
 
     def __exit__(self, *exc) -> None:
@@ -113,7 +116,8 @@ class Model(_statelm.Model):
 
     def generate(self, prompt: Prompt, max_tokens: int | None = 128, *, stream: bool = True,
                  sampler: Sampler | None = None, session: Session | None = None, stop_at_eog: bool = True,
-                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8):
+                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8,
+                 grammar: "Grammar | str | None" = None, json_schema: dict | str | None = None):
         """Generates up to max_tokens tokens after prompt (None: to the end of the context).
 
         stream=True returns an iterator of Token(id, text) (bytes of an incomplete character at the
@@ -125,7 +129,17 @@ class Model(_statelm.Model):
 
         lookup=True or draft_model=M decode speculatively (slm_spec: prompt lookup, or a session of
         the draft model M, which must share the tokenizer): the same tokens as without when greedy,
-        the same distribution with a sampler; draft_max bounds the draft length."""
+        the same distribution with a sampler; draft_max bounds the draft length.
+
+        grammar (a Grammar or GBNF text) or json_schema (a dict or JSON text) constrain the output:
+        decoding is greedy among the tokens the grammar allows (Sampler(grammar=...) samples
+        instead), and an end-of-generation token comes only where the grammar may end. A sampler
+        with a grammar starts it over at each call. Constrained generation decodes one token at a
+        time (lookup and draft_model are not used)."""
+        if grammar is not None or json_schema is not None:
+            if sampler is not None:
+                raise ValueError("give the grammar to the Sampler (Sampler(grammar=...)) or pass no sampler")
+            sampler = Sampler(temperature=0, grammar=grammar, json_schema=json_schema)
         detok = self.detokenizer()
         it = self._generate(prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max, detok)
         if stream:
@@ -133,22 +147,27 @@ class Model(_statelm.Model):
         return "".join(t.text for t in it) + detok.flush()
 
     def _generate(self, prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max,
-                  detok) -> Iterator[Token]:
+                  detok, lp_top=None) -> Iterator[Token]:
+        """Yields Token(id, text); with lp_top (an int) (Token, logits.logprobs(id, lp_top)) pairs."""
         ids = self.prompt_ids(prompt)
         if not ids:
             raise InvalidArgumentError("the prompt is empty", -1)
         s = session if session is not None else self._own_session()
         s.sync(ids)
         limit = s.n_ctx - s.pos if max_tokens is None or max_tokens <= 0 else max_tokens
-        if lookup or draft_model is not None:
+        constrained = sampler is not None and sampler.grammar is not None
+        if constrained:
+            sampler.reset()
+        if (lookup or draft_model is not None) and not constrained and lp_top is None:
             yield from self._generate_spec(s, limit, sampler, stop_at_eog, draft_model, draft_max, detok)
             return
         logits = s.logits
         for n in range(limit):
             tok = logits.argmax() if sampler is None else sampler.sample(s)
+            lp = None if lp_top is None else logits.logprobs(tok, lp_top)
             if stop_at_eog and self.is_eog(tok):
                 break
-            yield Token(tok, detok.push(tok))
+            yield Token(tok, detok.push(tok)) if lp_top is None else (Token(tok, detok.push(tok)), lp)
             if n + 1 == limit or s.pos == s.n_ctx:
                 break
             logits = s.decode(tok)
@@ -175,6 +194,43 @@ class Model(_statelm.Model):
             if draft is not None:
                 draft.close()
 
+    # Embeddings, as llama-cpp-python's Llama offers them
+    def embed(self, input: str | Sequence[str], normalize: bool = False, truncate: bool = True,
+              return_count: bool = False):
+        """The embedding of a text (a list of n_embd floats), or a list of them for a list of
+        texts: each text tokenised as a completion prompt (BOS where the model wants it, control-
+        token text read as those tokens) and embedded on its own from position 0
+        (Session.embed with the model's pooling, "last" when the file names none). normalize:
+        scale to unit L2 norm. truncate: cut a text at the context size (else ContextFullError).
+        return_count: also return the number of tokens embedded. The embedding session is the
+        model's own (one thread at a time)."""
+        texts = [input] if isinstance(input, str) else list(input)
+        if self._embed_session is None or self._embed_session.closed:
+            self._embed_session = Session(self, embeddings=True, **self._session_params)
+        s = self._embed_session
+        out, total = [], 0
+        for text in texts:
+            ids = self.tokenize(text, add_bos=True, special=True)
+            if truncate:
+                ids = ids[:s.n_ctx]
+            total += len(ids)
+            s.reset()
+            out.append(s.embed(ids, normalize=normalize))
+        result = out[0] if isinstance(input, str) else out
+        return (result, total) if return_count else result
+
+    def create_embedding(self, input: str | Sequence[str], model: str | None = None) -> dict:
+        """llama-cpp-python's Llama.create_embedding: {"object": "list", "data": [{"object":
+        "embedding", "embedding": [floats], "index": i}], "model", "usage": {"prompt_tokens",
+        "total_tokens"}}. The vectors are L2-normalised, as OpenAI's and `statelm serve`'s
+        /v1/embeddings are (embed() leaves them as they are by default)."""
+        texts = [input] if isinstance(input, str) else list(input)
+        vectors, total = self.embed(texts, normalize=True, return_count=True)
+        return {"object": "list",
+                "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+                "model": model if model is not None else self.path,
+                "usage": {"prompt_tokens": total, "total_tokens": total}}
+
     # OpenAI-shaped responses (statelm._completion)
     def create_completion(self, prompt: Prompt, **kwargs):
         """llama-cpp-python's Llama.create_completion: a text_completion dict, or an iterator of
@@ -193,4 +249,4 @@ class Model(_statelm.Model):
         return create_chat_completion(self, messages, **kwargs)
 
 
-__all__ = ["Model", "Session", "Token", "Sampler", "Snapshot", "Spec"]
+__all__ = ["Model", "Session", "Token", "Sampler", "Snapshot", "Spec", "Grammar"]

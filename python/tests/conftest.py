@@ -3,7 +3,9 @@ with Hugging Face golden data), the statelm CLI of the same build (STATELM_CLI; 
 with it are skipped without it) and a scratch folder.
 
 Environment (tests/CMakeLists.txt sets both for py_package): SLM_TEST_DATA_DIR (default: the
-checkout's tests/data), STATELM_CLI (the built `statelm` program)."""
+checkout's tests/data), STATELM_CLI (the built `statelm` program). The real model SmolLM2-135M-Instruct
+(scripts/fetch-models.sh) comes from ${STATELM_CACHE:-~/.cache/statelm}/models; tests that need it
+are skipped without it."""
 import json
 import os
 import struct
@@ -36,6 +38,21 @@ def statelm_cli():
     if not cli or not os.access(cli, os.X_OK):
         pytest.skip("STATELM_CLI (the built statelm program) not given")
     return cli
+
+
+SMOLLM2 = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm")) / "models" / \
+    "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct (Q4_1), the real model of the chat, tool and grammar tests."""
+    if not SMOLLM2.is_file():
+        pytest.skip(f"{SMOLLM2} is absent (scripts/fetch-models.sh fetches it)")
+    import statelm
+    m = statelm.Model(SMOLLM2, n_ctx=1024)
+    yield m
+    m.close()
 
 
 @pytest.fixture(scope="session")

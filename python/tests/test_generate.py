@@ -169,8 +169,9 @@ def test_create_chat_completion_shape(models):
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
     assert chunks[-1]["choices"][0]["delta"] == {} and chunks[-1]["choices"][0]["finish_reason"] == ch["finish_reason"]
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == ch["message"]["content"]
-    with pytest.raises(statelm.UnsupportedError):
-        m.create_chat_completion(msgs, logprobs=True)
+    lp = m.create_chat_completion(msgs, max_tokens=4, seed=3, logprobs=True, top_logprobs=2)
+    ChatCompletion.model_validate(lp)
+    assert len(lp["choices"][0]["logprobs"]["content"]) == lp["usage"]["completion_tokens"]
 
 
 def test_sampler(models):
