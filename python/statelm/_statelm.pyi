@@ -39,6 +39,9 @@ class Logits:
         row for several rows."""
     def tolist(self) -> list[float] | list[list[float]]:
         """The values as Python floats."""
+    def logprobs(self, id: int, top: int = 0) -> tuple[float, list[tuple[int, float]]]:
+        """log_softmax of one row (in double): the log-probability of id, and (id, logprob) of the
+        top most probable tokens, most probable first, the lower id first on ties."""
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> float | list[float]: ...
     def __buffer__(self, flags: int) -> memoryview: ...
@@ -111,16 +114,26 @@ class Model:
         """Whether id ends generation (eos, eot, end-of-turn tokens)."""
     def detokenizer(self) -> Detokenizer:
         """A new streaming detokenizer."""
+    def token_bytes(self, id: int) -> bytes:
+        """The token's raw bytes (slm_tokenizer_token_bytes; may be part of a UTF-8 character)."""
     def chat_template(self, messages: Sequence[dict], *, add_generation_prompt: bool = True,
                       template: str | None = None, tokenize: bool = False, chat_template: str | None = None,
-                      chat_template_kwargs: dict | str | None = None) -> str | list[int]:
+                      chat_template_kwargs: dict | str | None = None,
+                      tools: list[dict] | str | None = None) -> str | list[int]:
         """Renders messages ([{"role": ..., "content": ...}]) with the model's own Jinja chat
         template (run by statelm's interpreter, as transformers renders it), the Jinja text
         chat_template, or the built-in named template ("chatml", "smollm2", "qwen3",
         "qwen3-nothink", "lfm2", "llama3", "gemma"). chat_template_kwargs (a dict, or a JSON
-        object's text) adds template variables, e.g. {"enable_thinking": False}. tokenize=True
-        gives the ids ready to prefill (slm_chat_tokenize_with: control tokens only from the
-        template's own text, never from message contents)."""
+        object's text) adds template variables, e.g. {"enable_thinking": False}. tools: OpenAI's
+        "tools" array (a list or its JSON text), rendered as the template renders tools; an
+        assistant message may carry "tool_calls" (OpenAI's array, content None) and a tool
+        message "tool_call_id". tokenize=True gives the ids ready to prefill
+        (slm_chat_tokenize_with: control tokens only from the template's own text, never from
+        message contents)."""
+    def tool_format(self, *, template: str | None = None, chat_template: str | None = None) -> str | None:
+        """The tool-call format of the template a chat runs (slm_chat_tool_format: "hermes",
+        "qwen-xml", "lfm2", "llama3", "mistral", "mistral-args", "granite", "gpt-oss"), None
+        when the template writes no tool calls."""
     def close(self) -> None:
         """Marks the model closed; its memory goes when the last session using it is gone."""
     def __enter__(self) -> Self: ...
@@ -137,7 +150,8 @@ class Snapshot:
     def nbytes(self) -> int: ...
     def fork(self, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None, kernels: str | None = None,
              checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
-             checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False) -> "Session":
+             checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
+             embeddings: bool = False) -> "Session":
         """A new session in this state (context size and KV dtype are the snapshot's)."""
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
@@ -154,7 +168,16 @@ class Session:
 
     def __init__(self, model: Model, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None, checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
-                 checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False) -> None: ...
+                 checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
+                 embeddings: bool = False) -> None:
+        """embeddings=True also compiles the model's "embed" function, which embed() runs."""
+    def embed(self, ids: Ids, *, pooling: str | None = None, normalize: bool = True) -> list[float] | list[list[float]]:
+        """Feeds ids from the current position as prefill does (the history advances; logits are
+        None until the next prefill or decode) and returns the final-norm hidden states pooled:
+        pooling "mean", "cls", "last", or "none" (one vector per token); None is the model's
+        pooling_type, "last" when the file names none. normalize: unit L2 norm. The hidden states
+        see the whole history: reset() first to embed a text on its own. Needs a session made with
+        embeddings=True (UnsupportedError otherwise)."""
     def prefill(self, ids: Ids) -> Logits:
         """Processes ids from the current position; the logits of the last one. Ids outside the
         vocabulary (RangeError) or beyond the context (ContextFullError) change nothing."""
@@ -209,7 +232,8 @@ class Session:
         KV dtype)."""
     def fork(self, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None, kernels: str | None = None,
              checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
-             checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False) -> Self:
+             checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
+             embeddings: bool = False) -> Self:
         """A new, independent session in this session's current state."""
     def save(self, path: str | os.PathLike) -> None:
         """Writes the state to path atomically (a new file has mode 0600)."""
@@ -223,30 +247,80 @@ class Session:
     def __enter__(self) -> Self: ...
     def __exit__(self, *exc: object) -> None: ...
 
+class Grammar:
+    """A compiled grammar (slm_grammar): GBNF text in llama.cpp's format, a JSON Schema or one tool
+    call. Immutable; shared by threads and by every Sampler it constrains. docs/grammar.md has the
+    GBNF and schema coverage."""
+
+    def __init__(self, gbnf: str, *, root: str | None = None) -> None:
+        """GBNF text with start rule root (default "root"). A bad grammar raises FormatError
+        "grammar LINE:COL: what is wrong" (RangeError past a size cap)."""
+    @classmethod
+    def from_json_schema(cls, schema: dict | bool | str, *, strict: bool = False) -> Self:
+        """The grammar of the JSON texts valid for schema (a dict or JSON text); {"type": "object"}
+        is any JSON object. Unsupported keywords raise UnsupportedError naming them and where
+        (a JSON pointer); strict also refuses keywords outside the JSON Schema vocabulary."""
+    @classmethod
+    def tool_call(cls, format: str, tools: list[dict] | str, name: str | None = None) -> Self:
+        """One tool call in a chat template's call format (Model.tool_format()) of the tool named
+        name (None: any of tools, OpenAI's "tools" array), its arguments valid for the tool's
+        "parameters" schema."""
+
+def tools_check(tools: list[dict] | str) -> None:
+    """Raises InvalidArgumentError naming the entry and field of a bad OpenAI "tools" array."""
+
+def tool_calls_parse(format: str, text: str, tools: list[dict] | str | None = None) -> str:
+    """The tool calls in a generated answer, in format's markers: the JSON text of {"content": str,
+    "tool_calls": [{"name": str, "arguments": JSON object text}]} (no calls: the whole text as
+    content)."""
+
+def tool_calls_content_ready(format: str, text: bytes) -> int:
+    """How many bytes of text are content whatever is generated next (for streaming)."""
+
 class Sampler:
     """Temperature, top-k, top-p, min-p and repetition penalty over a session's logits, with its
     own seeded generator (reproducible: the same seed gives the same draws as `statelm run
-    --seed`). temperature 0 is greedy. Defaults are llama-cpp-python's."""
+    --seed`), optionally constrained by a grammar. temperature 0 is greedy. Defaults are
+    llama-cpp-python's."""
 
     def __init__(self, *, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
                  repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0, presence_penalty: float = 0.0,
-                 frequency_penalty: float = 0.0, logit_bias: dict[int | str, float] | None = None) -> None:
+                 frequency_penalty: float = 0.0, logit_bias: dict[int | str, float] | None = None,
+                 grammar: Grammar | str | None = None, json_schema: dict | str | None = None) -> None:
         """Applied in this order: logit_bias ({token id: bias}, -inf bans a token), the penalties
         over the distinct tokens of the last repeat_last_n of the history (repeat_penalty divides a
         positive logit and multiplies a negative one; then minus count * frequency_penalty +
         presence_penalty), then greedy at temperature 0, else temperature, top-k, top-p (0 keeps
         the most probable token), min-p and a draw. Out-of-range values raise
-        InvalidArgumentError."""
+        InvalidArgumentError.
+
+        grammar (a Grammar or GBNF text) or json_schema (a dict or JSON text): draws only tokens
+        whose bytes keep the output a prefix of a string of the grammar, and an end-of-generation
+        token only where the grammar may end. The constraint is made for the model of the first
+        session sampled from and advanced by every token sample() returns."""
     def sample(self, session: Session) -> int:
-        """Draws the next token from the session's logits (its history for the penalty)."""
+        """Draws the next token from the session's logits (its history for the penalty); with a
+        grammar, advances it by that token."""
     def probs(self, session: Session) -> Logits:
-        """The distribution sample() draws from (a copy; 0 outside the kept candidates)."""
+        """The distribution sample() draws from (a copy; 0 outside the kept candidates and the
+        tokens the grammar refuses)."""
+    def accept(self, id: int) -> None:
+        """Advances the grammar by a token chosen elsewhere; InvalidArgumentError when the grammar
+        does not allow it, StateError without a grammar or before the first sample()."""
+    def reset(self) -> None:
+        """The grammar back to its start (a new generation; Model.generate does it)."""
+    @property
+    def grammar(self) -> Grammar | None: ...
+    @property
+    def can_end(self) -> bool | None:
+        """Whether the grammar may end here (None without a grammar)."""
 
 class Spec:
     """The speculative decoding driver (slm_spec) over a target session holding logits: prompt
     lookup (draft None) or a draft model's session (same tokenizer; it is reset and follows the
     target). Greedy without a sampler (the exact greedy tokens), else speculative sampling (the
-    sampler's distribution). Both sessions stay open while the driver lives."""
+    sampler's distribution; a Sampler with a grammar is refused: UnsupportedError). Both sessions
+    stay open while the driver lives."""
 
     def __init__(self, target: Session, *, draft: Session | None = None, draft_max: int = 8, fixed: bool = False,
                  sampler: Sampler | None = None, verify_cost: float = 0.3) -> None: ...
