@@ -150,7 +150,12 @@ static SessionObject *draw_begin(SamplerObject *o, PyObject *session) {
         ext_session_release(s, false, false);
         return ext_raise(SLM_ERR_STATE, "the session holds no logits (prefill or decode first)"), NULL;
     }
-    if (sampler_constrain(o, s->model) || sampler_acquire(o)) {
+    if (sampler_acquire(o)) {
+        ext_session_release(s, false, false);
+        return NULL;
+    }
+    if (sampler_constrain(o, s->model)) { /* may release the GIL: the sampler is held */
+        o->busy = false;
         ext_session_release(s, false, false);
         return NULL;
     }
@@ -164,16 +169,16 @@ static PyObject *sampler_sample(PyObject *self, PyObject *session) {
     size_t n_hist = 0;
     const int32_t *hist = slm_session_history(s->sess, &n_hist);
     int32_t token = -1;
-    slm_status st;
+    slm_status st, acc = SLM_OK;
     Py_BEGIN_ALLOW_THREADS
     st = slm_sampler_sample(o->sampler, s->logits, s->model->n_vocab, hist, n_hist, &token);
-    if (st == SLM_OK && o->con) st = slm_constraint_accept(o->con, token);
+    if (st == SLM_OK && o->con) acc = slm_constraint_accept(o->con, token);
     Py_END_ALLOW_THREADS
     o->busy = false;
     ext_session_release(s, false, false);
-    if (st != SLM_OK && o->con)
-        return ext_raise(st, st == SLM_ERR_STATE ? "the grammar allows no token here" : slm_constraint_errmsg(o->con));
+    if (st == SLM_ERR_STATE && o->con) return ext_raise(st, "the grammar allows no token here");
     if (st != SLM_OK) return ext_raise(st, "cannot sample from these logits");
+    if (acc != SLM_OK) return ext_raise(acc, slm_constraint_errmsg(o->con));
     if (o->con) o->n_accepted++;
     return PyLong_FromLong(token);
 }

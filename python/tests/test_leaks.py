@@ -1,6 +1,7 @@
 """Reference counting and memory: 10,000 cycles of creating, using and destroying a session (logits
-views, numpy arrays over them, a sampler) and 1,000 with snapshots, forks, verify/accept and
-speculative drivers leak neither Python objects (tracemalloc, reference counts) nor C memory
+views, numpy arrays over them, a sampler), 1,000 with snapshots, forks, verify/accept and
+speculative drivers, and 1,000 with grammars, constrained samplers, embeddings, logprobs and tool
+calls leak neither Python objects (tracemalloc, reference counts) nor C memory
 (resident set size; in the ASan run, LeakSanitizer at exit)."""
 import gc
 import os
@@ -42,7 +43,30 @@ def full_cycle(m, sampler):
         assert s.history[:3] == [1, 89, 95]
 
 
-@pytest.mark.parametrize("cycle,cycles", [(plain_cycle, 10000), (full_cycle, 1000)])
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+    "a": {"type": "integer"}}, "required": ["a"]}}}]
+
+
+def grammar_cycle(m, sampler):
+    g = statelm.Grammar.from_json_schema({"type": "array", "items": {"type": "integer"}, "maxItems": 2})
+    smp = statelm.Sampler(temperature=0.5, seed=2, grammar=g)
+    with statelm.Session(m, n_ctx=32, embeddings=True) as s:
+        logits = s.prefill([1, 89, 95])
+        logits.logprobs(sampler.sample(s), 3)
+        s.decode(smp.sample(s))
+        smp.probs(s)
+        s.reset()
+        s.embed([1, 89, 95], pooling="none")
+    m.chat_template([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}],
+        template="chatml", tools=TOOLS, tokenize=True)
+    statelm.Grammar.tool_call("hermes", TOOLS)
+    statelm._statelm.tool_calls_parse("hermes", '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>', TOOLS)
+    with pytest.raises(statelm.FormatError):
+        statelm.Grammar("root ::= (")
+
+
+@pytest.mark.parametrize("cycle,cycles", [(plain_cycle, 10000), (full_cycle, 1000), (grammar_cycle, 1000)])
 def test_no_leaks(models, cycle, cycles):
     m = models["llama"]
     sampler = statelm.Sampler(seed=1)

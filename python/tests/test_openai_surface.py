@@ -334,7 +334,7 @@ class Serve:
 
 @pytest.mark.parametrize("which", ["qwen3", "smollm2"])
 def test_embeddings_equal_the_servers(request, statelm_cli, which):
-    model = request.getfixturevalue("smollm2") if which == "smollm2" else statelm.Model(tiny_path("qwen3"))
+    model = request.getfixturevalue("smollm2") if which == "smollm2" else request.getfixturevalue("models")["qwen3"]
     texts = ["The quick brown fox jumps over the lazy dog.", "Hello", "<|im_start|>user"]
     mine = model.create_embedding(texts)
     with Serve(statelm_cli, os.fspath(model.path), "--embeddings", "-c", "256") as srv:
