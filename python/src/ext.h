@@ -12,6 +12,8 @@
  *    once per session): a view is valid while the session's generation (bumped by every call that
  *    changes the session) equals the view's; a stale view refuses every access. Buffers already
  *    exported (numpy arrays) keep the session alive, so their memory is never freed under them.
+ *  - A Sampler with a grammar holds (n_users) the model whose grammar vocabulary its constraint
+ *    reads, so the vocabulary (freed with the model) outlives the constraint.
  */
 #ifndef STATELM_PY_EXT_H
 #define STATELM_PY_EXT_H
