@@ -948,12 +948,8 @@ static const char time_body[] =
     "json-time-body ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
 
-slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char **gbnf, slm_err *e) {
-    return gr_schema_to_gbnf_a(json, len, flags, NULL, gbnf, e);
-}
-
-slm_status gr_schema_to_gbnf_a(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
-                               slm_err *e) {
+slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
+                             slm_err *e) {
     *gbnf = NULL;
     if (len > GR_MAX_TEXT) return err_set(e, SLM_ERR_RANGE, "json schema: %zu bytes, above the cap of %zu", len, GR_MAX_TEXT);
     const char *end = NULL;
