@@ -82,8 +82,7 @@ SLM_API slm_grammar_params slm_grammar_params_default(void) {
 static slm_grammar_params read_params(const slm_grammar_params *params, slm_allocator *a) {
     slm_grammar_params p = slm_grammar_params_default();
     params_read(&p, sizeof p, params);
-    *a = (slm_allocator){p.alloc_fn, p.free_fn, p.alloc_user_data};
-    if (!a->alloc || !a->free) *a = al_default;
+    *a = params_allocator(p.alloc_fn, p.free_fn, p.alloc_user_data);
     return p;
 }
 
