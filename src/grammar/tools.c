@@ -162,6 +162,13 @@ static slm_status xml_string_rule(buf *out, const cJSON *p, const char *pre, con
     return SLM_OK;
 }
 
+/* True when the array req (a schema's "required") holds the string name. */
+static bool listed(const cJSON *req, const char *name) {
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, name)) return true;
+    return false;
+}
+
 static bool string_typed(const cJSON *p) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
     return cJSON_IsString(t) && !strcmp(t->valuestring, "string");
@@ -215,9 +222,7 @@ static slm_status xml_rules(buf *out, const cJSON *fn, const char *name, int k, 
         if (!plain_key(p->string))
             return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a name the XML call format "
                                                    "can write (a-z, A-Z, 0-9, '_', '-', '.')", name, p->string);
-        bool required = false;
-        for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-            required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+        const bool required = listed(req, p->string);
         char pre[32];
         snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
         slm_status st = string_typed(p) ? xml_string_rule(out, p, pre, name, p->string, e)
@@ -254,9 +259,7 @@ static slm_status lfm2_rules(buf *out, const cJSON *fn, const char *name, int k,
     buf_printf(out, "t%d ::= \"%s(\" t%d-n0 \")\"\n", k, name, k);
     int i = 0, n = cJSON_GetArraySize(props);
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next, i++) {
-        bool required = false;
-        for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-            required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+        const bool required = listed(req, p->string);
         for (const char *c = p->string; *c; c++)
             if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
                 return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a Python keyword-argument name",
