@@ -430,26 +430,19 @@ static jnode *notx(jparser *p) {
     }
     return compare(p);
 }
-static jnode *andx(jparser *p) {
-    jnode *n = notx(p);
-    while (is_name(p, "and")) {
-        jnode *m = mk(p, E_AND, next(p)->pos);
+/* sub (word sub)*, grouped from the left into nodes of kind k: "and", "or". */
+static jnode *chain(jparser *p, const char *word, jkind k, jnode *(*sub)(jparser *)) {
+    jnode *n = sub(p);
+    while (is_name(p, word)) {
+        jnode *m = mk(p, k, next(p)->pos);
         m->a = n;
-        m->b = notx(p);
+        m->b = sub(p);
         n = m;
     }
     return n;
 }
-static jnode *orx(jparser *p) {
-    jnode *n = andx(p);
-    while (is_name(p, "or")) {
-        jnode *m = mk(p, E_OR, next(p)->pos);
-        m->a = n;
-        m->b = andx(p);
-        n = m;
-    }
-    return n;
-}
+static jnode *andx(jparser *p) { return chain(p, "and", E_AND, notx); }
+static jnode *orx(jparser *p) { return chain(p, "or", E_OR, andx); }
 static jnode *expr_noternary(jparser *p) { return orx(p); }
 static jnode *expr(jparser *p) {
     enter(p);
