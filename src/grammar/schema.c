@@ -514,8 +514,7 @@ static bool requires(const cJSON *s, const char *k) {
     return false;
 }
 
-/* The lower (side 0) or upper bound of s: draft 4's boolean exclusive* and the numeric forms. */
-static bool num_bound(const cJSON *s, int side, double *v, bool *strict) {
+bool sc_num_bound(const cJSON *s, int side, double *v, bool *strict) {
     const cJSON *inc = sc_get(s, side ? "maximum" : "minimum"), *exc = sc_get(s, side ? "exclusiveMaximum" : "exclusiveMinimum");
     bool has = false;
     *strict = false;
@@ -576,8 +575,8 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
     }
     if (!((ta & tb) & ~(T_INT | T_NUM))) { /* numbers: intervals that do not meet */
         double la, ha, lb, hb;
-        bool sla, sha, slb, shb, hla = num_bound(a, 0, &la, &sla), hha = num_bound(a, 1, &ha, &sha);
-        bool hlb = num_bound(b, 0, &lb, &slb), hhb = num_bound(b, 1, &hb, &shb);
+        bool sla, sha, slb, shb, hla = sc_num_bound(a, 0, &la, &sla), hha = sc_num_bound(a, 1, &ha, &sha);
+        bool hlb = sc_num_bound(b, 0, &lb, &slb), hhb = sc_num_bound(b, 1, &hb, &shb);
         if (hha && hlb && (ha < lb || (ha == lb && (sha || slb)))) return true;
         if (hla && hhb && (hb < la || (hb == la && (shb || sla)))) return true;
         return false;
@@ -620,12 +619,12 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
     if (!(sc_types(a) & ~(T_INT | T_NUM)) && !sc_get(b, "anyOf") && !sc_get(b, "oneOf")) {
         /* numbers: a cut to its part above b's upper bound, or else below b's lower bound */
         double w;
-        bool ws, hb = num_bound(b, 1, &v, &strict), ha = num_bound(a, 1, &w, &ws);
+        bool ws, hb = sc_num_bound(b, 1, &v, &strict), ha = sc_num_bound(a, 1, &w, &ws);
         const char *key = NULL;
         if (hb && (!ha || w > v || (w == v && strict && !ws))) {
             key = strict ? "minimum" : "exclusiveMinimum";
-        } else if (num_bound(b, 0, &v, &strict)) {
-            bool la = num_bound(a, 0, &w, &ws);
+        } else if (sc_num_bound(b, 0, &v, &strict)) {
+            bool la = sc_num_bound(a, 0, &w, &ws);
             if (!la || w < v || (w == v && strict && !ws)) key = strict ? "maximum" : "exclusiveMaximum";
         }
         if (key) {

@@ -121,6 +121,13 @@ static void call_args(jparser *p, jnode *n) {
     n->v = v.v;
     n->nv = v.n;
 }
+/* A call of n: '(' arguments ')'. */
+static jnode *call(jparser *p, jnode *n) {
+    jnode *c = mk(p, E_CALL, next(p)->pos);
+    c->a = n;
+    call_args(p, c);
+    return c;
+}
 
 static jnode *filter(jparser *p, jnode *operand) {
     uint32_t pos = cur(p)->pos;
@@ -162,10 +169,7 @@ static jnode *filter_expr(jparser *p, jnode *n) {
             }
             n = t;
         } else if (is_op(p, '(')) {
-            jnode *c = mk(p, E_CALL, next(p)->pos);
-            c->a = n;
-            call_args(p, c);
-            n = c;
+            n = call(p, n);
         } else {
             return n;
         }
@@ -227,10 +231,7 @@ static jnode *postfix(jparser *p, jnode *n) {
             a->a = n;
             n = a;
         } else if (is_op(p, '(')) {
-            jnode *c = mk(p, E_CALL, next(p)->pos);
-            c->a = n;
-            call_args(p, c);
-            n = c;
+            n = call(p, n);
         } else {
             return n;
         }
