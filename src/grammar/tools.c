@@ -96,7 +96,7 @@ static void gbnf_literal(buf *out, const char *s) {
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\') buf_printf(out, "\\%c", *c);
         else if (*c < 0x20) buf_printf(out, "\\x%02x", *c);
-        else buf_putc(out, *c);
+        else buf_putc(out, (char)*c);
     }
     buf_putc(out, '"');
 }
