@@ -608,6 +608,18 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
     return false;
 }
 
+/* {"required": [name]} (NULL after a failure). */
+static cJSON *required_one(conv *c, const char *name) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "required"), *str = cJSON_CreateString(name);
+    if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
+        cJSON_Delete(str), cJSON_Delete(o);
+        sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
 /* A narrowing of branch a (objects) that misses b: a property both declare with disjoint schemas
  * made required, or a key b requires forbidden. NULL when none is found. */
 static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
@@ -643,25 +655,15 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
         const cJSON *q = sc_get(pb, p->string); /* a key of a that b forbids, made required */
         if (requires(a, p->string) || sc_is_false(p)) continue;
         if (q ? sc_is_false(q) : cJSON_IsFalse(addb) && !sc_get(b, "patternProperties")) {
-            extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
-            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
-                cJSON_Delete(str), cJSON_Delete(extra);
-                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
-                return NULL;
-            }
+            extra = required_one(c, p->string);
+            if (!extra) return NULL;
         }
     }
     for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
         const cJSON *q = sc_get(pb, p->string);
         if (q && !requires(a, p->string) && !sc_is_false(p) && disjoint(c, p, q, depth + 1)) {
-            extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
-            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
-                cJSON_Delete(str), cJSON_Delete(extra);
-                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
-                return NULL;
-            }
+            extra = required_one(c, p->string);
+            if (!extra) return NULL;
         }
     }
     for (const cJSON *k = cJSON_IsArray(rb) ? rb->child : NULL; k && !extra; k = k->next)
