@@ -739,8 +739,9 @@ SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_
  * slm_tool_call_grammar use malloc/free); a JSON Schema document is parsed by cJSON, whose blocks go
  * through cJSON's own hooks (cJSON_InitHooks). A vocabulary allocates through its tokenizer's
  * allocator (its model's slm_model_params hooks, or slm_tokenizer_load's), and a constraint, with
- * its matcher tables and cached masks, through its vocabulary's. Every refused allocation gives
- * SLM_ERR_NOMEM and leaves the objects as they were (slm_constraint_mask: reset to the start). */
+ * its matcher tables and cached masks, through its vocabulary's. A refused allocation that a call
+ * needs gives SLM_ERR_NOMEM and leaves the objects as they were (slm_constraint_mask: reset to the
+ * start); a mask that cannot be cached is only not cached. */
 typedef struct slm_grammar slm_grammar;
 typedef struct slm_grammar_vocab slm_grammar_vocab;
 typedef struct slm_constraint slm_constraint;
