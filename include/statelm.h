@@ -733,15 +733,37 @@ SLM_API slm_status slm_sampler_draw(slm_sampler *s, const float *weights, int32_
  * it. A constraint is one generation's position in a grammar: it gives the mask of tokens whose
  * bytes keep the output a prefix of some string of the grammar (end-of-generation tokens only where
  * the grammar may end) and advances by accepted tokens; one thread at a time. Constructors take an
- * optional caller buffer err/err_cap for the message; on failure *out is NULL. */
+ * optional caller buffer err/err_cap for the message; on failure *out is NULL.
+ * Memory: a grammar allocates, while it is compiled and for its life, through the hooks of the
+ * slm_grammar_params given to the _with constructors (the others, slm_json_schema_to_gbnf and
+ * slm_tool_call_grammar use malloc/free); a JSON Schema document is parsed by cJSON, whose blocks go
+ * through cJSON's own hooks (cJSON_InitHooks). A vocabulary allocates through its tokenizer's
+ * allocator (its model's slm_model_params hooks, or slm_tokenizer_load's), and a constraint, with
+ * its matcher tables and cached masks, through its vocabulary's. A refused allocation that a call
+ * needs gives SLM_ERR_NOMEM and leaves the objects as they were (slm_constraint_mask: reset to the
+ * start); a mask that cannot be cached is only not cached. */
 typedef struct slm_grammar slm_grammar;
 typedef struct slm_grammar_vocab slm_grammar_vocab;
 typedef struct slm_constraint slm_constraint;
+
+typedef struct slm_grammar_params {
+    size_t size;           /* sizeof(slm_grammar_params) */
+    slm_alloc_fn alloc_fn; /* optional; with free_fn: every allocation of the grammar */
+    slm_free_fn free_fn;
+    void *alloc_user_data;
+    unsigned schema_flags; /* SLM_SCHEMA_* (JSON Schema constructors only) */
+} slm_grammar_params;
+
+SLM_API slm_grammar_params slm_grammar_params_default(void);
 
 /* GBNF text[0, len) with start rule root (NULL = "root"). A bad grammar is refused with
  * SLM_ERR_FORMAT (SLM_ERR_RANGE past a size cap) and "grammar LINE:COL: what is wrong". */
 SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *root, slm_grammar **out, char *err,
                                       size_t err_cap);
+/* As slm_grammar_create, allocating through params' hooks (params NULL = defaults). */
+SLM_API slm_status slm_grammar_create_with(const char *text, size_t len, const char *root,
+                                           const slm_grammar_params *params, slm_grammar **out, char *err,
+                                           size_t err_cap);
 /* A JSON Schema (JSON text[0, len)) converted to GBNF, then compiled. {"type": "object"} is
  * response_format json_object (any JSON object). Unsupported keywords are refused with
  * SLM_ERR_UNSUPPORTED naming the keyword and where it is (a JSON pointer); malformed schemas with
@@ -753,6 +775,9 @@ SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, 
 #define SLM_SCHEMA_STRICT 1u
 SLM_API slm_status slm_grammar_from_json_schema_ex(const char *schema, size_t len, unsigned flags, slm_grammar **out,
                                                    char *err, size_t err_cap);
+/* As slm_grammar_from_json_schema with params' flags (schema_flags), allocating through its hooks. */
+SLM_API slm_status slm_grammar_from_json_schema_with(const char *schema, size_t len, const slm_grammar_params *params,
+                                                     slm_grammar **out, char *err, size_t err_cap);
 /* The GBNF that slm_grammar_from_json_schema compiles, into buf (NUL-terminated when it fits);
  * *n_out receives the length without the NUL; SLM_ERR_RANGE when cap <= that length. */
 SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/err.h"
 #include "statelm.h"
 
 /* Overwrites the first min(src->size, dst_size) bytes of dst (which holds the defaults, size
@@ -27,6 +29,31 @@ static inline void params_read(void *dst, size_t dst_size, const void *src) {
 }
 
 /* The KV state dtype kv names (SLM_KV_DEFAULT: f16); false for a value that names none. */
+/* The allocator that a params struct's hooks make: both hooks, or malloc/free (al_default) when
+ * either is NULL. */
+static inline slm_allocator params_allocator(slm_alloc_fn alloc_fn, slm_free_fn free_fn, void *user_data) {
+    if (!alloc_fn || !free_fn) return al_default;
+    return (slm_allocator){alloc_fn, free_fn, user_data};
+}
+
+/* The start of a loader taking slm_model_params (name: the public function): clears err, refuses a
+ * NULL path or out with SLM_ERR_INVALID_ARG (the message copied out), then reads params over *p
+ * (the defaults) and makes their allocator. */
+static inline slm_status params_load_begin(const char *name, const char *path, bool has_out,
+                                           const slm_model_params *params, slm_model_params *p, slm_allocator *a,
+                                           slm_err *e, char *err, size_t err_cap) {
+    err_clear(e);
+    if (err && err_cap) err[0] = '\0';
+    if (!path || !has_out) {
+        err_set(e, SLM_ERR_INVALID_ARG, "%s: path and out are required", name);
+        err_copy_out(e, err, err_cap);
+        return e->status;
+    }
+    params_read(p, sizeof *p, params);
+    *a = params_allocator(p->alloc_fn, p->free_fn, p->alloc_user_data);
+    return SLM_OK;
+}
+
 static inline bool params_kv_dtype(slm_kv_type kv, slm_dtype *out) {
     if (kv != SLM_KV_DEFAULT && kv != SLM_KV_F16 && kv != SLM_KV_F32) return false;
     *out = kv == SLM_KV_F32 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;

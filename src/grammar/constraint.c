@@ -6,11 +6,16 @@
  * depth 0), the index just past its subtree (skip) and the tokens whose bytes end at it.
  * A mask walks the nodes in order with one automaton state per depth and jumps over the subtree of
  * a dead state, so its cost is the number of trie nodes on live paths; a token that spans several
- * grammar terminals or ends inside a UTF-8 character is just a longer path. */
+ * grammar terminals or ends inside a UTF-8 character is just a longer path.
+ *
+ * Memory (statelm.h): a grammar allocates through slm_grammar_params' hooks (malloc/free without
+ * params), a vocabulary through its tokenizer's allocator, a constraint (matcher tables, cached
+ * masks) through its vocabulary's; each object keeps a copy of its allocator and frees through it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/params.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "text/sampler.h"
@@ -20,7 +25,7 @@
 #define CONSTRAINT_MEM_CAP ((size_t)128 << 20) /* matcher tables + cached masks, per constraint */
 
 struct slm_grammar {
-    gr_grammar *g;
+    gr_grammar *g; /* its alloc is the handle's too */
 };
 
 typedef struct trie_node {
@@ -32,6 +37,7 @@ typedef struct trie_node {
 } trie_node;
 
 struct slm_grammar_vocab {
+    slm_allocator alloc; /* every block below, and the constraints on the vocabulary */
     int32_t n_vocab;
     int32_t n_nodes;
     trie_node *nodes; /* (n_nodes), preorder */
@@ -45,6 +51,7 @@ struct slm_grammar_vocab {
 };
 
 struct slm_constraint {
+    slm_allocator alloc; /* the vocabulary's: this block, st, scratch and both matchers' tables */
     const slm_grammar *g;
     const slm_grammar_vocab *v;
     gm m;
@@ -64,51 +71,85 @@ static void copy_err(const slm_err *e, char *err, size_t err_cap) {
     if (err && err_cap) err_copy_out(e, err, err_cap);
 }
 
-SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *root, slm_grammar **out, char *err,
-                                      size_t err_cap) {
-    slm_err e;
-    err_clear(&e);
-    if (err && err_cap) err[0] = 0;
-    if (!out) return SLM_ERR_INVALID_ARG;
-    *out = NULL;
+SLM_API slm_grammar_params slm_grammar_params_default(void) {
+    slm_grammar_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    return p;
+}
+
+/* The caller's params over the defaults, and the allocator its hooks make (both or neither). */
+static slm_grammar_params read_params(const slm_grammar_params *params, slm_allocator *a) {
+    slm_grammar_params p = slm_grammar_params_default();
+    params_read(&p, sizeof p, params);
+    *a = params_allocator(p.alloc_fn, p.free_fn, p.alloc_user_data);
+    return p;
+}
+
+/* The public handle over GBNF text, through a. */
+static slm_status grammar_new(const char *text, size_t len, const char *root, const slm_allocator *a, slm_grammar **out,
+                              slm_err *e) {
     gr_grammar *g = NULL;
-    slm_status st = gr_parse(text, len, root, &g, &e);
-    if (st) {
-        copy_err(&e, err, err_cap);
-        return st;
-    }
-    slm_grammar *h = calloc(1, sizeof *h);
+    slm_status st = gr_parse(text, len, root, a, &g, e);
+    if (st) return st;
+    slm_grammar *h = al_calloc(a, 1, sizeof *h);
     if (!h) {
         gr_free(g);
-        return SLM_ERR_NOMEM;
+        return err_set(e, SLM_ERR_NOMEM, "grammar: out of memory");
     }
     h->g = g;
     *out = h;
     return SLM_OK;
 }
 
-SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
-                                                size_t err_cap) {
-    return slm_grammar_from_json_schema_ex(schema, len, 0, out, err, err_cap);
+SLM_API slm_status slm_grammar_create_with(const char *text, size_t len, const char *root,
+                                           const slm_grammar_params *params, slm_grammar **out, char *err,
+                                           size_t err_cap) {
+    slm_err e;
+    err_clear(&e);
+    if (err && err_cap) err[0] = 0;
+    if (!out) return SLM_ERR_INVALID_ARG;
+    *out = NULL;
+    slm_allocator a;
+    read_params(params, &a);
+    slm_status st = grammar_new(text, len, root, &a, out, &e);
+    if (st) copy_err(&e, err, err_cap);
+    return st;
 }
 
-SLM_API slm_status slm_grammar_from_json_schema_ex(const char *schema, size_t len, unsigned flags, slm_grammar **out,
-                                                   char *err, size_t err_cap) {
+SLM_API slm_status slm_grammar_create(const char *text, size_t len, const char *root, slm_grammar **out, char *err,
+                                      size_t err_cap) {
+    return slm_grammar_create_with(text, len, root, NULL, out, err, err_cap);
+}
+
+SLM_API slm_status slm_grammar_from_json_schema_with(const char *schema, size_t len, const slm_grammar_params *params,
+                                                     slm_grammar **out, char *err, size_t err_cap) {
     slm_err e;
     err_clear(&e);
     if (err && err_cap) err[0] = 0;
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
     if (!schema) return SLM_ERR_INVALID_ARG;
+    slm_allocator a;
+    slm_grammar_params p = read_params(params, &a);
     char *gbnf = NULL;
-    slm_status st = gr_schema_to_gbnf(schema, len, flags & SLM_SCHEMA_STRICT, &gbnf, &e);
-    if (st) {
-        copy_err(&e, err, err_cap);
-        return st;
-    }
-    st = slm_grammar_create(gbnf, strlen(gbnf), "root", out, err, err_cap);
-    free(gbnf);
+    slm_status st = gr_schema_to_gbnf(schema, len, p.schema_flags & SLM_SCHEMA_STRICT, &a, &gbnf, &e);
+    if (!st) st = grammar_new(gbnf, strlen(gbnf), "root", &a, out, &e);
+    al_free(&a, gbnf);
+    if (st) copy_err(&e, err, err_cap);
     return st;
+}
+
+SLM_API slm_status slm_grammar_from_json_schema(const char *schema, size_t len, slm_grammar **out, char *err,
+                                                size_t err_cap) {
+    return slm_grammar_from_json_schema_with(schema, len, NULL, out, err, err_cap);
+}
+
+SLM_API slm_status slm_grammar_from_json_schema_ex(const char *schema, size_t len, unsigned flags, slm_grammar **out,
+                                                   char *err, size_t err_cap) {
+    slm_grammar_params p = slm_grammar_params_default();
+    p.schema_flags = flags;
+    return slm_grammar_from_json_schema_with(schema, len, &p, out, err, err_cap);
 }
 
 SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char *buf, size_t cap, size_t *n_out,
@@ -119,7 +160,7 @@ SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char 
     if (n_out) *n_out = 0;
     if (!schema || !n_out || (!buf && cap)) return SLM_ERR_INVALID_ARG;
     char *gbnf = NULL;
-    slm_status st = gr_schema_to_gbnf(schema, len, 0, &gbnf, &e);
+    slm_status st = gr_schema_to_gbnf(schema, len, 0, NULL, &gbnf, &e);
     if (st) {
         copy_err(&e, err, err_cap);
         return st;
@@ -127,14 +168,15 @@ SLM_API slm_status slm_json_schema_to_gbnf(const char *schema, size_t len, char 
     size_t n = strlen(gbnf);
     *n_out = n;
     if (cap > n) memcpy(buf, gbnf, n + 1);
-    free(gbnf);
+    al_free(NULL, gbnf);
     return cap > n ? SLM_OK : SLM_ERR_RANGE;
 }
 
 SLM_API void slm_grammar_destroy(slm_grammar *g) {
     if (!g) return;
+    const slm_allocator a = g->g->alloc;
     gr_free(g->g);
-    free(g);
+    al_free(&a, g);
 }
 
 /* ---- the vocabulary trie ------------------------------------------------------------------------- */
@@ -156,13 +198,14 @@ static int cmp_token_bytes(const void *a, const void *b) {
 
 SLM_API void slm_grammar_vocab_destroy(slm_grammar_vocab *v) {
     if (!v) return;
-    free(v->nodes);
-    free(v->toks);
-    free(v->bytes_off);
-    free(v->pool);
-    free(v->eog);
-    free(v->is_eog);
-    free(v);
+    const slm_allocator a = v->alloc;
+    al_free(&a, v->nodes);
+    al_free(&a, v->toks);
+    al_free(&a, v->bytes_off);
+    al_free(&a, v->pool);
+    al_free(&a, v->eog);
+    al_free(&a, v->is_eog);
+    al_free(&a, v);
 }
 
 static int32_t lcp(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
@@ -171,23 +214,25 @@ static int32_t lcp(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb)
     return (int32_t)i;
 }
 
-slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out) {
+slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *al, slm_grammar_vocab **out) {
     *out = NULL;
+    const slm_allocator *a = al ? al : &al_default;
     tok_ref *order = NULL;
     int32_t *path = NULL;
-    slm_grammar_vocab *v = calloc(1, sizeof *v);
+    slm_grammar_vocab *v = al_calloc(a, 1, sizeof *v);
     if (!v) return SLM_ERR_NOMEM;
+    v->alloc = *a;
     v->n_vocab = n;
-    v->bytes_off = calloc((size_t)n + 1, sizeof *v->bytes_off);
-    v->eog = malloc(((size_t)n + 1) * sizeof *v->eog);
-    v->is_eog = calloc((size_t)n + 1, 1);
-    order = malloc(((size_t)n + 1) * sizeof *order);
+    v->bytes_off = al_calloc(a, (size_t)n + 1, sizeof *v->bytes_off);
+    v->eog = al_array(a, (size_t)n + 1, sizeof *v->eog);
+    v->is_eog = al_calloc(a, (size_t)n + 1, 1);
+    order = al_array(a, (size_t)n + 1, sizeof *order);
     if (!v->bytes_off || !v->eog || !v->is_eog || !order) goto nomem;
     size_t total = 0;
     for (int32_t id = 0; id < n; id++)
         if (tokens[id].kind == GV_TEXT && tokens[id].len > 0 && tokens[id].len <= MAX_TOKEN_BYTES) total += tokens[id].len;
     if (total > UINT32_MAX) goto nomem;
-    v->pool = malloc(total + 1);
+    v->pool = al_malloc(a, total + 1);
     if (!v->pool) goto nomem;
     uint32_t at = 0;
     int32_t n_in = 0;
@@ -208,9 +253,9 @@ slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out)
     qsort(order, (size_t)n_in, sizeof *order, cmp_token_bytes);
     /* at most one node per byte, plus the root */
     size_t cap = total + 1;
-    v->nodes = calloc(cap, sizeof *v->nodes);
-    v->toks = malloc(((size_t)n_in + 1) * sizeof *v->toks);
-    path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
+    v->nodes = al_calloc(a, cap, sizeof *v->nodes);
+    v->toks = al_array(a, (size_t)n_in + 1, sizeof *v->toks);
+    path = al_array(a, MAX_TOKEN_BYTES + 1, sizeof *path);
     if (!v->nodes || !v->toks || !path) goto nomem;
     path[0] = 0;
     v->n_nodes = 1;
@@ -234,13 +279,13 @@ slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out)
         v->toks[k] = id;
     }
     for (int32_t d = cur_depth; d >= 0; d--) v->nodes[path[d]].skip = v->n_nodes;
-    free(order);
-    free(path);
+    al_free(a, order);
+    al_free(a, path);
     *out = v;
     return SLM_OK;
 nomem:
-    free(order);
-    free(path);
+    al_free(a, order);
+    al_free(a, path);
     slm_grammar_vocab_destroy(v);
     return SLM_ERR_NOMEM;
 }
@@ -252,7 +297,8 @@ SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_gramma
     *out = NULL;
     if (!tok) return SLM_ERR_INVALID_ARG;
     int32_t n = slm_tokenizer_n_vocab(tok);
-    gv_token *ts = calloc((size_t)n + 1, sizeof *ts);
+    const slm_allocator *a = tok_allocator(tok);
+    gv_token *ts = al_calloc(a, (size_t)n + 1, sizeof *ts);
     if (!ts) return SLM_ERR_NOMEM;
     for (int32_t id = 0; id < n; id++) {
         size_t len = 0;
@@ -261,8 +307,8 @@ SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_gramma
         ts[id].len = (uint32_t)(len < UINT32_MAX ? len : 0);
         ts[id].kind = slm_tokenizer_is_eog(tok, id) ? GV_EOG : tok_is_control(tok, id) ? GV_NONE : GV_TEXT;
     }
-    slm_status st = gv_create(ts, n, out);
-    free(ts);
+    slm_status st = gv_create(ts, n, a, out);
+    al_free(a, ts);
     return st;
 }
 
@@ -272,24 +318,26 @@ SLM_API void slm_constraint_destroy(slm_constraint *c) {
     if (!c) return;
     gm_deinit(&c->m);
     gm_deinit(&c->local);
-    free(c->st);
-    free(c->scratch);
-    free(c);
+    const slm_allocator a = c->alloc;
+    al_free(&a, c->st);
+    al_free(&a, c->scratch);
+    al_free(&a, c);
 }
 
 SLM_API slm_status slm_constraint_create(const slm_grammar *g, const slm_grammar_vocab *v, slm_constraint **out) {
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
     if (!g || !v) return SLM_ERR_INVALID_ARG;
-    slm_constraint *c = calloc(1, sizeof *c);
+    slm_constraint *c = al_calloc(&v->alloc, 1, sizeof *c);
     if (!c) return SLM_ERR_NOMEM;
+    c->alloc = v->alloc;
     c->g = g;
     c->v = v;
     c->words = ((size_t)v->n_vocab + 31) / 32;
-    gm_init(&c->m, g->g);
-    gm_init(&c->local, g->g);
-    c->st = malloc(((size_t)v->max_depth + 1) * sizeof *c->st);
-    c->scratch = malloc((c->words + 1) * sizeof *c->scratch);
+    gm_init(&c->m, g->g, &c->alloc);
+    gm_init(&c->local, g->g, &c->alloc);
+    c->st = al_array(&c->alloc, (size_t)v->max_depth + 1, sizeof *c->st);
+    c->scratch = al_array(&c->alloc, c->words + 1, sizeof *c->scratch);
     c->start = c->cur = gm_start(&c->m);
     if (!c->st || !c->scratch || c->start < 0) { /* the start is never GM_DEAD: the root derives something */
         slm_constraint_destroy(c);
@@ -306,7 +354,7 @@ SLM_API void slm_constraint_reset(slm_constraint *c) {
     if (c->start < 0) c->start = gm_start(&c->m);
     if (c->start < 0) { /* out of memory even for the start: drop the tables and retry once */
         gm_deinit(&c->m);
-        gm_init(&c->m, c->g->g);
+        gm_init(&c->m, c->g->g, &c->alloc);
         c->start = gm_start(&c->m);
     }
     c->cur = c->start;
@@ -344,7 +392,8 @@ static slm_status walk(slm_constraint *c, gm *m, int32_t d0, int32_t from, int32
         for (int32_t k = nd->tok_off, e = k + nd->tok_n; k < e; k++) bits[v->toks[k] / 32] |= 1u << (v->toks[k] % 32);
         if (esc && gm_escaped(m, t)) {
             if (*n_esc == *cap_esc) {
-                int32_t cap = *cap_esc ? 2 * *cap_esc : 64, *grown = realloc(*esc, (size_t)cap * sizeof *grown);
+                int32_t cap = *cap_esc ? 2 * *cap_esc : 64;
+                int32_t *grown = al_realloc(m->a, *esc, (size_t)*cap_esc * sizeof *grown, (size_t)cap * sizeof *grown);
                 if (!grown) return SLM_ERR_NOMEM;
                 *esc = grown;
                 *cap_esc = cap;
@@ -369,7 +418,7 @@ static slm_status compute_mask(slm_constraint *c) {
     if (v->n_nodes < 2) return SLM_OK;
     if (c->local.bytes > CONSTRAINT_MEM_CAP / 2) { /* the split's tables are a cache: drop them all */
         gm_deinit(&c->local);
-        gm_init(&c->local, c->g->g);
+        gm_init(&c->local, c->g->g, &c->alloc);
     }
     int32_t ld = gm_local_start(&c->local, &c->m, c->cur);
     if (ld == GM_NOMEM) return SLM_ERR_NOMEM;
@@ -378,9 +427,9 @@ static slm_status compute_mask(slm_constraint *c) {
     if (!lds->mask) {
         int32_t *esc = NULL, n_esc = 0, cap_esc = 0;
         slm_status st = walk(c, &c->local, ld, 1, v->n_nodes, c->scratch, &esc, &n_esc, &cap_esc);
-        uint32_t *copy = st ? NULL : malloc(mask_bytes);
+        uint32_t *copy = st ? NULL : al_malloc(&c->alloc, mask_bytes);
         if (!copy) {
-            free(esc);
+            al_free(&c->alloc, esc);
             return SLM_ERR_NOMEM;
         }
         memcpy(copy, c->scratch, mask_bytes);
@@ -423,9 +472,9 @@ SLM_API slm_status slm_constraint_mask(slm_constraint *c, uint32_t *mask, int32_
         st = compute_mask(c);
         if (st) {
             gm_deinit(&c->m);
-            gm_init(&c->m, c->g->g);
+            gm_init(&c->m, c->g->g, &c->alloc);
             gm_deinit(&c->local);
-            gm_init(&c->local, c->g->g);
+            gm_init(&c->local, c->g->g, &c->alloc);
             c->start = -1;
             slm_constraint_reset(c);
             snprintf(c->err, sizeof c->err, "constraint: out of memory; reset to the start");
@@ -434,7 +483,7 @@ SLM_API slm_status slm_constraint_mask(slm_constraint *c, uint32_t *mask, int32_
         c->n_walked++;
         size_t mask_bytes = c->words * sizeof *c->scratch;
         if (c->m.bytes + mask_bytes <= CONSTRAINT_MEM_CAP) {
-            uint32_t *copy = malloc(mask_bytes);
+            uint32_t *copy = al_malloc(&c->alloc, mask_bytes);
             if (copy) {
                 memcpy(copy, c->scratch, mask_bytes);
                 c->m.ds[c->cur].mask = copy;

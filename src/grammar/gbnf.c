@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+
 #include "base/utf8.h"
 #include "grammar/grammar.h"
 
@@ -28,6 +30,7 @@ typedef struct brule {
 } brule;
 
 typedef struct parser {
+    const slm_allocator *a; /* every allocation of the parse, and of the grammar it returns */
     const char *s;
     size_t len, pos;
     brule *rules;
@@ -42,10 +45,10 @@ typedef struct parser {
     bool failed;
 } parser;
 
-static bool ivec_push(ivec *v, int32_t x) {
+static bool ivec_push(const slm_allocator *a, ivec *v, int32_t x) {
     if (v->n == v->cap) {
         int32_t cap = v->cap ? v->cap * 2 : 16;
-        int32_t *nv = realloc(v->v, (size_t)cap * sizeof *nv);
+        int32_t *nv = al_realloc(a, v->v, (size_t)v->cap * sizeof *nv, (size_t)cap * sizeof *nv);
         if (!nv) return false;
         v->v = nv;
         v->cap = cap;
@@ -93,14 +96,14 @@ static uint32_t name_hash(const char *s, size_t n) {
 
 static bool map_grow(parser *p) {
     int32_t cap = p->map_cap ? p->map_cap * 2 : 64;
-    int32_t *m = calloc((size_t)cap, sizeof *m);
+    int32_t *m = al_calloc(p->a, (size_t)cap, sizeof *m);
     if (!m) return false;
     for (int32_t r = 0; r < p->n_rules; r++) {
         uint32_t h = name_hash(p->rules[r].name, strlen(p->rules[r].name)) & (uint32_t)(cap - 1);
         while (m[h]) h = (h + 1) & (uint32_t)(cap - 1);
         m[h] = r + 1;
     }
-    free(p->map);
+    al_free(p->a, p->map);
     p->map = m;
     p->map_cap = cap;
     return true;
@@ -120,17 +123,15 @@ static int32_t rule_id(parser *p, const char *name, size_t n, size_t at) {
     if ((p->n_rules + 1) * 2 > p->map_cap && !map_grow(p)) return nomem(p), -1;
     if (p->n_rules == p->cap_rules) {
         int32_t cap = p->cap_rules ? p->cap_rules * 2 : 16;
-        brule *nr = realloc(p->rules, (size_t)cap * sizeof *nr);
+        brule *nr = al_realloc(p->a, p->rules, (size_t)p->cap_rules * sizeof *nr, (size_t)cap * sizeof *nr);
         if (!nr) return nomem(p), -1;
         p->rules = nr;
         p->cap_rules = cap;
     }
     brule *r = &p->rules[p->n_rules];
     memset(r, 0, sizeof *r);
-    r->name = malloc(n + 1);
+    r->name = al_strndup(p->a, name, n);
     if (!r->name) return nomem(p), -1;
-    memcpy(r->name, name, n);
-    r->name[n] = 0;
     r->def_at = SIZE_MAX;
     r->ref_at = at;
     uint32_t h = name_hash(name, n) & (uint32_t)(p->map_cap - 1);
@@ -151,15 +152,15 @@ static int32_t new_rule(parser *p, int32_t parent, size_t at) {
 
 static bool emit(parser *p, int32_t rule, int32_t type, int32_t val, size_t at) {
     if (++p->n_elems > GR_MAX_ELEMS) return fail_at(p, SLM_ERR_RANGE, at, "grammar grows past %d elements", GR_MAX_ELEMS);
-    if (!ivec_push(&p->rules[rule].elems, type) || !ivec_push(&p->rules[rule].elems, val)) return nomem(p);
+    if (!ivec_push(p->a, &p->rules[rule].elems, type) || !ivec_push(p->a, &p->rules[rule].elems, val)) return nomem(p);
     return true;
 }
 
 static int32_t add_class(parser *p, const uint32_t *pairs, int32_t n_pairs) {
     int32_t off = p->ranges.n;
     for (int32_t i = 0; i < 2 * n_pairs; i++)
-        if (!ivec_push(&p->ranges, (int32_t)pairs[i])) return nomem(p), -1;
-    if (!ivec_push(&p->classes, off) || !ivec_push(&p->classes, n_pairs)) return nomem(p), -1;
+        if (!ivec_push(p->a, &p->ranges, (int32_t)pairs[i])) return nomem(p), -1;
+    if (!ivec_push(p->a, &p->classes, off) || !ivec_push(p->a, &p->classes, n_pairs)) return nomem(p), -1;
     return p->classes.n / 2 - 1;
 }
 
@@ -289,13 +290,14 @@ static bool parse_class(parser *p, int32_t rule) {
             }
         }
         if (n + 2 > cap) {
-            cap = cap ? cap * 2 : 8;
-            uint32_t *np = realloc(pairs, (size_t)cap * 2 * sizeof *np);
+            int32_t ncap = cap ? cap * 2 : 8;
+            uint32_t *np = al_realloc(p->a, pairs, (size_t)cap * 2 * sizeof *np, (size_t)ncap * 2 * sizeof *np);
             if (!np) {
                 nomem(p);
                 goto done;
             }
             pairs = np;
+            cap = ncap;
         }
         pairs[2 * n] = lo;
         pairs[2 * n + 1] = hi;
@@ -307,7 +309,7 @@ static bool parse_class(parser *p, int32_t rule) {
         goto done;
     }
     if (!n) { /* [^] : any code point */
-        pairs = malloc(2 * sizeof *pairs);
+        pairs = al_malloc(p->a, 2 * sizeof *pairs);
         if (!pairs) {
             nomem(p);
             goto done;
@@ -321,7 +323,7 @@ static bool parse_class(parser *p, int32_t rule) {
     int32_t c = add_class(p, pairs, n);
     ok = c >= 0 && emit(p, rule, GR_CLS, c, at);
 done:
-    free(pairs);
+    al_free(p->a, pairs);
     return ok;
 }
 
@@ -473,11 +475,12 @@ static bool parse_alternates(parser *p, int32_t rule, bool nested) {
  * holds when each of its elements does (a class holds when cls_ok; a call when its rule holds). */
 static bool fixpoint(const gr_grammar *g, bool cls_ok, uint8_t *holds) {
     bool ok = false;
-    int32_t *pending = calloc((size_t)g->n_alts + 1, sizeof *pending);
-    int32_t *alt_rule = malloc(((size_t)g->n_alts + 1) * sizeof *alt_rule);
-    int32_t *occ_off = calloc((size_t)g->n_rules + 1, sizeof *occ_off);
-    int32_t *occ = malloc(((size_t)g->n_elems + 1) * sizeof *occ);
-    int32_t *queue = malloc(((size_t)g->n_rules + 1) * sizeof *queue);
+    const slm_allocator *al = &g->alloc;
+    int32_t *pending = al_calloc(al, (size_t)g->n_alts + 1, sizeof *pending);
+    int32_t *alt_rule = al_array(al, (size_t)g->n_alts + 1, sizeof *alt_rule);
+    int32_t *occ_off = al_calloc(al, (size_t)g->n_rules + 1, sizeof *occ_off);
+    int32_t *occ = al_array(al, (size_t)g->n_elems + 1, sizeof *occ);
+    int32_t *queue = al_array(al, (size_t)g->n_rules + 1, sizeof *queue);
     if (!pending || !alt_rule || !occ_off || !occ || !queue) goto done;
     memset(holds, 0, (size_t)g->n_rules);
     for (int32_t r = 0; r < g->n_rules; r++)
@@ -521,11 +524,11 @@ static bool fixpoint(const gr_grammar *g, bool cls_ok, uint8_t *holds) {
     }
     ok = true;
 done:
-    free(pending);
-    free(alt_rule);
-    free(occ_off);
-    free(occ);
-    free(queue);
+    al_free(al, pending);
+    al_free(al, alt_rule);
+    al_free(al, occ_off);
+    al_free(al, occ);
+    al_free(al, queue);
     return ok;
 }
 
@@ -533,10 +536,11 @@ done:
  * Returns the id of a rule on a cycle, -1 when none, -2 on allocation failure. */
 static int32_t left_recursive(const gr_grammar *g, const uint8_t *nullable) {
     int32_t found = -2;
-    uint8_t *color = calloc((size_t)g->n_rules + 1, 1);
-    int32_t *stack_r = malloc(((size_t)g->n_rules + 1) * sizeof *stack_r);
-    int32_t *stack_i = malloc(((size_t)g->n_rules + 1) * sizeof *stack_i); /* next (alt, elem) cursor: elem index */
-    int32_t *stack_a = malloc(((size_t)g->n_rules + 1) * sizeof *stack_a);
+    const slm_allocator *a = &g->alloc;
+    uint8_t *color = al_calloc(a, (size_t)g->n_rules + 1, 1);
+    int32_t *stack_r = al_array(a, (size_t)g->n_rules + 1, sizeof *stack_r);
+    int32_t *stack_i = al_array(a, (size_t)g->n_rules + 1, sizeof *stack_i); /* next (alt, elem) cursor: elem index */
+    int32_t *stack_a = al_array(a, (size_t)g->n_rules + 1, sizeof *stack_a);
     if (!color || !stack_r || !stack_i || !stack_a) goto done;
     found = -1;
     for (int32_t s = 0; s < g->n_rules && found == -1; s++) {
@@ -580,19 +584,19 @@ static int32_t left_recursive(const gr_grammar *g, const uint8_t *nullable) {
         }
     }
 done:
-    free(color);
-    free(stack_r);
-    free(stack_i);
-    free(stack_a);
+    al_free(a, color);
+    al_free(a, stack_r);
+    al_free(a, stack_i);
+    al_free(a, stack_a);
     return found;
 }
 
 /* The checks of grammar.h invariants 2-3 (1 and 4 hold by construction). */
 static bool check(parser *p, const gr_grammar *g) {
     bool ok = false;
-    uint8_t *holds = malloc((size_t)g->n_rules + 1);
-    int32_t *queue = malloc(((size_t)g->n_rules + 1) * sizeof *queue);
-    uint8_t *seen = calloc((size_t)g->n_rules + 1, 1);
+    uint8_t *holds = al_malloc(p->a, (size_t)g->n_rules + 1);
+    int32_t *queue = al_array(p->a, (size_t)g->n_rules + 1, sizeof *queue);
+    uint8_t *seen = al_calloc(p->a, (size_t)g->n_rules + 1, 1);
     if (!holds || !queue || !seen) {
         nomem(p);
         goto done;
@@ -634,36 +638,38 @@ static bool check(parser *p, const gr_grammar *g) {
     }
     ok = true;
 done:
-    free(holds);
-    free(queue);
-    free(seen);
+    al_free(p->a, holds);
+    al_free(p->a, queue);
+    al_free(p->a, seen);
     return ok;
 }
 
 void gr_free(gr_grammar *g) {
     if (!g) return;
-    for (int32_t r = 0; r < g->n_rules; r++) free(g->rules[r].name);
-    free(g->rules);
-    free(g->elems);
-    free(g->alts);
-    free(g->classes);
-    free(g->ranges);
-    free(g);
+    const slm_allocator a = g->alloc;
+    for (int32_t r = 0; r < g->n_rules; r++) al_free(&a, g->rules[r].name);
+    al_free(&a, g->rules);
+    al_free(&a, g->elems);
+    al_free(&a, g->alts);
+    al_free(&a, g->classes);
+    al_free(&a, g->ranges);
+    al_free(&a, g);
 }
 
 static gr_grammar *flatten(parser *p) {
-    gr_grammar *g = calloc(1, sizeof *g);
+    gr_grammar *g = al_calloc(p->a, 1, sizeof *g);
     if (!g) return NULL;
+    g->alloc = *p->a;
     size_t n_el = 0, n_alt = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
         n_el += (size_t)p->rules[r].elems.n / 2;
         for (int32_t i = 0; i < p->rules[r].elems.n; i += 2) n_alt += p->rules[r].elems.v[i] == GR_END;
     }
-    g->elems = malloc((n_el + 1) * sizeof *g->elems);
-    g->alts = malloc((n_alt + 1) * sizeof *g->alts);
-    g->rules = calloc((size_t)p->n_rules + 1, sizeof *g->rules);
-    g->classes = malloc(((size_t)p->classes.n / 2 + 1) * sizeof *g->classes);
-    g->ranges = malloc(((size_t)p->ranges.n + 1) * sizeof *g->ranges);
+    g->elems = al_array(p->a, n_el + 1, sizeof *g->elems);
+    g->alts = al_array(p->a, n_alt + 1, sizeof *g->alts);
+    g->rules = al_calloc(p->a, (size_t)p->n_rules + 1, sizeof *g->rules);
+    g->classes = al_array(p->a, (size_t)p->classes.n / 2 + 1, sizeof *g->classes);
+    g->ranges = al_array(p->a, (size_t)p->ranges.n + 1, sizeof *g->ranges);
     if (!g->elems || !g->alts || !g->rules || !g->classes || !g->ranges) {
         gr_free(g);
         return NULL;
@@ -689,12 +695,13 @@ static gr_grammar *flatten(parser *p) {
     return g;
 }
 
-slm_status gr_parse(const char *text, size_t len, const char *root, gr_grammar **out, slm_err *e) {
+slm_status gr_parse(const char *text, size_t len, const char *root, const slm_allocator *a, gr_grammar **out,
+                    slm_err *e) {
     *out = NULL;
     if (!text) return err_set(e, SLM_ERR_INVALID_ARG, "grammar: NULL text");
     if (len > GR_MAX_TEXT) return err_set(e, SLM_ERR_RANGE, "grammar: %zu bytes, above the cap of %zu", len, GR_MAX_TEXT);
     if (!root) root = "root";
-    parser p = {.s = text, .len = len, .e = e};
+    parser p = {.a = a ? a : &al_default, .s = text, .len = len, .e = e};
     gr_grammar *g = NULL;
     skip_space(&p, true);
     while (!at_end(&p) && !p.failed) {
@@ -749,13 +756,13 @@ slm_status gr_parse(const char *text, size_t len, const char *root, gr_grammar *
         }
     }
     for (int32_t r = 0; r < p.n_rules; r++) {
-        free(p.rules[r].name);
-        free(p.rules[r].elems.v);
+        al_free(p.a, p.rules[r].name);
+        al_free(p.a, p.rules[r].elems.v);
     }
-    free(p.rules);
-    free(p.map);
-    free(p.ranges.v);
-    free(p.classes.v);
+    al_free(p.a, p.rules);
+    al_free(p.a, p.map);
+    al_free(p.a, p.ranges.v);
+    al_free(p.a, p.classes.v);
     if (p.failed) {
         gr_free(g);
         return e ? e->status : SLM_ERR_FORMAT;

@@ -11,7 +11,10 @@
  * 1. every GR_REF names a defined rule; root < n_rules;
  * 2. no rule is left-recursive (the matcher expands calls eagerly and would not terminate);
  * 3. every rule reachable from root can derive a finite string (so no matcher stack is a dead end);
- * 4. class ranges are sorted, merged and disjoint; negation is folded into the ranges. */
+ * 4. class ranges are sorted, merged and disjoint; negation is folded into the ranges.
+ *
+ * Memory: every function here allocates through the allocator it is given (base/alloc.h; NULL =
+ * malloc/free); a gr_grammar keeps its allocator and gr_free returns its blocks through it. */
 #ifndef SLM_GRAMMAR_GRAMMAR_H
 #define SLM_GRAMMAR_GRAMMAR_H
 
@@ -19,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/alloc.h"
 #include "base/err.h"
 
 enum { GR_END = 0, GR_REF = 1, GR_CLS = 2 };
@@ -49,6 +53,7 @@ typedef struct gr_grammar {
     uint32_t *ranges;
     int32_t n_ranges; /* number of uint32 entries (2 per range) */
     int32_t root;
+    slm_allocator alloc; /* what gr_parse was given: every block above came from it */
 } gr_grammar;
 
 /* Caps on what a grammar may grow to (refused with SLM_ERR_RANGE naming the cap). */
@@ -57,10 +62,12 @@ typedef struct gr_grammar {
 #define GR_MAX_REPEAT 10000            /* m and n of {m,n} */
 #define GR_MAX_NEST 256                /* nesting of ( ) groups */
 
-/* Parses GBNF text[0, len) with start rule `root` (NULL = "root"). On failure returns
- * SLM_ERR_FORMAT (syntax, undefined rule, left recursion, a rule that never ends) or SLM_ERR_RANGE
- * (a cap), *out = NULL and e says "line:column: what is wrong". Caller frees with gr_free. */
-slm_status gr_parse(const char *text, size_t len, const char *root, gr_grammar **out, slm_err *e);
+/* Parses GBNF text[0, len) with start rule `root` (NULL = "root"), allocating through a. On failure
+ * returns SLM_ERR_FORMAT (syntax, undefined rule, left recursion, a rule that never ends),
+ * SLM_ERR_RANGE (a cap) or SLM_ERR_NOMEM, *out = NULL and e says "line:column: what is wrong".
+ * Caller frees with gr_free. */
+slm_status gr_parse(const char *text, size_t len, const char *root, const slm_allocator *a, gr_grammar **out,
+                    slm_err *e);
 void gr_free(gr_grammar *g);
 
 /* True when code point cp is in class c. */
@@ -70,17 +77,14 @@ bool gr_class_covers(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 /* True when class c holds some code point in [lo, hi]. */
 bool gr_class_meets(const gr_grammar *g, int32_t c, uint32_t lo, uint32_t hi);
 
-/* JSON Schema (UTF-8 JSON text) -> GBNF text (NUL-terminated, caller frees with free()). Refuses
- * unsupported keywords and malformed schemas with SLM_ERR_UNSUPPORTED / SLM_ERR_FORMAT naming the
- * keyword and its JSON pointer. flags: GR_SCHEMA_STRICT (= SLM_SCHEMA_STRICT) also refuses keywords
- * outside the vocabulary, which are otherwise annotations. */
+/* JSON Schema (UTF-8 JSON text) -> GBNF text (NUL-terminated, caller frees with al_free(a, ...)).
+ * Refuses unsupported keywords and malformed schemas with SLM_ERR_UNSUPPORTED / SLM_ERR_FORMAT
+ * naming the keyword and its JSON pointer. flags: GR_SCHEMA_STRICT (= SLM_SCHEMA_STRICT) also
+ * refuses keywords outside the vocabulary, which are otherwise annotations. Allocates through a,
+ * except the parsed document, which cJSON allocates through its own hooks (cJSON_InitHooks). */
 #define GR_SCHEMA_STRICT 1u
-slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char **gbnf, slm_err *e);
-/* The same with its allocations through a (NULL: malloc; the text is freed with al_free(a, ...));
- * cJSON's own go through its hooks (cJSON_InitHooks). */
-struct slm_allocator;
-slm_status gr_schema_to_gbnf_a(const char *json, size_t len, unsigned flags, const struct slm_allocator *a,
-                               char **gbnf, slm_err *e);
+slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
+                             slm_err *e);
 
 /* A vocabulary from explicit token bytes (slm_grammar_vocab_create's core; tests build small ones).
  * tokens[i] describes id i; the bytes are copied. */
@@ -90,7 +94,7 @@ typedef struct gv_token {
     uint32_t len;
     uint8_t kind; /* GV_* */
 } gv_token;
-slm_status gv_create(const gv_token *tokens, int32_t n, slm_grammar_vocab **out);
+slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *a, slm_grammar_vocab **out);
 /* Nodes of the vocabulary's trie (the root included). */
 int32_t gv_n_nodes(const slm_grammar_vocab *v);
 /* Masks computed by the context split (cut set's mask plus escape subtrees; n_split) and how many

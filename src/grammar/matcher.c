@@ -16,14 +16,14 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 33);
 }
 
-static bool grow(void **p, int32_t *cap, int32_t need, size_t elem, size_t *bytes) {
+static bool grow(const slm_allocator *a, void **p, int32_t *cap, int32_t need, size_t elem, size_t *bytes) {
     if (need <= *cap) return true;
     int32_t c = *cap ? *cap : 64;
     while (c < need) {
         if (c > INT32_MAX / 2) return false;
         c *= 2;
     }
-    void *np = realloc(*p, (size_t)c * elem);
+    void *np = al_realloc(a, *p, (size_t)*cap * elem, (size_t)c * elem);
     if (!np) return false;
     *bytes += (size_t)(c - *cap) * elem;
     *p = np;
@@ -37,7 +37,7 @@ typedef uint64_t (*hash_of_fn)(const gm *m, int32_t id);
 static bool ht_rebuild(gm *m, int32_t **ht, int32_t *cap, int32_t n, hash_of_fn h) {
     int32_t c = *cap ? *cap : 256;
     while (c < 2 * (n + 1)) c *= 2;
-    int32_t *t = calloc((size_t)c, sizeof *t);
+    int32_t *t = al_calloc(m->a, (size_t)c, sizeof *t);
     if (!t) return false;
     for (int32_t id = 0; id < n; id++) {
         uint32_t i = (uint32_t)h(m, id) & (uint32_t)(c - 1);
@@ -45,7 +45,7 @@ static bool ht_rebuild(gm *m, int32_t **ht, int32_t *cap, int32_t n, hash_of_fn 
         t[i] = id + 1;
     }
     m->bytes += (size_t)(c - *cap) * sizeof *t;
-    free(*ht);
+    al_free(m->a, *ht);
     *ht = t;
     *cap = c;
     return true;
@@ -63,7 +63,7 @@ static int32_t cons(gm *m, int32_t pos, int32_t parent) {
         const gm_node *n = &m->nodes[m->node_ht[i] - 1];
         if (n->pos == pos && n->parent == parent) return m->node_ht[i] - 1;
     }
-    if (!grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof *m->nodes, &m->bytes)) return -1;
+    if (!grow(m->a, (void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof *m->nodes, &m->bytes)) return -1;
     m->nodes[m->n_nodes] = (gm_node){pos, parent};
     m->node_ht[i] = m->n_nodes + 1;
     return m->n_nodes++;
@@ -92,7 +92,7 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t flags) {
     if (m->n_pool + (size_t)n > m->cap_pool || !m->set_pool) { /* never NULL once a set exists */
         size_t c = m->cap_pool ? m->cap_pool : 1024;
         while (c < m->n_pool + (size_t)n) c *= 2;
-        int32_t *np = realloc(m->set_pool, c * sizeof *np);
+        int32_t *np = al_realloc(m->a, m->set_pool, m->cap_pool * sizeof *np, c * sizeof *np);
         if (!np) return -1;
         m->bytes += (c - m->cap_pool) * sizeof *np;
         m->set_pool = np;
@@ -102,15 +102,15 @@ static int32_t intern_set(gm *m, const int32_t *v, int32_t n, uint8_t flags) {
     size_t b0 = m->bytes;
     if (m->n_sets + 1 > cap) {
         int32_t c = cap ? cap * 2 : 64;
-        int32_t *o = realloc(m->set_off, (size_t)c * sizeof *o);
+        int32_t *o = al_realloc(m->a, m->set_off, (size_t)cap * sizeof *o, (size_t)c * sizeof *o);
         if (!o) return -1;
         m->set_off = o;
-        int32_t *nn = realloc(m->set_n, (size_t)c * sizeof *nn);
+        int32_t *nn = al_realloc(m->a, m->set_n, (size_t)cap * sizeof *nn, (size_t)c * sizeof *nn);
         if (!nn) return -1;
         m->set_n = nn;
-        uint8_t *a = realloc(m->set_flags, (size_t)c);
-        if (!a) return -1;
-        m->set_flags = a;
+        uint8_t *f = al_realloc(m->a, m->set_flags, (size_t)cap, (size_t)c);
+        if (!f) return -1;
+        m->set_flags = f;
         m->cap_sets = c;
         m->bytes = b0 + (size_t)(c - cap) * 9;
     }
@@ -140,8 +140,8 @@ static int32_t intern_ds(gm *m, int32_t set, uint32_t acc, uint8_t need, uint8_t
     }
     if (m->n_ds + 1 > m->cap_ds) {
         int32_t cap = m->cap_ds;
-        if (!grow((void **)&m->ds, &cap, m->n_ds + 1, sizeof *m->ds, &m->bytes)) return GM_NOMEM;
-        int32_t *t = realloc(m->trans, (size_t)cap * 256 * sizeof *t);
+        if (!grow(m->a, (void **)&m->ds, &cap, m->n_ds + 1, sizeof *m->ds, &m->bytes)) return GM_NOMEM;
+        int32_t *t = al_realloc(m->a, m->trans, (size_t)m->cap_ds * 256 * sizeof *t, (size_t)cap * 256 * sizeof *t);
         if (!t) return GM_NOMEM; /* ds grew, cap_ds did not: the next call retries */
         m->bytes += (size_t)(cap - m->cap_ds) * 256 * sizeof *t;
         m->trans = t;
@@ -154,7 +154,7 @@ static int32_t intern_ds(gm *m, int32_t set, uint32_t acc, uint8_t need, uint8_t
 }
 
 static bool push_work(gm *m, int32_t pos, int32_t parent) {
-    if (!grow((void **)&m->work, &m->cap_work, m->n_work + 2, sizeof *m->work, &m->bytes)) return false;
+    if (!grow(m->a, (void **)&m->work, &m->cap_work, m->n_work + 2, sizeof *m->work, &m->bytes)) return false;
     m->work[m->n_work++] = pos;
     m->work[m->n_work++] = parent;
     return true;
@@ -164,11 +164,11 @@ static bool push_work(gm *m, int32_t pos, int32_t parent) {
 static bool first_visit(gm *m, int32_t pos, int32_t parent, bool *fail) {
     if (2 * (m->vis_n + 1) > m->vis_cap) {
         int32_t c = m->vis_cap ? m->vis_cap * 2 : 256;
-        uint64_t *k = calloc((size_t)c, sizeof *k);
-        uint32_t *gn = calloc((size_t)c, sizeof *gn);
+        uint64_t *k = al_calloc(m->a, (size_t)c, sizeof *k);
+        uint32_t *gn = al_calloc(m->a, (size_t)c, sizeof *gn);
         if (!k || !gn) {
-            free(k);
-            free(gn);
+            al_free(m->a, k);
+            al_free(m->a, gn);
             *fail = true;
             return false;
         }
@@ -179,8 +179,8 @@ static bool first_visit(gm *m, int32_t pos, int32_t parent, bool *fail) {
                 k[i] = m->vis_key[j];
                 gn[i] = m->gen;
             }
-        free(m->vis_key);
-        free(m->vis_gen);
+        al_free(m->a, m->vis_key);
+        al_free(m->a, m->vis_gen);
         m->vis_key = k;
         m->vis_gen = gn;
         m->vis_cap = c;
@@ -226,7 +226,8 @@ static int32_t close_set(gm *m) {
             else if (!push_work(m, m->nodes[parent].pos, m->nodes[parent].parent)) return GM_NOMEM;
         } else if (e->type == GR_CLS) {
             int32_t id = cons(m, pos, parent);
-            if (id < 0 || !grow((void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out, &m->bytes)) return GM_NOMEM;
+            if (id < 0 || !grow(m->a, (void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out, &m->bytes))
+                return GM_NOMEM;
             m->out[m->n_out++] = id;
         } else {
             int32_t ret = parent;
@@ -286,32 +287,35 @@ static bool meets(const gm *m, int32_t s, uint32_t lo, uint32_t hi) {
     return false;
 }
 
-void gm_init(gm *m, const gr_grammar *g) {
+void gm_init(gm *m, const gr_grammar *g, const slm_allocator *a) {
     memset(m, 0, sizeof *m);
     m->g = g;
+    m->a = a;
 }
 
 static void drop_tables(gm *m) {
     for (int32_t d = 0; d < m->n_ds; d++) {
-        free(m->ds[d].mask);
-        free(m->ds[d].esc);
+        al_free(m->a, m->ds[d].mask);
+        al_free(m->a, m->ds[d].esc);
     }
-    free(m->trans);
-    free(m->nodes);
-    free(m->node_ht);
-    free(m->set_pool);
-    free(m->set_off);
-    free(m->set_n);
-    free(m->set_flags);
-    free(m->set_ht);
-    free(m->ds);
-    free(m->ds_ht);
+    al_free(m->a, m->trans);
+    al_free(m->a, m->nodes);
+    al_free(m->a, m->node_ht);
+    al_free(m->a, m->set_pool);
+    al_free(m->a, m->set_off);
+    al_free(m->a, m->set_n);
+    al_free(m->a, m->set_flags);
+    al_free(m->a, m->set_ht);
+    al_free(m->a, m->ds);
+    al_free(m->a, m->ds_ht);
     const gr_grammar *g = m->g;
+    const slm_allocator *a = m->a;
     int32_t *work = m->work, *out = m->out, cw = m->cap_work, co = m->cap_out, vc = m->vis_cap;
     uint64_t *vk = m->vis_key;
     uint32_t *vg = m->vis_gen, gen = m->gen;
     memset(m, 0, sizeof *m);
     m->g = g;
+    m->a = a;
     m->work = work;
     m->cap_work = cw;
     m->out = out;
@@ -325,10 +329,10 @@ static void drop_tables(gm *m) {
 
 void gm_deinit(gm *m) {
     drop_tables(m);
-    free(m->work);
-    free(m->out);
-    free(m->vis_key);
-    free(m->vis_gen);
+    al_free(m->a, m->work);
+    al_free(m->a, m->out);
+    al_free(m->a, m->vis_key);
+    al_free(m->a, m->vis_gen);
     memset(m, 0, sizeof *m);
 }
 
@@ -408,7 +412,7 @@ slm_status gm_flush(gm *m, int32_t *d) {
     size_t total = 0;
     for (int32_t i = 0; i < n; i++)
         for (int32_t x = m->set_pool[m->set_off[keep.set] + i]; x >= 0; x = m->nodes[x].parent) total++;
-    int32_t *flat = malloc((total + (size_t)n + 1) * sizeof *flat);
+    int32_t *flat = al_array(m->a, total + (size_t)n + 1, sizeof *flat);
     if (!flat) {
         drop_tables(m);
         return SLM_ERR_NOMEM;
@@ -426,7 +430,7 @@ slm_status gm_flush(gm *m, int32_t *d) {
     }
     drop_tables(m);
     slm_status st = SLM_ERR_NOMEM;
-    int32_t *members = malloc(((size_t)n + 1) * sizeof *members);
+    int32_t *members = al_array(m->a, (size_t)n + 1, sizeof *members);
     if (!members) goto done;
     k = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -444,8 +448,8 @@ slm_status gm_flush(gm *m, int32_t *d) {
     *d = nd;
     st = SLM_OK;
 done:
-    free(flat);
-    free(members);
+    al_free(m->a, flat);
+    al_free(m->a, members);
     if (st) drop_tables(m);
     return st;
 }
@@ -488,7 +492,7 @@ int32_t gm_local_start(gm *local, const gm *real, int32_t d) {
         int32_t node = ctx;
         while (k > 0)
             if ((node = cons(local, path[--k], node)) < 0) return GM_NOMEM;
-        if (!grow((void **)&local->out, &local->cap_out, local->n_out + 1, sizeof *local->out, &local->bytes))
+        if (!grow(local->a, (void **)&local->out, &local->cap_out, local->n_out + 1, sizeof *local->out, &local->bytes))
             return GM_NOMEM;
         local->out[local->n_out++] = node;
     }

@@ -54,13 +54,15 @@ typedef struct gm_dstate {
     uint32_t acc;  /* bits of the partial character so far, or GM_UNIFORM | members (above) */
     uint8_t need;  /* continuation bytes still needed (0: on a character boundary) */
     uint8_t len;   /* length of the partial character's encoding */
-    uint32_t *mask; /* cached token mask (malloc'ed by the constraint, freed with the tables), or NULL */
-    int32_t *esc;   /* with mask in a context-split matcher: trie nodes where a token escapes (malloc'ed) */
+    uint32_t *mask; /* cached token mask (allocated by the constraint through the matcher's a, freed with the
+                     * tables), or NULL */
+    int32_t *esc;   /* with mask in a context-split matcher: trie nodes where a token escapes (the same) */
     int32_t n_esc;
 } gm_dstate;
 
 typedef struct gm {
     const gr_grammar *g;
+    const slm_allocator *a; /* every table below, masks and esc included (NULL: malloc/free) */
     gm_node *nodes;
     int32_t n_nodes, cap_nodes;
     int32_t *node_ht; /* id + 1, 0 = empty */
@@ -89,7 +91,8 @@ typedef struct gm {
     size_t bytes; /* memory held by tables that grow (approximate) */
 } gm;
 
-void gm_init(gm *m, const gr_grammar *g);
+/* An empty matcher on g whose tables are allocated through a (borrowed: it must outlive m). */
+void gm_init(gm *m, const gr_grammar *g, const slm_allocator *a);
 void gm_deinit(gm *m);
 /* The dstate before any byte; GM_NOMEM on allocation failure. */
 int32_t gm_start(gm *m);

@@ -514,8 +514,7 @@ static bool requires(const cJSON *s, const char *k) {
     return false;
 }
 
-/* The lower (side 0) or upper bound of s: draft 4's boolean exclusive* and the numeric forms. */
-static bool num_bound(const cJSON *s, int side, double *v, bool *strict) {
+bool sc_num_bound(const cJSON *s, int side, double *v, bool *strict) {
     const cJSON *inc = sc_get(s, side ? "maximum" : "minimum"), *exc = sc_get(s, side ? "exclusiveMaximum" : "exclusiveMinimum");
     bool has = false;
     *strict = false;
@@ -576,8 +575,8 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
     }
     if (!((ta & tb) & ~(T_INT | T_NUM))) { /* numbers: intervals that do not meet */
         double la, ha, lb, hb;
-        bool sla, sha, slb, shb, hla = num_bound(a, 0, &la, &sla), hha = num_bound(a, 1, &ha, &sha);
-        bool hlb = num_bound(b, 0, &lb, &slb), hhb = num_bound(b, 1, &hb, &shb);
+        bool sla, sha, slb, shb, hla = sc_num_bound(a, 0, &la, &sla), hha = sc_num_bound(a, 1, &ha, &sha);
+        bool hlb = sc_num_bound(b, 0, &lb, &slb), hhb = sc_num_bound(b, 1, &hb, &shb);
         if (hha && hlb && (ha < lb || (ha == lb && (sha || slb)))) return true;
         if (hla && hhb && (hb < la || (hb == la && (shb || sla)))) return true;
         return false;
@@ -609,6 +608,18 @@ static bool disjoint(conv *c, const cJSON *a, const cJSON *b, int depth) {
     return false;
 }
 
+/* {"required": [name]} (NULL after a failure). */
+static cJSON *required_one(conv *c, const char *name) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "required"), *str = cJSON_CreateString(name);
+    if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
+        cJSON_Delete(str), cJSON_Delete(o);
+        sc_fail(c, SLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
 /* A narrowing of branch a (objects) that misses b: a property both declare with disjoint schemas
  * made required, or a key b requires forbidden. NULL when none is found. */
 static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
@@ -620,12 +631,12 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
     if (!(sc_types(a) & ~(T_INT | T_NUM)) && !sc_get(b, "anyOf") && !sc_get(b, "oneOf")) {
         /* numbers: a cut to its part above b's upper bound, or else below b's lower bound */
         double w;
-        bool ws, hb = num_bound(b, 1, &v, &strict), ha = num_bound(a, 1, &w, &ws);
+        bool ws, hb = sc_num_bound(b, 1, &v, &strict), ha = sc_num_bound(a, 1, &w, &ws);
         const char *key = NULL;
         if (hb && (!ha || w > v || (w == v && strict && !ws))) {
             key = strict ? "minimum" : "exclusiveMinimum";
-        } else if (num_bound(b, 0, &v, &strict)) {
-            bool la = num_bound(a, 0, &w, &ws);
+        } else if (sc_num_bound(b, 0, &v, &strict)) {
+            bool la = sc_num_bound(a, 0, &w, &ws);
             if (!la || w < v || (w == v && strict && !ws)) key = strict ? "maximum" : "exclusiveMaximum";
         }
         if (key) {
@@ -644,25 +655,15 @@ static const cJSON *separate(conv *c, const cJSON *a, const cJSON *b, const char
         const cJSON *q = sc_get(pb, p->string); /* a key of a that b forbids, made required */
         if (requires(a, p->string) || sc_is_false(p)) continue;
         if (q ? sc_is_false(q) : cJSON_IsFalse(addb) && !sc_get(b, "patternProperties")) {
-            extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
-            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
-                cJSON_Delete(str), cJSON_Delete(extra);
-                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
-                return NULL;
-            }
+            extra = required_one(c, p->string);
+            if (!extra) return NULL;
         }
     }
     for (const cJSON *p = cJSON_IsObject(pa) ? pa->child : NULL; p && !extra; p = p->next) {
         const cJSON *q = sc_get(pb, p->string);
         if (q && !requires(a, p->string) && !sc_is_false(p) && disjoint(c, p, q, depth + 1)) {
-            extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "required"), *str = cJSON_CreateString(p->string);
-            if (!arr || !str || !cJSON_AddItemToArray(arr, str)) {
-                cJSON_Delete(str), cJSON_Delete(extra);
-                sc_fail(c, SLM_ERR_NOMEM, "out of memory");
-                return NULL;
-            }
+            extra = required_one(c, p->string);
+            if (!extra) return NULL;
         }
     }
     for (const cJSON *k = cJSON_IsArray(rb) ? rb->child : NULL; k && !extra; k = k->next)
@@ -948,12 +949,8 @@ static const char time_body[] =
     "json-time-body ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
 
-slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, char **gbnf, slm_err *e) {
-    return gr_schema_to_gbnf_a(json, len, flags, NULL, gbnf, e);
-}
-
-slm_status gr_schema_to_gbnf_a(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
-                               slm_err *e) {
+slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, const slm_allocator *a, char **gbnf,
+                             slm_err *e) {
     *gbnf = NULL;
     if (len > GR_MAX_TEXT) return err_set(e, SLM_ERR_RANGE, "json schema: %zu bytes, above the cap of %zu", len, GR_MAX_TEXT);
     const char *end = NULL;

@@ -94,6 +94,9 @@ const cJSON *sc_resolve(conv *c, const char *ref, const char *path);
 bool sc_constraining(const char *k);
 /* The types s allows as far as its type keyword, or the keywords present, say. */
 unsigned sc_types(const cJSON *s);
+/* The lower (side 0) or upper (1) bound of s in *v, *strict when exclusive: draft 4's boolean
+ * exclusiveMinimum/exclusiveMaximum and the numeric forms; false when s has none. */
+bool sc_num_bound(const cJSON *s, int side, double *v, bool *strict);
 /* True when s is the schema false, or an allOf holding it (nothing validates). */
 bool sc_is_false(const cJSON *s);
 /* Conversions tried for their answer only: failures in between are not reported. */

@@ -151,22 +151,11 @@ static bool merge_values(conv *c, cJSON *o, const cJSON *a, const cJSON *b) {
     return add(c, o, "enum", arr);
 }
 
-/* Lower (side 0) or upper bound of s: draft 4's boolean exclusive* and the numeric forms. */
-static bool bound_of(const cJSON *s, int side, double *v, bool *strict) {
-    const cJSON *inc = sc_get(s, side ? "maximum" : "minimum"), *exc = sc_get(s, side ? "exclusiveMaximum" : "exclusiveMinimum");
-    bool has = false;
-    *strict = false;
-    if (cJSON_IsNumber(inc)) has = true, *v = inc->valuedouble, *strict = cJSON_IsTrue(exc);
-    if (cJSON_IsNumber(exc) && (!has || (side ? exc->valuedouble <= *v : exc->valuedouble >= *v)))
-        has = true, *v = exc->valuedouble, *strict = true;
-    return has;
-}
-
 static bool merge_bounds(conv *c, cJSON *o, const cJSON *a, const cJSON *b) {
     for (int side = 0; side < 2; side++) {
         double va = 0, vb = 0;
         bool sa, sb;
-        bool ha = bound_of(a, side, &va, &sa), hb = bound_of(b, side, &vb, &sb);
+        bool ha = sc_num_bound(a, side, &va, &sa), hb = sc_num_bound(b, side, &vb, &sb);
         if (!ha && !hb) continue;
         double v = ha ? va : vb;
         bool strict = ha ? sa : sb;

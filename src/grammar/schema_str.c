@@ -141,7 +141,7 @@ static sc_regex *pattern_grammar(conv *c, const char *pattern, const char *path)
         slm_err re;
         err_clear(&re);
         slm_status st = compile_pattern(pattern, "key", &b, &re);
-        if (!st) st = gr_parse(b.p, b.n, "key", &r->g, &re);
+        if (!st) st = gr_parse(b.p, b.n, "key", c->a, &r->g, &re);
         buf_free(&b);
         if (st) {
             regex_error(c, st, &re, path);
@@ -371,7 +371,7 @@ bool sc_pattern_matches(conv *c, const char *pattern, const char *key, const cha
     cJSON_Delete(k);
     if (!text) return sc_fail(c, SLM_ERR_NOMEM, "out of memory");
     gm m;
-    gm_init(&m, r->g);
+    gm_init(&m, r->g, c->a);
     int32_t d = gm_start(&m);
     size_t n = strlen(text);
     for (size_t i = 1; i + 1 < n && d >= 0; i++) d = gm_step(&m, d, (uint8_t)text[i]); /* between the quotes */

@@ -15,12 +15,11 @@
  *    schema converts to.
  *  - Mistral's [TOOL_CALLS]NAME[ARGS]{...}: NAME then the arguments object.
  *  - gpt-oss: refused (a call is addressed in harmony headers made of control tokens). */
-#define _GNU_SOURCE /* open_memstream */
 #include <cjson/cJSON.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "grammar/grammar.h"
 #include "text/toolcall.h"
 
@@ -56,9 +55,9 @@ static slm_status check_params(const cJSON *fn, slm_err *e) {
     if (!text) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     slm_err inner;
     err_clear(&inner);
-    slm_status st = gr_schema_to_gbnf(text, strlen(text), 0, &gbnf, &inner);
-    free(text);
-    free(gbnf);
+    slm_status st = gr_schema_to_gbnf(text, strlen(text), 0, NULL, &gbnf, &inner);
+    cJSON_free(text);
+    al_free(NULL, gbnf);
     if (st != SLM_OK)
         return err_set(e, st, "tool '%s': parameters: %s", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring,
                        inner.msg);
@@ -67,55 +66,55 @@ static slm_status check_params(const cJSON *fn, slm_err *e) {
 
 /* Appends GBNF text g to out with every rule name prefixed by pre (names outside literals,
  * classes and {m,n} counts). */
-static void prefix_rules(FILE *out, const char *g, const char *pre) {
+static void prefix_rules(buf *out, const char *g, const char *pre) {
     for (const char *p = g; *p;) {
         char c = *p;
         if (c == '"' || c == '[') {
             char close = c == '"' ? '"' : ']';
-            fputc(*p++, out);
+            buf_putc(out, *p++);
             while (*p && *p != close) {
-                if (*p == '\\' && p[1]) fputc(*p++, out);
-                fputc(*p++, out);
+                if (*p == '\\' && p[1]) buf_putc(out, *p++);
+                buf_putc(out, *p++);
             }
-            if (*p) fputc(*p++, out);
+            if (*p) buf_putc(out, *p++);
         } else if (c == '{') {
-            while (*p && *p != '}') fputc(*p++, out);
+            while (*p && *p != '}') buf_putc(out, *p++);
         } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
-            fputs(pre, out);
+            buf_puts(out, pre);
             while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
                    *p == '-')
-                fputc(*p++, out);
+                buf_putc(out, *p++);
         } else {
-            fputc(*p++, out);
+            buf_putc(out, *p++);
         }
     }
 }
 
 /* A GBNF literal of s (with its quotes). */
-static void gbnf_literal(FILE *out, const char *s) {
-    fputc('"', out);
+static void gbnf_literal(buf *out, const char *s) {
+    buf_putc(out, '"');
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
-        else if (*c < 0x20) fprintf(out, "\\x%02x", *c);
-        else fputc(*c, out);
+        if (*c == '"' || *c == '\\') buf_printf(out, "\\%c", *c);
+        else if (*c < 0x20) buf_printf(out, "\\x%02x", *c);
+        else buf_putc(out, (char)*c);
     }
-    fputc('"', out);
+    buf_putc(out, '"');
 }
 
 /* The rules of the JSON that schema converts to, appended to out under prefix pre (its root rule is
  * pre "root"). tool and prop name the property in an error. */
-static slm_status schema_rules(FILE *out, const cJSON *schema, const char *pre, const char *tool, const char *prop,
+static slm_status schema_rules(buf *out, const cJSON *schema, const char *pre, const char *tool, const char *prop,
                                slm_err *e) {
     char *text = cJSON_PrintUnformatted(schema), *g = NULL;
     slm_err inner;
     err_clear(&inner);
-    slm_status st = text ? gr_schema_to_gbnf(text, strlen(text), 0, &g, &inner) : SLM_ERR_NOMEM;
-    free(text);
+    slm_status st = text ? gr_schema_to_gbnf(text, strlen(text), 0, NULL, &g, &inner) : SLM_ERR_NOMEM;
+    cJSON_free(text);
     if (st != SLM_OK)
         return err_set(e, st, "tool '%s': parameters: property '%.40s': %s", tool, prop,
                        inner.msg[0] ? inner.msg : "out of memory");
     prefix_rules(out, g, pre);
-    free(g);
+    al_free(NULL, g);
     return SLM_OK;
 }
 
@@ -129,7 +128,7 @@ static bool plain_key(const char *k) {
 }
 
 /* pre "root" for the raw text of a "type": "string" parameter of the XML format (tools.c's head). */
-static slm_status xml_string_rule(FILE *out, const cJSON *p, const char *pre, const char *tool, const char *prop,
+static slm_status xml_string_rule(buf *out, const cJSON *p, const char *pre, const char *tool, const char *prop,
                                   slm_err *e) {
     static const char *const refused[] = {"pattern", "format", "contentEncoding"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
@@ -138,14 +137,14 @@ static slm_status xml_string_rule(FILE *out, const cJSON *p, const char *pre, co
                                                    "of the XML call format", tool, prop, refused[i]);
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(p, "const");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(p, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
-    fprintf(out, "%sroot ::= ", pre);
+    buf_printf(out, "%sroot ::= ", pre);
     if (cJSON_IsString(cn)) {
         gbnf_literal(out, cn->valuestring);
     } else if (cJSON_IsArray(en)) {
         int k = 0;
         for (const cJSON *x = en->child; x; x = x->next)
             if (cJSON_IsString(x)) {
-                if (k++) fputs(" | ", out);
+                if (k++) buf_puts(out, " | ");
                 gbnf_literal(out, x->valuestring);
             }
         if (k == 0) return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s': no string in its enum", tool, prop);
@@ -154,13 +153,20 @@ static slm_status xml_string_rule(FILE *out, const cJSON *p, const char *pre, co
         if (lo < 0 || lo > 10000 || hi > 10000 || (hi >= 0 && hi < lo))
             return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s': string length bounds out of range", tool,
                            prop);
-        if (hi >= 0) fprintf(out, "[^<]{%d,%d}", (int)lo, (int)hi);
-        else fprintf(out, "[^<]{%d,}", (int)lo);
+        if (hi >= 0) buf_printf(out, "[^<]{%d,%d}", (int)lo, (int)hi);
+        else buf_printf(out, "[^<]{%d,}", (int)lo);
     } else {
-        fputs("xml-text", out);
+        buf_puts(out, "xml-text");
     }
-    fputc('\n', out);
+    buf_putc(out, '\n');
     return SLM_OK;
+}
+
+/* True when the array req (a schema's "required") holds the string name. */
+static bool listed(const cJSON *req, const char *name) {
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, name)) return true;
+    return false;
 }
 
 static bool string_typed(const cJSON *p) {
@@ -168,168 +174,110 @@ static bool string_typed(const cJSON *p) {
     return cJSON_IsString(t) && !strcmp(t->valuestring, "string");
 }
 
-/* The GBNF of the Qwen XML forced call (tools.c's head); arguments in the schema's property
- * order, required ones always: rule t<k>-n<i> writes arguments i.. of tool k. */
-static slm_status xml_gbnf(const cJSON *tools, const char *only, char **gbnf, slm_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    slm_status st = SLM_OK;
-    fputs("root ::= (", out);
+/* The rules of tool k, function object fn named name, in one call format (after root). */
+typedef slm_status (*tool_rules_fn)(buf *out, const cJSON *fn, const char *name, int k, slm_err *e);
+
+/* root ::= open ( t<k> | ... ) close over the tools called (all, or the one named only), then the
+ * text of common, then each such tool's rules (rules). */
+static slm_status format_gbnf(const cJSON *tools, const char *only, const char *open, const char *close,
+                              const char *common, tool_rules_fn rules, char **gbnf, slm_err *e) {
+    buf out = buf_make(NULL);
+    buf_printf(&out, "root ::= %s(", open);
     int k = 0;
     bool first = true;
     for (const cJSON *t = tools->child; t; t = t->next, k++) {
         const char *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")
                                ->valuestring;
         if (only && strcmp(name, only) != 0) continue;
-        fprintf(out, "%st%d", first ? " " : " | ", k);
+        buf_printf(&out, "%st%d", first ? " " : " | ", k);
         first = false;
     }
-    fputs(" )\nxml-text ::= ( [^<] | \"<\" [^/<] )*\n", out);
+    buf_printf(&out, " )%s\n%s", close, common);
+    slm_status st = SLM_OK;
     k = 0;
     for (const cJSON *t = tools->child; t && st == SLM_OK; t = t->next, k++) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
         if (only && strcmp(name, only) != 0) continue;
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
-        fprintf(out, "t%d ::= \"<tool_call>\\n<function=%s>\\n\" t%d-n0 \"</function>\\n</tool_call>\"\n", k, name, k);
-        int i = 0, n = cJSON_GetArraySize(props);
-        for (const cJSON *p = props ? props->child : NULL; p && st == SLM_OK; p = p->next, i++) {
-            if (!plain_key(p->string)) {
-                st = err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a name the XML call format "
-                                                     "can write (a-z, A-Z, 0-9, '_', '-', '.')", name, p->string);
-                break;
-            }
-            bool required = false;
-            for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-                required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
-            char pre[32];
-            snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
-            st = string_typed(p) ? xml_string_rule(out, p, pre, name, p->string, e)
-                                 : schema_rules(out, p, pre, name, p->string, e);
-            if (st != SLM_OK) break;
-            fprintf(out, "t%d-kv%d ::= \"<parameter=%s>\\n\" %sroot \"\\n</parameter>\\n\"\n", k, i, p->string, pre);
-            if (required) fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d\n", k, i, k, i, k, i + 1);
-            else fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d | t%d-n%d\n", k, i, k, i, k, i + 1, k, i + 1);
-        }
-        fprintf(out, "t%d-n%d ::= \"\"\n", k, n);
+        st = rules(&out, fn, name, k, e);
     }
-    fclose(out);
+    if (st == SLM_OK && out.oom) st = err_set(e, SLM_ERR_NOMEM, "out of memory");
     if (st != SLM_OK) {
-        free(text);
+        buf_free(&out);
         return st;
     }
-    *gbnf = text;
+    *gbnf = buf_take(&out);
     return SLM_OK;
 }
 
-/* The GBNF of Mistral's bare NAME{arguments} (its [TOOL_CALLS] and [ARGS] are control tokens). */
-static slm_status args_gbnf(const cJSON *tools, const char *only, char **gbnf, slm_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    slm_status st = SLM_OK;
-    fputs("root ::= (", out);
-    int k = 0;
-    bool first = true;
-    for (const cJSON *t = tools->child; t; t = t->next, k++) {
-        const char *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")
-                               ->valuestring;
-        if (only && strcmp(name, only) != 0) continue;
-        fprintf(out, "%st%d", first ? " " : " | ", k);
-        first = false;
-    }
-    fputs(" )\n", out);
-    k = 0;
-    for (const cJSON *t = tools->child; t && st == SLM_OK; t = t->next, k++) {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
-        if (only && strcmp(name, only) != 0) continue;
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        cJSON *any = params ? NULL : cJSON_CreateObject();
-        if (any) cJSON_AddStringToObject(any, "type", "object");
+/* Qwen XML (tools.c's head); arguments in the schema's property order, required ones always:
+ * rule t<k>-n<i> writes arguments i.. of tool k. */
+static slm_status xml_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+    buf_printf(out, "t%d ::= \"<tool_call>\\n<function=%s>\\n\" t%d-n0 \"</function>\\n</tool_call>\"\n", k, name, k);
+    int i = 0, n = cJSON_GetArraySize(props);
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next, i++) {
+        if (!plain_key(p->string))
+            return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a name the XML call format "
+                                                   "can write (a-z, A-Z, 0-9, '_', '-', '.')", name, p->string);
+        const bool required = listed(req, p->string);
         char pre[32];
-        snprintf(pre, sizeof pre, "t%d-a-", k);
-        fprintf(out, "t%d ::= \"%s\" %sroot\n", k, name, pre);
-        st = params || any ? schema_rules(out, params ? params : any, pre, name, "(arguments)", e)
-                           : err_set(e, SLM_ERR_NOMEM, "out of memory");
-        cJSON_Delete(any);
+        snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
+        slm_status st = string_typed(p) ? xml_string_rule(out, p, pre, name, p->string, e)
+                                        : schema_rules(out, p, pre, name, p->string, e);
+        if (st != SLM_OK) return st;
+        buf_printf(out, "t%d-kv%d ::= \"<parameter=%s>\\n\" %sroot \"\\n</parameter>\\n\"\n", k, i, p->string, pre);
+        if (required) buf_printf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d\n", k, i, k, i, k, i + 1);
+        else buf_printf(out, "t%d-n%d ::= t%d-kv%d t%d-n%d | t%d-n%d\n", k, i, k, i, k, i + 1, k, i + 1);
     }
-    fclose(out);
-    if (st != SLM_OK) {
-        free(text);
-        return st;
-    }
-    *gbnf = text;
+    buf_printf(out, "t%d-n%d ::= \"\"\n", k, n);
     return SLM_OK;
 }
 
-/* The GBNF of LFM2's forced call: root ::= "[" a call of one of the tools (or only) "]". Each
- * call's keyword arguments come in the schema's property order, required ones always:
- * rule N<i> writes arguments i.. when none was written yet, W<i> after one was. */
-static slm_status lfm2_gbnf(const cJSON *tools, const char *only, char **gbnf, slm_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out) return err_set(e, SLM_ERR_NOMEM, "out of memory");
-    slm_status st = SLM_OK;
-    fputs("root ::= \"[\" (", out);
-    int k = 0;
-    bool first = true;
-    for (const cJSON *t = tools->child; t; t = t->next, k++) {
-        const char *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")
-                               ->valuestring;
-        if (only && strcmp(name, only) != 0) continue;
-        fprintf(out, "%st%d", first ? " " : " | ", k);
-        first = false;
-    }
-    fputs(" ) \"]\"\n", out);
-    k = 0;
-    for (const cJSON *t = tools->child; t && st == SLM_OK; t = t->next, k++) {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
-        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
-        if (only && strcmp(name, only) != 0) continue;
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
-        fprintf(out, "t%d ::= \"%s(\" t%d-n0 \")\"\n", k, name, k);
-        int i = 0, n = cJSON_GetArraySize(props);
-        for (const cJSON *p = props ? props->child : NULL; p && st == SLM_OK; p = p->next, i++) {
-            bool required = false;
-            for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-                required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
-            for (const char *c = p->string; *c; c++)
-                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) {
-                    st = err_set(e, SLM_ERR_UNSUPPORTED,
-                                 "tool '%s': property '%.40s' is not a Python keyword-argument name", name, p->string);
-                    break;
-                }
-            if (st != SLM_OK) break;
-            char pre[32];
-            snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
-            st = schema_rules(out, p, pre, name, p->string, e);
-            if (st != SLM_OK) break;
-            fprintf(out, "t%d-kv%d ::= \"%s=\" %sroot\n", k, i, p->string, pre);
-            if (required) {
-                fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-w%d\n", k, i, k, i, k, i + 1);
-                fprintf(out, "t%d-w%d ::= \", \" t%d-kv%d t%d-w%d\n", k, i, k, i, k, i + 1);
-            } else {
-                fprintf(out, "t%d-n%d ::= t%d-kv%d t%d-w%d | t%d-n%d\n", k, i, k, i, k, i + 1, k, i + 1);
-                fprintf(out, "t%d-w%d ::= ( \", \" t%d-kv%d )? t%d-w%d\n", k, i, k, i, k, i + 1);
-            }
+/* Mistral's bare NAME{arguments} (its [TOOL_CALLS] and [ARGS] are control tokens). */
+static slm_status args_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    cJSON *any = params ? NULL : cJSON_CreateObject();
+    if (any) cJSON_AddStringToObject(any, "type", "object");
+    char pre[32];
+    snprintf(pre, sizeof pre, "t%d-a-", k);
+    buf_printf(out, "t%d ::= \"%s\" %sroot\n", k, name, pre);
+    slm_status st = params || any ? schema_rules(out, params ? params : any, pre, name, "(arguments)", e)
+                                  : err_set(e, SLM_ERR_NOMEM, "out of memory");
+    cJSON_Delete(any);
+    return st;
+}
+
+/* LFM2's [name(k=v, ...)]: keyword arguments in the schema's property order, required ones
+ * always: rule t<k>-n<i> writes arguments i.. when none was written yet, t<k>-w<i> after one was. */
+static slm_status lfm2_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+    buf_printf(out, "t%d ::= \"%s(\" t%d-n0 \")\"\n", k, name, k);
+    int i = 0, n = cJSON_GetArraySize(props);
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next, i++) {
+        const bool required = listed(req, p->string);
+        for (const char *c = p->string; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
+                return err_set(e, SLM_ERR_UNSUPPORTED, "tool '%s': property '%.40s' is not a Python keyword-argument name",
+                               name, p->string);
+        char pre[32];
+        snprintf(pre, sizeof pre, "t%d-p%d-", k, i);
+        slm_status st = schema_rules(out, p, pre, name, p->string, e);
+        if (st != SLM_OK) return st;
+        buf_printf(out, "t%d-kv%d ::= \"%s=\" %sroot\n", k, i, p->string, pre);
+        if (required) {
+            buf_printf(out, "t%d-n%d ::= t%d-kv%d t%d-w%d\n", k, i, k, i, k, i + 1);
+            buf_printf(out, "t%d-w%d ::= \", \" t%d-kv%d t%d-w%d\n", k, i, k, i, k, i + 1);
+        } else {
+            buf_printf(out, "t%d-n%d ::= t%d-kv%d t%d-w%d | t%d-n%d\n", k, i, k, i, k, i + 1, k, i + 1);
+            buf_printf(out, "t%d-w%d ::= ( \", \" t%d-kv%d )? t%d-w%d\n", k, i, k, i, k, i + 1);
         }
-        fprintf(out, "t%d-n%d ::= \"\"\nt%d-w%d ::= \"\"\n", k, n, k, n);
     }
-    fclose(out);
-    if (st != SLM_OK) {
-        free(text);
-        return st;
-    }
-    *gbnf = text;
+    buf_printf(out, "t%d-n%d ::= \"\"\nt%d-w%d ::= \"\"\n", k, n, k, n);
     return SLM_OK;
 }
 
@@ -346,9 +294,10 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
         return err_set(e, SLM_ERR_INVALID_ARG, "no tool is named '%.64s'", only);
     if (!only && !tools->child) return err_set(e, SLM_ERR_INVALID_ARG, "no tools to call");
     *root = "root";
-    if (f == TC_LFM2) return lfm2_gbnf(tools, only, gbnf, e);
-    if (f == TC_QWEN_XML) return xml_gbnf(tools, only, gbnf, e);
-    if (f == TC_MISTRAL_ARGS) return args_gbnf(tools, only, gbnf, e);
+    if (f == TC_LFM2) return format_gbnf(tools, only, "\"[\" ", " \"]\"", "", lfm2_rules, gbnf, e);
+    if (f == TC_QWEN_XML)
+        return format_gbnf(tools, only, "", "", "xml-text ::= ( [^<] | \"<\" [^/<] )*\n", xml_rules, gbnf, e);
+    if (f == TC_MISTRAL_ARGS) return format_gbnf(tools, only, "", "", "", args_rules, gbnf, e);
     const char *key = f == TC_LLAMA3 ? "parameters" : "arguments";
     cJSON *any = cJSON_CreateObject(), *branches = cJSON_AddArrayToObject(any, "anyOf");
     if (!any || !branches) {
@@ -368,21 +317,18 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
     if (st != SLM_OK) return st;
     if (!text) return err_set(e, SLM_ERR_NOMEM, "out of memory");
     char *body = NULL;
-    st = gr_schema_to_gbnf(text, strlen(text), 0, &body, e);
-    free(text);
+    st = gr_schema_to_gbnf(text, strlen(text), 0, NULL, &body, e);
+    cJSON_free(text);
     if (st != SLM_OK) return st;
     *root = "root";
     if (f == TC_HERMES || f == TC_MISTRAL || f == TC_GRANITE) {
-        const char *wrap = f == TC_HERMES ? "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
-                                          : "tool-call ::= \"[\" root \"]\"\n";
-        size_t n = strlen(body), nw = strlen(wrap);
-        char *g = realloc(body, n + nw + 1);
-        if (!g) {
-            free(body);
-            return err_set(e, SLM_ERR_NOMEM, "out of memory");
-        }
-        memcpy(g + n, wrap, nw + 1);
-        body = g;
+        buf b = buf_make(NULL);
+        buf_puts(&b, body);
+        al_free(NULL, body);
+        buf_puts(&b, f == TC_HERMES ? "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
+                                    : "tool-call ::= \"[\" root \"]\"\n");
+        body = buf_take(&b);
+        if (!body) return err_set(e, SLM_ERR_NOMEM, "out of memory");
         *root = "tool-call";
     }
     *gbnf = body;
@@ -405,7 +351,7 @@ SLM_API slm_status slm_tool_call_grammar(const char *template_name, const char *
     cJSON_Delete(tools);
     if (st == SLM_OK) {
         st = slm_grammar_create(gbnf, strlen(gbnf), root, out, err, err_cap);
-        free(gbnf);
+        al_free(NULL, gbnf);
         return st;
     }
     if (err && err_cap) err_copy_out(&e, err, err_cap);

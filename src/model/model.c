@@ -337,19 +337,11 @@ done:
 
 SLM_API slm_status slm_model_load(const char *path, const slm_model_params *params, slm_model **out, char *err,
                                   size_t err_cap) {
-    slm_err e;
-    err_clear(&e);
     if (out) *out = NULL;
-    if (err && err_cap) err[0] = '\0';
-    if (!path || !out) {
-        err_set(&e, SLM_ERR_INVALID_ARG, "slm_model_load: path and out are required");
-        err_copy_out(&e, err, err_cap);
-        return e.status;
-    }
+    slm_err e;
     slm_model_params p = slm_model_params_default();
-    params_read(&p, sizeof p, params);
-    slm_allocator a = {p.alloc_fn, p.free_fn, p.alloc_user_data};
-    if (!a.alloc || !a.free) a = al_default;
+    slm_allocator a;
+    if (params_load_begin("slm_model_load", path, out != NULL, params, &p, &a, &e, err, err_cap)) return e.status;
     slm_model *m = al_calloc(&a, 1, sizeof *m);
     slm_status st;
     if (!m) {

@@ -11,19 +11,11 @@
 
 SLM_API slm_status slm_tokenizer_load(const char *path, const slm_model_params *params, slm_tokenizer **out,
                                       char *err, size_t err_cap) {
-    slm_err e;
-    err_clear(&e);
     if (out) *out = NULL;
-    if (err && err_cap) err[0] = '\0';
-    if (!path || !out) {
-        err_set(&e, SLM_ERR_INVALID_ARG, "slm_tokenizer_load: path and out are required");
-        err_copy_out(&e, err, err_cap);
-        return e.status;
-    }
+    slm_err e;
     slm_model_params p = slm_model_params_default();
-    params_read(&p, sizeof p, params);
-    slm_allocator a = {p.alloc_fn, p.free_fn, p.alloc_user_data};
-    if (!a.alloc || !a.free) a = al_default;
+    slm_allocator a;
+    if (params_load_begin("slm_tokenizer_load", path, out != NULL, params, &p, &a, &e, err, err_cap)) return e.status;
     struct stat sb;
     slm_status st;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {

@@ -841,3 +841,5 @@ bool tok_is_control(const slm_tokenizer *t, int32_t id) {
 }
 
 const char *tok_bytes(const slm_tokenizer *t, int32_t id) { return t->pool + t->tokens[id].bytes_off; }
+
+const slm_allocator *tok_allocator(const slm_tokenizer *t) { return &t->alloc; }

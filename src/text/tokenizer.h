@@ -23,6 +23,8 @@ void tok_destroy(slm_tokenizer *t);
 bool tok_is_control(const slm_tokenizer *t, int32_t id);
 /* The raw bytes of id (slm_tokenizer_token_bytes without the copy); borrowed from t. */
 const char *tok_bytes(const slm_tokenizer *t, int32_t id);
+/* The allocator t was built with (its model's, or slm_tokenizer_load's params); borrowed from t. */
+const slm_allocator *tok_allocator(const slm_tokenizer *t);
 
 /* Chat templates of the ChatML-style families. Names: "chatml", "smollm2", "qwen3",
  * "qwen3-nothink", "lfm2", "llama3", "gemma". chat_detect picks one from a stored Jinja template string

@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     toks[N_TOK - 1] = (gv_token){NULL, 0, GV_EOG};
     slm_grammar_vocab *v = NULL;
     slm_constraint *c = NULL;
-    if (gv_create(toks, N_TOK, &v) == SLM_OK && slm_constraint_create(g, v, &c) == SLM_OK) {
+    if (gv_create(toks, N_TOK, NULL, &v) == SLM_OK && slm_constraint_create(g, v, &c) == SLM_OK) {
         uint32_t mask[(N_TOK + 31) / 32];
         uint32_t pick = 0;
         for (size_t i = 0; i < len && i < 64; i++) pick = pick * 31 + (uint8_t)text[i];

@@ -48,13 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     gr_grammar *g = NULL;
-    st = gr_parse(out.p, out.n, "r", &g, &e);
+    st = gr_parse(out.p, out.n, "r", NULL, &g, &e);
     if (st != SLM_OK) fprintf(stderr, "GBNF refused: %s\n%s", e.msg, out.p);
     FUZZ_CHECK(st == SLM_OK);
     uint32_t seed = 2166136261u;
     for (size_t i = 0; i < size; i++) seed = (seed ^ data[i]) * 16777619u;
     gm m;
-    gm_init(&m, g);
+    gm_init(&m, g, NULL);
     for (int walk = 0; walk < 4; walk++) {
         uint8_t s[64];
         size_t n = 0;

@@ -1,9 +1,9 @@
 """serve_harness.py — `statelm serve` on a free port for the tests that drive it (test_serve.py,
-test_serve_tools.py, test_serve_embeddings.py): started with a time limit on its first line,
+test_serve_tools.py, test_serve_embeddings.py, ...): started with a time limit on its first line,
 stderr drained while it runs (a full pipe would block the server), stopped with SIGTERM and
 checked for a clean exit and no sanitizer report; an OpenAI client and raw HTTP requests.
 Import it after the script has made sure `openai` is importable. `check` and `failures` are the
-scripts' shared failure record."""
+scripts' shared failure record; cached_model finds a model of scripts/fetch-models.sh or skips."""
 import http.client
 import json
 import os
@@ -15,6 +15,17 @@ import threading
 import openai
 
 failures = []
+
+
+def cached_model(name):
+    """The path of models/NAME in the cache (STATELM_CACHE, else ~/.cache/statelm); when it is
+    absent, says SKIPPED and exits 77."""
+    from pathlib import Path
+    path = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm")) / "models" / name
+    if not path.exists():
+        print(f"SKIPPED: {path} is absent (scripts/fetch-models.sh)")
+        raise SystemExit(77)
+    return path
 
 
 def check(cond, what):

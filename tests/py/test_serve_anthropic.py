@@ -22,7 +22,6 @@ template (its own Jinja template writes no tools) (scripts/fetch-models.sh; SKIP
   tool type, missing max_tokens, empty messages, a wrong key (401), X-Api-Key accepted.
 Usage: test_serve_anthropic.py STATELM TESTS_DATA_DIR."""
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -36,13 +35,10 @@ except ImportError as e:
     sys.exit(77)
 
 statelm, data = sys.argv[1], Path(sys.argv[2])
-CACHE = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm"))
-SMOLLM2 = CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-if not SMOLLM2.exists():
-    print(f"SKIPPED: {SMOLLM2} is absent (scripts/fetch-models.sh)")
-    sys.exit(77)
 import serve_harness  # noqa: E402
 from serve_harness import check, failures  # noqa: E402
+
+SMOLLM2 = serve_harness.cached_model("SmolLM2-135M-Instruct.Q4_1.gguf")
 
 WEATHER = {"name": "get_weather", "description": "Current weather in a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},

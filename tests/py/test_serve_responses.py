@@ -39,13 +39,10 @@ except ImportError as e:
     sys.exit(77)
 
 statelm, data = sys.argv[1], Path(sys.argv[2])
-CACHE = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm"))
-SMOLLM2 = CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-if not SMOLLM2.exists():
-    print(f"SKIPPED: {SMOLLM2} is absent (scripts/fetch-models.sh)")
-    sys.exit(77)
 import serve_harness  # noqa: E402
 from serve_harness import check, failures  # noqa: E402
+
+SMOLLM2 = serve_harness.cached_model("SmolLM2-135M-Instruct.Q4_1.gguf")
 from openai.types.responses import Response, ResponseStreamEvent  # noqa: E402
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather in a city",

@@ -21,7 +21,17 @@
  * text and log-probabilities of a run that saw no failure (a refused snapshot, checkpoint or
  * batched decode is best effort: the request still finishes, and must match; so is the ids memory,
  * whose event then has fewer ids than tokens, as statelm_engine.h says); the engine freed leaves
- * the model's blocks only. */
+ * the model's blocks only.
+ * The grammar engine (statelm.h "Constrained decoding"): grammar_sweep refuses each allocation of a
+ * GBNF parse and a JSON Schema compile (through slm_grammar_params' hooks), the grammar vocabulary
+ * of a tokenizer (its tokenizer's allocator) and a constrained decode of a valid text on each
+ * grammar (the constraint allocates through its vocabulary's allocator): masks and accepts over
+ * the text's tokens. A refused constructor returns SLM_ERR_NOMEM with a message and *out NULL; a
+ * refused mask returns SLM_ERR_NOMEM with a message and resets the constraint to the start (the
+ * decode replays from there); a refused accept returns SLM_ERR_NOMEM and leaves the constraint
+ * where it was (the accept is retried). Every mask a run sees equals that of a run without
+ * failures, the text ends where the grammar may end, and the objects destroyed leave the
+ * tokenizer's blocks only. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -488,6 +498,150 @@ static void engine_sweep(void **unused) {
     }
 }
 
+/* ---- the grammar engine -------------------------------------------------------------------- */
+
+static const char sweep_gbnf[] = "root ::= \"{\" ws pair ( \",\" ws pair )* ws \"}\"\n"
+                                 "pair ::= key ws \":\" ws value\n"
+                                 "key ::= \"\\\"\" [^\"\\\\]+ \"\\\"\"\n"
+                                 "value ::= \"-\"? [0-9]{1,3} | \"[\" ws ( value ( \",\" ws value )* )? ws \"]\" | key\n"
+                                 "ws ::= [ \\t\\n]{0,2}\n";
+static const char sweep_gbnf_text[] = "{\"ab\": [1, 22, \"xyz\xc3\xa9\"], \"c\":-7}";
+static const char sweep_schema[] = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 8}, "
+                                   "\"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"red\", \"blue\"]}}, "
+                                   "\"n\": {\"type\": \"integer\", \"minimum\": -5}}, \"required\": [\"name\", \"tags\"]}";
+static const char sweep_schema_text[] = "{\"name\":\"ab\",\"tags\":[\"red\",\"blue\"],\"n\":12}";
+#define GR_MAX_IDS 64
+
+typedef struct gr_decode {
+    int32_t ids[GR_MAX_IDS];
+    size_t n_ids;
+    uint32_t *masks; /* (n_ids + 1) * words: the mask before each token and at the end */
+} gr_decode;
+
+/* Decodes d's tokens on c, comparing every mask with ref's (NULL: records them in d). Refused
+ * allocations are handled as the header says; their number goes to *n_failed. */
+static void gr_decode_run(slm_constraint *c, int32_t n_vocab, gr_decode *d, const gr_decode *ref, long *n_failed) {
+    const size_t words = ((size_t)n_vocab + 31) / 32;
+    uint32_t *mask = malloc(words * sizeof *mask);
+    assert_non_null(mask);
+    for (size_t i = 0; i <= d->n_ids; i++) {
+        slm_status st = slm_constraint_mask(c, mask, n_vocab);
+        if (st != SLM_OK) {
+            if (st != SLM_ERR_NOMEM) fail_msg("mask before token %zu gave %s", i, slm_status_name(st));
+            assert_true(slm_constraint_errmsg(c)[0] != '\0');
+            (*n_failed)++;
+            i = (size_t)-1; /* reset to the start: replay */
+            continue;
+        }
+        if (ref) {
+            if (memcmp(mask, ref->masks + i * words, words * sizeof *mask))
+                fail_msg("the mask before token %zu differs from a run without failures", i);
+        } else {
+            memcpy(d->masks + i * words, mask, words * sizeof *mask);
+        }
+        if (i == d->n_ids) break;
+        const int32_t id = d->ids[i];
+        assert_true(mask[id / 32] >> (id % 32) & 1);
+        st = slm_constraint_accept(c, id);
+        if (st == SLM_ERR_NOMEM) {
+            assert_true(slm_constraint_errmsg(c)[0] != '\0');
+            (*n_failed)++;
+            st = slm_constraint_accept(c, id); /* the constraint is where it was */
+        }
+        if (st != SLM_OK) fail_msg("token %zu (%d) refused: %s", i, id, slm_constraint_errmsg(c));
+    }
+    assert_true(slm_constraint_can_end(c));
+    free(mask);
+}
+
+/* One life of the grammar engine: both grammars, the vocabulary of tok, a decode on each. Returns
+ * SLM_OK or the status of the constructor that failed (its message in err). */
+static slm_status grammar_run(tu_failing *f, const slm_tokenizer *tok, gr_decode *dec, const gr_decode *ref,
+                              long *n_failed, char *err, size_t err_cap) {
+    slm_grammar_params gp = slm_grammar_params_default();
+    gp.alloc_fn = tu_fail_alloc;
+    gp.free_fn = tu_fail_free;
+    gp.alloc_user_data = f;
+    slm_grammar *g[2] = {(slm_grammar *)f, (slm_grammar *)f}; /* must be reset to NULL on failure */
+    slm_grammar_vocab *v = NULL;
+    slm_status st = slm_grammar_create_with(sweep_gbnf, strlen(sweep_gbnf), NULL, &gp, &g[0], err, err_cap);
+    if (st != SLM_OK) assert_null(g[0]);
+    if (st == SLM_OK) {
+        st = slm_grammar_from_json_schema_with(sweep_schema, strlen(sweep_schema), &gp, &g[1], err, err_cap);
+        if (st != SLM_OK) assert_null(g[1]);
+    }
+    if (st == SLM_OK) {
+        v = (slm_grammar_vocab *)f;
+        st = slm_grammar_vocab_create(tok, &v);
+        if (st != SLM_OK) assert_null(v);
+        if (st != SLM_OK) snprintf(err, err_cap, "slm_grammar_vocab_create failed");
+    }
+    for (int k = 0; k < 2 && st == SLM_OK; k++) {
+        slm_constraint *c = (slm_constraint *)f;
+        st = slm_constraint_create(g[k], v, &c);
+        if (st != SLM_OK) {
+            assert_null(c);
+            snprintf(err, err_cap, "slm_constraint_create failed");
+            break;
+        }
+        gr_decode_run(c, slm_tokenizer_n_vocab(tok), &dec[k], ref ? &ref[k] : NULL, n_failed);
+        slm_constraint_destroy(c);
+    }
+    slm_grammar_vocab_destroy(v);
+    for (int k = 0; k < 2; k++)
+        if (g[k] != (slm_grammar *)f) slm_grammar_destroy(g[k]);
+    return st;
+}
+
+static void grammar_sweep(void **unused) {
+    (void)unused;
+    tu_failing f = tu_failing_at(-1);
+    slm_model_params mp = model_params(&f);
+    slm_tokenizer *tok = NULL;
+    char err[512] = "";
+    if (slm_tokenizer_load(tu_data_path("tiny/llama/llama-f32.gguf"), &mp, &tok, err, sizeof err) != SLM_OK)
+        fail_msg("tokenizer: %s", err);
+    const int32_t n_vocab = slm_tokenizer_n_vocab(tok);
+    const size_t words = ((size_t)n_vocab + 31) / 32;
+    gr_decode ref[2], got[2];
+    const char *const texts[2] = {sweep_gbnf_text, sweep_schema_text};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(slm_tokenizer_encode(tok, texts[k], strlen(texts[k]), 0, ref[k].ids, GR_MAX_IDS, &ref[k].n_ids),
+                         SLM_OK);
+        assert_true(ref[k].n_ids > 5);
+        ref[k].masks = calloc((ref[k].n_ids + 1) * words, sizeof(uint32_t));
+        got[k] = ref[k];
+        assert_non_null(ref[k].masks);
+    }
+    const long live_tok = f.n_live;
+    long n_failed = 0;
+    assert_int_equal(grammar_run(&f, tok, ref, NULL, &n_failed, err, sizeof err), SLM_OK);
+    assert_int_equal(n_failed, 0);
+    assert_int_equal(f.n_live, live_tok);
+    long k = 0, n_failed_ctor = 0;
+    for (; k < SWEEP_CAP; k++) {
+        arm(&f, k);
+        err[0] = '\0';
+        slm_status st = grammar_run(&f, tok, got, ref, &n_failed, err, sizeof err);
+        const long refused = f.n_refused;
+        f.fail_at = -1;
+        if (st != SLM_OK) {
+            if (st != SLM_ERR_NOMEM)
+                fail_msg("refusing grammar allocation %ld gave %s: %s", k, slm_status_name(st), err);
+            assert_true(err[0] != '\0');
+            n_failed_ctor++;
+        }
+        if (f.n_live != live_tok)
+            fail_msg("refusing grammar allocation %ld left %ld blocks beyond the tokenizer's", k, f.n_live - live_tok);
+        if (refused == 0) break; /* the run asked for fewer than k + 1 allocations: all swept */
+    }
+    assert_true(k > 100 && k < SWEEP_CAP);
+    assert_true(n_failed > 0 && n_failed_ctor > 0);
+    for (int i = 0; i < 2; i++) free(ref[i].masks);
+    slm_tokenizer_free(tok);
+    assert_int_equal(f.n_live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(model_load_sweep),
@@ -495,6 +649,7 @@ int main(void) {
         cmocka_unit_test(session_create_sweep),
         cmocka_unit_test(session_call_sweep),
         cmocka_unit_test(engine_sweep),
+        cmocka_unit_test(grammar_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -319,6 +319,22 @@ static void grammar_null(void **unused) {
     assert_int_equal(slm_grammar_from_json_schema("{}", 2, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_grammar_from_json_schema_ex(NULL, 2, SLM_SCHEMA_STRICT, &g, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(slm_grammar_from_json_schema_ex("{}", 2, 0, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    slm_grammar_params gp = slm_grammar_params_default();
+    assert_int_equal(gp.size, sizeof gp);
+    g = (slm_grammar *)1;
+    assert_int_equal(slm_grammar_create_with(NULL, 4, NULL, &gp, &g, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_null(g);
+    assert_true(err[0] != '\0');
+    assert_int_equal(slm_grammar_create_with("root ::= \"a\"", 12, NULL, &gp, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    g = (slm_grammar *)1;
+    assert_int_equal(slm_grammar_from_json_schema_with(NULL, 2, &gp, &g, NULL, 0), SLM_ERR_INVALID_ARG);
+    assert_null(g);
+    assert_int_equal(slm_grammar_from_json_schema_with("{}", 2, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    /* NULL params: the defaults (malloc/free, no schema flags) */
+    assert_int_equal(slm_grammar_create_with("root ::= \"a\"", 12, NULL, NULL, &g, NULL, 0), SLM_OK);
+    slm_grammar_destroy(g);
+    assert_int_equal(slm_grammar_from_json_schema_with("{}", 2, NULL, &g, NULL, 0), SLM_OK);
+    slm_grammar_destroy(g);
     size_t n = 7;
     assert_int_equal(slm_json_schema_to_gbnf(NULL, 2, NULL, 0, &n, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(n, 0);

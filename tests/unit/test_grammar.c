@@ -206,7 +206,7 @@ static void schema_alloc_failures(void **unused) {
             char *gbnf = NULL;
             slm_err e;
             err_clear(&e);
-            slm_status st = gr_schema_to_gbnf_a(text, len, 0, &a, &gbnf, &e);
+            slm_status st = gr_schema_to_gbnf(text, len, 0, &a, &gbnf, &e);
             if (st == SLM_OK) al_free(&a, gbnf);
             cJSON_InitHooks(NULL);
             if (st != SLM_OK && st != SLM_ERR_NOMEM && !(st == SLM_ERR_FORMAT && strstr(e.msg, "not valid JSON")))
@@ -429,7 +429,7 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
     toks[7].kind = GV_EOG;
     toks[8].kind = GV_NONE; /* a control token: never allowed */
     slm_grammar_vocab *v = NULL;
-    assert_int_equal(gv_create(toks, N, &v), SLM_OK);
+    assert_int_equal(gv_create(toks, N, NULL, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
     rset start;
@@ -565,7 +565,7 @@ static void sampler_constraint(void **unused) {
     gv_token toks[4] = {{(const uint8_t *)"a", 1, GV_TEXT}, {(const uint8_t *)"b", 1, GV_TEXT},
                         {(const uint8_t *)"c", 1, GV_TEXT}, {NULL, 0, GV_EOG}};
     slm_grammar_vocab *v = NULL;
-    assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
+    assert_int_equal(gv_create(toks, 4, NULL, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
     slm_sampler *s = plain_sampler(1.0f, 0);
@@ -625,7 +625,7 @@ static void sampler_lazy_exact(void **unused) {
     gv_token toks[4] = {{(const uint8_t *)"a", 1, GV_TEXT}, {(const uint8_t *)"b", 1, GV_TEXT},
                         {(const uint8_t *)"c", 1, GV_TEXT}, {(const uint8_t *)"ac", 2, GV_TEXT}};
     slm_grammar_vocab *v = NULL;
-    assert_int_equal(gv_create(toks, 4, &v), SLM_OK);
+    assert_int_equal(gv_create(toks, 4, NULL, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
     slm_sampler *s = plain_sampler(1.0f, 11);

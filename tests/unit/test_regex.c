@@ -29,7 +29,7 @@ static gr_grammar *compile(const char *pattern, slm_status *st, slm_err *e) {
     *st = gr_regex_to_gbnf(pattern, strlen(pattern), "root", &b, e);
     gr_grammar *g = NULL;
     if (*st == SLM_OK) {
-        *st = gr_parse(b.p, b.n, "root", &g, e);
+        *st = gr_parse(b.p, b.n, "root", NULL, &g, e);
         if (*st) fprintf(stderr, "pattern /%s/: GBNF refused: %s\n%s", pattern, e->msg, b.p);
     }
     buf_free(&b);
@@ -39,7 +39,7 @@ static gr_grammar *compile(const char *pattern, slm_status *st, slm_err *e) {
 /* True when the grammar derives exactly the bytes s[0, n). */
 static bool accepts(const gr_grammar *g, const char *s, size_t n) {
     gm m;
-    gm_init(&m, g);
+    gm_init(&m, g, NULL);
     int32_t d = gm_start(&m);
     for (size_t i = 0; i < n && d >= 0; i++) d = gm_step(&m, d, (uint8_t)s[i]);
     bool ok = d >= 0 && gm_can_end(&m, d);
@@ -171,7 +171,7 @@ static void composes(void **unused) {
     assert_int_equal(gr_regex_to_gbnf("^[a-z]+$", 8, "p-1", &b, &e), SLM_OK);
     assert_int_equal(gr_regex_to_gbnf("\\d", 2, "p-2", &b, &e), SLM_OK);
     gr_grammar *g = NULL;
-    assert_int_equal(gr_parse(b.p, b.n, "root", &g, &e), SLM_OK);
+    assert_int_equal(gr_parse(b.p, b.n, "root", NULL, &g, &e), SLM_OK);
     static const char ok[] = "\"abc\",\"x1y\"", bad1[] = "\"ab1\",\"x1y\"", bad2[] = "\"abc\",\"xy\"";
     assert_true(accepts(g, ok, sizeof ok - 1));
     assert_false(accepts(g, bad1, sizeof bad1 - 1));
@@ -211,7 +211,7 @@ static uint64_t rng_next(uint64_t *s) {
  * a JSON string literal: the contents between quotes); false when the walk ran past the length cap. */
 static bool sample(const gr_grammar *g, uint64_t *rs, buf *out) {
     gm m;
-    gm_init(&m, g);
+    gm_init(&m, g, NULL);
     int32_t d = gm_start(&m);
     size_t start = out->n;
     buf_putc(out, '"');

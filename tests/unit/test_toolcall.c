@@ -283,7 +283,7 @@ static void walk_calls(const char *tmpl, const char *only) {
     }
     toks[256] = (gv_token){NULL, 0, GV_EOG};
     slm_grammar_vocab *v = NULL;
-    assert_int_equal(gv_create(toks, N, &v), SLM_OK);
+    assert_int_equal(gv_create(toks, N, NULL, &v), SLM_OK);
     slm_constraint *c = NULL;
     assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
     cJSON *tools = cJSON_Parse(TOOLS);

@@ -297,17 +297,7 @@ void responses_sse_start(job *j) {
 }
 
 void responses_sse_progress(job *j, size_t upto) {
-    choice *c = &j->choices[0];
-    if (j->p.tools.parse) return;
-    const char *t = c->text.p ? c->text.p : "";
-    answer_parts parts = split_answer(j, t, c->text.n, c->finish != NULL);
-    if (upto > parts.ready) upto = parts.ready;
-    if (upto <= c->n_sent) return;
-    size_t r_from = c->n_sent > parts.r0 ? c->n_sent : parts.r0, r_to = upto < parts.r1 ? upto : parts.r1;
-    stream_text(j, 'k', t, r_from, r_to);
-    size_t c_from = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
-    stream_text(j, 't', t, c_from, upto);
-    c->n_sent = upto;
+    stream_answer(j, upto, stream_text);
 }
 
 /* A request with tools: every item of the finished answer, as events. */

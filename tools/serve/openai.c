@@ -210,6 +210,20 @@ answer_parts split_answer(const job *j, const char *t, size_t n, bool final) {
     return p;
 }
 
+void stream_answer(job *j, size_t upto, answer_emit_fn emit) {
+    choice *c = &j->choices[0];
+    if (j->p.tools.parse) return;
+    const char *t = c->text.p ? c->text.p : "";
+    answer_parts parts = split_answer(j, t, c->text.n, c->finish != NULL);
+    if (upto > parts.ready) upto = parts.ready;
+    if (upto <= c->n_sent) return;
+    size_t r_from = c->n_sent > parts.r0 ? c->n_sent : parts.r0, r_to = upto < parts.r1 ? upto : parts.r1;
+    emit(j, 'k', t, r_from, r_to);
+    size_t c_from = c->n_sent > parts.c0 ? c->n_sent : parts.c0;
+    emit(j, 't', t, c_from, upto);
+    c->n_sent = upto;
+}
+
 /* text[from, to) as a new NUL-terminated string (caller frees; NULL when out of memory). */
 static char *text_span(const choice *c, size_t from, size_t to) {
     char *v = malloc(to - from + 1);

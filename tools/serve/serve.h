@@ -171,6 +171,12 @@ typedef struct answer_parts {
 
 /* openai.c */
 answer_parts split_answer(const job *j, const char *t, size_t n, bool final);
+/* Streams choice 0's answer up to upto (at most what split_answer says is ready) from where it
+ * stopped (n_sent, which advances): the new reasoning, then the new content, each through emit
+ * (kind 'k' reasoning, 't' content; text[from, to), maybe empty). Nothing for a request with tools
+ * (its calls go at the end). Under srv->mu. The Anthropic and Responses streams use it. */
+typedef void (*answer_emit_fn)(job *j, char kind, const char *text, size_t from, size_t to);
+void stream_answer(job *j, size_t upto, answer_emit_fn emit);
 /* The stop string that ended choice ci (its ids spell it right after the text), or NULL. */
 const char *job_stop_word(const job *j, int32_t ci);
 cJSON *error_json(const char *msg, unsigned status, const char *code);

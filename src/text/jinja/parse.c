@@ -121,6 +121,13 @@ static void call_args(jparser *p, jnode *n) {
     n->v = v.v;
     n->nv = v.n;
 }
+/* A call of n: '(' arguments ')'. */
+static jnode *call(jparser *p, jnode *n) {
+    jnode *c = mk(p, E_CALL, next(p)->pos);
+    c->a = n;
+    call_args(p, c);
+    return c;
+}
 
 static jnode *filter(jparser *p, jnode *operand) {
     uint32_t pos = cur(p)->pos;
@@ -162,10 +169,7 @@ static jnode *filter_expr(jparser *p, jnode *n) {
             }
             n = t;
         } else if (is_op(p, '(')) {
-            jnode *c = mk(p, E_CALL, next(p)->pos);
-            c->a = n;
-            call_args(p, c);
-            n = c;
+            n = call(p, n);
         } else {
             return n;
         }
@@ -227,10 +231,7 @@ static jnode *postfix(jparser *p, jnode *n) {
             a->a = n;
             n = a;
         } else if (is_op(p, '(')) {
-            jnode *c = mk(p, E_CALL, next(p)->pos);
-            c->a = n;
-            call_args(p, c);
-            n = c;
+            n = call(p, n);
         } else {
             return n;
         }
@@ -430,26 +431,19 @@ static jnode *notx(jparser *p) {
     }
     return compare(p);
 }
-static jnode *andx(jparser *p) {
-    jnode *n = notx(p);
-    while (is_name(p, "and")) {
-        jnode *m = mk(p, E_AND, next(p)->pos);
+/* sub (word sub)*, grouped from the left into nodes of kind k: "and", "or". */
+static jnode *chain(jparser *p, const char *word, jkind k, jnode *(*sub)(jparser *)) {
+    jnode *n = sub(p);
+    while (is_name(p, word)) {
+        jnode *m = mk(p, k, next(p)->pos);
         m->a = n;
-        m->b = notx(p);
+        m->b = sub(p);
         n = m;
     }
     return n;
 }
-static jnode *orx(jparser *p) {
-    jnode *n = andx(p);
-    while (is_name(p, "or")) {
-        jnode *m = mk(p, E_OR, next(p)->pos);
-        m->a = n;
-        m->b = andx(p);
-        n = m;
-    }
-    return n;
-}
+static jnode *andx(jparser *p) { return chain(p, "and", E_AND, notx); }
+static jnode *orx(jparser *p) { return chain(p, "or", E_OR, andx); }
 static jnode *expr_noternary(jparser *p) { return orx(p); }
 static jnode *expr(jparser *p) {
     enter(p);
