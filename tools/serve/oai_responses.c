@@ -126,7 +126,7 @@ static cJSON *response_object(const job *j, cJSON *output, const char *status) {
     if (!strcmp(status, "incomplete"))
         cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "incomplete_details"), "reason", "max_output_tokens");
     else cJSON_AddNullToObject(root, "incomplete_details");
-    cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "model", j->mdl->id);
     cJSON_AddItemToObject(root, "output", output ? output : cJSON_CreateArray());
     static const char *const defaults[][2] = {{"parallel_tool_calls", "true"}, {"tool_choice", "\"auto\""},
                                               {"tools", "[]"},                 {"instructions", "null"},
