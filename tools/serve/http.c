@@ -238,6 +238,18 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     q.ignore_eos = j->r.ignore_eos;
     q.on_event = on_engine_event;
     q.user = j;
+    if (j->p.think_track) {
+        q.think_open = "<think>";
+        q.think_close = "</think>";
+        q.think_in_prompt = j->p.think_in_prompt;
+        if (j->p.think_budget >= 0) {
+            q.think_close_ids = j->p.think_close_ids;
+            q.n_think_close_ids = j->p.n_think_close;
+            q.think_budget = j->p.think_budget;
+        }
+    }
+    q.pin_slot = j->r.has_id_slot;
+    q.slot = j->r.id_slot;
     uint64_t engine_id = 0;
     slm_status st = slm_engine_submit(j->mdl->engine, &q, &engine_id, e.msg, sizeof e.msg);
     pthread_mutex_lock(&s->mu);
@@ -354,7 +366,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
     R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
-    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS, R_MODELS_LOAD, R_MODELS_UNLOAD,
+    R_RESPONSE_DELETE, R_SLOT, R_SLOTS, R_CHAT_TOKENS, R_MODELS_LOAD, R_MODELS_UNLOAD,
 } route;
 
 static const struct {
@@ -390,6 +402,7 @@ static const struct {
     {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
     {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
+    {"/slots", "GET", R_SLOTS},
 };
 
 /* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
@@ -465,6 +478,51 @@ static enum MHD_Result handle_slot(serve_ctx *s, struct MHD_Connection *conn, re
     if (sm) serve_model_release(sm);
     cJSON_Delete(root);
     return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
+}
+
+/* GET /slots (?model=, ?fail_on_no_slot=1): llama-server's list of slots, as far as statelm has
+ * their fields: id, n_ctx, speculative, is_processing; for a busy slot id_task, n_prompt_tokens
+ * and next_token [{has_next_token, n_decoded}]; statelm's n_cached_tokens (what the
+ * slot's session holds). fail_on_no_slot: 503 when every slot is busy. */
+static enum MHD_Result handle_slots(serve_ctx *s, struct MHD_Connection *conn) {
+    sreq_err e = {0};
+    serve_model *sm = model_for(s, conn, NULL, &e);
+    if (!sm) return send_err(s, conn, SAPI_CHAT, &e);
+    int32_t n = 0;
+    slm_engine_slot_info *v = calloc((size_t)s->o.parallel, sizeof *v);
+    if (!v || slm_engine_slots(sm->engine, v, s->o.parallel, &n) != SLM_OK) {
+        free(v);
+        serve_model_release(sm);
+        return send_error(s, conn, 500, NULL, "out of memory");
+    }
+    cJSON *arr = cJSON_CreateArray();
+    bool any_idle = false;
+    for (int32_t i = 0; i < n && i < s->o.parallel; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", v[i].id);
+        cJSON_AddNumberToObject(o, "n_ctx", sm->n_ctx);
+        cJSON_AddBoolToObject(o, "speculative", s->o.lookup || s->o.draft_model);
+        cJSON_AddBoolToObject(o, "is_processing", v[i].busy);
+        cJSON_AddNumberToObject(o, "n_cached_tokens", (double)v[i].n_history);
+        if (v[i].busy) {
+            cJSON_AddNumberToObject(o, "id_task", (double)v[i].request);
+            cJSON_AddNumberToObject(o, "n_prompt_tokens", (double)v[i].n_prompt);
+            cJSON *next = cJSON_CreateObject();
+            cJSON_AddBoolToObject(next, "has_next_token", true);
+            cJSON_AddNumberToObject(next, "n_decoded", (double)v[i].n_generated);
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "next_token"), next);
+        }
+        any_idle |= !v[i].busy;
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(v);
+    serve_model_release(sm);
+    const char *fail = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    if (fail && strcmp(fail, "0") != 0 && !any_idle) {
+        cJSON_Delete(arr);
+        return send_error(s, conn, 503, "server_busy", "no slot available");
+    }
+    return send_json(s, conn, 200, arr, false);
 }
 
 typedef bool (*util_fn)(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
@@ -636,6 +694,7 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
     case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_responses, SAPI_RESPONSES);
     case R_SLOT: return handle_slot(s, conn, r, url + strlen("/slots/"));
+    case R_SLOTS: return handle_slots(s, conn);
     case R_RESPONSE_GET:
     case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);
     case R_HEALTH: break;

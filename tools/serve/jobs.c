@@ -124,6 +124,8 @@ static bool choice_update(choice *c, const slm_engine_event *ev) {
         c->lps = v;
     }
     c->n_tokens = ev->n_tokens;
+    c->n_think = ev->n_think_tokens;
+    c->think_forced = ev->think_forced;
     if (ev->finish) {
         c->finish = ev->finish == SLM_ENGINE_FINISH_LENGTH ? "length" : "stop";
         c->ids_cut = ev->ids_cut || ev->n_ids < ev->n_tokens;

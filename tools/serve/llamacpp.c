@@ -299,7 +299,7 @@ cJSON *util_props(const serve_model *sm) {
     cJSON_AddBoolToObject(mod, "vision", false);
     cJSON_AddBoolToObject(mod, "video", false);
     cJSON_AddBoolToObject(mod, "audio", false);
-    cJSON_AddBoolToObject(root, "endpoint_slots", sm->srv->o.state_dir != NULL);
+    cJSON_AddBoolToObject(root, "endpoint_slots", true); /* GET /slots; saving and restoring need --state-dir */
     cJSON_AddBoolToObject(root, "endpoint_props", false);
     cJSON_AddBoolToObject(root, "endpoint_metrics", true);
     const char *src = sm->template_text ? sm->template_text : slm_model_chat_template(sm->m);

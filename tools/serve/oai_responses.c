@@ -28,7 +28,8 @@ static cJSON *usage_json(const job *j) {
     cJSON_AddNumberToObject(in, "cached_tokens", (double)j->cached_tokens);
     cJSON_AddNumberToObject(in, "cache_write_tokens", 0);
     cJSON_AddNumberToObject(u, "output_tokens", (double)out);
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens",
+                            (double)j->choices[0].n_think);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_ids + out));
     return u;
 }

@@ -140,13 +140,17 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
 
 static cJSON *usage_json(const job *j) {
     cJSON *u = cJSON_CreateObject();
-    size_t n_gen = 0;
-    for (int32_t i = 0; i < j->r.n; i++) n_gen += j->choices[i].n_tokens;
+    size_t n_gen = 0, n_think = 0;
+    for (int32_t i = 0; i < j->r.n; i++) {
+        n_gen += j->choices[i].n_tokens;
+        n_think += j->choices[i].n_think;
+    }
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->p.n_ids);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_ids + n_gen));
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", (double)j->cached_tokens);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens", (double)n_think);
     return u;
 }
 

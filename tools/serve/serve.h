@@ -83,6 +83,8 @@ typedef struct choice {
     size_t n_ids;
     bool ids_cut;       /* a stop string cut text (ids spell more than text), or ids are missing */
     tool_stream ts;     /* what a stream has sent of a forced tool call */
+    size_t n_think;     /* tokens generated inside the think block (usage's reasoning_tokens) */
+    bool think_forced;  /* the thinking budget closed the block */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
