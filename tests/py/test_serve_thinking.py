@@ -14,12 +14,17 @@ qwen35 model with its own Jinja template, whose generation prompt opens a think 
 - Anthropic's thinking {type: enabled, budget_tokens} and {type: disabled}; Responses'
   reasoning.effort "none" (reasoning_tokens 0);
 - bad values are 400 naming the field;
+- SmolLM2 (from the cache; that part skipped when absent) with a --chat-template-file whose
+  generation prompt opens "<think>\n": there "</think>" is several tokens, written one after the
+  other after B thinking tokens (their texts spell "</think>", /tokenize's count of them);
 - GET /slots: llama-server's fields; a request pinned with id_slot 1 shows on slot 1 while it
   runs (is_processing, id_task, n_prompt_tokens), slot 0 idle; afterwards slot 1 holds the
   conversation (n_cached_tokens); an id_slot out of range is 400.
 Usage: test_serve_thinking.py STATELM TESTS_DATA_DIR."""
 import json
+import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -123,6 +128,37 @@ try:
 
 finally:
     srv.stop("thinking server")
+
+# SmolLM2 with a template that opens a think block: a close tag of several tokens
+SMOL = Path(os.environ.get("STATELM_CACHE", Path.home() / ".cache" / "statelm")) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+if not SMOL.exists():
+    print(f"SKIPPED part: {SMOL} is absent (scripts/fetch-models.sh fetches it)")
+else:
+    tmpl = tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False)
+    tmpl.write("{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}"
+               "{%- endif %}")
+    tmpl.close()
+    srv = serve_harness.Server(statelm, SMOL, "-c", "512", "--parallel", "1", "--chat-template-file", tmpl.name,
+                               key="x", timeout=300)
+    try:
+        st, out = srv.post({"content": CLOSE, "add_special": False}, "/tokenize")
+        n_close = len(out.get("tokens", []))
+        check(st == 200 and n_close > 1, f"SmolLM2 tokenizes {CLOSE!r} as one token: {out}")
+        base = chat(reasoning_format="none")
+        toks = [t["token"] for t in base["choices"][0]["logprobs"]["content"]]
+        check(CLOSE not in "".join(toks[:4 + n_close]), f"SmolLM2 closes its think block early: {toks}")
+        out = chat(thinking_budget_tokens=4)
+        got = [t["token"] for t in out["choices"][0]["logprobs"]["content"]]
+        print(f"SmolLM2: {CLOSE} is {n_close} tokens; budget 4 gave {got[:4 + n_close]}")
+        check(got[:4] == toks[:4] and "".join(got[4:4 + n_close]) == CLOSE,
+              f"SmolLM2 budget 4: {got}, want {toks[:4]} then {CLOSE!r} in {n_close} tokens")
+        check(out["usage"]["completion_tokens_details"]["reasoning_tokens"] == 4 and
+              out["choices"][0]["message"].get("reasoning_content") == "".join(toks[:4]).strip(),
+              f"SmolLM2 budget 4: {out['usage']} {out['choices'][0]['message']}")
+    finally:
+        srv.stop("SmolLM2 thinking server")
+        os.unlink(tmpl.name)
 
 # GET /slots and id_slot, on a server whose context holds a long answer
 srv = serve_harness.Server(statelm, MODEL, "-c", "4096", "--parallel", "2", "--seed", "5", key="x", timeout=300)
