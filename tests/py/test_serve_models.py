@@ -15,11 +15,16 @@ two real models of the cache, SmolLM2-135M-Instruct and Gemma 3 270M, served wit
 - an unknown model is 404 model_not_found (OpenAI's error shape, and NotFoundError in the
   openai client; Anthropic's shape on /v1/messages); /models/load and /models/unload answer as
   llama-server's router ({"success": true}; 400 when already loaded / not loaded; 404 unknown);
-- a stored response continued on the other model (previous_response_id) answers.
+- a stored response continued on the other model (previous_response_id) answers;
+- --models-dir DIR: every *.gguf file in it, named by its stem (also reachable by its file name),
+  loaded on first use; bad options (an unreadable folder, two models of one name, --draft-model
+  with several models) stop the server with a message.
 Skipped (77) when a model is absent from the cache. Usage: test_serve_models.py STATELM DATA."""
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -149,8 +154,35 @@ try:
 finally:
     srv.stop("two-model server")
 
+# --models-dir: every *.gguf in it (others skipped), named by stem, the first by name the default
+with tempfile.TemporaryDirectory() as d:
+    for m in (SMOL, GEMMA):
+        os.symlink(m, Path(d) / m.name)
+    (Path(d) / "notes.txt").write_text("not a model")
+    srv = serve_harness.Server(statelm, Path(d) / SMOL.name, "--models-dir", d, "--parallel", "1", "-c", "256",
+                               key="x", timeout=300)
+    try:
+        # -m names the same file again: two models, ids differ (file name for -m, stem for the folder)
+        stems = [SMOL.stem, GEMMA.stem]
+        check(list(status_of(srv)) == [SMOL.name, *stems], f"--models-dir: {status_of(srv)}")
+        for name in (GEMMA.stem, GEMMA.name):
+            st, _, body = srv.request("POST", "/tokenize", {"model": name, "content": "hi"})
+            check(st == 200, f"--models-dir: /tokenize on {name}: {st} {body[:200]!r}")
+        check(status_of(srv)[GEMMA.stem] == "loaded", f"--models-dir after a request: {status_of(srv)}")
+    finally:
+        srv.stop("--models-dir server")
+    # the folder alone: its first file by name is the default
+    p = subprocess.Popen([statelm, "serve", "--models-dir", d, "--port", "0", "-t", "1", "-c", "256"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        check("(2 models, default " + SMOL.stem in line, f"--models-dir alone: {line!r}")
+    finally:
+        p.terminate()
+        _, err = p.communicate(timeout=60)
+        check(p.returncode == 0, f"--models-dir alone: exit {p.returncode} {err[-300:]!r}")
+
 # bad options
-import subprocess  # noqa: E402
 for args, what in [(["--models-dir", "/nonexistent"], "cannot open"),
                    (["-m", str(SMOL), "-m", str(SMOL)], "two models named"),
                    (["-m", str(SMOL), "-m", str(GEMMA), "--draft-model", str(SMOL)], "--draft-model needs one model")]:

@@ -279,6 +279,10 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 done:
     if (d) MHD_quiesce_daemon(d);
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true; /* requests waiting for a model end with 503 */
+    pthread_cond_broadcast(&s->models_cv);
+    pthread_mutex_unlock(&s->mu);
     for (int32_t i = 0; s->models && i < s->n_models; i++) { /* every request gets its DONE event */
         serve_model *sm = &s->models[i];
         pthread_mutex_lock(&s->mu);

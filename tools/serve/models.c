@@ -187,6 +187,10 @@ bool serve_model_acquire(serve_model *sm, sreq_err *e) {
     serve_ctx *s = sm->srv;
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            return sreq_fail(e, 503, "server_shutting_down", "the server is shutting down");
+        }
         if (sm->state == SM_LOADED) {
             sm->refs++;
             sm->last_used = ++s->model_tick;

@@ -178,7 +178,8 @@ typedef struct serve_ctx {
     char *template_text;         /* --chat-template-file's text, or NULL */
     resp_store *responses;       /* stored /v1/responses (memory, and --state-dir files) */
     pthread_mutex_t mu;
-    pthread_cond_t models_cv;    /* a model's state or refs changed */
+    pthread_cond_t models_cv;    /* a model's state or refs changed, or stopping */
+    bool stopping;               /* shutdown began: no model loads any more */
     uint64_t model_tick;
     uint64_t next_id;   /* of response ids */
     int32_t n_inflight; /* HTTP requests not yet completed */
