@@ -308,6 +308,16 @@ cJSON *serve_models_json(serve_ctx *s) {
         cJSON_AddStringToObject(m, "object", "model");
         cJSON_AddNumberToObject(m, "created", 0);
         cJSON_AddStringToObject(m, "owned_by", "statelm");
+        cJSON *aliases = cJSON_AddArrayToObject(m, "aliases"); /* the other names a request may use */
+        char stem[256];
+        snprintf(stem, sizeof stem, "%s", sm->file);
+        size_t n = strlen(stem);
+        if (n > 5 && !strcmp(stem + n - 5, ".gguf")) stem[n - 5] = 0;
+        if (strcmp(sm->file, sm->id) != 0) cJSON_AddItemToArray(aliases, cJSON_CreateString(sm->file));
+        if (strcmp(stem, sm->id) != 0 && strcmp(stem, sm->file) != 0) cJSON_AddItemToArray(aliases, cJSON_CreateString(stem));
+        cJSON *arch = cJSON_AddObjectToObject(m, "architecture");
+        cJSON_AddItemToObject(arch, "input_modalities", cJSON_CreateStringArray((const char *const[]){"text"}, 1));
+        cJSON_AddItemToObject(arch, "output_modalities", cJSON_CreateStringArray((const char *const[]){"text"}, 1));
         cJSON *st = cJSON_AddObjectToObject(m, "status");
         cJSON_AddStringToObject(st, "value", state_name(sm->state));
         if (sm->load_error[0] && sm->state == SM_UNLOADED) {
