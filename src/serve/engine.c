@@ -603,6 +603,7 @@ SLM_API void slm_engine_free(slm_engine *e) {
         slm_session_destroy(e->slots[i].draft);
     }
     for (int32_t i = 0; e->forks && i < e->n_forks; i++) slm_session_destroy(e->forks[i].draft);
+    al_free(e->a, e->slot_info);
     al_free(e->a, e->slots);
     al_free(e->a, e->forks);
     al_free(e->a, e->all);
