@@ -16,6 +16,7 @@ two real models of the cache, SmolLM2-135M-Instruct and Gemma 3 270M, served wit
   openai client; Anthropic's shape on /v1/messages); /models/load and /models/unload answer as
   llama-server's router ({"success": true}; 400 when already loaded / not loaded; 404 unknown);
 - a stored response continued on the other model (previous_response_id) answers;
+- --models-mib: below the two files' sizes together the other model unloads, above them both stay;
 - --models-dir DIR: every *.gguf file in it, named by its stem (also reachable by its file name),
   loaded on first use; bad options (an unreadable folder, two models of one name, --draft-model
   with several models) stop the server with a message.
@@ -153,6 +154,20 @@ try:
           f"responses across models: {r1.model} {r2.model} {r2.status}")
 finally:
     srv.stop("two-model server")
+
+# --models-mib: the files' sizes (gguf-py-independent: os.stat) bound what is loaded together
+mib_a, mib_b = SMOL.stat().st_size / 2**20, GEMMA.stat().st_size / 2**20
+for budget, both in [(int(mib_a + mib_b) - 1, False), (int(mib_a + mib_b) + 1, True)]:
+    srv = serve_harness.Server(statelm, SMOL, "-m", str(GEMMA), "--models-mib", str(budget), "--parallel", "1",
+                               "-c", "256", key="x", timeout=300)
+    try:
+        for name in (B, A, B):
+            st, _, body = srv.request("POST", "/tokenize", {"model": name, "content": "hi"})
+            check(st == 200, f"--models-mib {budget}: /tokenize on {name}: {st}")
+        want = {A: "loaded", B: "loaded"} if both else {A: "unloaded", B: "loaded"}
+        check(status_of(srv) == want, f"--models-mib {budget} ({mib_a:.0f} + {mib_b:.0f} MiB): {status_of(srv)}")
+    finally:
+        srv.stop(f"--models-mib {budget} server")
 
 # --models-dir: every *.gguf in it (others skipped), named by stem, the first by name the default
 with tempfile.TemporaryDirectory() as d:

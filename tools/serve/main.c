@@ -24,6 +24,7 @@ static void usage_serve(void) {
          "  --models-dir DIR     serve every *.gguf in DIR too (named by the file's stem)\n"
          "  --models-max N       most models loaded at once (default 0: no limit); a model loads on its\n"
          "                       first request, the least recently used idle one unloads past N\n"
+         "  --models-mib M       and past M MiB of model files loaded (default 0: no bound)\n"
          "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
          "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
          "  --parallel N         slots: requests generated concurrently (default 4)\n"
@@ -113,6 +114,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         else if (!strcmp(a, "--models-dir")) o->models_dir = v;
         else if (!strcmp(a, "--models-max")) dst = &o->models_max, lo = 0, hi = SERVE_MAX_MODELS;
+        else if (!strcmp(a, "--models-mib")) dst = &o->models_mib, lo = 0, hi = 1 << 30;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--api-key")) o->api_key = v;
         else if (!strcmp(a, "--state-dir")) o->state_dir = v;

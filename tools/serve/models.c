@@ -1,13 +1,15 @@
 /* models.c — the models `statelm serve` answers for (-m A -m B, --models-dir DIR): a request names
  * one by "model" (models[0] when it names none); a model loads on first use, with its own engine
  * (slots, snapshot cache), tokenizer and generated-ids memory; past --models-max loaded models the
- * least recently used one with no request in flight unloads. /v1/models lists every model with
+ * least recently used one with no request in flight unloads (also past --models-mib MiB of model
+ * files). /v1/models lists every model with
  * its state, /models/load and /models/unload as llama-server's router answers them.
  *
  * States (under srv->mu): UNLOADED -> LOADING (one thread loads, outside the lock) -> LOADED ->
  * UNLOADING (once refs is 0; one thread frees, outside the lock) -> UNLOADED. Threads that find a
  * model LOADING or UNLOADING wait on srv->models_cv, which every state change and every release to
- * refs 0 broadcasts. A model counts against --models-max from LOADING to the end of UNLOADING. */
+ * refs 0 broadcasts. A model counts against --models-max and --models-mib from LOADING to the end
+ * of UNLOADING. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +72,7 @@ bool serve_models_init(serve_ctx *s) {
         }
         struct stat st;
         if (stat(sm->path, &st) != 0 || !S_ISREG(st.st_mode)) ok = (cli_fail("%s: no such model file", sm->path), false);
+        sm->file_bytes = ok ? (uint64_t)st.st_size : 0;
         if (i == 0 && o->alias) snprintf(sm->id, sizeof sm->id, "%s", o->alias);
         for (int32_t k = 0; ok && k < s->n_models; k++)
             if (!strcmp(s->models[k].id, sm->id)) ok = (cli_fail("serve: two models named '%s'", sm->id), false);
@@ -176,11 +179,18 @@ static void unload_locked(serve_model *sm) {
     pthread_cond_broadcast(&s->models_cv);
 }
 
-/* Models counted against --models-max now. */
-static int32_t n_resident_locked(const serve_ctx *s) {
+/* Whether loading sm now would pass --models-max or --models-mib (the models from LOADING to the
+ * end of UNLOADING count; a model alone is never refused for its size). */
+static bool over_limits_locked(const serve_ctx *s, const serve_model *sm) {
     int32_t n = 0;
-    for (int32_t i = 0; i < s->n_models; i++) n += s->models[i].state != SM_UNLOADED;
-    return n;
+    uint64_t bytes = 0;
+    for (int32_t i = 0; i < s->n_models; i++)
+        if (s->models[i].state != SM_UNLOADED) {
+            n++;
+            bytes += s->models[i].file_bytes;
+        }
+    if (s->o.models_max > 0 && n >= s->o.models_max) return true;
+    return s->o.models_mib > 0 && n > 0 && bytes + sm->file_bytes > ((uint64_t)s->o.models_mib << 20);
 }
 
 bool serve_model_acquire(serve_model *sm, sreq_err *e) {
@@ -202,7 +212,7 @@ bool serve_model_acquire(serve_model *sm, sreq_err *e) {
             continue;
         }
         /* room first: the least recently used idle model unloads; all busy: wait for one */
-        if (s->o.models_max > 0 && n_resident_locked(s) >= s->o.models_max) {
+        if (over_limits_locked(s, sm)) {
             serve_model *lru = NULL;
             for (int32_t i = 0; i < s->n_models; i++) {
                 serve_model *x = &s->models[i];

@@ -55,6 +55,7 @@ typedef struct serve_opts {
     int32_t n_models;
     const char *models_dir;               /* --models-dir: every *.gguf in it */
     int32_t models_max;                   /* --models-max: most models loaded at once (0: all) */
+    int32_t models_mib;                   /* --models-mib: most MiB of model files loaded at once (0: no bound) */
     const char *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     const char *chat_template_file, *chat_template_kwargs; /* --chat-template-file F, --chat-template-kwargs JSON */
     bool lookup, no_prefix_reuse;
@@ -151,6 +152,7 @@ typedef struct serve_model {
                                  * or the file's stem (--models-dir) */
     char path[4096];            /* the GGUF file */
     const char *file;           /* path's last component */
+    uint64_t file_bytes;        /* the file's size: its memory when loaded, as --models-mib counts it */
     slm_model *m;
     slm_model *draft_model;     /* --draft-model (one model served only), or NULL */
     serve_embedder *embedder;   /* --embeddings (embed.c): its own session, never a slot; else NULL */
