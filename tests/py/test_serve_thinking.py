@@ -121,7 +121,7 @@ try:
         st, out = srv.post({"model": "m", "messages": MSGS, "max_tokens": 2, **extra}, "/v1/chat/completions")
         check(st == 400 and field in out.get("error", {}).get("message", ""), f"{extra}: {st} {out}")
     st, out = srv.post({"model": "m", "input": "x", "reasoning": {"effort": 3}}, "/v1/responses")
-    check(st == 400 and "reasoning.effort" in out["error"]["message"], f"reasoning.effort 3: {st} {out}")
+    check(st == 400 and "'reasoning'.effort" in out["error"]["message"], f"reasoning.effort 3: {st} {out}")
     st, out = srv.post({"model": "m", "max_tokens": 2, "messages": MSGS, "thinking": {"type": "enabled", "budget_tokens": -1}},
                        "/v1/messages")
     check(st == 400 and "budget_tokens" in out["error"]["message"], f"budget_tokens -1: {st} {out}")

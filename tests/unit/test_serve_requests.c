@@ -483,12 +483,16 @@ static void test_reasoning_control(void **state) {
     refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"thinking_budget_tokens\":1.5}",
             "thinking_budget_tokens");
     refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"max\"}",
-            "reasoning_effort");
+            "'reasoning_effort' must be");
     refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"id_slot\":\"1\"}", "id_slot");
-    refused(sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":1}}", "reasoning.effort");
+    refused(sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":1}}", "'reasoning'.effort must be");
+    refused(sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":\"extreme\"}}", "'reasoning'.effort must be");
     refused(sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
                                 "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":\"x\"}}",
-            "budget_tokens");
+            "budget_tokens must be");
+    refused(sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                                "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":-1}}",
+            "budget_tokens must be");
 }
 
 int main(void) {

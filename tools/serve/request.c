@@ -252,7 +252,7 @@ bool sreq_effort_budget(const char *effort, const char *where, sreq *r, sreq_err
             r->think_budget = efforts[i].budget >= 0 ? efforts[i].budget : 0;
             return true;
         }
-    return sreq_fail(e, 400, NULL, "'%s' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or \"xhigh\"", where);
+    return sreq_fail(e, 400, NULL, "%s must be none, minimal, low, medium, high or xhigh", where);
 }
 
 bool sreq_read_reasoning_control(const cJSON *root, sreq *r, sreq_err *e) {
@@ -267,7 +267,7 @@ bool sreq_read_reasoning_control(const cJSON *root, sreq *r, sreq_err *e) {
         break;
     }
     const cJSON *eff = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort");
-    if (eff && !cJSON_IsNull(eff) && v < 0 && !sreq_effort_budget(cJSON_GetStringValue(eff), "reasoning_effort", r, e))
+    if (eff && !cJSON_IsNull(eff) && v < 0 && !sreq_effort_budget(cJSON_GetStringValue(eff), "'reasoning_effort'", r, e))
         return false;
     const cJSON *slot = cJSON_GetObjectItemCaseSensitive(root, "id_slot");
     if (slot && !cJSON_IsNull(slot)) {

@@ -160,7 +160,7 @@ bool sreq_read_bool(const cJSON *root, const char *name, bool *out, sreq_err *e)
 /* "reasoning_format" (llama-server's per-request field): none, deepseek, auto (= deepseek). */
 bool sreq_read_reasoning_format(const cJSON *root, sreq *r, sreq_err *e);
 /* The thinking budget of a reasoning effort (none 0, minimal 128, low 1024, medium 4096; high,
- * xhigh: no budget); where names the field for the error. */
+ * xhigh: no budget); where names the field for the error ("'reasoning'.effort"). */
 bool sreq_effort_budget(const char *effort, const char *where, sreq *r, sreq_err *e);
 /* "thinking_budget_tokens" / "reasoning_budget_tokens" / "reasoning_budget" (-1: none),
  * "reasoning_effort", "id_slot" (-1: any). */
