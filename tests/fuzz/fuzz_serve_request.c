@@ -3,9 +3,10 @@
  * (0 chat, 1 completions, 2 /completion, 3 Anthropic messages, 4 messages count_tokens,
  * 5 Responses); the rest is the body. Contracts: a refused body has a 4xx/5xx status and a
  * message; an accepted one has 1..8 choices, at most 4 stops, messages with a known role and
- * content for the chat APIs, a thinking budget and id_slot >= 0; validation against limits either passes or names a 4xx; the
- * Responses resolution with no record (404 when a previous id is given) or with the body itself as
- * a record never crashes and keeps every message whole. Seed corpus: tests/data/corpus/serve_request/. */
+ * content for the chat APIs, a thinking budget and id_slot >= 0; validation against limits
+ * either passes or names a 4xx; the Responses resolution with no record (404 when a previous id
+ * is given) or with the body itself as a record never crashes and keeps every message whole.
+ * Seed corpus: tests/data/corpus/serve_request/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
