@@ -33,6 +33,7 @@ extern "C" {
 #define SLM_ENGINE_MAX_N 8            /* most choices per request */
 #define SLM_ENGINE_MAX_STOPS 4        /* most stop strings per request */
 #define SLM_ENGINE_MAX_TOP_LOGPROBS 20
+#define SLM_ENGINE_MAX_THINK_CLOSE 16 /* most tokens of a thinking budget's close tag */
 
 typedef struct slm_engine slm_engine;
 
@@ -104,6 +105,8 @@ typedef struct slm_engine_event {
     const slm_engine_logprob *logprobs; /* (n_logprobs) one per generated token, when asked for */
     size_t n_logprobs;
     slm_engine_finish finish;
+    size_t n_think_tokens; /* tokens generated inside the think block (the request's think_close set) */
+    bool think_forced;     /* the thinking budget ran out: the close tag was written, not sampled */
     /* SLM_ENGINE_EVENT_DONE */
     slm_engine_outcome outcome;
     slm_status status;   /* SLM_OK unless outcome is FAILED */
@@ -130,6 +133,22 @@ typedef struct slm_engine_request {
     bool ignore_eos;               /* end-of-generation tokens are text (not with a grammar) */
     slm_engine_event_fn on_event;  /* required */
     void *user;                    /* passed to on_event */
+    /* Thinking. With think_close set, each choice counts the tokens it generates inside its think
+     * block: from its start when think_in_prompt (the prompt ended inside an open block), else
+     * from where its text holds think_open; until its text holds think_close (the first block
+     * only). With think_close_ids too, a thinking budget: once a choice has generated think_budget
+     * tokens inside the block, its next tokens are think_close_ids, written instead of sampled
+     * (the answer follows, sampled again); a grammar must allow them. Speculation waits for the
+     * block's end. All copied. */
+    const char *think_open, *think_close;
+    bool think_in_prompt;
+    const int32_t *think_close_ids; /* (n_think_close_ids): the close tag's ids; NULL: no budget */
+    int32_t n_think_close_ids;      /* 0..SLM_ENGINE_MAX_THINK_CLOSE */
+    int32_t think_budget;           /* >= 0 (0: the block is closed at once) */
+    /* id_slot: run on slot `slot` (0..n_slots-1) only, waiting for it when busy (requests queued
+     * behind it that another slot can take go first) */
+    bool pin_slot;
+    int32_t slot;
 } slm_engine_request;
 
 /* size set, n = 1, sampler = slm_sampler_params_default(), everything else 0. */
@@ -184,6 +203,21 @@ typedef struct slm_engine_stats {
 } slm_engine_stats;
 
 SLM_API void slm_engine_get_stats(slm_engine *e, slm_engine_stats *out);
+
+/* One slot as slm_engine_slots reports it. */
+typedef struct slm_engine_slot_info {
+    int32_t id;
+    bool busy;            /* a request is being generated on it */
+    uint64_t request;     /* that request's id (0 when idle) */
+    size_t n_prompt;      /* its prompt tokens */
+    size_t n_generated;   /* tokens its first choice has generated so far */
+    size_t n_history;     /* tokens in the slot's session (its cached prefix when idle) */
+} slm_engine_slot_info;
+
+/* The slots now: up to cap entries into out (*n: n_slots). Taken between steps, like
+ * slm_engine_slot (the caller waits for the engine's thread, or reads them itself when the engine
+ * is stepped by hand). */
+SLM_API slm_status slm_engine_slots(slm_engine *e, slm_engine_slot_info *out, int32_t cap, int32_t *n);
 
 #ifdef __cplusplus
 }

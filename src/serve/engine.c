@@ -20,6 +20,8 @@ static void request_free(request *r) {
         al_free(a, r->choices[i].ids);
     }
     for (int32_t i = 0; i < r->n_stops; i++) al_free(a, r->stops[i]);
+    al_free(a, r->think_open);
+    al_free(a, r->think_close);
     al_free(a, (void *)(uintptr_t)r->sp.logit_bias);
     al_free(a, r->prompt);
     al_free(a, r);
@@ -79,23 +81,36 @@ void eng_send_choice(request *r, int32_t ci, size_t n_stable) {
     ev.n_tokens = c->n_tokens;
     ev.n_logprobs = r->logprobs ? c->n_tokens : 0;
     ev.finish = c->finish;
+    ev.n_think_tokens = c->n_think;
+    ev.think_forced = c->n_forced > 0;
     r->on_event(r->user, &ev);
 }
 
 /* ---- stepping -------------------------------------------------------------------------------- */
 
-/* Admits queued requests into idle slots (or, stopping, ends them all). */
+/* Whether slot i is idle (stepping thread). */
+static bool slot_idle(const slm_engine *e, int32_t i) { return e->slots[i].r == NULL; }
+
+/* Admits queued requests into idle slots (or, stopping, ends them all): in queue order, a request
+ * pinned to a busy slot staying queued while those behind it that can start do. */
 static void admit_queued(slm_engine *e) {
     for (;;) {
         pthread_mutex_lock(&e->mu);
         bool stopping = e->stopping;
-        request *r = e->queue_head;
-        if (!r || (!stopping && e->st.n_busy >= e->p.n_slots)) {
+        request *r = e->queue_head, *prev = NULL;
+        if (!stopping)
+            while (r && !r->cancelled && r->slot >= 0 && !slot_idle(e, r->slot)) {
+                prev = r;
+                r = r->next;
+            }
+        if (!r || (!stopping && !r->cancelled && e->st.n_busy >= e->p.n_slots)) {
             pthread_mutex_unlock(&e->mu);
             return;
         }
-        e->queue_head = r->next;
-        if (!e->queue_head) e->queue_tail = NULL;
+        if (prev) prev->next = r->next;
+        else e->queue_head = r->next;
+        if (e->queue_tail == r) e->queue_tail = prev;
+        r->next = NULL;
         e->queue_len--;
         bool cancelled = r->cancelled;
         if (!stopping && !cancelled) e->st.n_busy++;
@@ -110,7 +125,7 @@ static void admit_queued(slm_engine *e) {
             continue;
         }
         stream *st = eng_admit(e, r);
-        if (!st) { /* n_busy < n_slots: cannot happen */
+        if (!st) { /* n_busy < n_slots and a pinned slot idle: cannot happen */
             pthread_mutex_lock(&e->mu);
             e->st.n_busy--;
             pthread_mutex_unlock(&e->mu);
@@ -122,6 +137,31 @@ static void admit_queued(slm_engine *e) {
             eng_stream_end(e, st);
         }
     }
+}
+
+/* Publishes the slots' state for slm_engine_slots (stepping thread). */
+static void publish_slots(slm_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < e->p.n_slots; i++) {
+        const stream *st = &e->slots[i];
+        slm_engine_slot_info *o = &e->slot_info[i];
+        o->id = i;
+        o->busy = st->r != NULL;
+        o->request = st->r ? st->r->id : 0;
+        o->n_prompt = st->r ? st->r->n_prompt : 0;
+        o->n_generated = st->r ? st->r->choices[0].n_tokens : 0;
+        slm_session_history(st->s, &o->n_history);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+SLM_API slm_status slm_engine_slots(slm_engine *e, slm_engine_slot_info *out, int32_t cap, int32_t *n) {
+    if (!e || (cap > 0 && !out) || !n) return SLM_ERR_INVALID_ARG;
+    pthread_mutex_lock(&e->mu);
+    *n = e->p.n_slots;
+    for (int32_t i = 0; i < cap && i < e->p.n_slots; i++) out[i] = e->slot_info[i];
+    pthread_mutex_unlock(&e->mu);
+    return SLM_OK;
 }
 
 /* Whether st's request ended or must end now (cancelled, failed, or the engine stopping). */
@@ -203,6 +243,9 @@ static int32_t step(slm_engine *e) {
     for (size_t i = 0; i < e->n_cache; i++) n_files += e->cache[i].snap == NULL;
     pthread_mutex_lock(&e->mu);
     int32_t pending = e->queue_len + n_active;
+    pthread_mutex_unlock(&e->mu);
+    publish_slots(e);
+    pthread_mutex_lock(&e->mu);
     e->st.n_cached_states = e->n_cache - n_files;
     e->st.n_state_files = n_files;
     e->st.cached_state_bytes = e->cache_bytes;
@@ -362,6 +405,16 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
                           q->sampler.logit_bias[i].token, e->n_vocab);
     if (q->grammar && q->ignore_eos)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "ignore_eos cannot be combined with a grammar");
+    if (q->n_think_close_ids < 0 || q->n_think_close_ids > SLM_ENGINE_MAX_THINK_CLOSE ||
+        (q->n_think_close_ids && (!q->think_close_ids || !q->think_close || !q->think_close[0])) || q->think_budget < 0)
+        return refuse(err, err_cap, SLM_ERR_INVALID_ARG,
+                      "a thinking budget needs think_close, 1..%d close ids and a budget >= 0", SLM_ENGINE_MAX_THINK_CLOSE);
+    for (int32_t i = 0; i < q->n_think_close_ids; i++)
+        if (q->think_close_ids[i] < 0 || q->think_close_ids[i] >= e->n_vocab)
+            return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "think_close_ids[%d] = %d is not a token id in [0, %d)", i,
+                          q->think_close_ids[i], e->n_vocab);
+    if (q->pin_slot && (q->slot < 0 || q->slot >= e->p.n_slots))
+        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "slot %d is not in [0, %d)", q->slot, e->p.n_slots);
     if (q->grammar && !grammar_vocab(e))
         return refuse(err, err_cap, SLM_ERR_NOMEM, "cannot build the vocabulary's trie for the grammar");
     request *r = al_calloc(e->a, 1, sizeof *r);
@@ -378,6 +431,10 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
     }
     for (int32_t i = 0; ok && i < q->n_stops; i++)
         if (q->stops[i] && q->stops[i][0]) ok = (r->stops[r->n_stops++] = al_strdup(e->a, q->stops[i])) != NULL;
+    if (ok && q->think_close && q->think_close[0]) {
+        ok = (r->think_close = al_strdup(e->a, q->think_close)) != NULL;
+        if (ok && q->think_open && q->think_open[0]) ok = (r->think_open = al_strdup(e->a, q->think_open)) != NULL;
+    }
     if (!ok) {
         request_free(r);
         return refuse(err, err_cap, SLM_ERR_NOMEM, "out of memory");
@@ -390,6 +447,11 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
     r->logprobs = q->logprobs;
     r->top_logprobs = q->top_logprobs;
     r->ignore_eos = q->ignore_eos;
+    r->think_in_prompt = q->think_in_prompt && r->think_close;
+    r->n_think_close = r->think_close ? q->n_think_close_ids : 0;
+    if (r->n_think_close) memcpy(r->think_close_ids, q->think_close_ids, (size_t)r->n_think_close * sizeof(int32_t));
+    r->think_budget = q->think_budget;
+    r->slot = q->pin_slot ? q->slot : -1;
     r->on_event = q->on_event;
     r->user = q->user;
     r->refs = 2; /* the queue, and until DONE */
@@ -487,10 +549,11 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     e->forks = al_calloc(a, (size_t)e->n_forks, sizeof *e->forks);
     e->all = al_array(a, (size_t)n_all, sizeof *e->all);
     e->dec = al_array(a, (size_t)n_all, sizeof *e->dec);
+    e->slot_info = al_calloc(a, (size_t)p.n_slots, sizeof *e->slot_info);
     if (p.state_dir) e->state_dir = al_strdup(a, p.state_dir);
     e->p.state_dir = e->state_dir;
     slm_status s = SLM_OK;
-    if (!e->slots || !e->forks || !e->all || !e->dec || (p.state_dir && !e->state_dir))
+    if (!e->slots || !e->forks || !e->all || !e->dec || !e->slot_info || (p.state_dir && !e->state_dir))
         s = refuse(err, err_cap, SLM_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; s == SLM_OK && i < p.n_slots; i++)
         s = slm_session_create(model, &p.session, &e->slots[i].s, err, err_cap);
@@ -525,6 +588,7 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     for (int k = 0; k < 16; k++) e->hash_seed = (e->hash_seed ^ fp[k]) * 1099511628211ull;
     eng_index_state_dir(e, e->slots[0].s);
     e->st.n_state_files = e->n_cache;
+    publish_slots(e);
     *out = e;
     return SLM_OK;
 }
@@ -539,6 +603,7 @@ SLM_API void slm_engine_free(slm_engine *e) {
         slm_session_destroy(e->slots[i].draft);
     }
     for (int32_t i = 0; e->forks && i < e->n_forks; i++) slm_session_destroy(e->forks[i].draft);
+    al_free(e->a, e->slot_info);
     al_free(e->a, e->slots);
     al_free(e->a, e->forks);
     al_free(e->a, e->all);

@@ -49,6 +49,11 @@ typedef struct choice {
     size_t n_ids, cap_ids;
     bool ids_cut;
     slm_engine_finish finish;
+    /* thinking (request think_close): 0 before the think block, 1 inside, 2 after it */
+    int32_t think;
+    size_t n_think;     /* tokens generated inside the block, forced ones excluded */
+    int32_t n_forced;   /* tokens of think_close_ids written (the budget ran out) */
+    size_t think_from;  /* text offset where the block's content starts */
 } choice;
 
 /* A submitted request: what was asked (copied), its choices, and how it ended. */
@@ -64,6 +69,11 @@ typedef struct request {
     bool logprobs, ignore_eos;
     char *stops[SLM_ENGINE_MAX_STOPS];
     int32_t n_stops;
+    char *think_open, *think_close; /* NULL: none */
+    bool think_in_prompt;
+    int32_t think_close_ids[SLM_ENGINE_MAX_THINK_CLOSE];
+    int32_t n_think_close, think_budget; /* n_think_close 0: no budget */
+    int32_t slot; /* the slot it must run on, or -1 */
     slm_engine_event_fn on_event;
     void *user;
     choice choices[SLM_ENGINE_MAX_N];
@@ -93,6 +103,7 @@ typedef struct stream {
     float *own_logits;   /* a fork's copy of the logits it starts from */
     int32_t n_gen;
     int32_t next_id;     /* sampled, to be decoded; -1 none */
+    bool forced;         /* the token being published was written by the thinking budget */
     uint64_t last_used;
     slm_spec *spec;      /* speculation driver over s for this generation, or NULL */
     slm_session *draft;  /* draft_model: this stream's draft session, kept across generations */
@@ -144,6 +155,7 @@ struct slm_engine {
     char op_msg[256];
     uint64_t next_id;
     slm_engine_stats st;
+    slm_engine_slot_info *slot_info; /* (n_slots) the slots as the last step left them, under mu */
 };
 
 /* engine.c */
@@ -159,6 +171,8 @@ uint64_t eng_hash_ids(const slm_engine *e, const int32_t *v, size_t n);
 size_t eng_common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb);
 void eng_cache_remove(slm_engine *e, size_t i, bool keep_file);
 void eng_index_state_dir(slm_engine *e, slm_session *s);
+/* The idle slot r starts on (its pinned slot, or the one sharing the longest prefix), its state
+ * restored from a kept snapshot when that shares more; NULL when none is idle. */
 stream *eng_admit(slm_engine *e, const request *r);
 
 /* stream.c */

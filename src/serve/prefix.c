@@ -173,7 +173,7 @@ stream *eng_admit(slm_engine *e, const request *r) {
     size_t best_lcp = 0;
     for (int32_t i = 0; i < e->p.n_slots; i++) {
         stream *st = &e->slots[i];
-        if (st->r) continue;
+        if (st->r || (r->slot >= 0 && r->slot != i)) continue;
         size_t n_hist;
         const int32_t *hist = slm_session_history(st->s, &n_hist);
         size_t lcp = eng_common_prefix(hist, n_hist, r->prompt, r->n_prompt);

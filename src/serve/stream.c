@@ -46,6 +46,38 @@ static size_t stop_holdback(const request *r, const buf *t) {
     return hold;
 }
 
+/* ---- thinking -------------------------------------------------------------------------------- */
+
+/* Position of tag in text at or after `from` (a match may begin before from by up to the tag's
+ * length - 1: it ends in the new text), or -1. */
+static long find_tag(const buf *t, const char *tag, size_t from) {
+    size_t lt = strlen(tag);
+    for (size_t p = from >= lt ? from - lt + 1 : 0; p + lt <= t->n; p++)
+        if (!memcmp(t->p + p, tag, lt)) return (long)p;
+    return -1;
+}
+
+/* The think block of choice c after a token added text from `old` on (forced: written by the
+ * budget, not counted). */
+static void think_track(const request *r, choice *c, size_t old, bool forced) {
+    if (!r->think_close || c->think == 2) return;
+    if (c->think == 0) {
+        long at = r->think_open ? find_tag(&c->text, r->think_open, old) : -1;
+        if (at >= 0) {
+            c->think = 1;
+            c->think_from = (size_t)at + strlen(r->think_open);
+        }
+        return;
+    }
+    if (!forced) c->n_think++;
+    if (find_tag(&c->text, r->think_close, old > c->think_from ? old : c->think_from) >= 0) c->think = 2;
+}
+
+/* Whether choice c's next token is the thinking budget's (its close tag, being written). */
+static bool think_forcing(const request *r, const choice *c) {
+    return r->n_think_close && c->think == 1 && c->n_think >= (size_t)r->think_budget && c->n_forced < r->n_think_close;
+}
+
 /* ---- streams --------------------------------------------------------------------------------- */
 
 /* Ends st's generation; when it was the request's last choice, the request is done. */
@@ -88,7 +120,13 @@ bool eng_stream_begin(slm_engine *e, stream *st, request *r, int32_t ci) {
     st->choice = ci;
     st->n_gen = 0;
     st->next_id = -1;
+    st->forced = false;
     st->first_sync = true;
+    choice *c = &r->choices[ci];
+    c->think = r->think_in_prompt ? 1 : 0;
+    c->n_think = 0;
+    c->n_forced = 0;
+    c->think_from = 0;
     if (slm_sampler_create(&sp, &st->smp) != SLM_OK || slm_detokenizer_create(e->tok, &st->dt) != SLM_OK) return false;
     return !r->grammar || (slm_constraint_create(r->grammar, e->gvocab, &st->con) == SLM_OK &&
                            slm_sampler_set_constraint(st->smp, st->con) == SLM_OK);
@@ -209,6 +247,7 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
             if (slm_detokenizer_flush(st->dt, &tail, &n_tail) == SLM_OK) buf_put(&c->text, tail, n_tail);
             else ok = false;
         }
+        if (ok && !c->text.oom) think_track(r, c, old, st->forced);
         ok = ok && !c->text.oom;
         c->n_tokens++;
         if (c->n_ids == c->cap_ids && !c->ids_cut) { /* once cut, the ids stay a prefix of the tokens */
@@ -240,26 +279,41 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
     return !finish;
 }
 
-/* Samples the next token of a prefilled stream and publishes it; false when the stream ended. */
+/* Samples the next token of a prefilled stream (or writes the thinking budget's close tag) and
+ * publishes it; false when the stream ended. */
 bool eng_sample_step(slm_engine *e, stream *st) {
-    size_t n_hist;
-    const int32_t *hist = slm_session_history(st->s, &n_hist);
+    request *r = st->r;
+    choice *c = &r->choices[st->choice];
     int32_t id = -1;
-    slm_status ss = SLM_OK;
-    bool finite = true;
-    for (int32_t i = 0; i < e->n_vocab && finite; i++) finite = isfinite(st->logits[i]);
-    if (!finite || (ss = slm_sampler_sample(st->smp, st->logits, e->n_vocab, hist, n_hist, &id)) != SLM_OK) {
-        eng_request_fail(e, st->r, finite ? ss : SLM_ERR_BACKEND,
-                     ss == SLM_ERR_STATE   ? "no token of the vocabulary continues the grammar here"
-                     : ss == SLM_ERR_RANGE ? "logit_bias bans every token"
-                                           : "the model produced non-finite logits");
-        return false;
+    st->forced = think_forcing(r, c);
+    if (st->forced) {
+        id = r->think_close_ids[c->n_forced++];
+        if (c->n_forced == r->n_think_close) c->think = 2; /* written whole: the block ends, whatever the text says */
+        if (st->con && slm_constraint_accept(st->con, id) != SLM_OK) {
+            eng_request_fail(e, r, SLM_ERR_STATE, "the grammar does not allow the thinking budget's close tag");
+            return false;
+        }
+    } else {
+        size_t n_hist;
+        const int32_t *hist = slm_session_history(st->s, &n_hist);
+        slm_status ss = SLM_OK;
+        bool finite = true;
+        for (int32_t i = 0; i < e->n_vocab && finite; i++) finite = isfinite(st->logits[i]);
+        if (!finite || (ss = slm_sampler_sample(st->smp, st->logits, e->n_vocab, hist, n_hist, &id)) != SLM_OK) {
+            eng_request_fail(e, r, finite ? ss : SLM_ERR_BACKEND,
+                             ss == SLM_ERR_STATE   ? "no token of the vocabulary continues the grammar here"
+                             : ss == SLM_ERR_RANGE ? "logit_bias bans every token"
+                                                   : "the model produced non-finite logits");
+            return false;
+        }
+        if (st->con && slm_constraint_accept(st->con, id) != SLM_OK) { /* the mask allowed it: a bug */
+            eng_request_fail(e, r, SLM_ERR_STATE, slm_constraint_errmsg(st->con));
+            return false;
+        }
     }
-    if (st->con && slm_constraint_accept(st->con, id) != SLM_OK) { /* the mask allowed it: a bug */
-        eng_request_fail(e, st->r, SLM_ERR_STATE, slm_constraint_errmsg(st->con));
-        return false;
-    }
-    if (!publish_token(e, st, id, slm_session_pos(st->s))) return false;
+    bool more = publish_token(e, st, id, slm_session_pos(st->s));
+    st->forced = false;
+    if (!more) return false;
     st->next_id = id;
     return true;
 }
@@ -269,12 +323,12 @@ static bool sampler_is_argmax(const slm_sampler_params *p) {
            p->frequency_penalty == 0.0f && p->n_logit_bias == 0;
 }
 
-/* Whether st generates by speculation now: lookup or a draft model, no logprobs or grammar, room
- * left in the context, and the session holds the logits of its last token (a fork holds them after
- * its first decode). */
+/* Whether st generates by speculation now: lookup or a draft model, no logprobs or grammar, no
+ * thinking budget still to watch, room left in the context, and the session holds the logits of
+ * its last token (a fork holds them after its first decode). */
 bool eng_spec_wanted(const slm_engine *e, const stream *st) {
     return (e->p.lookup || e->p.draft_model) && !st->r->logprobs && !st->con && slm_session_pos(st->s) < e->n_ctx &&
-           (!st->own_session || st->n_gen > 0);
+           (!st->own_session || st->n_gen > 0) && (!st->r->n_think_close || st->r->choices[st->choice].think == 2);
 }
 
 /* Starts the speculation driver of st: greedy at temperature 0 without penalties (the tokens plain

@@ -3,9 +3,10 @@
  * (0 chat, 1 completions, 2 /completion, 3 Anthropic messages, 4 messages count_tokens,
  * 5 Responses); the rest is the body. Contracts: a refused body has a 4xx/5xx status and a
  * message; an accepted one has 1..8 choices, at most 4 stops, messages with a known role and
- * content for the chat APIs; validation against limits either passes or names a 4xx; the
- * Responses resolution with no record (404 when a previous id is given) or with the body itself as
- * a record never crashes and keeps every message whole. Seed corpus: tests/data/corpus/serve_request/. */
+ * content for the chat APIs, a thinking budget and id_slot >= 0; validation against limits
+ * either passes or names a 4xx; the Responses resolution with no record (404 when a previous id
+ * is given) or with the body itself as a record never crashes and keeps every message whole.
+ * Seed corpus: tests/data/corpus/serve_request/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(e.status >= 400 && e.status < 600 && e.msg[0]);
     } else {
         FUZZ_CHECK(r.n >= 1 && r.n <= SREQ_MAX_N && r.n_stops <= SREQ_MAX_STOPS && r.max_tokens >= 0);
+        FUZZ_CHECK(r.think_budget >= 0 && (!r.has_id_slot || r.id_slot >= 0));
         check_msgs(&r);
         if (serve_api_is_chat(r.api)) FUZZ_CHECK(r.n_msgs > 0);
         if (r.api == SAPI_RESPONSES) {

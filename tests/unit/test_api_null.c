@@ -480,6 +480,9 @@ static void engine_null(void **unused) {
     assert_int_equal(slm_engine_slot(NULL, 0, SLM_ENGINE_SLOT_SAVE, "x", &n_tokens, NULL, 0), SLM_ERR_INVALID_ARG);
     assert_int_equal(n_tokens, 0);
     assert_int_equal(slm_engine_slot(NULL, 0, SLM_ENGINE_SLOT_ERASE, NULL, NULL, NULL, 0), SLM_ERR_INVALID_ARG);
+    int32_t n_slots = -1;
+    assert_int_equal(slm_engine_slots(NULL, NULL, 0, &n_slots), SLM_ERR_INVALID_ARG);
+    assert_int_equal(slm_engine_slots(NULL, NULL, 0, NULL), SLM_ERR_INVALID_ARG);
 }
 
 /* With real handles, the required out-params of the status calls are checked too. */
@@ -570,7 +573,7 @@ static void every_function_is_covered(void **unused) {
         free(hdr);
     }
     assert_true(n_funcs[0] > 100);
-    assert_int_equal(n_funcs[1], 12); /* statelm_engine.h's slm_engine_* functions */
+    assert_int_equal(n_funcs[1], 13); /* statelm_engine.h's slm_engine_* functions */
     assert_int_equal(missing, 0);
     free(self);
 }

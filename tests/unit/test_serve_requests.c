@@ -430,11 +430,77 @@ static void test_render_prefill(void **state) {
     slm_model_destroy(m);
 }
 
+/* Reasoning control: the budget fields of each API and their precedence, reasoning_effort's
+ * mapping (docs/serve.md's table), id_slot; bad values refused, named. */
+static void test_reasoning_control(void **state) {
+    (void)state;
+    static const struct {
+        bool (*fn)(const cJSON *, const slm_sampler_params *, sreq *, sreq_err *);
+        const char *body;
+        bool has;
+        int32_t budget;
+    } cases[] = {
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", false, 0},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"thinking_budget_tokens\":7}", true, 7},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_budget_tokens\":0}", true, 0},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_budget\":-1}", false, 0},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"thinking_budget_tokens\":5,"
+                         "\"reasoning_budget\":9}", true, 5},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\"}", true, 1024},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"minimal\"}", true, 128},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"medium\"}", true, 4096},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"high\"}", false, 0},
+        {sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"none\","
+                         "\"thinking_budget_tokens\":3}", true, 3},
+        {sreq_from_completions, "{\"prompt\":\"a\",\"reasoning_effort\":\"none\"}", true, 0},
+        {sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                             "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":2048}}", true, 2048},
+        {sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                             "\"thinking\":{\"type\":\"disabled\"}}", true, 0},
+        {sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                             "\"thinking\":{\"type\":\"adaptive\"}}", false, 0},
+        {sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":\"none\"}}", true, 0},
+        {sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":\"medium\",\"summary\":\"auto\"}}", true, 4096},
+        {sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{}}", false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sreq r;
+        sreq_err e;
+        if (!map(cases[i].fn, cases[i].body, &r, &e)) fail_msg("%s: %s", cases[i].body, e.msg);
+        if (r.has_think_budget != cases[i].has || (cases[i].has && r.think_budget != cases[i].budget))
+            fail_msg("%s: budget %d (%d), want %d (%d)", cases[i].body, r.think_budget, r.has_think_budget, cases[i].budget,
+                     cases[i].has);
+        sreq_free(&r);
+    }
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_completion, "{\"prompt\":\"a\",\"id_slot\":3}", &r, &e));
+    assert_true(r.has_id_slot && r.id_slot == 3);
+    sreq_free(&r);
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"id_slot\":-1}", &r, &e));
+    assert_false(r.has_id_slot);
+    sreq_free(&r);
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"thinking_budget_tokens\":1.5}",
+            "thinking_budget_tokens");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"max\"}",
+            "'reasoning_effort' must be");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"id_slot\":\"1\"}", "id_slot");
+    refused(sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":1}}", "'reasoning'.effort must be");
+    refused(sreq_from_responses, "{\"input\":\"a\",\"reasoning\":{\"effort\":\"extreme\"}}", "'reasoning'.effort must be");
+    refused(sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                                "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":\"x\"}}",
+            "budget_tokens must be");
+    refused(sreq_from_messages, "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+                                "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":-1}}",
+            "budget_tokens must be");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),   cmocka_unit_test(test_chat_refusals), cmocka_unit_test(test_constraint_and_tools),
         cmocka_unit_test(test_completions),   cmocka_unit_test(test_validate),      cmocka_unit_test(test_render_prefill),
         cmocka_unit_test(test_messages),      cmocka_unit_test(test_responses),     cmocka_unit_test(test_resp_store),
+        cmocka_unit_test(test_reasoning_control),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

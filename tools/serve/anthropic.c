@@ -102,7 +102,7 @@ static cJSON *message_head(const job *j) {
     cJSON_AddStringToObject(root, "id", j->id);
     cJSON_AddStringToObject(root, "type", "message");
     cJSON_AddStringToObject(root, "role", "assistant");
-    cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "model", j->mdl->id);
     return root;
 }
 

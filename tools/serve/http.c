@@ -125,18 +125,62 @@ static bool client_gone(struct MHD_Connection *conn) {
 
 typedef bool (*map_fn)(const cJSON *root, const slm_sampler_params *defaults, sreq *r, sreq_err *e);
 
-/* A body through map, validate and render into a job with one reference; NULL with e set. */
-static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
-    job *j = job_create(s);
-    if (!j) return sreq_fail(e, 500, NULL, "out of memory"), NULL;
+/* The model a request names (its body's "model", else the query's ?model=), held
+ * (serve_model_acquire: loaded first when needed); NULL with e set: 404 model_not_found for a name
+ * no model has. */
+static serve_model *model_for(serve_ctx *s, struct MHD_Connection *conn, const cJSON *root, sreq_err *e) {
+    const cJSON *f = root ? cJSON_GetObjectItemCaseSensitive(root, "model") : NULL;
+    if (f && !cJSON_IsNull(f) && !cJSON_IsString(f)) return sreq_fail(e, 400, NULL, "'model' must be a string"), NULL;
+    const char *name = f && cJSON_IsString(f) ? f->valuestring
+                                              : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "model");
+    serve_model *sm = serve_model_find(s, name);
+    if (!sm) return sreq_fail(e, 404, "model_not_found", "the model '%.200s' does not exist (GET /v1/models lists them)", name), NULL;
+    return serve_model_acquire(sm, e) ? sm : NULL;
+}
+
+/* The sreq_model view of a loaded model (lookup: its generated-ids memory). */
+static sreq_model model_view(serve_model *sm, bool lookup) {
+    const sreq_model mv = {sm->m,     sm->tok,     sm->chat_template,        sm->template_text, sm->srv->o.chat_template_kwargs,
+                           sm->n_ctx, sm->n_vocab, lookup ? gen_lookup : NULL, lookup ? sm : NULL};
+    return mv;
+}
+
+/* A stored response's ids are token ids of the model that made it: continued on another model,
+ * the stored messages are re-tokenised from their text. */
+static void drop_foreign_ids(sreq *r, const char *record, const char *model_id) {
+    cJSON *rec = record ? cJSON_Parse(record) : NULL;
+    const char *made_by =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "response"), "model"));
+    if (made_by && strcmp(made_by, model_id) != 0)
+        for (size_t i = 0; i < r->n_msgs; i++) {
+            free(r->msgs[i].ids);
+            r->msgs[i].ids = NULL;
+            r->msgs[i].n_ids = 0;
+        }
+    cJSON_Delete(rec);
+}
+
+/* A body through map, validate and render into a job with one reference, on the model the body
+ * names (held by the job); NULL with e set. */
+static job *make_job(serve_ctx *s, struct MHD_Connection *conn, req *q, map_fn map, sreq_err *e) {
     cJSON *root = sreq_parse_json(q->body.p ? q->body.p : "", q->body.n, e);
-    const sreq_limits lim = {s->o.max_tokens, s->n_vocab};
-    const sreq_model mv = {s->m,       s->tok,         s->chat_template, s->template_text, s->o.chat_template_kwargs,
-                           s->n_ctx,   s->n_vocab,     gen_lookup,       s};
-    bool ok = root && map(root, &s->o.sampling, &j->r, e);
+    serve_model *sm = root ? model_for(s, conn, root, e) : NULL;
+    job *j = sm ? job_create(s, sm) : NULL;
+    if (!j) {
+        if (sm) {
+            serve_model_release(sm);
+            sreq_fail(e, 500, NULL, "out of memory");
+        }
+        cJSON_Delete(root);
+        return NULL;
+    }
+    const sreq_limits lim = {s->o.max_tokens, sm->n_vocab};
+    const sreq_model mv = model_view(sm, true);
+    bool ok = map(root, &s->o.sampling, &j->r, e);
     if (ok && j->r.api == SAPI_RESPONSES) { /* the stored conversation goes before the new input */
         char *record = j->r.previous_id ? resp_store_get(s->responses, j->r.previous_id) : NULL;
         ok = sreq_responses_resolve(&j->r, record, e);
+        if (ok && record) drop_foreign_ids(&j->r, record, sm->id);
         free(record);
     }
     ok = ok && sreq_validate(&j->r, &lim, e) && sreq_render(&j->r, &mv, &j->p, e);
@@ -163,7 +207,7 @@ static const char *id_prefix(serve_api api) {
 
 static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn, req *r, serve_api api, map_fn map) {
     sreq_err e = {0};
-    job *j = make_job(s, r, map, &e);
+    job *j = make_job(s, conn, r, map, &e);
     if (!j) return send_err(s, conn, api, &e);
     pthread_mutex_lock(&s->mu);
     s->m_requests++;
@@ -194,8 +238,20 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     q.ignore_eos = j->r.ignore_eos;
     q.on_event = on_engine_event;
     q.user = j;
+    if (j->p.think_track) {
+        q.think_open = "<think>";
+        q.think_close = "</think>";
+        q.think_in_prompt = j->p.think_in_prompt;
+        if (j->p.think_budget >= 0) {
+            q.think_close_ids = j->p.think_close_ids;
+            q.n_think_close_ids = j->p.n_think_close;
+            q.think_budget = j->p.think_budget;
+        }
+    }
+    q.pin_slot = j->r.has_id_slot;
+    q.slot = j->r.id_slot;
     uint64_t engine_id = 0;
-    slm_status st = slm_engine_submit(s->engine, &q, &engine_id, e.msg, sizeof e.msg);
+    slm_status st = slm_engine_submit(j->mdl->engine, &q, &engine_id, e.msg, sizeof e.msg);
     pthread_mutex_lock(&s->mu);
     if (st != SLM_OK) { /* no event comes: the engine's reference goes too */
         j->refs = 1;
@@ -259,18 +315,25 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     return send_json(s, conn, http_status, out, http_status == 503);
 }
 
-/* POST /v1/embeddings: answered in this connection's thread by the embedder (embed.c). */
+/* POST /v1/embeddings: answered in this connection's thread by the model's embedder (embed.c). */
 static enum MHD_Result handle_embeddings(serve_ctx *s, struct MHD_Connection *conn, req *r) {
-    if (!s->embedder)
+    if (!s->o.embeddings)
         return send_error(s, conn, 404, "embeddings_disabled",
                           "embeddings are off: start the server with --embeddings (and optionally --pooling "
                           "last|mean|cls|none)");
+    sreq_err e = {0};
+    cJSON *root = cJSON_ParseWithLength(r->body.p ? r->body.p : "", r->body.n); /* for "model"; embed.c reads the rest */
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "model"))) cJSON_DeleteItemFromObject(root, "model");
+    serve_model *sm = model_for(s, conn, root, &e);
+    cJSON_Delete(root);
+    if (!sm) return send_err(s, conn, SAPI_CHAT, &e);
     char msg[512];
     const char *code = NULL;
     cJSON *resp = NULL;
-    unsigned status = serve_embedder_answer(s->embedder, r->body.p ? r->body.p : "", r->body.n, s->model_id, &resp,
+    unsigned status = serve_embedder_answer(sm->embedder, r->body.p ? r->body.p : "", r->body.n, sm->id, &resp,
                                             &code, msg, sizeof msg);
     pthread_mutex_lock(&s->mu);
+    serve_model_release_locked(sm);
     s->m_requests++;
     const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
     if (usage) s->m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
@@ -303,7 +366,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
     R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
-    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS,
+    R_RESPONSE_DELETE, R_SLOT, R_SLOTS, R_CHAT_TOKENS, R_MODELS_LOAD, R_MODELS_UNLOAD,
 } route;
 
 static const struct {
@@ -315,6 +378,8 @@ static const struct {
     {"/metrics", "GET", R_METRICS},
     {"/v1/models", "GET", R_MODELS},
     {"/models", "GET", R_MODELS},
+    {"/models/load", "POST", R_MODELS_LOAD},
+    {"/models/unload", "POST", R_MODELS_UNLOAD},
     {"/v1/chat/completions", "POST", R_CHAT},
     {"/chat/completions", "POST", R_CHAT},
     {"/v1/chat/completions/input_tokens", "POST", R_CHAT_TOKENS},
@@ -337,6 +402,7 @@ static const struct {
     {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
     {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
+    {"/slots", "GET", R_SLOTS},
 };
 
 /* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
@@ -370,7 +436,7 @@ static bool authorized(const serve_ctx *s, struct MHD_Connection *conn) {
 static enum MHD_Result handle_input_tokens(serve_ctx *s, struct MHD_Connection *conn, req *r, map_fn map,
                                            serve_api api) {
     sreq_err e = {0};
-    job *j = make_job(s, r, map, &e);
+    job *j = make_job(s, conn, r, map, &e);
     if (!j) return send_err(s, conn, api, &e);
     cJSON *out = cJSON_CreateObject();
     if (api == SAPI_RESPONSES) cJSON_AddStringToObject(out, "object", "response.input_tokens");
@@ -401,20 +467,91 @@ static enum MHD_Result handle_response_id(serve_ctx *s, struct MHD_Connection *c
     return send_json(s, conn, 200, resp, false);
 }
 
-/* POST /slots/{id}?action=save|restore|erase (llamacpp.c util_slot). */
+/* POST /slots/{id}?action=save|restore|erase (llamacpp.c util_slot), on the model the body or
+ * ?model= names. */
 static enum MHD_Result handle_slot(serve_ctx *s, struct MHD_Connection *conn, req *r, const char *id) {
     sreq_err e = {0};
     const char *action = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "action");
     cJSON *out = NULL, *root = r->body.n ? sreq_parse_json(r->body.p, r->body.n, &e) : cJSON_CreateObject();
-    bool ok = root && util_slot(s, id, action, root, &out, &e);
+    serve_model *sm = root ? model_for(s, conn, root, &e) : NULL;
+    bool ok = sm && util_slot(sm, id, action, root, &out, &e);
+    if (sm) serve_model_release(sm);
     cJSON_Delete(root);
     return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
 }
 
-typedef bool (*util_fn)(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+/* GET /slots (?model=, ?fail_on_no_slot=1): llama-server's list of slots, as far as statelm has
+ * their fields: id, n_ctx, speculative, is_processing; for a busy slot id_task, n_prompt_tokens
+ * and next_token [{has_next_token, n_decoded}]; statelm's n_cached_tokens (what the
+ * slot's session holds). fail_on_no_slot: 503 when every slot is busy. */
+static enum MHD_Result handle_slots(serve_ctx *s, struct MHD_Connection *conn) {
+    sreq_err e = {0};
+    serve_model *sm = model_for(s, conn, NULL, &e);
+    if (!sm) return send_err(s, conn, SAPI_CHAT, &e);
+    int32_t n = 0;
+    slm_engine_slot_info *v = calloc((size_t)s->o.parallel, sizeof *v);
+    if (!v || slm_engine_slots(sm->engine, v, s->o.parallel, &n) != SLM_OK) {
+        free(v);
+        serve_model_release(sm);
+        return send_error(s, conn, 500, NULL, "out of memory");
+    }
+    cJSON *arr = cJSON_CreateArray();
+    bool any_idle = false;
+    for (int32_t i = 0; i < n && i < s->o.parallel; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", v[i].id);
+        cJSON_AddNumberToObject(o, "n_ctx", sm->n_ctx);
+        cJSON_AddBoolToObject(o, "speculative", s->o.lookup || s->o.draft_model);
+        cJSON_AddBoolToObject(o, "is_processing", v[i].busy);
+        cJSON_AddNumberToObject(o, "n_cached_tokens", (double)v[i].n_history);
+        if (v[i].busy) {
+            cJSON_AddNumberToObject(o, "id_task", (double)v[i].request);
+            cJSON_AddNumberToObject(o, "n_prompt_tokens", (double)v[i].n_prompt);
+            cJSON *next = cJSON_CreateObject();
+            cJSON_AddBoolToObject(next, "has_next_token", true);
+            cJSON_AddNumberToObject(next, "n_decoded", (double)v[i].n_generated);
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "next_token"), next);
+        }
+        any_idle |= !v[i].busy;
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(v);
+    serve_model_release(sm);
+    const char *fail = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    if (fail && strcmp(fail, "0") != 0 && !any_idle) {
+        cJSON_Delete(arr);
+        return send_error(s, conn, 503, "server_busy", "no slot available");
+    }
+    return send_json(s, conn, 200, arr, false);
+}
 
-/* A utility endpoint answered in the connection's thread: body -> JSON -> fn. */
+typedef bool (*util_fn)(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
+
+/* A utility endpoint answered in the connection's thread: body -> JSON -> fn on the model it names. */
 static enum MHD_Result handle_util(serve_ctx *s, struct MHD_Connection *conn, req *r, util_fn fn) {
+    sreq_err e = {0};
+    cJSON *out = NULL, *root = sreq_parse_json(r->body.p ? r->body.p : "", r->body.n, &e);
+    serve_model *sm = root ? model_for(s, conn, root, &e) : NULL;
+    bool ok = sm && fn(sm, root, &out, &e);
+    if (sm) serve_model_release(sm);
+    cJSON_Delete(root);
+    return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
+}
+
+/* GET /props (?model=): llama-server's properties of the model named. */
+static enum MHD_Result handle_props(serve_ctx *s, struct MHD_Connection *conn) {
+    sreq_err e = {0};
+    serve_model *sm = model_for(s, conn, NULL, &e);
+    if (!sm) return send_err(s, conn, SAPI_CHAT, &e);
+    cJSON *out = util_props(sm);
+    serve_model_release(sm);
+    return send_json(s, conn, 200, out, false);
+}
+
+typedef bool (*models_fn)(serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+
+/* POST /models/load, /models/unload (models.c). */
+static enum MHD_Result handle_models_op(serve_ctx *s, struct MHD_Connection *conn, req *r, models_fn fn) {
     sreq_err e = {0};
     cJSON *out = NULL, *root = sreq_parse_json(r->body.p ? r->body.p : "", r->body.n, &e);
     bool ok = root && fn(s, root, &out, &e);
@@ -422,10 +559,47 @@ static enum MHD_Result handle_util(serve_ctx *s, struct MHD_Connection *conn, re
     return ok ? send_json(s, conn, 200, out, false) : send_err(s, conn, SAPI_CHAT, &e);
 }
 
+/* The engine statistics of every loaded model, summed (each held while read). */
+static void engine_stats(serve_ctx *s, slm_engine_stats *out) {
+    memset(out, 0, sizeof *out);
+    for (int32_t i = 0; i < s->n_models; i++) {
+        serve_model *sm = &s->models[i];
+        pthread_mutex_lock(&s->mu);
+        bool held = sm->state == SM_LOADED;
+        if (held) sm->refs++;
+        pthread_mutex_unlock(&s->mu);
+        if (!held) continue;
+        slm_engine_stats es;
+        slm_engine_get_stats(sm->engine, &es);
+        serve_model_release(sm);
+        out->n_submitted += es.n_submitted;
+        out->n_completed += es.n_completed;
+        out->n_cancelled += es.n_cancelled;
+        out->n_failed += es.n_failed;
+        out->n_generated_tokens += es.n_generated_tokens;
+        out->n_reused_tokens += es.n_reused_tokens;
+        out->n_queued += es.n_queued;
+        out->n_busy += es.n_busy;
+        out->n_slots += es.n_slots;
+        out->decode_seconds += es.decode_seconds;
+        out->n_decoded_tokens += es.n_decoded_tokens;
+        out->n_cached_states += es.n_cached_states;
+        out->n_state_files += es.n_state_files;
+        out->cached_state_bytes += es.cached_state_bytes;
+        out->n_drafted += es.n_drafted;
+        out->n_accepted += es.n_accepted;
+        out->n_replays += es.n_replays;
+        out->n_batch_steps += es.n_batch_steps;
+        out->n_batch_slots += es.n_batch_slots;
+        out->n_batch_fallbacks += es.n_batch_fallbacks;
+        if (es.batch_max > out->batch_max) out->batch_max = es.batch_max;
+    }
+}
+
 static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn) {
     char text[4096];
     slm_engine_stats es;
-    slm_engine_get_stats(s->engine, &es);
+    engine_stats(s, &es);
     pthread_mutex_lock(&s->mu);
     snprintf(text, sizeof text,
              "# TYPE statelm_requests_total counter\nstatelm_requests_total %llu\n"
@@ -458,34 +632,6 @@ static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn)
              (unsigned long long)es.n_batch_fallbacks);
     pthread_mutex_unlock(&s->mu);
     return send_text(s, conn, text, "text/plain; version=0.0.4");
-}
-
-/* GET /v1/models: the one model served. */
-static cJSON *models_json(const serve_ctx *s) {
-    cJSON *root = cJSON_CreateObject(), *arr;
-    cJSON_AddStringToObject(root, "object", "list");
-    arr = cJSON_AddArrayToObject(root, "data");
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "id", s->model_id);
-    cJSON_AddStringToObject(e, "object", "model");
-    cJSON_AddNumberToObject(e, "created", 0);
-    cJSON_AddStringToObject(e, "owned_by", "statelm");
-    cJSON *meta = cJSON_AddObjectToObject(e, "meta");
-    cJSON_AddStringToObject(meta, "file", s->model_file);
-    cJSON_AddBoolToObject(meta, "any_model_name_accepted", true); /* one model: requests may name any */
-    /* a built-in's name, the --chat-template-file path, or "model": the model's own template */
-    cJSON_AddStringToObject(meta, "chat_template", s->chat_template        ? s->chat_template
-                                                   : s->o.chat_template_file ? s->o.chat_template_file
-                                                                             : "model");
-    cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
-    cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
-    cJSON_AddBoolToObject(meta, "embeddings", s->embedder != NULL);
-    if (s->embedder) {
-        cJSON_AddNumberToObject(meta, "n_embd", slm_model_n_embd(s->m));
-        cJSON_AddStringToObject(meta, "pooling", slm_pooling_name(serve_embedder_pooling(s->embedder)));
-    }
-    cJSON_AddItemToArray(arr, e);
-    return root;
 }
 
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -531,7 +677,9 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     if (!authorized(s, conn)) return send_api_error(s, conn, api, 401, NULL, "invalid API key");
     switch (rt) {
     case R_METRICS: return handle_metrics(s, conn);
-    case R_MODELS: return send_json(s, conn, 200, models_json(s), false);
+    case R_MODELS: return send_json(s, conn, 200, serve_models_json(s), false);
+    case R_MODELS_LOAD: return handle_models_op(s, conn, r, serve_models_load);
+    case R_MODELS_UNLOAD: return handle_models_op(s, conn, r, serve_models_unload);
     case R_CHAT: return handle_generate(s, conn, r, SAPI_CHAT, sreq_from_chat);
     case R_COMPLETIONS: return handle_generate(s, conn, r, SAPI_COMPLETIONS, sreq_from_completions);
     case R_COMPLETION: return handle_generate(s, conn, r, SAPI_COMPLETION, sreq_from_completion);
@@ -539,13 +687,14 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_TOKENIZE: return handle_util(s, conn, r, util_tokenize);
     case R_DETOKENIZE: return handle_util(s, conn, r, util_detokenize);
     case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
-    case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
+    case R_PROPS: return handle_props(s, conn);
     case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
     case R_COUNT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_messages_count, SAPI_MESSAGES);
     case R_CHAT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_chat, SAPI_CHAT);
     case R_RESPONSES: return handle_generate(s, conn, r, SAPI_RESPONSES, sreq_from_responses);
     case R_RESPONSE_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_responses, SAPI_RESPONSES);
     case R_SLOT: return handle_slot(s, conn, r, url + strlen("/slots/"));
+    case R_SLOTS: return handle_slots(s, conn);
     case R_RESPONSE_GET:
     case R_RESPONSE_DELETE: return handle_response_id(s, conn, url + strlen("/v1/responses/"), rt == R_RESPONSE_DELETE);
     case R_HEALTH: break;

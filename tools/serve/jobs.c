@@ -16,10 +16,11 @@ double now_s(void) {
 }
 
 /* A job with one reference (the HTTP side's), or NULL when out of memory. */
-job *job_create(serve_ctx *s) {
+job *job_create(serve_ctx *s, serve_model *sm) {
     job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->srv = s;
+    j->mdl = sm;
     j->refs = 1;
     j->sse = buf_make(NULL);
     for (int32_t i = 0; i < MAX_N; i++) j->choices[i].text = buf_make(NULL);
@@ -38,6 +39,7 @@ void job_unref_locked(job *j) {
     sprompt_free(&j->p);
     buf_free(&j->sse);
     pthread_cond_destroy(&j->cv);
+    serve_model_release_locked(j->mdl);
     free(j);
 }
 
@@ -47,53 +49,53 @@ static uint64_t hash_text(const char *s, size_t n) {
     return h;
 }
 
-void gen_forget_locked(serve_ctx *s, size_t i) {
-    s->gens_bytes -= s->gens[i].n_text + s->gens[i].n_ids * sizeof(int32_t);
-    free(s->gens[i].text);
-    free(s->gens[i].ids);
-    s->gens[i] = s->gens[--s->n_gens];
+void gen_forget_locked(serve_model *sm, size_t i) {
+    sm->gens_bytes -= sm->gens[i].n_text + sm->gens[i].n_ids * sizeof(int32_t);
+    free(sm->gens[i].text);
+    free(sm->gens[i].ids);
+    sm->gens[i] = sm->gens[--sm->n_gens];
 }
 
 /* Index of the remembered completion whose text is t[0, n), or -1. */
-static long gen_find_locked(const serve_ctx *s, const char *t, size_t n) {
+static long gen_find_locked(const serve_model *sm, const char *t, size_t n) {
     uint64_t h = hash_text(t, n);
-    for (size_t i = 0; i < s->n_gens; i++)
-        if (s->gens[i].hash == h && s->gens[i].n_text == n && memcmp(s->gens[i].text, t, n) == 0) return (long)i;
+    for (size_t i = 0; i < sm->n_gens; i++)
+        if (sm->gens[i].hash == h && sm->gens[i].n_text == n && memcmp(sm->gens[i].text, t, n) == 0) return (long)i;
     return -1;
 }
 
-/* sreq_ids_lookup_fn over the generated-ids memory of the serve_ctx ctx. */
-bool gen_lookup(void *ctx, const char *text, size_t n, int32_t **ids, size_t *n_ids) {
-    serve_ctx *s = ctx;
+/* sreq_ids_lookup_fn over the generated-ids memory of the serve_model `model`. */
+bool gen_lookup(void *model, const char *text, size_t n, int32_t **ids, size_t *n_ids) {
+    serve_model *sm = model;
     bool found = false;
-    pthread_mutex_lock(&s->mu);
-    long g = gen_find_locked(s, text, n);
-    int32_t *copy = g >= 0 ? malloc(s->gens[g].n_ids * sizeof *copy) : NULL;
+    pthread_mutex_lock(&sm->srv->mu);
+    long g = gen_find_locked(sm, text, n);
+    int32_t *copy = g >= 0 ? malloc(sm->gens[g].n_ids * sizeof *copy) : NULL;
     if (copy) {
-        memcpy(copy, s->gens[g].ids, s->gens[g].n_ids * sizeof *copy);
+        memcpy(copy, sm->gens[g].ids, sm->gens[g].n_ids * sizeof *copy);
         *ids = copy;
-        *n_ids = s->gens[g].n_ids;
-        s->gens[g].last_used = ++s->gen_tick;
+        *n_ids = sm->gens[g].n_ids;
+        sm->gens[g].last_used = ++sm->gen_tick;
         found = true;
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&sm->srv->mu);
     return found;
 }
 
 /* Remembers the ids of a finished chat choice under its text (evicting the least recently used). */
-static void gen_remember_locked(serve_ctx *s, const choice *c) {
-    if (!s->gens || c->ids_cut || c->n_ids == 0 || c->text.n == 0) return;
+static void gen_remember_locked(serve_model *sm, const choice *c) {
+    if (!sm->gens || c->ids_cut || c->n_ids == 0 || c->text.n == 0) return;
     size_t bytes = c->text.n + c->n_ids * sizeof(int32_t);
     if (bytes > GEN_MEMORY_BYTES / 4) return;
-    long old = gen_find_locked(s, c->text.p, c->text.n);
-    if (old >= 0) gen_forget_locked(s, (size_t)old);
-    while (s->n_gens > 0 && (s->n_gens == GEN_MEMORY_N || s->gens_bytes + bytes > GEN_MEMORY_BYTES)) {
+    long old = gen_find_locked(sm, c->text.p, c->text.n);
+    if (old >= 0) gen_forget_locked(sm, (size_t)old);
+    while (sm->n_gens > 0 && (sm->n_gens == GEN_MEMORY_N || sm->gens_bytes + bytes > GEN_MEMORY_BYTES)) {
         size_t lru = 0;
-        for (size_t i = 1; i < s->n_gens; i++)
-            if (s->gens[i].last_used < s->gens[lru].last_used) lru = i;
-        gen_forget_locked(s, lru);
+        for (size_t i = 1; i < sm->n_gens; i++)
+            if (sm->gens[i].last_used < sm->gens[lru].last_used) lru = i;
+        gen_forget_locked(sm, lru);
     }
-    gen_memory g = {hash_text(c->text.p, c->text.n), ++s->gen_tick, malloc(c->text.n), c->text.n,
+    gen_memory g = {hash_text(c->text.p, c->text.n), ++sm->gen_tick, malloc(c->text.n), c->text.n,
                     malloc(c->n_ids * sizeof(int32_t)), c->n_ids};
     if (!g.text || !g.ids) {
         free(g.text);
@@ -102,8 +104,8 @@ static void gen_remember_locked(serve_ctx *s, const choice *c) {
     }
     memcpy(g.text, c->text.p, c->text.n);
     memcpy(g.ids, c->ids, c->n_ids * sizeof(int32_t));
-    s->gens[s->n_gens++] = g;
-    s->gens_bytes += bytes;
+    sm->gens[sm->n_gens++] = g;
+    sm->gens_bytes += bytes;
 }
 
 /* Copies the engine's view of a choice into the job's: text (the engine's only grows, or is cut at
@@ -122,6 +124,8 @@ static bool choice_update(choice *c, const slm_engine_event *ev) {
         c->lps = v;
     }
     c->n_tokens = ev->n_tokens;
+    c->n_think = ev->n_think_tokens;
+    c->think_forced = ev->think_forced;
     if (ev->finish) {
         c->finish = ev->finish == SLM_ENGINE_FINISH_LENGTH ? "length" : "stop";
         c->ids_cut = ev->ids_cut || ev->n_ids < ev->n_tokens;
@@ -186,7 +190,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
     if (!j->done) {
         j->done = true;
         if (serve_api_is_chat(j->r.api) && !j->p.prefill && !j->err_status && !j->cancelled)
-            for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(s, &j->choices[i]);
+            for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(j->mdl, &j->choices[i]);
         if (j->r.stream && !j->cancelled) {
             if (j->r.api == SAPI_COMPLETION) native_sse_finish(j);
             else if (j->r.api == SAPI_MESSAGES) anthropic_sse_finish(j);
@@ -207,7 +211,8 @@ void job_cancel(job *j) {
     j->cancelled = true;
     bool running = !j->done;
     uint64_t id = j->engine_id;
+    slm_engine *engine = j->mdl->engine; /* held while the engine holds j */
     job_unref_locked(j);
     pthread_mutex_unlock(&s->mu);
-    if (running) slm_engine_cancel(s->engine, id);
+    if (running) slm_engine_cancel(engine, id);
 }

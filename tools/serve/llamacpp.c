@@ -12,7 +12,7 @@
 
 /* One token as llama-server writes it in completion_probabilities: id, token (its text cut at the
  * first invalid UTF-8), bytes, logprob. */
-static cJSON *prob_entry(const serve_ctx *s, int32_t id, float logprob) {
+static cJSON *prob_entry(const serve_model *s, int32_t id, float logprob) {
     cJSON *e = cJSON_CreateObject(), *bytes = NULL;
     char *t = token_string(s, id, &bytes);
     cJSON_AddNumberToObject(e, "id", id);
@@ -27,8 +27,8 @@ static cJSON *probs_json(const job *j, const choice *c, size_t from, size_t to) 
     cJSON *arr = cJSON_CreateArray();
     for (size_t k = from; k < to; k++) {
         const tok_lp *t = &c->lps[k];
-        cJSON *e = prob_entry(j->srv, t->id, t->logprob), *top = cJSON_AddArrayToObject(e, "top_logprobs");
-        for (int32_t i = 0; i < t->n_top; i++) cJSON_AddItemToArray(top, prob_entry(j->srv, t->top_id[i], t->top_lp[i]));
+        cJSON *e = prob_entry(j->mdl, t->id, t->logprob), *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int32_t i = 0; i < t->n_top; i++) cJSON_AddItemToArray(top, prob_entry(j->mdl, t->top_id[i], t->top_lp[i]));
         cJSON_AddItemToArray(arr, e);
     }
     return arr;
@@ -46,9 +46,9 @@ static const char *stop_type(const job *j) {
 /* The prompt's ids as text, control tokens written out (llama-server's "prompt"); caller frees. */
 static char *prompt_text(const job *j) {
     size_t need = 0;
-    slm_tokenizer_decode(j->srv->tok, j->p.ids, j->p.n_ids, true, NULL, 0, &need);
+    slm_tokenizer_decode(j->mdl->tok, j->p.ids, j->p.n_ids, true, NULL, 0, &need);
     char *t = malloc(need + 1), *clean = NULL;
-    if (t && slm_tokenizer_decode(j->srv->tok, j->p.ids, j->p.n_ids, true, t, need, &need) == SLM_OK) {
+    if (t && slm_tokenizer_decode(j->mdl->tok, j->p.ids, j->p.n_ids, true, t, need, &need) == SLM_OK) {
         t[need] = '\0';
         clean = cli_utf8_sanitize(t);
     }
@@ -105,7 +105,7 @@ cJSON *completion_native_json(const job *j) {
         for (size_t i = 0; i < c->n_ids; i++) cJSON_AddItemToArray(tokens, cJSON_CreateNumber(c->ids[i]));
     cJSON_AddNumberToObject(root, "id_slot", -1);
     cJSON_AddBoolToObject(root, "stop", true);
-    cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "model", j->mdl->id);
     cJSON_AddNumberToObject(root, "tokens_predicted", (double)n_generated(j));
     cJSON_AddNumberToObject(root, "tokens_evaluated", (double)j->p.n_ids);
     cJSON_AddItemToObject(root, "generation_settings", generation_settings(j));
@@ -183,7 +183,7 @@ static bool valid_utf8(const char *s, size_t n) {
 /* POST /tokenize {content, add_special (false), parse_special (true), with_pieces (false)}:
  * {"tokens": [id, ...]} or [{"id", "piece"}, ...] (piece: a string when its bytes are valid
  * UTF-8, else the list of bytes). */
-bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e) {
+bool util_tokenize(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e) {
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
     bool add_special = false, parse_special = true, with_pieces = false;
     if (!cJSON_IsString(content)) return sreq_fail(e, 400, NULL, "'content' must be a string");
@@ -194,7 +194,7 @@ bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err 
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) return sreq_fail(e, 500, NULL, "out of memory");
     uint32_t flags = (add_special ? SLM_TOKENIZE_ADD_BOS : 0) | (parse_special ? SLM_TOKENIZE_PARSE_SPECIAL : 0);
-    slm_status st = slm_tokenizer_encode(s->tok, content->valuestring, len, flags, ids, cap, &n);
+    slm_status st = slm_tokenizer_encode(sm->tok, content->valuestring, len, flags, ids, cap, &n);
     if (st != SLM_OK) {
         free(ids);
         return sreq_fail(e, 400, NULL, "cannot tokenize 'content' (%s)", slm_status_name(st));
@@ -208,7 +208,7 @@ bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err 
         }
         char b[256];
         size_t nb = 0;
-        if (slm_tokenizer_token_bytes(s->tok, ids[i], b, sizeof b - 1, &nb) != SLM_OK || nb > sizeof b - 1) nb = 0;
+        if (slm_tokenizer_token_bytes(sm->tok, ids[i], b, sizeof b - 1, &nb) != SLM_OK || nb > sizeof b - 1) nb = 0;
         b[nb] = '\0';
         cJSON *t = cJSON_CreateObject();
         cJSON_AddNumberToObject(t, "id", ids[i]);
@@ -226,24 +226,24 @@ bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err 
 
 /* POST /detokenize {tokens: [id, ...]}: {"content": text} (control tokens rendered, as
  * llama-server's detokenize does; invalid UTF-8 replaced). */
-bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e) {
+bool util_detokenize(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e) {
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens"), *x;
     if (!cJSON_IsArray(tokens)) return sreq_fail(e, 400, NULL, "'tokens' must be a list of token ids");
     size_t n = (size_t)cJSON_GetArraySize(tokens), i = 0;
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) return sreq_fail(e, 500, NULL, "out of memory");
     cJSON_ArrayForEach(x, tokens) {
-        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= s->n_vocab ||
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= sm->n_vocab ||
             x->valuedouble != (double)(int32_t)x->valuedouble) {
             free(ids);
-            return sreq_fail(e, 400, NULL, "tokens[%zu] is not a token id in [0, %d)", i, s->n_vocab);
+            return sreq_fail(e, 400, NULL, "tokens[%zu] is not a token id in [0, %d)", i, sm->n_vocab);
         }
         ids[i++] = (int32_t)x->valuedouble;
     }
     size_t need = 0;
-    slm_tokenizer_decode(s->tok, ids, n, true, NULL, 0, &need);
+    slm_tokenizer_decode(sm->tok, ids, n, true, NULL, 0, &need);
     char *text = malloc(need + 1);
-    slm_status st = text ? slm_tokenizer_decode(s->tok, ids, n, true, text, need, &need) : SLM_ERR_NOMEM;
+    slm_status st = text ? slm_tokenizer_decode(sm->tok, ids, n, true, text, need, &need) : SLM_ERR_NOMEM;
     free(ids);
     if (st != SLM_OK) {
         free(text);
@@ -260,13 +260,13 @@ bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_er
 
 /* POST /apply-template {messages, tools, ...} (a chat request's fields): {"prompt": text}, the
  * text the chat request would prefill. */
-bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e) {
+bool util_apply_template(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e) {
     sreq r;
     char *text = NULL;
-    const sreq_model mv = {s->m,     s->tok,     s->chat_template, s->template_text, s->o.chat_template_kwargs,
-                           s->n_ctx, s->n_vocab, NULL,             NULL};
-    const sreq_limits lim = {s->o.max_tokens, s->n_vocab};
-    bool ok = sreq_from_chat(root, &s->o.sampling, &r, e) && sreq_validate(&r, &lim, e) &&
+    const sreq_model mv = {sm->m,     sm->tok,     sm->chat_template, sm->template_text, sm->srv->o.chat_template_kwargs,
+                           sm->n_ctx, sm->n_vocab, NULL,             NULL};
+    const sreq_limits lim = {sm->srv->o.max_tokens, sm->n_vocab};
+    bool ok = sreq_from_chat(root, &sm->srv->o.sampling, &r, e) && sreq_validate(&r, &lim, e) &&
               sreq_render_text(&r, &mv, &text, e);
     sreq_free(&r);
     if (!ok) return false;
@@ -277,12 +277,12 @@ bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sre
 }
 
 /* GET /props: llama-server's fields that statelm has. */
-cJSON *util_props(const serve_ctx *s) {
+cJSON *util_props(const serve_model *sm) {
     cJSON *root = cJSON_CreateObject(), *dg = cJSON_AddObjectToObject(root, "default_generation_settings");
     cJSON *params = cJSON_AddObjectToObject(dg, "params");
-    const slm_sampler_params *sp = &s->o.sampling;
+    const slm_sampler_params *sp = &sm->srv->o.sampling;
     cJSON_AddNumberToObject(params, "n_predict", -1);
-    cJSON_AddNumberToObject(params, "seed", s->o.seed_set ? (double)sp->seed : 4294967295.0); /* llama-server's "random" */
+    cJSON_AddNumberToObject(params, "seed", sm->srv->o.seed_set ? (double)sp->seed : 4294967295.0); /* llama-server's "random" */
     cJSON_AddNumberToObject(params, "temperature", (double)sp->temperature);
     cJSON_AddNumberToObject(params, "top_k", sp->top_k);
     cJSON_AddNumberToObject(params, "top_p", (double)sp->top_p);
@@ -291,23 +291,23 @@ cJSON *util_props(const serve_ctx *s) {
     cJSON_AddNumberToObject(params, "repeat_penalty", (double)sp->repeat_penalty);
     cJSON_AddNumberToObject(params, "presence_penalty", (double)sp->presence_penalty);
     cJSON_AddNumberToObject(params, "frequency_penalty", (double)sp->frequency_penalty);
-    cJSON_AddNumberToObject(dg, "n_ctx", s->n_ctx);
-    cJSON_AddNumberToObject(root, "total_slots", s->o.parallel);
-    cJSON_AddStringToObject(root, "model_alias", s->model_id);
-    cJSON_AddStringToObject(root, "model_path", s->o.model);
+    cJSON_AddNumberToObject(dg, "n_ctx", sm->n_ctx);
+    cJSON_AddNumberToObject(root, "total_slots", sm->srv->o.parallel);
+    cJSON_AddStringToObject(root, "model_alias", sm->id);
+    cJSON_AddStringToObject(root, "model_path", sm->path);
     cJSON *mod = cJSON_AddObjectToObject(root, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);
     cJSON_AddBoolToObject(mod, "video", false);
     cJSON_AddBoolToObject(mod, "audio", false);
-    cJSON_AddBoolToObject(root, "endpoint_slots", s->o.state_dir != NULL);
+    cJSON_AddBoolToObject(root, "endpoint_slots", true); /* GET /slots; saving and restoring need --state-dir */
     cJSON_AddBoolToObject(root, "endpoint_props", false);
     cJSON_AddBoolToObject(root, "endpoint_metrics", true);
-    const char *src = s->template_text ? s->template_text : slm_model_chat_template(s->m);
+    const char *src = sm->template_text ? sm->template_text : slm_model_chat_template(sm->m);
     cJSON_AddStringToObject(root, "chat_template", src ? src : "");
-    cJSON_AddStringToObject(root, "chat_template_name", s->chat_template ? s->chat_template : "model");
-    int32_t bos = slm_tokenizer_bos(s->tok), eos = slm_tokenizer_eos(s->tok);
-    const char *bos_text = bos >= 0 ? slm_tokenizer_token_text(s->tok, bos) : NULL;
-    const char *eos_text = eos >= 0 ? slm_tokenizer_token_text(s->tok, eos) : NULL;
+    cJSON_AddStringToObject(root, "chat_template_name", sm->chat_template ? sm->chat_template : "model");
+    int32_t bos = slm_tokenizer_bos(sm->tok), eos = slm_tokenizer_eos(sm->tok);
+    const char *bos_text = bos >= 0 ? slm_tokenizer_token_text(sm->tok, bos) : NULL;
+    const char *eos_text = eos >= 0 ? slm_tokenizer_token_text(sm->tok, eos) : NULL;
     cJSON_AddStringToObject(root, "bos_token", bos_text ? bos_text : "");
     cJSON_AddStringToObject(root, "eos_token", eos_text ? eos_text : "");
     cJSON_AddStringToObject(root, "build_info", "statelm");
@@ -319,11 +319,11 @@ cJSON *util_props(const serve_ctx *s) {
  * restored from, --state-dir/filename (slm_session_save's file: model fingerprint, context, states
  * and history, checksummed), or erased. A restored slot holds the saved history: the next request
  * that shares it continues from the restored state. */
-bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e) {
+bool util_slot(serve_model *sm, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e) {
     char *end = NULL;
     long id = strtol(id_text, &end, 10);
-    if (!id_text[0] || *end || id < 0 || id >= s->o.parallel)
-        return sreq_fail(e, 400, NULL, "slot '%.20s' is not a slot id in [0, %d)", id_text, s->o.parallel);
+    if (!id_text[0] || *end || id < 0 || id >= sm->srv->o.parallel)
+        return sreq_fail(e, 400, NULL, "slot '%.20s' is not a slot id in [0, %d)", id_text, sm->srv->o.parallel);
     slm_engine_slot_action act;
     if (action && !strcmp(action, "save")) act = SLM_ENGINE_SLOT_SAVE;
     else if (action && !strcmp(action, "restore")) act = SLM_ENGINE_SLOT_RESTORE;
@@ -332,18 +332,18 @@ bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSO
     char path[4096] = "";
     const char *filename = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "filename"));
     if (act != SLM_ENGINE_SLOT_ERASE) {
-        if (!s->o.state_dir) return sreq_fail(e, 400, NULL, "slot files need --state-dir (where they are kept)");
+        if (!sm->srv->o.state_dir) return sreq_fail(e, 400, NULL, "slot files need --state-dir (where they are kept)");
         size_t n_name = filename ? strlen(filename) : 0;
         if (!n_name || n_name > 200 || strchr(filename, '/') || filename[0] == '.' || !strncmp(filename, "resp-", 5) ||
             (n_name >= 9 && !strcmp(filename + n_name - 9, ".slmstate")))
             return sreq_fail(e, 400, NULL, "'filename' must be a file name (no '/', not starting with '.' or 'resp-', "
                                            "not ending in '.slmstate': the server's own files)");
-        snprintf(path, sizeof path, "%s/%s", s->o.state_dir, filename);
+        snprintf(path, sizeof path, "%s/%s", sm->srv->o.state_dir, filename);
     }
     size_t n = 0;
     char err[256] = "";
     double t0 = now_s();
-    slm_status st = slm_engine_slot(s->engine, (int32_t)id, act, path, &n, err, sizeof err);
+    slm_status st = slm_engine_slot(sm->engine, (int32_t)id, act, path, &n, err, sizeof err);
     double ms = (now_s() - t0) * 1e3;
     if (st != SLM_OK)
         return sreq_fail(e, st == SLM_ERR_NOMEM ? 500 : st == SLM_ERR_IO && act == SLM_ENGINE_SLOT_RESTORE ? 404 : 400, NULL,

@@ -19,6 +19,12 @@
 static void usage_serve(void) {
     puts("usage: statelm serve -m MODEL [options]   an HTTP server: OpenAI (chat, completions, responses),\n"
          "                                          Anthropic messages and llama-server's endpoints\n"
+         "  -m MODEL             a GGUF file; repeat for several models (requests choose by \"model\": the\n"
+         "                       file's name or stem; the first -m answers requests that name none)\n"
+         "  --models-dir DIR     serve every *.gguf in DIR too (named by the file's stem)\n"
+         "  --models-max N       most models loaded at once (default 0: no limit); a model loads on its\n"
+         "                       first request, the least recently used idle one unloads past N\n"
+         "  --models-mib M       and past M MiB of model files loaded (default 0: no bound)\n"
          "  --host HOST          IPv4 or IPv6 address or host name to bind (default 127.0.0.1)\n"
          "  --port N             port (default 8080; 0 = a free port); prints the URL when ready\n"
          "  --parallel N         slots: requests generated concurrently (default 4)\n"
@@ -40,8 +46,8 @@ static void usage_serve(void) {
          "  --draft-model M2     speculative decoding per slot, drafts from model M2 (same tokenizer)\n"
          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
          "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
-         "  --alias NAME         the model's name in responses and /v1/models (default: the file's name);\n"
-         "                       requests may name any model\n"
+         "  --alias NAME         the first model's name in responses and /v1/models (default: the file's\n"
+         "                       name); with one model served, requests may name any model\n"
          "  --chat-template-file F  run the Jinja chat template in F (default: the model's own; chatml,\n"
          "                       with a warning, for a model that has none); a request's chat_template\n"
          "                       runs its own\n"
@@ -102,7 +108,13 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (o->n_models == SERVE_MAX_MODELS) return cli_fail("serve: more than %d -m", SERVE_MAX_MODELS), 2;
+            o->models[o->n_models++] = v;
+        }
+        else if (!strcmp(a, "--models-dir")) o->models_dir = v;
+        else if (!strcmp(a, "--models-max")) dst = &o->models_max, lo = 0, hi = SERVE_MAX_MODELS;
+        else if (!strcmp(a, "--models-mib")) dst = &o->models_mib, lo = 0, hi = 1 << 30;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--api-key")) o->api_key = v;
         else if (!strcmp(a, "--state-dir")) o->state_dir = v;
@@ -157,7 +169,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             *fdst = (float)fv;
         }
     }
-    if (!o->model) return cli_fail("-m MODEL is required"), 2;
+    if (!o->n_models && !o->models_dir) return cli_fail("-m MODEL (or --models-dir DIR) is required"), 2;
+    if (o->draft_model && (o->n_models != 1 || o->models_dir))
+        return cli_fail("serve: --draft-model needs one model served (-m once, no --models-dir)"), 2;
+    if (o->chat_template && o->chat_template_file)
+        return cli_fail("serve: give one of --chat-template and --chat-template-file"), 2;
     if (pooling_set && !o->embeddings) return cli_fail("serve: --pooling needs --embeddings"), 2;
     if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
     if (o->draft_max && !o->lookup && !o->draft_model)
@@ -177,9 +193,7 @@ int cmd_serve(int argc, char **argv) {
         return rc;
     }
     rc = 1;
-    char err[512];
     struct MHD_Daemon *d = NULL;
-    bool engine_started = false;
     /* SIGINT and SIGTERM go to sigwait below: blocked before any thread starts */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -188,77 +202,20 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&s->mu, NULL);
-    slm_model_params mp = slm_model_params_default();
-    mp.n_threads = s->o.n_threads;
-    slm_status st = slm_model_load(s->o.model, &mp, &s->m, err, sizeof err);
-    if (st != SLM_OK) {
-        cli_fail("%s (%s)", err, slm_status_name(st));
-        goto done;
-    }
-    if (!(s->tok = slm_model_tokenizer(s->m))) {
-        cli_fail("serve: the model has no tokenizer");
-        goto done;
-    }
-    const char *base = strrchr(s->o.model, '/');
-    s->model_file = base && base[1] ? base + 1 : s->o.model;
-    snprintf(s->model_id, sizeof s->model_id, "%s", s->o.alias ? s->o.alias : s->model_file);
-    s->n_vocab = slm_model_n_vocab(s->m);
-    if (s->o.chat_template && s->o.chat_template_file) {
-        cli_fail("serve: give one of --chat-template and --chat-template-file");
-        goto done;
-    }
-    s->chat_template = s->o.chat_template;
+    pthread_cond_init(&s->models_cv, NULL);
+    if (!serve_models_init(s)) goto done;
     if (s->o.chat_template_file && !(s->template_text = cli_read_text(s->o.chat_template_file, 1 << 20))) goto done;
-    if (!s->chat_template && !s->template_text && !slm_model_chat_template(s->m)) {
-        s->chat_template = "chatml";
-        fprintf(stderr, "statelm serve: warning: the model has no chat template; chat requests use chatml "
-                        "(--chat-template-file F to run another)\n");
-    }
-    {
-        const slm_chat_message probe = {"user", "hi"};
-        slm_chat_template t = {s->chat_template, s->template_text, s->o.chat_template_kwargs};
-        int32_t *ids = NULL;
-        size_t n_ids = 0;
-        st = slm_chat_tokenize_with(s->m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, err, sizeof err);
-        slm_free(ids);
-        if (st != SLM_OK) {
-            cli_fail("chat template: %s (%s)", err, slm_status_name(st));
-            goto done;
-        }
-    }
-    if (s->o.draft_model && (st = slm_model_load(s->o.draft_model, &mp, &s->draft_model, err, sizeof err)) != SLM_OK) {
-        cli_fail("draft model: %s (%s)", err, slm_status_name(st));
-        goto done;
-    }
-    s->gens = calloc(GEN_MEMORY_N, sizeof *s->gens);
-    s->responses = resp_store_create(s->o.state_dir, RESP_STORE_N, RESP_STORE_BYTES);
-    if (!s->gens || !s->responses) {
+    if (!(s->responses = resp_store_create(s->o.state_dir, RESP_STORE_N, RESP_STORE_BYTES))) {
         cli_fail("out of memory");
         goto done;
     }
-    if (s->o.n_ctx) cli_warn_ctx(s->m, s->o.n_ctx, SLM_DTYPE_F16);
-    slm_engine_params ep = slm_engine_params_default();
-    ep.n_slots = s->o.parallel;
-    ep.queue_max = s->o.queue_max;
-    ep.session.n_ctx = s->o.n_ctx;
-    ep.session.n_threads = s->o.n_threads;
-    cli_apply_env(&ep.session, NULL);
-    ep.cache_mib = s->o.cache_mib;
-    ep.state_dir = s->o.state_dir;
-    ep.no_prefix_reuse = s->o.no_prefix_reuse;
-    ep.lookup = s->o.lookup;
-    ep.draft_model = s->draft_model;
-    ep.draft_max = s->o.draft_max;
-    if ((st = slm_engine_create(s->m, &ep, &s->engine, err, sizeof err)) != SLM_OK) {
-        cli_name_env(err, sizeof err);
-        cli_fail("%s (%s)", err, slm_status_name(st));
-        goto done;
-    }
-    s->n_ctx = slm_engine_n_ctx(s->engine);
-    if (s->o.embeddings &&
-        (st = serve_embedder_create(s->m, s->o.pooling, s->n_ctx, s->o.n_threads, &s->embedder, err, sizeof err))) {
-        cli_fail("--embeddings: %s (%s)", err, slm_status_name(st));
-        goto done;
+    { /* the default model loads now: a server that cannot answer does not start */
+        sreq_err e = {0};
+        if (!serve_model_acquire(&s->models[0], &e)) {
+            cli_fail("%s", e.msg);
+            goto done;
+        }
+        serve_model_release(&s->models[0]);
     }
     /* --host: an IPv4 or IPv6 address or a name, bound to its first address */
     struct sockaddr_storage addr;
@@ -287,11 +244,6 @@ int cmd_serve(int argc, char **argv) {
         inet_ntop(addr.ss_family, raw, a, sizeof a);
         snprintf(host_text, sizeof host_text, ipv6 ? "[%s]" : "%s", a);
     }
-    if (slm_engine_start(s->engine) != SLM_OK) {
-        cli_fail("cannot start the engine's thread");
-        goto done;
-    }
-    engine_started = true;
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                              (ipv6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL,
@@ -311,8 +263,12 @@ int cmd_serve(int argc, char **argv) {
     if (info && getsockname(info->listen_fd, (struct sockaddr *)&bound, &len) == 0)
         port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                  : ((struct sockaddr_in *)&bound)->sin_port);
-    printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
-           s->model_id, s->o.parallel, s->n_ctx);
+    if (s->n_models == 1)
+        printf("statelm serve: listening on http://%s:%d (model %s, %d slots, context %d)\n", host_text, port,
+               s->models[0].id, s->o.parallel, s->models[0].n_ctx);
+    else
+        printf("statelm serve: listening on http://%s:%d (%d models, default %s, %d slots each)\n", host_text, port,
+               s->n_models, s->models[0].id, s->o.parallel);
     fflush(stdout);
     int sig = 0;
     sigset_t stop;
@@ -325,7 +281,20 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 done:
     if (d) MHD_quiesce_daemon(d);
-    if (engine_started) slm_engine_stop(s->engine); /* every request gets its DONE event */
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true; /* requests waiting for a model end with 503 */
+    pthread_cond_broadcast(&s->models_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; s->models && i < s->n_models; i++) { /* every request gets its DONE event */
+        serve_model *sm = &s->models[i];
+        pthread_mutex_lock(&s->mu);
+        bool held = sm->state == SM_LOADED;
+        if (held) sm->refs++; /* not unloaded while stopping (events need mu: not held here) */
+        pthread_mutex_unlock(&s->mu);
+        if (!held) continue;
+        slm_engine_stop(sm->engine);
+        serve_model_release(sm);
+    }
     if (d) {
         /* let responses in flight (final chunks included) reach their clients, for up to 5 s */
         double t_end = now_s() + 5;
@@ -338,14 +307,10 @@ done:
         }
         MHD_stop_daemon(d);
     }
-    slm_engine_free(s->engine);
-    serve_embedder_destroy(s->embedder);
-    while (s->n_gens > 0) gen_forget_locked(s, s->n_gens - 1);
-    free(s->gens);
+    serve_models_free(s);
     resp_store_destroy(s->responses);
-    slm_model_destroy(s->draft_model);
-    slm_model_destroy(s->m);
     free(s->template_text);
+    pthread_cond_destroy(&s->models_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
     /* SIGINT and SIGTERM stay blocked: a second one while stopping must not kill the process */

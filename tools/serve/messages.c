@@ -11,6 +11,7 @@
  *   thinking / redacted_thinking blocks        -> dropped (the templates render none);
  *   tools [{name, description, input_schema}]  -> OpenAI function tools;
  *   tool_choice auto / any / tool / none       -> auto / required / named / none. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,12 +304,20 @@ static bool map_messages(const cJSON *root, const slm_sampler_params *defaults, 
     if (!sreq_read_sampling(root, r, e)) return false;
     if (!sreq_read_bool(root, "stream", &r->stream, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop_sequences"), "stop_sequences", r, e)) return false;
-    if (!sreq_read_reasoning_format(root, r, e)) return false;
+    if (!sreq_read_reasoning_format(root, r, e) || !sreq_read_reasoning_control(root, r, e)) return false;
     const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(root, "thinking");
     if (thinking && !cJSON_IsNull(thinking)) {
         const char *type = block_type(thinking);
         if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive")))
             return sreq_fail(e, 400, NULL, "'thinking' must be {\"type\": \"enabled\" | \"disabled\", ...}");
+        /* enabled: budget_tokens; disabled: a budget of 0 (the block closed at once); adaptive: none */
+        const cJSON *bt = cJSON_GetObjectItemCaseSensitive(thinking, "budget_tokens");
+        double budget = bt && !cJSON_IsNull(bt) ? cJSON_GetNumberValue(bt) : -1;
+        if (bt && !cJSON_IsNull(bt) && (!cJSON_IsNumber(bt) || budget != floor(budget) || budget < 0 || budget > 1 << 24))
+            return sreq_fail(e, 400, NULL, "'thinking'.budget_tokens must be a non-negative integer");
+        if (strcmp(type, "enabled") != 0) budget = -1;
+        r->has_think_budget = !strcmp(type, "disabled") || budget >= 0;
+        r->think_budget = budget >= 0 ? (int32_t)budget : 0;
     }
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     if (meta && !cJSON_IsNull(meta) && !cJSON_IsObject(meta)) return sreq_fail(e, 400, NULL, "'metadata' must be an object");

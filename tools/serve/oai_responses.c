@@ -28,7 +28,8 @@ static cJSON *usage_json(const job *j) {
     cJSON_AddNumberToObject(in, "cached_tokens", (double)j->cached_tokens);
     cJSON_AddNumberToObject(in, "cache_write_tokens", 0);
     cJSON_AddNumberToObject(u, "output_tokens", (double)out);
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens",
+                            (double)j->choices[0].n_think);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_ids + out));
     return u;
 }
@@ -126,7 +127,7 @@ static cJSON *response_object(const job *j, cJSON *output, const char *status) {
     if (!strcmp(status, "incomplete"))
         cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "incomplete_details"), "reason", "max_output_tokens");
     else cJSON_AddNullToObject(root, "incomplete_details");
-    cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "model", j->mdl->id);
     cJSON_AddItemToObject(root, "output", output ? output : cJSON_CreateArray());
     static const char *const defaults[][2] = {{"parallel_tool_calls", "true"}, {"tool_choice", "\"auto\""},
                                               {"tools", "[]"},                 {"instructions", "null"},

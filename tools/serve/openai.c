@@ -60,7 +60,7 @@ void sse_add_json(job *j, cJSON *obj) {
 static bool is_chat(const job *j) { return j->r.api == SAPI_CHAT; }
 
 /* The token's text for logprobs: its bytes with invalid UTF-8 replaced; caller frees. */
-char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out) {
+char *token_string(const serve_model *s, int32_t id, cJSON **bytes_out) {
     char b[256];
     size_t n = 0;
     if (slm_tokenizer_token_bytes(s->tok, id, b, sizeof b - 1, &n) != SLM_OK) n = 0;
@@ -77,10 +77,10 @@ const char *job_stop_word(const job *j, int32_t ci) {
     const choice *c = &j->choices[ci];
     if (!c->finish || strcmp(c->finish, "stop") != 0 || !c->ids_cut || j->r.n_stops == 0 || !c->ids) return NULL;
     size_t need = 0;
-    slm_tokenizer_decode(j->srv->tok, c->ids, c->n_ids, false, NULL, 0, &need);
+    slm_tokenizer_decode(j->mdl->tok, c->ids, c->n_ids, false, NULL, 0, &need);
     char *full = malloc(need + 1);
     const char *found = NULL;
-    if (full && slm_tokenizer_decode(j->srv->tok, c->ids, c->n_ids, false, full, need, &need) == SLM_OK)
+    if (full && slm_tokenizer_decode(j->mdl->tok, c->ids, c->n_ids, false, full, need, &need) == SLM_OK)
         for (int32_t i = 0; i < j->r.n_stops && !found; i++) {
             size_t n = strlen(j->r.stops[i]);
             if (c->text.n + n <= need && !memcmp(full + c->text.n, j->r.stops[i], n)) found = j->r.stops[i];
@@ -97,7 +97,7 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
         for (size_t k = from; k < to; k++) {
             const tok_lp *t = &c->lps[k];
             cJSON *e = cJSON_CreateObject(), *bytes;
-            char *s = token_string(j->srv, t->id, &bytes);
+            char *s = token_string(j->mdl, t->id, &bytes);
             cJSON_AddStringToObject(e, "token", s ? s : "");
             free(s);
             cJSON_AddNumberToObject(e, "logprob", (double)t->logprob);
@@ -105,7 +105,7 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
             cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
             for (int32_t i = 0; i < t->n_top; i++) {
                 cJSON *te = cJSON_CreateObject(), *tb;
-                char *ts = token_string(j->srv, t->top_id[i], &tb);
+                char *ts = token_string(j->mdl, t->top_id[i], &tb);
                 cJSON_AddStringToObject(te, "token", ts ? ts : "");
                 free(ts);
                 cJSON_AddNumberToObject(te, "logprob", (double)t->top_lp[i]);
@@ -120,7 +120,7 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
         size_t off = 0;
         for (size_t k = from; k < to; k++) {
             const tok_lp *t = &c->lps[k];
-            char *s = token_string(j->srv, t->id, NULL);
+            char *s = token_string(j->mdl, t->id, NULL);
             cJSON_AddItemToArray(tokens, cJSON_CreateString(s ? s : ""));
             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
             off += s ? strlen(s) : 0;
@@ -128,7 +128,7 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
             cJSON_AddItemToArray(lps, cJSON_CreateNumber((double)t->logprob));
             cJSON *top = cJSON_CreateObject();
             for (int32_t i = 0; i < t->n_top; i++) {
-                char *ts = token_string(j->srv, t->top_id[i], NULL);
+                char *ts = token_string(j->mdl, t->top_id[i], NULL);
                 if (!cJSON_HasObjectItem(top, ts ? ts : "")) cJSON_AddNumberToObject(top, ts ? ts : "", (double)t->top_lp[i]);
                 free(ts);
             }
@@ -140,13 +140,17 @@ static cJSON *logprobs_json(const job *j, const choice *c, size_t from, size_t t
 
 static cJSON *usage_json(const job *j) {
     cJSON *u = cJSON_CreateObject();
-    size_t n_gen = 0;
-    for (int32_t i = 0; i < j->r.n; i++) n_gen += j->choices[i].n_tokens;
+    size_t n_gen = 0, n_think = 0;
+    for (int32_t i = 0; i < j->r.n; i++) {
+        n_gen += j->choices[i].n_tokens;
+        n_think += j->choices[i].n_think;
+    }
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->p.n_ids);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_ids + n_gen));
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", (double)j->cached_tokens);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens", (double)n_think);
     return u;
 }
 
@@ -156,7 +160,7 @@ static cJSON *response_head(const job *j, const char *object) {
     cJSON_AddStringToObject(root, "id", j->id);
     cJSON_AddStringToObject(root, "object", object);
     cJSON_AddNumberToObject(root, "created", (double)j->created);
-    cJSON_AddStringToObject(root, "model", j->srv->model_id);
+    cJSON_AddStringToObject(root, "model", j->mdl->id);
     cJSON_AddStringToObject(root, "system_fingerprint", "b0-statelm"); /* llama-server's start with "b" (its build) */
     return root;
 }

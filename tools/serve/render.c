@@ -139,6 +139,25 @@ static bool resolve_text_biases(const sreq *r, const sreq_model *mv, sprompt *p,
     return true;
 }
 
+/* The engine's thinking settings: think blocks ("<think>" .. "</think>", as split_answer reads
+ * them) are tracked in answers that are not constrained or continued; with the request's budget,
+ * the close tag's ids (its special token where the vocabulary has one). */
+static bool think_setup(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
+    p->think_budget = -1;
+    if (p->grammar || p->prefill) return true;
+    p->think_track = true;
+    p->think_in_prompt = serve_api_is_chat(r->api) ? p->think_open : prompt_thinks(mv, p);
+    if (!r->has_think_budget) return true;
+    static const char close[] = "</think>";
+    size_t n = 0;
+    slm_status st = slm_tokenizer_encode(mv->tok, close, sizeof close - 1, SLM_TOKENIZE_PARSE_SPECIAL, p->think_close_ids,
+                                         SLM_ENGINE_MAX_THINK_CLOSE, &n);
+    if (st != SLM_OK || n == 0) return sreq_fail(e, 500, NULL, "cannot tokenize the think close tag (%s)", slm_status_name(st));
+    p->n_think_close = (int32_t)n;
+    p->think_budget = r->think_budget;
+    return true;
+}
+
 bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
     memset(p, 0, sizeof *p);
     char err[384] = "";
@@ -177,6 +196,7 @@ bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
         sreq_fail(e, 400, NULL, "the prompt is empty");
         goto fail;
     }
+    if (!think_setup(r, mv, p, e)) goto fail;
     if (p->n_ids >= (size_t)mv->n_ctx) {
         sreq_fail(e, 400, "context_length_exceeded",
                   "the prompt has %zu tokens; this server's context limit is %d tokens (prompt plus at least one "

@@ -241,6 +241,43 @@ bool sreq_read_reasoning_format(const cJSON *root, sreq *r, sreq_err *e) {
     return true;
 }
 
+bool sreq_effort_budget(const char *effort, const char *where, sreq *r, sreq_err *e) {
+    static const struct {
+        const char *name;
+        int32_t budget; /* -1: none */
+    } efforts[] = {{"none", 0}, {"minimal", 128}, {"low", 1024}, {"medium", 4096}, {"high", -1}, {"xhigh", -1}};
+    for (size_t i = 0; effort && i < sizeof efforts / sizeof *efforts; i++)
+        if (!strcmp(effort, efforts[i].name)) {
+            r->has_think_budget = efforts[i].budget >= 0;
+            r->think_budget = efforts[i].budget >= 0 ? efforts[i].budget : 0;
+            return true;
+        }
+    return sreq_fail(e, 400, NULL, "%s must be none, minimal, low, medium, high or xhigh", where);
+}
+
+bool sreq_read_reasoning_control(const cJSON *root, sreq *r, sreq_err *e) {
+    static const char *const names[] = {"thinking_budget_tokens", "reasoning_budget_tokens", "reasoning_budget"};
+    double v = -1;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, names[i]);
+        if (!f || cJSON_IsNull(f)) continue;
+        if (!sreq_num(root, names[i], -1, 1 << 24, true, &v, e)) return false;
+        r->has_think_budget = v >= 0;
+        r->think_budget = v >= 0 ? (int32_t)v : 0;
+        break;
+    }
+    const cJSON *eff = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort");
+    if (eff && !cJSON_IsNull(eff) && v < 0 && !sreq_effort_budget(cJSON_GetStringValue(eff), "'reasoning_effort'", r, e))
+        return false;
+    const cJSON *slot = cJSON_GetObjectItemCaseSensitive(root, "id_slot");
+    if (slot && !cJSON_IsNull(slot)) {
+        if (!sreq_num(root, "id_slot", -1, 1 << 20, true, &v, e)) return false;
+        r->has_id_slot = v >= 0;
+        r->id_slot = v >= 0 ? (int32_t)v : 0;
+    }
+    return true;
+}
+
 /* max_tokens / max_completion_tokens / n_predict: absent, or -1 for n_predict, is the server's
  * limit. */
 static bool read_max_tokens(const cJSON *root, const char *const *names, size_t n_names, sreq *r, sreq_err *e) {
@@ -424,6 +461,7 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     if (!sreq_read_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop"), "stop", r, e)) return false;
     if (!sreq_read_reasoning_format(root, r, e)) return false;
+    if (!sreq_read_reasoning_control(root, r, e)) return false;
     return read_constraint(root, r, e);
 }
 

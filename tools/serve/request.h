@@ -87,6 +87,14 @@ typedef struct sreq {
     /* reasoning_format of this request: 0 the server's (--reasoning-format), 1 none (a <think> part
      * stays in the content), 2 deepseek (split into reasoning) */
     int32_t reasoning_format;
+    /* thinking budget (thinking_budget_tokens, reasoning_budget_tokens, reasoning_budget,
+     * reasoning_effort; Anthropic's thinking.budget_tokens; Responses' reasoning.effort): after
+     * think_budget tokens inside the answer's think block the server writes the close tag */
+    bool has_think_budget;
+    int32_t think_budget;
+    /* id_slot (llama-server's): the slot to run on */
+    bool has_id_slot;
+    int32_t id_slot;
     /* the chat template: the request's "chat_template" (Jinja text) and "chat_template_kwargs" (JSON
      * object text), NULL: the server's */
     char *chat_template, *chat_template_kwargs;
@@ -151,6 +159,12 @@ bool sreq_read_stops(const cJSON *f, const char *name, sreq *r, sreq_err *e);
 bool sreq_read_bool(const cJSON *root, const char *name, bool *out, sreq_err *e);
 /* "reasoning_format" (llama-server's per-request field): none, deepseek, auto (= deepseek). */
 bool sreq_read_reasoning_format(const cJSON *root, sreq *r, sreq_err *e);
+/* The thinking budget of a reasoning effort (none 0, minimal 128, low 1024, medium 4096; high,
+ * xhigh: no budget); where names the field for the error ("'reasoning'.effort"). */
+bool sreq_effort_budget(const char *effort, const char *where, sreq *r, sreq_err *e);
+/* "thinking_budget_tokens" / "reasoning_budget_tokens" / "reasoning_budget" (-1: none),
+ * "reasoning_effort", "id_slot" (-1: any). */
+bool sreq_read_reasoning_control(const cJSON *root, sreq *r, sreq_err *e);
 /* A content value (string, null, or a list of parts) as text; image parts refused by name.
  * where: "messages[3]" for messages. *out malloc'd ("" for null). */
 bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e);
@@ -183,6 +197,12 @@ typedef struct sprompt {
     bool prefill; /* a trailing assistant message is continued */
     const char *tool_fmt; /* the call format of the template that ran (slm_chat_tool_format; "none") */
     bool think_open;      /* the prompt ends inside an open think block: the answer opens as reasoning */
+    /* thinking for the engine (tags "<think>", "</think>"; none with a grammar or a prefill):
+     * think_in_prompt, and with the request's budget (think_budget >= 0) the close tag's ids */
+    bool think_track, think_in_prompt;
+    int32_t think_budget; /* -1: none */
+    int32_t think_close_ids[SLM_ENGINE_MAX_THINK_CLOSE];
+    int32_t n_think_close;
     slm_logit_bias *bias; /* (n_bias) the request's id biases and its text biases' tokens, when it has text biases */
     int32_t n_bias;
 } sprompt;

@@ -224,6 +224,10 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(root, "reasoning");
     if (reasoning && !cJSON_IsNull(reasoning) && !cJSON_IsObject(reasoning))
         return sreq_fail(e, 400, NULL, "'reasoning' must be an object");
+    if (!sreq_read_reasoning_control(root, r, e)) return false;
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(reasoning, "effort");
+    if (effort && !cJSON_IsNull(effort) && !sreq_effort_budget(cJSON_GetStringValue(effort), "'reasoning'.effort", r, e))
+        return false;
     if (!read_tools(root, r, e) || !read_text_format(root, r, e) || !make_echo(root, r, e)) return false;
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(root, "instructions");
     if (ins && !cJSON_IsNull(ins)) {

@@ -12,14 +12,19 @@
  *   llamacpp.c  llama-server's own: /completion's answer and stream, /tokenize, /detokenize,
  *             /apply-template, /props, /slots/{id} (save, restore, erase);
  *   http.c    libmicrohttpd: endpoints, authentication, CORS, connection watch;
+ *   models.c  the models served (-m A -m B, --models-dir): lookup by name, loading on first use,
+ *             unloading the least recently used idle one past --models-max, /v1/models;
  *   main.c    the command: options, start and shutdown;
  *   embed.c   POST /v1/embeddings (--embeddings) on a session of its own, outside the engine.
  * No globals: one serve_ctx, made by main.c, reaches every function (the daemon's callbacks get
- * it as their closure, a job points to it).
+ * it as their closure, a job points to it); each model served is a serve_model in it, with its own
+ * engine (slots, snapshot cache), tokenizer and generated-ids memory. A request holds its model
+ * (serve_model_acquire .. serve_model_release; a job holds it until freed), so a model with
+ * requests in flight is never unloaded.
  * Threads: HTTP connection threads parse requests into jobs, submit them to the engine and wait;
  * the engine's thread delivers events (jobs.c) with no engine lock held. ctx->mu guards every job's
- * results, the generated-ids memory, the connection list and the counters; it is never held while
- * calling the engine. */
+ * results, the generated-ids memories, the models' states and references, the connection list and
+ * the counters; it is never held while calling the engine or loading a model. */
 #ifndef SLM_TOOLS_SERVE_H
 #define SLM_TOOLS_SERVE_H
 
@@ -43,8 +48,15 @@
 #define RESP_STORE_N 4096              /* most stored responses kept in memory (more: in --state-dir files) */
 #define RESP_STORE_BYTES (64u << 20)   /* and most bytes of them */
 
+#define SERVE_MAX_MODELS 256         /* most models served (-m, --models-dir) */
+
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
+    const char *models[SERVE_MAX_MODELS]; /* -m (repeatable) */
+    int32_t n_models;
+    const char *models_dir;               /* --models-dir: every *.gguf in it */
+    int32_t models_max;                   /* --models-max: most models loaded at once (0: all) */
+    int32_t models_mib;                   /* --models-mib: most MiB of model files loaded at once (0: no bound) */
+    const char *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     const char *chat_template_file, *chat_template_kwargs; /* --chat-template-file F, --chat-template-kwargs JSON */
     bool lookup, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
@@ -72,6 +84,8 @@ typedef struct choice {
     size_t n_ids;
     bool ids_cut;       /* a stop string cut text (ids spell more than text), or ids are missing */
     tool_stream ts;     /* what a stream has sent of a forced tool call */
+    size_t n_think;     /* tokens generated inside the think block (usage's reasoning_tokens) */
+    bool think_forced;  /* the thinking budget closed the block */
 } choice;
 
 /* A request. Invariants: refs counts the HTTP side (until its response is gone) and the engine
@@ -79,6 +93,7 @@ typedef struct choice {
  * change under srv->mu only. */
 typedef struct job {
     struct serve_ctx *srv;
+    struct serve_model *mdl; /* the model it runs on, held (serve_model_acquire) until the job is freed */
     int refs;
     sreq r;    /* the request as mapped and validated */
     sprompt p; /* its prompt ids, grammar and tools */
@@ -127,40 +142,83 @@ typedef struct conn_watch {
     struct conn_watch *next, *prev;
 } conn_watch;
 
-/* The server: one model, its engine, and what the HTTP side keeps. */
-typedef struct serve_ctx {
-    serve_opts o;
+typedef enum serve_model_state { SM_UNLOADED, SM_LOADING, SM_LOADED, SM_UNLOADING } serve_model_state;
+
+/* One model served. The names and path are fixed; what loading makes (m .. n_vocab) is set while
+ * state is SM_LOADING by the loading thread alone, and read by holders of a reference. */
+typedef struct serve_model {
+    struct serve_ctx *srv;
+    char id[256];               /* its name in requests and /v1/models: --alias, the file's name (-m),
+                                 * or the file's stem (--models-dir) */
+    char path[4096];            /* the GGUF file */
+    const char *file;           /* path's last component */
+    uint64_t file_bytes;        /* the file's size: its memory when loaded, as --models-mib counts it */
     slm_model *m;
-    slm_model *draft_model; /* --draft-model, or NULL */
-    serve_embedder *embedder;       /* --embeddings (embed.c): its own session, never a slot; else NULL */
-    resp_store *responses;          /* stored /v1/responses (memory, and --state-dir files) */
+    slm_model *draft_model;     /* --draft-model (one model served only), or NULL */
+    serve_embedder *embedder;   /* --embeddings (embed.c): its own session, never a slot; else NULL */
     slm_engine *engine;
     const slm_tokenizer *tok;
-    char model_id[256];          /* --alias, or the model file's name */
-    const char *model_file;      /* the model file's name */
-    const char *chat_template;   /* --chat-template NAME (a built-in), "chatml" for a model without a
-                                  * template, or NULL: template_text or the model's own Jinja template */
-    char *template_text;         /* --chat-template-file's text, or NULL */
+    const char *chat_template;  /* --chat-template NAME (a built-in), "chatml" for a model without a
+                                 * template, or NULL: template_text or the model's own Jinja template */
+    const char *template_text;  /* the server's --chat-template-file text, or NULL */
     int32_t n_ctx, n_vocab;
+    /* under srv->mu */
+    serve_model_state state;
+    int32_t refs;               /* requests holding it (a loaded model with refs is never unloaded) */
+    uint64_t last_used;         /* srv->model_tick at its last acquire */
+    char load_error[256];       /* why the last load failed ("" none) */
+    gen_memory *gens;           /* (GEN_MEMORY_N), LRU by last_used */
+    size_t n_gens, gens_bytes;
+    uint64_t gen_tick;
+} serve_model;
+
+/* The server: the models, and what the HTTP side keeps. */
+typedef struct serve_ctx {
+    serve_opts o;
+    serve_model *models;         /* (n_models); models[0] answers requests that name none */
+    int32_t n_models;
+    char *template_text;         /* --chat-template-file's text, or NULL */
+    resp_store *responses;       /* stored /v1/responses (memory, and --state-dir files) */
     pthread_mutex_t mu;
+    pthread_cond_t models_cv;    /* a model's state or refs changed, or stopping */
+    bool stopping;               /* shutdown began: no model loads any more */
+    uint64_t model_tick;
     uint64_t next_id;   /* of response ids */
     int32_t n_inflight; /* HTTP requests not yet completed */
     conn_watch *conns;
-    gen_memory *gens; /* (GEN_MEMORY_N), LRU by last_used */
-    size_t n_gens, gens_bytes;
-    uint64_t gen_tick;
     /* counters of what the engine does not see (it counts the rest: slm_engine_get_stats) */
     uint64_t m_requests, m_errors, m_prompt_tokens;
 } serve_ctx;
 
+/* models.c */
+/* Fills s->models from s->o (-m files, --models-dir's *.gguf sorted by name); false with a message
+ * printed. Loads nothing. */
+bool serve_models_init(serve_ctx *s);
+/* The model named `name` (its id, file name or file stem); NULL or "": models[0]; a single model
+ * answers any name (as llama-server without a router). NULL: no such model. */
+serve_model *serve_model_find(serve_ctx *s, const char *name);
+/* Takes a reference on sm, loading it first when needed (unloading the least recently used idle
+ * models past --models-max; waits while every loaded one is busy). false with e set (500: it could
+ * not be loaded). */
+bool serve_model_acquire(serve_model *sm, sreq_err *e);
+void serve_model_release_locked(serve_model *sm);
+void serve_model_release(serve_model *sm);
+/* POST /models/load, /models/unload {"model"}: llama-server's router's answers. */
+bool serve_models_load(serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+bool serve_models_unload(serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
+/* GET /v1/models: every model, loaded or not (status.value), OpenAI's and llama-server's fields. */
+cJSON *serve_models_json(serve_ctx *s);
+/* Stops every engine and frees every loaded model (shutdown). */
+void serve_models_free(serve_ctx *s);
+
 /* jobs.c */
 double now_s(void);
-job *job_create(serve_ctx *s);
+job *job_create(serve_ctx *s, serve_model *sm); /* sm held by the caller: the job takes that reference */
 void job_unref_locked(job *j);
 void on_engine_event(void *user, const slm_engine_event *ev);
 void job_cancel(job *j);
-void gen_forget_locked(serve_ctx *s, size_t i);
-bool gen_lookup(void *ctx, const char *text, size_t n, int32_t **ids, size_t *n_ids); /* sreq_ids_lookup_fn */
+void gen_forget_locked(serve_model *sm, size_t i);
+bool gen_lookup(void *model, const char *text, size_t n, int32_t **ids, size_t *n_ids); /* sreq_ids_lookup_fn over a serve_model */
 
 /* Where a chat answer's reasoning and content lie (split_answer, openai.c). */
 typedef struct answer_parts {
@@ -186,7 +244,7 @@ void sse_choice(job *j, int32_t ci, size_t upto);
 void sse_finish(job *j);
 cJSON *completion_json(const job *j);
 cJSON *timings_json(const job *j);
-char *token_string(const serve_ctx *s, int32_t id, cJSON **bytes_out);
+char *token_string(const serve_model *sm, int32_t id, cJSON **bytes_out);
 
 /* anthropic.c */
 cJSON *anthropic_error_json(const char *msg, unsigned status);
@@ -206,11 +264,11 @@ void responses_sse_finish(job *j);
 cJSON *completion_native_json(const job *j);
 void native_sse_choice(job *j, size_t upto);
 void native_sse_finish(job *j);
-bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
-bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
-bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
-cJSON *util_props(const serve_ctx *s);
-bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_tokenize(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_detokenize(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
+bool util_apply_template(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
+cJSON *util_props(const serve_model *sm);
+bool util_slot(serve_model *sm, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
 
 /* http.c */
 /* cls: the serve_ctx */
