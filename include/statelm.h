@@ -1050,6 +1050,8 @@ typedef struct slm_quantize_params {
     const char *output_type;     /* NULL, or a tensor type name for output.weight */
     slm_log_fn log_fn;           /* optional: one SLM_LOG_INFO line per tensor */
     void *log_user_data;
+    bool no_mtp;                 /* slm_convert: leave out a qwen35 checkpoint's MTP block (mtp.*), as
+                                    convert_hf_to_gguf.py --no-mtp does; kept by default */
 } slm_quantize_params;
 SLM_API slm_quantize_params slm_quantize_params_default(void);
 /* Quantises the GGUF at in_path to type (case-insensitive): "q4_0", "q4_1", "q5_0", "q5_1",
