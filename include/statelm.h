@@ -471,6 +471,10 @@ typedef struct slm_session_params {
     /* Also compile the Program's "embed" function (final-norm hidden states of every token), which
      * slm_session_embed runs; off by default (it adds a function to compile). */
     bool embeddings;
+    /* Keep the final-norm hidden state of every position the session processes, which a
+     * multi-token-prediction drafter reads (slm_spec_params.mtp): a Qwen3.5 model with its MTP
+     * block only (SLM_ERR_UNSUPPORTED otherwise); n_ctx * n_embd floats. Logits are unchanged. */
+    bool mtp;
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -595,6 +599,10 @@ typedef struct slm_spec_params {
     float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
                                 decode steps until timed (greedy) or always (sampling), (0, 100];
                                 0 = the default, 0.3 */
+    /* Draft with the target model's own multi-token-prediction block (Qwen3.5; greedy drafts,
+     * llama.cpp's draft-mtp): the target session must have been created with
+     * slm_session_params.mtp; draft and draft_fn must be NULL. */
+    bool mtp;
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
