@@ -628,6 +628,9 @@ SLM_API void slm_spec_destroy(slm_spec *sp);
  * slm_spec_errmsg. */
 SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens);
 SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats);
+/* The tokens the last step drafted (before verification; the first *n_accepted of them were kept)
+ * into out[0, min(count, cap)); returns count (0 before any step or when nothing was drafted). */
+SLM_API size_t slm_spec_last_draft(const slm_spec *sp, int32_t *out, size_t cap, size_t *n_accepted);
 /* Message of the last failed step; borrowed until the next call on sp. */
 SLM_API const char *slm_spec_errmsg(const slm_spec *sp);
 

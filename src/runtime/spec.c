@@ -192,6 +192,7 @@ struct slm_spec {
     float *probs;             /* (n_vocab) p of one position */
     float *q;                 /* (draft_max, n_vocab) the draft model's q of each draft token */
     int32_t *feed;            /* (draft_max + 1): the greedy token, then the draft */
+    size_t last_draft, last_ok; /* the last step's draft (feed[1, 1 + last_draft)) and how much was kept */
     slm_spec_stats stats;
     slm_err err;
 };
@@ -310,6 +311,13 @@ SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats) {
     if (!sp) return;
     *stats = sp->stats;
     stats->draft_len = sp->draft_len;
+}
+
+SLM_API size_t slm_spec_last_draft(const slm_spec *sp, int32_t *out, size_t cap, size_t *n_accepted) {
+    if (n_accepted) *n_accepted = sp ? sp->last_ok : 0;
+    if (!sp) return 0;
+    if (out) memcpy(out, sp->feed + 1, (sp->last_draft < cap ? sp->last_draft : cap) * sizeof(int32_t));
+    return sp->last_draft;
 }
 
 SLM_API const char *slm_spec_errmsg(const slm_spec *sp) { return sp ? sp->err.msg : SLM_NULL_HANDLE_MSG; }
@@ -473,6 +481,8 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
         return st;
     }
     memcpy(tokens, sp->feed, (1 + n_ok) * sizeof(int32_t));
+    sp->last_draft = n_draft;
+    sp->last_ok = n_ok;
     sp->pending = replacement;
     sp->pending_pos = t->pos;
     *n_tokens = 1 + n_ok;

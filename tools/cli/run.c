@@ -38,6 +38,8 @@ typedef struct gen_opts {
     const char *draft_model; /* speculation with this draft model (run only) */
     bool lookup;             /* speculation with prompt lookup (run only) */
     bool mtp;                /* speculation with the model's MTP block (run only) */
+    bool draft_fixed;        /* always draft draft_max tokens */
+    bool spec_trace;         /* one line per speculation step on stderr: the draft, how much was kept */
     int32_t draft_max;       /* 0 = the library's default */
     int32_t n_predict;
     int32_t n_threads;
@@ -82,6 +84,8 @@ static void usage_run(void) {
           "                       block (Qwen3.5 converted with it; statelm convert keeps it)\n"
           "  --quantize T         quantise the weights on load (q4_0 ... q8_0, q4_k_m, q6_k: statelm quantize's types)\n"
           "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
+          "  --draft-fixed        always draft --draft-max tokens (no adaptation)\n"
+          "  --spec-trace         one line per speculation step on stderr: the drafted ids, how many kept\n"
           "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's format)\n"
           "  --json-schema FILE   constrain the output to JSON valid under a JSON Schema\n"
           "                       ({\"type\": \"object\"}: any JSON object); see docs/grammar.md\n",
@@ -186,6 +190,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->lookup = true;
         } else if (!is_chat && !strcmp(a, "--mtp")) {
             o->mtp = true;
+        } else if (!is_chat && !strcmp(a, "--draft-fixed")) {
+            o->draft_fixed = true;
+        } else if (!is_chat && !strcmp(a, "--spec-trace")) {
+            o->spec_trace = true;
         } else if (!strcmp(a, "--quantize")) {
             if (!VALUE()) return 1;
             o->quantize = v;
@@ -225,8 +233,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
     if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
     if (o->lookup + !!o->draft_model + o->mtp > 1) return cli_fail("run: give one of --lookup, --draft-model and --mtp");
-    if (o->draft_max && !o->lookup && !o->draft_model && !o->mtp)
-        return cli_fail("run: --draft-max needs --lookup, --draft-model or --mtp");
+    if ((o->draft_max || o->draft_fixed || o->spec_trace) && !o->lookup && !o->draft_model && !o->mtp)
+        return cli_fail("run: --draft-max, --draft-fixed and --spec-trace need --lookup, --draft-model or --mtp");
     if (o->grammar_file && (o->lookup || o->draft_model || o->mtp || o->ignore_eos))
         return cli_fail("run: --grammar/--json-schema cannot be combined with --lookup, --draft-model, --mtp or --ignore-eos");
     if ((o->lookup || o->draft_model || o->mtp) && o->logprobs)
@@ -409,6 +417,14 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
                 break;
             }
             spec_at = 0;
+            if (g->o->spec_trace) {
+                int32_t drafted[64];
+                size_t n_ok = 0, n_d = slm_spec_last_draft(g->spec, drafted, 64, &n_ok);
+                fprintf(stderr, "statelm: spec step at %d: next %d, draft [", slm_session_pos(g->s) - (int32_t)spec_n,
+                        spec_ids[0]);
+                for (size_t k = 0; k < n_d && k < 64; k++) fprintf(stderr, "%s%d", k ? " " : "", drafted[k]);
+                fprintf(stderr, "], kept %zu\n", n_ok);
+            }
         }
         if (g->spec) {
             id = spec_ids[spec_at++];
@@ -531,6 +547,7 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
     if (o->draft_max) p.draft_max = o->draft_max;
     p.draft = *ds;
     p.mtp = o->mtp;
+    p.fixed = o->draft_fixed;
     p.sampler = cli_sampler_is_argmax(&o->sp) ? NULL : smp;
     if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
         return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
