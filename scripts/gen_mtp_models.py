@@ -9,6 +9,8 @@ so they are added to the saved folder here).
   gen_mtp_models.py small DIR  an HF folder at Qwen3.5-0.8B's head shapes (d 1024, 8 q heads of
                              256, 2 kv heads, DeltaNet 16 heads of 128), 4 layers, vocab 2048,
                              plus an MTP block (not committed; for the llama.cpp comparison)
+  gen_mtp_models.py full DIR   the same at Qwen3.5-0.8B's size: 24 layers, vocab 248320, tied
+                             embeddings (3.4 GB of f32; for the cost measurements of bench/README.md)
 
 Weights: scripts/tinylm/weights.py's per-tensor seeded streams (HF names, HF shapes; the MTP norms
 are zero-centred like every qwen35 norm). numpy + safetensors only."""
@@ -74,15 +76,17 @@ def tiny() -> None:
     print(dst.relative_to(ROOT))
 
 
-def small(out: Path) -> None:
-    """Qwen3.5-0.8B's head shapes at 4 layers and a 2048-token vocabulary (the tiny tokenizer's 320
-    tokens, padded), every tensor written here."""
+def small(out: Path, n_layer: int = 4, vocab: int = 2048) -> None:
+    """Qwen3.5-0.8B's head shapes at n_layer layers and a vocab-token vocabulary (the tiny
+    tokenizer's 320 tokens, padded), every tensor written here."""
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(TINY / "hf", out)
     cfg = json.loads((out / "config.json").read_text())
     cfg.update({"hidden_size": 1024, "intermediate_size": 3584, "head_dim": 256, "num_attention_heads": 8,
                 "num_key_value_heads": 2, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-                "linear_num_key_heads": 16, "linear_num_value_heads": 16, "vocab_size": 2048,
+                "linear_num_key_heads": 16, "linear_num_value_heads": 16, "vocab_size": vocab,
+                "num_hidden_layers": n_layer,
+                "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n_layer)],
                 "rope_parameters": {**cfg["rope_parameters"], "mrope_section": [11, 11, 10]}})
     d, ff, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     hd, h, hkv = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -118,5 +122,7 @@ if __name__ == "__main__":
         tiny()
     elif len(sys.argv) == 3 and sys.argv[1] == "small":
         small(Path(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "full":
+        small(Path(sys.argv[2]), 24, 248320)
     else:
         sys.exit(__doc__)

@@ -76,20 +76,22 @@ class Model(_statelm.Model):
     n_ctx, kv_dtype and kernels configure the session generate() and the completion calls use (0 /
     None: the model's defaults); n_threads is every session's default thread count."""
 
-    __slots__ = ("_session", "_session_params", "path", "__weakref__")
+    __slots__ = ("_session", "_mtp_session", "_session_params", "path", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, *, n_threads: int = 0, n_ctx: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None):
         super().__init__(path, n_threads=n_threads)
         self.path = os.fspath(path)
         self._session = None
+        self._mtp_session = None
         self._session_params = {"n_ctx": n_ctx, "kv_dtype": kv_dtype, "kernels": kernels}
 
     def close(self) -> None:
         """Releases the model (once its sessions are gone) and the session generate() keeps."""
-        if getattr(self, "_session", None) is not None:
-            self._session.close()
-            self._session = None
+        for attr in ("_session", "_mtp_session"):
+            if getattr(self, attr, None) is not None:
+                getattr(self, attr).close()
+                setattr(self, attr, None)
         super().close()
 
     def __exit__(self, *exc) -> None:
@@ -104,6 +106,12 @@ class Model(_statelm.Model):
             self._session = self.session()
         return self._session
 
+    def _own_mtp_session(self) -> Session:
+        s = self._mtp_session
+        if s is None or s.closed:
+            s = self._mtp_session = self.session(mtp=True)
+        return s
+
     def prompt_ids(self, prompt: Prompt, special: bool = False) -> list[int]:
         """Token ids of a prompt: text is tokenised with BOS where the model wants it (special:
         control-token text becomes those tokens); a sequence of ids is taken as is."""
@@ -113,7 +121,7 @@ class Model(_statelm.Model):
 
     def generate(self, prompt: Prompt, max_tokens: int | None = 128, *, stream: bool = True,
                  sampler: Sampler | None = None, session: Session | None = None, stop_at_eog: bool = True,
-                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8):
+                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8, mtp: bool = False):
         """Generates up to max_tokens tokens after prompt (None: to the end of the context).
 
         stream=True returns an iterator of Token(id, text) (bytes of an incomplete character at the
@@ -125,23 +133,26 @@ class Model(_statelm.Model):
 
         lookup=True or draft_model=M decode speculatively (slm_spec: prompt lookup, or a session of
         the draft model M, which must share the tokenizer): the same tokens as without when greedy,
-        the same distribution with a sampler; draft_max bounds the draft length."""
+        the same distribution with a sampler; draft_max bounds the draft length. mtp=True drafts
+        with the model's own multi-token-prediction block (Qwen3.5 converted with it): the session
+        must be created with Session(model, mtp=True) (the default one here is)."""
         detok = self.detokenizer()
-        it = self._generate(prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max, detok)
+        it = self._generate(prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max, detok,
+                            mtp)
         if stream:
             return it
         return "".join(t.text for t in it) + detok.flush()
 
     def _generate(self, prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max,
-                  detok) -> Iterator[Token]:
+                  detok, mtp=False) -> Iterator[Token]:
         ids = self.prompt_ids(prompt)
         if not ids:
             raise InvalidArgumentError("the prompt is empty", -1)
-        s = session if session is not None else self._own_session()
+        s = session if session is not None else self._own_mtp_session() if mtp else self._own_session()
         s.sync(ids)
         limit = s.n_ctx - s.pos if max_tokens is None or max_tokens <= 0 else max_tokens
-        if lookup or draft_model is not None:
-            yield from self._generate_spec(s, limit, sampler, stop_at_eog, draft_model, draft_max, detok)
+        if lookup or draft_model is not None or mtp:
+            yield from self._generate_spec(s, limit, sampler, stop_at_eog, draft_model, draft_max, detok, mtp)
             return
         logits = s.logits
         for n in range(limit):
@@ -153,11 +164,12 @@ class Model(_statelm.Model):
                 break
             logits = s.decode(tok)
 
-    def _generate_spec(self, s, limit, sampler, stop_at_eog, draft_model, draft_max, detok) -> Iterator[Token]:
+    def _generate_spec(self, s, limit, sampler, stop_at_eog, draft_model, draft_max, detok,
+                       mtp=False) -> Iterator[Token]:
         draft = None
         if draft_model is not None:
             draft = Session(draft_model, n_ctx=s.n_ctx)
-        spec = Spec(s, draft=draft, draft_max=draft_max, sampler=sampler)
+        spec = Spec(s, draft=draft, draft_max=draft_max, sampler=sampler, mtp=mtp)
         try:
             n = 0
             while n < limit and s.pos < s.n_ctx:
