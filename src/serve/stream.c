@@ -273,7 +273,7 @@ static bool sampler_is_argmax(const slm_sampler_params *p) {
  * left in the context, and the session holds the logits of its last token (a fork holds them after
  * its first decode). */
 bool eng_spec_wanted(const slm_engine *e, const stream *st) {
-    return (e->p.lookup || e->p.draft_model) && !st->r->logprobs && !st->con && slm_session_pos(st->s) < e->n_ctx &&
+    return (e->p.lookup || e->p.draft_model || e->p.mtp) && !st->r->logprobs && !st->con && slm_session_pos(st->s) < e->n_ctx &&
            (!st->own_session || st->n_gen > 0);
 }
 
@@ -292,6 +292,7 @@ bool eng_spec_begin(slm_engine *e, stream *st) {
         slm_spec_params p = slm_spec_params_default();
         if (e->p.draft_max) p.draft_max = e->p.draft_max;
         p.draft = e->p.draft_model ? st->draft : NULL;
+        p.mtp = e->p.mtp;
         p.sampler = sampler_is_argmax(&st->r->sp) ? NULL : st->smp;
         s = slm_spec_create(st->s, &p, &st->spec, err, sizeof err);
     }
