@@ -98,11 +98,12 @@ slm_status mtp_draft(mtp_drafter *d, slm_session *t, int32_t next, int32_t *draf
             v = i;
             break;
         }
-    /* catch up: positions [v, P) from the target's tokens and hidden states */
+    /* catch up: positions [v, P) from the target's tokens and hidden states ("prefill", also for
+     * one position: it has no head, which costs a third of a Qwen3.5-0.8B decode step) */
     while (v < P) {
         int32_t n = P - v < MDL_MTP_MAX_CALL ? P - v : MDL_MTP_MAX_CALL;
         for (int32_t j = 0; j < n; j++) put_h(d, j, target_h(t, v + j));
-        if ((st = run_at(d, n == 1 ? d->s->fn_decode : d->s->fn_prefill, t->history + v, n, v, e))) {
+        if ((st = run_at(d, d->s->fn_prefill, t->history + v, n, v, e))) {
             d->valid = v;
             return st;
         }
