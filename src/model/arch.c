@@ -532,10 +532,15 @@ static slm_status qwen35_hf(slm_model *m, slm_err *e) {
     hp->norm_plus_one = true;
     hp->ssm_a_is_log = true;
     hp->ssm_v_heads_tiled = false;
-    while (hp->n_layer + hp->n_nextn < MDL_MAX_LAYERS &&
-           mdl_find_tensorf(m, "blk.%d.attn_norm.weight", hp->n_layer + hp->n_nextn))
-        hp->n_nextn++;
-    if (hp->n_nextn && !mdl_find_tensorf(m, "blk.%d.nextn.eh_proj.weight", hp->n_layer))
+    /* MTP blocks: config.json's mtp_num_hidden_layers, else those the checkpoint holds (as
+     * llama.cpp's converter counts them); a config that names blocks the checkpoint lacks still
+     * counts them (the converter writes them into block_count too), and nothing drafts then */
+    int32_t found = 0;
+    while (hp->n_layer + found < MDL_MAX_LAYERS && mdl_find_tensorf(m, "blk.%d.attn_norm.weight", hp->n_layer + found))
+        found++;
+    if ((st = h_int(c, "mtp_num_hidden_layers", false, 0, MDL_MAX_LAYERS - hp->n_layer, &hp->n_nextn, e))) return st;
+    if (hp->n_nextn == 0) hp->n_nextn = found;
+    if (found && !mdl_find_tensorf(m, "blk.%d.nextn.eh_proj.weight", hp->n_layer))
         return err_set(e, SLM_ERR_FORMAT, "mtp.layers.* without mtp.fc.weight (the MTP block is incomplete)");
     return qwen35_check(m, e);
 }
