@@ -213,7 +213,11 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     if (st == SLM_OK && p.mtp) {
         (*out)->mtp_embd = model->hp.n_embd;
         (*out)->mtp_hist = al_malloc_aligned(&(*out)->alloc, (size_t)n_ctx * (size_t)model->hp.n_embd * sizeof(float));
-        if (!(*out)->mtp_hist) st = err_set(&e, SLM_ERR_NOMEM, "out of memory for the MTP hidden states");
+        if (!(*out)->mtp_hist) {
+            st = err_set(&e, SLM_ERR_NOMEM, "out of memory for the MTP hidden states");
+            slm_session_destroy(*out);
+            *out = NULL;
+        }
     }
     if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
         slm_session_destroy(*out);

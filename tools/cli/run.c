@@ -4,13 +4,15 @@
  *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME | --chat-template-file F] [--system TEXT] [--ignore-eos] [--kv-f32]
  *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2 | --mtp] [--draft-max K]
+ *     [--draft-fixed] [--spec-trace]
  *     [--grammar FILE | --json-schema FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token.
  * --lookup / --draft-model / --mtp (drafts from a Qwen3.5 model's own multi-token-prediction block)
  * decode by speculation (slm_spec): at --temp 0 the same tokens as plain
  * greedy decoding, else speculative sampling (the distribution of plain sampling with the same
- * options), and a summary line on stderr with the drafted and accepted tokens.
+ * options), and a summary line on stderr with the drafted and accepted tokens; --spec-trace adds one
+ * line per step ("statelm: spec step at P: next T, draft [D1 D2 ...], kept N").
  * --grammar / --json-schema constrain the output (docs/grammar.md); generation stops where nothing
  * but the end may follow, and a note on stderr says when -n ran out before the grammar could end. */
 #include <math.h>
