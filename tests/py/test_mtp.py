@@ -8,7 +8,8 @@ on the tiny qwen35 model with an MTP block (tests/data/tiny/qwen35/hf-mtp, conve
    compare_mtp_llamacpp.py --golden); llama.cpp's step j + 1 has the context of statelm's step j
    (both: the history, then the target's next token), and the drafts must be equal;
 3. sampling with --mtp runs (its distribution: tests/unit/test_spec.c, sampling_mtp);
-4. refusals: --mtp on a model without an MTP block, with another drafter, with --logprobs.
+4. refusals: --mtp on a model without an MTP block, with another drafter, with --logprobs; a
+   folder whose MTP block lacks mtp.fc (one line naming it).
 Usage: test_mtp.py STATELM TESTS_DATA_DIR."""
 import json
 import re
@@ -81,6 +82,19 @@ with tempfile.TemporaryDirectory() as tmp:
     refuse("no MTP block", "no multi-token-prediction block", "-m", str(d / "qwen35-f32.gguf"), "--mtp")
     refuse("two drafters", "give one of", "-m", str(gguf), "--mtp", "--lookup")
     refuse("logprobs", "logprobs", "-m", str(gguf), "--mtp", "--logprobs", "2")
+    try:  # the safetensors reader of the test venv
+        import shutil
+        from safetensors.numpy import load_file, save_file
+        broken = Path(tmp) / "no-fc"
+        shutil.copytree(d / "hf-mtp", broken)
+        sd = load_file(str(broken / "model.safetensors"))
+        del sd["mtp.fc.weight"]
+        save_file(sd, str(broken / "model.safetensors"))
+        q = run("info", "-m", str(broken))
+        if q.returncode == 0 or "mtp.fc.weight" not in q.stderr or len(q.stderr.strip().splitlines()) != 1:
+            failures.append(f"MTP block without mtp.fc: exit {q.returncode}, stderr {q.stderr!r}")
+    except ImportError:
+        print("note: safetensors/numpy missing, the incomplete-block check is skipped")
 
 for f in failures:
     print(f"FAIL: {f}")
