@@ -471,6 +471,10 @@ typedef struct slm_session_params {
     /* Also compile the Program's "embed" function (final-norm hidden states of every token), which
      * slm_session_embed runs; off by default (it adds a function to compile). */
     bool embeddings;
+    /* Keep the final-norm hidden state of every position the session processes, which a
+     * multi-token-prediction drafter reads (slm_spec_params.mtp): a Qwen3.5 model with its MTP
+     * block only (SLM_ERR_UNSUPPORTED otherwise); n_ctx * n_embd floats. Logits are unchanged. */
+    bool mtp;
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -595,6 +599,10 @@ typedef struct slm_spec_params {
     float verify_cost;       /* prompt lookup: a verify of 1 + k tokens is taken to cost 1 + verify_cost * k
                                 decode steps until timed (greedy) or always (sampling), (0, 100];
                                 0 = the default, 0.3 */
+    /* Draft with the target model's own multi-token-prediction block (Qwen3.5; greedy drafts,
+     * llama.cpp's draft-mtp): the target session must have been created with
+     * slm_session_params.mtp; draft and draft_fn must be NULL. */
+    bool mtp;
 } slm_spec_params;
 typedef struct slm_spec_stats {
     uint64_t n_steps;        /* verify passes */
@@ -620,6 +628,9 @@ SLM_API void slm_spec_destroy(slm_spec *sp);
  * slm_spec_errmsg. */
 SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, size_t *n_tokens);
 SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats);
+/* The tokens the last step drafted (before verification; the first *n_accepted of them were kept)
+ * into out[0, min(count, cap)); returns count (0 before any step or when nothing was drafted). */
+SLM_API size_t slm_spec_last_draft(const slm_spec *sp, int32_t *out, size_t cap, size_t *n_accepted);
 /* Message of the last failed step; borrowed until the next call on sp. */
 SLM_API const char *slm_spec_errmsg(const slm_spec *sp);
 
@@ -1075,6 +1086,8 @@ typedef struct slm_quantize_params {
     const char *output_type;     /* NULL, or a tensor type name for output.weight */
     slm_log_fn log_fn;           /* optional: one SLM_LOG_INFO line per tensor */
     void *log_user_data;
+    bool no_mtp;                 /* slm_convert: leave out a qwen35 checkpoint's MTP block (mtp.*), as
+                                    convert_hf_to_gguf.py --no-mtp does; kept by default */
 } slm_quantize_params;
 SLM_API slm_quantize_params slm_quantize_params_default(void);
 /* Quantises the GGUF at in_path to type (case-insensitive): "q4_0", "q4_1", "q5_0", "q5_1",

@@ -49,6 +49,8 @@ typedef struct slm_engine_params {
     bool lookup;                  /* speculative decoding with prompt-lookup drafts */
     const slm_model *draft_model; /* speculative decoding with this draft model (same tokenizer), or NULL */
     int32_t draft_max;            /* most drafted tokens per step (0: slm_spec_params_default) */
+    bool mtp;                     /* speculative decoding with the model's own multi-token-prediction block
+                                     (Qwen3.5 with one; every slot session keeps its hidden states) */
 } slm_engine_params;
 
 /* The defaults: 4 slots, a queue of 64, slm_session_params_default, 256 MiB of snapshots. */

@@ -29,13 +29,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "tiny"
-ARCHS = ("llama", "qwen3", "lfm2", "qwen35", "gemma3")
-PRE = {"llama": "smollm", "qwen3": "qwen2", "lfm2": "lfm2", "qwen35": "qwen35", "gemma3": "gpt-2"}
+ARCHS = ("llama", "qwen3", "lfm2", "qwen35", "gemma3", "qwen35-mtp")
+PRE = {"llama": "smollm", "qwen3": "qwen2", "lfm2": "lfm2", "qwen35": "qwen35", "gemma3": "gpt-2",
+       "qwen35-mtp": "qwen35"}
 OUTTYPES = ("f32", "f16")
 # qwen35: this converter assumes a Qwen3.5 checkpoint carries its multi-token-prediction head
-# (mtp.*, counted into block_count) unless told --no-mtp; the tiny one has none, and statelm never
-# loads or writes that head, so the reference is the converter's --no-mtp output.
+# (mtp.*, counted into block_count) unless told --no-mtp; the tiny one (hf/) has none, so its
+# reference is the converter's --no-mtp output. qwen35-mtp is the same model with an MTP block
+# (hf-mtp/, scripts/gen_mtp_models.py tiny), converted with the block kept (the default).
 EXTRA = {"qwen35": ["--no-mtp"]}
+# (folder under tests/data/tiny, HF subfolder, golden file name)
+WHERE = {"qwen35-mtp": ("qwen35", "hf-mtp", "convert-mtp.json")}
 DEFAULT_LLAMA = Path.home() / ".cache/statelm/src/llama_cpp_python-0.3.36/vendor/llama.cpp"
 
 # Run in a child process per conversion: imports the converter with the pre-tokenizer lookup
@@ -75,7 +79,8 @@ def main() -> None:
     import gguf_manifest  # the gguf-py next to the converter, as the converter writes with it
     commit = subprocess.run(["git", "-C", str(llama), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     for arch in args.archs:
-        hf = TINY / arch / "hf"
+        folder, sub, golden = WHERE.get(arch, (arch, "hf", "convert.json"))
+        hf = TINY / folder / sub
         manifest = {
             "arch": arch,
             "reference": {
@@ -83,7 +88,7 @@ def main() -> None:
                 "source": str(llama.relative_to(Path.home())) if llama.is_relative_to(Path.home()) else str(llama),
                 "llama_cpp_commit": commit or None,
                 "pre_tokenizer_override": PRE[arch],
-                "command": " ".join(["convert_hf_to_gguf.py", f"tests/data/tiny/{arch}/hf", "--outfile", "OUT",
+                "command": " ".join(["convert_hf_to_gguf.py", f"tests/data/tiny/{folder}/{sub}", "--outfile", "OUT",
                                      "--outtype", "T", *EXTRA.get(arch, [])]),
                 "versions": versions(),
             },
@@ -98,7 +103,7 @@ def main() -> None:
                 if p.returncode != 0:
                     sys.exit(f"{arch} {outtype}: the converter failed:\n{p.stderr[-4000:]}")
                 manifest["outtypes"][outtype] = gguf_manifest.describe(out)
-        dst = TINY / arch / "golden" / "convert.json"
+        dst = TINY / folder / "golden" / golden
         dst.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{arch}: {dst.relative_to(ROOT)}")
 

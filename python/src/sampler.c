@@ -286,13 +286,13 @@ static void spec_free(SpecObject *o) {
 }
 
 static int spec_init(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"target", "draft", "draft_max", "fixed", "sampler", "verify_cost", NULL};
+    static char *names[] = {"target", "draft", "draft_max", "fixed", "sampler", "verify_cost", "mtp", NULL};
     SpecObject *o = (SpecObject *)self;
     PyObject *target, *draft = Py_None, *sampler = Py_None;
     slm_spec_params p = slm_spec_params_default();
-    int fixed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$OipOf", names, ext_session_type, &target, &draft, &p.draft_max,
-                                     &fixed, &sampler, &p.verify_cost))
+    int fixed = 0, mtp = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$OipOfp", names, ext_session_type, &target, &draft, &p.draft_max,
+                                     &fixed, &sampler, &p.verify_cost, &mtp))
         return -1;
     if (o->spec) {
         PyErr_SetString(PyExc_RuntimeError, "Spec is already created");
@@ -317,6 +317,7 @@ static int spec_init(PyObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     p.fixed = fixed != 0;
+    p.mtp = mtp != 0;
     p.draft = d ? d->sess : NULL;
     p.sampler = smp ? smp->sampler : NULL;
     char err[512] = "";

@@ -60,7 +60,8 @@ static const char *dtype_names[] = {"f16", "f32"};
 /* Keyword arguments shared by Session() and fork(): fills p, and returns the bytes objects that own
  * its strings in *keep (NULL when none). */
 static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject *kw_dir, int n_ctx, int n_threads,
-                          int ckpt_interval, int ckpt_budget, int no_repack, int embeddings, slm_session_params *p,
+                          int ckpt_interval, int ckpt_budget, int no_repack, int embeddings, int mtp,
+                          slm_session_params *p,
                           PyObject **keep) {
     *p = slm_session_params_default();
     *keep = PyList_New(0);
@@ -71,6 +72,7 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
     p->checkpoint_budget_mib = ckpt_budget;
     p->no_repack = no_repack != 0;
     p->embeddings = embeddings != 0;
+    p->mtp = mtp != 0;
     if (kw_kv_dtype && kw_kv_dtype != Py_None) {
         const char *d = PyUnicode_Check(kw_kv_dtype) ? PyUnicode_AsUTF8AndSize(kw_kv_dtype, NULL) : NULL;
         if (!d) {
@@ -105,16 +107,16 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
 }
 
 #define SESSION_KWARGS "n_ctx", "n_threads", "kv_dtype", "kernels", "checkpoint_interval", "checkpoint_budget_mib", \
-                       "checkpoint_dir", "no_repack", "embeddings"
-#define SESSION_FORMAT "iiOOiiOpp"
+                       "checkpoint_dir", "no_repack", "embeddings", "mtp"
+#define SESSION_FORMAT "iiOOiiOppp"
 
 static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"model", SESSION_KWARGS, NULL};
     SessionObject *s = (SessionObject *)self;
     PyObject *model_obj, *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
-    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0;
+    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0, mtp = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$" SESSION_FORMAT, names, &model_obj, &n_ctx, &n_threads, &kv,
-                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack, &embeddings))
+                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack, &embeddings, &mtp))
         return -1;
     if (s->sess) {
         PyErr_SetString(PyExc_RuntimeError, "Session is already created");
@@ -123,7 +125,7 @@ static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     slm_model *model = ext_model_get(model_obj);
     if (!model) return -1;
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, &p, &keep)) {
+    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p, &keep)) {
         Py_XDECREF(keep);
         return -1;
     }
@@ -546,13 +548,13 @@ static PyObject *session_restore(PyObject *self, PyObject *arg) {
 static PyObject *fork_session(PyTypeObject *tp, ModelObject *m, slm_snapshot *snap, PyObject *args, PyObject *kw) {
     static char *names[] = {SESSION_KWARGS, NULL};
     PyObject *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
-    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0;
+    int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0, mtp = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$" SESSION_FORMAT, names, &n_ctx, &n_threads, &kv, &kernels, &ck_int,
-                                     &ck_budget, &dir, &no_repack, &embeddings))
+                                     &ck_budget, &dir, &no_repack, &embeddings, &mtp))
         return NULL;
     if (m->closed) return ext_raise_closed("model is closed");
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, &p, &keep)) {
+    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p, &keep)) {
         Py_XDECREF(keep);
         return NULL;
     }

@@ -76,7 +76,7 @@ class Model(_statelm.Model):
     n_ctx, kv_dtype and kernels configure the session generate() and the completion calls use (0 /
     None: the model's defaults); n_threads is every session's default thread count."""
 
-    __slots__ = ("_session", "_embed_session", "_session_params", "path", "__weakref__")
+    __slots__ = ("_session", "_embed_session", "_mtp_session", "_session_params", "path", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, *, n_threads: int = 0, n_ctx: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None):
@@ -84,12 +84,13 @@ class Model(_statelm.Model):
         self.path = os.fspath(path)
         self._session = None
         self._embed_session = None
+        self._mtp_session = None
         self._session_params = {"n_ctx": n_ctx, "kv_dtype": kv_dtype, "kernels": kernels}
 
     def close(self) -> None:
         """Releases the model (once its sessions are gone) and the sessions generate() and embed()
         keep."""
-        for name in ("_session", "_embed_session"):
+        for name in ("_session", "_embed_session", "_mtp_session"):
             if getattr(self, name, None) is not None:
                 getattr(self, name).close()
                 setattr(self, name, None)
@@ -107,6 +108,12 @@ class Model(_statelm.Model):
             self._session = self.session()
         return self._session
 
+    def _own_mtp_session(self) -> Session:
+        s = self._mtp_session
+        if s is None or s.closed:
+            s = self._mtp_session = self.session(mtp=True)
+        return s
+
     def prompt_ids(self, prompt: Prompt, special: bool = False) -> list[int]:
         """Token ids of a prompt: text is tokenised with BOS where the model wants it (special:
         control-token text becomes those tokens); a sequence of ids is taken as is."""
@@ -116,7 +123,7 @@ class Model(_statelm.Model):
 
     def generate(self, prompt: Prompt, max_tokens: int | None = 128, *, stream: bool = True,
                  sampler: Sampler | None = None, session: Session | None = None, stop_at_eog: bool = True,
-                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8,
+                 lookup: bool = False, draft_model: "Model | None" = None, draft_max: int = 8, mtp: bool = False,
                  grammar: "Grammar | str | None" = None, json_schema: dict | str | None = None):
         """Generates up to max_tokens tokens after prompt (None: to the end of the context).
 
@@ -129,37 +136,40 @@ class Model(_statelm.Model):
 
         lookup=True or draft_model=M decode speculatively (slm_spec: prompt lookup, or a session of
         the draft model M, which must share the tokenizer): the same tokens as without when greedy,
-        the same distribution with a sampler; draft_max bounds the draft length.
+        the same distribution with a sampler; draft_max bounds the draft length. mtp=True drafts
+        with the model's own multi-token-prediction block (Qwen3.5 converted with it): the session
+        must be created with Session(model, mtp=True) (the default one here is).
 
         grammar (a Grammar or GBNF text) or json_schema (a dict or JSON text) constrain the output:
         decoding is greedy among the tokens the grammar allows (Sampler(grammar=...) samples
         instead), and an end-of-generation token comes only where the grammar may end. A sampler
         with a grammar starts it over at each call. Constrained generation decodes one token at a
-        time (lookup and draft_model are not used)."""
+        time (lookup, draft_model and mtp are not used)."""
         if grammar is not None or json_schema is not None:
             if sampler is not None:
                 raise ValueError("give the grammar to the Sampler (Sampler(grammar=...)) or pass no sampler")
             sampler = Sampler(temperature=0, grammar=grammar, json_schema=json_schema)
         detok = self.detokenizer()
-        it = self._generate(prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max, detok)
+        it = self._generate(prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max, detok,
+                            mtp=mtp)
         if stream:
             return it
         return "".join(t.text for t in it) + detok.flush()
 
     def _generate(self, prompt, max_tokens, sampler, session, stop_at_eog, lookup, draft_model, draft_max,
-                  detok, lp_top=None) -> Iterator[Token]:
+                  detok, lp_top=None, mtp=False) -> Iterator[Token]:
         """Yields Token(id, text); with lp_top (an int) (Token, logits.logprobs(id, lp_top)) pairs."""
         ids = self.prompt_ids(prompt)
         if not ids:
             raise InvalidArgumentError("the prompt is empty", -1)
-        s = session if session is not None else self._own_session()
+        s = session if session is not None else self._own_mtp_session() if mtp else self._own_session()
         s.sync(ids)
         limit = s.n_ctx - s.pos if max_tokens is None or max_tokens <= 0 else max_tokens
         constrained = sampler is not None and sampler.grammar is not None
         if constrained:
             sampler.reset()
-        if (lookup or draft_model is not None) and not constrained and lp_top is None:
-            yield from self._generate_spec(s, limit, sampler, stop_at_eog, draft_model, draft_max, detok)
+        if (lookup or draft_model is not None or mtp) and not constrained and lp_top is None:
+            yield from self._generate_spec(s, limit, sampler, stop_at_eog, draft_model, draft_max, detok, mtp)
             return
         logits = s.logits
         for n in range(limit):
@@ -172,11 +182,12 @@ class Model(_statelm.Model):
                 break
             logits = s.decode(tok)
 
-    def _generate_spec(self, s, limit, sampler, stop_at_eog, draft_model, draft_max, detok) -> Iterator[Token]:
+    def _generate_spec(self, s, limit, sampler, stop_at_eog, draft_model, draft_max, detok,
+                       mtp=False) -> Iterator[Token]:
         draft = None
         if draft_model is not None:
             draft = Session(draft_model, n_ctx=s.n_ctx)
-        spec = Spec(s, draft=draft, draft_max=draft_max, sampler=sampler)
+        spec = Spec(s, draft=draft, draft_max=draft_max, sampler=sampler, mtp=mtp)
         try:
             n = 0
             while n < limit and s.pos < s.n_ctx:

@@ -151,7 +151,7 @@ class Snapshot:
     def fork(self, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None, kernels: str | None = None,
              checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
              checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
-             embeddings: bool = False) -> "Session":
+             embeddings: bool = False, mtp: bool = False) -> "Session":
         """A new session in this state (context size and KV dtype are the snapshot's)."""
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
@@ -164,13 +164,15 @@ class Session:
     kv_dtype: "f16" (default) or "f32"; kernels: "auto"/None, "ref", "generic", "avx2",
     "avxvnni", "avx512", "neon" (a tier this CPU or build lacks raises UnsupportedError);
     checkpoint_interval / checkpoint_budget_mib / checkpoint_dir: checkpoints of hybrid models'
-    conv and recurrent states for exact rollback (0 = defaults, interval -1 = none)."""
+    conv and recurrent states for exact rollback (0 = defaults, interval -1 = none); mtp: keep
+    the hidden states a Spec(mtp=True) drafts from (Qwen3.5 with its MTP block only)."""
 
     def __init__(self, model: Model, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None, checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
                  checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
-                 embeddings: bool = False) -> None:
-        """embeddings=True also compiles the model's "embed" function, which embed() runs."""
+                 embeddings: bool = False, mtp: bool = False) -> None:
+        """embeddings=True also compiles the model's "embed" function, which embed() runs; mtp=True
+        keeps every position's hidden state for the model's multi-token-prediction block (Spec(mtp=True))."""
     def embed(self, ids: Ids, *, pooling: str | None = None, normalize: bool = True) -> list[float] | list[list[float]]:
         """Feeds ids from the current position as prefill does (the history advances; logits are
         None until the next prefill or decode) and returns the final-norm hidden states pooled:
@@ -233,7 +235,7 @@ class Session:
     def fork(self, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None, kernels: str | None = None,
              checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
              checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
-             embeddings: bool = False) -> Self:
+             embeddings: bool = False, mtp: bool = False) -> Self:
         """A new, independent session in this session's current state."""
     def save(self, path: str | os.PathLike) -> None:
         """Writes the state to path atomically (a new file has mode 0600)."""
@@ -318,12 +320,13 @@ class Sampler:
 class Spec:
     """The speculative decoding driver (slm_spec) over a target session holding logits: prompt
     lookup (draft None) or a draft model's session (same tokenizer; it is reset and follows the
-    target). Greedy without a sampler (the exact greedy tokens), else speculative sampling (the
-    sampler's distribution; a Sampler with a grammar is refused: UnsupportedError). Both sessions
-    stay open while the driver lives."""
+    target), or with mtp=True the target model's own multi-token-prediction block (the target
+    created with mtp=True). Greedy without a sampler (the exact greedy tokens), else speculative
+    sampling (the sampler's distribution; a Sampler with a grammar is refused: UnsupportedError).
+    Both sessions stay open while the driver lives."""
 
     def __init__(self, target: Session, *, draft: Session | None = None, draft_max: int = 8, fixed: bool = False,
-                 sampler: Sampler | None = None, verify_cost: float = 0.3) -> None: ...
+                 sampler: Sampler | None = None, verify_cost: float = 0.3, mtp: bool = False) -> None: ...
     def step(self, n_max: int = 64) -> list[int]:
         """1 to n_max next tokens; the target then stands after them with their last logits."""
     @property

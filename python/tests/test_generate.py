@@ -79,6 +79,29 @@ def test_speculative_equals_greedy(models, arch):
         assert [t.id for t in m.generate(prompt, 40, stop_at_eog=False, draft_model=draft, draft_max=4)] == want
 
 
+def test_mtp_equals_greedy():
+    """Qwen3.5's multi-token-prediction block drafts (tests/data/tiny/qwen35/hf-mtp): the same
+    greedy tokens; the Spec driver over a Session(mtp=True); a session without it is refused."""
+    with statelm.Model(str(DATA / "tiny" / "qwen35" / "hf-mtp")) as m:
+        prompt = golden("qwen35")[0]["ids"][:11]
+        want = [t.id for t in m.generate(prompt, 30, stop_at_eog=False)]
+        assert [t.id for t in m.generate(prompt, 30, stop_at_eog=False, mtp=True, draft_max=3)] == want
+        with statelm.Session(m, n_ctx=128, mtp=True) as s:
+            s.prefill(prompt)
+            spec = statelm.Spec(s, mtp=True, draft_max=4, fixed=True)
+            out = []
+            while len(out) < 30:
+                out += spec.step(30 - len(out))
+            assert out[:30] == want and spec.stats["n_drafted"] > 0
+            spec.close()
+        with statelm.Session(m, n_ctx=128) as s:
+            s.prefill(prompt)
+            with pytest.raises(statelm.InvalidArgumentError):
+                statelm.Spec(s, mtp=True)
+    with statelm.Model(tiny_path("qwen35")) as m, pytest.raises(statelm.UnsupportedError):
+        statelm.Session(m, mtp=True)
+
+
 def test_spec_driver_stats(models):
     m = models["qwen35"]
     prompt = golden("qwen35")[0]["ids"][:11] * 4

@@ -321,6 +321,7 @@ static slm_status emit_function(lctx *c, int32_t fn) {
     }
     b->layer = -1;
     if (!b->status && f->logits >= 0) gb_set_output(b, c->map[f->logits], f->output);
+    if (!b->status && f->aux >= 0) gb_set_aux(b, c->map[f->aux]);
     return b->status;
 }
 

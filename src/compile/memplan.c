@@ -73,6 +73,7 @@ slm_status memplan_build(const g_program *p, int32_t fn, int64_t n, const int32_
         }
     }
     if (f->logits >= 0) last_use[root_of(p, f->logits)] = end;
+    if (f->aux >= 0) last_use[root_of(p, f->aux)] = end;
     for (size_t t = 0; keep && t < nt; t++)
         if (keep[t] && p->tensors[root_of(p, (int32_t)t)].fn == fn) last_use[root_of(p, (int32_t)t)] = end;
     int32_t n_live = 0;

@@ -71,14 +71,15 @@ static int64_t lfm2_effective_ff(const cJSON *c) {
     return ff;
 }
 
-/* TextModel.set_gguf_parameters and the overrides of the five architectures. */
-static slm_status model_keys(const slm_model *m, cv_kv *b, uint32_t file_type, slm_err *e) {
+/* TextModel.set_gguf_parameters and the overrides of the five architectures. n_nextn: the MTP
+ * blocks written (qwen35; counted into block_count, _QwenMtpMixin). */
+static slm_status model_keys(const slm_model *m, cv_kv *b, uint32_t file_type, int32_t n_nextn, slm_err *e) {
     const cJSON *c = m->hf.text;
     const char *arch = m->arch->name;
     const bool gemma3 = !strcmp(arch, "gemma3"), lfm2 = !strcmp(arch, "lfm2"), qwen35 = !strcmp(arch, "qwen35");
     int64_t v, n_embd = m->hp.n_embd, n_head = m->hp.n_head, head_dim = 0;
     double f;
-    cv_kv_u32(b, akey(m, "block_count"), (uint32_t)m->hp.n_layer);
+    cv_kv_u32(b, akey(m, "block_count"), (uint32_t)(m->hp.n_layer + n_nextn));
     if (cfg_int(c, "max_position_embeddings", &v)) cv_kv_u32(b, akey(m, "context_length"), (uint32_t)v);
     else if (gemma3) cv_kv_u32(b, akey(m, "context_length"), 131072);
     cv_kv_u32(b, akey(m, "embedding_length"), (uint32_t)n_embd);
@@ -137,6 +138,7 @@ static slm_status model_keys(const slm_model *m, cv_kv *b, uint32_t file_type, s
         const mdl_hparams *hp = &m->hp;
         int64_t interval = 4;
         double partial = 0.25;
+        if (n_nextn) cv_kv_u32(b, akey(m, "nextn_predict_layers"), (uint32_t)n_nextn);
         cv_kv_u32(b, akey(m, "ssm.conv_kernel"), (uint32_t)hp->ssm_conv_kernel);
         cv_kv_u32(b, akey(m, "ssm.state_size"), (uint32_t)hp->ssm_head_k_dim);
         cv_kv_u32(b, akey(m, "ssm.group_count"), (uint32_t)hp->ssm_n_k_heads);
@@ -144,9 +146,9 @@ static slm_status model_keys(const slm_model *m, cv_kv *b, uint32_t file_type, s
         cv_kv_u32(b, akey(m, "ssm.inner_size"), (uint32_t)(hp->ssm_head_v_dim * hp->ssm_n_v_heads));
         const cJSON *layer_types = NULL;
         if (hf_get_array(c, "layer_types", &layer_types, NULL) == SLM_OK) { /* Qwen3NextModel: per layer */
-            cv_kv_arr_head(b, akey(m, "attention.recurrent_layers"), GGUF_BOOL, (uint64_t)hp->n_layer);
-            for (int32_t il = 0; il < hp->n_layer; il++) {
-                uint8_t recurrent = hp->layer_kind[il] == SLM_LAYER_LINEAR_ATTENTION;
+            cv_kv_arr_head(b, akey(m, "attention.recurrent_layers"), GGUF_BOOL, (uint64_t)(hp->n_layer + n_nextn));
+            for (int32_t il = 0; il < hp->n_layer + n_nextn; il++) { /* MTP blocks: full attention */
+                uint8_t recurrent = il < hp->n_layer && hp->layer_kind[il] == SLM_LAYER_LINEAR_ATTENTION;
                 cv_put(b, &recurrent, 1);
             }
         }
@@ -496,6 +498,12 @@ static void gemma3_cut_embedding(const slm_model *m, gguf_tensor *g) {
     }
 }
 
+/* A tensor of a qwen35 MTP block: blk.N.* with N >= n_layer. */
+static bool is_mtp_tensor(const slm_model *m, const mdl_tensor *t) {
+    int il = -1;
+    return sscanf(t->name, "blk.%d.", &il) == 1 && il >= m->hp.n_layer;
+}
+
 static slm_status outtype_of(const char *outtype, uint32_t *float_type, uint32_t *file_type) {
     static const struct { const char *name; uint32_t type, file_type; } floats[] = {
         {"f32", SLM_DTYPE_F32, 0}, {"f16", SLM_DTYPE_F16, 1}, {"bf16", SLM_DTYPE_BF16, 32}};
@@ -550,16 +558,19 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
         err_set(&e, st, "%s", lerr);
         goto done;
     }
-    const uint64_t n = (uint64_t)m->n_tensors;
-    ts = al_calloc(a, (size_t)n + 1, sizeof *ts);
-    order = al_calloc(a, (size_t)n + 1, sizeof *order);
-    sorted = al_calloc(a, (size_t)n + 1, sizeof *sorted);
-    types = al_calloc(a, (size_t)n + 1, sizeof *types);
+    /* the MTP block is the tensors of blocks n_layer and up (model/arch.c qwen35_mtp_name) */
+    const int32_t n_nextn = p.no_mtp ? 0 : m->hp.n_nextn;
+    uint64_t n = 0;
+    ts = al_calloc(a, (size_t)m->n_tensors + 1, sizeof *ts);
+    order = al_calloc(a, (size_t)m->n_tensors + 1, sizeof *order);
+    sorted = al_calloc(a, (size_t)m->n_tensors + 1, sizeof *sorted);
+    types = al_calloc(a, (size_t)m->n_tensors + 1, sizeof *types);
     if (!ts || !order || !sorted || !types) {
         st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (uint64_t i = 0; i < n; i++) sorted[i] = &m->tensors[i];
+    for (int32_t i = 0; i < m->n_tensors; i++)
+        if (!p.no_mtp || !is_mtp_tensor(m, &m->tensors[i])) sorted[n++] = &m->tensors[i];
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_converter_order);
     for (uint64_t i = 0; i < n; i++) {
         as_gguf_tensor(sorted[i], &ts[i]);
@@ -584,7 +595,7 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
             goto done;
         }
         for (uint64_t i = 0; i < n; i++) src_types[i] = ts[i].type, ts[i].type = SLM_DTYPE_F32;
-        st = quantize_plan(outtype, &p, m->arch->name, m->hp.n_layer, 0, ts, n, order, types, &file_type, &e);
+        st = quantize_plan(outtype, &p, m->arch->name, m->hp.n_layer + n_nextn, 0, ts, n, order, types, &file_type, &e);
         for (uint64_t i = 0; i < n; i++) ts[i].type = src_types[i];
         al_free(a, src_types);
         if (st) goto done;
@@ -594,7 +605,7 @@ SLM_API slm_status slm_convert(const char *hf_dir, const char *out_path, const c
     cv_kv_str(&kb, "general.architecture", m->arch->name);
     cv_kv_str(&kb, "general.type", "model");
     cv_kv_str(&kb, "general.name", m->name && m->name[0] ? m->name : (slash ? slash + 1 : m->path));
-    if ((st = model_keys(m, &kb, file_type, &e)) || (st = tokenizer_keys(m, &kb, &e))) goto done;
+    if ((st = model_keys(m, &kb, file_type, n_nextn, &e)) || (st = tokenizer_keys(m, &kb, &e))) goto done;
     cv_kv_u32(&kb, "general.quantization_version", CV_QNT_VERSION);
     const char **sources = al_calloc(a, (size_t)n + 1, sizeof *sources);
     if (!sources) {

@@ -89,6 +89,7 @@ slm_status graph_add_function(g_program *p, const char *name, bool symbolic_n, i
     f->fixed_n = fixed_n;
     f->tokens = -1;
     f->logits = -1;
+    f->aux = -1;
     *fn = p->n_functions++;
     return SLM_OK;
 }
@@ -441,9 +442,10 @@ int32_t gb_slice(g_builder *b, int32_t x, int32_t axis, g_affine begin, g_affine
     const g_tensor *X = T(b, x);
     if (axis < 0 || axis >= X->n_dims || len.has_pos || begin.has_pos || len.base < (len.has_n ? 0 : 1))
         return shape_fail(b, G_OP_SLICE, x, "input");
-    /* Static axes are checked here; symbolic ones when a call binds n (the executor re-checks). */
+    /* Static axes are checked here; symbolic ones when a call binds n (the executor re-checks): a
+     * symbolic length on a static axis (the first n columns of a state) for every n that fits. */
     bool xs = (X->n_mask >> axis) & 1;
-    if (!xs && (begin.has_n || len.has_n || begin.base < 0 || begin.base + len.base > X->ne[axis]))
+    if (!xs && (begin.has_n || begin.base < 0 || begin.base + len.base > X->ne[axis]))
         return shape_fail(b, G_OP_SLICE, x, "input");
     int64_t ne[4] = {X->ne[0], X->ne[1], X->ne[2], X->ne[3]};
     ne[axis] = len.base;
@@ -573,6 +575,11 @@ void gb_set_output(g_builder *b, int32_t x, g_output kind) {
 }
 
 void gb_set_logits(g_builder *b, int32_t x) { gb_set_output(b, x, G_OUT_LOGITS); }
+
+void gb_set_aux(g_builder *b, int32_t x) {
+    if (!live(b, 1, x)) return;
+    b->p->functions[b->fn].aux = x;
+}
 
 void gb_name(g_builder *b, int32_t t, const char *name) {
     if (b->status || t < 0 || t >= b->p->n_tensors) return;

@@ -163,6 +163,8 @@ typedef struct g_function {
     int32_t tokens;      /* input tensor: ids i32 (n) */
     int32_t logits;      /* output tensor, of kind `output` (the name is historical: most are logits) */
     g_output output;
+    int32_t aux;         /* -1, or a second result the call keeps to its end: the final-norm hidden
+                          * states (n_embd, n) of a program built for an MTP drafter (model/build.c) */
 } g_function;
 
 typedef struct g_program {
@@ -277,6 +279,8 @@ g_program *graph_clone(const g_program *p);
 void gb_set_logits(g_builder *b, int32_t x);
 /* Marks x as the function's output of that kind. */
 void gb_set_output(g_builder *b, int32_t x, g_output kind);
+/* Marks x as the function's aux result (g_function.aux). */
+void gb_set_aux(g_builder *b, int32_t x);
 /* Names tensor t (for plans and errors); the layer is prefixed as "blk.N." when set. */
 void gb_name(g_builder *b, int32_t t, const char *name);
 

@@ -332,7 +332,8 @@ static const name_pair dense_pairs[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},         {NULL, NULL},
 };
 
-static bool dense_hf_name(const char *hf, char *out, size_t cap) {
+static bool dense_hf_name(const char *hf, int32_t n_layer, char *out, size_t cap) {
+    (void)n_layer;
     return map_common(hf, dense_pairs, "output_norm.weight", out, cap);
 }
 
@@ -426,7 +427,8 @@ static const name_pair lfm2_pairs[] = {
     {NULL, NULL},
 };
 
-static bool lfm2_hf_name(const char *hf, char *out, size_t cap) {
+static bool lfm2_hf_name(const char *hf, int32_t n_layer, char *out, size_t cap) {
+    (void)n_layer;
     return map_common(hf, lfm2_pairs, "token_embd_norm.weight", out, cap);
 }
 
@@ -460,6 +462,7 @@ static slm_status qwen35_gguf(slm_model *m, slm_err *e) {
         return st;
     if (nextn >= block_count) return err_set(e, SLM_ERR_FORMAT, "nextn_predict_layers %d >= block_count %d", nextn, block_count);
     hp->n_layer = block_count - nextn;
+    hp->n_nextn = nextn;
     hp->n_head_kv = hp->n_head;
     hp->ssm_conv_kernel = 4;
     if ((st = g_int(m, "attention.head_count_kv", false, 1, 1 << 12, &hp->n_head_kv, e)) ||
@@ -529,6 +532,16 @@ static slm_status qwen35_hf(slm_model *m, slm_err *e) {
     hp->norm_plus_one = true;
     hp->ssm_a_is_log = true;
     hp->ssm_v_heads_tiled = false;
+    /* MTP blocks: config.json's mtp_num_hidden_layers, else those the checkpoint holds (as
+     * llama.cpp's converter counts them); a config that names blocks the checkpoint lacks still
+     * counts them (the converter writes them into block_count too), and nothing drafts then */
+    int32_t found = 0;
+    while (hp->n_layer + found < MDL_MAX_LAYERS && mdl_find_tensorf(m, "blk.%d.attn_norm.weight", hp->n_layer + found))
+        found++;
+    if ((st = h_int(c, "mtp_num_hidden_layers", false, 0, MDL_MAX_LAYERS - hp->n_layer, &hp->n_nextn, e))) return st;
+    if (hp->n_nextn == 0) hp->n_nextn = found;
+    if (found && !mdl_find_tensorf(m, "blk.%d.nextn.eh_proj.weight", hp->n_layer))
+        return err_set(e, SLM_ERR_FORMAT, "mtp.layers.* without mtp.fc.weight (the MTP block is incomplete)");
     return qwen35_check(m, e);
 }
 
@@ -557,7 +570,34 @@ static bool map_text_model(const char *hf, const name_pair *pairs, char *out, si
     return map_common(hf, pairs, "output_norm.weight", out, cap);
 }
 
-static bool qwen35_hf_name(const char *hf, char *out, size_t cap) { return map_text_model(hf, qwen35_pairs, out, cap); }
+/* The multi-token-prediction block (mtp.*, or model.mtp.*) in llama.cpp's nextn layout: its decoder
+ * layers i become blocks n_layer + i, its own tensors blk.{n_layer}.nextn.* (conversion/qwen.py's
+ * _QwenMtpMixin; docs/spec/qwen35.md §10). */
+static bool qwen35_mtp_name(const char *hf, int32_t n_layer, char *out, size_t cap) {
+    static const name_pair own[] = {
+        {"fc.weight", "nextn.eh_proj.weight"},
+        {"pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+        {"pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+        {"norm.weight", "nextn.shared_head_norm.weight"},
+        {NULL, NULL},
+    };
+    if (strncmp(hf, "model.", 6) == 0) hf += 6;
+    if (strncmp(hf, "mtp.", 4) != 0 || n_layer < 1) return false;
+    hf += 4;
+    for (const name_pair *p = own; p->hf; p++)
+        if (!strcmp(hf, p->hf)) return snprintf(out, cap, "blk.%d.%s", n_layer, p->gguf) > 0;
+    if (strncmp(hf, "layers.", 7) != 0) return false;
+    char *end;
+    long i = strtol(hf + 7, &end, 10);
+    if (end == hf + 7 || *end != '.' || i < 0 || i >= MDL_MAX_LAYERS - n_layer) return false;
+    char local[256];
+    snprintf(local, sizeof local, "%ld%s", (long)n_layer + i, end);
+    return map_layer_name(local, qwen35_pairs, out, cap);
+}
+
+static bool qwen35_hf_name(const char *hf, int32_t n_layer, char *out, size_t cap) {
+    return qwen35_mtp_name(hf, n_layer, out, cap) || map_text_model(hf, qwen35_pairs, out, cap);
+}
 
 /* ---- gemma3 --------------------------------------------------------------------------------- */
 
@@ -678,7 +718,10 @@ static const name_pair gemma3_pairs[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},              {NULL, NULL},
 };
 
-static bool gemma3_hf_name(const char *hf, char *out, size_t cap) { return map_text_model(hf, gemma3_pairs, out, cap); }
+static bool gemma3_hf_name(const char *hf, int32_t n_layer, char *out, size_t cap) {
+    (void)n_layer;
+    return map_text_model(hf, gemma3_pairs, out, cap);
+}
 
 /* ---- registry ------------------------------------------------------------------------------- */
 

@@ -23,6 +23,7 @@ typedef struct bctx {
     slm_err *e;
     int32_t (*layer_states)[2]; /* (n_layer) program state ids per layer: [kv_k|conv|ssm_conv, kv_v|ssm_state] */
     int32_t swa_ring;           /* rows of the sliding layers' ring states, 0 when they hold the whole context */
+    bool mtp_hidden;            /* every function keeps its final-norm hidden states (g_function.aux) */
 } bctx;
 
 /* Adds the weight `fmt` (formatted with the current layer) after checking its shape; n_dims and
@@ -221,9 +222,17 @@ static void build_function(bctx *c, fn_kind kind) {
         gb_name(b, x, "out");
     }
     b->layer = -1;
-    int32_t last = kind != FN_LAST_LOGITS ? x : gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, n) or (d, 1) */
     const char *final_norm = has_tensor(c, "output_norm.weight") ? "output_norm.weight" : "token_embd_norm.weight";
-    int32_t hn = norm(c, last, weight(c, d, 0, "%s", final_norm));
+    int32_t hn;
+    if (c->mtp_hidden) { /* the norm of every column (columnwise: the last one's is the same), kept */
+        int32_t all = norm(c, x, weight(c, d, 0, "%s", final_norm));
+        gb_name(b, all, "mtp_h");
+        gb_set_aux(b, all);
+        hn = kind != FN_LAST_LOGITS ? all : gb_slice(b, all, 1, g_n_plus(-1), g_const(1));
+    } else {
+        int32_t last = kind != FN_LAST_LOGITS ? x : gb_slice(b, x, 1, g_n_plus(-1), g_const(1)); /* (d, n) or (d, 1) */
+        hn = norm(c, last, weight(c, d, 0, "%s", final_norm));
+    }
     if (kind == FN_HIDDEN) {
         gb_name(b, hn, "hidden");
         gb_set_output(b, hn, G_OUT_HIDDEN);
@@ -238,6 +247,11 @@ static void build_function(bctx *c, fn_kind kind) {
 
 slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, bool embed, g_program **out,
                              slm_err *e) {
+    return mdl_build_program_ex(m, n_ctx, kv_dtype, embed, false, out, e);
+}
+
+slm_status mdl_build_program_ex(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, bool embed, bool mtp_hidden,
+                                g_program **out, slm_err *e) {
     *out = NULL;
     g_program *p = NULL;
     bctx c;
@@ -264,6 +278,7 @@ slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dty
     c.hp = &m->hp;
     c.p = p;
     c.e = e;
+    c.mtp_hidden = mtp_hidden;
     (void)mdl_swa_rows(&m->hp, n_ctx, &c.swa_ring);
     p->max_call_tokens = mdl_swa_call_tokens(&m->hp, n_ctx);
     static const struct {
@@ -279,6 +294,106 @@ slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dty
         if ((st = graph_add_function(p, fns[f].name, fns[f].symbolic, 1, &fn, e))) goto fail;
         gb_init(&c.b, p, fn, e);
         build_function(&c, fns[f].kind);
+        if ((st = c.b.status)) goto fail;
+    }
+    if ((st = graph_verify(p, e))) goto fail;
+    al_free(&m->alloc, c.layer_states);
+    *out = p;
+    return SLM_OK;
+fail:
+    al_free(&m->alloc, c.layer_states);
+    graph_destroy(p);
+    return st;
+}
+
+/* ---- the MTP block (docs/spec/qwen35.md §10) ---------------------------------------------------- */
+
+/* One function of the MTP program over n positions: the tokens and, in columns [0, n) of the
+ * h_in state, the trunk's final-norm hidden state of the position before each. Output: the MTP's
+ * own final-norm hidden states (d, n) (G_OUT_HIDDEN), or with logits their head (V, n), the
+ * hidden states then kept as aux. */
+static void build_mtp_function(bctx *c, int32_t s_h, bool logits) {
+    const mdl_hparams *hp = c->hp;
+    g_builder *b = &c->b;
+    const int il = hp->n_layer;
+    const int64_t d = hp->n_embd;
+    b->layer = -1;
+    char embd[64];
+    snprintf(embd, sizeof embd, "blk.%d.nextn.embed_tokens.weight", il);
+    if (!has_tensor(c, embd)) snprintf(embd, sizeof embd, "token_embd.weight");
+    int32_t x = gb_embed(b, weight(c, d, hp->n_vocab, "%s", embd), gb_tokens(b));       /* (d, n) */
+    int32_t h = gb_slice(b, gb_state_read(b, s_h), 1, g_const(0), gb_n(b));              /* (d, n) */
+    b->layer = il;
+    int32_t en = norm(c, x, weight(c, d, 0, "blk.%d.nextn.enorm.weight", il));
+    int32_t hn = norm(c, h, weight(c, d, 0, "blk.%d.nextn.hnorm.weight", il));
+    int32_t u = gb_matmul(b, weight(c, 2 * d, d, "blk.%d.nextn.eh_proj.weight", il), gb_concat(b, en, hn, 0));
+    gb_name(b, u, "eh_proj");
+    u = gb_add(b, u, attention(c, norm(c, u, weight(c, d, 0, "blk.%d.attn_norm.weight", il)), il));
+    u = ffn(c, u, il, "post_attention_norm.weight");
+    char head_norm[64];
+    snprintf(head_norm, sizeof head_norm, "blk.%d.nextn.shared_head_norm.weight", il);
+    if (!has_tensor(c, head_norm)) snprintf(head_norm, sizeof head_norm, "output_norm.weight");
+    int32_t out = norm(c, u, weight(c, d, 0, "%s", head_norm));
+    gb_name(b, out, "mtp_h");
+    b->layer = -1;
+    if (!logits) {
+        gb_set_output(b, out, G_OUT_HIDDEN);
+        return;
+    }
+    char head[64];
+    snprintf(head, sizeof head, "blk.%d.nextn.shared_head_head.weight", il);
+    if (!has_tensor(c, head)) snprintf(head, sizeof head, hp->tied_embeddings ? "token_embd.weight" : "output.weight");
+    int32_t l = gb_matmul(b, weight(c, d, hp->n_vocab, "%s", head), out);
+    gb_name(b, l, "logits");
+    gb_set_logits(b, l);
+    gb_set_aux(b, out);
+}
+
+slm_status mdl_build_mtp_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, g_program **out, slm_err *e) {
+    *out = NULL;
+    const mdl_hparams *hp = &m->hp;
+    const int il = hp->n_layer;
+    if (hp->n_nextn < 1 || !mdl_find_tensorf(m, "blk.%d.nextn.eh_proj.weight", il))
+        return err_set(e, SLM_ERR_UNSUPPORTED, "the model has no multi-token-prediction block (a Qwen3.5 GGUF converted "
+                       "with its MTP block: qwen35.nextn_predict_layers, blk.%d.nextn.*)", il);
+    if (!hp->attn_output_gate || hp->layer_kind[il] != SLM_LAYER_ATTENTION)
+        return err_set(e, SLM_ERR_UNSUPPORTED, "multi-token prediction is implemented for qwen35 only");
+    g_program *p = NULL;
+    bctx c;
+    memset(&c, 0, sizeof c);
+    slm_status st = graph_create(&m->alloc, &p);
+    if (st) return err_set(e, st, "out of memory");
+    c.layer_states = al_calloc(&m->alloc, (size_t)il + 1, sizeof *c.layer_states);
+    if (!c.layer_states) {
+        st = err_set(e, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    char name[64];
+    int64_t kne[4] = {hp->head_dim * hp->n_head_kv, n_ctx, 1, 1}, vne[4] = {hp->head_dim_v * hp->n_head_kv, n_ctx, 1, 1};
+    int64_t hne[4] = {hp->n_embd, MDL_MTP_MAX_CALL, 1, 1};
+    snprintf(name, sizeof name, "blk.%d.kv_k", il);
+    c.layer_states[il][0] = graph_add_state(p, name, SLM_STATE_KV_KEY, il, kv_dtype, 2, kne, 1, e);
+    snprintf(name, sizeof name, "blk.%d.kv_v", il);
+    c.layer_states[il][1] = graph_add_state(p, name, SLM_STATE_KV_VALUE, il, kv_dtype, 2, vne, 1, e);
+    int32_t s_h = graph_add_state(p, MDL_MTP_H_STATE, SLM_STATE_RECURRENT, il, SLM_DTYPE_F32, 2, hne, -1, e);
+    if (c.layer_states[il][0] < 0 || c.layer_states[il][1] < 0 || s_h < 0) {
+        st = e->status ? e->status : SLM_ERR_NOMEM;
+        goto fail;
+    }
+    c.m = m;
+    c.hp = hp;
+    c.p = p;
+    c.e = e;
+    p->max_call_tokens = MDL_MTP_MAX_CALL;
+    static const struct {
+        const char *name;
+        bool symbolic, logits;
+    } fns[2] = {{"prefill", true, false}, {"decode", false, true}};
+    for (int f = 0; f < 2; f++) {
+        int32_t fn;
+        if ((st = graph_add_function(p, fns[f].name, fns[f].symbolic, 1, &fn, e))) goto fail;
+        gb_init(&c.b, p, fn, e);
+        build_mtp_function(&c, s_h, fns[f].logits);
         if ((st = c.b.status)) goto fail;
     }
     if ((st = graph_verify(p, e))) goto fail;

@@ -19,6 +19,7 @@ typedef enum mdl_rope_style {
 
 typedef struct mdl_hparams {
     int32_t n_layer;      /* layers run (MTP blocks excluded) */
+    int32_t n_nextn;      /* qwen35: MTP blocks stored after them, blk.{n_layer + i} (llama.cpp's nextn layout) */
     int32_t n_embd;       /* d */
     int32_t n_head;       /* H: query heads of attention layers */
     int32_t n_head_kv;    /* H_kv of attention layers */

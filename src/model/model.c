@@ -168,10 +168,13 @@ static slm_status load_hf(slm_model *m, slm_err *e) {
     m->tensors = al_calloc(&m->alloc, (size_t)m->st.n_tensors, sizeof(mdl_tensor));
     m->owned = al_calloc(&m->alloc, 3 * (size_t)m->st.n_tensors, sizeof *m->owned);
     if ((!m->tensors || !m->owned) && m->st.n_tensors) return err_set(e, SLM_ERR_NOMEM, "out of memory");
+    int64_t n_layer = 0;
+    if (hf_get_int(m->hf.text, "num_hidden_layers", &n_layer, NULL) != SLM_OK || n_layer < 0 || n_layer > MDL_MAX_LAYERS)
+        n_layer = 0; /* the architecture's reader reports it */
     for (uint64_t i = 0; i < m->st.n_tensors; i++) {
         const st_tensor *t = &m->st.tensors[i];
         char canonical[256];
-        if (!m->arch->hf_tensor_name(t->name, canonical, sizeof canonical)) {
+        if (!m->arch->hf_tensor_name(t->name, (int32_t)n_layer, canonical, sizeof canonical)) {
             log_msg(&m->log, SLM_LOG_DEBUG, "ignoring tensor %s", t->name);
             continue;
         }
@@ -225,6 +228,7 @@ static slm_status build_hparam_list(slm_model *m, slm_err *e) {
         add_hparam(m, "ssm_head_k_dim", hp->ssm_head_k_dim);
         add_hparam(m, "ssm_head_v_dim", hp->ssm_head_v_dim);
         add_hparam(m, "ssm_v_heads_tiled", hp->ssm_v_heads_tiled);
+        if (hp->n_nextn) add_hparam(m, "nextn_predict_layers", hp->n_nextn);
     }
     if (strcmp(m->arch->name, "gemma3") == 0) {
         add_hparam(m, "norm_plus_one", hp->norm_plus_one);

@@ -76,9 +76,10 @@ struct arch_def {
      * values such as n_ff). */
     slm_status (*hparams_gguf)(slm_model *m, slm_err *e);
     slm_status (*hparams_hf)(slm_model *m, slm_err *e);
-    /* Maps an HF tensor name to the canonical GGUF name into out (cap bytes). Returns false for
-     * tensors the runtime ignores (vision tower, MTP head, rotary caches). */
-    bool (*hf_tensor_name)(const char *hf_name, char *out, size_t cap);
+    /* Maps an HF tensor name to the canonical GGUF name into out (cap bytes); n_layer is
+     * config.json's num_hidden_layers (qwen35's MTP block is numbered after it). Returns false for
+     * tensors the runtime ignores (vision tower, rotary caches). */
+    bool (*hf_tensor_name)(const char *hf_name, int32_t n_layer, char *out, size_t cap);
 };
 
 /* The supported architectures, and lookups by GGUF name / HF model_type. */

@@ -205,8 +205,20 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
         st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
-    else if ((st = mdl_build_program(model, n_ctx, kv, p.embeddings, &prog, &e)) == SLM_OK)
+    else if (p.mtp && model->hp.n_nextn < 1)
+        st = err_set(&e, SLM_ERR_UNSUPPORTED, "the model has no multi-token-prediction block (mtp needs a Qwen3.5 "
+                     "model converted with it: qwen35.nextn_predict_layers)");
+    else if ((st = mdl_build_program_ex(model, n_ctx, kv, p.embeddings, p.mtp, &prog, &e)) == SLM_OK)
         st = create_compiled(model, prog, p.n_threads, n_ctx, kv, p.kernels, p.no_repack, out, &e);
+    if (st == SLM_OK && p.mtp) {
+        (*out)->mtp_embd = model->hp.n_embd;
+        (*out)->mtp_hist = al_malloc_aligned(&(*out)->alloc, (size_t)n_ctx * (size_t)model->hp.n_embd * sizeof(float));
+        if (!(*out)->mtp_hist) {
+            st = err_set(&e, SLM_ERR_NOMEM, "out of memory for the MTP hidden states");
+            slm_session_destroy(*out);
+            *out = NULL;
+        }
+    }
     if (st == SLM_OK && (st = apply_params(*out, &p, &e))) {
         slm_session_destroy(*out);
         *out = NULL;
@@ -283,6 +295,7 @@ SLM_API void slm_session_destroy(slm_session *s) {
     al_free(&a, s->tensor_ptr);
     al_free(&a, s->history);
     al_free(&a, s->logits);
+    al_free_aligned(&a, s->mtp_hist);
     al_free(&a, s->verify_state);
     al_free(&a, s->verify_front);
     al_free(&a, s->verify_logits);
@@ -551,6 +564,9 @@ slm_status sess_run(slm_session *s, int32_t fn, const int32_t *tokens, int32_t n
     sess_states_finish(s, st == SLM_OK);
     if (st) return st;
     if (pf) pf->call_s[fn][pf->n_calls[fn]++] = now_s() - call_t0;
+    if (s->mtp_hist && f->aux >= 0)
+        memcpy(s->mtp_hist + (size_t)s->pos * (size_t)s->mtp_embd, tensor_data(s, f->aux),
+               (size_t)n * (size_t)s->mtp_embd * sizeof(float));
     if (f->output == G_OUT_LOGITS) {
         int64_t n_rows = g_ne(&p->tensors[f->logits], 1, n); /* 1, or n for "verify" */
         memcpy(s->logits, (const float *)tensor_data(s, f->logits) + (size_t)(n_rows - 1) * (size_t)s->n_vocab,

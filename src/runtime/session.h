@@ -81,6 +81,10 @@ struct slm_session {
     int32_t n_vocab;       /* logits per step */
     int32_t n_token_ids;   /* valid token ids are [0, n_token_ids) */
     float *logits;         /* (n_vocab) of the last processed token */
+    float *mtp_hist;       /* NULL, or (n_ctx, n_embd): row P = the final-norm hidden state of position P
+                              as the last call that ran it left it (slm_session_params.mtp; rows of
+                              positions >= pos are scratch) */
+    int32_t mtp_embd;      /* n_embd of mtp_hist rows */
     bool logits_valid;     /* logits belong to history[pos - 1] */
     sess_profile *profile; /* NULL unless profiling (runtime/profile.c) */
     sess_trace_fn trace;   /* NULL unless a test traces the executor */

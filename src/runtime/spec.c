@@ -20,6 +20,7 @@
 
 #include "base/params.h"
 #include "runtime/lookup.h"
+#include "runtime/mtp.h"
 #include "runtime/session.h"
 
 /* Grows the verify buffers for the logits before the verify and, unless they stay in the arena,
@@ -172,7 +173,8 @@ SLM_API size_t slm_draft_lookup(const int32_t *history, size_t n_history, int32_
 struct slm_spec {
     slm_allocator alloc;
     slm_session *target;
-    slm_session *draft;       /* NULL = draft_fn */
+    slm_session *draft;       /* NULL = mtp or draft_fn */
+    mtp_drafter *mtp;         /* the target's own MTP block, or NULL */
     slm_draft_fn draft_fn;
     void *draft_user_data;
     bool fixed;
@@ -190,6 +192,7 @@ struct slm_spec {
     float *probs;             /* (n_vocab) p of one position */
     float *q;                 /* (draft_max, n_vocab) the draft model's q of each draft token */
     int32_t *feed;            /* (draft_max + 1): the greedy token, then the draft */
+    size_t last_draft, last_ok; /* the last step's draft (feed[1, 1 + last_draft)) and how much was kept */
     slm_spec_stats stats;
     slm_err err;
 };
@@ -251,6 +254,8 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
         st = err_set(&e, SLM_ERR_INVALID_ARG, "verify_cost %g is out of range (0, 100]", (double)p.verify_cost);
     else if (p.draft == target) st = err_set(&e, SLM_ERR_INVALID_ARG, "the draft session is the target session");
     else if (target->fn_verify < 0) st = err_set(&e, SLM_ERR_UNSUPPORTED, "the target's program has no verify function");
+    else if (p.mtp && (p.draft || p.draft_fn))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "mtp drafts with the target's own MTP block: no draft model or drafter");
     else if (p.draft) st = same_tokenizer(target, p.draft, &e);
     if (st == SLM_OK) {
         sp = al_calloc(&target->alloc, 1, sizeof *sp);
@@ -265,6 +270,9 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
             slm_spec_destroy(sp);
             sp = NULL;
             st = err_set(&e, SLM_ERR_NOMEM, "out of memory");
+        } else if (p.mtp && (st = mtp_create(target, &sp->mtp, &e))) {
+            slm_spec_destroy(sp);
+            sp = NULL;
         }
     }
     if (st == SLM_OK) {
@@ -273,7 +281,7 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
         sp->draft_fn = p.draft_fn;
         sp->draft_user_data = p.draft_user_data;
         sp->fixed = p.fixed;
-        sp->lookup = !p.draft && !p.draft_fn;
+        sp->lookup = !p.draft && !p.draft_fn && !p.mtp;
         lookup_policy_init(&sp->policy, p.verify_cost);
         sp->draft_max = sp->draft_len = p.draft_max;
         sp->backoff = 1;
@@ -289,6 +297,7 @@ SLM_API slm_status slm_spec_create(slm_session *target, const slm_spec_params *p
 SLM_API void slm_spec_destroy(slm_spec *sp) {
     if (!sp) return;
     slm_allocator a = sp->alloc;
+    mtp_destroy(sp->mtp);
     al_free(&a, sp->hist);
     al_free(&a, sp->feed);
     al_free(&a, sp->probs);
@@ -302,6 +311,13 @@ SLM_API void slm_spec_get_stats(const slm_spec *sp, slm_spec_stats *stats) {
     if (!sp) return;
     *stats = sp->stats;
     stats->draft_len = sp->draft_len;
+}
+
+SLM_API size_t slm_spec_last_draft(const slm_spec *sp, int32_t *out, size_t cap, size_t *n_accepted) {
+    if (n_accepted) *n_accepted = sp ? sp->last_ok : 0;
+    if (!sp) return 0;
+    if (out) memcpy(out, sp->feed + 1, (sp->last_draft < cap ? sp->last_draft : cap) * sizeof(int32_t));
+    return sp->last_draft;
 }
 
 SLM_API const char *slm_spec_errmsg(const slm_spec *sp) { return sp ? sp->err.msg : SLM_NULL_HANDLE_MSG; }
@@ -430,6 +446,8 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     sp->hist[t->pos] = sp->feed[0];
     if (k_max > 0 && sp->draft) {
         if ((st = draft_model(sp, n_hist, sp->feed + 1, k_max, &n_draft))) return st;
+    } else if (k_max > 0 && sp->mtp) {
+        if ((st = mtp_draft(sp->mtp, t, sp->feed[0], sp->feed + 1, k_max, &n_draft, &sp->err))) return st;
     } else if (k_max > 0 && sp->lookup) {
         sp->match = lookup_find(sp->hist, n_hist);
         n_draft = sp->fixed ? (sp->match.n_avail < k_max ? sp->match.n_avail : k_max)
@@ -463,6 +481,8 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
         return st;
     }
     memcpy(tokens, sp->feed, (1 + n_ok) * sizeof(int32_t));
+    sp->last_draft = n_draft;
+    sp->last_ok = n_ok;
     sp->pending = replacement;
     sp->pending_pos = t->pos;
     *n_tokens = 1 + n_ok;

@@ -526,8 +526,9 @@ SLM_API slm_status slm_engine_create(const slm_model *model, const slm_engine_pa
     if (p.n_slots == 0) p.n_slots = 4;
     if (p.n_slots < 1 || p.n_slots > 4096 || p.queue_max < 0 || p.cache_mib < 0 || p.draft_max < 0)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n_slots, queue_max, cache_mib or draft_max out of range");
-    if (p.lookup && p.draft_model)
-        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "lookup and draft_model exclude each other");
+    if (p.lookup + !!p.draft_model + p.mtp > 1)
+        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "lookup, draft_model and mtp exclude each other");
+    if (p.mtp) p.session.mtp = true; /* slots and forks keep the hidden states the drafter reads */
     const slm_tokenizer *tok = slm_model_tokenizer(model);
     if (!tok) return refuse(err, err_cap, SLM_ERR_UNSUPPORTED, "the model has no tokenizer");
     const slm_allocator *a = &model->alloc;

@@ -323,12 +323,13 @@ static bool sampler_is_argmax(const slm_sampler_params *p) {
            p->frequency_penalty == 0.0f && p->n_logit_bias == 0;
 }
 
-/* Whether st generates by speculation now: lookup or a draft model, no logprobs or grammar, no
+/* Whether st generates by speculation now: lookup, a draft model or MTP, no logprobs or grammar, no
  * thinking budget still to watch, room left in the context, and the session holds the logits of
  * its last token (a fork holds them after its first decode). */
 bool eng_spec_wanted(const slm_engine *e, const stream *st) {
-    return (e->p.lookup || e->p.draft_model) && !st->r->logprobs && !st->con && slm_session_pos(st->s) < e->n_ctx &&
-           (!st->own_session || st->n_gen > 0) && (!st->r->n_think_close || st->r->choices[st->choice].think == 2);
+    return (e->p.lookup || e->p.draft_model || e->p.mtp) && !st->r->logprobs && !st->con &&
+           slm_session_pos(st->s) < e->n_ctx && (!st->own_session || st->n_gen > 0) &&
+           (!st->r->n_think_close || st->r->choices[st->choice].think == 2);
 }
 
 /* Starts the speculation driver of st: greedy at temperature 0 without penalties (the tokens plain
@@ -346,6 +347,7 @@ bool eng_spec_begin(slm_engine *e, stream *st) {
         slm_spec_params p = slm_spec_params_default();
         if (e->p.draft_max) p.draft_max = e->p.draft_max;
         p.draft = e->p.draft_model ? st->draft : NULL;
+        p.mtp = e->p.mtp;
         p.sampler = sampler_is_argmax(&st->r->sp) ? NULL : st->smp;
         s = slm_spec_create(st->s, &p, &st->spec, err, sizeof err);
     }

@@ -32,8 +32,8 @@ refuse() { # what, pattern, args...
   fail "sampling with --lookup: $(cat "$tmp/err")"
 [ "$(wc -w < "$tmp/spec")" -eq 24 ] || fail "sampling with --lookup: not 24 ids: $(cat "$tmp/spec")"
 grep -q "^statelm: speculation (lookup" "$tmp/err" || fail "sampling with --lookup: no summary line"
-refuse "both drafters" "exclude each other" --lookup --draft-model "$m"
-refuse "draft-max alone" "needs --lookup" --draft-max 4
+refuse "both drafters" "give one of" --lookup --draft-model "$m"
+refuse "draft-max alone" "need --lookup" --draft-max 4
 refuse "draft-max 0" "draft-max" --lookup --draft-max 0
 refuse "logprobs with lookup" "logprobs" --lookup --logprobs 3
 refuse "missing draft model" "draft model" --draft-model "$tmp/none.gguf"

@@ -16,6 +16,8 @@ quantised model from a Hugging Face folder.
    folder (`--quantize T`) gives the logits of the file quantize writes from the folder, bit for
    bit, and each tensor of that file dequantised by statelm (quantize to f32) equals gguf-py's
    dequantisation of it (legacy types byte-identical to llama.cpp's quantiser: test_quantize.py).
+   qwen35 with an MTP block (hf-mtp/): kept by default as llama.cpp's converter keeps it
+   (golden/convert-mtp.json), dropped by --no-mtp (mtp_block).
 5. Bad input: no config.json, an unknown architecture, an unknown safetensors dtype, a truncated
    safetensors file, a shape the type cannot take, an unknown outtype, a GGUF given as the folder,
    an existing output without --force, a write cut short by RLIMIT_FSIZE: exit 1, one line naming
@@ -141,6 +143,27 @@ def same_as_gguf_py_dequant(label, quantised, dequantised):
                             f"gguf-py's in {bad} elements")
 
 
+def mtp_block(tmp, d, golden):
+    """qwen35 with a multi-token-prediction block (hf-mtp/: the tiny model plus mtp.*): kept by
+    default as llama.cpp's converter keeps it (golden/convert-mtp.json: blk.4.nextn.*, blk.4.*,
+    block_count 5, nextn_predict_layers 1), left out by --no-mtp (then the file of hf/, convert.json);
+    the MTP block changes nothing the model computes (the logits of the two files are equal)."""
+    hf = d / "hf-mtp"
+    want = json.loads((d / "golden" / "convert-mtp.json").read_text(encoding="utf-8"))
+    for outtype in ("f32", "f16"):
+        out = tmp / f"qwen35-mtp-{outtype}.gguf"
+        if convert_ok(f"qwen35-mtp {outtype}", hf, out, outtype):
+            compare_manifest(f"qwen35-mtp {outtype}", gguf_manifest.describe(out), want["outtypes"][outtype])
+    out = tmp / "qwen35-nomtp-f32.gguf"
+    if convert_ok("qwen35-mtp --no-mtp", hf, out, "f32", "--no-mtp"):
+        compare_manifest("qwen35-mtp --no-mtp", gguf_manifest.describe(out), golden["outtypes"]["f32"])
+    with_mtp = tmp / "qwen35-mtp-f32.gguf"
+    def steps(h):  # the hashes, not the header (its weight_bytes counts the MTP block)
+        return [ln for ln in h.splitlines() if not ln.startswith(b"model ")]
+    if digest.exists() and with_mtp.exists() and steps(hashes("-m", str(with_mtp))) != steps(hashes("-m", str(out))):
+        failures.append("qwen35-mtp: the MTP block changes the logits of the model")
+
+
 def without_provenance(m):
     return {k: v for k, v in m["metadata"].items() if not PROVENANCE.match(k)}
 
@@ -185,6 +208,8 @@ with tempfile.TemporaryDirectory() as tmp_s:
                 failures.append(f"{arch} {t}: quantize HF_FOLDER exit {p.returncode} "
                                 f"{p.stderr.decode().strip()}: not the file convert writes")
             via_quantize.unlink(missing_ok=True)
+        if arch == "qwen35":
+            mtp_block(tmp, data / "tiny" / "qwen35", golden)
         # ---- 4: every type: quantisation on load of the folder = the file quantize writes from it;
         # that file's tensors dequantised by statelm = gguf-py's dequantisation of them
         for t in ALL_TYPES:

@@ -246,6 +246,9 @@ static void session_null(void **unused) {
     assert_int_equal(sps.n_steps, 0);
     slm_spec_get_stats(NULL, NULL);
     assert_non_null(slm_spec_errmsg(NULL));
+    size_t n_kept = 1;
+    assert_int_equal(slm_spec_last_draft(NULL, NULL, 0, &n_kept), 0);
+    assert_int_equal(n_kept, 0);
     slm_checkpoint_stats st;
     memset(&st, 0xAB, sizeof st);
     slm_session_checkpoint_stats(NULL, &st);

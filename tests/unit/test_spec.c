@@ -12,7 +12,7 @@
  *       and replays nothing, and that verify copies no state (the accept rebuilds in place);
  *   (f) speculative sampling: the first tokens of many seeds have plain sampling's distribution
  *       (two-sample chi-squared test at the 0.1% point; drawing from p instead of the residual,
- *       ignoring q or keeping every draft fail it).
+ *       ignoring q or keeping every draft fail it); also with the MTP drafter (sampling_mtp).
  * References come from plain slm_session_decode / slm_sampler_sample calls, never from verify. */
 #include "testutil.h"
 
@@ -592,9 +592,32 @@ static double chi2_crit(int df) {
     return df * c * c * c;
 }
 
-static void check_sampling(const char *draft_arch, bool fixed_drafter) {
-    slm_model *m = load("llama"), *dm = draft_arch ? load(draft_arch) : NULL;
-    slm_session *s = new_session(m, N_CTX), *ds = dm ? new_session(dm, N_CTX) : NULL;
+/* The tiny qwen35 model with an MTP block (tests/data/tiny/qwen35/hf-mtp), a session that keeps
+ * the hidden states its MTP drafter reads. */
+static slm_model *load_mtp(void) {
+    slm_model *m = NULL;
+    char err[512];
+    if (slm_model_load(tu_data_path("tiny/qwen35/hf-mtp"), NULL, &m, err, sizeof err) != SLM_OK) fail_msg("load: %s", err);
+    return m;
+}
+
+static slm_session *new_mtp_session(const slm_model *m, int32_t n_ctx) {
+    slm_session_params p = slm_session_params_default();
+    p.n_ctx = n_ctx;
+    p.n_threads = 1;
+    p.checkpoint_interval = 8;
+    p.mtp = true;
+    slm_session *s = NULL;
+    char err[512];
+    if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
+    return s;
+}
+
+/* draft_arch: a draft model; fixed_drafter: point masses from draft_greedy; mtp: the target's own
+ * MTP block (point masses too), on the tiny qwen35 model with one. */
+static void check_sampling(const char *draft_arch, bool fixed_drafter, bool mtp) {
+    slm_model *m = mtp ? load_mtp() : load("llama"), *dm = draft_arch ? load(draft_arch) : NULL;
+    slm_session *s = mtp ? new_mtp_session(m, N_CTX) : new_session(m, N_CTX), *ds = dm ? new_session(dm, N_CTX) : NULL;
     const float *l;
     assert_int_equal(slm_session_prefill(s, sample_prompt, 6, &l), SLM_OK);
     int32_t v = slm_model_n_vocab(m);
@@ -622,6 +645,7 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
         p.fixed = true;
         p.sampler = smp;
         p.draft = ds;
+        p.mtp = mtp;
         if (fixed_drafter) {
             p.draft_fn = draft_greedy;
             p.draft_user_data = greedy;
@@ -643,7 +667,8 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
         slm_sampler_destroy(smp);
     }
     bool same_model = draft_arch && !strcmp(draft_arch, "llama");
-    if (same_model ? accepted != drafted : accepted == 0 || accepted == drafted)
+    /* random MTP weights draft what the target rarely samples: rejections (the residual draw) only */
+    if (mtp ? drafted == 0 : same_model ? accepted != drafted : accepted == 0 || accepted == drafted)
         fail_msg("%llu of %llu drafts accepted: the rule is not exercised", (unsigned long long)accepted,
                  (unsigned long long)drafted);
     /* the marginal of each of the first N_SAMPLED tokens */
@@ -653,7 +678,7 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
         int df;
         double chi2 = chi2_two_samples(a, b, n_seeds, v, &df);
         fprintf(stderr, "sampling, draft %s: token %d: chi2 %.1f, df %d, 0.1%% point %.1f; %llu/%llu drafts kept\n",
-                draft_arch ? draft_arch : fixed_drafter ? "point mass" : "lookup", i, chi2, df, chi2_crit(df),
+                draft_arch ? draft_arch : fixed_drafter ? "point mass" : mtp ? "mtp" : "lookup", i, chi2, df, chi2_crit(df),
                 (unsigned long long)accepted, (unsigned long long)drafted);
         if (df < 2 || chi2 > chi2_crit(df))
             fail_msg("token %d: distribution differs from plain sampling (chi2 %.1f, df %d)", i, chi2, df);
@@ -669,9 +694,10 @@ static void check_sampling(const char *draft_arch, bool fixed_drafter) {
     slm_model_destroy(m);
 }
 
-static void sampling_point_mass(void **u) { (void)u, check_sampling(NULL, true); }
-static void sampling_draft_model(void **u) { (void)u, check_sampling("llama:q8_0", false); }
-static void sampling_same_model(void **u) { (void)u, check_sampling("llama", false); }
+static void sampling_point_mass(void **u) { (void)u, check_sampling(NULL, true, false); }
+static void sampling_draft_model(void **u) { (void)u, check_sampling("llama:q8_0", false, false); }
+static void sampling_same_model(void **u) { (void)u, check_sampling("llama", false, false); }
+static void sampling_mtp(void **u) { (void)u, check_sampling(NULL, false, true); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -682,7 +708,7 @@ int main(void) {
         cmocka_unit_test(spec_draft_same_model), cmocka_unit_test(spec_draft_other_model),
         cmocka_unit_test(bad_input),          cmocka_unit_test(draft_tokenizer_differs),
         cmocka_unit_test(sampling_point_mass), cmocka_unit_test(sampling_draft_model),
-        cmocka_unit_test(sampling_same_model),
+        cmocka_unit_test(sampling_same_model), cmocka_unit_test(sampling_mtp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

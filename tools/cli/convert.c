@@ -1,7 +1,7 @@
 /* convert.c — `statelm convert -m HF_FOLDER -o OUT.gguf [--outtype T]`: the GGUF llama.cpp's
  * convert_hf_to_gguf.py writes for a Hugging Face folder (slm_convert; docs/convert.md). T is f32,
  * f16 (default), bf16, or any type of `statelm quantize` (the f32 conversion quantised in the same
- * pass, with that command's options). --force replaces OUT. SIGXFSZ is ignored so a file-size
+ * pass, with that command's options). --no-mtp drops a Qwen3.5 MTP block. --force replaces OUT. SIGXFSZ is ignored so a file-size
  * limit is a write error that removes the temporary file. Exit status: 0 on success, 1 when the
  * conversion fails, 2 on usage errors. */
 #include <signal.h>
@@ -16,6 +16,8 @@ static int usage(FILE *f) {
           "                           q5_1 q8_0 q4_k_m (= q4_k) q4_k_s q5_k_m (= q5_k) q5_k_s q6_k\n"
           "  --leave-output, --pure, --token-embedding-type T, --output-tensor-type T\n"
           "                           as for statelm quantize (quantised outtypes only)\n"
+          "  --no-mtp                 leave out a Qwen3.5 checkpoint's multi-token-prediction block (kept\n"
+          "                           by default, as blk.N.nextn.* and the blocks after the last layer)\n"
           "  --force                  replace OUT if it exists\n"
           "  -t N                     threads (default: all online CPUs)\n"
           "  --quiet                  no per-tensor lines on stderr\n",
@@ -37,6 +39,8 @@ int cmd_convert(int argc, char **argv) {
             if (!(in = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--outfile")) {
             if (!(out = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--no-mtp")) {
+            p.no_mtp = true;
         } else if (!strcmp(a, "--outtype")) {
             if (!(outtype = cli_value(argc, argv, &i))) return 2;
         } else {

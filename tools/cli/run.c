@@ -3,13 +3,16 @@
  *   statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P]
  *     [--min-p P] [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty P] [--seed S] [-t N [--force-threads]] [-c N_CTX] [--no-chat]
  *     [--ids | --logprobs K] [--chat-template NAME | --chat-template-file F] [--system TEXT] [--ignore-eos] [--kv-f32]
- *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2] [--draft-max K]
+ *     [--prompt-cache FILE | --prompt-cache-ro FILE] [--lookup | --draft-model M2 | --mtp] [--draft-max K]
+ *     [--draft-fixed] [--spec-trace]
  *     [--grammar FILE | --json-schema FILE]
  * --prompt-ids feeds ids as given (no template, no BOS). --ids prints only the generated ids on one
  * line; --logprobs K prints {"pos":P,"token":ID,"top":[[ID,LOGPROB],...]} per generated token.
- * --lookup / --draft-model decode by speculation (slm_spec): at --temp 0 the same tokens as plain
+ * --lookup / --draft-model / --mtp (drafts from a Qwen3.5 model's own multi-token-prediction block)
+ * decode by speculation (slm_spec): at --temp 0 the same tokens as plain
  * greedy decoding, else speculative sampling (the distribution of plain sampling with the same
- * options), and a summary line on stderr with the drafted and accepted tokens.
+ * options), and a summary line on stderr with the drafted and accepted tokens; --spec-trace adds one
+ * line per step ("statelm: spec step at P: next T, draft [D1 D2 ...], kept N").
  * --grammar / --json-schema constrain the output (docs/grammar.md); generation stops where nothing
  * but the end may follow, and a note on stderr says when -n ran out before the grammar could end. */
 #include <math.h>
@@ -36,6 +39,9 @@ typedef struct gen_opts {
     bool prompt_cache_ro; /* load the prompt cache, never write it */
     const char *draft_model; /* speculation with this draft model (run only) */
     bool lookup;             /* speculation with prompt lookup (run only) */
+    bool mtp;                /* speculation with the model's MTP block (run only) */
+    bool draft_fixed;        /* always draft draft_max tokens */
+    bool spec_trace;         /* one line per speculation step on stderr: the draft, how much was kept */
     int32_t draft_max;       /* 0 = the library's default */
     int32_t n_predict;
     int32_t n_threads;
@@ -76,8 +82,12 @@ static void usage_run(void) {
           "                       the context): the same tokens (--temp 0) or the same distribution\n"
           "                       as without it, often fewer passes over the weights\n"
           "  --draft-model M2     speculative decoding, drafts from model M2 (same tokenizer)\n"
+          "  --mtp                speculative decoding, drafts from the model's own multi-token-prediction\n"
+          "                       block (Qwen3.5 converted with it; statelm convert keeps it)\n"
           "  --quantize T         quantise the weights on load (q4_0 ... q8_0, q4_k_m, q6_k: statelm quantize's types)\n"
           "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
+          "  --draft-fixed        always draft --draft-max tokens (no adaptation)\n"
+          "  --spec-trace         one line per speculation step on stderr: the drafted ids, how many kept\n"
           "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's format)\n"
           "  --json-schema FILE   constrain the output to JSON valid under a JSON Schema\n"
           "                       ({\"type\": \"object\"}: any JSON object); see docs/grammar.md\n",
@@ -180,6 +190,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->prompt_cache_ro = !strcmp(a, "--prompt-cache-ro");
         } else if (!is_chat && !strcmp(a, "--lookup")) {
             o->lookup = true;
+        } else if (!is_chat && !strcmp(a, "--mtp")) {
+            o->mtp = true;
+        } else if (!is_chat && !strcmp(a, "--draft-fixed")) {
+            o->draft_fixed = true;
+        } else if (!is_chat && !strcmp(a, "--spec-trace")) {
+            o->spec_trace = true;
         } else if (!strcmp(a, "--quantize")) {
             if (!VALUE()) return 1;
             o->quantize = v;
@@ -218,12 +234,13 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
         return cli_fail("%s: give one of --chat-template and --chat-template-file", is_chat ? "chat" : "run");
     if (!is_chat && !o->prompt == !o->prompt_ids) return cli_fail("run: give exactly one of -p TEXT and --prompt-ids");
     if (o->ids_only && o->logprobs) return cli_fail("run: --ids and --logprobs exclude each other");
-    if (o->lookup && o->draft_model) return cli_fail("run: --lookup and --draft-model exclude each other");
-    if (o->draft_max && !o->lookup && !o->draft_model) return cli_fail("run: --draft-max needs --lookup or --draft-model");
-    if (o->grammar_file && (o->lookup || o->draft_model || o->ignore_eos))
-        return cli_fail("run: --grammar/--json-schema cannot be combined with --lookup, --draft-model or --ignore-eos");
-    if ((o->lookup || o->draft_model) && o->logprobs)
-        return cli_fail("run: --logprobs cannot be combined with --lookup or --draft-model");
+    if (o->lookup + !!o->draft_model + o->mtp > 1) return cli_fail("run: give one of --lookup, --draft-model and --mtp");
+    if ((o->draft_max || o->draft_fixed || o->spec_trace) && !o->lookup && !o->draft_model && !o->mtp)
+        return cli_fail("run: --draft-max, --draft-fixed and --spec-trace need --lookup, --draft-model or --mtp");
+    if (o->grammar_file && (o->lookup || o->draft_model || o->mtp || o->ignore_eos))
+        return cli_fail("run: --grammar/--json-schema cannot be combined with --lookup, --draft-model, --mtp or --ignore-eos");
+    if ((o->lookup || o->draft_model || o->mtp) && o->logprobs)
+        return cli_fail("run: --logprobs cannot be combined with --lookup, --draft-model or --mtp");
     if (o->prompt_ids) {
         /* the syntax now, before anything loads; the vocabulary range once the model is loaded */
         int32_t *ids;
@@ -402,6 +419,14 @@ static int generate(gen_ctx *g, const int32_t *prompt, size_t n, ids_buf *genera
                 break;
             }
             spec_at = 0;
+            if (g->o->spec_trace) {
+                int32_t drafted[64];
+                size_t n_ok = 0, n_d = slm_spec_last_draft(g->spec, drafted, 64, &n_ok);
+                fprintf(stderr, "statelm: spec step at %d: next %d, draft [", slm_session_pos(g->s) - (int32_t)spec_n,
+                        spec_ids[0]);
+                for (size_t k = 0; k < n_d && k < 64; k++) fprintf(stderr, "%s%d", k ? " " : "", drafted[k]);
+                fprintf(stderr, "], kept %zu\n", n_ok);
+            }
         }
         if (g->spec) {
             id = spec_ids[spec_at++];
@@ -485,6 +510,7 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
     cli_apply_env(&sp, NULL);
+    sp.mtp = o->mtp;
     if ((st = slm_session_create(*m, &sp, s, err, sizeof err)) != SLM_OK) {
         cli_name_env(err, sizeof err);
         return cli_fail("%s (%s)", err, slm_status_name(st));
@@ -522,6 +548,8 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
     slm_spec_params p = slm_spec_params_default();
     if (o->draft_max) p.draft_max = o->draft_max;
     p.draft = *ds;
+    p.mtp = o->mtp;
+    p.fixed = o->draft_fixed;
     p.sampler = cli_sampler_is_argmax(&o->sp) ? NULL : smp;
     if ((st = slm_spec_create(s, &p, sp, err, sizeof err)) != SLM_OK)
         return cli_fail("%s%s (%s)", o->draft_model ? "draft model: " : "", err, slm_status_name(st));
@@ -591,7 +619,7 @@ int cmd_run(int argc, char **argv) {
     slm_constraint *con = NULL;
     if ((rc = open_all(&o, &m, &s, &smp))) goto done;
     if (o.grammar_file && (rc = open_constraint(&o, m, smp, &gram, &gv, &con))) goto done;
-    if ((o.lookup || o.draft_model) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
+    if ((o.lookup || o.draft_model || o.mtp) && (rc = open_spec(&o, s, smp, &dm, &ds, &spec))) goto done;
     if (o.prompt_ids) rc = parse_ids(o.prompt_ids, slm_model_n_vocab(m), &prompt);
     else if (!(rc = read_template(&o)))
         rc = tokenize_prompt(m, &o, o.prompt,
@@ -629,7 +657,7 @@ int cmd_run(int argc, char **argv) {
         fflush(stdout);
         fprintf(stderr, "statelm: speculation (%s, draft-max %d): %zu tokens in %llu passes, %llu drafted, %llu accepted "
                 "(acceptance %.1f%%), %llu accepts replayed, %.2f s\n",
-                o.lookup ? "lookup" : "draft model", o.draft_max ? o.draft_max : slm_spec_params_default().draft_max,
+                o.lookup ? "lookup" : o.mtp ? "mtp" : "draft model", o.draft_max ? o.draft_max : slm_spec_params_default().draft_max,
                 generated.n, (unsigned long long)ss.n_steps, (unsigned long long)ss.n_drafted,
                 (unsigned long long)ss.n_accepted, ss.n_drafted ? 100.0 * (double)ss.n_accepted / (double)ss.n_drafted : 0.0,
                 (unsigned long long)ss.n_replays, now_s() - t0);

@@ -44,6 +44,8 @@ static void usage_serve(void) {
          "  --max-conns-per-client N   open connections from one IP address (default 128)\n"
          "  --lookup             speculative decoding per slot, drafts from prompt lookup\n"
          "  --draft-model M2     speculative decoding per slot, drafts from model M2 (same tokenizer)\n"
+         "  --mtp                speculative decoding per slot, drafts from the model's own\n"
+         "                       multi-token-prediction block (Qwen3.5 converted with it)\n"
          "  --draft-max K        most tokens drafted per step, 1..64 (default 8; adapts below it)\n"
          "  --no-prefix-reuse    every request prefills from position 0 (to measure what reuse saves)\n"
          "  --alias NAME         the first model's name in responses and /v1/models (default: the file's\n"
@@ -97,6 +99,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         if (!strcmp(a, "--lookup")) {
             o->lookup = true;
+            continue;
+        }
+        if (!strcmp(a, "--mtp")) {
+            o->mtp = true;
             continue;
         }
         if (!strcmp(a, "--no-prefix-reuse")) {
@@ -175,9 +181,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (o->chat_template && o->chat_template_file)
         return cli_fail("serve: give one of --chat-template and --chat-template-file"), 2;
     if (pooling_set && !o->embeddings) return cli_fail("serve: --pooling needs --embeddings"), 2;
-    if (o->lookup && o->draft_model) return cli_fail("serve: --lookup and --draft-model exclude each other"), 2;
-    if (o->draft_max && !o->lookup && !o->draft_model)
-        return cli_fail("serve: --draft-max needs --lookup or --draft-model"), 2;
+    if (o->lookup + !!o->draft_model + o->mtp > 1)
+        return cli_fail("serve: give one of --lookup, --draft-model and --mtp"), 2;
+    if (o->draft_max && !o->lookup && !o->draft_model && !o->mtp)
+        return cli_fail("serve: --draft-max needs --lookup, --draft-model or --mtp"), 2;
     if (o->state_dir && access(o->state_dir, W_OK) != 0)
         return cli_fail("--state-dir %s: not a writable folder", o->state_dir), 2;
     o->n_threads = cli_cap_threads(o->n_threads, false);

@@ -154,6 +154,7 @@ static bool model_load(serve_model *sm, char *err, size_t cap) {
     ep.no_prefix_reuse = o->no_prefix_reuse;
     ep.lookup = o->lookup;
     ep.draft_model = sm->draft_model;
+    ep.mtp = o->mtp;
     ep.draft_max = o->draft_max;
     if ((st = slm_engine_create(sm->m, &ep, &sm->engine, msg, sizeof msg)) != SLM_OK) {
         cli_name_env(msg, sizeof msg);

@@ -58,7 +58,7 @@ typedef struct serve_opts {
     int32_t models_mib;                   /* --models-mib: most MiB of model files loaded at once (0: no bound) */
     const char *host, *api_key, *state_dir, *draft_model, *alias, *cors, *chat_template;
     const char *chat_template_file, *chat_template_kwargs; /* --chat-template-file F, --chat-template-kwargs JSON */
-    bool lookup, no_prefix_reuse;
+    bool lookup, mtp, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
