@@ -229,7 +229,7 @@ static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *k
     if (!model) return NULL;
     PyObject *kwtext = kwargs_text(kwargs);
     if (!kwtext) return NULL;
-    slm_chat_template t = {tmpl, text_tmpl, kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(kwtext, NULL)};
+    slm_chat_template t = {tmpl, text_tmpl, kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(kwtext, NULL), false};
     if (kwtext != Py_None && !t.kwargs) {
         Py_DECREF(kwtext);
         return NULL;

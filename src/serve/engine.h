@@ -64,6 +64,8 @@ typedef struct request {
     bool logprobs, ignore_eos;
     char *stops[SLM_ENGINE_MAX_STOPS];
     int32_t n_stops;
+    int32_t keep[SLM_ENGINE_MAX_KEEP]; /* (n_keep) control tokens written into the text */
+    int32_t n_keep;
     slm_engine_event_fn on_event;
     void *user;
     choice choices[SLM_ENGINE_MAX_N];

@@ -112,7 +112,7 @@ static void check_tools(const char *t, size_t n) {
         chat_span *sp = NULL;
         size_t n_sp = 0;
         err_clear(&e);
-        st = chat_render_jinja("{% for t in tools %}{{ t.function.name }}: {{ t | tojson }}\n{% endfor %}", NULL, NULL, NULL, m,
+        st = chat_render_jinja("{% for t in tools %}{{ t.function.name }}: {{ t | tojson }}\n{% endfor %}", NULL, NULL, false, NULL, m,
                                2, &tools, true, NULL, &out, &sp, &n_sp, &e);
         FUZZ_CHECK(st == SLM_OK ? out != NULL : out == NULL && e.msg[0]);
         for (size_t i = 0; st == SLM_OK && i < n_sp; i++) FUZZ_CHECK(sp[i].off + sp[i].len <= strlen(out));

@@ -216,7 +216,7 @@ int cmd_serve(int argc, char **argv) {
     }
     {
         const slm_chat_message probe = {"user", "hi"};
-        slm_chat_template t = {s->chat_template, s->template_text, s->o.chat_template_kwargs};
+        slm_chat_template t = {s->chat_template, s->template_text, s->o.chat_template_kwargs, false};
         int32_t *ids = NULL;
         size_t n_ids = 0;
         st = slm_chat_tokenize_with(s->m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, err, sizeof err);

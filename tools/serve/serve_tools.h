@@ -32,8 +32,9 @@ bool tools_setup(const char *tools, bool forced, const char *name, const char *t
                  char *msg, size_t cap);
 void tools_req_free(tool_req *t);
 
-/* Whole response: sets "content" (null when empty and there are calls) and "tool_calls" of the
- * OpenAI message m from the answer content text; returns true when it has calls. */
+/* Whole response: sets "content" (null when empty and there are calls), "tool_calls" and, where the
+ * format has its own (gpt-oss's analysis channel), "reasoning_content" of the OpenAI message m from
+ * the answer content text; returns true when it has calls. */
 bool tools_message_json(const tool_req *t, const char *tmpl, const char *text, const char *job_id, int choice,
                         cJSON *m);
 
