@@ -437,7 +437,7 @@ SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t 
 /* The marker texts the parsers of format (a format or built-in template name; any other: none)
  * read, which a vocabulary may hold as control tokens that detokenising drops: its call markers
  * (e.g. "[TOOL_CALLS]", "<|tool_call|>", gpt-oss's "<|channel|>", "<|message|>") and the reasoning
- * tags "<think>", "</think>". A NULL-terminated static list. A server keeps these tokens' text in
+ * tags ("<think>", "</think>"; Mistral's "[THINK]", "[/THINK]"). A NULL-terminated static list. A server keeps these tokens' text in
  * the answer it parses (docs/serve.md "Tools"). */
 SLM_API const char *const *slm_tool_format_markers(const char *format);
 /* For streaming a call in the formats whose arguments are JSON text (all but "lfm2" and

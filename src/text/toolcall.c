@@ -920,7 +920,7 @@ SLM_API const char *const *slm_tool_format_markers(const char *format) {
     static const char *const hermes[] = {"<think>", "</think>", HERMES_OPEN, HERMES_CLOSE, NULL};
     static const char *const lfm2[] = {"<think>", "</think>", LFM2_OPEN, LFM2_CLOSE, NULL};
     static const char *const llama3[] = {"<think>", "</think>", PYTHON_TAG, NULL};
-    static const char *const mistral[] = {"<think>", "</think>", "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]", NULL};
+    static const char *const mistral[] = {"[THINK]", "[/THINK]", "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]", NULL};
     static const char *const granite[] = {"<think>", "</think>", "<|tool_call|>", NULL};
     static const char *const harmony[] = {"<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>", NULL};
     switch (tc_format_of(format)) {

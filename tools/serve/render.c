@@ -59,7 +59,7 @@ static bool append_text(const sreq_model *mv, sprompt *p, const char *text, uint
  * rendered as special), the call markers only when the answer is parsed for calls. */
 static void keep_markers(const sreq_model *mv, sprompt *p) {
     for (const char *const *m = slm_tool_format_markers(p->tool_fmt); *m && p->n_keep < SLM_ENGINE_MAX_KEEP; m++) {
-        bool think = !strcmp(*m, "<think>") || !strcmp(*m, "</think>");
+        bool think = strstr(*m, "think>") || strstr(*m, "THINK]"); /* the reasoning tags: kept without tools too */
         int32_t id[2];
         size_t n = 0, n_plain = 0, n_special = 0;
         char text[64];
