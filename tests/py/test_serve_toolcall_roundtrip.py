@@ -6,10 +6,11 @@ template of that format (--chat-template-file, llama.cpp's models/templates in t
 - the model's call text in that format (llama.cpp's test vectors, tests/data/toolcall/roundtrip.json)
   made the answer by llama-server's "grammar" field, with tool_choice "auto": the response has
   finish_reason "tool_calls", content empty and the call llama.cpp's parser reads from that text
-  (name, arguments, the id the model wrote);
+  (name, arguments, the id the model wrote); streamed, the deltas assemble the same call;
 - that assistant message, sent back with a tool message answering the call (tool_call_id, name),
   renders (/apply-template) byte for byte as jinja2 renders the same conversation
   (scripts/gen-toolcall-roundtrip.py; the server's call id and date filled into the golden's marks);
+- gpt-oss: llama.cpp's vector of an analysis channel before a call gives its reasoning_content;
 - forced calls (tool_choice "required", and a named function) over two seeds at temperature 1: one
   call of a tool, arguments that validate (jsonschema) against its parameters; for gpt-oss, whose
   call headers are control tokens a grammar cannot produce, a 400 that says so.
@@ -70,6 +71,20 @@ def roundtrip(case, s):
                  m.tool_calls and len(m.tool_calls) == 1 and call_matches(m.tool_calls[0], want),
                  f"{label}: {case['text']!r} parsed as {m} ({r.choices[0].finish_reason})"):
         return
+    # streamed: the deltas assemble the same call (its head once, its arguments in pieces)
+    stream = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, temperature=1,
+                                           extra_body={"grammar": gbnf}, stream=True)
+    content, args, heads, finish = "", "", [], None
+    for chunk in stream:
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for c in d.tool_calls or []:
+            heads += [(c.id, c.function.name)] if c.function.name else []
+            args += c.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    check(content == case["content"] and len(heads) == 1 and heads[0][1] == want["name"] and
+          json.loads(args or "null") == want["arguments"] and finish == "tool_calls",
+          f"{label} streamed: {content!r} {heads} {args!r} {finish}")
     tc = m.tool_calls[0]
     back = ASK + [{"role": "assistant", "content": m.content,
                    "tool_calls": [{"id": tc.id, "type": "function",
@@ -87,6 +102,26 @@ def roundtrip(case, s):
         check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"{label}: continuing after the tool: {r}")
     except openai.APIError as ex:
         check(False, f"{label}: continuing after the tool: {ex}")
+
+
+def harmony_reasoning(s):
+    """gpt-oss: llama.cpp's vector of an analysis channel then a call (tests/test-chat.cpp:6485) gives its
+    reasoning_content and call, whole and streamed."""
+    vectors = json.loads((data / "toolcall" / "llamacpp-vectors.json").read_text(encoding="utf-8"))["vectors"]
+    v = next(x for x in vectors if x["source"] == "tests/test-chat.cpp:6485")
+    want = v["expect"]
+    gbnf = "root ::= " + json.dumps(v["input"])
+    r = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200, extra_body={"grammar": gbnf})
+    m = r.choices[0].message
+    got = getattr(m, "reasoning_content", None) or (m.model_extra or {}).get("reasoning_content")
+    check(got == want["reasoning_content"] and len(m.tool_calls or []) == 1 and
+          m.tool_calls[0].function.name == want["tool_calls"][0]["name"] and
+          json.loads(m.tool_calls[0].function.arguments) == json.loads(want["tool_calls"][0]["arguments"]),
+          f"gpt-oss analysis + call: {m}")
+    stream = s.api.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=200,
+                                           extra_body={"grammar": gbnf}, stream=True)
+    reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in stream)
+    check(reasoning == want["reasoning_content"], f"gpt-oss analysis streamed: {reasoning!r}")
 
 
 def forced(case, s):
@@ -122,6 +157,8 @@ for case in G["cases"]:
     try:
         roundtrip(case, s)
         forced(case, s)
+        if case["format"] == "gpt-oss":
+            harmony_reasoning(s)
     finally:
         s.stop(case["format"])
     print(f"{case['format']}: done", flush=True)

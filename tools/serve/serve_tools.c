@@ -164,6 +164,12 @@ cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text,
     const char *content = r ? cJSON_GetObjectItemCaseSensitive(r, "content")->valuestring : text;
     size_t n_content = r ? strlen(content) : n;
     if (ts->head_sent && !cJSON_GetArraySize(calls)) n_content = 0; /* a streamed call cut short: no content */
+    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(r, "reasoning_content"); /* gpt-oss: held to the end */
+    if (cJSON_IsString(reasoning) && reasoning->valuestring[0] && sent == 0) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "reasoning_content", reasoning->valuestring);
+        cJSON_AddItemToArray(out, d);
+    }
     if (n_content > sent) {
         cJSON *d = cJSON_CreateObject();
         char *rest = strndup(content + sent, n_content - sent);

@@ -49,8 +49,9 @@ cJSON *tools_progress_deltas(const tool_req *t, const char *tmpl, const char *te
                              const char *job_id, int choice);
 
 /* Streaming, at the end of a choice: the deltas still to send after sent bytes of content and what
- * ts records of the call went out (the rest of the content, then per call one delta with its id,
- * type and name and one with the rest of its arguments), as a cJSON array of delta objects;
+ * ts records of the call went out (a format's own reasoning, gpt-oss's analysis channel, when no
+ * content went out yet; the rest of the content, then per call one delta with its id, type and
+ * name and one with the rest of its arguments), as a cJSON array of delta objects;
  * *has_calls tells whether there are calls. NULL when out of memory. */
 cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, size_t sent,
                           const tool_stream *ts, const char *job_id, int choice, bool *has_calls);
