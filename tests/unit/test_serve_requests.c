@@ -258,6 +258,7 @@ static void test_messages(void **state) {
     }
     assert_string_equal(r.msgs[2].tool_calls, "[{\"id\":\"u1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
                                               "\"arguments\":\"{\\\"x\\\":1}\"}}]");
+    assert_string_equal(r.msgs[3].tool_call_id, "u1"); /* a tool_result's tool_use_id: templates may read it */
     assert_false(sreq_prefill(&r));
     sreq_free(&r);
     /* max_tokens is required, except for count_tokens */
