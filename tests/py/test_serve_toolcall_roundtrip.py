@@ -10,7 +10,8 @@ template of that format (--chat-template-file, llama.cpp's models/templates in t
 - that assistant message, sent back with a tool message answering the call (tool_call_id, name),
   renders (/apply-template) byte for byte as jinja2 renders the same conversation
   (scripts/gen-toolcall-roundtrip.py; the server's call id and date filled into the golden's marks);
-- gpt-oss: llama.cpp's vector of an analysis channel before a call gives its reasoning_content;
+- gpt-oss: llama.cpp's vectors of an analysis channel before a call, and before a final message in
+  a request without tools, give their reasoning_content and content;
 - forced calls (tool_choice "required", and a named function) over two seeds at temperature 1: one
   call of a tool, arguments that validate (jsonschema) against its parameters; for gpt-oss, whose
   call headers are control tokens a grammar cannot produce, a 400 that says so.
@@ -122,6 +123,14 @@ def harmony_reasoning(s):
                                            extra_body={"grammar": gbnf}, stream=True)
     reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in stream)
     check(reasoning == want["reasoning_content"], f"gpt-oss analysis streamed: {reasoning!r}")
+    # without tools the answer is channels too (tests/test-chat.cpp:6434: analysis, then final)
+    v = next(x for x in vectors if x["source"] == "tests/test-chat.cpp:6434")
+    r = s.api.chat.completions.create(model="m", messages=ASK, max_tokens=200,
+                                      extra_body={"grammar": "root ::= " + json.dumps(v["input"])})
+    m = r.choices[0].message
+    got = (m.model_extra or {}).get("reasoning_content")
+    check(m.content == v["expect"]["content"] and got == v["expect"]["reasoning_content"] and not m.tool_calls,
+          f"gpt-oss without tools: {m}")
 
 
 def forced(case, s):

@@ -182,6 +182,8 @@ bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
         }
         if (forced) p->grammar = forced; /* validate refused a forced call with another constraint */
     }
+    /* a harmony answer is channels whether or not it may call: parsed (and its markers kept) without tools too */
+    if (serve_api_is_chat(r->api) && !p->tools.parse && !strcmp(p->tool_fmt, "gpt-oss")) p->tools.parse = true;
     if (serve_api_is_chat(r->api)) {
         if (!render_chat(r, mv, p, e)) goto fail;
     } else if (r->prompt_text) {

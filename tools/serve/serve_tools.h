@@ -14,7 +14,7 @@
 
 typedef struct tool_req {
     char *tools; /* JSON text of the request's non-empty "tools" when tool_choice is not "none", or NULL */
-    bool parse;  /* answers are parsed for calls */
+    bool parse;  /* answers are parsed for calls (gpt-oss's: always, for their channels) */
     bool forced; /* tool_choice "required" or named: the answer is one call, streamed as it is generated */
 } tool_req;
 
