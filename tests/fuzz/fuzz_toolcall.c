@@ -99,7 +99,7 @@ static void check_tools(const char *t, size_t n) {
     if (st == SLM_OK) {
         static const char *const names[] = {"qwen3", "chatml", "lfm2", "llama3", "gemma"};
         slm_chat_message m[2] = {{"system", "s"}, {"user", "u"}};
-        chat_tools tools = {v, NULL, NULL};
+        chat_tools tools = {v, NULL, NULL, NULL};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             char *out = NULL;
             err_clear(&e);
