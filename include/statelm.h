@@ -360,13 +360,17 @@ SLM_API slm_status slm_chat_tokenize(const slm_model *model, const char *templat
 /* Tool calls (docs/serve.md "Tools"). tools: the OpenAI "tools" array as JSON text (NULL: none);
  * tool_calls: NULL, or n_msgs entries, each an assistant message's "tool_calls" array as JSON text
  * or NULL; tool_call_ids: NULL, or n_msgs entries, each a tool message's "tool_call_id" or NULL
- * (Jinja templates read it, e.g. Mistral's; the built-ins do not). Rendered as the template renders
- * them ("gemma": SLM_ERR_UNSUPPORTED, Gemma 3's template has none); a bad tool or call fails with
+ * (Jinja templates read it, e.g. Mistral's; the built-ins do not); fields: NULL, or n_msgs entries,
+ * each NULL or a JSON object's text whose members are added to that message as a Jinja template
+ * sees it, replacing members of the same name (e.g. {"name": ..., "reasoning_content": ...};
+ * "role" and "tool_calls" may not be given; the built-ins ignore them). Rendered as the template renders them ("gemma":
+ * SLM_ERR_UNSUPPORTED, Gemma 3's template has none); a bad tool, call or fields fails with
  * SLM_ERR_INVALID_ARG. The reason goes to err (err_cap bytes, may be 0). */
 typedef struct slm_chat_tools {
     const char *tools;
     const char *const *tool_calls;
     const char *const *tool_call_ids;
+    const char *const *fields;
 } slm_chat_tools;
 SLM_API slm_status slm_chat_render_tools(const slm_model *model, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
@@ -385,6 +389,8 @@ typedef struct slm_chat_template {
     const char *name;
     const char *text;
     const char *kwargs;
+    bool request; /* text came with a request (a server's "chat_template" field): it runs under the
+                   * tighter limits of docs/jinja.md "Limits" (a limit: SLM_ERR_RANGE, named) */
 } slm_chat_template;
 /* slm_chat_render_tools and slm_chat_tokenize_tools with the template tmpl (NULL: the stored one). */
 SLM_API slm_status slm_chat_render_with(const slm_model *model, const slm_chat_template *tmpl,
@@ -428,6 +434,12 @@ SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const cha
 /* Where a call in format's markers starts in text[0, len) (or a proper prefix of its marker ends the
  * text): the end of reasoning that a prompt opened and the answer never closed; len when none. */
 SLM_API size_t slm_tool_call_start(const char *format, const char *text, size_t len);
+/* The marker texts the parsers of format (a format or built-in template name; any other: none)
+ * read, which a vocabulary may hold as control tokens that detokenising drops: its call markers
+ * (e.g. "[TOOL_CALLS]", "<|tool_call|>", gpt-oss's "<|channel|>", "<|message|>") and the reasoning
+ * tags ("<think>", "</think>"; Mistral's "[THINK]", "[/THINK]"). A NULL-terminated static list. A server keeps these tokens' text in
+ * the answer it parses (docs/serve.md "Tools"). */
+SLM_API const char *const *slm_tool_format_markers(const char *format);
 /* For streaming a call in the formats whose arguments are JSON text (all but "lfm2" and
  * "qwen-xml", whose calls come whole at the end) as it is generated: true once the first call's
  * name is whole, with span[0], span[1] its offset and length in text and span[2], span[3] those

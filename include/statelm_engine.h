@@ -32,6 +32,7 @@ extern "C" {
 
 #define SLM_ENGINE_MAX_N 8            /* most choices per request */
 #define SLM_ENGINE_MAX_STOPS 4        /* most stop strings per request */
+#define SLM_ENGINE_MAX_KEEP 32        /* control tokens a request keeps in its text */
 #define SLM_ENGINE_MAX_TOP_LOGPROBS 20
 #define SLM_ENGINE_MAX_THINK_CLOSE 16 /* most tokens of a thinking budget's close tag */
 
@@ -151,6 +152,10 @@ typedef struct slm_engine_request {
      * behind it that another slot can take go first) */
     bool pin_slot;
     int32_t slot;
+    const int32_t *keep_ids;       /* (n_keep_ids) control tokens whose text the answer keeps (a call
+                                    * format's markers: slm_tool_format_markers), copied; the text
+                                    * drops every other control token */
+    int32_t n_keep_ids;            /* 0..SLM_ENGINE_MAX_KEEP */
 } slm_engine_request;
 
 /* size set, n = 1, sampler = slm_sampler_params_default(), everything else 0. */

@@ -283,7 +283,7 @@ static int template_of(const char *tmpl, const char *text_tmpl, PyObject *kwargs
     }
     *kwtext = kwargs_text(kwargs);
     if (!*kwtext) return -1;
-    *t = (slm_chat_template){tmpl, text_tmpl, *kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(*kwtext, NULL)};
+    *t = (slm_chat_template){tmpl, text_tmpl, *kwtext == Py_None ? NULL : PyUnicode_AsUTF8AndSize(*kwtext, NULL), false};
     if (*kwtext != Py_None && !t->kwargs) {
         Py_CLEAR(*kwtext);
         return -1;
@@ -313,7 +313,7 @@ static PyObject *model_chat_template(PyObject *self, PyObject *args, PyObject *k
         Py_DECREF(kwtext);
         return NULL;
     }
-    slm_chat_tools ct = {tools_json, c.any_calls ? c.calls : NULL, c.call_ids};
+    slm_chat_tools ct = {tools_json, c.any_calls ? c.calls : NULL, c.call_ids, NULL};
     ModelObject *m = (ModelObject *)self;
     ext_model_hold(m);
     char *text = NULL, err[512] = "";

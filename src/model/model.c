@@ -510,6 +510,7 @@ static slm_status pick_template(const slm_model *m, const slm_chat_template *t, 
         out->name = t->name;
     } else {
         out->src = t && t->text ? t->text : m->chat_template;
+        out->request = t && t->text && t->request;
         if (!out->src) return err_set(e, SLM_ERR_NOT_FOUND, "chat: the model has no chat template");
         if (out->src == m->chat_template) { /* parsed once per model (the model is shared read-only) */
             slm_model *mm = (slm_model *)(uintptr_t)m;
@@ -545,15 +546,28 @@ static slm_status pick_template(const slm_model *m, const slm_chat_template *t, 
 
 /* The cJSON trees of t's JSON texts in *x (calls: n_msgs entries); cleared by chat_tools_free. */
 static slm_status chat_tools_parse(const slm_chat_tools *t, size_t n_msgs, chat_tools *x, cJSON **tools, cJSON ***calls,
-                                   slm_err *e) {
+                                   cJSON ***fields, slm_err *e) {
     *tools = NULL;
     *calls = NULL;
+    *fields = NULL;
     *x = (chat_tools){0};
     if (!t) return SLM_OK;
     if (t->tools && !(*tools = cJSON_Parse(t->tools)))
         return err_set(e, SLM_ERR_INVALID_ARG, "chat: 'tools' is not valid JSON");
     x->tools = *tools;
     x->tool_call_ids = t->tool_call_ids;
+    if (t->fields && n_msgs > 0) {
+        if (!(*fields = calloc(n_msgs, sizeof **fields))) return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
+        for (size_t i = 0; i < n_msgs; i++) {
+            if (!t->fields[i]) continue;
+            cJSON *f = (*fields)[i] = cJSON_Parse(t->fields[i]);
+            if (!cJSON_IsObject(f))
+                return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu: 'fields' is not a JSON object", i);
+            if (cJSON_GetObjectItemCaseSensitive(f, "role") || cJSON_GetObjectItemCaseSensitive(f, "tool_calls"))
+                return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu: 'fields' may not set role or tool_calls", i);
+        }
+        x->fields = (const cJSON *const *)*fields;
+    }
     if (!t->tool_calls || n_msgs == 0) return SLM_OK;
     if (!(*calls = calloc(n_msgs, sizeof **calls))) return err_set(e, SLM_ERR_NOMEM, "chat: out of memory");
     for (size_t i = 0; i < n_msgs; i++)
@@ -563,10 +577,12 @@ static slm_status chat_tools_parse(const slm_chat_tools *t, size_t n_msgs, chat_
     return SLM_OK;
 }
 
-static void chat_tools_free(cJSON *tools, cJSON **calls, size_t n_msgs) {
+static void chat_tools_free(cJSON *tools, cJSON **calls, cJSON **fields, size_t n_msgs) {
     cJSON_Delete(tools);
     for (size_t i = 0; calls && i < n_msgs; i++) cJSON_Delete(calls[i]);
+    for (size_t i = 0; fields && i < n_msgs; i++) cJSON_Delete(fields[i]);
     free(calls);
+    free(fields);
 }
 
 /* Renders (text != NULL) or tokenises the messages with their tools after the argument checks. */
@@ -576,14 +592,14 @@ static slm_status chat_with(const slm_model *m, const slm_chat_template *t, cons
     slm_err e;
     err_clear(&e);
     chat_tools x;
-    cJSON *tj = NULL, **cj = NULL, *kw = NULL;
+    cJSON *tj = NULL, **cj = NULL, **fj = NULL, *kw = NULL;
     chat_tmpl ct;
     slm_status st = pick_template(m, t, &ct, &kw, &e);
-    if (st == SLM_OK) st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &e);
+    if (st == SLM_OK) st = chat_tools_parse(tools, n_msgs, &x, &tj, &cj, &fj, &e);
     /* Rendered text and ids are returned through slm_free (malloc), independent of the model allocator. */
     if (st == SLM_OK && text) st = chat_render_tmpl(&ct, m->tok, msgs, n_msgs, &x, gen, &al_default, text, NULL, NULL, &e);
     else if (st == SLM_OK) st = chat_tokenize_tmpl(&ct, m->tok, msgs, n_msgs, &x, content_ids, gen, &al_default, ids, n_ids, &e);
-    chat_tools_free(tj, cj, n_msgs);
+    chat_tools_free(tj, cj, fj, n_msgs);
     cJSON_Delete(kw);
     if (st != SLM_OK && err && err_cap) err_copy_out(&e, err, err_cap);
     return st;
@@ -621,7 +637,7 @@ SLM_API const char *slm_chat_tool_format(const slm_model *m, const slm_chat_temp
 
 SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                    size_t n_msgs, bool add_generation_prompt, char **out) {
-    slm_chat_template t = {template_name, NULL, NULL};
+    slm_chat_template t = {template_name, NULL, NULL, false};
     if (!out) return SLM_ERR_INVALID_ARG;
     *out = NULL;
     if (!m || (!msgs && n_msgs)) return SLM_ERR_INVALID_ARG;
@@ -633,14 +649,14 @@ SLM_API slm_status slm_chat_render(const slm_model *m, const char *template_name
 SLM_API slm_status slm_chat_tokenize(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                      size_t n_msgs, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                      int32_t **ids, size_t *n_ids) {
-    slm_chat_template t = {template_name, NULL, NULL};
+    slm_chat_template t = {template_name, NULL, NULL, false};
     return slm_chat_tokenize_with(m, &t, msgs, n_msgs, NULL, content_ids, add_generation_prompt, ids, n_ids, NULL, 0);
 }
 
 SLM_API slm_status slm_chat_render_tools(const slm_model *m, const char *template_name, const slm_chat_message *msgs,
                                          size_t n_msgs, const slm_chat_tools *tools, bool add_generation_prompt,
                                          char **out, char *err, size_t err_cap) {
-    slm_chat_template t = {template_name, NULL, NULL};
+    slm_chat_template t = {template_name, NULL, NULL, false};
     return slm_chat_render_with(m, &t, msgs, n_msgs, tools, add_generation_prompt, out, err, err_cap);
 }
 
@@ -648,7 +664,7 @@ SLM_API slm_status slm_chat_tokenize_tools(const slm_model *m, const char *templ
                                            size_t n_msgs, const slm_chat_tools *tools, const slm_chat_ids *content_ids,
                                            bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
                                            size_t err_cap) {
-    slm_chat_template t = {template_name, NULL, NULL};
+    slm_chat_template t = {template_name, NULL, NULL, false};
     return slm_chat_tokenize_with(m, &t, msgs, n_msgs, tools, content_ids, add_generation_prompt, ids, n_ids, err,
                                   err_cap);
 }

@@ -403,6 +403,13 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
         if (q->sampler.logit_bias[i].token < 0 || q->sampler.logit_bias[i].token >= e->n_vocab)
             return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "logit_bias[%d] names token %d, not in [0, %d)", i,
                           q->sampler.logit_bias[i].token, e->n_vocab);
+    if (q->n_keep_ids < 0 || q->n_keep_ids > SLM_ENGINE_MAX_KEEP || (q->n_keep_ids && !q->keep_ids))
+        return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "n_keep_ids %d is not in [0, %d]", q->n_keep_ids,
+                      SLM_ENGINE_MAX_KEEP);
+    for (int32_t i = 0; i < q->n_keep_ids; i++)
+        if (q->keep_ids[i] < 0 || q->keep_ids[i] >= e->n_vocab)
+            return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "keep_ids[%d] = %d is not a token id in [0, %d)", i,
+                          q->keep_ids[i], e->n_vocab);
     if (q->grammar && q->ignore_eos)
         return refuse(err, err_cap, SLM_ERR_INVALID_ARG, "ignore_eos cannot be combined with a grammar");
     if (q->n_think_close_ids < 0 || q->n_think_close_ids > SLM_ENGINE_MAX_THINK_CLOSE ||
@@ -452,6 +459,8 @@ SLM_API slm_status slm_engine_submit(slm_engine *e, const slm_engine_request *re
     if (r->n_think_close) memcpy(r->think_close_ids, q->think_close_ids, (size_t)r->n_think_close * sizeof(int32_t));
     r->think_budget = q->think_budget;
     r->slot = q->pin_slot ? q->slot : -1;
+    if (q->n_keep_ids) memcpy(r->keep, q->keep_ids, (size_t)q->n_keep_ids * sizeof *r->keep);
+    r->n_keep = q->n_keep_ids;
     r->on_event = q->on_event;
     r->user = q->user;
     r->refs = 2; /* the queue, and until DONE */

@@ -74,6 +74,8 @@ typedef struct request {
     int32_t think_close_ids[SLM_ENGINE_MAX_THINK_CLOSE];
     int32_t n_think_close, think_budget; /* n_think_close 0: no budget */
     int32_t slot; /* the slot it must run on, or -1 */
+    int32_t keep[SLM_ENGINE_MAX_KEEP]; /* (n_keep) control tokens written into the text */
+    int32_t n_keep;
     slm_engine_event_fn on_event;
     void *user;
     choice choices[SLM_ENGINE_MAX_N];

@@ -215,6 +215,13 @@ static void top_logprobs(const float *logits, int32_t n_vocab, int32_t id, int32
     for (int32_t i = 0; i < out->n_top; i++) out->top_lp[i] = (float)((double)logits[out->top_id[i]] - lse);
 }
 
+/* Whether r keeps the text of control token id. */
+static bool keeps(const request *r, int32_t id) {
+    for (int32_t i = 0; i < r->n_keep; i++)
+        if (r->keep[i] == id) return true;
+    return false;
+}
+
 /* Appends token id, generated at session position pos (st->logits are its logits when logprobs
  * were asked for), to the stream's choice and sends its event; false when the stream ended. */
 static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
@@ -237,7 +244,12 @@ static bool publish_token(slm_engine *e, stream *st, int32_t id, int32_t pos) {
                 ok = false;
             }
         }
-        if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK) ok = false; /* out of memory */
+        char kept[64];
+        if (keeps(r, id) && slm_tokenizer_decode(e->tok, &id, 1, true, kept, sizeof kept, &n_piece) == SLM_OK &&
+            n_piece <= sizeof kept)
+            piece = kept; /* a kept control token: its text, which the detokenizer drops */
+        else if (slm_detokenizer_push(st->dt, id, &piece, &n_piece) != SLM_OK)
+            ok = false; /* out of memory */
         st->n_gen++;
         if (st->con && slm_constraint_done(st->con)) finish = SLM_ENGINE_FINISH_STOP; /* only the end may follow */
         else if (st->n_gen >= r->max_tokens || pos >= e->n_ctx) finish = SLM_ENGINE_FINISH_LENGTH;

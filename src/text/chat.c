@@ -643,14 +643,14 @@ slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const 
     for (size_t i = 0; i < n_msgs; i++)
         if (!msgs[i].role || !msgs[i].content)
             return err_set(e, SLM_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
-    return chat_render_jinja(t->src, t->parsed, t->kwargs, tok, msgs, n_msgs, tools, add_generation_prompt,
+    return chat_render_jinja(t->src, t->parsed, t->kwargs, t->request, tok, msgs, n_msgs, tools, add_generation_prompt,
                              a ? a : &al_default, out, spans, n_spans, e);
 }
 
 slm_status chat_tokenize_tools(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,
                                const chat_tools *tools, const slm_chat_ids *content_ids, bool add_generation_prompt,
                                const slm_allocator *a, int32_t **ids, size_t *n_ids, slm_err *e) {
-    chat_tmpl t = {name, NULL, NULL, NULL};
+    chat_tmpl t = {name, NULL, NULL, NULL, false};
     if (!name) {
         if (ids) *ids = NULL;
         if (n_ids) *n_ids = 0;

@@ -1,7 +1,9 @@
 /* chat_jinja.c — chat prompts rendered by a model's own Jinja template (text/jinja.h), with the
  * render context transformers' apply_chat_template builds: messages as a list of dicts (role,
- * content, a tool message's tool_call_id; an assistant's tool_calls as [{"id", "type": "function", "function": {"name",
- * "arguments": a dict}}], the OpenAI argument strings parsed), tools (when non-empty),
+ * content, a tool message's tool_call_id, the message's further members (name, reasoning_content,
+ * ...: chat_tools.fields) replacing those of the same name; an assistant's tool_calls as [{"id",
+ * "type": "function", "function": {"name", "arguments": a dict}}], the OpenAI argument strings
+ * parsed), tools (when non-empty),
  * add_generation_prompt, bos_token and eos_token (the vocabulary's texts, "" when absent) and the
  * chat_template_kwargs keys at the top level (they replace a member of the same name; the public
  * entries refuse the names of the members above, as transformers does). Strings of messages and tools are data: their spans
@@ -67,6 +69,11 @@ static cJSON *context(const slm_tokenizer *tok, const slm_chat_message *msgs, si
              cJSON_AddStringToObject(m, "content", msgs[i].content);
         const char *call_id = tools && tools->tool_call_ids ? tools->tool_call_ids[i] : NULL;
         if (ok && call_id) ok = cJSON_AddStringToObject(m, "tool_call_id", call_id) != NULL;
+        const cJSON *fields = tools && tools->fields ? tools->fields[i] : NULL;
+        for (const cJSON *f = fields ? fields->child : NULL; ok && f; f = f->next) { /* they replace */
+            cJSON_DeleteItemFromObjectCaseSensitive(m, f->string);
+            ok = cJSON_AddItemToObject(m, f->string, cJSON_Duplicate(f, true));
+        }
         const cJSON *calls = tools && tools->calls ? tools->calls[i] : NULL;
         if (!ok || !cJSON_IsArray(calls) || !calls->child) continue;
         cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
@@ -98,7 +105,7 @@ static cJSON *context(const slm_tokenizer *tok, const slm_chat_message *msgs, si
     return ctx;
 }
 
-slm_status chat_render_jinja(const char *src, const jinja_template *parsed, const cJSON *kwargs,
+slm_status chat_render_jinja(const char *src, const jinja_template *parsed, const cJSON *kwargs, bool request,
                              const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools,
                              bool gen, const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e) {
     slm_err ce;
@@ -117,7 +124,9 @@ slm_status chat_render_jinja(const char *src, const jinja_template *parsed, cons
     char *text = NULL;
     size_t n = 0, nj = 0;
     jinja_span *js = NULL;
-    st = jinja_render(t, ctx, NULL, NULL, a, &text, &n, spans ? &js : NULL, spans ? &nj : NULL, &pe);
+    const jinja_limits tight = {JINJA_REQUEST_MAX_STEPS, JINJA_REQUEST_MAX_DEPTH, JINJA_REQUEST_MAX_OUTPUT, 0,
+                                JINJA_REQUEST_MAX_MEMORY, NULL};
+    st = jinja_render(t, ctx, NULL, request ? &tight : NULL, a, &text, &n, spans ? &js : NULL, spans ? &nj : NULL, &pe);
     jinja_free(own);
     cJSON_Delete(ctx);
     if (st != SLM_OK) return err_set(e, st, "chat template: %s", pe.msg);

@@ -27,14 +27,29 @@ typedef struct jinja_template jinja_template;
 slm_status jinja_parse(const char *src, size_t n, const slm_allocator *a, jinja_template **out, slm_err *e);
 void jinja_free(jinja_template *t);
 
+/* What a render used (jinja_limits.usage): evaluation steps, arena bytes, output bytes. */
+typedef struct jinja_usage {
+    uint64_t steps;
+    size_t memory, output;
+} jinja_usage;
+
 typedef struct jinja_limits {
     uint64_t max_steps;     /* evaluation steps (0: default 10,000,000) */
     uint32_t max_depth;     /* macro/call/include recursion (0: default 256) */
-    size_t max_output;      /* bytes (0: default 64 MiB); also bounds each intermediate string, and
-                             * the render's memory to 4 x max_output + 64 MiB */
+    size_t max_output;      /* bytes (0: default 64 MiB); also bounds each intermediate string */
     int64_t fixed_time;     /* not a limit: strftime_now's clock, seconds since the epoch read as
                              * UTC (tests); 0: the real clock in local time, as transformers */
+    size_t max_memory;      /* the render's memory (0: 4 x max_output + 64 MiB) */
+    jinja_usage *usage;     /* not a limit: where a successful render reports its use (NULL: not) */
 } jinja_limits;
+
+/* The limits of a template that came with a request (slm_chat_template.request): every rendering
+ * of llama.cpp's 70 real templates in tests/data/jinja/golden.jsonl uses at most a quarter of each
+ * (test_jinja_golden checks it; docs/jinja.md "Limits" has the figures). */
+#define JINJA_REQUEST_MAX_STEPS 1000000u
+#define JINJA_REQUEST_MAX_DEPTH 64u
+#define JINJA_REQUEST_MAX_OUTPUT ((size_t)4 << 20)
+#define JINJA_REQUEST_MAX_MEMORY ((size_t)64 << 20)
 
 /* A byte range of the output that came from context data: from messages[msg] (msg < 0: other
  * data, e.g. tools); whole: the range is that message's whole "content" string, unchanged. The

@@ -54,6 +54,7 @@ typedef struct chat_tools {
     const struct cJSON *tools;
     const struct cJSON *const *calls;
     const char *const *tool_call_ids; /* NULL, or n_msgs entries: a tool message's tool_call_id or NULL */
+    const struct cJSON *const *fields; /* NULL, or n_msgs entries: NULL or an object of further message members */
 } chat_tools;
 slm_status chat_render_tools_spans(const char *name, const slm_tokenizer *tok, const slm_chat_message *msgs,
                                    size_t n_msgs, const chat_tools *tools, bool add_generation_prompt,
@@ -77,6 +78,7 @@ typedef struct chat_tmpl {
     const char *name, *src;
     const struct cJSON *kwargs;
     const struct jinja_template *parsed; /* src already parsed (text/jinja.h), or NULL */
+    bool request;                        /* src came with a request: the JINJA_REQUEST_* limits */
 } chat_tmpl;
 /* Whether name is one of chat.c's built-ins. */
 bool chat_is_builtin(const char *name);
@@ -85,7 +87,7 @@ bool chat_is_builtin(const char *name);
  * A bad template fails with SLM_ERR_FORMAT and line:column, a raise_exception with
  * SLM_ERR_INVALID_ARG and its message. */
 slm_status chat_render_jinja(const char *src, const struct jinja_template *parsed, const struct cJSON *kwargs,
-                             const slm_tokenizer *tok,
+                             bool request, const slm_tokenizer *tok,
                              const slm_chat_message *msgs, size_t n_msgs, const chat_tools *tools, bool gen,
                              const slm_allocator *a, char **out, chat_span **spans, size_t *n_spans, slm_err *e);
 slm_status chat_render_tmpl(const chat_tmpl *t, const slm_tokenizer *tok, const slm_chat_message *msgs, size_t n_msgs,

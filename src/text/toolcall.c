@@ -914,3 +914,24 @@ SLM_API size_t slm_tool_calls_content_ready(const char *template_name, const cha
     if (!text) return 0;
     return tc_content_ready(tc_format_of(template_name), text, len);
 }
+
+SLM_API const char *const *slm_tool_format_markers(const char *format) {
+    static const char *const think[] = {"<think>", "</think>", NULL};
+    static const char *const hermes[] = {"<think>", "</think>", HERMES_OPEN, HERMES_CLOSE, NULL};
+    static const char *const lfm2[] = {"<think>", "</think>", LFM2_OPEN, LFM2_CLOSE, NULL};
+    static const char *const llama3[] = {"<think>", "</think>", PYTHON_TAG, NULL};
+    static const char *const mistral[] = {"[THINK]", "[/THINK]", "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]", NULL};
+    static const char *const granite[] = {"<think>", "</think>", "<|tool_call|>", NULL};
+    static const char *const harmony[] = {"<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>", NULL};
+    switch (tc_format_of(format)) {
+    case TC_HERMES:
+    case TC_QWEN_XML: return hermes;
+    case TC_LFM2: return lfm2;
+    case TC_LLAMA3: return llama3;
+    case TC_MISTRAL:
+    case TC_MISTRAL_ARGS: return mistral;
+    case TC_GRANITE: return granite;
+    case TC_HARMONY: return harmony;
+    default: return think;
+    }
+}

@@ -24,6 +24,9 @@ static void check_msgs(const sreq *r) {
         FUZZ_CHECK(m->role && m->content);
         FUZZ_CHECK(!strcmp(m->role, "system") || !strcmp(m->role, "user") || !strcmp(m->role, "assistant") ||
                    !strcmp(m->role, "tool"));
+        cJSON *f = m->fields ? cJSON_Parse(m->fields) : NULL; /* a message's further members: an object */
+        FUZZ_CHECK(!m->fields || cJSON_IsObject(f));
+        cJSON_Delete(f);
     }
 }
 

@@ -99,7 +99,7 @@ static void check_tools(const char *t, size_t n) {
     if (st == SLM_OK) {
         static const char *const names[] = {"qwen3", "chatml", "lfm2", "llama3", "gemma"};
         slm_chat_message m[2] = {{"system", "s"}, {"user", "u"}};
-        chat_tools tools = {v, NULL, NULL};
+        chat_tools tools = {v, NULL, NULL, NULL};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             char *out = NULL;
             err_clear(&e);
@@ -112,7 +112,7 @@ static void check_tools(const char *t, size_t n) {
         chat_span *sp = NULL;
         size_t n_sp = 0;
         err_clear(&e);
-        st = chat_render_jinja("{% for t in tools %}{{ t.function.name }}: {{ t | tojson }}\n{% endfor %}", NULL, NULL, NULL, m,
+        st = chat_render_jinja("{% for t in tools %}{{ t.function.name }}: {{ t | tojson }}\n{% endfor %}", NULL, NULL, false, NULL, m,
                                2, &tools, true, NULL, &out, &sp, &n_sp, &e);
         FUZZ_CHECK(st == SLM_OK ? out != NULL : out == NULL && e.msg[0]);
         for (size_t i = 0; st == SLM_OK && i < n_sp; i++) FUZZ_CHECK(sp[i].off + sp[i].len <= strlen(out));

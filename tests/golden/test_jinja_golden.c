@@ -15,6 +15,7 @@
 #include "format/gguf.h"
 #include "testutil.h"
 #include "text/jinja.h"
+#include "text/tokenizer.h"
 
 #define FIXED_TIME 1718447400 /* scripts/gen-jinja-golden.py FIXED_TIME */
 
@@ -59,6 +60,58 @@ static char *load_template(const char *cache, const char *dir, const char *name,
     return out;
 }
 
+/* conv rendered by t through the chat render context (chat_jinja.c), as the C API and the server
+ * build it: each message's role and content, tool_calls, tool_call_id and the further members name
+ * and reasoning_content (chat_tools.fields); bos/eos texts and conv's extra variables as kwargs.
+ * false (*out NULL) when conv holds a message that context cannot carry (content not a string,
+ * another member) or gives call arguments as strings (which the context parses into dicts, as
+ * llama-server does); else the status, *out the text. */
+static bool render_through_context(const jinja_template *t, const cJSON *conv, const cJSON *rec, slm_status *st,
+                                   char **out, slm_err *e) {
+    *out = NULL;
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(conv, "messages"), *x;
+    slm_chat_message m[16];
+    const cJSON *calls[16] = {0};
+    const char *ids[16] = {0};
+    cJSON *fields[16] = {0};
+    size_t nm = 0;
+    if (cJSON_GetArraySize(msgs) > 16) return false;
+    bool ok = true;
+    cJSON_ArrayForEach(x, msgs) {
+        const cJSON *k;
+        cJSON_ArrayForEach(k, x) {
+            if (!strcmp(k->string, "role") || !strcmp(k->string, "content")) ok &= cJSON_IsString(k);
+            else if (!strcmp(k->string, "tool_calls")) {
+                calls[nm] = k;
+                const cJSON *c;
+                cJSON_ArrayForEach(c, k) /* OpenAI's argument strings: the context parses them into dicts */
+                    ok &= !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments"));
+            }
+            else if (!strcmp(k->string, "tool_call_id") && cJSON_IsString(k)) ids[nm] = k->valuestring;
+            else if (!strcmp(k->string, "name") || !strcmp(k->string, "reasoning_content")) {
+                if (!fields[nm]) fields[nm] = cJSON_CreateObject();
+                cJSON_AddItemToObject(fields[nm], k->string, cJSON_Duplicate(k, true));
+            } else ok = false;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role"), *content = cJSON_GetObjectItemCaseSensitive(x, "content");
+        if (ok && cJSON_IsString(role) && cJSON_IsString(content)) m[nm] = (slm_chat_message){role->valuestring, content->valuestring};
+        else ok = false;
+        nm++;
+    }
+    if (ok) {
+        cJSON *kw = cJSON_CreateObject();
+        cJSON_AddStringToObject(kw, "bos_token", cJSON_GetObjectItemCaseSensitive(rec, "bos_token")->valuestring);
+        cJSON_AddStringToObject(kw, "eos_token", cJSON_GetObjectItemCaseSensitive(rec, "eos_token")->valuestring);
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(conv, "extra")) cJSON_AddItemToObject(kw, x->string, cJSON_Duplicate(x, true));
+        chat_tools tools = {cJSON_GetObjectItemCaseSensitive(conv, "tools"), calls, ids, (const cJSON *const *)fields};
+        bool gen = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "agp"));
+        *st = chat_render_jinja("", t, kw, false, NULL, m, nm, &tools, gen, NULL, out, NULL, NULL, e);
+        cJSON_Delete(kw);
+    }
+    for (size_t i = 0; i < 16; i++) cJSON_Delete(fields[i]);
+    return ok;
+}
+
 static void show_diff(const char *want, const char *got) {
     size_t i = 0;
     while (want[i] && want[i] == got[i]) i++;
@@ -86,6 +139,9 @@ static void golden(void **state) {
 
     bool verbose = getenv("JINJA_GOLDEN_VERBOSE") != NULL;
     size_t ok_total = 0, ok_same = 0, must_total = 0, must_same = 0, err_total = 0, err_same = 0, skipped = 0;
+    jinja_usage most = {0};
+    size_t ctx_total = 0, ctx_same = 0;
+    bool uses_clock = false;
     char last_name[512] = "";
     jinja_template *t = NULL;
     slm_status parse_st = SLM_OK;
@@ -107,6 +163,7 @@ static void golden(void **state) {
             slm_err e;
             err_clear(&e);
             parse_st = src ? jinja_parse(src, tn, NULL, &t, &e) : SLM_ERR_NOT_FOUND;
+            uses_clock = src && strstr(src, "strftime_now"); /* the render context runs on the real clock */
             if (!src) fprintf(stderr, "skipped: %s is not in the cache\n", name);
             snprintf(parse_msg, sizeof parse_msg, "%s", src ? e.msg : "missing");
             free(src);
@@ -134,8 +191,14 @@ static void golden(void **state) {
         err_clear(&e);
         slm_status st = parse_st;
         if (t) {
-            jinja_limits lim = {.fixed_time = FIXED_TIME};
+            jinja_usage u = {0};
+            jinja_limits lim = {.fixed_time = FIXED_TIME, .usage = &u};
             st = jinja_render(t, ctx, NULL, &lim, NULL, &out, &no, NULL, NULL, &e);
+            if (st == SLM_OK) { /* the request limits' margin: each rendering uses at most a quarter */
+                if (u.steps > most.steps) most.steps = u.steps;
+                if (u.memory > most.memory) most.memory = u.memory;
+                if (u.output > most.output) most.output = u.output;
+            }
         } else {
             snprintf(e.msg, sizeof e.msg, "%s", parse_msg);
         }
@@ -153,6 +216,20 @@ static void golden(void **state) {
                 fprintf(stderr, "MISMATCH %s / %s agp=%d: %s\n", name, cname, agp, st ? e.msg : "output differs");
                 if (verbose && st == SLM_OK) show_diff(want->valuestring, out);
             }
+            char *cout = NULL;
+            slm_status cst = SLM_OK;
+            slm_err ce;
+            err_clear(&ce);
+            if (same && !uses_clock && render_through_context(t, conv, rec, &cst, &cout, &ce)) {
+                bool csame = cst == SLM_OK && !strcmp(cout, want->valuestring);
+                ctx_total++;
+                ctx_same += csame;
+                if (!csame) {
+                    fprintf(stderr, "CONTEXT MISMATCH %s / %s agp=%d: %s\n", name, cname, agp, cst ? ce.msg : "output differs");
+                    if (verbose && cst == SLM_OK) show_diff(want->valuestring, cout);
+                }
+            }
+            al_free(NULL, cout);
         } else {
             err_total++;
             err_same += st != SLM_OK;
@@ -167,6 +244,16 @@ static void golden(void **state) {
         cJSON_Delete(rec);
     }
     jinja_free(t);
+    fprintf(stderr, "jinja golden: the most any rendering used: %llu steps, %zu bytes of memory, %zu bytes of output "
+            "(request limits: %u, %zu, %zu)\n", (unsigned long long)most.steps, most.memory, most.output,
+            JINJA_REQUEST_MAX_STEPS, JINJA_REQUEST_MAX_MEMORY, JINJA_REQUEST_MAX_OUTPUT);
+    fprintf(stderr, "jinja golden: %zu/%zu renderings also identical through the chat render context\n", ctx_same,
+            ctx_total);
+    assert_true(ctx_total > 0);
+    assert_int_equal(ctx_same, ctx_total);
+    assert_true(most.steps * 4 <= JINJA_REQUEST_MAX_STEPS);
+    assert_true(most.memory * 4 <= JINJA_REQUEST_MAX_MEMORY);
+    assert_true(most.output * 4 <= JINJA_REQUEST_MAX_OUTPUT);
     fprintf(stderr, "jinja golden: %zu/%zu of jinja2's renderings identical (%.1f%%); required families %zu/%zu; "
             "%zu/%zu of jinja2's errors also fail; %zu skipped (template not in the cache)\n",
             ok_same, ok_total, ok_total ? 100.0 * (double)ok_same / (double)ok_total : 0.0, must_same, must_total,

@@ -102,7 +102,7 @@ static void model_null(void **unused) {
                      SLM_ERR_INVALID_ARG);
     assert_null(ids);
     assert_int_equal(n_ids, 0);
-    slm_chat_template tmpl = {NULL, "{{ messages[0].content }}", NULL};
+    slm_chat_template tmpl = {NULL, "{{ messages[0].content }}", NULL, false};
     out = (char *)1;
     assert_int_equal(slm_chat_render_with(NULL, &tmpl, &msg, 1, NULL, true, &out, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_null(out);
@@ -112,7 +112,7 @@ static void model_null(void **unused) {
                      SLM_ERR_INVALID_ARG);
     assert_null(ids);
     assert_null(slm_chat_tool_format(NULL, NULL));
-    assert_string_equal(slm_chat_tool_format(NULL, &(slm_chat_template){"qwen3", NULL, NULL}), "hermes");
+    assert_string_equal(slm_chat_tool_format(NULL, &(slm_chat_template){"qwen3", NULL, NULL, false}), "hermes");
     assert_int_equal(slm_tools_check(NULL, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_true(strlen(err) > 0);
     assert_int_equal(slm_tool_calls_parse(NULL, "x", 1, &out), SLM_ERR_INVALID_ARG);
@@ -124,6 +124,8 @@ static void model_null(void **unused) {
     assert_null(slm_tool_format_detect(NULL));
     assert_int_equal(slm_tool_call_start("hermes", NULL, 5), 0);
     assert_int_equal(slm_tool_call_start(NULL, "ab", 2), 2);
+    assert_string_equal(slm_tool_format_markers(NULL)[0], "<think>"); /* any name: the reasoning tags */
+    assert_string_equal(slm_tool_format_markers("mistral-args")[2], "[TOOL_CALLS]");
     assert_int_equal(slm_tool_calls_content_ready(NULL, NULL, 5), 0);
     size_t span[4];
     assert_false(slm_tool_call_partial(NULL, NULL, 5, span));

@@ -43,7 +43,7 @@ static void golden_renderings(void **unused) {
         }
         /* tool cases: the "tools" list and each message's "tool_calls" (arguments as objects) */
         const cJSON *tools_item = cJSON_GetObjectItem(c, "tools");
-        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL, NULL};
         const chat_tools *tp = tools_item ? &tools : NULL;
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         const cJSON *expected = cJSON_GetObjectItem(c, "expected");
@@ -120,7 +120,7 @@ static void golden_renderings_jinja(void **unused) {
             m[i].content = cJSON_GetObjectItem(x, "content")->valuestring;
             calls[i] = cJSON_GetObjectItem(x, "tool_calls");
         }
-        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL};
+        chat_tools tools = {cJSON_IsArray(tools_item) ? tools_item : NULL, calls, NULL, NULL};
         cJSON *kw = cJSON_Duplicate(strcmp(name, "qwen3-nothink") ? NULL : nothink, true);
         if (!kw) kw = cJSON_CreateObject();
         cJSON_AddStringToObject(kw, "bos_token", cJSON_GetObjectItem(c, "bos")->valuestring);
@@ -129,7 +129,7 @@ static void golden_renderings_jinja(void **unused) {
         char *out = NULL;
         slm_err e;
         err_clear(&e);
-        slm_status st = chat_render_jinja(src, NULL, kw, NULL, m, nm, &tools, gen, NULL, &out, NULL, NULL, &e);
+        slm_status st = chat_render_jinja(src, NULL, kw, false, NULL, m, nm, &tools, gen, NULL, &out, NULL, NULL, &e);
         if (cJSON_IsNull(expected)) {
             assert_int_equal(st, SLM_ERR_INVALID_ARG); /* the template raises */
             assert_true(strlen(e.msg) > 0);
@@ -213,7 +213,7 @@ static void tool_errors(void **unused) {
         const cJSON *calls[3] = {NULL, NULL, NULL};
         if (cases[k].which == 2) calls[0] = good;
         else calls[1] = cases[k].which == 1 ? bad : good;
-        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls, NULL};
+        chat_tools t = {cases[k].which == 3 ? bad_tools : tools, calls, NULL, NULL};
         char *out = NULL;
         slm_err e;
         err_clear(&e);
@@ -305,7 +305,7 @@ static void no_control_tokens_from_tools(void **unused) {
                          word);
                 const char *per_msg[3] = {NULL, calls, NULL};
                 const slm_chat_message m[] = {{"user", "q"}, {"assistant", ""}, {"tool", "r"}};
-                slm_chat_tools ct = {tools, per_msg, NULL};
+                slm_chat_tools ct = {tools, per_msg, NULL, NULL};
                 int32_t *ids = NULL;
                 size_t n = 0;
                 char err[256];
@@ -459,7 +459,7 @@ static void content_ids_spliced(void **unused) {
     slm_chat_template jt = {NULL,
                             "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
                             "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-                            NULL};
+                            NULL, false};
     assert_int_equal(slm_chat_tokenize_with(model, &jt, m, 3, NULL, ci, true, &ids, &n, err, sizeof err), SLM_OK);
     assert_int_equal(n, nh + 5 + nt);
     assert_memory_equal(ids, want, n * sizeof *ids);
@@ -476,10 +476,27 @@ static void content_ids_spliced(void **unused) {
                      SLM_ERR_FORMAT);
     assert_non_null(strstr(err, "2:"));
     char *out = NULL;
-    jt = (slm_chat_template){NULL, "{{ 'T' if enable_thinking else 'F' }}{{ bos_token }}", "{\"enable_thinking\": true}"};
+    jt = (slm_chat_template){NULL, "{{ 'T' if enable_thinking else 'F' }}{{ bos_token }}", "{\"enable_thinking\": true}",
+                             false};
     assert_int_equal(slm_chat_render_with(model, &jt, m, 3, NULL, true, &out, err, sizeof err), SLM_OK);
     assert_int_equal(out[0], 'T');
     slm_free(out);
+    /* a message's further members (slm_chat_tools.fields) reach it; role and tool_calls may not be given */
+    const char *fields[] = {"{\"name\": \"bob\", \"reasoning_content\": \"hm\"}", NULL, NULL};
+    slm_chat_tools ft = {NULL, NULL, NULL, fields};
+    jt.text = "{{ messages[0].name }}|{{ messages[0].reasoning_content }}|{{ messages[1].name is defined }}";
+    assert_int_equal(slm_chat_render_with(model, &jt, m, 3, &ft, false, &out, err, sizeof err), SLM_OK);
+    assert_string_equal(out, "bob|hm|False");
+    slm_free(out);
+    fields[0] = "{\"role\": \"system\"}";
+    assert_int_equal(slm_chat_render_with(model, &jt, m, 3, &ft, false, &out, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "role"));
+    /* a request's template runs under the tighter limits: a loop is refused at once, named */
+    slm_chat_template loop = {NULL, "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                              NULL, true};
+    assert_int_equal(slm_chat_render_with(model, &loop, m, 3, NULL, false, &out, err, sizeof err), SLM_ERR_RANGE);
+    assert_non_null(strstr(err, "limit")); /* steps or memory, whichever comes first */
+    jt.text = "{{ 'T' if enable_thinking else 'F' }}{{ bos_token }}";
     jt.kwargs = "{\"messages\": []}";
     assert_int_equal(slm_chat_render_with(model, &jt, m, 3, NULL, true, &out, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_non_null(strstr(err, "'messages'"));

@@ -523,6 +523,61 @@ static void stop_string(void **u) {
     slm_model_destroy(m);
 }
 
+/* (f2) keep_ids: a control token's text is in the answer only when the request keeps it (the
+ * token forced by a logit bias; the detokenizer drops control tokens otherwise). */
+static void kept_control_tokens(void **u) {
+    (void)u;
+    slm_model *m = load("llama");
+    const slm_tokenizer *tok = slm_model_tokenizer(m);
+    int32_t n_vocab = slm_model_n_vocab(m), ctl = -1;
+    char text[64];
+    size_t n_plain = 0, n_special = 0;
+    for (int32_t id = 0; id < n_vocab && ctl < 0; id++)
+        if (!slm_tokenizer_is_eog(tok, id) && slm_tokenizer_decode(tok, &id, 1, false, text, sizeof text, &n_plain) == SLM_OK &&
+            n_plain == 0 && slm_tokenizer_decode(tok, &id, 1, true, text, sizeof text, &n_special) == SLM_OK &&
+            n_special > 0 && n_special < sizeof text)
+            ctl = id;
+    if (ctl < 0) {
+        slm_model_destroy(m);
+        TU_SKIP("the tiny vocabulary has no control token that does not end generation");
+    }
+    text[n_special] = '\0';
+    slm_engine *e = new_engine(m, 1, 4);
+    int32_t prompt[8];
+    prompt_of(3, 8, n_vocab, prompt);
+    slm_logit_bias bias = {ctl, 1000.0f};
+    outcome dropped = {0}, kept = {0};
+    slm_engine_request q = greedy_request(prompt, 8, 3, &dropped);
+    q.sampler.logit_bias = &bias;
+    q.sampler.n_logit_bias = 1;
+    assert_int_equal(slm_engine_submit(e, &q, &dropped.id, NULL, 0), SLM_OK);
+    q.user = &kept;
+    q.keep_ids = &ctl;
+    q.n_keep_ids = 1;
+    assert_int_equal(slm_engine_submit(e, &q, &kept.id, NULL, 0), SLM_OK);
+    run_to_idle(e);
+    assert_int_equal(dropped.n_ids[0], 3);
+    assert_int_equal(kept.n_ids[0], 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(kept.ids[0][i], ctl);
+    assert_string_equal(dropped.text[0], "");
+    char want[3 * sizeof text];
+    snprintf(want, sizeof want, "%s%s%s", text, text, text);
+    assert_string_equal(kept.text[0], want);
+    /* refused: an id outside the vocabulary, too many ids */
+    char err[256];
+    uint64_t id;
+    int32_t bad = n_vocab;
+    q.keep_ids = &bad;
+    assert_int_equal(slm_engine_submit(e, &q, &id, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "keep_ids[0]"));
+    q.keep_ids = &ctl;
+    q.n_keep_ids = SLM_ENGINE_MAX_KEEP + 1;
+    assert_int_equal(slm_engine_submit(e, &q, &id, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "n_keep_ids"));
+    slm_engine_free(e);
+    slm_model_destroy(m);
+}
+
 /* (g) the engine's thread, with submits and cancels from 4 threads at once. */
 typedef struct client {
     slm_engine *e;
@@ -661,7 +716,7 @@ static void params_by_size(void **u) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batching),   cmocka_unit_test(cancel),   cmocka_unit_test(prefix_reuse),
-        cmocka_unit_test(refused_submit), cmocka_unit_test(stop_string), cmocka_unit_test(threaded),
+        cmocka_unit_test(refused_submit), cmocka_unit_test(stop_string), cmocka_unit_test(kept_control_tokens), cmocka_unit_test(threaded),
         cmocka_unit_test(stop_running), cmocka_unit_test(params_by_size), cmocka_unit_test(slot_save_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,10 +77,27 @@ static void test_chat_fields(void **state) {
     assert_true(r.stream && r.include_usage);
     assert_false(sreq_prefill(&r));
     sreq_free(&r);
+    /* a message's name and reasoning_content go to the template; a tool message's tool_call_id */
+    body = "{\"messages\":[{\"role\":\"user\",\"name\":\"ann\",\"content\":\"q\"},"
+           "{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"plan\",\"tool_call_id\":\"no\","
+           "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+           "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"name\":\"f\",\"content\":\"r\"}]}";
+    assert_true(map(sreq_from_chat, body, &r, &e));
+    assert_string_equal(r.msgs[0].fields, "{\"name\":\"ann\"}");
+    assert_null(r.msgs[0].tool_call_id);
+    assert_string_equal(r.msgs[1].fields, "{\"reasoning_content\":\"plan\"}");
+    assert_string_equal(r.msgs[1].content, ""); /* null reads "", as llama-server passes it */
+    assert_null(r.msgs[1].tool_call_id); /* only a tool message answers a call */
+    assert_string_equal(r.msgs[2].fields, "{\"name\":\"f\"}");
+    assert_string_equal(r.msgs[2].tool_call_id, "c");
+    sreq_free(&r);
 }
 
 static void test_chat_refusals(void **state) {
     (void)state;
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"name\":7,\"content\":\"x\"}]}", "'name' must be a string");
+    refused(sreq_from_chat, "{\"messages\":[{\"role\":\"assistant\",\"reasoning_content\":[],\"content\":\"x\"}]}",
+            "'reasoning_content' must be a string");
     refused(sreq_from_chat, "{\"messages\":[]}", "'messages' must be a non-empty list");
     refused(sreq_from_chat, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "role 'wizard'");
     refused(sreq_from_chat,
@@ -241,6 +258,7 @@ static void test_messages(void **state) {
     }
     assert_string_equal(r.msgs[2].tool_calls, "[{\"id\":\"u1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
                                               "\"arguments\":\"{\\\"x\\\":1}\"}}]");
+    assert_string_equal(r.msgs[3].tool_call_id, "u1"); /* a tool_result's tool_use_id: templates may read it */
     assert_false(sreq_prefill(&r));
     sreq_free(&r);
     /* max_tokens is required, except for count_tokens */

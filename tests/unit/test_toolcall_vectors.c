@@ -168,14 +168,14 @@ static void round_trip(void **unused) {
                                       {"tool", "{\"temperature\": 21}"}};
         const cJSON *per_msg[4] = {NULL, NULL, calls, NULL};
         const char *ids[4] = {NULL, NULL, NULL, "abcDEF123"};
-        chat_tools ct = {tools, per_msg, ids};
+        chat_tools ct = {tools, per_msg, ids, NULL};
         char *prefix = NULL, *full = NULL;
         slm_err e;
         err_clear(&e);
-        slm_status st = chat_render_jinja(src, NULL, NULL, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
-        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
+        slm_status st = chat_render_jinja(src, NULL, NULL, false, NULL, m, 2, &ct, true, NULL, &prefix, NULL, NULL, &e);
+        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, false, NULL, m, 3, &ct, false, NULL, &full, NULL, NULL, &e);
         char *with_result = NULL; /* the tool's result goes back into the next prompt */
-        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, NULL, m, 4, &ct, true, NULL, &with_result, NULL, NULL, &e);
+        if (st == SLM_OK) st = chat_render_jinja(src, NULL, NULL, false, NULL, m, 4, &ct, true, NULL, &with_result, NULL, NULL, &e);
         if (st != SLM_OK) fprintf(stderr, "%s: %s\n", files[k], e.msg);
         assert_int_equal(st, SLM_OK);
         assert_non_null(strstr(with_result, "21"));

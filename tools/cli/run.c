@@ -283,7 +283,7 @@ static int parse_ids(const char *s, int32_t n_vocab, ids_buf *out) {
  * model's own, or chatml (warned once) for a model without one. */
 static slm_chat_template chat_template_of(const gen_opts *o, const slm_model *m) {
     static bool warned;
-    slm_chat_template t = {o->chat_template, o->template_text, o->template_kwargs};
+    slm_chat_template t = {o->chat_template, o->template_text, o->template_kwargs, false};
     if (!t.name && !t.text && !slm_model_chat_template(m)) {
         if (!warned) fprintf(stderr, "warning: the model has no chat template; using chatml (--chat-template-file F runs another)\n");
         warned = true;

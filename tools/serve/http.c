@@ -236,6 +236,8 @@ static enum MHD_Result handle_generate(serve_ctx *s, struct MHD_Connection *conn
     q.logprobs = j->r.logprobs;
     q.top_logprobs = j->r.top_logprobs;
     q.ignore_eos = j->r.ignore_eos;
+    q.keep_ids = j->p.keep;
+    q.n_keep_ids = j->p.n_keep;
     q.on_event = on_engine_event;
     q.user = j;
     if (j->p.think_track) {

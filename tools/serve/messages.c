@@ -216,6 +216,8 @@ static bool read_user(const cJSON *c, const char *where, sreq *r, use_ids *ids, 
             snprintf(field, sizeof field, "%s.content", inner);
             if (!text_blocks(cJSON_GetObjectItemCaseSensitive(b, "content"), field, &content, e)) return free(text), false;
             if (!sreq_add_msg(r, "tool", content, NULL, e)) return free(text), false;
+            if (!(r->msgs[r->n_msgs - 1].tool_call_id = dup(id->valuestring))) /* templates may read it */
+                return free(text), oom(e);
         } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
             free(text);
             return sreq_fail(e, 400, "unsupported_content", "%s is an '%s' block: this server reads text only", inner, type);

@@ -133,7 +133,7 @@ static bool model_load(serve_model *sm, char *err, size_t cap) {
                         "(--chat-template-file F to run another)\n", sm->id);
     }
     const slm_chat_message probe = {"user", "hi"};
-    slm_chat_template t = {sm->chat_template, sm->template_text, o->chat_template_kwargs};
+    slm_chat_template t = {sm->chat_template, sm->template_text, o->chat_template_kwargs, false};
     int32_t *ids = NULL;
     size_t n_ids = 0;
     st = slm_chat_tokenize_with(sm->m, &t, &probe, 1, NULL, NULL, true, &ids, &n_ids, msg, sizeof msg);

@@ -18,8 +18,8 @@ void sprompt_free(sprompt *p) {
 
 /* The template request r runs: its own chat_template / chat_template_kwargs, else the server's. */
 static slm_chat_template request_template(const sreq *r, const sreq_model *mv) {
-    slm_chat_template t = {mv->tmpl, mv->tmpl_text, mv->tmpl_kwargs};
-    if (r->chat_template) t = (slm_chat_template){NULL, r->chat_template, t.kwargs};
+    slm_chat_template t = {mv->tmpl, mv->tmpl_text, mv->tmpl_kwargs, false};
+    if (r->chat_template) t = (slm_chat_template){NULL, r->chat_template, t.kwargs, true};
     if (r->chat_template_kwargs) t.kwargs = r->chat_template_kwargs;
     return t;
 }
@@ -55,6 +55,23 @@ static bool append_text(const sreq_model *mv, sprompt *p, const char *text, uint
     return true;
 }
 
+/* p->keep: the markers of p->tool_fmt the vocabulary holds as one control token (text only when
+ * rendered as special), the call markers only when the answer is parsed for calls. */
+static void keep_markers(const sreq_model *mv, sprompt *p) {
+    for (const char *const *m = slm_tool_format_markers(p->tool_fmt); *m && p->n_keep < SLM_ENGINE_MAX_KEEP; m++) {
+        bool think = strstr(*m, "think>") || strstr(*m, "THINK]"); /* the reasoning tags: kept without tools too */
+        int32_t id[2];
+        size_t n = 0, n_plain = 0, n_special = 0;
+        char text[64];
+        if (!think && !p->tools.parse) continue;
+        if (slm_tokenizer_encode(mv->tok, *m, strlen(*m), SLM_TOKENIZE_PARSE_SPECIAL, id, 2, &n) != SLM_OK || n != 1) continue;
+        if (slm_tokenizer_decode(mv->tok, id, 1, false, text, sizeof text, &n_plain) != SLM_OK || n_plain != 0) continue;
+        if (slm_tokenizer_decode(mv->tok, id, 1, true, text, sizeof text, &n_special) != SLM_OK || n_special != strlen(*m))
+            continue;
+        p->keep[p->n_keep++] = id[0];
+    }
+}
+
 static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
     bool prefill = sreq_prefill(r);
     size_t n = r->n_msgs - (prefill ? 1 : 0);
@@ -62,8 +79,9 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
     slm_chat_ids *content_ids = calloc(n ? n : 1, sizeof *content_ids);
     const char **calls = calloc(n ? n : 1, sizeof *calls);
     const char **call_ids = calloc(n ? n : 1, sizeof *call_ids); /* tool messages' tool_call_id: templates may read it */
+    const char **fields = calloc(n ? n : 1, sizeof *fields);
     bool ok = false, any_calls = false;
-    if (!msgs || !content_ids || !calls || !call_ids) {
+    if (!msgs || !content_ids || !calls || !call_ids || !fields) {
         sreq_fail(e, 500, NULL, "out of memory");
         goto done;
     }
@@ -71,6 +89,7 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
         msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
         calls[i] = r->msgs[i].tool_calls;
         call_ids[i] = r->msgs[i].tool_call_id;
+        fields[i] = r->msgs[i].fields;
         any_calls |= calls[i] != NULL;
         int32_t *ids = NULL;
         size_t n_ids = 0;
@@ -82,7 +101,7 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
             content_ids[i] = (slm_chat_ids){ids, n_ids};
         }
     }
-    slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL, call_ids};
+    slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL, call_ids, fields};
     slm_chat_template tmpl = request_template(r, mv);
     char err[400] = "";
     slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, true, &p->ids, &p->n_ids, err,
@@ -105,10 +124,12 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
     /* an answer the prompt opened inside <think> is reasoning first; a constrained one is content */
     p->think_open = !prefill && !p->grammar && p->n_ids > 0 && prompt_thinks(mv, p);
     if (prefill && !append_text(mv, p, r->msgs[r->n_msgs - 1].content, 0, e)) goto done;
+    keep_markers(mv, p);
     ok = true;
 done:
     for (size_t i = 0; content_ids && i < n; i++) free((void *)(uintptr_t)content_ids[i].ids);
     free(content_ids);
+    free(fields);
     free(call_ids);
     free(calls);
     free(msgs);
@@ -180,6 +201,8 @@ bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *p, sreq_err *e) {
         }
         if (forced) p->grammar = forced; /* validate refused a forced call with another constraint */
     }
+    /* a harmony answer is channels whether or not it may call: parsed (and its markers kept) without tools too */
+    if (serve_api_is_chat(r->api) && !p->tools.parse && !strcmp(p->tool_fmt, "gpt-oss")) p->tools.parse = true;
     if (serve_api_is_chat(r->api)) {
         if (!render_chat(r, mv, p, e)) goto fail;
     } else if (r->prompt_text) {
@@ -218,11 +241,12 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
     slm_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
     const char **calls = calloc(n ? n : 1, sizeof *calls);
     const char **call_ids = calloc(n ? n : 1, sizeof *call_ids);
+    const char **fields = calloc(n ? n : 1, sizeof *fields);
     tool_req t = {0};
     slm_grammar *forced = NULL;
     char *text = NULL;
     bool ok = false, any_calls = false;
-    if (!msgs || !calls || !call_ids) {
+    if (!msgs || !calls || !call_ids || !fields) {
         sreq_fail(e, 500, NULL, "out of memory");
         goto done;
     }
@@ -230,6 +254,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
         msgs[i] = (slm_chat_message){r->msgs[i].role, r->msgs[i].content};
         calls[i] = r->msgs[i].tool_calls;
         call_ids[i] = r->msgs[i].tool_call_id;
+        fields[i] = r->msgs[i].fields;
         any_calls |= calls[i] != NULL;
     }
     slm_chat_template tmpl = request_template(r, mv);
@@ -238,7 +263,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
         e->status = 400;
         goto done;
     }
-    slm_chat_tools tools = {t.tools, any_calls ? calls : NULL, call_ids};
+    slm_chat_tools tools = {t.tools, any_calls ? calls : NULL, call_ids, fields};
     char err[400] = "";
     slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, true, &text, err, sizeof err);
     if (st != SLM_OK) {
@@ -257,6 +282,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
 done:
     slm_free(text);
     tools_req_free(&t);
+    free(fields);
     free(call_ids);
     free(calls);
     free(msgs);

@@ -17,6 +17,7 @@ void sreq_free(sreq *r) {
         free(r->msgs[i].content);
         free(r->msgs[i].tool_calls);
         free(r->msgs[i].tool_call_id);
+        free(r->msgs[i].fields);
         free(r->msgs[i].ids);
     }
     free(r->msgs);
@@ -337,12 +338,39 @@ bool sreq_add_msg(sreq *r, const char *role, char *content, char *tool_calls, sr
         free(tool_calls);
         return oom(e);
     }
-    r->msgs[r->n_msgs++] = (sreq_msg){rd, content, tool_calls, NULL, NULL, 0};
+    r->msgs[r->n_msgs++] = (sreq_msg){rd, content, tool_calls, NULL, NULL, NULL, 0};
+    return true;
+}
+
+/* The members of OpenAI message m the template sees besides role, content (null reads "", as in
+ * llama-server) and tool_calls: name, reasoning_content (strings; into x->fields as a JSON object's
+ * text, NULL when none) and a tool message's tool_call_id (into x). */
+static bool read_msg_fields(const cJSON *m, const char *where, sreq_msg *x, sreq_err *e) {
+    static const char *const names[] = {"name", "reasoning_content", "tool_call_id"};
+    cJSON *f = NULL;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, names[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsString(v)) {
+            cJSON_Delete(f);
+            return sreq_fail(e, 400, NULL, "%s: '%s' must be a string", where, names[k]);
+        }
+        if (k == 2) {
+            if (strcmp(x->role, "tool") != 0) continue; /* only a tool message answers a call */
+            if (!(x->tool_call_id = dup(v->valuestring))) return cJSON_Delete(f), oom(e);
+            continue;
+        }
+        if ((!f && !(f = cJSON_CreateObject())) || !cJSON_AddStringToObject(f, names[k], v->valuestring))
+            return cJSON_Delete(f), oom(e);
+    }
+    if (f && !(x->fields = cJSON_PrintUnformatted(f))) return cJSON_Delete(f), oom(e);
+    cJSON_Delete(f);
     return true;
 }
 
 /* One OpenAI chat message: role ("developer" reads "system"), content (a string, text parts, or
- * null for an assistant message with tool_calls), an assistant's tool_calls. */
+ * null for an assistant message with tool_calls), an assistant's tool_calls, its further members
+ * (read_msg_fields). */
 static bool read_chat_message(const cJSON *m, size_t i, sreq *r, sreq_err *e) {
     char where[32];
     snprintf(where, sizeof where, "messages[%zu]", i);
@@ -365,7 +393,7 @@ static bool read_chat_message(const cJSON *m, size_t i, sreq *r, sreq_err *e) {
         free(content);
         return oom(e);
     }
-    return sreq_add_msg(r, rn, content, calls, e);
+    return sreq_add_msg(r, rn, content, calls, e) && read_msg_fields(m, where, &r->msgs[r->n_msgs - 1], e);
 }
 
 /* "tools" and "tool_choice" in OpenAI's shapes; the tools themselves are checked by render. */

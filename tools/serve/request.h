@@ -43,10 +43,12 @@ typedef enum sreq_tool_mode { STOOL_AUTO, STOOL_NONE, STOOL_REQUIRED, STOOL_NAME
 /* One message: roles are system, user, assistant, tool; content is text (text parts joined with
  * "\n", as llama-server joins them); tool_calls is an assistant's calls in OpenAI's JSON shape
  * [{"id","type":"function","function":{"name","arguments"}}] or NULL; tool_call_id the call a tool
- * message answers (or NULL); ids (n_ids), when set, the ids the content was generated as (a stored
- * Responses turn), which the render uses for it. */
+ * message answers (or NULL); fields, a JSON object's text of the message's further members the
+ * template sees (name, reasoning_content: slm_chat_tools.fields) or NULL; ids
+ * (n_ids), when set, the ids the content was generated as (a stored Responses turn), which the
+ * render uses for it. */
 typedef struct sreq_msg {
-    char *role, *content, *tool_calls, *tool_call_id;
+    char *role, *content, *tool_calls, *tool_call_id, *fields;
     int32_t *ids;
     size_t n_ids;
 } sreq_msg;
@@ -205,6 +207,11 @@ typedef struct sprompt {
     int32_t n_think_close;
     slm_logit_bias *bias; /* (n_bias) the request's id biases and its text biases' tokens, when it has text biases */
     int32_t n_bias;
+    /* (n_keep) control tokens whose text the answer keeps for the parsers: the reasoning tags, and
+     * with tools the call format's markers (slm_tool_format_markers), those the vocabulary holds as
+     * one control token */
+    int32_t keep[SLM_ENGINE_MAX_KEEP];
+    int32_t n_keep;
 } sprompt;
 
 bool sreq_render(const sreq *r, const sreq_model *mv, sprompt *out, sreq_err *e);

@@ -61,12 +61,15 @@ static cJSON *parse_answer(const tool_req *t, const char *tmpl, const char *text
     return r;
 }
 
+/* Call k as OpenAI's {"index", "id", "type", "function"}: its id the one the model wrote (Mistral's
+ * [CALL_ID], an "id" member: templates may check its shape), else call_id's. */
 static cJSON *call_json(const cJSON *call, const char *job_id, int choice, size_t k, bool with_args) {
     char id[32];
     call_id(job_id, choice, k, id);
+    const cJSON *own = cJSON_GetObjectItemCaseSensitive(call, "id");
     cJSON *c = cJSON_CreateObject(), *fn;
     cJSON_AddNumberToObject(c, "index", (double)k);
-    cJSON_AddStringToObject(c, "id", id);
+    cJSON_AddStringToObject(c, "id", cJSON_IsString(own) && own->valuestring[0] ? own->valuestring : id);
     cJSON_AddStringToObject(c, "type", "function");
     fn = cJSON_AddObjectToObject(c, "function");
     cJSON_AddStringToObject(fn, "name", cJSON_GetObjectItemCaseSensitive(call, "name")->valuestring);
@@ -80,9 +83,12 @@ bool tools_message_json(const tool_req *t, const char *tmpl, const char *text, c
     cJSON *r = t->parse ? parse_answer(t, tmpl, text, strlen(text)) : NULL;
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
     size_t n_calls = (size_t)cJSON_GetArraySize(calls);
-    if (!r || n_calls == 0) {
+    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(r, "reasoning_content"); /* gpt-oss: its analysis channel */
+    if (cJSON_IsString(reasoning) && reasoning->valuestring[0])
+        cJSON_AddStringToObject(m, "reasoning_content", reasoning->valuestring);
+    if (!r || n_calls == 0) { /* the parse's content: the text, less a format's own markup (gpt-oss's channels) */
+        cJSON_AddStringToObject(m, "content", r ? cJSON_GetObjectItemCaseSensitive(r, "content")->valuestring : text);
         cJSON_Delete(r);
-        cJSON_AddStringToObject(m, "content", text);
         return false;
     }
     const char *content = cJSON_GetObjectItemCaseSensitive(r, "content")->valuestring;
@@ -158,6 +164,12 @@ cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text,
     const char *content = r ? cJSON_GetObjectItemCaseSensitive(r, "content")->valuestring : text;
     size_t n_content = r ? strlen(content) : n;
     if (ts->head_sent && !cJSON_GetArraySize(calls)) n_content = 0; /* a streamed call cut short: no content */
+    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(r, "reasoning_content"); /* gpt-oss: held to the end */
+    if (cJSON_IsString(reasoning) && reasoning->valuestring[0] && sent == 0) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "reasoning_content", reasoning->valuestring);
+        cJSON_AddItemToArray(out, d);
+    }
     if (n_content > sent) {
         cJSON *d = cJSON_CreateObject();
         char *rest = strndup(content + sent, n_content - sent);

@@ -14,7 +14,7 @@
 
 typedef struct tool_req {
     char *tools; /* JSON text of the request's non-empty "tools" when tool_choice is not "none", or NULL */
-    bool parse;  /* answers are parsed for calls */
+    bool parse;  /* answers are parsed for calls (gpt-oss's: always, for their channels) */
     bool forced; /* tool_choice "required" or named: the answer is one call, streamed as it is generated */
 } tool_req;
 
@@ -32,8 +32,9 @@ bool tools_setup(const char *tools, bool forced, const char *name, const char *t
                  char *msg, size_t cap);
 void tools_req_free(tool_req *t);
 
-/* Whole response: sets "content" (null when empty and there are calls) and "tool_calls" of the
- * OpenAI message m from the answer content text; returns true when it has calls. */
+/* Whole response: sets "content" (null when empty and there are calls), "tool_calls" and, where the
+ * format has its own (gpt-oss's analysis channel), "reasoning_content" of the OpenAI message m from
+ * the answer content text; returns true when it has calls. */
 bool tools_message_json(const tool_req *t, const char *tmpl, const char *text, const char *job_id, int choice,
                         cJSON *m);
 
@@ -48,8 +49,9 @@ cJSON *tools_progress_deltas(const tool_req *t, const char *tmpl, const char *te
                              const char *job_id, int choice);
 
 /* Streaming, at the end of a choice: the deltas still to send after sent bytes of content and what
- * ts records of the call went out (the rest of the content, then per call one delta with its id,
- * type and name and one with the rest of its arguments), as a cJSON array of delta objects;
+ * ts records of the call went out (a format's own reasoning, gpt-oss's analysis channel, when no
+ * content went out yet; the rest of the content, then per call one delta with its id, type and
+ * name and one with the rest of its arguments), as a cJSON array of delta objects;
  * *has_calls tells whether there are calls. NULL when out of memory. */
 cJSON *tools_final_deltas(const tool_req *t, const char *tmpl, const char *text, size_t n, size_t sent,
                           const tool_stream *ts, const char *job_id, int choice, bool *has_calls);

@@ -129,10 +129,13 @@ slm_status jinja_render(const jinja_template *t, const cJSON *ctx, const char *c
     r->max_depth = L.max_depth ? L.max_depth : 256;
     r->max_output = L.max_output ? L.max_output : (size_t)64 << 20;
     r->fixed_time = L.fixed_time;
-    size_t mem = r->max_output > ((size_t)1 << 40) ? 0 : r->max_output * 4 + ((size_t)64 << 20);
+    size_t mem = L.max_memory                          ? L.max_memory
+                 : r->max_output > ((size_t)1 << 40) ? 0
+                                                     : r->max_output * 4 + ((size_t)64 << 20);
     ja_init(&r->ar, a, mem, &r->jb, &local);
     render_out res = {0};
     bool ok = render_guarded(r, ctx, data_keys, a, spans != NULL, &res);
+    if (ok && L.usage) *L.usage = (jinja_usage){r->steps, r->ar.total, res.n};
     ja_free(&r->ar);
     al_free(a, r);
     if (!ok) return err_set(e, local.status ? local.status : SLM_ERR_INVALID_ARG, "%s", local.msg);
