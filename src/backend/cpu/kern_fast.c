@@ -8,6 +8,7 @@
  * canonical arithmetic of cpu.h), attention over (token, head), DeltaNet over heads, the
  * elementwise ops and norms over rows. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -209,6 +210,7 @@ typedef struct attn_ctx {
      * of KV head g writes its n*G partials at part + (c*Hkv + g) * n*G * cpu_attn_part_floats(hdv) */
     int64_t ch0, nch, nseg;
     float *part;
+    atomic_int_fast64_t *left; /* (Hkv) runs of each KV head not finished yet */
 } attn_ctx;
 
 #define ATTN_TB 16 /* query tokens per task */
@@ -228,8 +230,21 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
                    c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
 }
 
+/* The rows of KV head g (tokens x its G query heads): their partials folded in chunk order, then
+ * the outputs. */
+static void attn_fold_head(attn_ctx *c, int64_t g, float *tot) {
+    int64_t G = c->H / c->Hkv, R = c->n * G, pf = cpu_attn_part_floats(c->hdv);
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < c->hdv; i++) tot[i] = 0.0f;
+        tot[c->hdv] = -INFINITY;
+        tot[c->hdv + 1] = 0.0f;
+        for (int64_t ch = 0; ch < c->nch; ch++) cpu_attn_fold(tot, c->part + ((ch * c->Hkv + g) * R + r) * pf, c->hdv);
+        cpu_attn_finish(tot, c->hdv, (float *)c->out->data + ((r / G) * c->H + g * G + r % G) * c->hdv);
+    }
+}
+
 /* Split task = (run of chunks, KV head), the runs of one chunk range side by side (they read the
- * same rows of the states). */
+ * same rows of the states); the task that finishes a head's last run folds the head's rows. */
 static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
     int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G;
@@ -244,19 +259,9 @@ static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
                                c->pos + 1, c->window, c->ring, c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK, pf_end,
                                c->part + (ch * c->Hkv + g) * R * cpu_attn_part_floats(c->hdv),
                                cpu_scratch(c->cb, thread));
-}
-
-/* Fold task = one row (token t, query head h): its partials in chunk order, then the output. */
-static void attn_fold_task(void *vctx, int64_t task, int32_t thread) {
-    attn_ctx *c = vctx;
-    int64_t t = task / c->H, h = task % c->H, G = c->H / c->Hkv, g = h / G, R = c->n * G, r = t * G + h % G;
-    int64_t pf = cpu_attn_part_floats(c->hdv);
-    float *tot = cpu_scratch(c->cb, thread);
-    for (int64_t i = 0; i < c->hdv; i++) tot[i] = 0.0f;
-    tot[c->hdv] = -INFINITY;
-    tot[c->hdv + 1] = 0.0f;
-    for (int64_t ch = 0; ch < c->nch; ch++) cpu_attn_fold(tot, c->part + ((ch * c->Hkv + g) * R + r) * pf, c->hdv);
-    cpu_attn_finish(tot, c->hdv, (float *)c->out->data + (t * c->H + h) * c->hdv);
+    /* acq_rel: the last one sees every other run's partials */
+    if (atomic_fetch_sub_explicit(&c->left[g], 1, memory_order_acq_rel) == 1)
+        attn_fold_head(c, g, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -273,7 +278,8 @@ static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_vie
 
 /* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel).
  * One block of tokens (decode, verify) over several chunks of keys with fewer KV heads than 4 per
- * thread runs split: runs of chunks per KV head on every thread, then a fold per row; else one
+ * thread runs split: runs of chunks per KV head on every thread, the last run of a head folding
+ * its rows (one job: no second wake-up of the pool); else one
  * task per (block of tokens, KV head). The bits are the same either way (cpu.h). */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
@@ -283,16 +289,19 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
         return err_set(e, SLM_ERR_BACKEND, "ATTENTION: a ring of %lld rows cannot hold window %lld for %lld tokens",
                        (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
-                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL};
+                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL, NULL};
     c.ch0 = lo0 / CPU_ATTN_CHUNK;
     c.nch = (call->pos + n - 1) / CPU_ATTN_CHUNK - c.ch0 + 1;
     if (n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads) {
         int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
         c.nseg = c.nch < per ? c.nch : per;
         size_t bytes = sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv));
-        if (!(c.part = cpu_work(cb, bytes, e))) return SLM_ERR_NOMEM;
+        uint8_t *w = cpu_work(cb, bytes + sizeof(atomic_int_fast64_t) * (size_t)c.Hkv, e);
+        if (!w) return SLM_ERR_NOMEM;
+        c.part = (float *)w;
+        c.left = (atomic_int_fast64_t *)(w + bytes); /* bytes: a multiple of 64 */
+        for (int64_t g = 0; g < c.Hkv; g++) atomic_init(&c.left[g], c.nseg);
         pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
-        pool_run(cb->pool, n * c.H, attn_fold_task, &c);
         return SLM_OK;
     }
     pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
