@@ -1,12 +1,14 @@
-/* attn_decode.c — benchmark (not a test) of one CPU tier's attn_block (cpu.h) in the decode
- * shapes: T query tokens (1 = decode, 2..8 = verify / batched decode) of the G query heads of
- * each of Hkv KV heads, after P keys, over L layers of f16 or f32 K/V states laid out as the
- * session's ((hd*Hkv, ctx) rows), so L layers larger than the last level cache measure the
- * streaming case. Per step (all layers and heads, one thread): the median of R timings in ms,
+/* attn_decode.c — benchmark (not a test) of one CPU tier's attention (cpu_attn_block, cpu.h: every
+ * chunk of keys in order on one thread) in the decode shapes: T query tokens (1 = decode, 2..8 =
+ * verify / batched decode) of the G query heads of each of Hkv KV heads, after P keys, over L
+ * layers of f16 or f32 K/V states laid out as the session's ((hd*Hkv, ctx) rows), so L layers
+ * larger than the last level cache measure the streaming case. P may be a list (-p 0,4096,8192:
+ * one line per depth). Per step (all layers and heads, one thread): the median of R timings in
+ * ms (wall, and the process's CPU time, which leaves out the time other processes held the core),
  * the K/V bytes the step must read and the rate that makes; and a check that the tier's output
- * equals the generic tier's bit for bit.
- * Usage: bench_attn_decode [-p KEYS] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS] [-r REPS]
- *                          [-f32] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] */
+ * of the first layer equals the generic tier's bit for bit.
+ * Usage: bench_attn_decode [-p KEYS[,KEYS...]] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS]
+ *                          [-r REPS] [-f32] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
+#include "base/alloc.h"
 #include "base/half.h"
 
 #include "bench_isa.h"
@@ -25,8 +28,63 @@ static float frand(void) { /* [-1, 1) */
     return (float)(rng >> 8) / 8388608.0f - 1.0f;
 }
 
+/* One depth; returns false when the tier's bits differ from the generic tier's. */
+static bool run_depth(const cpu_isa *isa, cpu_isa_level level, uint32_t kvt, int64_t P, int64_t T, int64_t G,
+                      int64_t Hkv, int64_t hd, int64_t L, int reps) {
+    int64_t ctx = P + T, kw = hd * Hkv, H = G * Hkv;
+    size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4, state = el * (size_t)(kw * ctx);
+    uint8_t *kv = al_malloc_large(&al_default, 2 * state * (size_t)L); /* huge pages, as the session's states */
+    float *q = malloc(sizeof(float) * (size_t)(hd * H * T));
+    float *y = malloc(sizeof(float) * (size_t)(hd * H * T)), *y_gen = malloc(sizeof(float) * (size_t)(hd * H * T));
+    size_t sb = cpu_attn_scratch_bytes(hd, hd, T * G);
+    void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
+    double *ms = malloc(sizeof(double) * (size_t)reps), *cms = malloc(sizeof(double) * (size_t)reps);
+    if (!kv || !q || !y || !y_gen || !scratch || !ms || !cms) {
+        fprintf(stderr, "bench_attn_decode: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < 2 * state * (size_t)L / el; i++) {
+        if (kvt == SLM_DTYPE_F16) ((uint16_t *)kv)[i] = f32_to_f16(frand());
+        else ((float *)kv)[i] = frand();
+    }
+    for (int64_t i = 0; i < hd * H * T; i++) q[i] = 2.0f * frand();
+    float scale = 1.0f / sqrtf((float)hd);
+    /* one step: every layer and KV head, as kern_fast.c's attn_task calls it for T <= 16 (the
+     * generic tier: the first layer only, for the check) */
+    const cpu_isa *isas[2] = {cpu_isa_generic(), isa};
+    for (int pass = 0; pass < 2; pass++) {
+        float *yo = pass == 0 ? y_gen : y;
+        for (int rep = -1; rep < (pass == 0 ? 0 : reps); rep++) {
+            double t0 = now_s(), c0 = cpu_s();
+            for (int64_t l = pass == 0 ? L - 1 : 0; l < L; l++) {
+                const uint8_t *K = kv + 2 * state * (size_t)(L - 1 - l), *V = K + state;
+                for (int64_t g = 0; g < Hkv; g++)
+                    cpu_attn_block(isas[pass], q + g * G * hd, H * hd, T, G, K + el * (size_t)(g * hd),
+                                   V + el * (size_t)(g * hd), kvt, kw, kw, hd, hd, P + 1, 0, 0, scale, yo + g * G * hd,
+                                   H * hd, scratch);
+            }
+            if (rep >= 0) ms[rep] = 1e3 * (now_s() - t0), cms[rep] = 1e3 * (cpu_s() - c0);
+        }
+    }
+    double med = median(ms, reps), cmed = median(cms, reps);
+    double bytes = 2.0 * (double)L * (double)(P + T) * (double)kw * (double)el;
+    printf("tier %s, %s K/V, P=%lld T=%lld G=%lld Hkv=%lld hd=%lld layers=%lld\n", cpu_isa_name(level),
+           slm_dtype_name((slm_dtype)kvt), (long long)P, (long long)T, (long long)G, (long long)Hkv, (long long)hd,
+           (long long)L);
+    printf("step %.3f ms (median of %d; min %.3f; CPU %.3f ms), K/V read %.1f MB, %.2f GB/s (%.2f per CPU second), "
+           "%.1f ns per key per KV head\n",
+           med, reps, ms[0], cmed, bytes / 1e6, bytes / (med * 1e6), bytes / (cmed * 1e6),
+           med * 1e6 / (double)(L * Hkv * (P + T)));
+    bool same = memcmp(y, y_gen, sizeof(float) * (size_t)(hd * H * T)) == 0;
+    printf("bit for bit equal to generic: %s\n", same ? "yes" : "NO");
+    al_free_aligned(&al_default, kv);
+    free(ms), free(cms), free(q), free(y), free(y_gen), free(scratch);
+    return same;
+}
+
 int main(int argc, char **argv) {
-    int64_t P = 2000, T = 1, G = 3, Hkv = 3, hd = 64, L = 30;
+    int64_t Ps[16] = {2000}, T = 1, G = 3, Hkv = 3, hd = 64, L = 30;
+    int nP = 1;
     int reps = 9;
     uint32_t kvt = SLM_DTYPE_F16;
     cpu_isa_level level = cpu_isa_detect();
@@ -37,8 +95,13 @@ int main(int argc, char **argv) {
         }
         if (i + 1 >= argc) break;
         const char *a = argv[++i];
-        if (!strcmp(argv[i - 1], "-p")) P = atoll(a);
-        else if (!strcmp(argv[i - 1], "-T")) T = atoll(a);
+        if (!strcmp(argv[i - 1], "-p")) {
+            nP = 0;
+            for (char *end = NULL; nP < 16 && *a; a = *end == ',' ? end + 1 : end) {
+                Ps[nP++] = strtoll(a, &end, 10);
+                if (end == a) break;
+            }
+        } else if (!strcmp(argv[i - 1], "-T")) T = atoll(a);
         else if (!strcmp(argv[i - 1], "-G")) G = atoll(a);
         else if (!strcmp(argv[i - 1], "-k")) Hkv = atoll(a);
         else if (!strcmp(argv[i - 1], "-d")) hd = atoll(a);
@@ -50,53 +113,14 @@ int main(int argc, char **argv) {
         }
     }
     const cpu_isa *isa = cpu_isa_supported(level) ? bench_isa_of(level) : NULL;
-    if (!isa || P < 1 || T < 1 || G < 1 || Hkv < 1 || hd < 1 || L < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_attn_decode [-p KEYS] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS] "
-                        "[-r REPS] [-f32] [-i TIER]\n");
+    bool ok_args = nP > 0;
+    for (int i = 0; i < nP; i++) ok_args = ok_args && Ps[i] >= 1;
+    if (!isa || !ok_args || T < 1 || G < 1 || Hkv < 1 || hd < 1 || L < 1 || reps < 1) {
+        fprintf(stderr, "usage: bench_attn_decode [-p KEYS[,KEYS...]] [-T TOKENS] [-G G] [-k HKV] [-d HD] "
+                        "[-l LAYERS] [-r REPS] [-f32] [-i TIER]\n");
         return 2;
     }
-    int64_t ctx = P + T, kw = hd * Hkv, H = G * Hkv;
-    size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4, state = el * (size_t)(kw * ctx);
-    uint8_t *kv = malloc(2 * state * (size_t)L);
-    float *q = malloc(sizeof(float) * (size_t)(hd * H * T));
-    float *y = malloc(sizeof(float) * (size_t)(hd * H * T)), *y_gen = malloc(sizeof(float) * (size_t)(hd * H * T));
-    size_t sb = cpu_attn_scratch_bytes(hd, hd, T * G);
-    void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
-    if (!kv || !q || !y || !y_gen || !scratch) {
-        fprintf(stderr, "bench_attn_decode: out of memory\n");
-        return 1;
-    }
-    for (size_t i = 0; i < 2 * state * (size_t)L / el; i++) {
-        if (kvt == SLM_DTYPE_F16) ((uint16_t *)kv)[i] = f32_to_f16(frand());
-        else ((float *)kv)[i] = frand();
-    }
-    for (int64_t i = 0; i < hd * H * T; i++) q[i] = 2.0f * frand();
-    float scale = 1.0f / sqrtf((float)hd);
-    /* one step: every layer and KV head, as kern_fast.c's attn_task calls it for T <= 16 */
-    const cpu_isa *isas[2] = {cpu_isa_generic(), isa};
-    double *ms = malloc(sizeof(double) * (size_t)reps);
-    for (int pass = 0; pass < 2; pass++) {
-        float *yo = pass == 0 ? y_gen : y;
-        for (int rep = -1; rep < (pass == 0 ? 0 : reps); rep++) {
-            double t0 = now_s();
-            for (int64_t l = 0; l < L; l++) {
-                const uint8_t *K = kv + 2 * state * (size_t)l, *V = K + state;
-                for (int64_t g = 0; g < Hkv; g++)
-                    isas[pass]->attn_block(q + g * G * hd, H * hd, T, G, K + el * (size_t)(g * hd),
-                                           V + el * (size_t)(g * hd), kvt, kw, kw, hd, hd, P + 1, 0, 0, scale,
-                                           yo + g * G * hd, H * hd, scratch);
-            }
-            if (rep >= 0) ms[rep] = 1e3 * (now_s() - t0);
-        }
-    }
-    double med = median(ms, reps);
-    double bytes = 2.0 * (double)L * (double)(P + T) * (double)kw * (double)el;
-    printf("tier %s, %s K/V, P=%lld T=%lld G=%lld Hkv=%lld hd=%lld layers=%lld\n", cpu_isa_name(level),
-           slm_dtype_name((slm_dtype)kvt), (long long)P, (long long)T, (long long)G, (long long)Hkv, (long long)hd, (long long)L);
-    printf("step %.3f ms (median of %d; min %.3f), K/V read %.1f MB, %.2f GB/s, %.1f ns per key per KV head\n", med,
-           reps, ms[0], bytes / 1e6, bytes / (med * 1e6), med * 1e6 / (double)(L * Hkv * (P + T)));
-    bool same = memcmp(y, y_gen, sizeof(float) * (size_t)(hd * H * T)) == 0;
-    printf("bit for bit equal to generic: %s\n", same ? "yes" : "NO");
-    free(ms), free(kv), free(q), free(y), free(y_gen), free(scratch);
+    bool same = true;
+    for (int i = 0; i < nP; i++) same = run_depth(isa, level, kvt, Ps[i], T, G, Hkv, hd, L, reps) && same;
     return same ? 0 : 1;
 }

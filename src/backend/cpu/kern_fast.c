@@ -8,6 +8,7 @@
  * canonical arithmetic of cpu.h), attention over (token, head), DeltaNet over heads, the
  * elementwise ops and norms over rows. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -205,6 +206,11 @@ typedef struct attn_ctx {
     const be_view *q, *k, *v, *out;
     int64_t hd, hdv, H, Hkv, pos, n, window, ring;
     float scale;
+    /* the split of decode's keys: chunks [ch0, ch0 + nch) cut into nseg runs per KV head; chunk c
+     * of KV head g writes its n*G partials at part + (c*Hkv + g) * n*G * cpu_attn_part_floats(hdv) */
+    int64_t ch0, nch, nseg;
+    float *part;
+    atomic_int_fast64_t *left; /* (Hkv) runs of each KV head not finished yet */
 } attn_ctx;
 
 #define ATTN_TB 16 /* query tokens per task */
@@ -220,8 +226,42 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
     const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
     const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
     float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
-    c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                           c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
+    cpu_attn_block(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
+                   c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
+}
+
+/* The rows of KV head g (tokens x its G query heads): their partials folded in chunk order, then
+ * the outputs. */
+static void attn_fold_head(attn_ctx *c, int64_t g, float *tot) {
+    int64_t G = c->H / c->Hkv, R = c->n * G, pf = cpu_attn_part_floats(c->hdv);
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < c->hdv; i++) tot[i] = 0.0f;
+        tot[c->hdv] = -INFINITY;
+        tot[c->hdv + 1] = 0.0f;
+        for (int64_t ch = 0; ch < c->nch; ch++) cpu_attn_fold(tot, c->part + ((ch * c->Hkv + g) * R + r) * pf, c->hdv);
+        cpu_attn_finish(tot, c->hdv, (float *)c->out->data + ((r / G) * c->H + g * G + r % G) * c->hdv);
+    }
+}
+
+/* Split task = (run of chunks, KV head), the runs of one chunk range side by side (they read the
+ * same rows of the states); the task that finishes a head's last run folds the head's rows. */
+static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
+    attn_ctx *c = vctx;
+    int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G;
+    int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
+    int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
+    size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
+    const float *q = (const float *)c->q->data + g * G * c->hd;
+    const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
+    const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
+    for (int64_t ch = cb0; ch < cb1; ch++)
+        c->cb->isa->attn_chunk(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
+                               c->pos + 1, c->window, c->ring, c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK, pf_end,
+                               c->part + (ch * c->Hkv + g) * R * cpu_attn_part_floats(c->hdv),
+                               cpu_scratch(c->cb, thread));
+    /* acq_rel: the last one sees every other run's partials */
+    if (atomic_fetch_sub_explicit(&c->left[g], 1, memory_order_acq_rel) == 1)
+        attn_fold_head(c, g, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -236,7 +276,11 @@ static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_vie
     return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv));
 }
 
-/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel). */
+/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel).
+ * One block of tokens (decode, verify) over several chunks of keys with fewer KV heads than 4 per
+ * thread runs split: runs of chunks per KV head on every thread, the last run of a head folding
+ * its rows (one job: no second wake-up of the pool); else one
+ * task per (block of tokens, KV head). The bits are the same either way (cpu.h). */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
     int64_t window = nd->p.attn.window, ring = nd->p.attn.ring, n = in[0].ne[2];
@@ -245,7 +289,21 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
         return err_set(e, SLM_ERR_BACKEND, "ATTENTION: a ring of %lld rows cannot hold window %lld for %lld tokens",
                        (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
-                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale};
+                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL, NULL};
+    c.ch0 = lo0 / CPU_ATTN_CHUNK;
+    c.nch = (call->pos + n - 1) / CPU_ATTN_CHUNK - c.ch0 + 1;
+    if (n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads) {
+        int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
+        c.nseg = c.nch < per ? c.nch : per;
+        size_t bytes = sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv));
+        uint8_t *w = cpu_work(cb, bytes + sizeof(atomic_int_fast64_t) * (size_t)c.Hkv, e);
+        if (!w) return SLM_ERR_NOMEM;
+        c.part = (float *)w;
+        c.left = (atomic_int_fast64_t *)(w + bytes); /* bytes: a multiple of 64 */
+        for (int64_t g = 0; g < c.Hkv; g++) atomic_init(&c.left[g], c.nseg);
+        pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
+        return SLM_OK;
+    }
     pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     return SLM_OK;
 }
