@@ -229,8 +229,9 @@ typedef struct slm_state_info {
     uint64_t size_bytes;
 } slm_state_info;
 
-/* The states a session with context n_ctx (0 = default) and KV dtype kv_dtype (F16 or F32) will
- * hold, in declaration order. */
+/* The states a session with context n_ctx (0 = default) and KV dtype kv_dtype (F16, F32, Q8_0 or
+ * Q4_0, for both K and V) will hold, in declaration order. A quantised kv_dtype for a model whose
+ * head dimension is not a multiple of 32 gives SLM_ERR_UNSUPPORTED for its KV states. */
 SLM_API int32_t slm_model_n_states(const slm_model *model);
 SLM_API slm_status slm_model_state(const slm_model *model, int32_t n_ctx, slm_dtype kv_dtype, int32_t i,
                                    slm_state_info *info);
@@ -441,13 +442,22 @@ SLM_API void slm_free(void *ptr);
 typedef struct slm_session slm_session;
 
 /* Dtype of a session's KV states (attention keys and values). Its own enum, not slm_dtype, so that
- * 0 is the default: slm_dtype's 0 is f32. */
-typedef enum slm_kv_type { SLM_KV_DEFAULT = 0, SLM_KV_F16 = 1, SLM_KV_F32 = 2 } slm_kv_type;
+ * 0 is the default: slm_dtype's 0 is f32. SLM_KV_Q8_0 and SLM_KV_Q4_0 are ggml's block types
+ * (llama.cpp's `-ctk/-ctv q8_0|q4_0`): each row of 32 values written into the cache is quantised
+ * with ggml's reference rounding and attention reads the blocks directly (docs/sessions.md "KV
+ * cache types"); they need a head dimension that is a multiple of 32. */
+typedef enum slm_kv_type {
+    SLM_KV_DEFAULT = 0,
+    SLM_KV_F16 = 1,
+    SLM_KV_F32 = 2,
+    SLM_KV_Q8_0 = 3, /* 34 bytes per 32 values: 8.5 bits */
+    SLM_KV_Q4_0 = 4  /* 18 bytes per 32 values: 4.5 bits */
+} slm_kv_type;
 
 typedef struct slm_session_params {
     size_t size;          /* sizeof(slm_session_params) */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
+    slm_kv_type kv_type;  /* K and V states: SLM_KV_DEFAULT (0) = SLM_KV_F16; kv_type_k/_v override */
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
@@ -471,6 +481,10 @@ typedef struct slm_session_params {
     /* Also compile the Program's "embed" function (final-norm hidden states of every token), which
      * slm_session_embed runs; off by default (it adds a function to compile). */
     bool embeddings;
+    uint8_t reserved[6]; /* unused: keeps the fields below past the end of the struct before them */
+    /* The K states' and the V states' type each; SLM_KV_DEFAULT (0) = kv_type's. */
+    slm_kv_type kv_type_k;
+    slm_kv_type kv_type_v;
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -811,10 +825,13 @@ typedef struct slm_plan_params {
     size_t size;          /* sizeof(slm_plan_params) */
     const char *target;   /* NULL = "cpu" */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
+    slm_kv_type kv_type;  /* K and V states: SLM_KV_DEFAULT (0) = SLM_KV_F16; kv_type_k/_v override */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
     const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
     bool embeddings;      /* also the "embed" function, as slm_session_params.embeddings */
+    uint8_t reserved[7];  /* unused: keeps the fields below past the end of the struct before them */
+    slm_kv_type kv_type_k; /* the K states' type; SLM_KV_DEFAULT (0) = kv_type's */
+    slm_kv_type kv_type_v; /* the V states' type; SLM_KV_DEFAULT (0) = kv_type's */
 } slm_plan_params;
 
 SLM_API slm_plan_params slm_plan_params_default(void);

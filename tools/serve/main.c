@@ -53,6 +53,7 @@ static void usage_serve(void) {
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
          "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         CLI_KV_USAGE
          "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
@@ -97,6 +98,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             o->no_prefix_reuse = true;
             continue;
         }
+        int kvo = cli_kv_option(argc, argv, &i, &o->kv_k, &o->kv_v);
+        if (kvo < 0) return 2;
+        if (kvo > 0) continue;
         if (!strcmp(a, "--embeddings")) {
             o->embeddings = true;
             continue;
@@ -242,6 +246,8 @@ int cmd_serve(int argc, char **argv) {
     ep.queue_max = s->o.queue_max;
     ep.session.n_ctx = s->o.n_ctx;
     ep.session.n_threads = s->o.n_threads;
+    ep.session.kv_type_k = s->o.kv_k;
+    ep.session.kv_type_v = s->o.kv_v;
     cli_apply_env(&ep.session, NULL);
     ep.cache_mib = s->o.cache_mib;
     ep.state_dir = s->o.state_dir;

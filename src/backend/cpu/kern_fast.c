@@ -14,6 +14,7 @@
 #include "backend/cpu/kern_common.h"
 #include "base/dtype.h"
 #include "base/half.h"
+#include "base/quant.h"
 
 static int64_t ncols(const be_view *v) { return v->ne[1] * v->ne[2] * v->ne[3]; }
 static int64_t nel(const be_view *v) { return v->ne[0] * ncols(v); }
@@ -200,6 +201,16 @@ slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, cons
 
 /* ---- ATTENTION: (hdv, H, n) <- q (hd, H, n), K state (hd*Hkv, ctx), V state (hdv*Hkv, ctx) ---- */
 
+/* The KV state types attn_block_q reads. */
+static bool kv_is_quant(uint32_t t) { return t == SLM_DTYPE_Q8_0 || t == SLM_DTYPE_Q4_0; }
+
+/* Bytes of n elements (a multiple of the block size) of a state of type t. */
+static size_t kv_bytes(uint32_t t, int64_t n) {
+    uint64_t b = 0;
+    dtype_row_bytes(t, (uint64_t)n, &b);
+    return (size_t)b;
+}
+
 typedef struct attn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *out;
@@ -215,20 +226,33 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
     int64_t nblk = (c->n + ATTN_TB - 1) / ATTN_TB;
     int64_t blk = nblk - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
     int64_t t0 = blk * ATTN_TB, T = c->n - t0 < ATTN_TB ? c->n - t0 : ATTN_TB;
-    size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
+    uint32_t kt = c->k->dtype, vt = c->v->dtype;
     const float *q = (const float *)c->q->data + (t0 * c->H + g * G) * c->hd;
+    float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
+    if (kv_is_quant(kt) || kv_is_quant(vt)) {
+        const uint8_t *kb = (const uint8_t *)c->k->data + kv_bytes(kt, g * c->hd);
+        const uint8_t *vb = (const uint8_t *)c->v->data + kv_bytes(vt, g * c->hdv);
+        c->cb->isa->attn_block_q(q, c->H * c->hd, T, G, kb, vb, kt, vt, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
+                                 c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
+                                 cpu_scratch(c->cb, thread));
+        return;
+    }
+    size_t el = kt == SLM_DTYPE_F16 ? 2 : 4;
     const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
     const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
-    float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
-    c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
+    c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, kt, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
                            c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
-    uint32_t kt = in[1].dtype;
+    uint32_t kt = in[1].dtype, vt = in[2].dtype;
     int32_t hkv = nd->p.attn.n_head_kv;
-    return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt &&
-           hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
+    bool shapes = is_f32(&in[0]) && is_f32(out) && hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
+    if (!kv_is_quant(kt) && !kv_is_quant(vt)) return shapes && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && vt == kt;
+    /* quantised K or V: whole 32-blocks per head (attn_block_q) */
+    bool types = (kv_is_quant(kt) || kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) &&
+                 (kv_is_quant(vt) || vt == SLM_DTYPE_F16 || vt == SLM_DTYPE_F32);
+    return shapes && types && in[0].ne[0] % 32 == 0 && out->ne[0] % 32 == 0;
 }
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
@@ -612,10 +636,12 @@ static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, 
     return SLM_OK;
 }
 
-/* ---- STATE_WRITE of f32 values into an f32 or f16 state: as the reference (f16 rounding to
- * nearest even), converting whole rows; a wrapping begin (a ring) on axes 1-3 places each row at its
- * index modulo the ring. ------------------------------------------------------------------------- */
+/* ---- STATE_WRITE of f32 values into an f32, f16, Q8_0 or Q4_0 state: as the reference (f16
+ * rounding to nearest even; Q8_0/Q4_0 whole rows by quant_row, ggml's rounding), converting whole
+ * rows; a wrapping begin (a ring) on axes 1-3 places each row at its index modulo the ring. ------ */
 static bool sw_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    if (kv_is_quant(out->dtype)) /* whole rows of 32-blocks, quantised as base/quant.c's quant_row */
+        return is_f32(&in[0]) && in[0].ne[0] == out->ne[0] && out->ne[0] % 32 == 0 && nd->p.write.begin[0].mod == 0;
     return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16) &&
            nd->p.write.begin[0].mod == 0; /* a wrap within rows: the reference */
 }
@@ -641,7 +667,8 @@ static void sw_task(void *vctx, int64_t task, int32_t thread) {
         if (mod[2]) o2 %= mod[2];
         if (mod[3]) o3 %= mod[3];
         int64_t d = b[0] + dne[0] * (o1 + dne[1] * (o2 + dne[2] * o3));
-        if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
+        if (kv_is_quant(c->out->dtype)) quant_row(c->out->dtype, src, (uint8_t *)c->out->data + kv_bytes(c->out->dtype, d), sne[0]);
+        else if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
         else memcpy((float *)c->out->data + d, src, (size_t)sne[0] * sizeof(float));
     }
 }

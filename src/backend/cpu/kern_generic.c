@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_attn_q.h"
 #include "base/half.h"
 #include "base/reader.h"
 
@@ -421,6 +422,7 @@ static const cpu_isa k_generic = {
     .mm_quant = cpu_mm_quant_generic,
     .mm_float = cpu_mm_float_generic,
     .attn_block = cpu_attn_block_generic,
+    .attn_block_q = attn_block_q,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,
