@@ -250,7 +250,7 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
     else if (bad_kv)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "%s %d is none of " PARAMS_KV_NAMES, bad_kv, bad_val);
     else if (kv_given && (kv != plan->kv_dtype || kv_v != plan->kv_dtype_v))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s K and %s V states, not %s and %s",
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for KV states of %s K and %s V, not %s K and %s V",
                      slm_dtype_name(plan->kv_dtype), slm_dtype_name(plan->kv_dtype_v), slm_dtype_name(kv),
                      slm_dtype_name(kv_v));
     else if (kernels && strcmp(kernels, plan->kernels) != 0)
