@@ -60,6 +60,14 @@ static slm_session *new_session(const slm_model *m, int32_t n_ctx, slm_dtype kv,
     slm_session *s = NULL;
     char err[512];
     if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
+    for (int32_t i = 0; i < slm_session_n_states(s); i++) { /* the session holds the types asked for */
+        slm_state_info info;
+        assert_int_equal(slm_session_state(s, i, &info), SLM_OK);
+        slm_kv_type want = info.role == SLM_STATE_KV_KEY ? g_kv_k : info.role == SLM_STATE_KV_VALUE ? g_kv_v : SLM_KV_DEFAULT;
+        static const slm_dtype of[] = {SLM_DTYPE_F16, SLM_DTYPE_F16, SLM_DTYPE_F32, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_0};
+        if (want != SLM_KV_DEFAULT && info.dtype != of[want])
+            fail_msg("state %s is %s, not %s", info.name, slm_dtype_name(info.dtype), slm_dtype_name(of[want]));
+    }
     if (budget_ckpts > 0) s->ckpt_budget = (size_t)budget_ckpts * s->ckpt_bytes;
     return s;
 }

@@ -32,6 +32,7 @@ typedef struct plan_opts {
     int32_t n_profile_prompt; /* --profile: tokens of the timed prefill (-p P) */
     int32_t reps;             /* --profile: timed prefills */
     slm_dtype kv_dtype;
+    slm_kv_type kv_k, kv_v;   /* -ctk/-ctv (SLM_KV_DEFAULT: kv_dtype) */
 } plan_opts;
 /* Parses check/plan options: -1 to continue, else an exit code (0 after --help, 2 on errors). */
 int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan);
