@@ -82,9 +82,9 @@ int main(int argc, char **argv) {
             for (int64_t l = 0; l < L; l++) {
                 const uint8_t *K = kv + 2 * state * (size_t)l, *V = K + state;
                 for (int64_t g = 0; g < Hkv; g++)
-                    isas[pass]->attn_block(q + g * G * hd, H * hd, T, G, K + el * (size_t)(g * hd),
-                                           V + el * (size_t)(g * hd), kvt, kw, kw, hd, hd, P + 1, 0, 0, scale,
-                                           yo + g * G * hd, H * hd, scratch);
+                    cpu_attn_block(isas[pass], q + g * G * hd, H * hd, T, G, K + el * (size_t)(g * hd),
+                                   V + el * (size_t)(g * hd), kvt, kw, kw, hd, hd, P + 1, 0, 0, scale, yo + g * G * hd,
+                                   H * hd, scratch);
             }
             if (rep >= 0) ms[rep] = 1e3 * (now_s() - t0);
         }

@@ -8,7 +8,8 @@
  *    whether the columns go together (GEMM) or one by one (GEMV), for 2 or 3 threads, and with
  *    or without the repacked weight copies;
  *  - attention (f16 and f32 KV, GQA, head dims 16..256 incl. odd): NMSE; a prefill of n tokens
- *    equals n one-token calls bit for bit; the same with sliding windows over ring states (rows
+ *    equals n one-token calls bit for bit; at ~5000 keys (decode's keys split across threads in
+ *    chunks) the same bits for 1, 2, 3 and 5 threads; the same with sliding windows over ring states (rows
  *    outside every query's window hold NaN, infinities or large values), and a ring too short for
  *    the call is refused;
  *  - DeltaNet (recurrent), conv, elementwise ops, norms, rope, state writes (ring writes that wrap
@@ -876,6 +877,76 @@ static void attention_decode_long(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* Decode and verify at depth (~5000 keys: 40 chunks of CPU_ATTN_CHUNK, the last one partial at a
+ * random offset), where kern_fast.c splits one head's keys across threads: every level with 1, 2,
+ * 3 and 5 threads gives the bits of the portable C with one thread (which runs the chunks in
+ * order in one task), the reference agrees (NMSE), and a call of 17 tokens (one task per KV head,
+ * no split) equals 17 one-token calls (split) bit for bit. */
+static void attention_split_depth(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    typedef struct {
+        int64_t hd, G, Hkv, n;
+    } split_case;
+    const split_case cases[] = {{64, 3, 3, 1}, {64, 3, 3, 4}, {256, 4, 1, 1}, {40, 1, 2, 16}, {64, 2, 1, 17}};
+    const int threads[] = {1, 2, 3, 5};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        split_case cs = cases[ci];
+        uint32_t kvt = ci % 2 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
+        int64_t hd = cs.hd, Hkv = cs.Hkv, H = cs.G * Hkv, n = cs.n, pos = irand(4900, 5100), kw = hd * Hkv;
+        int64_t ctx = pos + n + irand(0, 20);
+        size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+        uint8_t *K = malloc(el * (size_t)(kw * ctx)), *V = malloc(el * (size_t)(kw * ctx));
+        float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
+        assert_true(K && V && q);
+        for (int64_t i = 0; i < kw * ctx; i++) kv_put(kvt, K, i, frand()), kv_put(kvt, V, i, frand());
+        for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
+        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        nd.p.attn.n_head_kv = (int32_t)Hkv;
+        nd.p.attn.scale = 1.0f / sqrtf((float)hd);
+        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, kw, ctx, 1, V)};
+        size_t ny = (size_t)(hd * H * n);
+        float *y_ref = out_alloc(ny), *y_one = out_alloc(ny);
+        be_view out = v4(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
+        run(ref, &nd, &out, in, n, pos);
+        backend *gen1 = mk(true, CPU_ISA_GENERIC, 1);
+        out.data = y_one;
+        run(gen1, &nd, &out, in, n, pos);
+        gen1->vt->destroy(gen1);
+        double err = nmse(y_one, y_ref, ny);
+        if (!(err <= 1e-10)) fail_msg("split attention case %zu: NMSE %.3g", ci, err);
+        for (int li = 0; li < n_lv; li++)
+            for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+                char what[200];
+                snprintf(what, sizeof what, "split attention %s %s hd=%lld G=%lld Hkv=%lld n=%lld pos=%lld threads=%d",
+                         slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)cs.G, (long long)Hkv,
+                         (long long)n, (long long)pos, threads[ti]);
+                backend *be = mk(true, lv[li], threads[ti]);
+                float *y = out_alloc(ny);
+                out.data = y;
+                run(be, &nd, &out, in, n, pos);
+                check_guard(y, ny, what);
+                if (memcmp(y, y_one, sizeof(float) * ny) != 0) fail_msg("%s: differs from generic, 1 thread", what);
+                for (int64_t t = 0; n > 16 && t < n; t++) {
+                    float *y1 = out_alloc((size_t)(hd * H));
+                    be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                    be_view out1 = v4(SLM_DTYPE_F32, 3, hd, H, 1, y1);
+                    run(be, &nd, &out1, in1, 1, pos + t);
+                    check_guard(y1, (size_t)(hd * H), what);
+                    if (memcmp(y1, y + t * hd * H, sizeof(float) * (size_t)(hd * H)) != 0)
+                        fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
+                    free(y1);
+                }
+                free(y);
+                be->vt->destroy(be);
+            }
+        free(K), free(V), free(q), free(y_ref), free(y_one);
+    }
+    ref->vt->destroy(ref);
+}
+
 /* A ring too short for the call (the first query's oldest key shares a row with the newest
  * position) is refused by the reference and the fast kernels, and the output is not written. */
 static void attention_ring_too_short(void **unused) {
@@ -1388,7 +1459,7 @@ int main(void) {
     if (getenv("SLM_TEST_SEED")) rng = strtoull(getenv("SLM_TEST_SEED"), NULL, 10) * 2654435761ull + 1; /* other shapes */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_cols), cmocka_unit_test(matmul_picks), cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
-        cmocka_unit_test(attention_decode_long),
+        cmocka_unit_test(attention_decode_long), cmocka_unit_test(attention_split_depth),
         cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),

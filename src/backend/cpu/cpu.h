@@ -127,37 +127,47 @@ typedef struct cpu_isa {
     /* Float-weight matmul (F32, F16, BF16 weights; x f32 columns of stride k): same shape rules. */
     void (*mm_float)(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                      int64_t ncols, float *y, int64_t ldy, void *scratch);
-    /* Attention for a block of T query tokens and the G query heads that share one KV head.
-     * Row (t, h): q at q + t*q_tstride + h*hd (hd f32), writes out + t*o_tstride + h*hdv; it
-     * attends the keys at positions [lo, hi], hi = n_keys0 + t - 1 (its own position), lo =
-     * window ? max(0, hi - window + 1) : 0. The key/value at position P is row r = (ring ? P mod
-     * ring : P) at k + r*kstride / v + r*vstride (elements), dtype kvt (F16 or F32); ring is 0 or a
-     * multiple of 16 no larger than the states' rows, and the caller guarantees that the rows of
-     * [lo, hi] hold those positions (rows of other positions may hold anything, NaN included).
-     * Canonical per row (f32): keys in blocks of 16 aligned to absolute positions, j0 = floor(lo
-     * / 16)*16, j0 + 16, ... <= hi (block j0 is the 16 contiguous rows from j0 mod ring: ring is a
-     * multiple of 16); lane j of a block is position j0 + j, and lanes outside [lo, hi] are
-     * masked: they never enter the max, their p is exactly 0 and they are never multiplied into
-     * the accumulator (a kernel may load and compute them, then select before any use; without
-     * a ring it never reads rows past the last row's hi, which may lie past the end of the state).
-     * The block's scores are s_j = (c0_j + c1_j) * scale with c0/c1 the FMA chains over even/odd
-     * i of q_i k_ji; online softmax (running max m, sum l, accumulator rescaled by c = m_new ==
-     * m_old ? 1 : cpu_exp(m_old - m_new), l = l c + the 16-lane canonical sum of p_j = cpu_exp(s_j
-     * - m), masked lanes 0); accumulator += p_j v_j for the row's keys of the block in order; out
-     * = acc / l. With window 0 and ring 0 this is causal attention over [0, hi] (blocks from key
-     * 0). The arithmetic of a row does not depend on T, G or the other rows. scratch >=
-     * cpu_attn_scratch_bytes(hd, hdv, T*G). */
-    void (*attn_block)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
+    /* Attention for a block of T query tokens and the G query heads that share one KV head, over
+     * one chunk of keys; cpu_attn_block runs every chunk and folds the partials.
+     * Row r = (t, h): q at q + t*q_tstride + h*hd (hd f32); it attends the keys at positions [lo,
+     * hi], hi = n_keys0 + t - 1 (its own position), lo = window ? max(0, hi - window + 1) : 0. The
+     * key/value at position P is row (ring ? P mod ring : P) at k + row*kstride / v + row*vstride
+     * (elements), dtype kvt (F16 or F32); ring is 0 or a multiple of 16 no larger than the states'
+     * rows, and the caller guarantees that the rows of [lo, hi] hold those positions (rows of other
+     * positions may hold anything, NaN included).
+     * Canonical per row (f32): the keys are cut into chunks of CPU_ATTN_CHUNK absolute positions
+     * ([c0, c0 + CPU_ATTN_CHUNK), c0 a multiple of it); attn_chunk runs chunk c0 alone, from m =
+     * -INFINITY, l = 0, acc = 0: keys in blocks of 16 aligned to absolute positions, j0 = the
+     * larger of floor(lo / 16)*16 and c0, j0 + 16, ... <= min(hi, c0 + CPU_ATTN_CHUNK - 1) (block
+     * j0 is the 16 contiguous rows from j0 mod ring); lane j of a block is position j0 + j, and
+     * lanes outside [lo, hi] are masked: they never enter the max, their p is exactly 0 and they
+     * are never multiplied into the accumulator (a kernel may load and compute them, then select
+     * before any use; without a ring it never reads rows past the last row's hi, which may lie past
+     * the end of the state). The block's scores are s_j = (c0_j + c1_j) * scale with c0/c1 the FMA
+     * chains over even/odd i of q_i k_ji; online softmax (running max m, sum l, accumulator
+     * rescaled by c = m_new == m_old ? 1 : cpu_exp(m_old - m_new), l = l c + the 16-lane canonical
+     * sum of p_j = cpu_exp(s_j - m), masked lanes 0); accumulator += p_j v_j for the row's keys of
+     * the block in order. It writes the row's partial at part + r*cpu_attn_part_floats(hdv): acc
+     * (hdv), m, l (a row with no key in the chunk: acc 0, m = -INFINITY, l = 0). The partials of
+     * the chunks meeting [lo, hi] are folded in ascending order by cpu_attn_fold, and out = acc /
+     * l (cpu_attn_finish). pf_end: a kernel may prefetch the rows of keys below it (a hint: the
+     * end of the keys this thread runs next). The arithmetic of a row does not depend on T, G, the other rows or
+     * which thread ran which chunk. scratch >= cpu_attn_scratch_bytes(hd, hdv, T*G), 64-byte
+     * aligned. */
+    void (*attn_chunk)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
                        uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys0,
-                       int64_t window, int64_t ring, float scale, float *out, int64_t o_tstride, void *scratch);
-    /* attn_block with K of type kt and V of type vt, at least one of them Q8_0 or Q4_0 (the other
+                       int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
+                       void *scratch);
+    /* attn_chunk with K of type kt and V of type vt, at least one of them Q8_0 or Q4_0 (the other
      * Q8_0, Q4_0, F16 or F32); hd, hdv, kstride, vstride and the head offsets of k and v are
-     * multiples of 32 for a quantised type, strides in elements. The arithmetic is attn_block's
-     * with each element read as its exact f32 value (Q8_0: d * q; Q4_0: d * (q - 8)):
-     * kern_attn_q.h, the same C in every tier. Same scratch as attn_block. */
-    void (*attn_block_q)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
+     * multiples of 32 for a quantised type, strides in elements. The arithmetic is attn_chunk's
+     * with each element read as its exact f32 value (Q8_0: d * q; Q4_0: d * (q - 8)), so a
+     * quantised state gives the bits attn_chunk gives on its dequantised copy: kern_attn_q.h, the
+     * same C in every tier. Same scratch and partials as attn_chunk; cpu_attn_block_q runs a whole
+     * block of rows (all chunks, fold, finish). */
+    void (*attn_chunk_q)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
                          uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
-                         int64_t n_keys0, int64_t window, int64_t ring, float scale, float *out, int64_t o_tstride,
+                         int64_t n_keys0, int64_t window, int64_t ring, float scale, int64_t c0, float *part,
                          void *scratch);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
@@ -214,6 +224,33 @@ const cpu_isa *cpu_isa_get(cpu_isa_level level);
 /* Per-thread scratch bytes the micro-kernels need. */
 size_t cpu_mm_scratch_bytes(uint32_t wt, int64_t k, int64_t ncols);
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows);
+
+/* ---- attention chunks (kern_generic.c, portable C: the same bits on every tier) --------------- */
+/* Keys per chunk of cpu_isa.attn_chunk (a multiple of 16; fixed, so results do not depend on how
+ * the chunks are shared among threads). */
+#define CPU_ATTN_CHUNK 128
+/* Floats of one row's partial: acc (hdv), m, l, padded to 16 (64 bytes). */
+static inline int64_t cpu_attn_part_floats(int64_t hdv) { return (hdv + 2 + 15) & ~(int64_t)15; }
+/* Folds one row's partial into its running total (same layout; an empty total has m = -INFINITY,
+ * l = 0): a partial with m = -INFINITY (no key of the row in its chunk) changes nothing; into an
+ * empty total it is copied; else m = max(m_t, m_p), a = m == m_t ? 1 : cpu_exp(m_t - m), b = m ==
+ * m_p ? 1 : cpu_exp(m_p - m), acc_i = acc_t_i * a + acc_p_i * b, l = l_t * a + l_p * b. */
+void cpu_attn_fold(float *tot, const float *part, int64_t hdv);
+/* out[i] = acc_i * (1 / l) of a folded total. */
+void cpu_attn_finish(const float *tot, int64_t hdv, float *out);
+/* cpu.h's attention of one block of rows (arguments as attn_chunk's, out row r at out +
+ * t*o_tstride + h*hdv): isa->attn_chunk over the chunks meeting the rows' keys in ascending order,
+ * each folded into the rows' totals, then finished. */
+void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k,
+                    const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                    int64_t n_keys0, int64_t window, int64_t ring, float scale, float *out, int64_t o_tstride,
+                    void *scratch);
+/* cpu_attn_block over K of type kt and V of type vt (attn_chunk_q; at least one quantised). */
+void cpu_attn_block_q(const cpu_isa *isa, const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k,
+                      const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
+                      int64_t hdv, int64_t n_keys0, int64_t window, int64_t ring, float scale, float *out,
+                      int64_t o_tstride, void *scratch);
+
 size_t cpu_deltanet_scratch_bytes(int64_t dk);
 
 /* ---- the tier of each quantised matmul shape (kern_pick.c) ------------------------------------- */

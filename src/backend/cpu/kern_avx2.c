@@ -656,19 +656,19 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
         }
 }
 
-/* rows (T*G) up to which attn_block reads K and V in place: measured faster than the transposed
+/* rows (T*G) up to which attn_chunk reads K and V in place: measured faster than the transposed
  * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
 #define ATTN_DIRECT_ROWS 64
-/* One block of keys of attn_block's in-place path (few rows): the K/V rows read where they lie,
- * the next blocks' rows prefetched; KVT a constant (the loads specialise). Arguments as in
- * attn_block; rows [t_first*G, t_end*G) meet the block, nbk of its keys exist. */
+/* One block of keys of attn_chunk's in-place path (few rows): the K/V rows read where they lie,
+ * the next blocks' rows below pf_end prefetched; KVT a constant (the loads specialise). Arguments
+ * as in attn_chunk; rows [t_first*G, t_end*G) meet the block, nbk of its keys exist. */
 INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
                          const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
-                         int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t nk_max, int64_t window,
+                         int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t pf_end, int64_t window,
                          int64_t ring, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m256 vscale, float *acc,
                          float *P, float *M, float *L, float *C) {
     size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
-    attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+    attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
     /* row r's keys in the block: lanes [jlo[r], nj[r]) */
     int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
     for (int64_t r = r_begin; r < r_end; r++) {
@@ -711,9 +711,9 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
     }
 }
 
-static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
+static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
-                       int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
+                       int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part, void *scratch) {
     int64_t R = T * G, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
     float *Kt = scratch, *Vf = Kt + 16 * hdp, *acc = Vf + 16 * hdvp, *P = acc + R * hdvp;
     float *M = P + 16 * R, *L = M + R, *C = L + R;
@@ -734,7 +734,8 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     for (int64_t t = 0; direct && t < T; t++)
         for (int64_t h = 0; h < G; h++) qrow[t * G + h] = q + t * qts + h * hd, tok[t * G + h] = t;
     const __m256 vscale = _mm256_set1_ps(scale);
-    for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
+    int64_t jb = lo_first & ~(int64_t)15, je = nk_max < c0 + CPU_ATTN_CHUNK ? nk_max : c0 + CPU_ATTN_CHUNK;
+    for (int64_t j0 = jb > c0 ? jb : c0; j0 < je; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
         int64_t hd8 = hd & ~(int64_t)7;
         int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
@@ -746,14 +747,14 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         if (direct) {
             if (kvt == SLM_DTYPE_F16)
-                direct_block(SLM_DTYPE_F16, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                direct_block(SLM_DTYPE_F16, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, pf_end,
                              window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
             else
-                direct_block(SLM_DTYPE_F32, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, nk_max,
+                direct_block(SLM_DTYPE_F32, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, pf_end,
                              window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C);
             continue;
         }
-        attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+        attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
         for (int jg = 0; jg < 16; jg += 8) /* 8 keys x 8 dims at a time, transposed in registers */
             for (int64_t i = 0; i < hd8; i += 8) {
                 __m256 t[8];
@@ -791,11 +792,7 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             r += n;
         }
     }
-    for (int64_t r = 0; r < R; r++) {
-        float inv = 1.0f / L[r];
-        float *o = out + (r / G) * ots + (r % G) * hdv;
-        for (int64_t i = 0; i < hdv; i++) o[i] = acc[r * hdvp + i] * inv;
-    }
+    cpu_attn_write_parts(R, hdv, hdvp, acc, M, L, part);
 }
 
 static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
@@ -1485,8 +1482,8 @@ static const cpu_isa k_avx2 = {
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
-    .attn_block = attn_block,
-    .attn_block_q = attn_block_q,
+    .attn_chunk = attn_chunk,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,
     .vec_add = vec_add,

@@ -1088,12 +1088,12 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
  * bits, and the AVX-512 tier needs everything the AVX2 one does. */
 #define ATTN_AVX2_ROWS 4
 
-static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
+static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
-                       int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
+                       int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part, void *scratch) {
     const cpu_isa *avx2 = cpu_isa_avx2();
     if (T * G <= ATTN_AVX2_ROWS && avx2) {
-        avx2->attn_block(q, qts, T, G, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, out, ots,
+        avx2->attn_chunk(q, qts, T, G, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, pf_end, part,
                          scratch);
         return;
     }
@@ -1109,13 +1109,14 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
     /* row of token t: keys [lo_t, hi_t], hi_t = nk0 - 1 + t, lo_t = window ? max(0, hi_t - window + 1) : 0
      * (both ascending in t); each block of 16 is loaded once for the tokens whose keys meet it */
     int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
-    for (int64_t j0 = lo_first & ~(int64_t)15; j0 < nk_max; j0 += 16) {
+    int64_t jb = lo_first & ~(int64_t)15, je = nk_max < c0 + CPU_ATTN_CHUNK ? nk_max : c0 + CPU_ATTN_CHUNK;
+    for (int64_t j0 = jb > c0 ? jb : c0; j0 < je; j0 += 16) {
         int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
         int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
         size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
         const void *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
         const void *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
-        attn_prefetch_ahead(k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+        attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
         /* K block -> Kt (hd, 16) f32; V block -> Vf (16, hdvp) f32; keys past the block's end are 0 */
         for (int64_t i0 = 0; i0 < hd; i0 += 16) {
             __m512 t[16];
@@ -1171,12 +1172,7 @@ static void attn_block(const float *q, int64_t qts, int64_t T, int64_t G, const 
             r = r1 + 1;
         }
     }
-    for (int64_t r = 0; r < R; r++) {
-        __m512 inv = _mm512_set1_ps(1.0f / L[r]);
-        float *o = out + (r / G) * ots + (r % G) * hdv;
-        for (int64_t i = 0; i < hdv; i += 16)
-            _mm512_mask_storeu_ps(o + i, mask16(hdv - i), _mm512_mul_ps(_mm512_load_ps(acc + r * hdvp + i), inv));
-    }
+    cpu_attn_write_parts(R, hdv, hdvp, acc, M, L, part);
 }
 
 static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
@@ -1438,8 +1434,8 @@ static const cpu_isa k_avx512 = {
     .repack_tiles = cpu_repack_tiles,
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
-    .attn_block = attn_block,
-    .attn_block_q = attn_block_q,
+    .attn_chunk = attn_chunk,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,
     .vec_add = vec_add,

@@ -182,7 +182,7 @@ static inline __attribute__((always_inline)) void pf_advance(pf_state *pf, const
 
 #define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) the attention kernels prefetch */
 
-/* Attention (cpu.h attn_block): prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS
+/* Attention (cpu.h attn_chunk): prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS
  * (when it holds keys below nk_max), this KV head's hd (K) and hdv (V) columns of its 16 rows, el
  * bytes an element (prefetches past the state's end do not fault). Covering every head's columns,
  * as the AVX2 kernel once did, made each head's task prefetch the whole state: 2.8x slower with
@@ -203,6 +203,18 @@ static inline __attribute__((always_inline)) void attn_prefetch_ahead(const void
 }
 #endif
 
+/* attn_chunk's output (cpu.h): row r's accumulator (hdv of acc + r * ldacc), M[r] and L[r] as its
+ * partial at part + r * cpu_attn_part_floats(hdv). */
+static inline void cpu_attn_write_parts(int64_t R, int64_t hdv, int64_t ldacc, const float *acc, const float *M,
+                                        const float *L, float *part) {
+    int64_t pf = cpu_attn_part_floats(hdv);
+    for (int64_t r = 0; r < R; r++) {
+        memcpy(part + r * pf, acc + r * ldacc, sizeof(float) * (size_t)hdv);
+        part[r * pf + hdv] = M[r];
+        part[r * pf + hdv + 1] = L[r];
+    }
+}
+
 /* Activation quantisers in portable C (kern_generic.c). */
 void cpu_quant_act_32_generic(uint32_t wt, const float *x, int64_t k, uint8_t *dst);
 void cpu_quant_act_k_generic(const float *x, int64_t k, uint8_t *dst);
@@ -214,9 +226,10 @@ void cpu_mm_quant_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64
                           size_t act_stride, int64_t ncols, float *y, int64_t ldy, void *scratch);
 void cpu_mm_float_generic(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, int64_t k, const float *x,
                           int64_t ncols, float *y, int64_t ldy, void *scratch);
-void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
+void cpu_attn_chunk_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
                             uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
-                            int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch);
+                            int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
+                            void *scratch);
 void cpu_deltanet_head_generic(float *S, const float *S_in, const float *q, const float *k, const float *v,
                                const float *g, const float *beta, float *o, int64_t n, int64_t dk, int64_t dv,
                                int64_t qk_stride, int64_t v_stride, int64_t gb_stride, const float *S_in_next,

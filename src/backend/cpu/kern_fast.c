@@ -201,7 +201,7 @@ slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, cons
 
 /* ---- ATTENTION: (hdv, H, n) <- q (hd, H, n), K state (hd*Hkv, ctx), V state (hdv*Hkv, ctx) ---- */
 
-/* The KV state types attn_block_q reads. */
+/* The KV state types attn_chunk_q reads. */
 static bool kv_is_quant(uint32_t t) { return t == SLM_DTYPE_Q8_0 || t == SLM_DTYPE_Q4_0; }
 
 /* Bytes of n elements (a multiple of the block size) of a state of type t. */
@@ -216,9 +216,21 @@ typedef struct attn_ctx {
     const be_view *q, *k, *v, *out;
     int64_t hd, hdv, H, Hkv, pos, n, window, ring;
     float scale;
+    /* the split of decode's keys: chunks [ch0, ch0 + nch) cut into nseg runs per KV head; chunk c
+     * of KV head g writes its n*G partials at part + (c*Hkv + g) * n*G * cpu_attn_part_floats(hdv) */
+    int64_t ch0, nch, nseg;
+    float *part;
 } attn_ctx;
 
 #define ATTN_TB 16 /* query tokens per task */
+
+/* K and V of KV head g (head offsets in bytes of the states' types). */
+static void attn_heads(const attn_ctx *c, int64_t g, const uint8_t **kb, const uint8_t **vb) {
+    *kb = (const uint8_t *)c->k->data + kv_bytes(c->k->dtype, g * c->hd);
+    *vb = (const uint8_t *)c->v->data + kv_bytes(c->v->dtype, g * c->hdv);
+}
+
+static bool attn_quant(const attn_ctx *c) { return kv_is_quant(c->k->dtype) || kv_is_quant(c->v->dtype); }
 
 /* Task = (block of ATTN_TB tokens, KV head), the latest tokens (most keys) first for balance. */
 static void attn_task(void *vctx, int64_t task, int32_t thread) {
@@ -226,22 +238,55 @@ static void attn_task(void *vctx, int64_t task, int32_t thread) {
     int64_t nblk = (c->n + ATTN_TB - 1) / ATTN_TB;
     int64_t blk = nblk - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
     int64_t t0 = blk * ATTN_TB, T = c->n - t0 < ATTN_TB ? c->n - t0 : ATTN_TB;
-    uint32_t kt = c->k->dtype, vt = c->v->dtype;
     const float *q = (const float *)c->q->data + (t0 * c->H + g * G) * c->hd;
     float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
-    if (kv_is_quant(kt) || kv_is_quant(vt)) {
-        const uint8_t *kb = (const uint8_t *)c->k->data + kv_bytes(kt, g * c->hd);
-        const uint8_t *vb = (const uint8_t *)c->v->data + kv_bytes(vt, g * c->hdv);
-        c->cb->isa->attn_block_q(q, c->H * c->hd, T, G, kb, vb, kt, vt, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                                 c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
-                                 cpu_scratch(c->cb, thread));
-        return;
+    const uint8_t *kb, *vb;
+    attn_heads(c, g, &kb, &vb);
+    if (attn_quant(c))
+        cpu_attn_block_q(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->v->dtype, c->k->ne[0],
+                         c->v->ne[0], c->hd, c->hdv, c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
+                         cpu_scratch(c->cb, thread));
+    else
+        cpu_attn_block(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd,
+                       c->hdv, c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
+                       cpu_scratch(c->cb, thread));
+}
+
+/* Split task = (run of chunks, KV head), the runs of one chunk range side by side (they read the
+ * same rows of the states). */
+static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
+    attn_ctx *c = vctx;
+    int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G;
+    int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
+    int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
+    const float *q = (const float *)c->q->data + g * G * c->hd;
+    const uint8_t *kb, *vb;
+    attn_heads(c, g, &kb, &vb);
+    bool quant = attn_quant(c);
+    for (int64_t ch = cb0; ch < cb1; ch++) {
+        float *part = c->part + (ch * c->Hkv + g) * R * cpu_attn_part_floats(c->hdv);
+        if (quant)
+            c->cb->isa->attn_chunk_q(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->v->dtype, c->k->ne[0],
+                                     c->v->ne[0], c->hd, c->hdv, c->pos + 1, c->window, c->ring, c->scale,
+                                     (c->ch0 + ch) * CPU_ATTN_CHUNK, part, cpu_scratch(c->cb, thread));
+        else
+            c->cb->isa->attn_chunk(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd,
+                                   c->hdv, c->pos + 1, c->window, c->ring, c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK,
+                                   pf_end, part, cpu_scratch(c->cb, thread));
     }
-    size_t el = kt == SLM_DTYPE_F16 ? 2 : 4;
-    const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
-    const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
-    c->cb->isa->attn_block(q, c->H * c->hd, T, G, kb, vb, kt, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                           c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
+}
+
+/* Fold task = one row (token t, query head h): its partials in chunk order, then the output. */
+static void attn_fold_task(void *vctx, int64_t task, int32_t thread) {
+    attn_ctx *c = vctx;
+    int64_t t = task / c->H, h = task % c->H, G = c->H / c->Hkv, g = h / G, R = c->n * G, r = t * G + h % G;
+    int64_t pf = cpu_attn_part_floats(c->hdv);
+    float *tot = cpu_scratch(c->cb, thread);
+    for (int64_t i = 0; i < c->hdv; i++) tot[i] = 0.0f;
+    tot[c->hdv] = -INFINITY;
+    tot[c->hdv + 1] = 0.0f;
+    for (int64_t ch = 0; ch < c->nch; ch++) cpu_attn_fold(tot, c->part + ((ch * c->Hkv + g) * R + r) * pf, c->hdv);
+    cpu_attn_finish(tot, c->hdv, (float *)c->out->data + (t * c->H + h) * c->hdv);
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
@@ -249,7 +294,7 @@ static bool attn_supports(const g_node *nd, const be_view *out, const be_view *i
     int32_t hkv = nd->p.attn.n_head_kv;
     bool shapes = is_f32(&in[0]) && is_f32(out) && hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
     if (!kv_is_quant(kt) && !kv_is_quant(vt)) return shapes && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && vt == kt;
-    /* quantised K or V: whole 32-blocks per head (attn_block_q) */
+    /* quantised K or V: whole 32-blocks per head (attn_chunk_q) */
     bool types = (kv_is_quant(kt) || kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) &&
                  (kv_is_quant(vt) || vt == SLM_DTYPE_F16 || vt == SLM_DTYPE_F32);
     return shapes && types && in[0].ne[0] % 32 == 0 && out->ne[0] % 32 == 0;
@@ -260,7 +305,10 @@ static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_vie
     return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv));
 }
 
-/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel). */
+/* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel).
+ * One block of tokens (decode, verify) over several chunks of keys with fewer KV heads than 4 per
+ * thread runs split: runs of chunks per KV head on every thread, then a fold per row; else one
+ * task per (block of tokens, KV head). The bits are the same either way (cpu.h). */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
     int64_t window = nd->p.attn.window, ring = nd->p.attn.ring, n = in[0].ne[2];
@@ -269,7 +317,18 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
         return err_set(e, SLM_ERR_BACKEND, "ATTENTION: a ring of %lld rows cannot hold window %lld for %lld tokens",
                        (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb,          &in[0],      &in[1],     &in[2],    &out[0], in[0].ne[0], out->ne[0], in[0].ne[1],
-                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale};
+                  nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL};
+    c.ch0 = lo0 / CPU_ATTN_CHUNK;
+    c.nch = (call->pos + n - 1) / CPU_ATTN_CHUNK - c.ch0 + 1;
+    if (n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads) {
+        int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
+        c.nseg = c.nch < per ? c.nch : per;
+        size_t bytes = sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv));
+        if (!(c.part = cpu_work(cb, bytes, e))) return SLM_ERR_NOMEM;
+        pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
+        pool_run(cb->pool, n * c.H, attn_fold_task, &c);
+        return SLM_OK;
+    }
     pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     return SLM_OK;
 }

@@ -265,30 +265,35 @@ static float kv_load(uint32_t t, const void *base, int64_t i) {
     return t == SLM_DTYPE_F16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-/* The canonical attention of cpu.h, row by row. Scratch: acc (hdv). */
-void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
-                               uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
-                               int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
-    float *acc = scratch;
+/* The canonical chunk of cpu.h's attention, row by row: the row's keys in [c0, c0 + CPU_ATTN_CHUNK),
+ * written as the row's partial (acc, m, l). */
+void cpu_attn_chunk_generic(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v,
+                            uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
+                            int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
+                            void *scratch) {
+    (void)pf_end, (void)scratch;
+    int64_t pf = cpu_attn_part_floats(hdv);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < G; h++) {
             const float *qr = q + t * qts + h * hd;
+            float *acc = part + (t * G + h) * pf;
             int64_t hi = nk0 + t - 1, lo = window && hi - window + 1 > 0 ? hi - window + 1 : 0;
+            int64_t jb = lo & ~(int64_t)15, je = hi < c0 + CPU_ATTN_CHUNK - 1 ? hi : c0 + CPU_ATTN_CHUNK - 1;
             float m = -INFINITY, l = 0.0f, s[16];
             for (int64_t i = 0; i < hdv; i++) acc[i] = 0.0f;
-            for (int64_t j0 = lo & ~(int64_t)15; j0 <= hi; j0 += 16) {
+            for (int64_t j0 = jb > c0 ? jb : c0; j0 <= je; j0 += 16) {
                 /* lanes [jlo, nbk) of the block are the row's keys; row0 is the block's first row */
                 int jlo = lo > j0 ? (int)(lo - j0) : 0, nbk = hi - j0 < 15 ? (int)(hi - j0 + 1) : 16;
                 int64_t row0 = ring ? j0 % ring : j0;
                 float mb = -INFINITY;
                 for (int j = jlo; j < nbk; j++) {
-                    float c0 = 0.0f, c1 = 0.0f;
+                    float c0s = 0.0f, c1s = 0.0f;
                     int64_t base = (row0 + j) * kstride;
                     for (int64_t i = 0; i < hd; i++) {
-                        if (i & 1) c1 = fmaf(qr[i], kv_load(kvt, k, base + i), c1);
-                        else c0 = fmaf(qr[i], kv_load(kvt, k, base + i), c0);
+                        if (i & 1) c1s = fmaf(qr[i], kv_load(kvt, k, base + i), c1s);
+                        else c0s = fmaf(qr[i], kv_load(kvt, k, base + i), c0s);
                     }
-                    s[j] = (c0 + c1) * scale;
+                    s[j] = (c0s + c1s) * scale;
                     mb = s[j] > mb ? s[j] : mb; /* fmaxf(mb, s[j]) inline: skips a NaN; mb is never NaN */
                 }
                 float mn = mb > m ? mb : m;
@@ -303,10 +308,68 @@ void cpu_attn_block_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
                 }
                 m = mn;
             }
-            float inv = 1.0f / l;
-            float *o = out + t * ots + h * hdv;
-            for (int64_t i = 0; i < hdv; i++) o[i] = acc[i] * inv;
+            acc[hdv] = m;
+            acc[hdv + 1] = l;
         }
+}
+
+void cpu_attn_fold(float *tot, const float *part, int64_t hdv) {
+    float mp = part[hdv], mt = tot[hdv];
+    if (mp == -INFINITY) return;
+    if (mt == -INFINITY) {
+        memcpy(tot, part, sizeof(float) * (size_t)(hdv + 2));
+        return;
+    }
+    float mn = mp > mt ? mp : mt;
+    float a = mn == mt ? 1.0f : cpu_exp(mt - mn), b = mn == mp ? 1.0f : cpu_exp(mp - mn);
+    for (int64_t i = 0; i < hdv; i++) tot[i] = tot[i] * a + part[i] * b;
+    tot[hdv] = mn;
+    tot[hdv + 1] = tot[hdv + 1] * a + part[hdv + 1] * b;
+}
+
+void cpu_attn_finish(const float *tot, int64_t hdv, float *out) {
+    float inv = 1.0f / tot[hdv + 1];
+    for (int64_t i = 0; i < hdv; i++) out[i] = tot[i] * inv;
+}
+
+void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
+                    const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                    int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
+    int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
+    float *tot = scratch, *part = tot + R * pf;
+    void *ks = part + R * pf;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
+        tot[r * pf + hdv] = -INFINITY;
+        tot[r * pf + hdv + 1] = 0.0f;
+    }
+    int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
+    for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
+        isa->attn_chunk(q, qts, T, G, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, hi_last + 1,
+                        part, ks);
+        for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
+    }
+    for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
+}
+
+void cpu_attn_block_q(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
+                      const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
+                      int64_t hdv, int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots,
+                      void *scratch) {
+    int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
+    float *tot = scratch, *part = tot + R * pf;
+    void *ks = part + R * pf;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
+        tot[r * pf + hdv] = -INFINITY;
+        tot[r * pf + hdv + 1] = 0.0f;
+    }
+    int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
+    for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
+        isa->attn_chunk_q(q, qts, T, G, k, v, kt, vt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, part, ks);
+        for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
+    }
+    for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
 }
 
 void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
@@ -421,8 +484,8 @@ static const cpu_isa k_generic = {
     .quant_act = quant_act_generic,
     .mm_quant = cpu_mm_quant_generic,
     .mm_float = cpu_mm_float_generic,
-    .attn_block = cpu_attn_block_generic,
-    .attn_block_q = attn_block_q,
+    .attn_chunk = cpu_attn_chunk_generic,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,
@@ -451,7 +514,10 @@ size_t cpu_deltanet_scratch_bytes(int64_t dk) { return (size_t)dk * 64 * sizeof(
 
 size_t cpu_attn_scratch_bytes(int64_t hd, int64_t hdv, int64_t rows) {
     int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
-    /* K block transposed (hd, 16) and V block (16, hdv) in f32; per row: accumulator, 16
+    /* cpu_attn_block's running totals and one chunk's partials (2 per row), then attn_chunk's: K
+     * block transposed (hd, 16) and V block (16, hdv) in f32; per row: accumulator, 16
      * probabilities, m, l, correction */
-    return (size_t)(16 * hdp + 16 * hdvp + rows * (hdvp + 16 + 3) + 64) * sizeof(float) + 256;
+    return (size_t)(2 * rows * cpu_attn_part_floats(hdv) + 16 * hdp + 16 * hdvp + rows * (hdvp + 16 + 3) + 64) *
+               sizeof(float) +
+           256;
 }
