@@ -4,10 +4,13 @@
 
 Writes tests/data/kvq/rows.f32 (ROWS rows of NE0 float32: the shape of SmolLM2-135M's K state row,
 head_dim 64 x 3 KV heads; key- and value-like values: per-channel scales with outlier channels,
-rows with exact rounding ties, zeros, tiny values) and tests/data/kvq/<type>.bin: each row
-quantised by gguf-py's numpy quantisers (gguf.quants.quantize), the independent reference of
-ggml's block encoding and rounding (Q8_0: d = amax/127, q = round-half-away(x/d); Q4_0: d =
-max/-8, q = min(15, trunc(x/d + 8.5))). Needs numpy and gguf (scripts/requirements-test.txt):
+rows with exact rounding ties, zeros, tiny values) and tests/data/kvq/<type>.bin: each row rotated
+per 32-block by the orthonormal Walsh-Hadamard matrix (the butterflies of base/quant.h
+quant_hadamard32, in float32 in the same order, so the bits are the C's), then quantised by
+gguf-py's numpy quantisers (gguf.quants.quantize), the independent reference of ggml's block
+encoding and rounding (Q8_0: d = amax/127, q = round-half-away(x/d); Q4_0: d = max/-8, q =
+min(15, trunc(x/d + 8.5))). The rotation is also checked against the Hadamard matrix in float64.
+Needs numpy and gguf (scripts/requirements-test.txt):
 
     python scripts/gen_kvq_golden.py
 """
@@ -49,12 +52,29 @@ def rows():
     return np.stack(r[:ROWS]).astype(np.float32)
 
 
+def hadamard32(x):
+    """Each 32-block of the rows of x (float32) rotated: quant_hadamard32's butterflies, in float32."""
+    y = x.reshape(-1, 32).copy()
+    h = 1
+    while h < 32:
+        for i in range(0, 32, 2 * h):
+            a, b = y[:, i:i + h].copy(), y[:, i + h:i + 2 * h].copy()
+            y[:, i:i + h], y[:, i + h:i + 2 * h] = a + b, a - b
+        h *= 2
+    y *= np.float32(0.17677669529663687)
+    return y.reshape(x.shape)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     x = rows()
     x.tofile(os.path.join(OUT, "rows.f32"))
+    xr = hadamard32(x)
+    hm = np.array([[(-1) ** bin(i & j).count("1") for j in range(32)] for i in range(32)]) / np.sqrt(32)
+    want = (x.reshape(-1, 32).astype(np.float64) @ hm.T).reshape(x.shape)
+    assert np.allclose(xr, want, rtol=1e-5, atol=1e-5 * np.abs(x).max()), "the butterflies are not H x"
     for name, t in (("q8_0", GGMLQuantizationType.Q8_0), ("q4_0", GGMLQuantizationType.Q4_0)):
-        q = quantize(x, t)
+        q = quantize(xr, t)
         with open(os.path.join(OUT, name + ".bin"), "wb") as f:
             f.write(q.tobytes())
     print(f"wrote {OUT} with gguf {metadata.version('gguf')}, numpy {np.__version__}")

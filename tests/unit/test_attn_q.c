@@ -2,13 +2,15 @@
  * and the KV write into them:
  *  - attention_q: K and V of every mix of Q8_0, Q4_0, F16, F32 (one at least quantised), head
  *    sizes 32..256, GQA, windows and rings with junk rows (NaN scales, infinities) outside the
- *    keys: on the portable C level bit for bit equal to the f32 kernel run on the states'
- *    dequantised copies (base/dtype.c dequant_row: an element is exactly d·q), within NMSE 1e-10 of
- *    the reference kernel (double sums over the quantised states), every other level bit for bit
- *    equal to the portable C, and n one-token calls equal to the n-token call;
+ *    keys: on every level bit for bit equal to the f32 kernel run on the states' dequantised
+ *    copies (base/dtype.c dequant_row: an element is exactly d·q) with q rotated per 32-block when
+ *    K is quantised and the output rotated back when V is (the caches hold rotated rows:
+ *    quant_kv_row), within NMSE 1e-10 of the reference kernel (double sums over the quantised
+ *    states), and n one-token calls equal to the n-token call;
  *  - kvq_write_golden: STATE_WRITE of f32 rows into Q8_0 / Q4_0 states (ring wrap included), by the
- *    reference and every fast level, gives per row exactly gguf-py's bytes (tests/data/kvq/, written
- *    by scripts/gen_kvq_golden.py) and leaves every other row untouched;
+ *    reference and every fast level, gives per row exactly gguf-py's bytes for the row rotated per
+ *    32-block (tests/data/kvq/, written by scripts/gen_kvq_golden.py) and leaves every other row
+ *    untouched; quant_hadamard32 is checked against the Walsh-Hadamard matrix in double;
  *  - the fast kernel refuses (falls back for) a quantised state whose rows are not whole blocks. */
 #include "testutil.h"
 
@@ -186,10 +188,17 @@ static void attention_q(void **unused) {
             snprintf(what, sizeof what, "attention K %s V %s hd=%lld hdv=%lld H=%lld Hkv=%lld W=%lld R=%lld n=%lld pos=%lld",
                      slm_dtype_name(cs.kt), slm_dtype_name(cs.vt), (long long)hd, (long long)hdv, (long long)H,
                      (long long)Hkv, (long long)W, (long long)Rg, (long long)n, (long long)pos);
-            /* the oracle: the f32 kernel of the portable C on the dequantised states */
-            float *y_f32 = out_alloc(ny), *y_ref = out_alloc(ny);
+            /* the oracle: the f32 kernel of the portable C on the dequantised states, q rotated
+             * when K is quantised, the output rotated back when V is */
+            float *y_f32 = out_alloc(ny), *y_ref = out_alloc(ny), *qrot = malloc(sizeof(float) * (size_t)(hd * H * n));
+            memcpy(qrot, q, sizeof(float) * (size_t)(hd * H * n));
+            if (cs.kt == Q8 || cs.kt == Q4)
+                for (int64_t i = 0; i < hd * H * n; i += 32) quant_hadamard32(qrot + i);
+            in_f[0].data = qrot;
             be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_f32);
             run(gen, &nd, &out, in_f, n, pos);
+            if (cs.vt == Q8 || cs.vt == Q4)
+                for (size_t i = 0; i < ny; i += 32) quant_hadamard32(y_f32 + i);
             out.data = y_ref;
             run(ref, &nd, &out, in, n, pos);
             check_guard(y_ref, ny, what);
@@ -218,7 +227,7 @@ static void attention_q(void **unused) {
                 free(y);
                 be->vt->destroy(be);
             }
-            free(K), free(V), free(xk), free(xv), free(Kf), free(Vf), free(q), free(y_f32), free(y_ref);
+            free(K), free(V), free(xk), free(xv), free(Kf), free(Vf), free(q), free(qrot), free(y_f32), free(y_ref);
         }
     gen->vt->destroy(gen);
     ref->vt->destroy(ref);
@@ -283,6 +292,27 @@ static void kvq_write_golden(void **unused) {
     free(rows);
 }
 
+/* quant_hadamard32 against the orthonormal Walsh-Hadamard matrix H[i][j] = (-1)^popcount(i & j) /
+ * sqrt(32), in double; and H H = I within rounding. */
+static void hadamard32(void **unused) {
+    (void)unused;
+    for (int trial = 0; trial < 20; trial++) {
+        float x[32], y[32];
+        for (int i = 0; i < 32; i++) x[i] = trial == 0 ? (i == 5 ? 1.0f : 0.0f) : 10.0f * frand();
+        memcpy(y, x, sizeof y);
+        quant_hadamard32(y);
+        for (int i = 0; i < 32; i++) {
+            double want = 0;
+            for (int j = 0; j < 32; j++) want += (__builtin_popcount((unsigned)(i & j)) % 2 ? -1.0 : 1.0) * x[j];
+            want /= sqrt(32.0);
+            if (fabs((double)y[i] - want) > 1e-5 * (1.0 + fabs(want))) fail_msg("H x [%d] = %.9g, want %.9g", i, (double)y[i], want);
+        }
+        quant_hadamard32(y);
+        for (int i = 0; i < 32; i++)
+            if (fabsf(y[i] - x[i]) > 1e-5f * (1.0f + fabsf(x[i]))) fail_msg("H H x [%d] = %.9g, x %.9g", i, (double)y[i], (double)x[i]);
+    }
+}
+
 /* A quantised state row that is not whole blocks (or a write of part of a row) is not the fast
  * kernel's: the reference refuses a partial-row write with a message. */
 static void kvq_partial_rows_refused(void **unused) {
@@ -309,6 +339,7 @@ int main(void) {
         cmocka_unit_test(attention_q),
         cmocka_unit_test(kvq_write_golden),
         cmocka_unit_test(kvq_partial_rows_refused),
+        cmocka_unit_test(hadamard32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -320,16 +320,32 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
                   nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL};
     c.ch0 = lo0 / CPU_ATTN_CHUNK;
     c.nch = (call->pos + n - 1) / CPU_ATTN_CHUNK - c.ch0 + 1;
-    if (n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads) {
+    bool split = n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads;
+    /* a quantised K cache holds its rows rotated per 32-block (quant_kv_row): q is rotated alike
+     * into the work buffer, before the partials */
+    bool rot_q = kv_is_quant(in[1].dtype), rot_out = kv_is_quant(in[2].dtype);
+    size_t nq = rot_q ? ((size_t)(in[0].ne[0] * in[0].ne[1] * n) + 15) / 16 * 16 : 0;
+    size_t bytes = sizeof(float) * (nq + (split ? (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv)) : 0));
+    float *work = NULL;
+    if (bytes && !(work = cpu_work(cb, bytes, e))) return SLM_ERR_NOMEM;
+    be_view qr = in[0];
+    if (rot_q) {
+        memcpy(work, in[0].data, sizeof(float) * (size_t)(in[0].ne[0] * in[0].ne[1] * n));
+        for (size_t i = 0; i + 32 <= (size_t)(in[0].ne[0] * in[0].ne[1] * n); i += 32) quant_hadamard32(work + i);
+        qr.data = work;
+        c.q = &qr;
+    }
+    if (split) {
         int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
         c.nseg = c.nch < per ? c.nch : per;
-        size_t bytes = sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv));
-        if (!(c.part = cpu_work(cb, bytes, e))) return SLM_ERR_NOMEM;
+        c.part = work + nq;
         pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
         pool_run(cb->pool, n * c.H, attn_fold_task, &c);
-        return SLM_OK;
+    } else {
+        pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     }
-    pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
+    if (rot_out) /* the values were rotated alike: rotate the output back (H H = I) */
+        for (int64_t i = 0; i + 32 <= out->ne[0] * out->ne[1] * n; i += 32) quant_hadamard32((float *)out->data + i);
     return SLM_OK;
 }
 
@@ -726,7 +742,8 @@ static void sw_task(void *vctx, int64_t task, int32_t thread) {
         if (mod[2]) o2 %= mod[2];
         if (mod[3]) o3 %= mod[3];
         int64_t d = b[0] + dne[0] * (o1 + dne[1] * (o2 + dne[2] * o3));
-        if (kv_is_quant(c->out->dtype)) quant_row(c->out->dtype, src, (uint8_t *)c->out->data + kv_bytes(c->out->dtype, d), sne[0]);
+        if (kv_is_quant(c->out->dtype))
+            quant_kv_row(c->out->dtype, src, (uint8_t *)c->out->data + kv_bytes(c->out->dtype, d), sne[0]);
         else if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
         else memcpy((float *)c->out->data + d, src, (size_t)sne[0] * sizeof(float));
     }

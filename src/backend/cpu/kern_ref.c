@@ -293,7 +293,23 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
                        (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb, &in[0], &in[1], &in[2], &out[0], in[0].ne[0], out->ne[0], in[0].ne[1], nd->p.attn.n_head_kv,
                   call->pos, window, ring, nd->p.attn.scale};
+    /* a Q8_0 / Q4_0 cache holds rows rotated per 32-block (quant_kv_row): q is rotated alike (K),
+     * the output rotated back (V) */
+    bool rot_q = in[1].dtype == SLM_DTYPE_Q8_0 || in[1].dtype == SLM_DTYPE_Q4_0;
+    bool rot_out = in[2].dtype == SLM_DTYPE_Q8_0 || in[2].dtype == SLM_DTYPE_Q4_0;
+    size_t nq = (size_t)(in[0].ne[0] * in[0].ne[1] * n);
+    be_view qr = in[0];
+    if (rot_q) {
+        float *w = cpu_work(cb, nq * sizeof(float), e);
+        if (!w) return SLM_ERR_NOMEM;
+        memcpy(w, in[0].data, nq * sizeof(float));
+        for (size_t i = 0; i + 32 <= nq; i += 32) quant_hadamard32(w + i);
+        qr.data = w;
+        c.q = &qr;
+    }
     pool_run(cb->pool, n * c.H, attn_task, &c);
+    if (rot_out)
+        for (int64_t i = 0; i + 32 <= out->ne[0] * out->ne[1] * n; i += 32) quant_hadamard32((float *)out->data + i);
     return SLM_OK;
 }
 
@@ -497,8 +513,9 @@ static slm_status k_concat(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
-/* STATE_WRITE into a Q8_0 / Q4_0 state: whole rows (axis 0 complete), each quantised by quant_row
- * (ggml's reference rounding); axes 1-3 as below (mod[d] > 0: the index wraps). */
+/* STATE_WRITE into a Q8_0 / Q4_0 state: whole rows (axis 0 complete), each by quant_kv_row (its
+ * 32-blocks rotated, then ggml's reference rounding); axes 1-3 as below (mod[d] > 0: the index
+ * wraps). */
 static slm_status write_q_rows(const be_view *out, const be_view *in, const int64_t begin[4], const int64_t mod[4],
                                slm_err *e) {
     uint64_t row_bytes = 0;
@@ -513,8 +530,8 @@ static slm_status write_q_rows(const be_view *out, const be_view *in, const int6
                 int64_t o[4] = {0, begin[1] + i1, begin[2] + i2, begin[3] + i3};
                 for (int d = 1; d < 4; d++) o[d] = mod[d] > 0 ? o[d] % mod[d] : o[d];
                 const float *src = (const float *)in[0].data + sne[0] * (i1 + sne[1] * (i2 + sne[2] * i3));
-                quant_row(out->dtype, src, (uint8_t *)out->data + row_bytes * (uint64_t)(o[1] + dne[1] * (o[2] + dne[2] * o[3])),
-                          sne[0]);
+                quant_kv_row(out->dtype, src,
+                             (uint8_t *)out->data + row_bytes * (uint64_t)(o[1] + dne[1] * (o[2] + dne[2] * o[3])), sne[0]);
             }
     return SLM_OK;
 }
