@@ -443,8 +443,9 @@ typedef struct slm_session slm_session;
 
 /* Dtype of a session's KV states (attention keys and values). Its own enum, not slm_dtype, so that
  * 0 is the default: slm_dtype's 0 is f32. SLM_KV_Q8_0 and SLM_KV_Q4_0 are ggml's block types
- * (llama.cpp's `-ctk/-ctv q8_0|q4_0`): each row of 32 values written into the cache is quantised
- * with ggml's reference rounding and attention reads the blocks directly (docs/architecture.md
+ * (llama.cpp's `-ctk/-ctv q8_0|q4_0`): each block of 32 values written into the cache is rotated
+ * by the 32 x 32 Walsh-Hadamard matrix and quantised with ggml's reference rounding, and attention
+ * reads the blocks directly (docs/architecture.md
  * "KV cache types"); they need a head dimension that is a multiple of 32 (else
  * slm_session_create and slm_plan_create fail with SLM_ERR_UNSUPPORTED saying so). */
 typedef enum slm_kv_type {

@@ -18,7 +18,9 @@
  * folded and finished by the caller (cpu_attn_block_q, kern_fast.c). Lanes outside a row's
  * keys are computed and discarded by a select before any use. Rows past the last row's position
  * are never read. The states' rows hold whole blocks: hd, hdv, the strides and the head offsets
- * are multiples of 32 elements for a quantised type (kern_fast.c's attn_supports). */
+ * are multiples of 32 elements for a quantised type (kern_fast.c's attn_supports). The caches hold
+ * rotated blocks (base/quant.h quant_kv_row); the caller passes q rotated when K is quantised and
+ * rotates the output back when V is (kern_fast.c k_attention). */
 #ifndef SLM_BACKEND_CPU_KERN_ATTN_Q_H
 #define SLM_BACKEND_CPU_KERN_ATTN_Q_H
 
