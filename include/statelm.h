@@ -229,8 +229,9 @@ typedef struct slm_state_info {
     uint64_t size_bytes;
 } slm_state_info;
 
-/* The states a session with context n_ctx (0 = default) and KV dtype kv_dtype (F16 or F32) will
- * hold, in declaration order. */
+/* The states a session with context n_ctx (0 = default) and KV dtype kv_dtype (F16, F32, Q8_0 or
+ * Q4_0, for both K and V) will hold, in declaration order. A quantised kv_dtype for a model whose
+ * head dimension is not a multiple of 32 gives SLM_ERR_UNSUPPORTED for its KV states. */
 SLM_API int32_t slm_model_n_states(const slm_model *model);
 SLM_API slm_status slm_model_state(const slm_model *model, int32_t n_ctx, slm_dtype kv_dtype, int32_t i,
                                    slm_state_info *info);
@@ -453,13 +454,24 @@ SLM_API void slm_free(void *ptr);
 typedef struct slm_session slm_session;
 
 /* Dtype of a session's KV states (attention keys and values). Its own enum, not slm_dtype, so that
- * 0 is the default: slm_dtype's 0 is f32. */
-typedef enum slm_kv_type { SLM_KV_DEFAULT = 0, SLM_KV_F16 = 1, SLM_KV_F32 = 2 } slm_kv_type;
+ * 0 is the default: slm_dtype's 0 is f32. SLM_KV_Q8_0 and SLM_KV_Q4_0 are ggml's block types
+ * (llama.cpp's `-ctk/-ctv q8_0|q4_0`): each block of 32 values written into the cache is rotated
+ * by the 32 x 32 Walsh-Hadamard matrix and quantised with ggml's reference rounding, and attention
+ * reads the blocks directly (docs/architecture.md
+ * "KV cache types"); they need a head dimension that is a multiple of 32 (else
+ * slm_session_create and slm_plan_create fail with SLM_ERR_UNSUPPORTED saying so). */
+typedef enum slm_kv_type {
+    SLM_KV_DEFAULT = 0,
+    SLM_KV_F16 = 1,
+    SLM_KV_F32 = 2,
+    SLM_KV_Q8_0 = 3, /* 34 bytes per 32 values: 8.5 bits */
+    SLM_KV_Q4_0 = 4  /* 18 bytes per 32 values: 4.5 bits */
+} slm_kv_type;
 
 typedef struct slm_session_params {
     size_t size;          /* sizeof(slm_session_params) */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
+    slm_kv_type kv_type;  /* K and V states: SLM_KV_DEFAULT (0) = SLM_KV_F16; kv_type_k/_v override */
     int32_t n_threads;    /* 0 = model default */
     slm_abort_fn abort_fn;
     void *abort_user_data;
@@ -487,6 +499,10 @@ typedef struct slm_session_params {
      * multi-token-prediction drafter reads (slm_spec_params.mtp): a Qwen3.5 model with its MTP
      * block only (SLM_ERR_UNSUPPORTED otherwise); n_ctx * n_embd floats. Logits are unchanged. */
     bool mtp;
+    uint8_t reserved[5]; /* unused: keeps the fields below past the end of the struct before them */
+    /* The K states' and the V states' type each; SLM_KV_DEFAULT (0) = kv_type's. */
+    slm_kv_type kv_type_k;
+    slm_kv_type kv_type_v;
 } slm_session_params;
 
 SLM_API slm_session_params slm_session_params_default(void);
@@ -508,8 +524,8 @@ SLM_API slm_status slm_session_decode(slm_session *s, int32_t token, const float
  * the column-local steps of the plan (matmuls, norms, elementwise, embedding, head) run once over
  * one column per session, the steps on states or positions (attention, RoPE, conv, DeltaNet) per
  * session. The sessions may sit at different positions but must run the same model (the same
- * slm_model), context size, KV dtype and kernel tier, each at most once; sessions[0] holds the
- * batch's activation memory. logits may be NULL, else it receives n pointers (logits[i]: n_vocab
+ * slm_model), context size, K and V cache types and kernel tier, each at most once; sessions[0]
+ * holds the batch's activation memory. logits may be NULL, else it receives n pointers (logits[i]: n_vocab
  * floats, borrowed until the next call on sessions[i]). Thread-safety: no other call may run on
  * any of the sessions meanwhile. On failure (a refused batch, a token id out of range or a full
  * context in any session, the abort callback of any session, out of memory) no session changes,
@@ -665,18 +681,21 @@ typedef struct slm_snapshot slm_snapshot;
 
 SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out);
 /* Replaces s's state with the snapshot's. Refused (SLM_ERR_STATE, session unchanged) when the
- * snapshot comes from another model, another context size or another KV dtype. Checkpoints of s
+ * snapshot comes from another model, another context size or another K or V cache type (the
+ * message names both sides' types). Checkpoints of s
  * beyond the common prefix of the two histories are dropped. */
 SLM_API slm_status slm_session_restore(slm_session *s, const slm_snapshot *snap);
-/* A new session on the snapshot's model, with its context size and KV dtype, in the snapshot's
- * state. params may set threads and checkpoint options (n_ctx and kv_type are taken from snap). */
+/* A new session on the snapshot's model, with its context size and K and V cache types, in the
+ * snapshot's state. params may set threads and checkpoint options (n_ctx, kv_type, kv_type_k and
+ * kv_type_v are taken from snap). */
 SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_params *params, slm_session **out,
                                     char *err, size_t err_cap);
 SLM_API void slm_snapshot_destroy(slm_snapshot *snap);
 SLM_API int32_t slm_snapshot_pos(const slm_snapshot *snap);
 SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
 
-/* Saves the session to a file: magic, format version, model fingerprint, context size, KV dtype,
+/* Saves the session to a file: magic, format version (2), model fingerprint, context size, the K
+ * and the V cache's dtype,
  * per-state name, dtype, shape and data (KV states up to the position), position, token history and
  * a checksum. The file is written to a fresh temporary file beside path (path.XXXXXX), flushed and
  * renamed over path: readers and concurrent savers see the old file or one whole new one, never a
@@ -684,8 +703,9 @@ SLM_API uint64_t slm_snapshot_bytes(const slm_snapshot *snap);
  * holds the prompt's tokens); a replaced file keeps its mode. */
 SLM_API slm_status slm_session_save(slm_session *s, const char *path);
 /* Loads a file written by slm_session_save. A missing, truncated, damaged (checksum), foreign-model,
- * other-context, other-dtype, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or
- * SLM_ERR_IO) and a message naming the reason; the session is then exactly as it was. */
+ * other-context, other-KV-type, bad-magic or unknown-version file is refused with SLM_ERR_STATE (or
+ * SLM_ERR_IO) and a message naming the reason (for the KV types: both sides'); the session is then
+ * exactly as it was. Version 1 files (no V dtype: V states of the K dtype) load too. */
 SLM_API slm_status slm_session_load(slm_session *s, const char *path);
 
 /* 16-byte fingerprint of the model: hash of the architecture, hyper-parameters and every tensor's
@@ -859,10 +879,13 @@ typedef struct slm_plan_params {
     size_t size;          /* sizeof(slm_plan_params) */
     const char *target;   /* NULL = "cpu" */
     int32_t n_ctx;        /* 0 = slm_model_n_ctx_default */
-    slm_kv_type kv_type;  /* SLM_KV_DEFAULT (0) = SLM_KV_F16, or SLM_KV_F32 */
+    slm_kv_type kv_type;  /* K and V states: SLM_KV_DEFAULT (0) = SLM_KV_F16; kv_type_k/_v override */
     int32_t n_prefill;    /* tokens of the prefill call the cost estimates assume; 0 = min(128, n_ctx) */
     const char *kernels;  /* CPU kernel tier the plan is for, as slm_session_params.kernels */
     bool embeddings;      /* also the "embed" function, as slm_session_params.embeddings */
+    uint8_t reserved[7];  /* unused: keeps the fields below past the end of the struct before them */
+    slm_kv_type kv_type_k; /* the K states' type; SLM_KV_DEFAULT (0) = kv_type's */
+    slm_kv_type kv_type_v; /* the V states' type; SLM_KV_DEFAULT (0) = kv_type's */
 } slm_plan_params;
 
 SLM_API slm_plan_params slm_plan_params_default(void);
@@ -1047,8 +1070,9 @@ SLM_API double slm_plan_function_measured_us(const slm_plan *plan, int32_t fn);
 /* Creates a session that executes plan (compiled for model, on a target executable here). The
  * session keeps its own copy of what it runs; plan may be destroyed after. Refused with
  * SLM_ERR_INVALID_ARG (nothing created) when the plan was compiled for another model (by
- * fingerprint), when params name an n_ctx, KV type or kernels other than the plan's (0,
- * SLM_KV_DEFAULT and NULL name none: the plan's are taken), or for a target not executable here
+ * fingerprint), when params name an n_ctx, KV types or kernels other than the plan's (0,
+ * SLM_KV_DEFAULT and NULL name none: the plan's are taken; once kv_type, kv_type_k or kv_type_v
+ * names a type, the K and V types they give, DEFAULT read as f16, must both be the plan's), or for a target not executable here
  * (SLM_ERR_UNSUPPORTED). params may be NULL. */
 SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const slm_plan *plan,
                                                 const slm_session_params *params, slm_session **out, char *err,

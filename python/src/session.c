@@ -4,6 +4,7 @@
  * at a time (ext.h). */
 #include "ext.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct SnapshotObject {
@@ -55,14 +56,36 @@ PyObject *ext_session_wrap(PyTypeObject *tp, ModelObject *model, slm_session *se
     return (PyObject *)s;
 }
 
-static const char *dtype_names[] = {"f16", "f32"};
+/* The KV cache type named by o ("f16", "f32", "q8_0", "q4_0"; None leaves *t); -1 with an
+ * exception naming the argument otherwise. */
+static int kv_type_arg(PyObject *o, const char *arg, slm_kv_type *t) {
+    static const struct {
+        const char *name;
+        slm_kv_type t;
+    } names[] = {{"f16", SLM_KV_F16}, {"f32", SLM_KV_F32}, {"q8_0", SLM_KV_Q8_0}, {"q4_0", SLM_KV_Q4_0}};
+    if (!o || o == Py_None) return 0;
+    const char *d = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, NULL) : NULL;
+    if (!d) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s must be 'f16', 'f32', 'q8_0' or 'q4_0'", arg);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(d, names[i].name)) {
+            *t = names[i].t;
+            return 0;
+        }
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s must be 'f16', 'f32', 'q8_0' or 'q4_0'", arg);
+    ext_raise(SLM_ERR_INVALID_ARG, msg);
+    return -1;
+}
 
 /* Keyword arguments shared by Session() and fork(): fills p, and returns the bytes objects that own
- * its strings in *keep (NULL when none). */
-static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject *kw_dir, int n_ctx, int n_threads,
-                          int ckpt_interval, int ckpt_budget, int no_repack, int embeddings, int mtp,
-                          slm_session_params *p,
-                          PyObject **keep) {
+ * its strings in *keep (NULL when none). kv (kv_dtype) sets both caches' type, kv_kv[0] and
+ * kv_kv[1] (kv_dtype_k, kv_dtype_v) the K and the V cache's. */
+static int session_params(PyObject *kw_kv_dtype, PyObject *const kv_kv[2], PyObject *kw_kernels, PyObject *kw_dir,
+                          int n_ctx, int n_threads, int ckpt_interval, int ckpt_budget, int no_repack, int embeddings,
+                          int mtp, slm_session_params *p, PyObject **keep) {
     *p = slm_session_params_default();
     *keep = PyList_New(0);
     if (!*keep) return -1;
@@ -73,16 +96,9 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
     p->no_repack = no_repack != 0;
     p->embeddings = embeddings != 0;
     p->mtp = mtp != 0;
-    if (kw_kv_dtype && kw_kv_dtype != Py_None) {
-        const char *d = PyUnicode_Check(kw_kv_dtype) ? PyUnicode_AsUTF8AndSize(kw_kv_dtype, NULL) : NULL;
-        if (!d) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kv_dtype must be 'f16' or 'f32'");
-            return -1;
-        }
-        if (!strcmp(d, dtype_names[0])) p->kv_type = SLM_KV_F16;
-        else if (!strcmp(d, dtype_names[1])) p->kv_type = SLM_KV_F32;
-        else return ext_raise(SLM_ERR_INVALID_ARG, "kv_dtype must be 'f16' or 'f32'"), -1;
-    }
+    if (kv_type_arg(kw_kv_dtype, "kv_dtype", &p->kv_type) || kv_type_arg(kv_kv[0], "kv_dtype_k", &p->kv_type_k) ||
+        kv_type_arg(kv_kv[1], "kv_dtype_v", &p->kv_type_v))
+        return -1;
     PyObject *strs[2] = {kw_kernels, kw_dir};
     const char **dst[2] = {&p->kernels, &p->checkpoint_dir};
     for (int i = 0; i < 2; i++) {
@@ -107,16 +123,17 @@ static int session_params(PyObject *kw_kv_dtype, PyObject *kw_kernels, PyObject 
 }
 
 #define SESSION_KWARGS "n_ctx", "n_threads", "kv_dtype", "kernels", "checkpoint_interval", "checkpoint_budget_mib", \
-                       "checkpoint_dir", "no_repack", "embeddings", "mtp"
-#define SESSION_FORMAT "iiOOiiOppp"
+                       "checkpoint_dir", "no_repack", "embeddings", "mtp", "kv_dtype_k", "kv_dtype_v"
+#define SESSION_FORMAT "iiOOiiOpppOO"
 
 static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"model", SESSION_KWARGS, NULL};
     SessionObject *s = (SessionObject *)self;
-    PyObject *model_obj, *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
+    PyObject *model_obj, *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL, *kv_kv[2] = {NULL, NULL};
     int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0, mtp = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$" SESSION_FORMAT, names, &model_obj, &n_ctx, &n_threads, &kv,
-                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack, &embeddings, &mtp))
+                                     &kernels, &ck_int, &ck_budget, &dir, &no_repack, &embeddings, &mtp, &kv_kv[0],
+                                     &kv_kv[1]))
         return -1;
     if (s->sess) {
         PyErr_SetString(PyExc_RuntimeError, "Session is already created");
@@ -125,7 +142,8 @@ static int session_init(PyObject *self, PyObject *args, PyObject *kw) {
     slm_model *model = ext_model_get(model_obj);
     if (!model) return -1;
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p, &keep)) {
+    if (session_params(kv, kv_kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p,
+                       &keep)) {
         Py_XDECREF(keep);
         return -1;
     }
@@ -547,14 +565,15 @@ static PyObject *session_restore(PyObject *self, PyObject *arg) {
 /* A new session of type tp, model m, forked from snap with the keyword arguments of Session(). */
 static PyObject *fork_session(PyTypeObject *tp, ModelObject *m, slm_snapshot *snap, PyObject *args, PyObject *kw) {
     static char *names[] = {SESSION_KWARGS, NULL};
-    PyObject *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL;
+    PyObject *kv = NULL, *kernels = NULL, *dir = NULL, *keep = NULL, *kv_kv[2] = {NULL, NULL};
     int n_ctx = 0, n_threads = 0, ck_int = 0, ck_budget = 0, no_repack = 0, embeddings = 0, mtp = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$" SESSION_FORMAT, names, &n_ctx, &n_threads, &kv, &kernels, &ck_int,
-                                     &ck_budget, &dir, &no_repack, &embeddings, &mtp))
+                                     &ck_budget, &dir, &no_repack, &embeddings, &mtp, &kv_kv[0], &kv_kv[1]))
         return NULL;
     if (m->closed) return ext_raise_closed("model is closed");
     slm_session_params p;
-    if (session_params(kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p, &keep)) {
+    if (session_params(kv, kv_kv, kernels, dir, n_ctx, n_threads, ck_int, ck_budget, no_repack, embeddings, mtp, &p,
+                       &keep)) {
         Py_XDECREF(keep);
         return NULL;
     }

@@ -36,11 +36,11 @@ class Session(_statelm.Session):
 
     @classmethod
     def load(cls, model: "Model", path: str | os.PathLike, **params) -> "Session":
-        """A new session in the state saved at path (Session.save): with the context size and KV
-        dtype the file records; params as for Session() (n_threads, kernels, checkpoints). A
-        missing, damaged, truncated or foreign file raises StateError or IOFailedError."""
-        n_ctx, kv_dtype = _state_file_shape(path)
-        s = cls(model, n_ctx=n_ctx, kv_dtype=kv_dtype, **params)
+        """A new session in the state saved at path (Session.save): with the context size and K and
+        V cache types the file records; params as for Session() (n_threads, kernels, checkpoints).
+        A missing, damaged, truncated or foreign file raises StateError or IOFailedError."""
+        n_ctx, kv_k, kv_v = _state_file_shape(path)
+        s = cls(model, n_ctx=n_ctx, kv_dtype_k=kv_k, kv_dtype_v=kv_v, **params)
         try:
             s.load_state(path)
         except BaseException:
@@ -50,42 +50,48 @@ class Session(_statelm.Session):
 
 
 # State files (src/runtime/state.c): "SLMSTATE", u32 version, u32 0, 16-byte model fingerprint,
-# u32 n_ctx, u32 kv dtype (GGUF type id: 0 f32, 1 f16), ... The library checks everything when it
-# loads the file; this only picks the session shape to load it into.
-_STATE_HEADER = struct.Struct("<8sII16sII")
+# u32 n_ctx, u32 K dtype, then (version 2) u32 V dtype (GGUF type ids: 0 f32, 1 f16, 8 q8_0, 2 q4_0),
+# ... The library checks everything when it loads the file; this only picks the session shape to
+# load it into.
+_STATE_HEADER = struct.Struct("<8sII16sIII")
+_KV_TYPES = {0: "f32", 1: "f16", 8: "q8_0", 2: "q4_0"}
 
 
-def _state_file_shape(path) -> tuple[int, str | None]:
+def _state_file_shape(path) -> tuple[int, str | None, str | None]:
     try:
         with open(path, "rb") as f:
             head = f.read(_STATE_HEADER.size)
     except OSError:
-        return 0, None  # load_state reports the file's problem
+        return 0, None, None  # load_state reports the file's problem
     if len(head) < _STATE_HEADER.size:
-        return 0, None
-    magic, _, _, _, n_ctx, dtype = _STATE_HEADER.unpack(head)
-    if magic != b"SLMSTATE" or dtype not in (0, 1) or not 0 < n_ctx <= 1 << 24:
-        return 0, None
-    return n_ctx, "f32" if dtype == 0 else "f16"
+        return 0, None, None
+    magic, version, _, _, n_ctx, k, v = _STATE_HEADER.unpack(head)
+    if version == 1:
+        v = k
+    if magic != b"SLMSTATE" or k not in _KV_TYPES or v not in _KV_TYPES or not 0 < n_ctx <= 1 << 24:
+        return 0, None, None
+    return n_ctx, _KV_TYPES[k], _KV_TYPES[v]
 
 
 class Model(_statelm.Model):
     """A GGUF file or Hugging Face folder, loaded (weights memory-mapped). See
     statelm._statelm.Model for tokenize, detokenize, chat_template and info.
 
-    n_ctx, kv_dtype and kernels configure the session generate() and the completion calls use (0 /
-    None: the model's defaults); n_threads is every session's default thread count."""
+    n_ctx, kv_dtype (kv_dtype_k, kv_dtype_v: the K and the V cache's own) and kernels configure the
+    session generate() and the completion calls use (0 / None: the model's defaults); n_threads is
+    every session's default thread count."""
 
     __slots__ = ("_session", "_embed_session", "_mtp_session", "_session_params", "path", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, *, n_threads: int = 0, n_ctx: int = 0, kv_dtype: str | None = None,
-                 kernels: str | None = None):
+                 kernels: str | None = None, kv_dtype_k: str | None = None, kv_dtype_v: str | None = None):
         super().__init__(path, n_threads=n_threads)
         self.path = os.fspath(path)
         self._session = None
         self._embed_session = None
         self._mtp_session = None
-        self._session_params = {"n_ctx": n_ctx, "kv_dtype": kv_dtype, "kernels": kernels}
+        self._session_params = {"n_ctx": n_ctx, "kv_dtype": kv_dtype, "kernels": kernels, "kv_dtype_k": kv_dtype_k,
+                                "kv_dtype_v": kv_dtype_v}
 
     def close(self) -> None:
         """Releases the model (once its sessions are gone) and the sessions generate() and embed()

@@ -151,7 +151,8 @@ class Snapshot:
     def fork(self, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None, kernels: str | None = None,
              checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
              checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
-             embeddings: bool = False, mtp: bool = False) -> "Session":
+             embeddings: bool = False, mtp: bool = False, kv_dtype_k: str | None = None,
+             kv_dtype_v: str | None = None) -> "Session":
         """A new session in this state (context size and KV dtype are the snapshot's)."""
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
@@ -161,7 +162,9 @@ class Session:
     """One instance of a model's states and its position. Holds its model. One thread at a time.
 
     n_ctx: context size (0 = min(n_ctx_train, 4096)); n_threads: 0 = the model's default;
-    kv_dtype: "f16" (default) or "f32"; kernels: "auto"/None, "ref", "generic", "avx2",
+    kv_dtype: the KV cache's type, "f16" (default), "f32", "q8_0" or "q4_0" (ggml's blocks, as
+    llama.cpp's -ctk/-ctv; head dimension a multiple of 32, else UnsupportedError); kv_dtype_k /
+    kv_dtype_v: the K and the V cache's own type (None: kv_dtype's); kernels: "auto"/None, "ref", "generic", "avx2",
     "avxvnni", "avx512", "neon" (a tier this CPU or build lacks raises UnsupportedError);
     checkpoint_interval / checkpoint_budget_mib / checkpoint_dir: checkpoints of hybrid models'
     conv and recurrent states for exact rollback (0 = defaults, interval -1 = none); mtp: keep
@@ -170,7 +173,8 @@ class Session:
     def __init__(self, model: Model, *, n_ctx: int = 0, n_threads: int = 0, kv_dtype: str | None = None,
                  kernels: str | None = None, checkpoint_interval: int = 0, checkpoint_budget_mib: int = 0,
                  checkpoint_dir: str | os.PathLike | None = None, no_repack: bool = False,
-                 embeddings: bool = False, mtp: bool = False) -> None:
+                 embeddings: bool = False, mtp: bool = False, kv_dtype_k: str | None = None,
+                 kv_dtype_v: str | None = None) -> None:
         """embeddings=True also compiles the model's "embed" function, which embed() runs; mtp=True
         keeps every position's hidden state for the model's multi-token-prediction block (Spec(mtp=True))."""
     def embed(self, ids: Ids, *, pooling: str | None = None, normalize: bool = True) -> list[float] | list[list[float]]:

@@ -158,6 +158,10 @@ def test_state_files(models, tmp_path):
 def test_bad_parameters(models):
     m = models["llama"]
     with pytest.raises(statelm.InvalidArgumentError):
+        statelm.Session(m, kv_dtype="q5_1")
+    with pytest.raises(statelm.InvalidArgumentError):
+        statelm.Session(m, kv_dtype_v="f8")
+    with pytest.raises(statelm.UnsupportedError, match="multiple of 32"):  # head dimension 16
         statelm.Session(m, kv_dtype="q4_0")
     with pytest.raises(statelm.InvalidArgumentError):
         statelm.Session(m, kernels="nope")

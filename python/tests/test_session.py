@@ -205,3 +205,38 @@ def test_hf_folder_and_info(models, arch):
         np.testing.assert_allclose(s.prefill(man["ids"][:man["n_prompt"]]), rows[man["n_prompt"] - 1],
                                    atol=1e-3, rtol=1e-3)
     hf.close()
+
+
+_BLOCK_BYTES = {"f16": 64, "q8_0": 34, "q4_0": 18}  # bytes of 32 values
+
+
+def _snapshot_kv_bytes(s):
+    snap = s.snapshot()
+    try:
+        return snap.nbytes - 4 * s.pos  # less the history's int32 ids
+    finally:
+        snap.close()
+
+
+@pytest.mark.parametrize("k,v", [("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "f16")])
+def test_quantised_kv(models, tmp_path, k, v):
+    """Quantised KV caches (qwen3: head dimension 32, K and V of one size): the session holds the
+    types asked for (its snapshot's KV bytes are the block sizes' share of f16's); a state file keeps
+    them (Session.load reopens it with them, and continues exactly); a session of other types
+    refuses the file."""
+    m = models["qwen3"]
+    ids = list(range(5, 25))
+    with statelm.Session(m, n_ctx=64) as f16:
+        f16.prefill(ids[:12])
+        f16_bytes = _snapshot_kv_bytes(f16)
+    with statelm.Session(m, n_ctx=64, kv_dtype=k, kv_dtype_v=v) as s:
+        s.prefill(ids[:12])
+        assert _snapshot_kv_bytes(s) * 128 == f16_bytes * (_BLOCK_BYTES[k] + _BLOCK_BYTES[v])
+        path = tmp_path / "q.state"
+        s.save(path)
+        want = np.array(s.decode(ids[12]))
+    with statelm.Session.load(m, path) as t:
+        np.testing.assert_array_equal(t.decode(ids[12]), want)
+    with statelm.Session(m, n_ctx=64) as other:
+        with pytest.raises(statelm.StateError, match=f"{k} K and {v} V states"):
+            other.load_state(path)

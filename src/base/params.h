@@ -55,13 +55,40 @@ static inline slm_status params_load_begin(const char *name, const char *path, b
 }
 
 static inline bool params_kv_dtype(slm_kv_type kv, slm_dtype *out) {
-    if (kv != SLM_KV_DEFAULT && kv != SLM_KV_F16 && kv != SLM_KV_F32) return false;
-    *out = kv == SLM_KV_F32 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
-    return true;
+    switch (kv) {
+    case SLM_KV_DEFAULT:
+    case SLM_KV_F16: *out = SLM_DTYPE_F16; return true;
+    case SLM_KV_F32: *out = SLM_DTYPE_F32; return true;
+    case SLM_KV_Q8_0: *out = SLM_DTYPE_Q8_0; return true;
+    case SLM_KV_Q4_0: *out = SLM_DTYPE_Q4_0; return true;
+    }
+    return false;
 }
 
 static inline slm_kv_type params_kv_type(slm_dtype kv_dtype) {
-    return kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+    switch (kv_dtype) {
+    case SLM_DTYPE_F32: return SLM_KV_F32;
+    case SLM_DTYPE_Q8_0: return SLM_KV_Q8_0;
+    case SLM_DTYPE_Q4_0: return SLM_KV_Q4_0;
+    default: return SLM_KV_F16;
+    }
+}
+
+#define PARAMS_KV_NAMES "SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32, SLM_KV_Q8_0, SLM_KV_Q4_0"
+
+/* The K and V state dtypes of kv_type, kv_type_k and kv_type_v (each of the last two, when not
+ * SLM_KV_DEFAULT, overrides kv_type for its states). NULL on success, else the name of the field
+ * that names no type, its value in *bad. */
+static inline const char *params_kv_dtypes(slm_kv_type kv, slm_kv_type kv_k, slm_kv_type kv_v, slm_dtype *k,
+                                           slm_dtype *v, int *bad) {
+    *bad = (int)kv;
+    if (!params_kv_dtype(kv, k)) return "kv_type";
+    *v = *k;
+    *bad = (int)kv_k;
+    if (kv_k != SLM_KV_DEFAULT && !params_kv_dtype(kv_k, k)) return "kv_type_k";
+    *bad = (int)kv_v;
+    if (kv_v != SLM_KV_DEFAULT && !params_kv_dtype(kv_v, v)) return "kv_type_v";
+    return NULL;
 }
 
 #endif

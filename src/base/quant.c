@@ -501,3 +501,15 @@ bool quant_row(uint32_t type, const float *x, void *dst, int64_t n) {
     }
     return true;
 }
+
+bool quant_kv_row(uint32_t type, const float *x, void *dst, int64_t n) {
+    if ((type != SLM_DTYPE_Q8_0 && type != SLM_DTYPE_Q4_0) || n % QK != 0) return false;
+    size_t bb = type == SLM_DTYPE_Q8_0 ? 34 : 18;
+    for (int64_t b = 0; b < n / QK; b++) {
+        float t[QK];
+        memcpy(t, x + b * QK, sizeof t);
+        quant_hadamard32(t);
+        quant_row(type, t, (uint8_t *)dst + (size_t)b * bb, QK);
+    }
+    return true;
+}

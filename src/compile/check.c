@@ -64,6 +64,10 @@ void check_cast_note(const g_state *s, slm_dtype to, char *buf, size_t cap) {
     if (s->role == SLM_STATE_RECURRENT)
         snprintf(buf, cap, "%s -> %s loses precision, and the error compounds: the recurrent state is carried "
                  "and decayed across every token", slm_dtype_name((slm_dtype)s->dtype), slm_dtype_name(to));
+    else if (s->dtype == SLM_DTYPE_Q8_0 || s->dtype == SLM_DTYPE_Q4_0)
+        snprintf(buf, cap, "the %s KV cache becomes %s on the target: not quantised there (more bytes a token), "
+                 "its outputs follow a %s cache, not this %s one", slm_dtype_name((slm_dtype)s->dtype),
+                 slm_dtype_name(to), slm_dtype_name(to), slm_dtype_name((slm_dtype)s->dtype));
     else if (s->role == SLM_STATE_CONV)
         snprintf(buf, cap, "%s -> %s loses precision (bounded: the conv state holds the last %lld inputs and is "
                  "replaced as tokens move on)", slm_dtype_name((slm_dtype)s->dtype), slm_dtype_name(to),

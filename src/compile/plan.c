@@ -38,7 +38,8 @@ SLM_API const char *slm_plan_effect_name(slm_plan_effect effect) { return tgt_ef
 /* ---- costs ------------------------------------------------------------------------------------ */
 
 static double el_bytes(uint32_t dtype) {
-    return dtype == SLM_DTYPE_F16 || dtype == SLM_DTYPE_BF16 ? 2.0 : 4.0;
+    const dtype_traits *tr = dtype_traits_of(dtype); /* Q8_0/Q4_0 KV states: 34/32, 18/32 */
+    return tr ? (double)tr->block_bytes / (double)tr->block_elems : 4.0;
 }
 
 static double tensor_bytes(const g_program *p, int32_t t, int64_t n) {
@@ -247,6 +248,7 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
     pl->target = src->target;
     pl->n_ctx = src->n_ctx;
     pl->kv_dtype = src->kv_dtype;
+    pl->kv_dtype_v = src->kv_dtype_v;
     pl->n_prefill = src->n_prefill;
     memcpy(pl->fn_tokens, src->fn_tokens, sizeof pl->fn_tokens);
     pl->lowered = src->lowered;
@@ -293,6 +295,13 @@ slm_plan *plan_clone_exec(const slm_plan *src) {
     return pl;
 }
 
+/* The dtype of prog's first state of role r, else dflt. */
+static slm_dtype prog_state_dtype(const g_program *prog, slm_state_role r, slm_dtype dflt) {
+    for (int32_t i = 0; i < prog->n_states; i++)
+        if (prog->states[i].role == r) return (slm_dtype)prog->states[i].dtype;
+    return dflt;
+}
+
 slm_status plan_create_program(const slm_model *model, g_program *prog, const tgt_profile *t, int32_t n_ctx,
                                slm_dtype kv_dtype, int32_t n_prefill, backend *be, slm_plan **out, slm_err *e) {
     *out = NULL;
@@ -306,7 +315,8 @@ slm_status plan_create_program(const slm_model *model, g_program *prog, const tg
     pl->target = t;
     pl->orig = prog;
     pl->n_ctx = n_ctx;
-    pl->kv_dtype = kv_dtype;
+    pl->kv_dtype = prog_state_dtype(prog, SLM_STATE_KV_KEY, kv_dtype);
+    pl->kv_dtype_v = prog_state_dtype(prog, SLM_STATE_KV_VALUE, kv_dtype);
     pl->n_prefill = n_prefill > 0 ? n_prefill : (n_ctx < 128 ? n_ctx : 128);
     if (pl->n_prefill > n_ctx) pl->n_prefill = n_ctx;
     slm_status st;
@@ -351,20 +361,22 @@ SLM_API slm_status slm_plan_create(const slm_model *model, const slm_plan_params
     params_read(&p, sizeof p, params);
     const tgt_profile *t = tgt_find(p.target ? p.target : "cpu");
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
-    slm_dtype kv = SLM_DTYPE_F16;
+    slm_dtype kv = SLM_DTYPE_F16, kv_v = SLM_DTYPE_F16;
+    int bad_val = 0;
+    const char *bad_kv = params_kv_dtypes(p.kv_type, p.kv_type_k, p.kv_type_v, &kv, &kv_v, &bad_val);
     g_program *prog = NULL;
     backend *be = NULL;
     slm_status st = SLM_OK;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_plan_create: model and out are required");
     else if (!t) st = err_set(&e, SLM_ERR_INVALID_ARG, "unknown target '%s' (targets: cpu, cuda, ane)", p.target);
-    else if (!params_kv_dtype(p.kv_type, &kv))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
+    else if (bad_kv)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "%s %d is none of " PARAMS_KV_NAMES, bad_kv, bad_val);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if (p.n_prefill < 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_prefill %d is negative", p.n_prefill);
     else if ((st = plan_backend(&model->alloc, t, p.kernels, &be, &e)) == SLM_OK &&
-             (st = mdl_build_program(model, n_ctx, kv, p.embeddings, &prog, &e)) == SLM_OK)
+             (st = mdl_build_program(model, n_ctx, kv, kv_v, p.embeddings, &prog, &e)) == SLM_OK)
         st = plan_create_program(model, prog, t, n_ctx, kv, p.n_prefill, be, out, &e);
     if (be) be->vt->destroy(be);
     err_copy_out(&e, err, err_cap);
@@ -814,6 +826,7 @@ SLM_API slm_status slm_plan_json(const slm_plan *pl, bool check_only, char **out
     cJSON_AddStringToObject(root, "kernels", pl->kernels);
     cJSON_AddNumberToObject(root, "n_ctx", pl->n_ctx);
     cJSON_AddStringToObject(root, "kv_dtype", slm_dtype_name(pl->kv_dtype));
+    cJSON_AddStringToObject(root, "kv_dtype_v", slm_dtype_name(pl->kv_dtype_v));
     cJSON_AddStringToObject(root, "shape_order", "ggml: ne[0] innermost");
     bool clean = true;
     for (int32_t i = 0; i < pl->findings.n; i++) clean &= pl->findings.v[i].effect == TGT_OK;

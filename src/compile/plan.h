@@ -247,7 +247,8 @@ struct slm_plan {
     const slm_model *model;   /* borrowed; NULL for programs built directly */
     const tgt_profile *target;
     int32_t n_ctx;
-    slm_dtype kv_dtype;
+    slm_dtype kv_dtype;       /* the K states' dtype (F16, F32, Q8_0, Q4_0) */
+    slm_dtype kv_dtype_v;     /* the V states' */
     int32_t n_prefill;        /* tokens of the prefill call the costs assume */
     g_program *orig;
     g_program *legal;
@@ -289,7 +290,8 @@ slm_status plan_memplan(const slm_plan *pl, int32_t fn, int64_t n, struct mempla
 
 /* Compiles prog (owned by the plan from here on, also on failure) for target t and lowers it
  * (lower_plan on be; be may be NULL). model may be NULL; n_ctx and kv_dtype are what prog was
- * built for (sessions use them). */
+ * built for (sessions use them): the plan's K and V dtypes are those of prog's first kv_key and
+ * kv_value states, kv_dtype for a role prog has no state of. */
 slm_status plan_create_program(const slm_model *model, g_program *prog, const tgt_profile *t, int32_t n_ctx,
                                slm_dtype kv_dtype, int32_t n_prefill, struct backend *be, slm_plan **out, slm_err *e);
 

@@ -12,6 +12,8 @@
 
 #define DT(x) (1ull << SLM_DTYPE_##x)
 #define STATE_DTYPES_CPU (DT(F32) | DT(F16) | DT(BF16))
+/* the CPU's: also Q8_0 and Q4_0 KV caches (whole rows of 32-blocks; kern_attn_q.h, quant_row on the write) */
+#define STATE_DTYPES_CPU_KV (STATE_DTYPES_CPU | DT(Q8_0) | DT(Q4_0))
 
 const char *tgt_effect_name(tgt_effect e) {
     switch (e) {
@@ -34,20 +36,21 @@ static const tgt_op_rule cpu_ops[] = {
     {G_OP_GEGLU, 0, TGT_OK, CPU_REF},
     {G_OP_RMSNORM, 0, TGT_OK, CPU_REF},       {G_OP_L2NORM, 0, TGT_OK, CPU_REF},
     {G_OP_GATED_RMSNORM, 0, TGT_OK, CPU_REF}, {G_OP_ROPE, 0, TGT_OK, CPU_REF},
-    {G_OP_ATTENTION, STATE_DTYPES_CPU, TGT_OK, CPU_REF},
+    {G_OP_ATTENTION, STATE_DTYPES_CPU_KV, TGT_OK, CPU_REF},
     {G_OP_CONV1D, 0, TGT_OK, CPU_REF},        {G_OP_DELTANET, 0, TGT_OK, CPU_REF},
     {G_OP_SLICE, 0, TGT_OK, CPU_REF},         {G_OP_CONCAT, 0, TGT_OK, CPU_REF},
     {G_OP_RESHAPE, 0, TGT_OK, "a view (no kernel)"},
-    {G_OP_STATE_READ, STATE_DTYPES_CPU, TGT_OK, "a view of the session's state buffer (no kernel)"},
-    {G_OP_STATE_WRITE, STATE_DTYPES_CPU, TGT_OK, CPU_REF},
+    {G_OP_STATE_READ, STATE_DTYPES_CPU_KV, TGT_OK, "a view of the session's state buffer (no kernel)"},
+    {G_OP_STATE_WRITE, STATE_DTYPES_CPU_KV, TGT_OK, CPU_REF},
     {G_OP_SUM, 0, TGT_OK, CPU_REF},           {G_OP_SELECT, 0, TGT_OK, CPU_REF},
     {G_OP_ONEHOT, 0, TGT_OK, CPU_REF},        {G_OP_MATMUL_T, 0, TGT_OK, CPU_REF},
     {G_OP_ROUND, 0, TGT_OK, CPU_REF},
 };
 
 static const tgt_state_rule cpu_rules[] = {
-    {"cpu.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, STATE_DTYPES_CPU, SLM_DTYPE_F32, 0,
-     "states are f32, f16 or bf16", "backend/cpu/kern_ref.c load_elem/store_elem", 0},
+    {"cpu.state.dtype", TGT_STATE_DTYPE, TGT_REJECT, STATE_DTYPES_CPU_KV, SLM_DTYPE_F32, 0,
+     "states are f32, f16 or bf16; KV caches also q8_0 or q4_0",
+     "backend/cpu/kern_ref.c load_elem/store_elem, write_q_rows; backend/cpu/kern_attn_q.h", 0},
     {"cpu.write.declared", TGT_WRITE_DECLARED, TGT_REJECT, 0, SLM_DTYPE_F32, 0,
      "an in-place write goes into a declared state that the session binds", "runtime/session.c", 0},
 };

@@ -245,14 +245,18 @@ static void build_function(bctx *c, fn_kind kind) {
     gb_set_logits(b, logits);
 }
 
-slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, bool embed, g_program **out,
-                             slm_err *e) {
-    return mdl_build_program_ex(m, n_ctx, kv_dtype, embed, false, out, e);
+slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_k, slm_dtype kv_v, bool embed,
+                             g_program **out, slm_err *e) {
+    return mdl_build_program_ex(m, n_ctx, kv_k, kv_v, embed, false, out, e);
 }
 
-slm_status mdl_build_program_ex(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, bool embed, bool mtp_hidden,
-                                g_program **out, slm_err *e) {
+slm_status mdl_build_program_ex(const slm_model *m, int32_t n_ctx, slm_dtype kv_k, slm_dtype kv_v, bool embed,
+                                bool mtp_hidden, g_program **out, slm_err *e) {
     *out = NULL;
+    const char *why = mdl_kv_dtype_why(m, kv_k, true);
+    if (why) return err_set(e, SLM_ERR_UNSUPPORTED, "%s (this model's is %d)", why, (int)m->hp.head_dim);
+    if ((why = mdl_kv_dtype_why(m, kv_v, false)))
+        return err_set(e, SLM_ERR_UNSUPPORTED, "%s (this model's is %d)", why, (int)m->hp.head_dim_v);
     g_program *p = NULL;
     bctx c;
     memset(&c, 0, sizeof c);
@@ -265,7 +269,7 @@ slm_status mdl_build_program_ex(const slm_model *m, int32_t n_ctx, slm_dtype kv_
     }
     for (int32_t i = 0; i < mdl_n_states(m); i++) {
         mdl_state_spec s;
-        mdl_state_spec_at(m, n_ctx, kv_dtype, i, &s);
+        mdl_state_spec_at(m, n_ctx, kv_k, kv_v, i, &s);
         int32_t id = graph_add_state(p, s.name, s.role, s.layer, s.dtype, s.n_dims, s.ne, s.pos_axis, e);
         if (id < 0) {
             st = SLM_ERR_NOMEM;

@@ -477,9 +477,11 @@ SLM_API slm_status slm_model_state(const slm_model *m, int32_t n_ctx, slm_dtype 
     if (!m || !info) return SLM_ERR_INVALID_ARG;
     if (i < 0 || i >= m->n_states) return SLM_ERR_RANGE;
     if (n_ctx <= 0) n_ctx = slm_model_n_ctx_default(m);
-    if (kv_dtype != SLM_DTYPE_F16 && kv_dtype != SLM_DTYPE_F32) return SLM_ERR_INVALID_ARG;
+    if (kv_dtype != SLM_DTYPE_F16 && kv_dtype != SLM_DTYPE_F32 && kv_dtype != SLM_DTYPE_Q8_0 &&
+        kv_dtype != SLM_DTYPE_Q4_0)
+        return SLM_ERR_INVALID_ARG;
     mdl_state_spec s;
-    mdl_state_spec_at(m, n_ctx, kv_dtype, i, &s);
+    mdl_state_spec_at(m, n_ctx, kv_dtype, kv_dtype, i, &s);
     info->name = s.name;
     info->role = s.role;
     info->layer = s.layer;
@@ -487,9 +489,10 @@ SLM_API slm_status slm_model_state(const slm_model *m, int32_t n_ctx, slm_dtype 
     info->n_dims = s.n_dims;
     for (int d = 0; d < 4; d++) info->ne[d] = s.ne[d];
     info->pos_axis = s.pos_axis;
-    uint64_t n = 1;
-    for (int d = 0; d < 4; d++) n *= (uint64_t)s.ne[d];
-    info->size_bytes = n * (s.dtype == SLM_DTYPE_F16 ? 2u : 4u);
+    uint64_t n = 1, row = 0;
+    for (int d = 1; d < 4; d++) n *= (uint64_t)s.ne[d];
+    if (!dtype_row_bytes(s.dtype, (uint64_t)s.ne[0], &row)) return SLM_ERR_UNSUPPORTED; /* ne[0] not whole blocks */
+    info->size_bytes = n * row;
     return SLM_OK;
 }
 

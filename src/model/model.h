@@ -116,8 +116,13 @@ int32_t mdl_n_states(const slm_model *m);
 int32_t mdl_swa_rows(const mdl_hparams *hp, int32_t n_ctx, int32_t *ring);
 /* Most tokens one Program call of a context of n_ctx may take (0 = any). */
 int32_t mdl_swa_call_tokens(const mdl_hparams *hp, int32_t n_ctx);
-/* Fills spec i for a session of n_ctx tokens and KV dtype kv_dtype (F16 or F32). */
-void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, int32_t i, mdl_state_spec *spec);
+/* Fills spec i for a session of n_ctx tokens with K states of dtype kv_k and V states of dtype kv_v
+ * (F16, F32, Q8_0 or Q4_0). */
+void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_k, slm_dtype kv_v, int32_t i,
+                       mdl_state_spec *spec);
+/* NULL when states of dtype kv (K: key true) fit the model, else why not (a quantised type needs a
+ * head dimension that is a multiple of its 32-element block). Static storage. */
+const char *mdl_kv_dtype_why(const slm_model *m, slm_dtype kv, bool key);
 /* Builds m's state-name table (called once by the loader). */
 slm_status mdl_states_init(slm_model *m, slm_err *e);
 

@@ -9,6 +9,18 @@
 
 int32_t mdl_n_states(const slm_model *m) { return m->n_states; }
 
+const char *mdl_kv_dtype_why(const slm_model *m, slm_dtype kv, bool key) {
+    if (kv != SLM_DTYPE_Q8_0 && kv != SLM_DTYPE_Q4_0) return NULL;
+    int32_t hd = key ? m->hp.head_dim : m->hp.head_dim_v;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        slm_layer_kind k = m->hp.layer_kind[il];
+        if ((k == SLM_LAYER_ATTENTION || k == SLM_LAYER_SLIDING_ATTENTION) && hd % 32 != 0)
+            return key ? "a quantised K cache needs a head dimension that is a multiple of 32"
+                       : "a quantised V cache needs a head dimension that is a multiple of 32";
+    }
+    return NULL;
+}
+
 int32_t mdl_swa_rows(const mdl_hparams *hp, int32_t n_ctx, int32_t *ring) {
     int64_t R = ((2 * (int64_t)hp->swa_window) + 15) / 16 * 16;
     *ring = R < n_ctx ? (int32_t)R : 0;
@@ -58,7 +70,8 @@ slm_status mdl_states_init(slm_model *m, slm_err *e) {
     return SLM_OK;
 }
 
-void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, int32_t i, mdl_state_spec *spec) {
+void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_k, slm_dtype kv_v, int32_t i,
+                       mdl_state_spec *spec) {
     const mdl_hparams *hp = &m->hp;
     memset(spec, 0, sizeof *spec);
     spec->name = m->state_names[i];
@@ -72,7 +85,7 @@ void mdl_state_spec_at(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype, in
     switch (spec->role) {
     case SLM_STATE_KV_KEY:
     case SLM_STATE_KV_VALUE:
-        spec->dtype = kv_dtype;
+        spec->dtype = spec->role == SLM_STATE_KV_KEY ? kv_k : kv_v;
         spec->ne[0] = (int64_t)(spec->role == SLM_STATE_KV_KEY ? hp->head_dim : hp->head_dim_v) * hp->n_head_kv;
         spec->ne[1] = n_ctx;
         if (kind == SLM_LAYER_SLIDING_ATTENTION) {

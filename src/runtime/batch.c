@@ -167,9 +167,10 @@ static slm_status check_batch(slm_session *const *sessions, const int32_t *token
         if (s->n_ctx != s0->n_ctx)
             return err_set(e, SLM_ERR_INVALID_ARG, "session %zu has a %d-token context, session 0 %d", i, s->n_ctx,
                            s0->n_ctx);
-        if (s->kv_dtype != s0->kv_dtype)
-            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu holds %s KV states, session 0 %s", i,
-                           slm_dtype_name(s->kv_dtype), slm_dtype_name(s0->kv_dtype));
+        if (s->kv_dtype != s0->kv_dtype || s->kv_dtype_v != s0->kv_dtype_v)
+            return err_set(e, SLM_ERR_INVALID_ARG, "session %zu holds %s K and %s V states, session 0 %s and %s", i,
+                           slm_dtype_name(s->kv_dtype), slm_dtype_name(s->kv_dtype_v), slm_dtype_name(s0->kv_dtype),
+                           slm_dtype_name(s0->kv_dtype_v));
         if (strcmp(s->be->vt->kernels(s->be), s0->be->vt->kernels(s0->be)) != 0)
             return err_set(e, SLM_ERR_INVALID_ARG, "session %zu runs the %s kernels, session 0 %s", i,
                            s->be->vt->kernels(s->be), s0->be->vt->kernels(s0->be));

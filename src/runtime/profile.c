@@ -89,7 +89,8 @@ static slm_status profile_run(slm_plan *pl, const int32_t *prompt, int32_t n_pro
                               int32_t n_threads, slm_err *e) {
     slm_session_params sp = slm_session_params_default();
     sp.n_threads = n_threads;
-    sp.kv_type = params_kv_type(pl->kv_dtype);
+    sp.kv_type_k = params_kv_type(pl->kv_dtype);
+    sp.kv_type_v = params_kv_type(pl->kv_dtype_v);
     sp.kernels = pl->kernels;
     sp.checkpoint_interval = -1; /* one prefill call, not calls split at checkpoints */
     slm_session *s = NULL;

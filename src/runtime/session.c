@@ -20,9 +20,12 @@ SLM_API slm_session_params slm_session_params_default(void) {
     return p;
 }
 
+/* Bytes of a state (rows of alloc_ne[0] elements: whole blocks for Q8_0/Q4_0 KV states). */
 static size_t state_bytes(const g_state *st) {
-    size_t el = st->dtype == SLM_DTYPE_F16 ? 2 : 4, n = el;
-    for (int d = 0; d < 4; d++) n *= (size_t)st->alloc_ne[d];
+    uint64_t row = 0;
+    dtype_row_bytes(st->dtype, (uint64_t)st->alloc_ne[0], &row);
+    size_t n = (size_t)row;
+    for (int d = 1; d < 4; d++) n *= (size_t)st->alloc_ne[d];
     return n;
 }
 
@@ -87,6 +90,7 @@ slm_status sess_create_plan(const slm_model *model, slm_plan *pl, backend *be, i
     s->be = be;
     s->n_ctx = pl->n_ctx;
     s->kv_dtype = pl->kv_dtype;
+    s->kv_dtype_v = pl->kv_dtype_v;
     s->n_threads = n_threads > 0 ? n_threads : model ? model->n_threads : 1;
     s->fn_decode = graph_find_function(prog, "decode");
     s->fn_prefill = graph_find_function(prog, "prefill");
@@ -198,17 +202,19 @@ SLM_API slm_status slm_session_create(const slm_model *model, const slm_session_
     slm_status st = SLM_OK;
     slm_session_params p = params_or_default(params);
     int32_t n_ctx = model && p.n_ctx == 0 ? slm_model_n_ctx_default(model) : p.n_ctx;
-    slm_dtype kv = SLM_DTYPE_F16;
+    slm_dtype kv = SLM_DTYPE_F16, kv_v = SLM_DTYPE_F16;
+    int bad_val = 0;
+    const char *bad_kv = params_kv_dtypes(p.kv_type, p.kv_type_k, p.kv_type_v, &kv, &kv_v, &bad_val);
     g_program *prog = NULL;
     if (!model || !out) st = err_set(&e, SLM_ERR_INVALID_ARG, "slm_session_create: model and out are required");
-    else if (!params_kv_dtype(p.kv_type, &kv))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "kv_type %d is none of SLM_KV_DEFAULT, SLM_KV_F16, SLM_KV_F32", (int)p.kv_type);
+    else if (bad_kv)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "%s %d is none of " PARAMS_KV_NAMES, bad_kv, bad_val);
     else if (n_ctx < 1 || n_ctx > (1 << 24))
         st = err_set(&e, SLM_ERR_INVALID_ARG, "n_ctx %d is out of range [1, %d]", n_ctx, 1 << 24);
     else if (p.mtp && model->hp.n_nextn < 1)
         st = err_set(&e, SLM_ERR_UNSUPPORTED, "the model has no multi-token-prediction block (mtp needs a Qwen3.5 "
                      "model converted with it: qwen35.nextn_predict_layers)");
-    else if ((st = mdl_build_program_ex(model, n_ctx, kv, p.embeddings, p.mtp, &prog, &e)) == SLM_OK)
+    else if ((st = mdl_build_program_ex(model, n_ctx, kv, kv_v, p.embeddings, p.mtp, &prog, &e)) == SLM_OK)
         st = create_compiled(model, prog, p.n_threads, n_ctx, kv, p.kernels, p.no_repack, out, &e);
     if (st == SLM_OK && p.mtp) {
         (*out)->mtp_embd = model->hp.n_embd;
@@ -236,7 +242,10 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
     if (err && err_cap) err[0] = '\0';
     slm_session_params p = params_or_default(params);
     slm_status st = SLM_OK;
-    slm_dtype kv = SLM_DTYPE_F16;
+    slm_dtype kv = SLM_DTYPE_F16, kv_v = SLM_DTYPE_F16;
+    int bad_val = 0;
+    const char *bad_kv = params_kv_dtypes(p.kv_type, p.kv_type_k, p.kv_type_v, &kv, &kv_v, &bad_val);
+    bool kv_given = p.kv_type != SLM_KV_DEFAULT || p.kv_type_k != SLM_KV_DEFAULT || p.kv_type_v != SLM_KV_DEFAULT;
     uint8_t fm[16] = {0}, fp[16] = {0};
     if (model) slm_model_fingerprint(model, fm);
     if (plan && plan->model) slm_model_fingerprint(plan->model, fp);
@@ -250,9 +259,12 @@ SLM_API slm_status slm_session_create_from_plan(const slm_model *model, const sl
                      plan->target->executable_why);
     else if (p.n_ctx != 0 && p.n_ctx != plan->n_ctx)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for a %d-token context, not %d", plan->n_ctx, p.n_ctx);
-    else if (p.kv_type != SLM_KV_DEFAULT && !(params_kv_dtype(p.kv_type, &kv) && kv == plan->kv_dtype))
-        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for %s KV states, not kv_type %d",
-                     slm_dtype_name(plan->kv_dtype), (int)p.kv_type);
+    else if (bad_kv)
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "%s %d is none of " PARAMS_KV_NAMES, bad_kv, bad_val);
+    else if (kv_given && (kv != plan->kv_dtype || kv_v != plan->kv_dtype_v))
+        st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for KV states of %s K and %s V, not %s K and %s V",
+                     slm_dtype_name(plan->kv_dtype), slm_dtype_name(plan->kv_dtype_v), slm_dtype_name(kv),
+                     slm_dtype_name(kv_v));
     else if (kernels && strcmp(kernels, plan->kernels) != 0)
         st = err_set(&e, SLM_ERR_INVALID_ARG, "the plan was compiled for the %s kernels, not %s", plan->kernels, kernels);
     if (st == SLM_OK) {
@@ -680,8 +692,10 @@ slm_status sess_run_accept(slm_session *s, const uint8_t *before, int32_t pos, i
 size_t sess_kv_row_bytes(const slm_session *s, int32_t i) {
     const g_state *gs = &s->prog->states[i];
     if (sess_state_checkpointed(&s->states[i]) || gs->pos_axis != gs->n_dims - 1) return 0;
-    size_t row = gs->dtype == SLM_DTYPE_F16 ? 2 : 4;
-    for (int d = 0; d < gs->n_dims - 1; d++) row *= (size_t)gs->alloc_ne[d];
+    uint64_t row0 = 0;
+    dtype_row_bytes(gs->dtype, (uint64_t)gs->alloc_ne[0], &row0);
+    size_t row = (size_t)row0;
+    for (int d = 1; d < gs->n_dims - 1; d++) row *= (size_t)gs->alloc_ne[d];
     return row;
 }
 

@@ -69,7 +69,8 @@ struct slm_session {
     backend *be;
     int32_t n_threads;
     int32_t n_ctx;
-    slm_dtype kv_dtype;
+    slm_dtype kv_dtype;    /* the K states' dtype */
+    slm_dtype kv_dtype_v;  /* the V states' */
     sess_state *states;    /* (prog->n_states) */
     uint8_t *state_block;  /* every states[i].buf[b], 64-byte aligned */
     memplan plans[G_MAX_FUNCTIONS];

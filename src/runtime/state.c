@@ -6,10 +6,11 @@
  * Exactness rests on batch invariance of the kernels: replaying history[c, p) in any chunking
  * recomputes bit for bit what the original calls computed, so a rollback equals an uninterrupted
  * run. State file layout (little-endian):
- *   "SLMSTATE" | u32 version (1) | u32 0 | u8 fingerprint[16] | u32 n_ctx | u32 kv dtype | u32 pos |
- *   u32 n_states | per state: u32 name_len, name, u32 role, u32 dtype, u32 n_dims, u64 ne[4]
+ *   "SLMSTATE" | u32 version (2) | u32 0 | u8 fingerprint[16] | u32 n_ctx | u32 K dtype | u32 V dtype |
+ *   u32 pos | u32 n_states | per state: u32 name_len, name, u32 role, u32 dtype, u32 n_dims, u64 ne[4]
  *   (allocated), u64 n_bytes, data | u32 n_history, i32 history[n_history] | u64 XXH3-64 of all
- *   preceding bytes. KV states store positions [0, pos) only. */
+ *   preceding bytes. KV states store positions [0, pos) only (rows of whole Q8_0/Q4_0 blocks for
+ *   quantised KV states). Version 1 (read too) has no V dtype: V states of the K dtype. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static int32_t default_interval(size_t ckpt_bytes) {
 }
 #define CKPT_DEFAULT_BUDGET_MIB 256
 #define STATE_MAGIC "SLMSTATE"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
 
@@ -369,7 +370,8 @@ struct slm_snapshot {
     const slm_model *model;
     uint8_t fingerprint[16];
     int32_t n_ctx;
-    slm_dtype kv_dtype;
+    slm_dtype kv_dtype;   /* K states */
+    slm_dtype kv_dtype_v; /* V states */
     int32_t pos;
     int32_t n_states;
     snap_state *states;
@@ -426,6 +428,7 @@ SLM_API slm_status slm_session_snapshot(slm_session *s, slm_snapshot **out) {
     session_fingerprint(s, snap->fingerprint);
     snap->n_ctx = s->n_ctx;
     snap->kv_dtype = s->kv_dtype;
+    snap->kv_dtype_v = s->kv_dtype_v;
     memcpy(snap->history, s->history, (size_t)s->pos * sizeof(int32_t));
     snap->total_bytes = (uint64_t)s->pos * sizeof(int32_t);
     for (int32_t i = 0; i < s->prog->n_states; i++) {
@@ -456,9 +459,10 @@ static slm_status snapshot_compatible(slm_session *s, const slm_snapshot *snap, 
         return err_set(&s->err, SLM_ERR_STATE, "%s comes from another model (fingerprint differs)", what);
     if (snap->n_ctx != s->n_ctx)
         return err_set(&s->err, SLM_ERR_STATE, "%s has context size %d, the session %d", what, snap->n_ctx, s->n_ctx);
-    if (snap->kv_dtype != s->kv_dtype)
-        return err_set(&s->err, SLM_ERR_STATE, "%s has %s KV states, the session %s", what,
-                       slm_dtype_name(snap->kv_dtype), slm_dtype_name(s->kv_dtype));
+    if (snap->kv_dtype != s->kv_dtype || snap->kv_dtype_v != s->kv_dtype_v)
+        return err_set(&s->err, SLM_ERR_STATE, "%s has %s K and %s V states, the session %s and %s", what,
+                       slm_dtype_name(snap->kv_dtype), slm_dtype_name(snap->kv_dtype_v), slm_dtype_name(s->kv_dtype),
+                       slm_dtype_name(s->kv_dtype_v));
     if (snap->n_states != s->prog->n_states)
         return err_set(&s->err, SLM_ERR_STATE, "%s has %d states, the session %d", what, snap->n_states, s->prog->n_states);
     if (snap->pos < 0 || snap->pos > s->n_ctx)
@@ -508,6 +512,8 @@ SLM_API slm_status slm_session_fork(const slm_snapshot *snap, const slm_session_
     params_read(&p, sizeof p, params);
     p.n_ctx = snap->n_ctx;
     p.kv_type = params_kv_type(snap->kv_dtype);
+    p.kv_type_k = params_kv_type(snap->kv_dtype);
+    p.kv_type_v = params_kv_type(snap->kv_dtype_v);
     slm_session *s = NULL;
     slm_status st = slm_session_create(snap->model, &p, &s, err, err_cap);
     if (st) return st;
@@ -543,6 +549,7 @@ static bool write_state(slm_session *s, FILE *f, XXH3_state_t *h) {
     session_fingerprint(s, fp);
     bool ok = put(f, h, STATE_MAGIC, 8) && put_u32(f, h, STATE_VERSION) && put_u32(f, h, 0) && put(f, h, fp, 16) &&
               put_u32(f, h, (uint32_t)s->n_ctx) && put_u32(f, h, (uint32_t)s->kv_dtype) &&
+              put_u32(f, h, (uint32_t)s->kv_dtype_v) &&
               put_u32(f, h, (uint32_t)s->pos) && put_u32(f, h, (uint32_t)s->prog->n_states);
     for (int32_t i = 0; ok && i < s->prog->n_states; i++) {
         const g_state *gs = &s->prog->states[i];
@@ -628,13 +635,16 @@ slm_status sess_parse_state_file(slm_session *s, const uint8_t *data, size_t siz
     rd r;
     rd_init(&r, data, size, e);
     const uint8_t *magic, *fp, *hist, *sum;
-    uint32_t version, reserved, n_ctx, kv_dtype, pos, n_states, n_hist;
+    uint32_t version, reserved, n_ctx, kv_dtype, kv_dtype_v, pos, n_states, n_hist;
     if (rd_bytes(&r, "magic", 8, &magic) || rd_u32(&r, "version", &version)) return truncated(e);
-    if (version != STATE_VERSION)
-        return err_set(e, SLM_ERR_STATE, "unknown state file format version %u (this statelm reads %u)", version,
+    if (version != STATE_VERSION && version != 1)
+        return err_set(e, SLM_ERR_STATE, "unknown state file format version %u (this statelm reads 1 and %u)", version,
                        STATE_VERSION);
     if (rd_u32(&r, "reserved", &reserved) || rd_bytes(&r, "model fingerprint", 16, &fp) ||
-        rd_u32(&r, "n_ctx", &n_ctx) || rd_u32(&r, "kv dtype", &kv_dtype) || rd_u32(&r, "position", &pos) ||
+        rd_u32(&r, "n_ctx", &n_ctx) || rd_u32(&r, "K dtype", &kv_dtype))
+        return truncated(e);
+    kv_dtype_v = kv_dtype;
+    if ((version >= 2 && rd_u32(&r, "V dtype", &kv_dtype_v)) || rd_u32(&r, "position", &pos) ||
         rd_u32(&r, "state count", &n_states))
         return truncated(e);
     if (n_states > (uint32_t)rd_left(&r) / 56) /* each state takes at least 56 bytes */
@@ -648,6 +658,7 @@ slm_status sess_parse_state_file(slm_session *s, const uint8_t *data, size_t siz
     memcpy(snap->fingerprint, fp, 16);
     snap->n_ctx = (int32_t)(n_ctx > INT32_MAX ? INT32_MAX : n_ctx);
     snap->kv_dtype = (slm_dtype)kv_dtype;
+    snap->kv_dtype_v = (slm_dtype)kv_dtype_v;
     for (uint32_t i = 0; i < n_states && !st; i++) {
         snap_state *ss = &snap->states[i];
         uint32_t name_len, role, dtype, n_dims;

@@ -3,7 +3,8 @@
  * the quantised matmuls (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 in the file layout; the eight types with tiles
  * on the repacked tiles, whole matrices and ranges from tile 2, and 1-9, 12 and 17 columns; Q4_K,
  * Q5_K, Q6_K in the file layout)
- * and the float matmuls (F32, F16, BF16). cpu.h's canonical arithmetic makes every tier give the
+ * and the float matmuls (F32, F16, BF16), and attention over Q8_0 / Q4_0 K and V states (attn_chunk_q,
+ * windows and rings included). cpu.h's canonical arithmetic makes every tier give the
  * same bits, so the portable C is the reference. Cross-compiled for aarch64 with the
  * dot-product extension and run under qemu-user by tests/cross/run_neon.sh (the CI machine is x86);
  * only the kernel files are linked. Exit status 0 when every case matches. */
@@ -111,6 +112,54 @@ static int few_cols(const cpu_isa *neon, const cpu_isa *ref, const uint32_t *typ
     return cases;
 }
 
+/* A KV state of rows x w elements of type t (Q8_0, Q4_0 with finite f16 scales; F16): random. */
+static uint8_t *rand_kv(uint32_t t, int64_t w, int64_t rows) {
+    size_t bb = t == SLM_DTYPE_Q8_0 ? 34 : t == SLM_DTYPE_Q4_0 ? 18 : 64, n = (size_t)(w / 32 * rows);
+    uint8_t *p = malloc(bb * n);
+    for (size_t b = 0; b < n; b++) {
+        uint8_t *blk = p + b * bb;
+        for (size_t i = 0; i < bb; i++) blk[i] = (uint8_t)next_u64();
+        if (t == SLM_DTYPE_F16)
+            for (int i = 0; i < 32; i++) {
+                uint16_t h = f32_to_f16(frand());
+                memcpy(blk + 2 * i, &h, 2);
+            }
+        else {
+            uint16_t d = f32_to_f16(0.02f * (1.0f + frand()));
+            memcpy(blk, &d, 2);
+        }
+    }
+    return p;
+}
+
+/* attn_chunk_q on the NEON table against the portable C, bit for bit (cpu_attn_block_q: every chunk
+ * of keys, folded; several chunks from 128 keys on). */
+static int attention_q(const cpu_isa *neon, const cpu_isa *ref) {
+    const uint32_t kts[] = {SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_0, SLM_DTYPE_Q8_0, SLM_DTYPE_F16};
+    const uint32_t vts[] = {SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_0, SLM_DTYPE_F16, SLM_DTYPE_Q4_0};
+    int cases = 0;
+    for (int trial = 0; trial < 16; trial++) {
+        uint32_t kt = kts[trial % 4], vt = vts[trial % 4];
+        int64_t hd = 32 * irand(1, 8), G = irand(1, 4), T = trial < 4 ? 1 : irand(1, 9);
+        int64_t window = trial % 3 == 2 ? irand(1, 60) : 0, ring = window ? 16 * irand(5, 8) : 0;
+        int64_t nk0 = irand(1, trial % 2 ? 600 : 100), rows = ring ? ring : nk0 + T;
+        uint8_t *k = rand_kv(kt, hd, rows), *v = rand_kv(vt, hd, rows);
+        float *q = malloc(sizeof(float) * (size_t)(hd * G * T));
+        for (int64_t i = 0; i < hd * G * T; i++) q[i] = frand();
+        size_t ny = (size_t)(hd * G * T), sb = cpu_attn_scratch_bytes(hd, hd, T * G);
+        float *y_ref = calloc(ny, sizeof(float)), *y = calloc(ny, sizeof(float));
+        void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
+        cpu_attn_block_q(ref, q, hd * G, T, G, k, v, kt, vt, hd, hd, hd, hd, nk0, window, ring, 0.125f, y_ref, hd * G,
+                         scratch);
+        cpu_attn_block_q(neon, q, hd * G, T, G, k, v, kt, vt, hd, hd, hd, hd, nk0, window, ring, 0.125f, y, hd * G,
+                         scratch);
+        check(memcmp(y, y_ref, ny * sizeof(float)) == 0, "attn_chunk_q", kt, hd, T * G, vt);
+        free(k), free(v), free(q), free(y_ref), free(y), free(scratch);
+        cases++;
+    }
+    return cases;
+}
+
 int main(void) {
     const cpu_isa *neon = cpu_isa_neon(), *ref = cpu_isa_generic();
     if (!neon) {
@@ -196,6 +245,7 @@ int main(void) {
         }
     }
     cases += few_cols(neon, ref, quant, sizeof quant / sizeof quant[0]);
+    cases += attention_q(neon, ref);
     printf("%s: %d cases, %d failures\n", name, cases, failures);
     return failures ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 /* fuzz_state.c — libFuzzer target for the state-file parser (runtime/state.c,
  * sess_parse_state_file, the step under slm_session_load). Loads, once, the tiny Qwen3.5 model
  * (tests/data/tiny/qwen35/qwen35-f32.gguf: KV, conv and recurrent states) and a session with
- * n_ctx 64 and f16 KV, the settings the seeds were saved with (scripts/gen_state_corpus.sh). Each
+ * n_ctx 64 and f16 KV, the settings the seeds were saved with (scripts/gen_state_corpus.sh; a seed of
+ * q8_0/q4_0 KV caches reaches the type check, a version 1 seed the old header). Each
  * input is parsed twice: as given, and with its last 8 bytes replaced by the XXH3-64 of the rest,
  * so mutations also reach the checks behind the checksum. Checks: a refusal sets no snapshot, a
  * message, and leaves the session at position 0; an accepted file restores, gives the session its

@@ -213,11 +213,32 @@ static void session_params(void **unused) {
     s = session(m, &def);
     expect_session(s, N_CTX, SLM_DTYPE_F16, ref);
     slm_session_destroy(s);
-    def.kv_type = (slm_kv_type)3;
+    def.kv_type = (slm_kv_type)9;
     char err[256];
     assert_int_equal(slm_session_create(m, &def, &s, err, sizeof err), SLM_ERR_INVALID_ARG);
     assert_null(s);
-    assert_non_null(strstr(err, "kv_type 3"));
+    assert_non_null(strstr(err, "kv_type 9"));
+    def.kv_type = SLM_KV_DEFAULT;
+    def.kv_type_v = (slm_kv_type)-1;
+    assert_int_equal(slm_session_create(m, &def, &s, err, sizeof err), SLM_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "kv_type_v -1"));
+    /* quantised caches need a head dimension that is a multiple of 32 (this model's is 16) */
+    def.kv_type_v = SLM_KV_DEFAULT;
+    def.kv_type_k = SLM_KV_Q8_0;
+    assert_int_equal(slm_session_create(m, &def, &s, err, sizeof err), SLM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "a quantised K cache needs a head dimension that is a multiple of 32"));
+    def.kv_type_k = SLM_KV_DEFAULT;
+    /* the struct before kv_type_k/_v, its trailing padding holding junk: those fields are not read */
+    size_t old_size = offsetof(slm_session_params, kv_type_k);
+    uint8_t *old_full = malloc(old_size);
+    memcpy(old_full, &def, old_size);
+    memset(old_full + offsetof(slm_session_params, embeddings) + 1, 0xA5,
+           old_size - offsetof(slm_session_params, embeddings) - 1);
+    memcpy(old_full, &old_size, sizeof old_size);
+    s = session(m, old_full);
+    expect_session(s, N_CTX, SLM_DTYPE_F16, ref);
+    slm_session_destroy(s);
+    free(old_full);
     slm_session_destroy(ref);
     slm_model_destroy(m);
 }

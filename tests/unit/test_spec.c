@@ -58,9 +58,13 @@ static slm_model *load(const char *arch) {
     return m;
 }
 
+/* The KV cache type of every session (quantised_kv sets it; SLM_KV_DEFAULT: f16). */
+static slm_kv_type g_kv;
+
 static slm_session *new_session(const slm_model *m, int32_t n_ctx) {
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
+    p.kv_type = g_kv;
     p.n_threads = 1;
     p.checkpoint_interval = 8; /* accept must keep checkpoints consistent across interval boundaries */
     slm_session *s = NULL;
@@ -316,6 +320,32 @@ static void spec_drafter(draft_kind kind) {
         if (dm != m) slm_model_destroy(dm);
         slm_model_destroy(m);
     }
+}
+
+/* Quantised KV caches (q8_0, q4_0) on the models of head dimension 32: verify/accept at every
+ * draft length and keep count, then rollback, snapshots and state files (check_verify_accept), and
+ * speculative decoding with wrong and right drafts, against plain greedy decoding with the same
+ * cache type, bit for bit. */
+static void quantised_kv(void **u) {
+    (void)u;
+    static const char *const qarchs[] = {"qwen3", "qwen35", "gemma3"};
+    for (int kv = 0; kv < 2; kv++)
+        for (int a = 0; a < 3; a++) {
+            g_kv = kv ? SLM_KV_Q4_0 : SLM_KV_Q8_0;
+            slm_model *m = load(qarchs[a]);
+            ref_run r;
+            reference(m, &r);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s KV", qarchs[a], kv ? "q4_0" : "q8_0");
+            for (int k = 1; k <= 4; k += slow_build ? 2 : 1)
+                for (int n_keep = 0; n_keep <= k; n_keep++) check_verify_accept(m, &r, 3, k, n_keep, what);
+            check_spec(m, NULL, &r, DRAFT_WRONG, 4, true, what);
+            check_spec(m, NULL, &r, DRAFT_ORACLE, 4, true, what);
+            check_spec(m, NULL, &r, DRAFT_LOOKUP, 8, false, what);
+            free(r.logits);
+            slm_model_destroy(m);
+            g_kv = SLM_KV_DEFAULT;
+        }
 }
 
 static void spec_lookup(void **u) { (void)u, spec_drafter(DRAFT_LOOKUP); }
@@ -708,7 +738,7 @@ int main(void) {
         cmocka_unit_test(spec_draft_same_model), cmocka_unit_test(spec_draft_other_model),
         cmocka_unit_test(bad_input),          cmocka_unit_test(draft_tokenizer_differs),
         cmocka_unit_test(sampling_point_mass), cmocka_unit_test(sampling_draft_model),
-        cmocka_unit_test(sampling_same_model), cmocka_unit_test(sampling_mtp),
+        cmocka_unit_test(sampling_same_model), cmocka_unit_test(sampling_mtp), cmocka_unit_test(quantised_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

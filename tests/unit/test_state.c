@@ -5,7 +5,11 @@
  *       and between checkpoints (interval 4), with thinning and with spilled checkpoints;
  *   (c) save, load in a new process (this binary re-executed), continue equals an uninterrupted run;
  * fork, prefix reuse (sync), and every refusal reason of restore and load, each leaving the session
- * unchanged (checked by continuing and comparing with the uninterrupted run). */
+ * unchanged (checked by continuing and comparing with the uninterrupted run). (a)-(c) and sync also
+ * run with quantised KV caches (q8_0, q4_0, K and V of different types) on the models whose head
+ * dimension is a multiple of 32 (gemma3 with its rings, qwen3, qwen35): the uninterrupted run then
+ * has the same KV types. A file of other KV types is refused with a message naming them; a
+ * version 1 file (no V dtype) still loads. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -16,11 +20,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "runtime/session.h" /* white box: a budget smaller than 1 MiB for the tiny models */
 #include "statelm.h"
 
 enum { N_TOK = 40, N_CTX = 64 };
 static int32_t toks[N_TOK];
+/* The K and V cache types of every session the checks create (SLM_KV_DEFAULT: the kv argument). */
+static slm_kv_type g_kv_k, g_kv_v;
 
 static void make_tokens(int32_t n_vocab) {
     uint32_t x = 12345;
@@ -44,12 +52,22 @@ static slm_session *new_session(const slm_model *m, int32_t n_ctx, slm_dtype kv,
     slm_session_params p = slm_session_params_default();
     p.n_ctx = n_ctx;
     p.kv_type = kv == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+    p.kv_type_k = g_kv_k;
+    p.kv_type_v = g_kv_v;
     p.n_threads = 2;
     p.checkpoint_interval = interval;
     p.checkpoint_dir = dir;
     slm_session *s = NULL;
     char err[512];
     if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
+    for (int32_t i = 0; i < slm_session_n_states(s); i++) { /* the session holds the types asked for */
+        slm_state_info info;
+        assert_int_equal(slm_session_state(s, i, &info), SLM_OK);
+        slm_kv_type want = info.role == SLM_STATE_KV_KEY ? g_kv_k : info.role == SLM_STATE_KV_VALUE ? g_kv_v : SLM_KV_DEFAULT;
+        static const slm_dtype of[] = {SLM_DTYPE_F16, SLM_DTYPE_F16, SLM_DTYPE_F32, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_0};
+        if (want != SLM_KV_DEFAULT && info.dtype != of[want])
+            fail_msg("state %s is %s, not %s", info.name, slm_dtype_name(info.dtype), slm_dtype_name(of[want]));
+    }
     if (budget_ckpts > 0) s->ckpt_budget = (size_t)budget_ckpts * s->ckpt_bytes;
     return s;
 }
@@ -192,7 +210,10 @@ static void check_save_load_new_process(const char *path) {
     slm_session_destroy(s);
     pid_t pid = fork();
     if (pid == 0) {
-        execl("/proc/self/exe", "test_state", "--child", path, state, out, (char *)NULL);
+        char kk[8], kv[8];
+        snprintf(kk, sizeof kk, "%d", (int)g_kv_k);
+        snprintf(kv, sizeof kv, "%d", (int)g_kv_v);
+        execl("/proc/self/exe", "test_state", "--child", path, state, out, kk, kv, (char *)NULL);
         _exit(127);
     }
     int status = 0;
@@ -216,7 +237,7 @@ static void check_save_load_new_process(const char *path) {
 }
 
 /* The child: load the model and the state file, decode the rest, write the logits. */
-static int child_main(const char *model, const char *state, const char *out) {
+static int child_main(const char *model, const char *state, const char *out, slm_kv_type kk, slm_kv_type kv) {
     slm_model *m = NULL;
     char err[512];
     if (slm_model_load(model, NULL, &m, err, sizeof err) != SLM_OK) return 2;
@@ -224,6 +245,8 @@ static int child_main(const char *model, const char *state, const char *out) {
     slm_session_params p = slm_session_params_default();
     p.n_ctx = N_CTX;
     p.n_threads = 2;
+    p.kv_type_k = kk;
+    p.kv_type_v = kv;
     slm_session *s = NULL;
     if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) return 3;
     if (slm_session_load(s, state) != SLM_OK) return 4;
@@ -329,7 +352,7 @@ static void refusals(void **unused) {
     slm_session_destroy(o);
     o = new_session(m, N_CTX, SLM_DTYPE_F32, 0, 0, NULL);
     assert_int_equal(slm_session_save(o, bad), SLM_OK);
-    expect_refused(m, ref, s, bad, SLM_ERR_STATE, "f32 KV states");
+    expect_refused(m, ref, s, bad, SLM_ERR_STATE, "f32 K and f32 V states");
     slm_session_destroy(o);
     /* and the good file loads */
     assert_int_equal(slm_session_load(s, good), SLM_OK);
@@ -477,6 +500,85 @@ static void rollback_gemma3_thinned(void **u) {
 static void sync_gemma3(void **u) { (void)u, check_sync(tu_data_path("tiny/gemma3/gemma3-f32.gguf")); }
 static void newproc_gemma3(void **u) { (void)u, check_save_load_new_process(tu_data_path("tiny/gemma3/gemma3-f32.gguf")); }
 
+/* Quantised KV caches: every check above with K and V of these types. */
+static void with_kv(slm_kv_type k, slm_kv_type v, const char *rel) {
+    g_kv_k = k, g_kv_v = v;
+    const char *path = tu_data_path(rel);
+    check_snapshot(path);
+    check_rollback(path, 0, NULL);
+    check_sync(path);
+    check_save_load_new_process(path);
+    g_kv_k = g_kv_v = SLM_KV_DEFAULT;
+}
+static void kvq8_gemma3(void **u) { (void)u, with_kv(SLM_KV_Q8_0, SLM_KV_Q8_0, "tiny/gemma3/gemma3-f32.gguf"); }
+static void kvq4_gemma3(void **u) { (void)u, with_kv(SLM_KV_Q4_0, SLM_KV_Q4_0, "tiny/gemma3/gemma3-f32.gguf"); }
+static void kvq8_qwen35(void **u) { (void)u, with_kv(SLM_KV_Q8_0, SLM_KV_Q8_0, "tiny/qwen35/qwen35-f32.gguf"); }
+static void kvmix_qwen3(void **u) { (void)u, with_kv(SLM_KV_Q8_0, SLM_KV_F16, "tiny/qwen3/qwen3-f32.gguf"); }
+static void kvmix_gemma3(void **u) { (void)u, with_kv(SLM_KV_F32, SLM_KV_Q4_0, "tiny/gemma3/gemma3-q8_0.gguf"); }
+
+/* Writes the version 1 layout of state file image img (version 2 less its V dtype; V = K). */
+static void write_v1(const char *path, const uint8_t *img, size_t n) {
+    uint8_t *v1 = malloc(n - 4);
+    memcpy(v1, img, 40); /* magic, version, 0, fingerprint, n_ctx, K dtype */
+    memcpy(v1 + 40, img + 44, n - 44);
+    v1[8] = 1;
+    uint64_t sum = XXH3_64bits(v1, n - 12);
+    for (int k = 0; k < 8; k++) v1[n - 12 + (size_t)k] = (uint8_t)(sum >> (8 * k));
+    write_bytes(path, v1, n - 4);
+    free(v1);
+}
+
+/* A state file or snapshot of other KV types is refused, naming them; a version 1 file loads. */
+static void kv_type_refusals(void **unused) {
+    (void)unused;
+    slm_model *m = load_model(tu_data_path("tiny/gemma3/gemma3-f32.gguf"));
+    float *ref = uninterrupted(m); /* f16 K and V */
+    char *dir = tu_temp_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/state", dir);
+    slm_session *s = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+    const float *l;
+    assert_int_equal(slm_session_prefill(s, toks, 11, &l), SLM_OK);
+    const slm_kv_type kinds[][2] = {{SLM_KV_Q8_0, SLM_KV_Q8_0}, {SLM_KV_Q4_0, SLM_KV_Q4_0}, {SLM_KV_F16, SLM_KV_Q8_0}};
+    const char *want[] = {"q8_0 K and q8_0 V states, the session f16 and f16", "q4_0 K and q4_0 V states",
+                          "f16 K and q8_0 V states"};
+    for (int i = 0; i < 3; i++) {
+        g_kv_k = kinds[i][0], g_kv_v = kinds[i][1];
+        slm_session *o = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+        g_kv_k = g_kv_v = SLM_KV_DEFAULT;
+        assert_int_equal(slm_session_prefill(o, toks, 5, &l), SLM_OK);
+        assert_int_equal(slm_session_save(o, path), SLM_OK);
+        expect_refused(m, ref, s, path, SLM_ERR_STATE, want[i]);
+        slm_snapshot *snap = NULL;
+        assert_int_equal(slm_session_snapshot(o, &snap), SLM_OK);
+        assert_int_equal(slm_session_restore(s, snap), SLM_ERR_STATE);
+        assert_non_null(strstr(slm_session_errmsg(s), want[i]));
+        slm_snapshot_destroy(snap);
+        slm_session_destroy(o);
+    }
+    continue_and_compare(s, m, ref, 11, "after the refusals");
+    /* the version 1 layout of an f16 file loads and continues exactly */
+    slm_session *o = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+    assert_int_equal(slm_session_prefill(o, toks, 13, &l), SLM_OK);
+    assert_int_equal(slm_session_save(o, path), SLM_OK);
+    size_t n = 0;
+    uint8_t *img = tu_read_file(path, &n);
+    assert_non_null(img);
+    write_v1(path, img, n);
+    slm_session *f = new_session(m, N_CTX, SLM_DTYPE_F16, 0, 0, NULL);
+    if (slm_session_load(f, path) != SLM_OK) fail_msg("version 1 file: %s", slm_session_errmsg(f));
+    continue_and_compare(f, m, ref, 13, "version 1 file");
+    free(img);
+    slm_session_destroy(f);
+    slm_session_destroy(o);
+    slm_session_destroy(s);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+    free(ref);
+    slm_model_destroy(m);
+}
+
 /* The full-size random LFM2-350M shape, where generated (scripts/gen_tiny_models.py --full). */
 static const char *full_lfm2(void) {
     static char path[1024];
@@ -533,7 +635,8 @@ static void conv_steps(void **u) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 5 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3], argv[4]);
+    if (argc == 7 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2], argv[3], argv[4], (slm_kv_type)atoi(argv[5]), (slm_kv_type)atoi(argv[6]));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_llama),   cmocka_unit_test(snapshot_lfm2),    cmocka_unit_test(snapshot_qwen35),
         cmocka_unit_test(rollback_llama),   cmocka_unit_test(rollback_lfm2),    cmocka_unit_test(rollback_qwen35),
@@ -544,6 +647,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(snapshot_gemma3),  cmocka_unit_test(rollback_gemma3),  cmocka_unit_test(rollback_gemma3_thinned),
         cmocka_unit_test(sync_gemma3),      cmocka_unit_test(newproc_gemma3),
         cmocka_unit_test(concurrent_saves),
+        cmocka_unit_test(kvq8_gemma3),      cmocka_unit_test(kvq4_gemma3),      cmocka_unit_test(kvq8_qwen35),
+        cmocka_unit_test(kvmix_qwen3),      cmocka_unit_test(kvmix_gemma3),     cmocka_unit_test(kv_type_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@ typedef struct bench_opts {
     const char *model;
     int32_t n_prompt, n_gen, n_depth, reps, n_threads, ckpt;
     bool json;
+    slm_kv_type kv_k, kv_v; /* --cache-type-k/-v */
 } bench_opts;
 
 static void usage_bench(void) {
@@ -35,7 +36,7 @@ static void usage_bench(void) {
          "  -t N      threads (default: the online CPUs; more are capped unless --force-threads)\n"
          "  --json    one JSON object on stdout (pp_tps, tg_tps: medians in tokens/s)\n"
          "  --ckpt N  checkpoint interval of the session (0 = library default, -1 = none); hybrid\n"
-         "            models split a prefill at checkpoint boundaries\n"
+         "            models split a prefill at checkpoint boundaries\n" CLI_KV_USAGE
          "environment: SLM_KERNELS=ref|generic|neon|i8mm|avx2|avxvnni|avx512|amx|auto selects the CPU kernels (a\n"
          "tier this CPU lacks is refused); the table and --json name the tier used");
 }
@@ -90,6 +91,19 @@ static double run_tg(slm_session *s, const slm_snapshot *depth, const int32_t *i
     return now_s() - t0;
 }
 
+/* The session's K and V state types and the bytes its KV states take. */
+static void kv_summary(const slm_session *s, const char **k, const char **v, uint64_t *bytes) {
+    *k = *v = "none";
+    *bytes = 0;
+    for (int32_t i = 0; i < slm_session_n_states(s); i++) {
+        slm_state_info st;
+        if (slm_session_state(s, i, &st) != SLM_OK) continue;
+        if (st.role != SLM_STATE_KV_KEY && st.role != SLM_STATE_KV_VALUE) continue;
+        *(st.role == SLM_STATE_KV_KEY ? k : v) = slm_dtype_name(st.dtype);
+        *bytes += st.size_bytes;
+    }
+}
+
 static void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
@@ -108,7 +122,7 @@ static void json_samples(const char *key, const double *v, int n) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o = {NULL, 512, 128, 0, 5, 0, 0, false};
+    bench_opts o = {NULL, 512, 128, 0, 5, 0, 0, false, SLM_KV_DEFAULT, SLM_KV_DEFAULT};
     bool force_threads = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -131,6 +145,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--ckpt")) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, -1, 1 << 24, &iv)) return 1;
             o.ckpt = (int32_t)iv;
+        } else if ((iv = cli_kv_option(argc, argv, &i, &o.kv_k, &o.kv_v)) != 0) {
+            if (iv < 0) return 1;
         } else if (!strcmp(a, "--json")) {
             o.json = true;
         } else if (!strcmp(a, "--force-threads")) {
@@ -152,6 +168,8 @@ int cmd_bench(int argc, char **argv) {
     int32_t n_test = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
     sp.n_ctx = o.n_depth + n_test > 16 ? o.n_depth + n_test : 16;
     sp.checkpoint_interval = o.ckpt;
+    sp.kv_type_k = o.kv_k;
+    sp.kv_type_v = o.kv_v;
     cli_apply_env(&sp, NULL);
     slm_session *s = NULL;
     slm_snapshot *depth = NULL;
@@ -221,6 +239,9 @@ int cmd_bench(int argc, char **argv) {
     if (o.n_prompt > 0) stats(pp, o.reps, &ppm, &ppl, &pph);
     if (o.n_gen > 0) stats(tg, o.reps, &tgm, &tgl, &tgh);
     int threads = o.n_threads ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *type_k, *type_v;
+    uint64_t kv_bytes;
+    kv_summary(s, &type_k, &type_v, &kv_bytes);
     if (o.json) {
         printf("{\"model\":");
         json_str(o.model);
@@ -232,7 +253,11 @@ int cmd_bench(int argc, char **argv) {
                "\"ckpt\":%d,\"kernels\":",
                (unsigned long long)slm_model_weight_bytes(m), threads, o.n_prompt, o.n_gen, o.n_depth, o.reps, o.ckpt);
         json_str(kernels);
-        printf(",");
+        printf(",\"type_k\":");
+        json_str(type_k);
+        printf(",\"type_v\":");
+        json_str(type_v);
+        printf(",\"kv_bytes\":%llu,\"n_ctx\":%d,", (unsigned long long)kv_bytes, slm_session_n_ctx(s));
         if (o.n_prompt > 0) {
             json_samples("pp_samples", pp_s, o.reps);
             printf("\"pp_tps\":%.4f,\"pp_min\":%.4f,\"pp_max\":%.4f,", ppm, ppl, pph);
@@ -261,7 +286,10 @@ int cmd_bench(int argc, char **argv) {
         if (o.n_gen > 0)
             printf("| %s | %s | %s | %d | %s | tg%d%s | %.2f | %.2f | %.2f |\n", name, slm_model_arch(m), size, threads,
                    kernels, o.n_gen, at, tgm, tgl, tgh);
-        printf("\npeak RSS %s over %d repetitions (+1 warm-up)\n", rss_s, o.reps);
+        char kv_s[32];
+        cli_fmt_bytes(kv_bytes, kv_s, sizeof kv_s);
+        printf("\npeak RSS %s over %d repetitions (+1 warm-up); KV cache K %s, V %s: %s for %d tokens\n", rss_s,
+               o.reps, type_k, type_v, kv_s, slm_session_n_ctx(s));
     }
     rc = 0;
 done:

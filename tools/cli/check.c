@@ -23,6 +23,8 @@ int cli_plan_open(const plan_opts *o, slm_model **m, slm_plan **pl) {
     pp.target = o->target;
     pp.n_ctx = o->n_ctx;
     pp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+    pp.kv_type_k = o->kv_k;
+    pp.kv_type_v = o->kv_v;
     pp.n_prefill = o->n_prefill;
     cli_apply_env(NULL, &pp);
     if ((st = slm_plan_create(*m, &pp, pl, err, sizeof err)) != SLM_OK) {
@@ -56,6 +58,8 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
             o->n_ctx = (int32_t)iv;
         } else if (!strcmp(a, "--kv-f32")) {
             o->kv_dtype = SLM_DTYPE_F32;
+        } else if ((iv = cli_kv_option(argc, argv, &i, &o->kv_k, &o->kv_v)) != 0) {
+            if (iv < 0) return 2;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!VALUE() || !cli_parse_i64(a, v, 1, 1024, &iv)) return 2;
             o->n_threads = (int32_t)iv;
@@ -83,7 +87,7 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             if (is_plan)
                 puts("usage: statelm plan -m MODEL [--target cpu|cuda|ane] [--json] [--simulate [-n STEPS]\n"
-                     "         [-p TEXT | --prompt-ids 1,2,3]] [-c N_CTX] [--kv-f32] [--prefill N]\n"
+                     "         [-p TEXT | --prompt-ids 1,2,3]] [-c N_CTX] [--kv-f32] [-ctk T] [-ctv T] [--prefill N]\n"
                      "         [--profile [-p P] [-n N] [-r REPS]] [-t N [--force-threads]]\n"
                      "  the compute plan: the nodes a session executes, in order (a fused node names its pass\n"
                      "  and the IR nodes it runs), per node op/shapes/dtype/device/kernel/bytes/FLOPs/share,\n"
@@ -101,7 +105,7 @@ int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan) {
                      "  Environment: SLM_KERNELS selects the CPU kernels the plan is compiled for.\n"
                      "  Shapes are in ggml order (ne[0] innermost).");
             else
-                puts("usage: statelm check -m MODEL [--target cpu|cuda|ane] [--json] [-c N_CTX] [--kv-f32]\n"
+                puts("usage: statelm check -m MODEL [--target cpu|cuda|ane] [--json] [-c N_CTX] [--kv-f32] [-ctk T] [-ctv T]\n"
                      "  every node and state write the target rejects or runs elsewhere, with the rule and the\n"
                      "  fix statelm applies. Exit status 0 when clean, 1 when not, 2 on errors.");
             return 0;

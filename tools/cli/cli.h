@@ -32,6 +32,7 @@ typedef struct plan_opts {
     int32_t n_profile_prompt; /* --profile: tokens of the timed prefill (-p P) */
     int32_t reps;             /* --profile: timed prefills */
     slm_dtype kv_dtype;
+    slm_kv_type kv_k, kv_v;   /* -ctk/-ctv (SLM_KV_DEFAULT: kv_dtype) */
 } plan_opts;
 /* Parses check/plan options: -1 to continue, else an exit code (0 after --help, 2 on errors). */
 int cli_plan_parse(int argc, char **argv, plan_opts *o, bool is_plan);
@@ -71,6 +72,14 @@ bool cli_parse_f64(const char *opt, const char *s, double lo, double hi, double 
 bool cli_sampler_is_argmax(const slm_sampler_params *p);
 /* Fetches the value of option argv[*i] (advancing *i); NULL with a message when missing. */
 const char *cli_value(int argc, char **argv, int *i);
+/* --cache-type-k / -ctk TYPE and --cache-type-v / -ctv TYPE (llama.cpp's spellings; TYPE f16, f32,
+ * q8_0 or q4_0) at argv[*i]: 1 when taken (*i past its value, *k or *v set), 0 when argv[*i] is
+ * neither, -1 after a usage error was printed. */
+int cli_kv_option(int argc, char **argv, int *i, slm_kv_type *k, slm_kv_type *v);
+/* Help lines of those options. */
+#define CLI_KV_USAGE                                                                                              \
+    "  -ctk, --cache-type-k T  the K cache's type: f16 (default), f32, q8_0, q4_0 (ggml's blocks)\n"            \
+    "  -ctv, --cache-type-v T  the V cache's type, the same choices\n"
 /* "1.5 MiB" style sizes. */
 void cli_fmt_bytes(uint64_t n, char *out, size_t cap);
 

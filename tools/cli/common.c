@@ -162,6 +162,25 @@ int32_t cli_cap_threads(int32_t n, bool force) {
     return (int32_t)n_cpu;
 }
 
+int cli_kv_option(int argc, char **argv, int *i, slm_kv_type *k, slm_kv_type *v) {
+    const char *a = argv[*i];
+    bool is_k = !strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k");
+    if (!is_k && strcmp(a, "-ctv") != 0 && strcmp(a, "--cache-type-v") != 0) return 0;
+    const char *val = cli_value(argc, argv, i);
+    if (!val) return -1;
+    static const struct {
+        const char *name;
+        slm_kv_type t;
+    } types[] = {{"f16", SLM_KV_F16}, {"f32", SLM_KV_F32}, {"q8_0", SLM_KV_Q8_0}, {"q4_0", SLM_KV_Q4_0}};
+    for (size_t j = 0; j < sizeof types / sizeof types[0]; j++)
+        if (!strcmp(val, types[j].name)) {
+            *(is_k ? k : v) = types[j].t;
+            return 1;
+        }
+    cli_fail("%s %s: not f16, f32, q8_0 or q4_0", a, val);
+    return -1;
+}
+
 void cli_warn_ctx(const slm_model *m, int32_t n_ctx, slm_dtype kv_dtype) {
     int32_t n_train = slm_model_n_ctx_train(m);
     if (n_train <= 0 || n_ctx <= n_train) return;

@@ -12,7 +12,7 @@
 
 static int usage(void) {
     puts("usage: statelm export -m MODEL --target coreml -o OUT.mlpackage [--ctx N] [--prefill-len P]\n"
-         "         [--weights f16] [--report] [--check-only] [--kv-f32]\n"
+         "         [--weights f16] [--report] [--check-only] [--kv-f32] [-ctk T] [-ctv T]\n"
          "  writes the legalised program of the model's ane plan (statelm plan --target ane) as a Core ML\n"
          "  ML Program (iOS 18 / macOS 15): functions prefill (P tokens, default 64) and decode (1 token,\n"
          "  the default) sharing weights and states; every state an f16 state input at its allocated shape.\n"
@@ -53,6 +53,8 @@ int cmd_export(int argc, char **argv) {
             weights = v;
         } else if (!strcmp(a, "--kv-f32")) {
             o.kv_dtype = SLM_DTYPE_F32;
+        } else if ((iv = cli_kv_option(argc, argv, &i, &o.kv_k, &o.kv_v)) != 0) {
+            if (iv < 0) return 2;
         } else if (!strcmp(a, "--check-only")) {
             check_only = true;
         } else if (!strcmp(a, "--report")) {

@@ -52,6 +52,7 @@ typedef struct gen_opts {
     bool ignore_eos;
     bool force_threads;
     slm_dtype kv_dtype;
+    slm_kv_type kv_k, kv_v; /* --cache-type-k/-v; SLM_KV_DEFAULT: kv_dtype */
     slm_sampler_params sp;
     const char *grammar_file; /* GBNF, or with schema_is_json a JSON Schema (run only) */
     bool schema_is_json;
@@ -72,7 +73,7 @@ static const char usage_common[] =
     "                       (templates written out in C, run instead of the model's own)\n"
     "  --system TEXT        system message for the chat template\n"
     "  --ignore-eos         keep generating after an end-of-generation token\n"
-    "  --kv-f32             keep the KV cache in f32 (default f16)\n";
+    "  --kv-f32             keep the KV cache in f32 (default f16)\n" CLI_KV_USAGE;
 
 static void usage_run(void) {
     fputs("usage: statelm run -m MODEL (-p TEXT | --prompt-ids 1,2,3) [options]\n"
@@ -218,6 +219,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o, bool is_chat) {
             o->ignore_eos = true;
         } else if (!strcmp(a, "--kv-f32")) {
             o->kv_dtype = SLM_DTYPE_F32;
+        } else if ((iv = cli_kv_option(argc, argv, &i, &o->kv_k, &o->kv_v)) != 0) {
+            if (iv < 0) return 2;
         } else if (!strcmp(a, "--force-threads")) {
             o->force_threads = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -507,6 +510,8 @@ static int open_all(const gen_opts *o, slm_model **m, slm_session **s, slm_sampl
     slm_session_params sp = slm_session_params_default();
     sp.n_ctx = o->n_ctx;
     sp.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+    sp.kv_type_k = o->kv_k;
+    sp.kv_type_v = o->kv_v;
     sp.n_threads = o->n_threads;
     sp.abort_fn = abort_on_interrupt;
     cli_apply_env(&sp, NULL);
@@ -539,6 +544,8 @@ static int open_spec(const gen_opts *o, slm_session *s, slm_sampler *smp, slm_mo
         slm_session_params p = slm_session_params_default();
         p.n_ctx = slm_session_n_ctx(s);
         p.kv_type = o->kv_dtype == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+        p.kv_type_k = o->kv_k;
+        p.kv_type_v = o->kv_v;
         p.n_threads = o->n_threads;
         p.abort_fn = abort_on_interrupt;
         cli_apply_env(&p, NULL);

@@ -14,9 +14,11 @@ int cmd_score(int argc, char **argv) {
     const char *model = NULL, *ids_arg = NULL;
     int64_t top_k = 1, n_threads = 0, n_ctx = 0;
     slm_dtype kv = SLM_DTYPE_F16;
+    slm_kv_type kv_k = SLM_KV_DEFAULT, kv_v = SLM_KV_DEFAULT;
     bool force_threads = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int64_t iv;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!(model = cli_value(argc, argv, &i))) return 1;
         } else if (!strcmp(a, "--prompt-ids")) {
@@ -29,12 +31,15 @@ int cmd_score(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i)) || !cli_parse_i64(a, v, 1, 1 << 24, &n_ctx)) return 1;
         } else if (!strcmp(a, "--kv-f32")) {
             kv = SLM_DTYPE_F32;
+        } else if ((iv = cli_kv_option(argc, argv, &i, &kv_k, &kv_v)) != 0) {
+            if (iv < 0) return 1;
         } else if (!strcmp(a, "--force-threads")) {
             force_threads = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             puts("usage: statelm score -m MODEL --prompt-ids 1,2,3 [--top K] [-t N [--force-threads]] [-c N_CTX]\n"
-                 "         [--kv-f32]\n"
-                 "  ids are separated by commas or spaces; -t beyond the CPU count is capped unless forced");
+                 "         [--kv-f32] [-ctk T] [-ctv T]\n"
+                 "  ids are separated by commas or spaces; -t beyond the CPU count is capped unless forced\n"
+                 CLI_KV_USAGE);
             return 0;
         } else {
             return cli_fail("score: unknown option '%s'", a);
@@ -63,6 +68,8 @@ int cmd_score(int argc, char **argv) {
         slm_session_params sp = slm_session_params_default();
         sp.n_ctx = n_ctx ? (int32_t)n_ctx : (int32_t)n_ids;
         sp.kv_type = kv == SLM_DTYPE_F32 ? SLM_KV_F32 : SLM_KV_F16;
+        sp.kv_type_k = kv_k;
+        sp.kv_type_v = kv_v;
         cli_apply_env(&sp, NULL);
         if ((st = slm_session_create(m, &sp, &s, err, sizeof err)) != SLM_OK) cli_name_env(err, sizeof err);
     }

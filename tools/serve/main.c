@@ -61,6 +61,7 @@ static void usage_serve(void) {
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
          "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         CLI_KV_USAGE
          "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
@@ -109,6 +110,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             o->no_prefix_reuse = true;
             continue;
         }
+        int kvo = cli_kv_option(argc, argv, &i, &o->kv_k, &o->kv_v);
+        if (kvo < 0) return 2;
+        if (kvo > 0) continue;
         if (!strcmp(a, "--embeddings")) {
             o->embeddings = true;
             continue;

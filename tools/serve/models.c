@@ -148,6 +148,8 @@ static bool model_load(serve_model *sm, char *err, size_t cap) {
     ep.queue_max = o->queue_max;
     ep.session.n_ctx = o->n_ctx;
     ep.session.n_threads = o->n_threads;
+    ep.session.kv_type_k = o->kv_k;
+    ep.session.kv_type_v = o->kv_v;
     cli_apply_env(&ep.session, NULL);
     ep.cache_mib = o->cache_mib;
     ep.state_dir = o->state_dir;

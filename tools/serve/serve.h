@@ -64,6 +64,7 @@ typedef struct serve_opts {
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     bool seed_set;               /* --seed: the seed of requests that give none (else random per request) */
+    slm_kv_type kv_k, kv_v;      /* --cache-type-k/-v (SLM_KV_DEFAULT: f16) */
     int32_t draft_max;
     int32_t port, parallel, n_ctx, n_threads, cache_mib, max_body_kib, max_tokens, queue_max, timeout_s;
     int32_t max_conns, max_conns_per_client; /* open connections accepted in all, and from one address */

@@ -158,6 +158,17 @@ typedef struct cpu_isa {
                        uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys0,
                        int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
                        void *scratch);
+    /* attn_chunk with K of type kt and V of type vt, at least one of them Q8_0 or Q4_0 (the other
+     * Q8_0, Q4_0, F16 or F32); hd, hdv, kstride, vstride and the head offsets of k and v are
+     * multiples of 32 for a quantised type, strides in elements. The arithmetic is attn_chunk's
+     * with each element read as its exact f32 value (Q8_0: d * q; Q4_0: d * (q - 8)), so a
+     * quantised state gives the bits attn_chunk gives on its dequantised copy: kern_attn_q.h, the
+     * same C in every tier. Same scratch and partials as attn_chunk; cpu_attn_block_q runs a whole
+     * block of rows (all chunks, fold, finish). */
+    void (*attn_chunk_q)(const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k, const void *v,
+                         uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                         int64_t n_keys0, int64_t window, int64_t ring, float scale, int64_t c0, float *part,
+                         void *scratch);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
     /* One recurrent DeltaNet head over n >= 1 tokens: S (dk, dv) is read from S_in and the updated
@@ -234,6 +245,11 @@ void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t q_tstride, int64
                     const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
                     int64_t n_keys0, int64_t window, int64_t ring, float scale, float *out, int64_t o_tstride,
                     void *scratch);
+/* cpu_attn_block over K of type kt and V of type vt (attn_chunk_q; at least one quantised). */
+void cpu_attn_block_q(const cpu_isa *isa, const float *q, int64_t q_tstride, int64_t T, int64_t G, const void *k,
+                      const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
+                      int64_t hdv, int64_t n_keys0, int64_t window, int64_t ring, float scale, float *out,
+                      int64_t o_tstride, void *scratch);
 
 size_t cpu_deltanet_scratch_bytes(int64_t dk);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_attn_q.h"
 #include "base/half.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -1482,6 +1483,7 @@ static const cpu_isa k_avx2 = {
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_chunk = attn_chunk,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,
     .vec_add = vec_add,

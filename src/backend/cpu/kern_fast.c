@@ -15,6 +15,7 @@
 #include "backend/cpu/kern_common.h"
 #include "base/dtype.h"
 #include "base/half.h"
+#include "base/quant.h"
 
 static int64_t ncols(const be_view *v) { return v->ne[1] * v->ne[2] * v->ne[3]; }
 static int64_t nel(const be_view *v) { return v->ne[0] * ncols(v); }
@@ -201,6 +202,16 @@ slm_status cpu_matmul_group(cpu_backend *cb, int32_t n, const be_view *out, cons
 
 /* ---- ATTENTION: (hdv, H, n) <- q (hd, H, n), K state (hd*Hkv, ctx), V state (hdv*Hkv, ctx) ---- */
 
+/* The KV state types attn_chunk_q reads. */
+static bool kv_is_quant(uint32_t t) { return t == SLM_DTYPE_Q8_0 || t == SLM_DTYPE_Q4_0; }
+
+/* Bytes of n elements (a multiple of the block size) of a state of type t. */
+static size_t kv_bytes(uint32_t t, int64_t n) {
+    uint64_t b = 0;
+    dtype_row_bytes(t, (uint64_t)n, &b);
+    return (size_t)b;
+}
+
 typedef struct attn_ctx {
     cpu_backend *cb;
     const be_view *q, *k, *v, *out;
@@ -215,19 +226,32 @@ typedef struct attn_ctx {
 
 #define ATTN_TB 16 /* query tokens per task */
 
+/* K and V of KV head g (head offsets in bytes of the states' types). */
+static void attn_heads(const attn_ctx *c, int64_t g, const uint8_t **kb, const uint8_t **vb) {
+    *kb = (const uint8_t *)c->k->data + kv_bytes(c->k->dtype, g * c->hd);
+    *vb = (const uint8_t *)c->v->data + kv_bytes(c->v->dtype, g * c->hdv);
+}
+
+static bool attn_quant(const attn_ctx *c) { return kv_is_quant(c->k->dtype) || kv_is_quant(c->v->dtype); }
+
 /* Task = (block of ATTN_TB tokens, KV head), the latest tokens (most keys) first for balance. */
 static void attn_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
     int64_t nblk = (c->n + ATTN_TB - 1) / ATTN_TB;
     int64_t blk = nblk - 1 - task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv;
     int64_t t0 = blk * ATTN_TB, T = c->n - t0 < ATTN_TB ? c->n - t0 : ATTN_TB;
-    size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
     const float *q = (const float *)c->q->data + (t0 * c->H + g * G) * c->hd;
-    const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
-    const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
     float *y = (float *)c->out->data + (t0 * c->H + g * G) * c->hdv;
-    cpu_attn_block(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                   c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv, cpu_scratch(c->cb, thread));
+    const uint8_t *kb, *vb;
+    attn_heads(c, g, &kb, &vb);
+    if (attn_quant(c))
+        cpu_attn_block_q(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->v->dtype, c->k->ne[0],
+                         c->v->ne[0], c->hd, c->hdv, c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
+                         cpu_scratch(c->cb, thread));
+    else
+        cpu_attn_block(c->cb->isa, q, c->H * c->hd, T, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd,
+                       c->hdv, c->pos + t0 + 1, c->window, c->ring, c->scale, y, c->H * c->hdv,
+                       cpu_scratch(c->cb, thread));
 }
 
 /* The rows of KV head g (tokens x its G query heads): their partials folded in chunk order, then
@@ -250,25 +274,35 @@ static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
     int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G;
     int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
     int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
-    size_t el = c->k->dtype == SLM_DTYPE_F16 ? 2 : 4;
     const float *q = (const float *)c->q->data + g * G * c->hd;
-    const uint8_t *kb = (const uint8_t *)c->k->data + (size_t)(g * c->hd) * el;
-    const uint8_t *vb = (const uint8_t *)c->v->data + (size_t)(g * c->hdv) * el;
-    for (int64_t ch = cb0; ch < cb1; ch++)
-        c->cb->isa->attn_chunk(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd, c->hdv,
-                               c->pos + 1, c->window, c->ring, c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK, pf_end,
-                               c->part + (ch * c->Hkv + g) * R * cpu_attn_part_floats(c->hdv),
-                               cpu_scratch(c->cb, thread));
+    const uint8_t *kb, *vb;
+    attn_heads(c, g, &kb, &vb);
+    bool quant = attn_quant(c);
+    for (int64_t ch = cb0; ch < cb1; ch++) {
+        float *part = c->part + (ch * c->Hkv + g) * R * cpu_attn_part_floats(c->hdv);
+        if (quant)
+            c->cb->isa->attn_chunk_q(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->v->dtype, c->k->ne[0],
+                                     c->v->ne[0], c->hd, c->hdv, c->pos + 1, c->window, c->ring, c->scale,
+                                     (c->ch0 + ch) * CPU_ATTN_CHUNK, part, cpu_scratch(c->cb, thread));
+        else
+            c->cb->isa->attn_chunk(q, c->H * c->hd, c->n, G, kb, vb, c->k->dtype, c->k->ne[0], c->v->ne[0], c->hd,
+                                   c->hdv, c->pos + 1, c->window, c->ring, c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK,
+                                   pf_end, part, cpu_scratch(c->cb, thread));
+    }
     /* acq_rel: the last one sees every other run's partials */
     if (atomic_fetch_sub_explicit(&c->left[g], 1, memory_order_acq_rel) == 1)
         attn_fold_head(c, g, cpu_scratch(c->cb, thread));
 }
 
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
-    uint32_t kt = in[1].dtype;
+    uint32_t kt = in[1].dtype, vt = in[2].dtype;
     int32_t hkv = nd->p.attn.n_head_kv;
-    return is_f32(&in[0]) && is_f32(out) && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && in[2].dtype == kt &&
-           hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
+    bool shapes = is_f32(&in[0]) && is_f32(out) && hkv > 0 && in[0].ne[1] % hkv == 0 && nd->p.attn.ring % 16 == 0;
+    if (!kv_is_quant(kt) && !kv_is_quant(vt)) return shapes && (kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) && vt == kt;
+    /* quantised K or V: whole 32-blocks per head (attn_chunk_q) */
+    bool types = (kv_is_quant(kt) || kt == SLM_DTYPE_F16 || kt == SLM_DTYPE_F32) &&
+                 (kv_is_quant(vt) || vt == SLM_DTYPE_F16 || vt == SLM_DTYPE_F32);
+    return shapes && types && in[0].ne[0] % 32 == 0 && out->ne[0] % 32 == 0;
 }
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
@@ -292,19 +326,34 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
                   nd->p.attn.n_head_kv, call->pos, n, window, ring, nd->p.attn.scale, 0, 0, 0, NULL, NULL};
     c.ch0 = lo0 / CPU_ATTN_CHUNK;
     c.nch = (call->pos + n - 1) / CPU_ATTN_CHUNK - c.ch0 + 1;
-    if (n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads) {
+    bool split = n <= ATTN_TB && c.nch > 1 && cb->n_threads > 1 && c.Hkv < 4 * cb->n_threads;
+    /* a quantised K cache holds its rows rotated per 32-block (quant_kv_row): q is rotated alike
+     * into the work buffer, before the partials */
+    bool rot_q = kv_is_quant(in[1].dtype), rot_out = kv_is_quant(in[2].dtype);
+    size_t nq = rot_q ? ((size_t)(in[0].ne[0] * in[0].ne[1] * n) + 15) / 16 * 16 : 0;
+    size_t pbytes = split ? sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv)) : 0;
+    size_t bytes = sizeof(float) * nq + pbytes + (split ? sizeof(atomic_int_fast64_t) * (size_t)c.Hkv : 0);
+    float *work = NULL;
+    if (bytes && !(work = cpu_work(cb, bytes, e))) return SLM_ERR_NOMEM;
+    be_view qr = in[0];
+    if (rot_q) {
+        memcpy(work, in[0].data, sizeof(float) * (size_t)(in[0].ne[0] * in[0].ne[1] * n));
+        for (size_t i = 0; i + 32 <= (size_t)(in[0].ne[0] * in[0].ne[1] * n); i += 32) quant_hadamard32(work + i);
+        qr.data = work;
+        c.q = &qr;
+    }
+    if (split) {
         int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
         c.nseg = c.nch < per ? c.nch : per;
-        size_t bytes = sizeof(float) * (size_t)(c.nch * c.H * n * cpu_attn_part_floats(c.hdv));
-        uint8_t *w = cpu_work(cb, bytes + sizeof(atomic_int_fast64_t) * (size_t)c.Hkv, e);
-        if (!w) return SLM_ERR_NOMEM;
-        c.part = (float *)w;
-        c.left = (atomic_int_fast64_t *)(w + bytes); /* bytes: a multiple of 64 */
+        c.part = work + nq;
+        c.left = (atomic_int_fast64_t *)(c.part + pbytes / sizeof(float)); /* nq, pbytes: multiples of 64 bytes */
         for (int64_t g = 0; g < c.Hkv; g++) atomic_init(&c.left[g], c.nseg);
         pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
-        return SLM_OK;
+    } else {
+        pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     }
-    pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
+    if (rot_out) /* the values were rotated alike: rotate the output back (H H = I) */
+        for (int64_t i = 0; i + 32 <= out->ne[0] * out->ne[1] * n; i += 32) quant_hadamard32((float *)out->data + i);
     return SLM_OK;
 }
 
@@ -670,10 +719,12 @@ static slm_status k_rope(cpu_backend *cb, const g_node *nd, const be_view *out, 
     return SLM_OK;
 }
 
-/* ---- STATE_WRITE of f32 values into an f32 or f16 state: as the reference (f16 rounding to
- * nearest even), converting whole rows; a wrapping begin (a ring) on axes 1-3 places each row at its
- * index modulo the ring. ------------------------------------------------------------------------- */
+/* ---- STATE_WRITE of f32 values into an f32, f16, Q8_0 or Q4_0 state: as the reference (f16
+ * rounding to nearest even; Q8_0/Q4_0 whole rows by quant_row, ggml's rounding), converting whole
+ * rows; a wrapping begin (a ring) on axes 1-3 places each row at its index modulo the ring. ------ */
 static bool sw_supports(const g_node *nd, const be_view *out, const be_view *in) {
+    if (kv_is_quant(out->dtype)) /* whole rows of 32-blocks, quantised as base/quant.c's quant_row */
+        return is_f32(&in[0]) && in[0].ne[0] == out->ne[0] && out->ne[0] % 32 == 0 && nd->p.write.begin[0].mod == 0;
     return is_f32(&in[0]) && (out->dtype == SLM_DTYPE_F32 || out->dtype == SLM_DTYPE_F16) &&
            nd->p.write.begin[0].mod == 0; /* a wrap within rows: the reference */
 }
@@ -699,7 +750,9 @@ static void sw_task(void *vctx, int64_t task, int32_t thread) {
         if (mod[2]) o2 %= mod[2];
         if (mod[3]) o3 %= mod[3];
         int64_t d = b[0] + dne[0] * (o1 + dne[1] * (o2 + dne[2] * o3));
-        if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
+        if (kv_is_quant(c->out->dtype))
+            quant_kv_row(c->out->dtype, src, (uint8_t *)c->out->data + kv_bytes(c->out->dtype, d), sne[0]);
+        else if (f16) c->isa->cvt_f16((uint16_t *)c->out->data + d, src, sne[0]);
         else memcpy((float *)c->out->data + d, src, (size_t)sne[0] * sizeof(float));
     }
 }

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_attn_q.h"
 #include "base/half.h"
 #include "base/reader.h"
 
@@ -351,6 +352,26 @@ void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, 
     for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
 }
 
+void cpu_attn_block_q(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
+                      const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
+                      int64_t hdv, int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots,
+                      void *scratch) {
+    int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
+    float *tot = scratch, *part = tot + R * pf;
+    void *ks = part + R * pf;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
+        tot[r * pf + hdv] = -INFINITY;
+        tot[r * pf + hdv + 1] = 0.0f;
+    }
+    int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
+    for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
+        isa->attn_chunk_q(q, qts, T, G, k, v, kt, vt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, part, ks);
+        for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
+    }
+    for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
+}
+
 void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
@@ -464,6 +485,7 @@ static const cpu_isa k_generic = {
     .mm_quant = cpu_mm_quant_generic,
     .mm_float = cpu_mm_float_generic,
     .attn_chunk = cpu_attn_chunk_generic,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kern_common.h"
+#include "backend/cpu/kern_attn_q.h"
 #include "backend/cpu/kern_neon_tiles.h"
 #include "base/half.h"
 
@@ -529,6 +530,7 @@ static const cpu_isa k_neon = {
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_chunk = cpu_attn_chunk_generic,
+    .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,

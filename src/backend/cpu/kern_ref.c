@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu.h"
 #include "base/dtype.h"
 #include "base/half.h"
+#include "base/quant.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
@@ -26,9 +27,20 @@ static const float *row_f32(const be_view *v, int64_t r, float *tmp) {
     return tmp;
 }
 
+/* Element i of a Q8_0 / Q4_0 state (d * q, d * (q - 8): exact in f32). */
+static float load_q(uint32_t dtype, const void *base, int64_t i) {
+    const uint8_t *b = (const uint8_t *)base + (i / 32) * (dtype == SLM_DTYPE_Q8_0 ? 34 : 18);
+    float d = f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+    int j = (int)(i % 32);
+    if (dtype == SLM_DTYPE_Q8_0) return d * (float)(int8_t)b[2 + j];
+    return d * (float)((int)(j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4) - 8);
+}
+
 static float load_elem(uint32_t dtype, const void *base, int64_t i) {
     switch (dtype) {
     case SLM_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
+    case SLM_DTYPE_Q8_0:
+    case SLM_DTYPE_Q4_0: return load_q(dtype, base, i);
     case SLM_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
     default: return ((const float *)base)[i];
     }
@@ -281,7 +293,23 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
                        (long long)ring, (long long)window, (long long)n);
     attn_ctx c = {cb, &in[0], &in[1], &in[2], &out[0], in[0].ne[0], out->ne[0], in[0].ne[1], nd->p.attn.n_head_kv,
                   call->pos, window, ring, nd->p.attn.scale};
+    /* a Q8_0 / Q4_0 cache holds rows rotated per 32-block (quant_kv_row): q is rotated alike (K),
+     * the output rotated back (V) */
+    bool rot_q = in[1].dtype == SLM_DTYPE_Q8_0 || in[1].dtype == SLM_DTYPE_Q4_0;
+    bool rot_out = in[2].dtype == SLM_DTYPE_Q8_0 || in[2].dtype == SLM_DTYPE_Q4_0;
+    size_t nq = (size_t)(in[0].ne[0] * in[0].ne[1] * n);
+    be_view qr = in[0];
+    if (rot_q) {
+        float *w = cpu_work(cb, nq * sizeof(float), e);
+        if (!w) return SLM_ERR_NOMEM;
+        memcpy(w, in[0].data, nq * sizeof(float));
+        for (size_t i = 0; i + 32 <= nq; i += 32) quant_hadamard32(w + i);
+        qr.data = w;
+        c.q = &qr;
+    }
     pool_run(cb->pool, n * c.H, attn_task, &c);
+    if (rot_out)
+        for (int64_t i = 0; i + 32 <= out->ne[0] * out->ne[1] * n; i += 32) quant_hadamard32((float *)out->data + i);
     return SLM_OK;
 }
 
@@ -485,6 +513,29 @@ static slm_status k_concat(cpu_backend *cb, const g_node *nd, const be_view *out
     return SLM_OK;
 }
 
+/* STATE_WRITE into a Q8_0 / Q4_0 state: whole rows (axis 0 complete), each by quant_kv_row (its
+ * 32-blocks rotated, then ggml's reference rounding); axes 1-3 as below (mod[d] > 0: the index
+ * wraps). */
+static slm_status write_q_rows(const be_view *out, const be_view *in, const int64_t begin[4], const int64_t mod[4],
+                               slm_err *e) {
+    uint64_t row_bytes = 0;
+    if (begin[0] != 0 || mod[0] > 0 || in[0].ne[0] != out->ne[0] || in[0].dtype != SLM_DTYPE_F32 ||
+        !dtype_row_bytes(out->dtype, (uint64_t)out->ne[0], &row_bytes))
+        return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE into a %s state must write whole rows of 32-blocks from f32",
+                       slm_dtype_name(out->dtype));
+    const int64_t *sne = in[0].ne, *dne = out->ne;
+    for (int64_t i3 = 0; i3 < sne[3]; i3++)
+        for (int64_t i2 = 0; i2 < sne[2]; i2++)
+            for (int64_t i1 = 0; i1 < sne[1]; i1++) {
+                int64_t o[4] = {0, begin[1] + i1, begin[2] + i2, begin[3] + i3};
+                for (int d = 1; d < 4; d++) o[d] = mod[d] > 0 ? o[d] % mod[d] : o[d];
+                const float *src = (const float *)in[0].data + sne[0] * (i1 + sne[1] * (i2 + sne[2] * i3));
+                quant_kv_row(out->dtype, src,
+                             (uint8_t *)out->data + row_bytes * (uint64_t)(o[1] + dne[1] * (o[2] + dne[2] * o[3])), sne[0]);
+            }
+    return SLM_OK;
+}
+
 /* STATE_WRITE: state (out[0], allocated shape, state dtype)[window] <- value. An axis whose begin
  * has a mod M (a ring, M <= the state's extent) wraps: value index i lands at (begin + i) mod M. */
 static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
@@ -500,6 +551,7 @@ static slm_status k_state_write(cpu_backend *cb, const g_node *nd, const be_view
         if (bad) return err_set(e, SLM_ERR_BACKEND, "STATE_WRITE window outside the state on axis %d", d);
         wraps = wraps || mod[d] > 0;
     }
+    if (out->dtype == SLM_DTYPE_Q8_0 || out->dtype == SLM_DTYPE_Q4_0) return write_q_rows(out, in, begin, mod, e);
     if (!wraps) {
         copy_box(out->data, out->dtype, out->ne, begin, in[0].data, in[0].dtype, in[0].ne, zero, in[0].ne);
         return SLM_OK;
