@@ -19,7 +19,26 @@ typedef struct req {
     bool too_big;
 } req;
 
-/* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list. */
+/* Whether origin is a page of this machine: http(s)://localhost, 127.0.0.1 or [::1], any port. */
+static bool origin_is_localhost(const char *origin) {
+    const char *p = !strncmp(origin, "http://", 7) ? origin + 7 : !strncmp(origin, "https://", 8) ? origin + 8 : NULL;
+    if (!p) return false;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++) {
+        size_t n = strlen(hosts[i]);
+        if (strncmp(p, hosts[i], n)) continue;
+        const char *q = p + n;
+        if (!*q) return true;
+        if (*q++ != ':' || !*q) return false;
+        while (*q >= '0' && *q <= '9') q++;
+        return !*q;
+    }
+    return false;
+}
+
+/* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list of origins,
+ * where the entry "localhost" stands for the pages of this machine (origin_is_localhost, as
+ * llama-server's --cors-origins localhost). */
 static bool cors_allowed(const serve_ctx *s, const char *origin) {
     if (!s->o.cors || !origin) return false;
     if (!strcmp(s->o.cors, "*")) return true;
@@ -28,6 +47,7 @@ static bool cors_allowed(const serve_ctx *s, const char *origin) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len == n && !memcmp(p, origin, n)) return true;
+        if (len == 9 && !memcmp(p, "localhost", 9) && origin_is_localhost(origin)) return true;
         p += len + (end != NULL);
     }
     return false;
@@ -285,18 +305,18 @@ static enum MHD_Result send_text(serve_ctx *s, struct MHD_Connection *conn, cons
     return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
-/* A CORS preflight (or any OPTIONS request): 204, no authentication, the allowed methods and, for
- * an Origin --cors allows, the CORS grant. */
+/* A CORS preflight (or any OPTIONS request): 200 with an empty body (as llama-server answers it), no
+ * authentication, the allowed methods and, for an Origin --cors allows, the CORS grant. */
 static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t)"", MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
+    MHD_add_response_header(resp, "Allow", "GET, POST, DELETE, OPTIONS");
     if (cors_allowed(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"))) {
         const char *asked = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
         MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
     }
-    return queue_response(s, conn, MHD_HTTP_NO_CONTENT, resp);
+    return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
 /* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
