@@ -154,6 +154,7 @@ static job *make_job(serve_ctx *s, req *q, map_fn map, sreq_err *e) {
     const sreq_model mv = {s->m,       s->tok,         s->chat_template, s->template_text, s->o.chat_template_kwargs,
                            s->n_ctx,   s->n_vocab,     gen_lookup,       s};
     bool ok = root && map(root, &s->o.sampling, &j->r, e);
+    if (ok && s->o.verbose) j->r.verbose = true;
     if (ok && j->r.api == SAPI_RESPONSES) { /* the stored conversation goes before the new input */
         char *record = j->r.previous_id ? resp_store_get(s->responses, j->r.previous_id) : NULL;
         ok = sreq_responses_resolve(&j->r, record, e);

@@ -54,6 +54,8 @@ static void usage_serve(void) {
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
          "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         "  --verbose            every chat and completions answer carries __verbose (as a request's\n"
+         "                       \"verbose\": true): /completion's answer, the prompt as text among it\n"
          "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
@@ -100,6 +102,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         if (!strcmp(a, "--embeddings")) {
             o->embeddings = true;
+            continue;
+        }
+        if (!strcmp(a, "--verbose")) {
+            o->verbose = true;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;

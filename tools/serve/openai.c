@@ -393,5 +393,6 @@ cJSON *completion_json(const job *j) {
     }
     cJSON_AddItemToObject(root, "usage", usage_json(j));
     cJSON_AddItemToObject(root, "timings", timings_json(j));
+    if (j->r.verbose) cJSON_AddItemToObject(root, "__verbose", completion_native_json(j));
     return root;
 }

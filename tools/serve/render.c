@@ -85,8 +85,8 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
     slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL, call_ids};
     slm_chat_template tmpl = request_template(r, mv);
     char err[400] = "";
-    slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, true, &p->ids, &p->n_ids, err,
-                                           sizeof err);
+    slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, !r->no_gen_prompt, &p->ids,
+                                           &p->n_ids, err, sizeof err);
     if (st != SLM_OK) {
         sreq_fail(e, 400, NULL, "cannot render and tokenize the chat template (%s)%s%s", slm_status_name(st),
                   err[0] ? ": " : "", err);
@@ -220,7 +220,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
     }
     slm_chat_tools tools = {t.tools, any_calls ? calls : NULL, call_ids};
     char err[400] = "";
-    slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, true, &text, err, sizeof err);
+    slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, !r->no_gen_prompt, &text, err, sizeof err);
     if (st != SLM_OK) {
         sreq_fail(e, 400, NULL, "cannot render the chat template (%s)%s%s", slm_status_name(st), err[0] ? ": " : "", err);
         goto done;

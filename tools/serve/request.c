@@ -422,6 +422,7 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     r->include_usage = so && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     if (!sreq_read_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
+    if (!sreq_read_bool(root, "verbose", &r->verbose, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop"), "stop", r, e)) return false;
     if (!sreq_read_reasoning_format(root, r, e)) return false;
     return read_constraint(root, r, e);
@@ -461,6 +462,18 @@ bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq 
         return sreq_fail(e, 400, NULL, "'messages' must be a non-empty list");
     size_t i = 0;
     cJSON_ArrayForEach(m, arr) if (!read_chat_message(m, i++, r, e)) return false;
+    /* continue_final_message (vLLM's, transformers'): what a trailing assistant message gets anyway
+     * (sreq_prefill); as llama-server, it needs add_generation_prompt false, and a final assistant
+     * message without tool calls. add_generation_prompt false otherwise: the template's
+     * add_generation_prompt false */
+    bool gen_prompt = true, cont = false;
+    if (!sreq_read_bool(root, "add_generation_prompt", &gen_prompt, e)) return false;
+    if (!sreq_read_bool(root, "continue_final_message", &cont, e)) return false;
+    if (cont && gen_prompt)
+        return sreq_fail(e, 400, NULL, "'add_generation_prompt' and 'continue_final_message' cannot both be true");
+    if (cont && !sreq_prefill(r))
+        return sreq_fail(e, 400, NULL, "'continue_final_message' needs a final assistant message without tool calls");
+    r->no_gen_prompt = !gen_prompt && !sreq_prefill(r);
     return true;
 }
 

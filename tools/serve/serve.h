@@ -49,6 +49,7 @@ typedef struct serve_opts {
     bool lookup, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
+    bool verbose;        /* --verbose: every request as with "verbose": true (request.h) */
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     bool seed_set;               /* --seed: the seed of requests that give none (else random per request) */
