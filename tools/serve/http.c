@@ -289,12 +289,17 @@ static enum MHD_Result handle_embeddings(serve_ctx *s, struct MHD_Connection *co
     char msg[512];
     const char *code = NULL;
     cJSON *resp = NULL;
+    double t0 = now_s();
     unsigned status = serve_embedder_answer(s->embedder, r->body.p ? r->body.p : "", r->body.n, s->model_id, &resp,
                                             &code, msg, sizeof msg);
     pthread_mutex_lock(&s->mu);
     s->m_requests++;
     const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
-    if (usage) s->m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+    if (usage) {
+        uint64_t n_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+        s->m_prompt_tokens += n_tokens;
+        util_metrics_embed(s, (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItem(resp, "data")), n_tokens, now_s() - t0);
+    }
     pthread_mutex_unlock(&s->mu);
     return resp ? send_json(s, conn, 200, resp, false) : send_error(s, conn, status, code, "%s", msg);
 }
@@ -444,7 +449,7 @@ static enum MHD_Result handle_util(serve_ctx *s, struct MHD_Connection *conn, re
 }
 
 static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn) {
-    char text[4096];
+    char text[4096], started[32];
     slm_engine_stats es;
     slm_engine_get_stats(s->engine, &es);
     pthread_mutex_lock(&s->mu);
@@ -477,8 +482,17 @@ static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn)
              (unsigned long long)es.n_drafted, (unsigned long long)es.n_accepted, (unsigned long long)es.n_replays,
              (unsigned long long)es.n_batch_steps, (unsigned long long)es.n_batch_slots, es.batch_max,
              (unsigned long long)es.n_batch_fallbacks);
+    buf all = buf_make(NULL);
+    buf_puts(&all, text);
+    util_metrics(s, &es, &all);
     pthread_mutex_unlock(&s->mu);
-    return send_text(s, conn, text, "text/plain; version=0.0.4");
+    if (all.oom) return buf_free(&all), MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(all.n, all.p, MHD_RESPMEM_MUST_COPY);
+    buf_free(&all);
+    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+    snprintf(started, sizeof started, "%lld", (long long)s->t_started);
+    MHD_add_response_header(resp, "Process-Start-Time-Unix", started); /* as llama-server */
+    return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
 /* GET /v1/models: the one model served. */

@@ -195,6 +195,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&s->mu, NULL);
+    s->t_started = (double)time(NULL);
     slm_model_params mp = slm_model_params_default();
     mp.n_threads = s->o.n_threads;
     slm_status st = slm_model_load(s->o.model, &mp, &s->m, err, sizeof err);

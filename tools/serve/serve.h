@@ -152,6 +152,11 @@ typedef struct serve_ctx {
     uint64_t gen_tick;
     /* counters of what the engine does not see (it counts the rest: slm_engine_get_stats) */
     uint64_t m_requests, m_errors, m_prompt_tokens;
+    /* llama-server's counters (llamacpp:* in /metrics): prompt tokens prefilled and reused, tokens
+     * generated, forward passes (a prefill, a decode step, an embedded input; summed over requests),
+     * the longest context a request filled; seconds in prefill and in generation; the start time */
+    uint64_t lc_prefilled, lc_cached, lc_predicted, lc_passes, lc_tokens_max;
+    double lc_prompt_s, lc_predicted_s, t_started;
 } serve_ctx;
 
 /* jobs.c */
@@ -206,6 +211,12 @@ bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_er
 bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
 cJSON *util_props(const serve_ctx *s);
 bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
+/* A finished job's share of the llamacpp:* counters; an embeddings request's (its inputs, their
+ * tokens, the seconds it took). Under srv->mu. */
+void util_metrics_count(serve_ctx *s, const job *j);
+void util_metrics_embed(serve_ctx *s, uint64_t n_inputs, uint64_t n_tokens, double seconds);
+/* Appends llama-server's metrics (llamacpp:*, Prometheus text with HELP and TYPE lines). Under srv->mu. */
+void util_metrics(const serve_ctx *s, const slm_engine_stats *es, buf *out);
 
 /* http.c */
 /* cls: the serve_ctx */
