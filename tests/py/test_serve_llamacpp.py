@@ -204,6 +204,13 @@ try:
     s, a = post("/apply-template", {"messages": msgs, "add_generation_prompt": False})
     check(s == 200 and a["prompt"].endswith("What is the best book<|im_end|>\n"), f"add_generation_prompt false: {a}")
 
+    # a stream's usage chunk carries the timings
+    raw = srv.curl(greedy({"messages": msgs, "stream": True, "stream_options": {"include_usage": True}}))
+    evs = [json.loads(l[6:]) for l in raw.decode().splitlines() if l.startswith("data: {")]
+    last = evs[-1] if evs else {}
+    check(last.get("choices") == [] and last.get("timings", {}).get("predicted_n") == last.get("usage", {}).get(
+        "completion_tokens"), f"usage chunk timings: {last}")
+
     # ---- llama-server's metrics: llamacpp:* counters move with the requests' timings ----
     def lc_metrics():
         st, hdr, body = srv.request("GET", "/metrics")

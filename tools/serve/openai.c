@@ -329,7 +329,7 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
     if (j->p.tools.parse) sse_tool_progress(j, ci, parts.c0);
 }
 
-/* Ends the job's event stream: usage when asked for, then [DONE]. Under srv->mu. */
+/* Ends the job's event stream: usage (and timings) when asked for, then [DONE]. Under srv->mu. */
 void sse_finish(job *j) {
     if (j->err_status) {
         sse_add_json(j, error_json(j->err_msg, (unsigned)j->err_status, j->err_code));
@@ -337,6 +337,7 @@ void sse_finish(job *j) {
         cJSON *root = chunk_head(j);
         cJSON_AddArrayToObject(root, "choices");
         cJSON_AddItemToObject(root, "usage", usage_json(j));
+        cJSON_AddItemToObject(root, "timings", timings_json(j)); /* as llama-server's last chunk */
         sse_add_json(j, root);
     }
     buf_puts(&j->sse, "data: [DONE]\n\n");
