@@ -264,6 +264,10 @@ static void test_messages(void **state) {
                                 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "tool type 'bash_20250124'");
     refused(sreq_from_messages, "{\"max_tokens\":5,\"tool_choice\":{\"type\":\"sometimes\"},"
                                 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "'tool_choice' type");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":\"x\"},"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "budget_tokens must be");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":-1},"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "budget_tokens must be");
 #undef MSG
 }
 
@@ -322,6 +326,8 @@ static void test_responses(void **state) {
     refused(sreq_from_responses, "{\"input\":[{\"type\":\"web_search_call\"}]}", "item type 'web_search_call'");
     refused(sreq_from_responses, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}", "'input_image'");
     refused(sreq_from_responses, "{\"input\":\"x\",\"tools\":[{\"type\":\"file_search\"}]}", "tool type 'file_search'");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "'reasoning'.effort must be");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"reasoning\":{\"effort\":3}}", "'reasoning'.effort must be");
     refused(sreq_from_responses, "{\"input\":[]}", "'input' must be");
     refused(sreq_from_responses, "{\"input\":\"x\",\"tool_choice\":{\"type\":\"mcp\"}}", "'tool_choice' object");
 }

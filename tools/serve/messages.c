@@ -11,6 +11,7 @@
  *   thinking / redacted_thinking blocks        -> dropped (the templates render none);
  *   tools [{name, description, input_schema}]  -> OpenAI function tools;
  *   tool_choice auto / any / tool / none       -> auto / required / named / none. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,10 @@ static bool map_messages(const cJSON *root, const slm_sampler_params *defaults, 
         const char *type = block_type(thinking);
         if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive")))
             return sreq_fail(e, 400, NULL, "'thinking' must be {\"type\": \"enabled\" | \"disabled\", ...}");
+        const cJSON *budget = cJSON_GetObjectItemCaseSensitive(thinking, "budget_tokens");
+        if (budget && !cJSON_IsNull(budget) &&
+            (!cJSON_IsNumber(budget) || budget->valuedouble != floor(budget->valuedouble) || budget->valuedouble < 0))
+            return sreq_fail(e, 400, NULL, "'thinking'.budget_tokens must be a non-negative integer");
     }
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     if (meta && !cJSON_IsNull(meta) && !cJSON_IsObject(meta)) return sreq_fail(e, 400, NULL, "'metadata' must be an object");

@@ -224,6 +224,14 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(root, "reasoning");
     if (reasoning && !cJSON_IsNull(reasoning) && !cJSON_IsObject(reasoning))
         return sreq_fail(e, 400, NULL, "'reasoning' must be an object");
+    const cJSON *effort = reasoning ? cJSON_GetObjectItemCaseSensitive(reasoning, "effort") : NULL;
+    if (effort && !cJSON_IsNull(effort)) { /* OpenAI's values */
+        static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+        bool known = false;
+        for (size_t i = 0; cJSON_IsString(effort) && i < sizeof efforts / sizeof *efforts; i++)
+            known = known || !strcmp(effort->valuestring, efforts[i]);
+        if (!known) return sreq_fail(e, 400, NULL, "'reasoning'.effort must be none, minimal, low, medium, high or xhigh");
+    }
     if (!read_tools(root, r, e) || !read_text_format(root, r, e) || !make_echo(root, r, e)) return false;
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(root, "instructions");
     if (ins && !cJSON_IsNull(ins)) {
