@@ -432,6 +432,15 @@ static void test_llama_server_fields(void **state) {
             "needs a final assistant message without tool calls");
     refused(sreq_from_chat, "{\"continue_final_message\":\"yes\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
             "'continue_final_message' must be a boolean");
+    /* a continued assistant message's text parts are joined with "\n\n" (llama-server's render_content),
+     * other messages' with "\n" */
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                                    "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+                                    "\"text\":\"Wh\"},{\"type\":\"text\",\"text\":\"ill\"}]}]}", &r, &e));
+    assert_true(sreq_prefill(&r));
+    assert_string_equal(r.msgs[0].content, "a\nb");
+    assert_string_equal(r.msgs[1].content, "Wh\n\nill");
+    sreq_free(&r);
     /* add_generation_prompt false after a user message: rendered without the generation prompt */
     assert_true(map(sreq_from_chat, "{\"add_generation_prompt\":false,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
                     &r, &e));

@@ -254,7 +254,8 @@ static bool read_max_tokens(const cJSON *root, const char *const *names, size_t 
     return true;
 }
 
-bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e) {
+/* sreq_read_content with the parts joined by sep. */
+static bool read_content_sep(const cJSON *c, const char *where, const char *sep, char **out, sreq_err *e) {
     *out = NULL;
     if (!c || cJSON_IsNull(c)) return (*out = dup("")) != NULL || oom(e);
     if (cJSON_IsString(c)) return (*out = dup(c->valuestring)) != NULL || oom(e);
@@ -274,14 +275,17 @@ bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *
             strcmp(type->valuestring, "output_text") != 0)
             return sreq_fail(e, 400, NULL, "%s: content[%zu] has type '%.40s', not 'text'", where, k, type->valuestring);
         if (!cJSON_IsString(text)) return sreq_fail(e, 400, NULL, "%s: content[%zu] needs a string 'text'", where, k);
-        n += strlen(text->valuestring) + 1;
+        n += strlen(text->valuestring) + strlen(sep);
         k++;
     }
     char *v = malloc(n + 1), *w = v;
     if (!v) return oom(e);
-    cJSON_ArrayForEach(p, c) { /* joined with "\n", as llama-server joins text parts */
+    cJSON_ArrayForEach(p, c) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
-        if (w != v) *w++ = '\n';
+        if (w != v) {
+            memcpy(w, sep, strlen(sep));
+            w += strlen(sep);
+        }
         size_t len = strlen(t);
         memcpy(w, t, len);
         w += len;
@@ -289,6 +293,10 @@ bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *
     *w = '\0';
     *out = v;
     return true;
+}
+
+bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e) {
+    return read_content_sep(c, where, "\n", out, e); /* "\n", as llama-server joins a message's text parts */
 }
 
 bool sreq_add_msg(sreq *r, const char *role, char *content, char *tool_calls, sreq_err *e) {
@@ -474,6 +482,15 @@ bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq 
     if (cont && !sreq_prefill(r))
         return sreq_fail(e, 400, NULL, "'continue_final_message' needs a final assistant message without tool calls");
     r->no_gen_prompt = !gen_prompt && !sreq_prefill(r);
+    /* a continued message's text parts are joined with "\n\n", as llama-server joins them there */
+    const cJSON *last = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, (int)i - 1), "content");
+    if (sreq_prefill(r) && cJSON_IsArray(last)) {
+        char *text = NULL, where[48];
+        snprintf(where, sizeof where, "messages[%zu]", i - 1);
+        if (!read_content_sep(last, where, "\n\n", &text, e)) return false;
+        free(r->msgs[r->n_msgs - 1].content);
+        r->msgs[r->n_msgs - 1].content = text;
+    }
     return true;
 }
 
