@@ -7,7 +7,8 @@ Every model flag (--model, --hf-repo, --hf-file, --model-url) stands for the one
 $STATELM_SHIM_MODEL (the tests run offline; the suite's presets name Hugging Face files). Flags
 statelm has are passed on under its names; llama-server's tuning flags without a statelm
 counterpart (batch sizes, GPU layers, flash attention, --jinja, --slots, ...) are dropped, and
-each dropped flag is printed. Not run by CI.
+each dropped flag is printed. --reasoning on|auto|off becomes the template variable
+enable_thinking (true, true, false), which llama-server sets from it. Not run by CI.
 
 With $LLAMA_SHIM_REAL set to a real llama-server binary, the shim starts that one instead, on the
 same local model: its model flags become one --model (a command line without one, the router
@@ -34,7 +35,7 @@ MODEL_FLAGS = {"--model", "-m", "--hf-repo", "-hfr", "--hf-file", "-hff", "--mod
 DROPPED_WITH_VALUE = {"--batch-size", "-b", "--ubatch-size", "-ub", "--n-gpu-layers", "-ngl", "-ctk",
                       "-ctv", "-fa", "--grp-attn-n", "--grp-attn-w", "--lora", "--tags",
                       "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--cache-ram",
-                      "--sleep-idle-seconds", "--reasoning", "--media-path", "--mmproj-url", "--models-dir",
+                      "--sleep-idle-seconds", "--media-path", "--mmproj-url", "--models-dir",
                       # a default length there, a limit that refuses longer requests here: left at ours
                       "--n-predict", "-n",
                       "--models-max", "--models-preset", "--tools", "--tools-runtime", "--log-file"}
@@ -77,6 +78,9 @@ def main(argv):
             i += 1
         elif a == "--chat-template":
             chat_template = v
+            i += 2
+        elif a == "--reasoning":  # llama-server's on/auto/off: the templates' enable_thinking
+            out += ["--chat-template-kwargs", '{"enable_thinking": %s}' % ("false" if v == "off" else "true")]
             i += 2
         elif a in DROPPED_WITH_VALUE:
             dropped.append(f"{a} {v}")
