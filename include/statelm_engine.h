@@ -185,6 +185,9 @@ typedef struct slm_engine_stats {
 } slm_engine_stats;
 
 SLM_API void slm_engine_get_stats(slm_engine *e, slm_engine_stats *out);
+/* busy[i] (i < n, n at most n_slots): whether slot i holds a request now (admitted, not yet ended).
+ * Returns the number of slots written. Safe from any thread. */
+SLM_API int32_t slm_engine_slots_busy(slm_engine *e, bool *busy, int32_t n);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@ RENAMED = {
     "--slot-save-path": "--state-dir", "--chat-template-file": "--chat-template-file",
     "--reasoning-format": "--reasoning-format", "--seed": "--seed", "-s": "--seed", "--cors-origins": "--cors", "--model-draft": "--draft-model",
 }
-SWITCHES = {"--embedding": "--embeddings", "--embeddings": "--embeddings", "--verbose": "--verbose"}
+SWITCHES = {"--embedding": "--embeddings", "--embeddings": "--embeddings", "--verbose": "--verbose", "--no-slots": "--no-slots"}
 MODEL_FLAGS = {"--model", "-m", "--hf-repo", "-hfr", "--hf-file", "-hff", "--model-url", "-mu"}
 # dropped, with a value
 DROPPED_WITH_VALUE = {"--batch-size", "-b", "--ubatch-size", "-ub", "--n-gpu-layers", "-ngl", "-ctk",

@@ -117,6 +117,9 @@ static void admit_queued(slm_engine *e) {
             eng_request_fail(e, r, SLM_ERR_STATE, "no idle slot");
             continue;
         }
+        pthread_mutex_lock(&e->mu);
+        st->busy = true;
+        pthread_mutex_unlock(&e->mu);
         if (!eng_stream_begin(e, st, r, 0)) {
             eng_request_fail(e, r, SLM_ERR_NOMEM, "cannot start the generation");
             eng_stream_end(e, st);
@@ -437,6 +440,14 @@ SLM_API void slm_engine_get_stats(slm_engine *e, slm_engine_stats *out) {
     out->n_queued = e->queue_len;
     out->n_slots = e->p.n_slots;
     pthread_mutex_unlock(&e->mu);
+}
+
+int32_t slm_engine_slots_busy(slm_engine *e, bool *busy, int32_t n) {
+    if (n > e->p.n_slots) n = e->p.n_slots;
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < n; i++) busy[i] = e->slots[i].busy;
+    pthread_mutex_unlock(&e->mu);
+    return n < 0 ? 0 : n;
 }
 
 /* ---- lifetime -------------------------------------------------------------------------------- */

@@ -83,6 +83,7 @@ typedef struct stream {
     slm_session *s;
     bool own_session; /* a fork, destroyed when the stream ends */
     request *r;       /* NULL: idle */
+    bool busy;        /* a slot between admission and its stream's end; changes under e->mu (slm_engine_slots_busy) */
     int32_t choice;
     slm_sampler *smp;
     slm_constraint *con; /* over the request's grammar, attached to smp, or NULL */

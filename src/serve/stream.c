@@ -69,6 +69,7 @@ void eng_stream_end(slm_engine *e, stream *st) {
     st->r = NULL;
     pthread_mutex_lock(&e->mu);
     if (!st->own_session) e->st.n_busy--;
+    st->busy = false;
     e->st.n_drafted += ss.n_drafted;
     e->st.n_accepted += ss.n_accepted;
     e->st.n_replays += ss.n_replays;

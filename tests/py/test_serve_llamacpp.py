@@ -19,6 +19,7 @@ docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
 - reasoning_format per request: none keeps a <think> part in the content, the default splits it;
 - timings in chat answers; a context overflow's error carries n_prompt_tokens and n_ctx;
 - /props: total_slots, n_ctx, the sampling defaults, the chat template;
+- GET /slots: one entry per slot (id, n_ctx, is_processing false when idle);
 - "verbose": __verbose holds the answer in /completion's shape, its prompt the text /apply-template
   gives; continue_final_message and add_generation_prompt as llama-server checks them;
 - /metrics: llama-server's llamacpp:* lines (HELP, TYPE), Process-Start-Time-Unix; the prompt,
@@ -210,6 +211,11 @@ try:
     last = evs[-1] if evs else {}
     check(last.get("choices") == [] and last.get("timings", {}).get("predicted_n") == last.get("usage", {}).get(
         "completion_tokens"), f"usage chunk timings: {last}")
+
+    # ---- GET /slots: each slot's state (is_processing is covered by test_engine's slm_engine_slots_busy) ----
+    s, sl = srv.post(None, "/slots", method="GET")
+    check(s == 200 and [x["id"] for x in sl] == [0, 1] and all(x["n_ctx"] == 256 and x["is_processing"] is False
+                                                              for x in sl), f"GET /slots idle: {s} {sl}")
 
     # ---- llama-server's metrics: llamacpp:* counters move with the requests' timings ----
     def lc_metrics():

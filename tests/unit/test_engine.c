@@ -199,7 +199,15 @@ static void batching(void **u) {
         }
         slm_engine_get_stats(e, &st);
         assert_int_equal(st.n_queued, 16);
+        /* after one step all four slots hold a request (slm_engine_slots_busy), after the run none */
+        int32_t pending = 0;
+        bool busy[8] = {false};
+        assert_int_equal(slm_engine_step(e, &pending), SLM_OK);
+        assert_int_equal(slm_engine_slots_busy(e, busy, 8), 4);
+        for (int32_t i = 0; i < 4; i++) assert_true(busy[i]);
         run_to_idle(e);
+        assert_int_equal(slm_engine_slots_busy(e, busy, 8), 4);
+        for (int32_t i = 0; i < 4; i++) assert_false(busy[i]);
         slm_engine_stats st2;
         slm_engine_get_stats(e, &st2);
         assert_int_equal(st2.n_batch_steps - st.n_batch_steps, 4 * (GEN - 1));

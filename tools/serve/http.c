@@ -329,7 +329,7 @@ static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
 typedef enum route {
     R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COMPLETION, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
     R_APPLY_TEMPLATE, R_PROPS, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE_TOKENS, R_RESPONSE_GET,
-    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS,
+    R_RESPONSE_DELETE, R_SLOT, R_CHAT_TOKENS, R_SLOTS,
 } route;
 
 static const struct {
@@ -363,6 +363,7 @@ static const struct {
     {"/v1/responses/", "GET", R_RESPONSE_GET}, /* /v1/responses/{id} */
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE},
     {"/slots/", "POST", R_SLOT}, /* /slots/{id}?action=... */
+    {"/slots", "GET", R_SLOTS},
 };
 
 /* The route of method and url (a path ending in "/" takes any last segment), or -1; *known: some
@@ -575,6 +576,9 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *u
     case R_DETOKENIZE: return handle_util(s, conn, r, util_detokenize);
     case R_APPLY_TEMPLATE: return handle_util(s, conn, r, util_apply_template);
     case R_PROPS: return send_json(s, conn, 200, util_props(s), false);
+    case R_SLOTS:
+        if (s->o.no_slots) return send_error(s, conn, 501, "not_supported", "GET /slots is off (--no-slots)");
+        return send_json(s, conn, 200, util_slots(s), false);
     case R_MESSAGES: return handle_generate(s, conn, r, SAPI_MESSAGES, sreq_from_messages);
     case R_COUNT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_messages_count, SAPI_MESSAGES);
     case R_CHAT_TOKENS: return handle_input_tokens(s, conn, r, sreq_from_chat, SAPI_CHAT);

@@ -277,6 +277,21 @@ bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sre
 }
 
 /* GET /props: llama-server's fields that statelm has. */
+cJSON *util_slots(const serve_ctx *s) {
+    cJSON *arr = cJSON_CreateArray();
+    bool busy[256] = {false};
+    int32_t n = s->o.parallel < 256 ? s->o.parallel : 256;
+    n = slm_engine_slots_busy(s->engine, busy, n);
+    for (int32_t i = 0; arr && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", i);
+        cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+        cJSON_AddBoolToObject(o, "is_processing", busy[i]);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
 cJSON *util_props(const serve_ctx *s) {
     cJSON *root = cJSON_CreateObject(), *dg = cJSON_AddObjectToObject(root, "default_generation_settings");
     cJSON *params = cJSON_AddObjectToObject(dg, "params");

@@ -54,6 +54,7 @@ static void usage_serve(void) {
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
          "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
+         "  --no-slots           GET /slots answers 501 (as llama-server's --no-slots)\n"
          "  --verbose            every chat and completions answer carries __verbose (as a request's\n"
          "                       \"verbose\": true): /completion's answer, the prompt as text among it\n"
          "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
@@ -106,6 +107,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
         if (!strcmp(a, "--verbose")) {
             o->verbose = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-slots")) {
+            o->no_slots = true;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;

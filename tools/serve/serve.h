@@ -50,6 +50,7 @@ typedef struct serve_opts {
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
     bool verbose;        /* --verbose: every request as with "verbose": true (request.h) */
+    bool no_slots;       /* --no-slots: GET /slots answers 501, as llama-server's */
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     bool seed_set;               /* --seed: the seed of requests that give none (else random per request) */
@@ -210,6 +211,8 @@ bool util_tokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err 
 bool util_detokenize(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
 bool util_apply_template(const serve_ctx *s, const cJSON *root, cJSON **out, sreq_err *e);
 cJSON *util_props(const serve_ctx *s);
+/* GET /slots: [{"id", "n_ctx", "is_processing"}] per slot. */
+cJSON *util_slots(const serve_ctx *s);
 bool util_slot(serve_ctx *s, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
 /* A finished job's share of the llamacpp:* counters; an embeddings request's (its inputs, their
  * tokens, the seconds it took). Under srv->mu. */
