@@ -93,7 +93,7 @@ def conversation(port, i, chain):
         ttft, resp = post(port, body)
         prev = resp["id"]
         if not chain:
-            transcript.append({"role": "assistant", "content": answer_text(resp)})
+            transcript.append({"type": "message", "role": "assistant", "content": answer_text(resp)})
         u = resp.get("usage") or {}
         n_in = u.get("input_tokens", 0)
         cached = (u.get("input_tokens_details") or {}).get("cached_tokens", 0)

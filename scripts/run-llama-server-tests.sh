@@ -13,7 +13,7 @@
 # $OUT/<server>/<file>.{log,xml} (default ./llama-server-tests); with both servers run, prints the
 # comparison scripts/llama-server-suite-table.py makes of them (docs/llama-server-suite.md is one).
 # --skip-statelm keeps statelm's results already in $OUT (re-runs llama-server only). The servers
-# listen on $PORT (default 18080).
+# listen on $PORT (default 18080); each file may run $SUITE_FILE_TIMEOUT seconds (default 5400).
 set -uo pipefail
 llama=""
 skip_statelm=0
@@ -52,7 +52,7 @@ run_suite() {
     mkdir -p "$out/$name"
     for f in "${files[@]}"; do
         rm -rf "$work/tools" && mkdir -p "$work/tools/server" && cp -r "$src" "$work/tools/server/tests"
-        (cd "$work/tools/server/tests" && timeout 1800 "$py" -m pytest -q -m "not slow" -p no:cacheprovider \
+        (cd "$work/tools/server/tests" && timeout "${SUITE_FILE_TIMEOUT:-5400}" "$py" -m pytest -q -m "not slow" -p no:cacheprovider \
             --junitxml="$out/$name/$f.xml" "unit/$f.py") > "$out/$name/$f.log" 2>&1
         local line p fl s
         line=$(grep -E '(passed|failed|error|skipped)' "$out/$name/$f.log" | tail -1)
