@@ -12,7 +12,9 @@ enable_thinking (true, true, false), which llama-server sets from it. Not run by
 
 With $LLAMA_SHIM_REAL set to a real llama-server binary, the shim starts that one instead, on the
 same local model: its model flags become one --model (a command line without one, the router
-preset, stays without), every other flag is passed as given (scripts/run-llama-server-tests.sh --llama-server runs the suite that way, so both servers
+preset, stays without), every other flag is passed as given, and --threads $LLAMA_SHIM_THREADS
+(default 1) is added when the test sets none (llama-server's thread pool spins while it waits: on a
+loaded machine two threads made each start take 40 s instead of 6) (scripts/run-llama-server-tests.sh --llama-server runs the suite that way, so both servers
 answer on the same model)."""
 import os
 import sys
@@ -54,6 +56,8 @@ def real(binary, argv):
             i += 1
     if has_model:
         out[1:1] = ["--model", MODEL]
+    if "--threads" not in argv and "-t" not in argv:  # its pool spins: on a shared machine, one thread
+        out += ["--threads", os.environ.get("LLAMA_SHIM_THREADS", "1")]
     print("llama-server-shim: " + " ".join(out), file=sys.stderr, flush=True)
     os.execvp(out[0], out)
 
