@@ -19,6 +19,8 @@ docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
 - reasoning_format per request: none keeps a <think> part in the content, the default splits it;
 - timings in chat answers; a context overflow's error carries n_prompt_tokens and n_ctx;
 - /props: total_slots, n_ctx, the sampling defaults, the chat template;
+- the template variables date_string and datetime are today's date in llama.cpp's formats (written
+  with Python's strftime), a chat_template_kwargs key of the same name wins;
 - GET /slots: one entry per slot (id, n_ctx, is_processing false when idle);
 - "verbose": __verbose holds the answer in /completion's shape, its prompt the text /apply-template
   gives; continue_final_message and add_generation_prompt as llama-server checks them;
@@ -27,6 +29,7 @@ docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
   predicted_per_second is 0 (its token came from the prefill);
 - bad input: a 4xx with a message on each new endpoint.
 Usage: test_serve_llamacpp.py STATELM TESTS_DATA_DIR."""
+import datetime
 import json
 import re
 import sys
@@ -211,6 +214,17 @@ try:
     last = evs[-1] if evs else {}
     check(last.get("choices") == [] and last.get("timings", {}).get("predicted_n") == last.get("usage", {}).get(
         "completion_tokens"), f"usage chunk timings: {last}")
+
+    # ---- llama.cpp's template variables date_string and datetime: today, under chat_template_kwargs ----
+    one = [{"role": "user", "content": "x"}]
+    tmpl = "{{ date_string }}|{{ datetime }}"
+    today = datetime.date.today()
+    s, a = post("/apply-template", {"messages": one, "chat_template": tmpl})
+    check(s == 200 and a["prompt"] in (f"{d.strftime('%d %b %Y')}|{d.strftime('%b %d %Y')}"
+                                       for d in (today, today + datetime.timedelta(days=1))),
+          f"date_string, datetime: {s} {a}")
+    s, a = post("/apply-template", {"messages": one, "chat_template": tmpl, "chat_template_kwargs": {"date_string": "D"}})
+    check(s == 200 and a["prompt"].startswith("D|"), f"date_string from chat_template_kwargs: {s} {a}")
 
     # ---- GET /slots: each slot's state (is_processing is covered by test_engine's slm_engine_slots_busy) ----
     s, sl = srv.post(None, "/slots", method="GET")
