@@ -24,6 +24,7 @@ import re
 import socket
 import statistics
 import subprocess
+import sys
 import time
 
 from serve_util import stop_server
@@ -145,6 +146,8 @@ try:
     for i in range(a.convs):
         for name, (_, port, chain) in servers.items():
             res[name].append(conversation(port, i, chain))
+            print(f"conversation {i} {name}: (input, prefilled, ttft s) per turn {res[name][-1]}", file=sys.stderr,
+                  flush=True)
 finally:
     for srv, _, _ in servers.values():
         stop_server(srv)
