@@ -124,8 +124,8 @@ static bool push_text(const serve_embedder *e, const char *text, bool bos, const
     for (int attempt = 0; attempt < 2; attempt++) {
         free(tmp);
         if (!(tmp = malloc(room * sizeof *tmp))) return snprintf(msg, mcap, "out of memory"), false;
-        slm_status st = slm_tokenizer_encode(e->tok, text, len, SLM_TOKENIZE_PARSE_SPECIAL | (bos ? SLM_TOKENIZE_ADD_BOS : 0),
-                                             tmp, room, &n);
+        uint32_t flags = SLM_TOKENIZE_PARSE_SPECIAL | (bos ? SLM_TOKENIZE_ADD_BOS : 0);
+        slm_status st = slm_tokenizer_encode(e->tok, text, len, flags, tmp, room, &n);
         if (st == SLM_OK) break;
         if (st != SLM_ERR_RANGE || attempt) {
             free(tmp);
@@ -161,7 +161,8 @@ static bool read_entry(const serve_embedder *e, const cJSON *x, const char *wher
                 if (!push_text(e, y->valuestring, i == 0, sub, in, &cap, msg, mcap)) return false;
             } else if (!cJSON_IsNumber(y) || y->valuedouble != floor(y->valuedouble) || y->valuedouble < 0 ||
                        y->valuedouble >= e->n_vocab) {
-                return snprintf(msg, mcap, "%s[%zu] is not a token id in [0, %d) or a string", where, i, e->n_vocab), false;
+                return snprintf(msg, mcap, "%s[%zu] is not a token id in [0, %d) or a string", where, i, e->n_vocab),
+                       false;
             } else if (!push_id(in, &cap, (int32_t)y->valuedouble)) {
                 return snprintf(msg, mcap, "out of memory"), false;
             }

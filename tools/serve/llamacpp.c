@@ -404,7 +404,8 @@ void util_metrics_embed(serve_ctx *s, uint64_t n_inputs, uint64_t n_tokens, doub
 
 /* One metric: HELP, TYPE and the value. */
 static void metric(buf *out, const char *name, const char *type, const char *help, double v) {
-    buf_printf(out, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name, v);
+    buf_printf(out, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name,
+               v);
 }
 
 void util_metrics(const serve_ctx *s, const slm_engine_stats *es, buf *out) {
@@ -414,8 +415,8 @@ void util_metrics(const serve_ctx *s, const slm_engine_stats *es, buf *out) {
     metric(out, "prompt_seconds_total", "counter", "Prompt process time", s->lc_prompt_s);
     metric(out, "tokens_predicted_total", "counter", "Number of generation tokens processed.", (double)s->lc_predicted);
     metric(out, "tokens_predicted_seconds_total", "counter", "Predict process time", s->lc_predicted_s);
-    metric(out, "n_decode_total", "counter", "Total number of forward passes (prefills, decode steps, embedded inputs).",
-           (double)s->lc_passes);
+    metric(out, "n_decode_total", "counter",
+           "Total number of forward passes (prefills, decode steps, embedded inputs).", (double)s->lc_passes);
     metric(out, "n_tokens_max", "counter", "Largest number of tokens a request held in its context.",
            (double)s->lc_tokens_max);
     metric(out, "spec_decode_num_draft_tokens_total", "counter", "Number of tokens drafted.", (double)es->n_drafted);

@@ -421,7 +421,8 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     r->sp.n_logit_bias = 0;
     r->n = 1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) return sreq_fail(e, 400, NULL, "'model' must be a string or null");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
+        return sreq_fail(e, 400, NULL, "'model' must be a string or null");
     if (!sreq_read_sampling(root, r, e)) return false;
     double v = 1;
     if (!sreq_num(root, "n", 1, SREQ_MAX_N, true, &v, e)) return false;

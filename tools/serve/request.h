@@ -76,7 +76,8 @@ typedef struct sreq {
     bool logprobs;
     int32_t top_logprobs;
     bool stream, include_usage, ignore_eos;
-    bool verbose; /* llama-server's "verbose": a chat or completions answer also carries "__verbose", /completion's answer */
+    bool verbose; /* llama-server's "verbose": a chat or completions answer also carries "__verbose", the
+                   * answer in /completion's shape */
     bool no_gen_prompt; /* "add_generation_prompt": false (and no trailing assistant message): rendered without it */
     char *stops[SREQ_MAX_STOPS];
     int32_t n_stops;

@@ -205,7 +205,8 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
     r->n = 1;
     r->store = true;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) return sreq_fail(e, 400, NULL, "'model' must be a string or null");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
+        return sreq_fail(e, 400, NULL, "'model' must be a string or null");
     if (!sreq_read_sampling(root, r, e)) return false;
     double v = 0;
     if (!sreq_num(root, "max_output_tokens", 1, 1e9, true, &v, e)) return false;
@@ -230,7 +231,8 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
         bool known = false;
         for (size_t i = 0; cJSON_IsString(effort) && i < sizeof efforts / sizeof *efforts; i++)
             known = known || !strcmp(effort->valuestring, efforts[i]);
-        if (!known) return sreq_fail(e, 400, NULL, "'reasoning'.effort must be none, minimal, low, medium, high or xhigh");
+        if (!known)
+            return sreq_fail(e, 400, NULL, "'reasoning'.effort must be none, minimal, low, medium, high or xhigh");
     }
     if (!read_tools(root, r, e) || !read_text_format(root, r, e) || !make_echo(root, r, e)) return false;
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(root, "instructions");
