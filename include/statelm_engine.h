@@ -205,6 +205,7 @@ typedef struct slm_engine_stats {
     size_t n_cached_states, n_state_files;                    /* kept snapshots: in memory, spilled */
     uint64_t cached_state_bytes;
     uint64_t n_drafted, n_accepted, n_replays;                /* speculation */
+    uint64_t n_spec_steps;                                    /* speculation: verify passes (one per draft) */
     uint64_t n_batch_steps, n_batch_slots, n_batch_fallbacks; /* batched decode calls, streams in them, refusals */
     int32_t batch_max;                                        /* most streams in one batched decode call */
 } slm_engine_stats;

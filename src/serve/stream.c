@@ -104,6 +104,7 @@ void eng_stream_end(slm_engine *e, stream *st) {
     e->st.n_drafted += ss.n_drafted;
     e->st.n_accepted += ss.n_accepted;
     e->st.n_replays += ss.n_replays;
+    e->st.n_spec_steps += ss.n_steps;
     pthread_mutex_unlock(&e->mu);
     if (!r) return;
     if (++r->n_done == r->n) eng_request_finish(e, r, SLM_ENGINE_DONE_OK, SLM_OK, NULL);

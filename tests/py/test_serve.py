@@ -688,7 +688,7 @@ def message_text_tests(arch):
 def conventions_test(arch):
     model = data / "tiny" / arch / f"{arch}-f32.gguf"
     origin = "https://app.example"
-    s = Server(model, "-c", str(CTX), "--parallel", "2", "--api-key", KEY, "--alias", "tiny-chat", "--cors", origin)
+    s = Server(model, "-c", str(CTX), "--parallel", "2", "--api-key", KEY, "--alias", "tiny-chat", "--cors", origin + ",localhost")
     try:
         client = s.client()
         r = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}],
@@ -718,11 +718,18 @@ def conventions_test(arch):
         st, hdr, _ = s.request("OPTIONS", "/v1/chat/completions", key=None,
                                headers={"Origin": origin, "Access-Control-Request-Method": "POST",
                                         "Access-Control-Request-Headers": "authorization, content-type"})
-        check(st == 204 and hdr.get("Access-Control-Allow-Origin") == origin and
+        check(st == 200 and hdr.get("Access-Control-Allow-Origin") == origin and
               "POST" in hdr.get("Access-Control-Allow-Methods", "") and
               "authorization" in hdr.get("Access-Control-Allow-Headers", ""), f"{arch}: preflight -> {st} {hdr}")
         st, hdr, _ = s.request("OPTIONS", "/v1/chat/completions", key=None, headers={"Origin": "https://evil.example"})
-        check(st == 204 and "Access-Control-Allow-Origin" not in hdr, f"{arch}: preflight of another origin granted")
+        check(st == 200 and "Access-Control-Allow-Origin" not in hdr, f"{arch}: preflight of another origin granted")
+        # the entry "localhost": this machine's pages, any port, and nothing that only starts like one
+        for o, granted in (("http://localhost", True), ("http://127.0.0.1:3000", True), ("https://[::1]:8080", True),
+                           ("http://localhost.evil.com", False), ("http://notlocalhost", False),
+                           ("http://localhost:", False), ("http://127.0.0.1:80x", False)):
+            st, hdr, _ = s.request("OPTIONS", "/v1/chat/completions", key=None, headers={"Origin": o})
+            check(st == 200 and (hdr.get("Access-Control-Allow-Origin") == o) == granted,
+                  f"{arch}: preflight from {o}: {st} {hdr.get('Access-Control-Allow-Origin')}")
         st, hdr, _ = s.request("GET", "/v1/models", headers={"Origin": origin})
         check(st == 200 and hdr.get("Access-Control-Allow-Origin") == origin, f"{arch}: GET with Origin: {hdr}")
 

@@ -6,14 +6,17 @@
 - qwen3 (default pooling: last, no pooling_type in the GGUF): the 43 golden ids as one token-id
   input (the client's default base64 encoding, and "float"), a batch of two id lists (the 11-id
   prefix's vector is row 10 of the golden: causal), the golden text as a string and a batch of
-  strings (the tokenizer's ids: usage counts them), in one request each; usage.prompt_tokens and
+  strings (the tokenizer's ids: usage counts them), in one request each; llama-server's input
+  shapes ({"prompt_string"}, {"content": [text parts]}, ids with strings among them) embed as the
+  text they spell; usage.prompt_tokens and
   total_tokens are the token counts; the vectors have unit norm;
 - --pooling mean on lfm2, cls on gemma3, none on qwen35 (one vector per token), last on llama;
 - a GGUF whose <arch>.pooling_type is 1 (mean) is served with mean pooling, one whose pooling_type
   is 4 (rank) is refused at start naming it, unless --pooling is given;
 - errors are 4xx with OpenAI codes: empty input, an empty string, too many inputs (naming the
   limit), an input longer than the context (context_length_exceeded), ids out of range,
-  dimensions other than the model's, a bad encoding_format, mixed inputs; without --embeddings
+  dimensions other than the model's, a bad encoding_format, inputs of none of llama-server's
+  shapes, content parts other than text; without --embeddings
   the endpoint is 404 saying how to enable it; GET is 405;
 - embedding requests leave the chat slots' cached state alone: turn 2 of a chat reuses turn 1
   (cached_tokens) although embeddings ran in between, and greedy answers are unchanged.
@@ -100,6 +103,19 @@ def default_pooling_test():
         expect("qwen3 batch of strings [0]", r.data[0].embedding, g["text_pooled"]["l2"]["last"])
         check(list(r.data[2].embedding) == list(r.data[0].embedding), "qwen3 batch of strings: equal inputs, different vectors")
         check(r.data[1].embedding != r.data[0].embedding, "qwen3 batch of strings: different inputs, equal vectors")
+        # llama-server's input shapes: {"prompt_string"}, {"content": [text parts]} (joined as they are),
+        # a list of ids with strings among them (one input: here the text's ids and an empty string)
+        half = len(g["text"]) // 2
+        shapes = [{"prompt_string": g["text"]},
+                  {"content": [{"type": "text", "text": g["text"][:half]}, {"type": "text", "text": g["text"][half:]}]},
+                  [*g["text_ids"], ""]]
+        for shape in shapes:
+            st, body = s.post({"input": shape, "encoding_format": "float"}, "/v1/embeddings")
+            check(st == 200 and len(body.get("data", [])) == 1, f"qwen3 {json.dumps(shape)[:50]}: {st} {body}")
+            if st == 200:
+                expect(f"qwen3 {json.dumps(shape)[:50]}", body["data"][0]["embedding"], g["text_pooled"]["l2"]["last"])
+        st, body = s.post({"input": shapes, "encoding_format": "float"}, "/v1/embeddings")
+        check(st == 200 and [d["index"] for d in body["data"]] == [0, 1, 2], f"qwen3 list of shapes: {st} {body}")
         models = json.loads(subprocess.run(["curl", "-s", s.url + "/v1/models"], capture_output=True).stdout)
         meta = models["data"][0]["meta"]
         check(meta.get("embeddings") is True and meta.get("pooling") == "last" and meta.get("n_embd") == 64,
@@ -113,7 +129,7 @@ def error_tests(s, ids):
     long = [ids[i % len(ids)] for i in range(CTX + 1)]
     cases = [
         ({"input": []}, 400, "invalid_value", "empty list"),
-        ({"input": ""}, 400, "invalid_value", "empty string"),
+        ({"input": ""}, 400, "invalid_value", "input is empty"),
         ({"input": [[1, 2], []]}, 400, "invalid_value", "input[1] is empty"),
         ({"input": ["a"] * 2049}, 400, "invalid_value", "limit is 2048"),
         ({"input": long}, 400, "context_length_exceeded", f"{CTX + 1} tokens"),
@@ -121,12 +137,17 @@ def error_tests(s, ids):
         ({"input": [1, 2, 320]}, 400, "invalid_value", "input[2] is not a token id in [0, 320)"),
         ({"input": [[1, -1]]}, 400, "invalid_value", "input[0][1] is not a token id"),
         ({"input": [1.5]}, 400, "invalid_value", "input[0] is not a token id"),
-        ({"input": ["a", [1]]}, 400, "invalid_type", "input[1] is not a string"),
+        ({"input": ["a", {"x": 1}]}, 400, "invalid_type", "input[1] must be a string"),
+        ({"input": {"content": "a"}}, 400, "invalid_type", "input.content must be a list"),
+        ({"input": [{"content": [{"type": "unknown"}]}]}, 400, "invalid_value", "input[0].content[0] must be"),
+        ({"input": {"content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}}, 400, "invalid_value",
+         "'image_url' part"),
+        ({"input": [1, "a", 2.5]}, 400, "invalid_value", "input[2] is not a token id"),
         ({"input": 7}, 400, "invalid_type", "'input' must be"),
         ({}, 400, "missing_required_parameter", "'input' must be"),
         ({"input": "a", "dimensions": 32}, 400, "invalid_value", "'dimensions' must be 64"),
         ({"input": "a", "encoding_format": "int8"}, 400, "invalid_value", "encoding_format"),
-        ({"input": "a", "model": 3}, 400, "invalid_type", "'model' must be a string"),
+        ({"input": "a", "model": 3}, 400, "invalid_type", "'model' must be a string or null"),
     ]
     for body, want_status, want_code, want_msg in cases:
         status, reply = s.post(body, "/v1/embeddings")

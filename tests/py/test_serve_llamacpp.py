@@ -19,10 +19,21 @@ docs/serve.md), on the tiny qwen3 model served with --chat-template chatml:
 - reasoning_format per request: none keeps a <think> part in the content, the default splits it;
 - timings in chat answers; a context overflow's error carries n_prompt_tokens and n_ctx;
 - /props: total_slots, n_ctx, the sampling defaults, the chat template;
+- the template variables date_string and datetime are today's date in llama.cpp's formats (written
+  with Python's strftime), a chat_template_kwargs key of the same name wins;
+- GET /slots: one entry per slot (id, n_ctx, is_processing false when idle);
+- "verbose": __verbose holds the answer in /completion's shape, its prompt the text /apply-template
+  gives; continue_final_message and add_generation_prompt as llama-server checks them;
+- /metrics: llama-server's llamacpp:* lines (HELP, TYPE), Process-Start-Time-Unix; the prompt,
+  cached and predicted counters move by the sums of the requests' timings; a 1-token answer's
+  predicted_per_second is 0 (its token came from the prefill);
 - bad input: a 4xx with a message on each new endpoint.
 Usage: test_serve_llamacpp.py STATELM TESTS_DATA_DIR."""
+import datetime
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 try:
@@ -179,6 +190,73 @@ try:
     err = e.get("error", {}) if isinstance(e, dict) else {}
     check(s == 400 and err.get("code") == "context_length_exceeded" and err.get("n_ctx") == 256 and
           err.get("n_prompt_tokens", 0) > 256, f"context overflow fields: {s} {e}")
+
+    # ---- "verbose": __verbose, /completion's answer, its prompt the text /apply-template gives ----
+    msgs = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
+    s, v = post("/chat/completions", greedy({"messages": msgs, "verbose": True, "max_tokens": 2}))
+    s2, at = post("/apply-template", {"messages": msgs})
+    check(s == 200 and s2 == 200 and v.get("__verbose", {}).get("prompt") == at["prompt"] and
+          v["__verbose"]["content"] == v["choices"][0]["message"]["content"], f"__verbose: {s} {v.get('__verbose')}")
+    s, v = post("/chat/completions", greedy({"messages": msgs, "verbose": False, "max_tokens": 2}))
+    check(s == 200 and "__verbose" not in v, f"verbose false: {v.keys()}")
+    # continue_final_message needs add_generation_prompt false; add_generation_prompt false renders without it
+    pre = msgs + [{"role": "assistant", "content": "The"}]
+    s, a = post("/apply-template", {"messages": pre, "add_generation_prompt": False, "continue_final_message": True})
+    check(s == 200 and a["prompt"].endswith("<|im_start|>assistant\nThe"), f"continue_final_message: {s} {a}")
+    s, a = post("/chat/completions", greedy({"messages": pre, "continue_final_message": True}))
+    check(s == 400 and "cannot both be true" in a["error"]["message"], f"continue_final_message alone: {s} {a}")
+    s, a = post("/apply-template", {"messages": msgs, "add_generation_prompt": False})
+    check(s == 200 and a["prompt"].endswith("What is the best book<|im_end|>\n"), f"add_generation_prompt false: {a}")
+
+    # a stream's usage chunk carries the timings
+    raw = srv.curl(greedy({"messages": msgs, "stream": True, "stream_options": {"include_usage": True}}))
+    evs = [json.loads(l[6:]) for l in raw.decode().splitlines() if l.startswith("data: {")]
+    last = evs[-1] if evs else {}
+    check(last.get("choices") == [] and last.get("timings", {}).get("predicted_n") == last.get("usage", {}).get(
+        "completion_tokens"), f"usage chunk timings: {last}")
+
+    # ---- llama.cpp's template variables date_string and datetime: today, under chat_template_kwargs ----
+    one = [{"role": "user", "content": "x"}]
+    tmpl = "{{ date_string }}|{{ datetime }}"
+    today = datetime.date.today()
+    s, a = post("/apply-template", {"messages": one, "chat_template": tmpl})
+    check(s == 200 and a["prompt"] in (f"{d.strftime('%d %b %Y')}|{d.strftime('%b %d %Y')}"
+                                       for d in (today, today + datetime.timedelta(days=1))),
+          f"date_string, datetime: {s} {a}")
+    s, a = post("/apply-template", {"messages": one, "chat_template": tmpl, "chat_template_kwargs": {"date_string": "D"}})
+    check(s == 200 and a["prompt"].startswith("D|"), f"date_string from chat_template_kwargs: {s} {a}")
+
+    # ---- GET /slots: each slot's state (busy slots: test_engine's slm_engine_slots and py_test_serve_models) ----
+    s, sl = srv.post(None, "/slots", method="GET")
+    check(s == 200 and [x["id"] for x in sl] == [0, 1] and all(x["n_ctx"] == 256 and x["is_processing"] is False
+                                                              for x in sl), f"GET /slots idle: {s} {sl}")
+
+    # ---- llama-server's metrics: llamacpp:* counters move with the requests' timings ----
+    def lc_metrics():
+        st, hdr, body = srv.request("GET", "/metrics")
+        text = body.decode()
+        vals = {k: float(v) for k, v in re.findall(r"^llamacpp:(\w+) (\S+)$", text, re.M)}
+        typed = set(re.findall(r"^# TYPE llamacpp:(\w+) (?:counter|gauge)$", text, re.M))
+        helped = set(re.findall(r"^# HELP llamacpp:(\w+) ", text, re.M))
+        check(st == 200 and set(vals) == typed == helped and len(vals) == 15, f"/metrics llamacpp lines: {sorted(vals)}")
+        return vals, hdr
+    m0, hdr = lc_metrics()
+    started = float(hdr.get("Process-Start-Time-Unix", "nan"))
+    check(0 < time.time() - started < 3600, f"Process-Start-Time-Unix: {hdr.get('Process-Start-Time-Unix')}")
+    sums = {"prompt_n": 0, "cache_n": 0, "predicted_n": 0}
+    for n_predict in (1, 5, 5):
+        s, c = post("/completion", {"prompt": "one two three four", "n_predict": n_predict, "ignore_eos": True,
+                                    "temperature": 0})
+        for k in sums:
+            sums[k] += c["timings"][k]
+        if n_predict == 1:  # one token comes from the prefill: no decode step to time
+            check(c["timings"]["predicted_per_second"] == 0, f"n_predict 1: timings {c['timings']}")
+    m1, _ = lc_metrics()
+    check(m1["prompt_tokens_total"] - m0["prompt_tokens_total"] == sums["prompt_n"] and
+          m1["prompt_tokens_cached_total"] - m0["prompt_tokens_cached_total"] == sums["cache_n"] and sums["cache_n"] > 0 and
+          m1["tokens_predicted_total"] - m0["tokens_predicted_total"] == sums["predicted_n"] == 11 and
+          m1["n_decode_total"] - m0["n_decode_total"] >= 1 + 4 + 4 and m1["requests_processing"] == 0,
+          f"llamacpp counters {m0} -> {m1}, timings {sums}")
 
     # ---- bad input ----
     for path, body, what in [

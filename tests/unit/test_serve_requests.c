@@ -282,6 +282,10 @@ static void test_messages(void **state) {
                                 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "tool type 'bash_20250124'");
     refused(sreq_from_messages, "{\"max_tokens\":5,\"tool_choice\":{\"type\":\"sometimes\"},"
                                 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "'tool_choice' type");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":\"x\"},"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "budget_tokens must be");
+    refused(sreq_from_messages, "{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":-1},"
+                                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "budget_tokens must be");
 #undef MSG
 }
 
@@ -340,6 +344,8 @@ static void test_responses(void **state) {
     refused(sreq_from_responses, "{\"input\":[{\"type\":\"web_search_call\"}]}", "item type 'web_search_call'");
     refused(sreq_from_responses, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}", "'input_image'");
     refused(sreq_from_responses, "{\"input\":\"x\",\"tools\":[{\"type\":\"file_search\"}]}", "tool type 'file_search'");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "'reasoning'.effort must be");
+    refused(sreq_from_responses, "{\"input\":\"x\",\"reasoning\":{\"effort\":3}}", "'reasoning'.effort must be");
     refused(sreq_from_responses, "{\"input\":[]}", "'input' must be");
     refused(sreq_from_responses, "{\"input\":\"x\",\"tool_choice\":{\"type\":\"mcp\"}}", "'tool_choice' object");
 }
@@ -402,6 +408,64 @@ static slm_model *load_qwen3(void) {
     return m;
 }
 
+/* llama-server's request fields its own test suite sends: "model": null, "verbose", and
+ * continue_final_message / add_generation_prompt as llama-server checks them
+ * (tools/server/server-common.cpp of the llama.cpp llama-cpp-python 0.3.36 vendors). */
+static void test_llama_server_fields(void **state) {
+    (void)state;
+    sreq r;
+    sreq_err e;
+    assert_true(map(sreq_from_chat, "{\"model\":null,\"verbose\":true,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                    &r, &e));
+    assert_true(r.verbose);
+    assert_false(r.no_gen_prompt);
+    sreq_free(&r);
+    assert_true(map(sreq_from_completions, "{\"model\":null,\"prompt\":\"x\"}", &r, &e));
+    assert_false(r.verbose);
+    sreq_free(&r);
+    assert_true(map(sreq_from_messages, "{\"model\":null,\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                    &r, &e));
+    sreq_free(&r);
+    refused(sreq_from_chat, "{\"model\":3,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+            "'model' must be a string or null");
+    refused(sreq_from_chat, "{\"verbose\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+            "'verbose' must be a boolean");
+    /* continue_final_message: the trailing assistant message continued; add_generation_prompt must be false */
+    const char *two = "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hel\"}]";
+    char body[512];
+    snprintf(body, sizeof body, "{\"add_generation_prompt\":false,\"continue_final_message\":true,%s}", two);
+    assert_true(map(sreq_from_chat, body, &r, &e));
+    assert_true(sreq_prefill(&r));
+    assert_false(r.no_gen_prompt);
+    sreq_free(&r);
+    snprintf(body, sizeof body, "{\"continue_final_message\":true,%s}", two);
+    refused(sreq_from_chat, body, "cannot both be true");
+    snprintf(body, sizeof body, "{\"add_generation_prompt\":true,\"continue_final_message\":true,%s}", two);
+    refused(sreq_from_chat, body, "cannot both be true");
+    refused(sreq_from_chat, "{\"add_generation_prompt\":false,\"continue_final_message\":true,"
+                            "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", "needs a final assistant message");
+    refused(sreq_from_chat, "{\"add_generation_prompt\":false,\"continue_final_message\":true,\"messages\":["
+                            "{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
+                            "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+            "needs a final assistant message without tool calls");
+    refused(sreq_from_chat, "{\"continue_final_message\":\"yes\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+            "'continue_final_message' must be a boolean");
+    /* a continued assistant message's text parts are joined with "\n\n" (llama-server's render_content),
+     * other messages' with "\n" */
+    assert_true(map(sreq_from_chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                                    "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+                                    "\"text\":\"Wh\"},{\"type\":\"text\",\"text\":\"ill\"}]}]}", &r, &e));
+    assert_true(sreq_prefill(&r));
+    assert_string_equal(r.msgs[0].content, "a\nb");
+    assert_string_equal(r.msgs[1].content, "Wh\n\nill");
+    sreq_free(&r);
+    /* add_generation_prompt false after a user message: rendered without the generation prompt */
+    assert_true(map(sreq_from_chat, "{\"add_generation_prompt\":false,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                    &r, &e));
+    assert_true(r.no_gen_prompt);
+    sreq_free(&r);
+}
+
 static void test_render_prefill(void **state) {
     (void)state;
     slm_model *m = load_qwen3();
@@ -426,6 +490,21 @@ static void test_render_prefill(void **state) {
     assert_int_equal(p.n_ids, n_head + n_tail);
     assert_memory_equal(p.ids, head, n_head * sizeof *head);
     assert_memory_equal(p.ids + n_head, tail, n_tail * sizeof *tail);
+    slm_free(head);
+    sprompt_free(&p);
+    sreq_free(&r);
+
+    /* add_generation_prompt false: the messages as chatml renders them without the generation prompt */
+    assert_true(map(sreq_from_chat, "{\"add_generation_prompt\":false,\"messages\":[{\"role\":\"user\","
+                                    "\"content\":\"Name a colour.\"}]}", &r, &e));
+    assert_true(sreq_render(&r, &mv, &p, &e));
+    assert_int_equal(slm_chat_tokenize(m, "chatml", &um, 1, NULL, false, &head, &n_head), SLM_OK);
+    assert_int_equal(p.n_ids, n_head);
+    assert_memory_equal(p.ids, head, n_head * sizeof *head);
+    char *text = NULL;
+    assert_true(sreq_render_text(&r, &mv, &text, &e));
+    assert_string_equal(text, "<|im_start|>user\nName a colour.<|im_end|>\n"); /* chatml as written in its spec */
+    free(text);
     slm_free(head);
     sprompt_free(&p);
     sreq_free(&r);
@@ -519,6 +598,7 @@ int main(void) {
         cmocka_unit_test(test_completions),   cmocka_unit_test(test_validate),      cmocka_unit_test(test_render_prefill),
         cmocka_unit_test(test_messages),      cmocka_unit_test(test_responses),     cmocka_unit_test(test_resp_store),
         cmocka_unit_test(test_reasoning_control),
+        cmocka_unit_test(test_llama_server_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /* embed.c — the OpenAI embeddings endpoint of statelm serve (embed.h).
  *
- * Request: {"input": string | [string, ...] | [id, ...] | [[id, ...], ...], "model"?: string,
- * "encoding_format"?: "float" | "base64", "dimensions"?: n_embd, "user"?: string}. Strings are
- * tokenized as /v1/completions prompts are (BOS when the model adds one, special-token text
+ * Request: {"input": INPUT | [INPUT, ...], "model"?: string or null, "encoding_format"?: "float" |
+ * "base64", "dimensions"?: n_embd, "user"?: string}, an INPUT (llama-server's shapes) a string, a
+ * list of token ids and strings, {"prompt_string": string or such a list} or {"content": [text
+ * parts]}; a list with a number in it is one INPUT. Strings are tokenized as /v1/completions
+ * prompts are (BOS when the model adds one, before a leading string only; special-token text
  * matched). Each input is embedded on its own from position 0 (slm_session_reset, then
  * slm_session_embed with the embedder's pooling, L2-normalised). Response: {"object": "list",
  * "data": [{"object": "embedding", "index": i, "embedding": [n_embd floats] | base64 of the
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "base/buf.h"
 
 struct serve_embedder {
     const slm_model *m;
@@ -101,81 +104,135 @@ static char *base64(const uint8_t *p, size_t n) {
     return out;
 }
 
-/* ids of a JSON array of token ids (the request's `where`: "input" or "input[k]") into in; false
- * with msg naming the element. */
-static bool read_ids(const serve_embedder *e, const cJSON *arr, const char *where, embed_input *in, char *msg,
-                     size_t cap) {
-    size_t n = (size_t)cJSON_GetArraySize(arr), i = 0;
-    const cJSON *x;
-    if (n == 0) return snprintf(msg, cap, "%s is empty", where), false;
-    if (!(in->ids = malloc(n * sizeof *in->ids))) return snprintf(msg, cap, "out of memory"), false;
-    cJSON_ArrayForEach(x, arr) {
-        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
-            x->valuedouble >= e->n_vocab)
-            return snprintf(msg, cap, "%s[%zu] is not a token id in [0, %d)", where, i, e->n_vocab), false;
-        in->ids[i++] = (int32_t)x->valuedouble;
+/* Appends id to in (grown by doubling); false when out of memory. */
+static bool push_id(embed_input *in, size_t *cap, int32_t id) {
+    if (in->n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        int32_t *p = realloc(in->ids, c * sizeof *p);
+        if (!p) return false;
+        in->ids = p, *cap = c;
     }
-    in->n = n;
+    in->ids[in->n++] = id;
     return true;
 }
 
-static bool read_text(const serve_embedder *e, const char *text, size_t index, embed_input *in, char *msg, size_t cap) {
-    size_t len = strlen(text), n = 0, room = len + 16;
-    if (len == 0) return snprintf(msg, cap, "input[%zu] is an empty string", index), false;
+/* Appends the tokens of text (BOS first when bos and the model adds one, special-token text matched). */
+static bool push_text(const serve_embedder *e, const char *text, bool bos, const char *where, embed_input *in,
+                      size_t *cap, char *msg, size_t mcap) {
+    size_t len = strlen(text), room = len + 16, n = 0;
+    int32_t *tmp = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
-        free(in->ids);
-        if (!(in->ids = malloc(room * sizeof *in->ids))) return snprintf(msg, cap, "out of memory"), false;
-        slm_status st = slm_tokenizer_encode(e->tok, text, len, SLM_TOKENIZE_PARSE_SPECIAL | SLM_TOKENIZE_ADD_BOS,
-                                             in->ids, room, &n);
-        if (st == SLM_OK) return in->n = n, true;
-        if (st != SLM_ERR_RANGE)
-            return snprintf(msg, cap, "input[%zu] cannot be tokenized (%s)", index, slm_status_name(st)), false;
+        free(tmp);
+        if (!(tmp = malloc(room * sizeof *tmp))) return snprintf(msg, mcap, "out of memory"), false;
+        uint32_t flags = SLM_TOKENIZE_PARSE_SPECIAL | (bos ? SLM_TOKENIZE_ADD_BOS : 0);
+        slm_status st = slm_tokenizer_encode(e->tok, text, len, flags, tmp, room, &n);
+        if (st == SLM_OK) break;
+        if (st != SLM_ERR_RANGE || attempt) {
+            free(tmp);
+            return snprintf(msg, mcap, "%s cannot be tokenized (%s)", where, slm_status_name(st)), false;
+        }
         room = n;
     }
-    return snprintf(msg, cap, "input[%zu] cannot be tokenized", index), false;
+    for (size_t i = 0; i < n; i++)
+        if (!push_id(in, cap, tmp[i])) return free(tmp), snprintf(msg, mcap, "out of memory"), false;
+    free(tmp);
+    return true;
 }
 
-/* The inputs of the request's "input" into *ins / *n_ins; 400 with msg and *code on bad input. */
+/* One input (llama-server's shapes): a string; a list of token ids and strings (the strings' tokens
+ * in place, BOS only before a leading string); {"prompt_string": that}; {"content": [parts]} whose
+ * text parts are joined. where names it ("input" or "input[k]") in messages; an input with no tokens
+ * is refused (a model without BOS and an empty string). */
+static bool read_entry(const serve_embedder *e, const cJSON *x, const char *where, embed_input *in,
+                       const char **code, char *msg, size_t mcap) {
+    size_t cap = 0;
+    const cJSON *ps = cJSON_IsObject(x) ? cJSON_GetObjectItemCaseSensitive(x, "prompt_string") : NULL;
+    const cJSON *content = cJSON_IsObject(x) ? cJSON_GetObjectItemCaseSensitive(x, "content") : NULL;
+    if (ps) x = ps;
+    if (cJSON_IsString(x)) {
+        if (!push_text(e, x->valuestring, true, where, in, &cap, msg, mcap)) return false;
+    } else if (cJSON_IsArray(x) && !content) {
+        size_t i = 0;
+        const cJSON *y;
+        cJSON_ArrayForEach(y, x) {
+            if (cJSON_IsString(y)) {
+                char sub[64];
+                snprintf(sub, sizeof sub, "%s[%zu]", where, i);
+                if (!push_text(e, y->valuestring, i == 0, sub, in, &cap, msg, mcap)) return false;
+            } else if (!cJSON_IsNumber(y) || y->valuedouble != floor(y->valuedouble) || y->valuedouble < 0 ||
+                       y->valuedouble >= e->n_vocab) {
+                return snprintf(msg, mcap, "%s[%zu] is not a token id in [0, %d) or a string", where, i, e->n_vocab),
+                       false;
+            } else if (!push_id(in, &cap, (int32_t)y->valuedouble)) {
+                return snprintf(msg, mcap, "out of memory"), false;
+            }
+            i++;
+        }
+    } else if (content && !ps) {
+        if (!cJSON_IsArray(content)) {
+            *code = "invalid_type";
+            return snprintf(msg, mcap, "%s.content must be a list of content parts", where), false;
+        }
+        buf text = buf_make(NULL);
+        size_t k = 0;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, content) { /* text parts joined as they are, as llama-server joins them here */
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
+            bool is_text = cJSON_IsString(type) && !strcmp(type->valuestring, "text");
+            if (!is_text || !cJSON_IsString(t)) {
+                buf_free(&text);
+                if (cJSON_IsString(type) && (!strcmp(type->valuestring, "image_url") ||
+                                             !strcmp(type->valuestring, "input_audio") ||
+                                             !strcmp(type->valuestring, "input_video")))
+                    return snprintf(msg, mcap, "%s.content[%zu] is an '%s' part: this server embeds text only", where,
+                                    k, type->valuestring), false;
+                return snprintf(msg, mcap, "%s.content[%zu] must be {\"type\": \"text\", \"text\": string}", where, k),
+                       false;
+            }
+            buf_puts(&text, t->valuestring);
+            k++;
+        }
+        bool ok = !text.oom && push_text(e, text.p ? text.p : "", true, where, in, &cap, msg, mcap);
+        if (text.oom) snprintf(msg, mcap, "out of memory");
+        buf_free(&text);
+        if (!ok) return false;
+    } else {
+        *code = "invalid_type";
+        return snprintf(msg, mcap, "%s must be a string, a list of token ids and strings, {\"prompt_string\": ...} or "
+                        "{\"content\": [parts]}", where), false;
+    }
+    if (in->n == 0) return snprintf(msg, mcap, "%s is empty (it has no tokens)", where), false;
+    return true;
+}
+
+/* The inputs of the request's "input" into *ins / *n_ins; 400 with msg and *code on bad input. A list
+ * with a number in it is one input (of token ids, strings among them); any other list is a list of
+ * inputs (read_entry), as llama-server reads it. */
 static unsigned read_inputs(const serve_embedder *e, const cJSON *input, embed_input **ins, size_t *n_ins,
                             const char **code, char *msg, size_t cap) {
     *code = "invalid_value";
     const cJSON *x;
-    if (cJSON_IsString(input)) {
-        if (!(*ins = calloc(1, sizeof **ins))) return snprintf(msg, cap, "out of memory"), 500;
-        *n_ins = 1;
-        return read_text(e, input->valuestring, 0, &(*ins)[0], msg, cap) ? 0 : 400;
-    }
-    if (!cJSON_IsArray(input)) {
+    bool many = cJSON_IsArray(input);
+    if (many) cJSON_ArrayForEach(x, input) many = many && !cJSON_IsNumber(x);
+    if (!input || cJSON_IsNull(input) || cJSON_IsNumber(input) || cJSON_IsBool(input)) {
         *code = input ? "invalid_type" : "missing_required_parameter";
-        snprintf(msg, cap, "'input' must be a string, a list of strings, a list of token ids or a list of lists of "
-                           "token ids");
+        snprintf(msg, cap, "'input' must be a string, a list of token ids and strings, a list of those, "
+                           "{\"prompt_string\": ...} or {\"content\": [parts]}");
         return 400;
     }
-    size_t n = (size_t)cJSON_GetArraySize(input);
+    size_t n = many ? (size_t)cJSON_GetArraySize(input) : 1;
     if (n == 0) return snprintf(msg, cap, "'input' is an empty list"), 400;
-    const cJSON *first = cJSON_GetArrayItem(input, 0);
-    if (cJSON_IsNumber(first)) { /* one input of token ids */
-        if (!(*ins = calloc(1, sizeof **ins))) return snprintf(msg, cap, "out of memory"), 500;
-        *n_ins = 1;
-        return read_ids(e, input, "input", &(*ins)[0], msg, cap) ? 0 : 400;
-    }
     if (n > SERVE_EMBED_MAX_INPUTS)
         return snprintf(msg, cap, "'input' has %zu items; the limit is %d per request", n, SERVE_EMBED_MAX_INPUTS), 400;
     if (!(*ins = calloc(n, sizeof **ins))) return snprintf(msg, cap, "out of memory"), 500;
     *n_ins = n;
+    if (!many) return read_entry(e, input, "input", &(*ins)[0], code, msg, cap) ? 0 : 400;
     size_t i = 0;
     cJSON_ArrayForEach(x, input) {
         char where[32];
         snprintf(where, sizeof where, "input[%zu]", i);
-        bool ok;
-        if (cJSON_IsString(x) && cJSON_IsString(first)) ok = read_text(e, x->valuestring, i, &(*ins)[i], msg, cap);
-        else if (cJSON_IsArray(x) && cJSON_IsArray(first)) ok = read_ids(e, x, where, &(*ins)[i], msg, cap);
-        else {
-            *code = "invalid_type";
-            snprintf(msg, cap, "input[%zu] is not a %s like input[0]", i, cJSON_IsString(first) ? "string" : "list of token ids");
-            ok = false;
-        }
-        if (!ok) return 400;
+        if (!read_entry(e, x, where, &(*ins)[i], code, msg, cap)) return 400;
         i++;
     }
     return 0;
@@ -235,9 +292,9 @@ unsigned serve_embedder_answer(serve_embedder *e, const char *body, size_t n_bod
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "encoding_format");
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dimensions");
     bool b64 = false;
-    if (model && !cJSON_IsString(model)) {
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         *code = "invalid_type";
-        snprintf(msg, cap, "'model' must be a string");
+        snprintf(msg, cap, "'model' must be a string or null");
         goto done;
     }
     if (fmt && !cJSON_IsNull(fmt)) {
@@ -259,8 +316,8 @@ unsigned serve_embedder_answer(serve_embedder *e, const char *body, size_t n_bod
     for (size_t i = 0; i < n_ins; i++) {
         if (ins[i].n > (size_t)e->n_ctx) {
             *code = "context_length_exceeded";
-            snprintf(msg, cap, "input[%zu] has %zu tokens; this server's context limit is %d tokens", i, ins[i].n,
-                     e->n_ctx);
+            snprintf(msg, cap, "input[%zu] is too large: %zu tokens; this server's context limit is %d tokens", i,
+                     ins[i].n, e->n_ctx);
             status = 400;
             goto done;
         }

@@ -19,7 +19,26 @@ typedef struct req {
     bool too_big;
 } req;
 
-/* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list. */
+/* Whether origin is a page of this machine: http(s)://localhost, 127.0.0.1 or [::1], any port. */
+static bool origin_is_localhost(const char *origin) {
+    const char *p = !strncmp(origin, "http://", 7) ? origin + 7 : !strncmp(origin, "https://", 8) ? origin + 8 : NULL;
+    if (!p) return false;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++) {
+        size_t n = strlen(hosts[i]);
+        if (strncmp(p, hosts[i], n)) continue;
+        const char *q = p + n;
+        if (!*q) return true;
+        if (*q++ != ':' || !*q) return false;
+        while (*q >= '0' && *q <= '9') q++;
+        return !*q;
+    }
+    return false;
+}
+
+/* Whether --cors allows the request's Origin: "*" allows any, else a comma-separated list of origins,
+ * where the entry "localhost" stands for the pages of this machine (origin_is_localhost, as
+ * llama-server's --cors-origins localhost). */
 static bool cors_allowed(const serve_ctx *s, const char *origin) {
     if (!s->o.cors || !origin) return false;
     if (!strcmp(s->o.cors, "*")) return true;
@@ -28,6 +47,7 @@ static bool cors_allowed(const serve_ctx *s, const char *origin) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len == n && !memcmp(p, origin, n)) return true;
+        if (len == 9 && !memcmp(p, "localhost", 9) && origin_is_localhost(origin)) return true;
         p += len + (end != NULL);
     }
     return false;
@@ -177,6 +197,7 @@ static job *make_job(serve_ctx *s, struct MHD_Connection *conn, req *q, map_fn m
     const sreq_limits lim = {s->o.max_tokens, sm->n_vocab};
     const sreq_model mv = model_view(sm, true);
     bool ok = map(root, &s->o.sampling, &j->r, e);
+    if (ok && s->o.verbose) j->r.verbose = true;
     if (ok && j->r.api == SAPI_RESPONSES) { /* the stored conversation goes before the new input */
         char *record = j->r.previous_id ? resp_store_get(s->responses, j->r.previous_id) : NULL;
         ok = sreq_responses_resolve(&j->r, record, e);
@@ -332,13 +353,18 @@ static enum MHD_Result handle_embeddings(serve_ctx *s, struct MHD_Connection *co
     char msg[512];
     const char *code = NULL;
     cJSON *resp = NULL;
+    double t0 = now_s();
     unsigned status = serve_embedder_answer(sm->embedder, r->body.p ? r->body.p : "", r->body.n, sm->id, &resp,
                                             &code, msg, sizeof msg);
     pthread_mutex_lock(&s->mu);
     serve_model_release_locked(sm);
     s->m_requests++;
     const cJSON *usage = resp ? cJSON_GetObjectItem(resp, "usage") : NULL;
-    if (usage) s->m_prompt_tokens += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+    if (usage) {
+        uint64_t n_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(usage, "prompt_tokens"));
+        s->m_prompt_tokens += n_tokens;
+        util_metrics_embed(s, (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItem(resp, "data")), n_tokens, now_s() - t0);
+    }
     pthread_mutex_unlock(&s->mu);
     return resp ? send_json(s, conn, 200, resp, false) : send_error(s, conn, status, code, "%s", msg);
 }
@@ -350,18 +376,18 @@ static enum MHD_Result send_text(serve_ctx *s, struct MHD_Connection *conn, cons
     return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
-/* A CORS preflight (or any OPTIONS request): 204, no authentication, the allowed methods and, for
- * an Origin --cors allows, the CORS grant. */
+/* A CORS preflight (or any OPTIONS request): 200 with an empty body (as llama-server answers it), no
+ * authentication, the allowed methods and, for an Origin --cors allows, the CORS grant. */
 static enum MHD_Result send_options(serve_ctx *s, struct MHD_Connection *conn) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t)"", MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
+    MHD_add_response_header(resp, "Allow", "GET, POST, DELETE, OPTIONS");
     if (cors_allowed(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"))) {
         const char *asked = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
         MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "Authorization, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
     }
-    return queue_response(s, conn, MHD_HTTP_NO_CONTENT, resp);
+    return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
 /* The endpoints: a path (llama-server's aliases without /v1 too), its method, what answers it. */
@@ -487,6 +513,7 @@ static enum MHD_Result handle_slot(serve_ctx *s, struct MHD_Connection *conn, re
  * and next_token [{has_next_token, n_decoded}]; statelm's n_cached_tokens (what the
  * slot's session holds). fail_on_no_slot: 503 when every slot is busy. */
 static enum MHD_Result handle_slots(serve_ctx *s, struct MHD_Connection *conn) {
+    if (s->o.no_slots) return send_error(s, conn, 501, "not_supported", "GET /slots is off (--no-slots)");
     sreq_err e = {0};
     serve_model *sm = model_for(s, conn, NULL, &e);
     if (!sm) return send_err(s, conn, SAPI_CHAT, &e);
@@ -594,12 +621,13 @@ static void engine_stats(serve_ctx *s, slm_engine_stats *out) {
         out->n_batch_steps += es.n_batch_steps;
         out->n_batch_slots += es.n_batch_slots;
         out->n_batch_fallbacks += es.n_batch_fallbacks;
+        out->n_spec_steps += es.n_spec_steps;
         if (es.batch_max > out->batch_max) out->batch_max = es.batch_max;
     }
 }
 
 static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn) {
-    char text[4096];
+    char text[4096], started[32];
     slm_engine_stats es;
     engine_stats(s, &es);
     pthread_mutex_lock(&s->mu);
@@ -632,8 +660,17 @@ static enum MHD_Result handle_metrics(serve_ctx *s, struct MHD_Connection *conn)
              (unsigned long long)es.n_drafted, (unsigned long long)es.n_accepted, (unsigned long long)es.n_replays,
              (unsigned long long)es.n_batch_steps, (unsigned long long)es.n_batch_slots, es.batch_max,
              (unsigned long long)es.n_batch_fallbacks);
+    buf all = buf_make(NULL);
+    buf_puts(&all, text);
+    util_metrics(s, &es, &all);
     pthread_mutex_unlock(&s->mu);
-    return send_text(s, conn, text, "text/plain; version=0.0.4");
+    if (all.oom) return buf_free(&all), MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(all.n, all.p, MHD_RESPMEM_MUST_COPY);
+    buf_free(&all);
+    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+    snprintf(started, sizeof started, "%lld", (long long)s->t_started);
+    MHD_add_response_header(resp, "Process-Start-Time-Unix", started); /* as llama-server */
+    return queue_response(s, conn, MHD_HTTP_OK, resp);
 }
 
 enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,

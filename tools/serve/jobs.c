@@ -189,6 +189,7 @@ void on_engine_event(void *user, const slm_engine_event *ev) {
     }
     if (!j->done) {
         j->done = true;
+        util_metrics_count(s, j);
         if (serve_api_is_chat(j->r.api) && !j->p.prefill && !j->err_status && !j->cancelled)
             for (int32_t i = 0; i < j->r.n; i++) gen_remember_locked(j->mdl, &j->choices[i]);
         if (j->r.stream && !j->cancelled) {

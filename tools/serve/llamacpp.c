@@ -363,3 +363,57 @@ bool util_slot(serve_model *sm, const char *id_text, const char *action, const c
                             ms);
     return true;
 }
+
+void util_metrics_count(serve_ctx *s, const job *j) {
+    size_t n_gen = 0, n_first = 0; /* the first token of a choice comes from the prefill, not a decode step */
+    for (int32_t i = 0; i < j->r.n; i++) {
+        n_gen += j->choices[i].n_tokens;
+        n_first += j->choices[i].n_tokens > 0;
+    }
+    size_t cached = j->cached_tokens < j->p.n_ids ? j->cached_tokens : j->p.n_ids;
+    double t_first = j->t_first > 0 ? j->t_first : j->t_end;
+    s->lc_prefilled += j->p.n_ids - cached;
+    s->lc_cached += cached;
+    s->lc_predicted += n_gen;
+    s->lc_passes += (j->p.n_ids > cached ? 1u : 0u) + (n_gen - n_first);
+    if (t_first > j->t_start) s->lc_prompt_s += t_first - j->t_start;
+    if (j->t_end > t_first) s->lc_predicted_s += j->t_end - t_first;
+    if (j->p.n_ids + n_gen > s->lc_tokens_max) s->lc_tokens_max = j->p.n_ids + n_gen;
+}
+
+void util_metrics_embed(serve_ctx *s, uint64_t n_inputs, uint64_t n_tokens, double seconds) {
+    s->lc_prefilled += n_tokens;
+    s->lc_passes += n_inputs;
+    s->lc_prompt_s += seconds;
+}
+
+/* One metric: HELP, TYPE and the value. */
+static void metric(buf *out, const char *name, const char *type, const char *help, double v) {
+    buf_printf(out, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name,
+               v);
+}
+
+void util_metrics(const serve_ctx *s, const slm_engine_stats *es, buf *out) {
+    metric(out, "prompt_tokens_total", "counter", "Number of prompt tokens processed.", (double)s->lc_prefilled);
+    metric(out, "prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from a cached state.",
+           (double)s->lc_cached);
+    metric(out, "prompt_seconds_total", "counter", "Prompt process time", s->lc_prompt_s);
+    metric(out, "tokens_predicted_total", "counter", "Number of generation tokens processed.", (double)s->lc_predicted);
+    metric(out, "tokens_predicted_seconds_total", "counter", "Predict process time", s->lc_predicted_s);
+    metric(out, "n_decode_total", "counter",
+           "Total number of forward passes (prefills, decode steps, embedded inputs).", (double)s->lc_passes);
+    metric(out, "n_tokens_max", "counter", "Largest number of tokens a request held in its context.",
+           (double)s->lc_tokens_max);
+    metric(out, "spec_decode_num_draft_tokens_total", "counter", "Number of tokens drafted.", (double)es->n_drafted);
+    metric(out, "spec_decode_num_accepted_tokens_total", "counter", "Number of drafted tokens accepted.",
+           (double)es->n_accepted);
+    metric(out, "spec_decode_num_drafts_total", "counter", "Number of drafts verified.", (double)es->n_spec_steps);
+    metric(out, "prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+           s->lc_prompt_s > 0 ? (double)s->lc_prefilled / s->lc_prompt_s : 0.0);
+    metric(out, "predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
+           s->lc_predicted_s > 0 ? (double)s->lc_predicted / s->lc_predicted_s : 0.0);
+    metric(out, "requests_processing", "gauge", "Number of requests processing.", es->n_busy);
+    metric(out, "requests_deferred", "gauge", "Number of requests deferred.", es->n_queued);
+    metric(out, "n_busy_slots_per_decode", "gauge", "Average number of busy slots per batched decode step.",
+           es->n_batch_steps ? (double)es->n_batch_slots / (double)es->n_batch_steps : 0.0);
+}

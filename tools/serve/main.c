@@ -57,11 +57,15 @@ static void usage_serve(void) {
          "                       chat_template_kwargs, e.g. '{\"enable_thinking\": false}'\n"
          "  --chat-template NAME chatml | smollm2 | qwen3 | qwen3-nothink | lfm2 | llama3 | gemma\n"
          "                       (templates written out in C, run instead of the model's own)\n"
-         "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list)\n"
+         "  --cors ORIGINS       allow browser clients from ORIGINS ('*' or a comma-separated list; the entry\n"
+         "                       localhost: this machine's pages, any port)\n"
          "  --reasoning-format F deepseek (default): a chat answer's leading <think>...</think> goes to\n"
          "                       reasoning_content; none: it stays in content\n"
          "  --embeddings         also answer POST /v1/embeddings (on a session of its own)\n"
          CLI_KV_USAGE
+         "  --no-slots           GET /slots answers 501 (as llama-server's --no-slots)\n"
+         "  --verbose            every chat and completions answer carries __verbose (as a request's\n"
+         "                       \"verbose\": true): /completion's answer, the prompt as text among it\n"
          "  --pooling P          last | mean | cls | none (default: the GGUF's pooling_type, else last)\n"
          "Sampling defaults of requests that do not set the field (llama-server's defaults):\n"
          "  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)  --repeat-penalty R (1)\n"
@@ -115,6 +119,14 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         if (kvo > 0) continue;
         if (!strcmp(a, "--embeddings")) {
             o->embeddings = true;
+            continue;
+        }
+        if (!strcmp(a, "--verbose")) {
+            o->verbose = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-slots")) {
+            o->no_slots = true;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return 2;
@@ -213,6 +225,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     pthread_mutex_init(&s->mu, NULL);
+    s->t_started = (double)time(NULL);
     pthread_cond_init(&s->models_cv, NULL);
     if (!serve_models_init(s)) goto done;
     if (s->o.chat_template_file && !(s->template_text = cli_read_text(s->o.chat_template_file, 1 << 20))) goto done;

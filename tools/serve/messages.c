@@ -297,7 +297,8 @@ static bool map_messages(const cJSON *root, const slm_sampler_params *defaults, 
     r->sp.n_logit_bias = 0;
     r->n = 1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsString(model)) return sreq_fail(e, 400, NULL, "'model' must be a string");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
+        return sreq_fail(e, 400, NULL, "'model' must be a string or null");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
     if (!counting && !mt) return sreq_fail(e, 400, NULL, "'max_tokens' is required");
     double v = 0;

@@ -347,7 +347,7 @@ void sse_choice(job *j, int32_t ci, size_t upto) {
     if (j->p.tools.parse) sse_tool_progress(j, ci, parts.c0);
 }
 
-/* Ends the job's event stream: usage when asked for, then [DONE]. Under srv->mu. */
+/* Ends the job's event stream: usage (and timings) when asked for, then [DONE]. Under srv->mu. */
 void sse_finish(job *j) {
     if (j->err_status) {
         sse_add_json(j, error_json(j->err_msg, (unsigned)j->err_status, j->err_code));
@@ -355,6 +355,7 @@ void sse_finish(job *j) {
         cJSON *root = chunk_head(j);
         cJSON_AddArrayToObject(root, "choices");
         cJSON_AddItemToObject(root, "usage", usage_json(j));
+        cJSON_AddItemToObject(root, "timings", timings_json(j)); /* as llama-server's last chunk */
         sse_add_json(j, root);
     }
     buf_puts(&j->sse, "data: [DONE]\n\n");
@@ -363,8 +364,11 @@ void sse_finish(job *j) {
 
 /* llama-server's "timings" of a finished job. */
 cJSON *timings_json(const job *j) {
-    size_t n_gen = 0;
-    for (int32_t i = 0; i < j->r.n; i++) n_gen += j->choices[i].n_tokens;
+    size_t n_gen = 0, n_steps = 0; /* steps: tokens after each choice's first, which the prefill gave */
+    for (int32_t i = 0; i < j->r.n; i++) {
+        n_gen += j->choices[i].n_tokens;
+        n_steps += j->choices[i].n_tokens > 0 ? j->choices[i].n_tokens - 1 : 0;
+    }
     double t_first = j->t_first > 0 ? j->t_first : j->t_end, prompt_ms = (t_first - j->t_start) * 1e3;
     double gen_ms = (j->t_end - t_first) * 1e3;
     size_t n_prompt = j->p.n_ids - (j->cached_tokens < j->p.n_ids ? j->cached_tokens : j->p.n_ids);
@@ -376,8 +380,8 @@ cJSON *timings_json(const job *j) {
     cJSON_AddNumberToObject(t, "prompt_per_second", prompt_ms > 0 ? 1e3 * (double)n_prompt / prompt_ms : 0.0);
     cJSON_AddNumberToObject(t, "predicted_n", (double)n_gen);
     cJSON_AddNumberToObject(t, "predicted_ms", gen_ms);
-    cJSON_AddNumberToObject(t, "predicted_per_token_ms", n_gen ? gen_ms / (double)n_gen : 0.0);
-    cJSON_AddNumberToObject(t, "predicted_per_second", gen_ms > 0 ? 1e3 * (double)n_gen / gen_ms : 0.0);
+    cJSON_AddNumberToObject(t, "predicted_per_token_ms", n_steps ? gen_ms / (double)n_steps : 0.0);
+    cJSON_AddNumberToObject(t, "predicted_per_second", gen_ms > 0 && n_steps ? 1e3 * (double)n_steps / gen_ms : 0.0);
     return t;
 }
 
@@ -411,5 +415,6 @@ cJSON *completion_json(const job *j) {
     }
     cJSON_AddItemToObject(root, "usage", usage_json(j));
     cJSON_AddItemToObject(root, "timings", timings_json(j));
+    if (j->r.verbose) cJSON_AddItemToObject(root, "__verbose", completion_native_json(j));
     return root;
 }

@@ -2,9 +2,11 @@
  * (assistant contents this server generated continue from their ids; a trailing assistant message
  * is continued), completion prompts through the tokenizer, the output constraint and forced tool
  * call compiled into a grammar. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "request.h"
 
@@ -22,6 +24,30 @@ static slm_chat_template request_template(const sreq *r, const sreq_model *mv) {
     if (r->chat_template) t = (slm_chat_template){NULL, r->chat_template, t.kwargs, true};
     if (r->chat_template_kwargs) t.kwargs = r->chat_template_kwargs;
     return t;
+}
+
+/* The template variables r renders with: llama-server's date_string and datetime (today, as
+ * "%d %b %Y" and "%b %d %Y", as llama.cpp sets them: Llama 3.x templates print date_string) under the
+ * keys of the request's chat_template_kwargs, else the server's. malloc'd JSON object text; NULL
+ * when out of memory. */
+static char *request_kwargs(const sreq *r, const sreq_model *mv) {
+    const char *given = r->chat_template_kwargs ? r->chat_template_kwargs : mv->tmpl_kwargs;
+    cJSON *kw = given ? cJSON_Parse(given) : cJSON_CreateObject();
+    if (!cJSON_IsObject(kw)) { /* the mapping and the server's start checked it: out of memory */
+        cJSON_Delete(kw);
+        return NULL;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char date[32], datetime[32];
+    localtime_r(&now, &tm);
+    strftime(date, sizeof date, "%d %b %Y", &tm);
+    strftime(datetime, sizeof datetime, "%b %d %Y", &tm);
+    if (!cJSON_HasObjectItem(kw, "date_string")) cJSON_AddStringToObject(kw, "date_string", date);
+    if (!cJSON_HasObjectItem(kw, "datetime")) cJSON_AddStringToObject(kw, "datetime", datetime);
+    char *text = cJSON_PrintUnformatted(kw);
+    cJSON_Delete(kw);
+    return text;
 }
 
 /* The call format of the template r runs ("none" when it implies none). */
@@ -80,6 +106,7 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
     const char **calls = calloc(n ? n : 1, sizeof *calls);
     const char **call_ids = calloc(n ? n : 1, sizeof *call_ids); /* tool messages' tool_call_id: templates may read it */
     const char **fields = calloc(n ? n : 1, sizeof *fields);
+    char *kwargs = NULL;
     bool ok = false, any_calls = false;
     if (!msgs || !content_ids || !calls || !call_ids || !fields) {
         sreq_fail(e, 500, NULL, "out of memory");
@@ -103,9 +130,14 @@ static bool render_chat(const sreq *r, const sreq_model *mv, sprompt *p, sreq_er
     }
     slm_chat_tools tools = {p->tools.tools, any_calls ? calls : NULL, call_ids, fields};
     slm_chat_template tmpl = request_template(r, mv);
+    if (!(kwargs = request_kwargs(r, mv))) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    tmpl.kwargs = kwargs;
     char err[400] = "";
-    slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, true, &p->ids, &p->n_ids, err,
-                                           sizeof err);
+    slm_status st = slm_chat_tokenize_with(mv->m, &tmpl, msgs, n, &tools, content_ids, !r->no_gen_prompt, &p->ids,
+                                           &p->n_ids, err, sizeof err);
     if (st != SLM_OK) {
         sreq_fail(e, 400, NULL, "cannot render and tokenize the chat template (%s)%s%s", slm_status_name(st),
                   err[0] ? ": " : "", err);
@@ -130,6 +162,7 @@ done:
     for (size_t i = 0; content_ids && i < n; i++) free((void *)(uintptr_t)content_ids[i].ids);
     free(content_ids);
     free(fields);
+    free(kwargs);
     free(call_ids);
     free(calls);
     free(msgs);
@@ -244,7 +277,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
     const char **fields = calloc(n ? n : 1, sizeof *fields);
     tool_req t = {0};
     slm_grammar *forced = NULL;
-    char *text = NULL;
+    char *text = NULL, *kwargs = NULL;
     bool ok = false, any_calls = false;
     if (!msgs || !calls || !call_ids || !fields) {
         sreq_fail(e, 500, NULL, "out of memory");
@@ -264,8 +297,13 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
         goto done;
     }
     slm_chat_tools tools = {t.tools, any_calls ? calls : NULL, call_ids, fields};
+    if (!(kwargs = request_kwargs(r, mv))) {
+        sreq_fail(e, 500, NULL, "out of memory");
+        goto done;
+    }
+    tmpl.kwargs = kwargs;
     char err[400] = "";
-    slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, true, &text, err, sizeof err);
+    slm_status st = slm_chat_render_with(mv->m, &tmpl, msgs, n, &tools, !r->no_gen_prompt, &text, err, sizeof err);
     if (st != SLM_OK) {
         sreq_fail(e, 400, NULL, "cannot render the chat template (%s)%s%s", slm_status_name(st), err[0] ? ": " : "", err);
         goto done;
@@ -280,6 +318,7 @@ bool sreq_render_text(const sreq *r, const sreq_model *mv, char **out, sreq_err 
     memcpy(*out + n_text, tail, n_tail + 1);
     ok = true;
 done:
+    free(kwargs);
     slm_free(text);
     tools_req_free(&t);
     free(fields);

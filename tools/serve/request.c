@@ -292,7 +292,8 @@ static bool read_max_tokens(const cJSON *root, const char *const *names, size_t 
     return true;
 }
 
-bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e) {
+/* sreq_read_content with the parts joined by sep. */
+static bool read_content_sep(const cJSON *c, const char *where, const char *sep, char **out, sreq_err *e) {
     *out = NULL;
     if (!c || cJSON_IsNull(c)) return (*out = dup("")) != NULL || oom(e);
     if (cJSON_IsString(c)) return (*out = dup(c->valuestring)) != NULL || oom(e);
@@ -312,14 +313,17 @@ bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *
             strcmp(type->valuestring, "output_text") != 0)
             return sreq_fail(e, 400, NULL, "%s: content[%zu] has type '%.40s', not 'text'", where, k, type->valuestring);
         if (!cJSON_IsString(text)) return sreq_fail(e, 400, NULL, "%s: content[%zu] needs a string 'text'", where, k);
-        n += strlen(text->valuestring) + 1;
+        n += strlen(text->valuestring) + strlen(sep);
         k++;
     }
     char *v = malloc(n + 1), *w = v;
     if (!v) return oom(e);
-    cJSON_ArrayForEach(p, c) { /* joined with "\n", as llama-server joins text parts */
+    cJSON_ArrayForEach(p, c) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
-        if (w != v) *w++ = '\n';
+        if (w != v) {
+            memcpy(w, sep, strlen(sep));
+            w += strlen(sep);
+        }
         size_t len = strlen(t);
         memcpy(w, t, len);
         w += len;
@@ -327,6 +331,10 @@ bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *
     *w = '\0';
     *out = v;
     return true;
+}
+
+bool sreq_read_content(const cJSON *c, const char *where, char **out, sreq_err *e) {
+    return read_content_sep(c, where, "\n", out, e); /* "\n", as llama-server joins a message's text parts */
 }
 
 bool sreq_add_msg(sreq *r, const char *role, char *content, char *tool_calls, sreq_err *e) {
@@ -478,7 +486,8 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     r->sp.n_logit_bias = 0;
     r->n = 1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsString(model)) return sreq_fail(e, 400, NULL, "'model' must be a string");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
+        return sreq_fail(e, 400, NULL, "'model' must be a string or null");
     if (!sreq_read_sampling(root, r, e)) return false;
     double v = 1;
     if (!sreq_num(root, "n", 1, SREQ_MAX_N, true, &v, e)) return false;
@@ -487,6 +496,7 @@ static bool read_common(const cJSON *root, const slm_sampler_params *defaults, s
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     r->include_usage = so && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
     if (!sreq_read_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
+    if (!sreq_read_bool(root, "verbose", &r->verbose, e)) return false;
     if (!sreq_read_stops(cJSON_GetObjectItemCaseSensitive(root, "stop"), "stop", r, e)) return false;
     if (!sreq_read_reasoning_format(root, r, e)) return false;
     if (!sreq_read_reasoning_control(root, r, e)) return false;
@@ -527,6 +537,27 @@ bool sreq_from_chat(const cJSON *root, const slm_sampler_params *defaults, sreq 
         return sreq_fail(e, 400, NULL, "'messages' must be a non-empty list");
     size_t i = 0;
     cJSON_ArrayForEach(m, arr) if (!read_chat_message(m, i++, r, e)) return false;
+    /* continue_final_message (vLLM's, transformers'): what a trailing assistant message gets anyway
+     * (sreq_prefill); as llama-server, it needs add_generation_prompt false, and a final assistant
+     * message without tool calls. add_generation_prompt false otherwise: the template's
+     * add_generation_prompt false */
+    bool gen_prompt = true, cont = false;
+    if (!sreq_read_bool(root, "add_generation_prompt", &gen_prompt, e)) return false;
+    if (!sreq_read_bool(root, "continue_final_message", &cont, e)) return false;
+    if (cont && gen_prompt)
+        return sreq_fail(e, 400, NULL, "'add_generation_prompt' and 'continue_final_message' cannot both be true");
+    if (cont && !sreq_prefill(r))
+        return sreq_fail(e, 400, NULL, "'continue_final_message' needs a final assistant message without tool calls");
+    r->no_gen_prompt = !gen_prompt && !sreq_prefill(r);
+    /* a continued message's text parts are joined with "\n\n", as llama-server joins them there */
+    const cJSON *last = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, (int)i - 1), "content");
+    if (sreq_prefill(r) && cJSON_IsArray(last)) {
+        char *text = NULL, where[48];
+        snprintf(where, sizeof where, "messages[%zu]", i - 1);
+        if (!read_content_sep(last, where, "\n\n", &text, e)) return false;
+        free(r->msgs[r->n_msgs - 1].content);
+        r->msgs[r->n_msgs - 1].content = text;
+    }
     return true;
 }
 

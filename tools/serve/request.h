@@ -78,6 +78,9 @@ typedef struct sreq {
     bool logprobs;
     int32_t top_logprobs;
     bool stream, include_usage, ignore_eos;
+    bool verbose; /* llama-server's "verbose": a chat or completions answer also carries "__verbose", the
+                   * answer in /completion's shape */
+    bool no_gen_prompt; /* "add_generation_prompt": false (and no trailing assistant message): rendered without it */
     char *stops[SREQ_MAX_STOPS];
     int32_t n_stops;
     /* output constraint: at most one of grammar (GBNF), schema (JSON Schema text) */

@@ -205,7 +205,8 @@ bool sreq_from_responses(const cJSON *root, const slm_sampler_params *defaults, 
     r->n = 1;
     r->store = true;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsString(model)) return sreq_fail(e, 400, NULL, "'model' must be a string");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
+        return sreq_fail(e, 400, NULL, "'model' must be a string or null");
     if (!sreq_read_sampling(root, r, e)) return false;
     double v = 0;
     if (!sreq_num(root, "max_output_tokens", 1, 1e9, true, &v, e)) return false;

@@ -61,6 +61,8 @@ typedef struct serve_opts {
     bool lookup, mtp, no_prefix_reuse;
     bool reasoning_none; /* --reasoning-format none: <think> text stays in content */
     bool embeddings;     /* --embeddings: POST /v1/embeddings (embed.c) */
+    bool verbose;        /* --verbose: every request as with "verbose": true (request.h) */
+    bool no_slots;       /* --no-slots: GET /slots answers 501, as llama-server's */
     slm_pooling pooling; /* --pooling, SLM_POOLING_MODEL when not given */
     slm_sampler_params sampling; /* defaults of every request (--temp, --top-k, ...) */
     bool seed_set;               /* --seed: the seed of requests that give none (else random per request) */
@@ -189,6 +191,11 @@ typedef struct serve_ctx {
     conn_watch *conns;
     /* counters of what the engine does not see (it counts the rest: slm_engine_get_stats) */
     uint64_t m_requests, m_errors, m_prompt_tokens;
+    /* llama-server's counters (llamacpp:* in /metrics): prompt tokens prefilled and reused, tokens
+     * generated, forward passes (a prefill, a decode step, an embedded input; summed over requests),
+     * the longest context a request filled; seconds in prefill and in generation; the start time */
+    uint64_t lc_prefilled, lc_cached, lc_predicted, lc_passes, lc_tokens_max;
+    double lc_prompt_s, lc_predicted_s, t_started;
 } serve_ctx;
 
 /* models.c */
@@ -270,6 +277,12 @@ bool util_detokenize(const serve_model *sm, const cJSON *root, cJSON **out, sreq
 bool util_apply_template(const serve_model *sm, const cJSON *root, cJSON **out, sreq_err *e);
 cJSON *util_props(const serve_model *sm);
 bool util_slot(serve_model *sm, const char *id_text, const char *action, const cJSON *root, cJSON **out, sreq_err *e);
+/* A finished job's share of the llamacpp:* counters; an embeddings request's (its inputs, their
+ * tokens, the seconds it took). Under srv->mu. */
+void util_metrics_count(serve_ctx *s, const job *j);
+void util_metrics_embed(serve_ctx *s, uint64_t n_inputs, uint64_t n_tokens, double seconds);
+/* Appends llama-server's metrics (llamacpp:*, Prometheus text with HELP and TYPE lines). Under srv->mu. */
+void util_metrics(const serve_ctx *s, const slm_engine_stats *es, buf *out);
 
 /* http.c */
 /* cls: the serve_ctx */
