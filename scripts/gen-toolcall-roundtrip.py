@@ -11,8 +11,9 @@ add_generation_prompt, on SmolLM2's bos/eos texts.
 
 jinja2 runs with transformers' settings (scripts/gen-jinja-golden.py's make_env) except two things
 the server decides at run time, which the rendering marks for the test to fill in: the call's id
-where the model wrote none (the server makes one: ID_MARK) and strftime_now's date (the server's
-clock: DATE_MARK + the format + DATE_MARK).
+where the model wrote none (the server makes one: ID_MARK) and the date of strftime_now and of the
+variables date_string and datetime, which llama-server and statelm's server pass to templates
+(the server's clock: DATE_MARK + the format + DATE_MARK).
 
 Writes tests/data/toolcall/roundtrip.json.
 Usage: python3 scripts/gen-toolcall-roundtrip.py   (needs jinja2)
@@ -83,7 +84,8 @@ def main():
             tmpl = env.from_string(f.read())
         msgs = conversation(case["id"] or ID_MARK)
         prompt = tmpl.render(messages=json.loads(json.dumps(msgs)), tools=TOOLS, add_generation_prompt=True,
-                             bos_token=BOS, eos_token=EOS)
+                             bos_token=BOS, eos_token=EOS, date_string=DATE_MARK + "%d %b %Y" + DATE_MARK,
+                             datetime=DATE_MARK + "%b %d %Y" + DATE_MARK)
         out.append(dict(case, content="", calls=[dict(CALL, id=case["id"])], prompt=prompt))
     import jinja2
     with open(OUT, "w", encoding="utf-8") as f:

@@ -616,12 +616,13 @@ done:
     return st;
 }
 
-/* Replaces a reader error ("truncated: field at byte offset ...") with a state-file message. */
+/* Replaces a reader error ("truncated: field at byte offset ...") with a state-file message: a field
+ * that runs past the end is a cut file or a damaged size before it (the checksum comes after). */
 static slm_status truncated(slm_err *e) {
     char inner[SLM_ERR_MSG_CAP];
     snprintf(inner, sizeof inner, "%s", e->msg);
     err_clear(e);
-    return err_set(e, SLM_ERR_STATE, "truncated state file (%s)", inner);
+    return err_set(e, SLM_ERR_STATE, "damaged or truncated state file (%s)", inner);
 }
 
 /* Parses a state file image into a snapshot, checking in order: magic, version, structure

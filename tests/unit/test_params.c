@@ -232,8 +232,7 @@ static void session_params(void **unused) {
     size_t old_size = offsetof(slm_session_params, kv_type_k);
     uint8_t *old_full = malloc(old_size);
     memcpy(old_full, &def, old_size);
-    memset(old_full + offsetof(slm_session_params, embeddings) + 1, 0xA5,
-           old_size - offsetof(slm_session_params, embeddings) - 1);
+    memset(old_full + offsetof(slm_session_params, mtp) + 1, 0xA5, old_size - offsetof(slm_session_params, mtp) - 1);
     memcpy(old_full, &old_size, sizeof old_size);
     s = session(m, old_full);
     expect_session(s, N_CTX, SLM_DTYPE_F16, ref);
