@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
+#include "kern_harness.h"
 #include "base/dtype.h"
 #include "base/half.h"
 #include "base/quant.h"
@@ -70,37 +71,6 @@ static int levels(cpu_isa_level out[N_LEVELS]) {
     return n;
 }
 
-static backend *mk(bool fast, cpu_isa_level isa, int threads) {
-    backend *be = NULL;
-    slm_err e;
-    err_clear(&e);
-    assert_int_equal(cpu_backend_create_with(&al_default, threads, fast, isa, &be, &e), SLM_OK);
-    return be;
-}
-
-static void run(backend *be, const g_node *nd, be_view *out, be_view *in, int64_t n, int64_t pos) {
-    slm_err e;
-    err_clear(&e);
-    size_t s = be->vt->scratch_bytes(be, nd, out, in);
-    if (s) assert_int_equal(be->vt->reserve_scratch(be, s, &e), SLM_OK);
-    be_call call = {.n = n, .pos = pos};
-    slm_status st = be->vt->exec(be, nd, out, in, &call, &e);
-    if (st) fail_msg("exec %s: %s", g_op_name(nd->op), e.msg);
-}
-
-static g_node node(g_op op, int n_in, int n_out) {
-    g_node nd;
-    memset(&nd, 0, sizeof nd);
-    nd.op = op;
-    nd.n_in = n_in;
-    nd.n_out = n_out;
-    return nd;
-}
-
-static be_view v4(uint32_t dt, int nd, int64_t a, int64_t b, int64_t c, void *data) {
-    be_view v = {dt, nd, {a, b, c, 1}, data};
-    return v;
-}
 
 static size_t row_bytes(uint32_t t, int64_t n) {
     uint64_t b = 0;
@@ -138,7 +108,7 @@ static void attention_q(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2), *gen = mk(true, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2), *gen = kh_backend(true, CPU_ISA_GENERIC, 2);
     enum { Q8 = SLM_DTYPE_Q8_0, Q4 = SLM_DTYPE_Q4_0, F16 = SLM_DTYPE_F16, F32 = SLM_DTYPE_F32 };
     const attnq_case cases[] = {
         {Q8, Q8, 64, 64, 9, 3, 0, 0, 20, 300},      /* SmolLM2-135M */
@@ -176,13 +146,13 @@ static void attention_q(void **unused) {
             float *Kf = deq_state(cs.kt, K, kw, ctx), *Vf = deq_state(cs.vt, V, vw, ctx);
             float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
             for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
-            g_node nd = node(G_OP_ATTENTION, 3, 1);
+            g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
             nd.p.attn.n_head_kv = (int32_t)Hkv;
             nd.p.attn.scale = 1.0f / sqrtf((float)hd);
             nd.p.attn.window = (int32_t)W;
             nd.p.attn.ring = (int32_t)Rg;
-            be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(cs.kt, 2, kw, ctx, 1, K), v4(cs.vt, 2, vw, ctx, 1, V)};
-            be_view in_f[3] = {in[0], v4(SLM_DTYPE_F32, 2, kw, ctx, 1, Kf), v4(SLM_DTYPE_F32, 2, vw, ctx, 1, Vf)};
+            be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, n, q), kh_view(cs.kt, 2, kw, ctx, 1, K), kh_view(cs.vt, 2, vw, ctx, 1, V)};
+            be_view in_f[3] = {in[0], kh_view(SLM_DTYPE_F32, 2, kw, ctx, 1, Kf), kh_view(SLM_DTYPE_F32, 2, vw, ctx, 1, Vf)};
             size_t ny = (size_t)(hdv * H * n);
             char what[200];
             snprintf(what, sizeof what, "attention K %s V %s hd=%lld hdv=%lld H=%lld Hkv=%lld W=%lld R=%lld n=%lld pos=%lld",
@@ -195,18 +165,18 @@ static void attention_q(void **unused) {
             if (cs.kt == Q8 || cs.kt == Q4)
                 for (int64_t i = 0; i < hd * H * n; i += 32) quant_hadamard32(qrot + i);
             in_f[0].data = qrot;
-            be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_f32);
-            run(gen, &nd, &out, in_f, n, pos);
+            be_view out = kh_view(SLM_DTYPE_F32, 3, hdv, H, n, y_f32);
+            kh_run(gen, &nd, &out, in_f, n, pos);
             if (cs.vt == Q8 || cs.vt == Q4)
                 for (size_t i = 0; i < ny; i += 32) quant_hadamard32(y_f32 + i);
             out.data = y_ref;
-            run(ref, &nd, &out, in, n, pos);
+            kh_run(ref, &nd, &out, in, n, pos);
             check_guard(y_ref, ny, what);
             for (int li = 0; li < n_lv; li++) {
-                backend *be = mk(true, lv[li], 2);
+                backend *be = kh_backend(true, lv[li], 2);
                 float *y = out_alloc(ny);
                 out.data = y;
-                run(be, &nd, &out, in, n, pos);
+                kh_run(be, &nd, &out, in, n, pos);
                 check_guard(y, ny, what);
                 for (size_t i = 0; i < ny; i++)
                     if (memcmp(y + i, y_f32 + i, 4) != 0)
@@ -216,9 +186,9 @@ static void attention_q(void **unused) {
                 if (!(err <= 1e-10)) fail_msg("%s on %s: NMSE %.3g against the reference", what, cpu_isa_name(lv[li]), err);
                 for (int64_t t = 0; t < n; t++) { /* one token a call gives the same bits */
                     float *y1 = out_alloc((size_t)(hdv * H));
-                    be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = v4(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                    run(be, &nd, &out1, in1, 1, pos + t);
+                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+                    kh_run(be, &nd, &out1, in1, 1, pos + t);
                     if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
                         fail_msg("%s on %s: token %lld alone differs from the batch", what, cpu_isa_name(lv[li]),
                                  (long long)t);
@@ -264,16 +234,16 @@ static void kvq_write_golden(void **unused) {
             uint8_t *init = malloc(sbytes), *s = malloc(sbytes);
             assert_true(init && s);
             for (size_t i = 0; i < sbytes; i++) init[i] = (uint8_t)rnd();
-            g_node nd = node(G_OP_STATE_WRITE, 1, 1);
+            g_node nd = kh_node(G_OP_STATE_WRITE, 1, 1);
             nd.p.write.begin[1] = ring ? g_pos_mod(0, ring) : g_pos_plus(0);
             if (ring && n > ring) n = ring;
-            be_view in = v4(SLM_DTYPE_F32, 2, KVQ_NE0, n, 1, rows);
+            be_view in = kh_view(SLM_DTYPE_F32, 2, KVQ_NE0, n, 1, rows);
             for (int li = -1; li < n_lv; li++) {
-                backend *be = li < 0 ? mk(false, CPU_ISA_GENERIC, 2) : mk(true, lv[li], 2);
+                backend *be = li < 0 ? kh_backend(false, CPU_ISA_GENERIC, 2) : kh_backend(true, lv[li], 2);
                 const char *lname = li < 0 ? "ref" : cpu_isa_name(lv[li]);
                 memcpy(s, init, sbytes);
-                be_view out = v4(t, 2, KVQ_NE0, srows, 1, s);
-                run(be, &nd, &out, &in, n, pos);
+                be_view out = kh_view(t, 2, KVQ_NE0, srows, 1, s);
+                kh_run(be, &nd, &out, &in, n, pos);
                 for (int64_t r = 0; r < srows; r++) {
                     int64_t tok = ring ? ((r - pos) % ring + ring) % ring : r - pos;
                     bool written = tok >= 0 && tok < n;
@@ -317,19 +287,19 @@ static void hadamard32(void **unused) {
  * kernel's: the reference refuses a partial-row write with a message. */
 static void kvq_partial_rows_refused(void **unused) {
     (void)unused;
-    backend *be = mk(false, CPU_ISA_GENERIC, 1);
+    backend *be = kh_backend(false, CPU_ISA_GENERIC, 1);
     float val[32] = {0};
     uint8_t state[34 * 4] = {0};
-    g_node nd = node(G_OP_STATE_WRITE, 1, 1);
-    be_view in = v4(SLM_DTYPE_F32, 2, 32, 1, 1, val);
-    be_view out = v4(SLM_DTYPE_Q8_0, 2, 64, 2, 1, state); /* a 64-wide row, written 32 wide */
+    g_node nd = kh_node(G_OP_STATE_WRITE, 1, 1);
+    be_view in = kh_view(SLM_DTYPE_F32, 2, 32, 1, 1, val);
+    be_view out = kh_view(SLM_DTYPE_Q8_0, 2, 64, 2, 1, state); /* a 64-wide row, written 32 wide */
     slm_err e;
     err_clear(&e);
     be_call call = {.n = 1, .pos = 0};
     assert_int_equal(be->vt->exec(be, &nd, &out, &in, &call, &e), SLM_ERR_BACKEND);
     assert_non_null(strstr(e.msg, "whole rows"));
     be->vt->destroy(be);
-    be = mk(true, cpu_isa_detect(), 1);
+    be = kh_backend(true, cpu_isa_detect(), 1);
     assert_null(cpu_fast_lookup(&nd, &out, &in)); /* the fast kernel does not take it */
     be->vt->destroy(be);
 }

@@ -30,6 +30,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
+#include "kern_harness.h"
 #include "backend/cpu/kern_common.h"
 #include "base/dtype.h"
 #include "base/half.h"
@@ -114,37 +115,6 @@ static void same_as_generic(cpu_isa_level lv, const float *y, size_t n, float **
     }
 }
 
-static backend *mk(bool fast, cpu_isa_level isa, int threads) {
-    backend *be = NULL;
-    slm_err e;
-    err_clear(&e);
-    assert_int_equal(cpu_backend_create_with(&al_default, threads, fast, isa, &be, &e), SLM_OK);
-    return be;
-}
-
-static void run(backend *be, const g_node *nd, be_view *out, be_view *in, int64_t n, int64_t pos) {
-    slm_err e;
-    err_clear(&e);
-    size_t s = be->vt->scratch_bytes(be, nd, out, in);
-    if (s) assert_int_equal(be->vt->reserve_scratch(be, s, &e), SLM_OK);
-    be_call call = {.n = n, .pos = pos};
-    slm_status st = be->vt->exec(be, nd, out, in, &call, &e);
-    if (st) fail_msg("exec %s: %s", g_op_name(nd->op), e.msg);
-}
-
-static g_node node(g_op op, int n_in, int n_out) {
-    g_node nd;
-    memset(&nd, 0, sizeof nd);
-    nd.op = op;
-    nd.n_in = n_in;
-    nd.n_out = n_out;
-    return nd;
-}
-
-static be_view v4(uint32_t dt, int nd, int64_t a, int64_t b, int64_t c, void *data) {
-    be_view v = {dt, nd, {a, b, c, 1}, data};
-    return v;
-}
 
 /* ---- random weights of every type ------------------------------------------------------------- */
 
@@ -211,10 +181,10 @@ static double mm_err(const float *y, const float *y_ref, uint32_t wt, const uint
 
 static void run_mm(backend *be, uint32_t wt, const uint8_t *w, int64_t k, int64_t m, const float *x, int64_t cols,
                    float *y) {
-    g_node nd = node(G_OP_MATMUL, 2, 1);
-    be_view in[2] = {v4(wt, 2, k, m, 1, (void *)w), v4(SLM_DTYPE_F32, 2, k, cols, 1, (void *)x)};
-    be_view out = v4(SLM_DTYPE_F32, 2, m, cols, 1, y);
-    run(be, &nd, &out, in, cols, 0);
+    g_node nd = kh_node(G_OP_MATMUL, 2, 1);
+    be_view in[2] = {kh_view(wt, 2, k, m, 1, (void *)w), kh_view(SLM_DTYPE_F32, 2, k, cols, 1, (void *)x)};
+    be_view out = kh_view(SLM_DTYPE_F32, 2, m, cols, 1, y);
+    kh_run(be, &nd, &out, in, cols, 0);
 }
 
 static void matmul_all(void **unused) {
@@ -224,7 +194,7 @@ static void matmul_all(void **unused) {
                               SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         int64_t be_ = dtype_traits_of(wt)->block_elems;
@@ -248,16 +218,16 @@ static void matmul_all(void **unused) {
             for (int64_t i = 0; i < k * cols; i++) x[i] = frand();
             size_t ny = (size_t)(m * cols);
             float *y_ref = out_alloc(ny), *y_gen = NULL;
-            g_node mm = node(G_OP_MATMUL, 2, 1);
-            be_view mm_in[2] = {v4(wt, 2, k, m, 1, w), v4(SLM_DTYPE_F32, 2, k, cols, 1, x)};
-            be_view mm_out = v4(SLM_DTYPE_F32, 2, m, cols, 1, y_ref);
+            g_node mm = kh_node(G_OP_MATMUL, 2, 1);
+            be_view mm_in[2] = {kh_view(wt, 2, k, m, 1, w), kh_view(SLM_DTYPE_F32, 2, k, cols, 1, x)};
+            be_view mm_out = kh_view(SLM_DTYPE_F32, 2, m, cols, 1, y_ref);
             if (!cpu_fast_lookup(&mm, &mm_out, mm_in)) fail_msg("matmul %s: no fast kernel takes it", slm_dtype_name(wt));
             run_mm(ref, wt, w, k, m, x, cols, y_ref);
             for (int li = 0; li < n_lv; li++) {
                 char what[128];
                 snprintf(what, sizeof what, "matmul %s %s k=%lld m=%lld cols=%lld", slm_dtype_name(wt),
                          cpu_isa_name(lv[li]), (long long)k, (long long)m, (long long)cols);
-                backend *be = mk(true, lv[li], 2);
+                backend *be = kh_backend(true, lv[li], 2);
                 float *y = out_alloc(ny);
                 run_mm(be, wt, w, k, m, x, cols, y);
                 check_guard(y, ny, what);
@@ -268,7 +238,7 @@ static void matmul_all(void **unused) {
                 if (lv[li] == CPU_ISA_GENERIC) y_gen = y;
                 else if (memcmp(y, y_gen, ny * sizeof(float)) != 0) fail_msg("%s: differs from the portable C", what);
                 /* columns one at a time (GEMV) and with 3 threads: the same bits */
-                backend *be3 = mk(true, lv[li], 3);
+                backend *be3 = kh_backend(true, lv[li], 3);
                 float *y1 = out_alloc(ny), *y3 = out_alloc(ny);
                 for (int64_t c = 0; c < cols; c++) {
                     float *col = out_alloc((size_t)m);
@@ -281,7 +251,7 @@ static void matmul_all(void **unused) {
                 check_guard(y3, ny, what);
                 if (memcmp(y1, y, ny * sizeof(float)) != 0) fail_msg("%s: one column at a time differs", what);
                 /* weights in the file layout (no repacked copy): the same bits */
-                backend *bn = mk(true, lv[li], 2);
+                backend *bn = kh_backend(true, lv[li], 2);
                 cpu_backend_set_repack(bn, false);
                 float *yn = out_alloc(ny);
                 run_mm(bn, wt, w, k, m, x, cols, yn);
@@ -332,7 +302,7 @@ static void matmul_cols(void **unused) {
                     char what[128];
                     snprintf(what, sizeof what, "matmul %s %s m=%lld cols=%lld", slm_dtype_name(wt),
                              cpu_isa_name(lv[li]), (long long)m, (long long)cols);
-                    backend *be = mk(true, lv[li], 2);
+                    backend *be = kh_backend(true, lv[li], 2);
                     float *y = out_alloc(ny);
                     run_mm(be, wt, w, k, m, x, cols, y);
                     check_guard(y, ny, what);
@@ -365,7 +335,7 @@ static void matmul_cols(void **unused) {
  * (generic) is skipped, and the matmuls of the picked shapes give the portable C's bits. */
 static void matmul_picks(void **unused) {
     (void)unused;
-    backend *be = NULL, *gen = mk(true, CPU_ISA_GENERIC, 2);
+    backend *be = NULL, *gen = kh_backend(true, CPU_ISA_GENERIC, 2);
     slm_err e;
     err_clear(&e);
     assert_int_equal(cpu_backend_create(&al_default, 2, "auto", &be, &e), SLM_OK);
@@ -455,7 +425,7 @@ static void embed_all(void **unused) {
                               SLM_DTYPE_Q5_1, SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t wt = types[ti];
         int64_t be_ = dtype_traits_of(wt)->block_elems;
@@ -465,17 +435,17 @@ static void embed_all(void **unused) {
         int32_t ids[7] = {0, (int32_t)V - 1, (int32_t)irand(0, V - 1), (int32_t)irand(0, V - 1), 16, 17,
                           (int32_t)irand(0, V - 1)};
         int64_t n = 7;
-        g_node nd = node(G_OP_EMBED, 2, 1);
-        be_view in[2] = {v4(wt, 2, d, V, 1, table), v4(SLM_DTYPE_I32, 1, n, 1, 1, ids)};
+        g_node nd = kh_node(G_OP_EMBED, 2, 1);
+        be_view in[2] = {kh_view(wt, 2, d, V, 1, table), kh_view(SLM_DTYPE_I32, 1, n, 1, 1, ids)};
         float *y_ref = out_alloc((size_t)(d * n)), *x = malloc(sizeof(float) * (size_t)d);
-        be_view out = v4(SLM_DTYPE_F32, 2, d, n, 1, y_ref);
-        run(ref, &nd, &out, in, n, 0);
+        be_view out = kh_view(SLM_DTYPE_F32, 2, d, n, 1, y_ref);
+        kh_run(ref, &nd, &out, in, n, 0);
         for (int64_t i = 0; i < d; i++) x[i] = frand();
         for (int li = 0; li < n_lv; li++) {
             char what[96];
             snprintf(what, sizeof what, "EMBED %s %s d=%lld V=%lld", slm_dtype_name(wt), cpu_isa_name(lv[li]),
                      (long long)d, (long long)V);
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             assert_non_null(cpu_fast_lookup(&nd, &out, in));
             for (int pass = 0; pass < 2; pass++) {
                 if (pass == 1) { /* the table as a matmul's weights: repacked where the ISA has tiles */
@@ -488,8 +458,8 @@ static void embed_all(void **unused) {
                         fail_msg("%s: the matmul left no repacked copy to read", what);
                 }
                 float *y = out_alloc((size_t)(d * n));
-                be_view o = v4(SLM_DTYPE_F32, 2, d, n, 1, y);
-                run(be, &nd, &o, in, n, 0);
+                be_view o = kh_view(SLM_DTYPE_F32, 2, d, n, 1, y);
+                kh_run(be, &nd, &o, in, n, 0);
                 check_guard(y, (size_t)(d * n), what);
                 if (memcmp(y, y_ref, sizeof(float) * (size_t)(d * n)) != 0)
                     fail_msg("%s: differs from the reference (%s)", what, pass ? "repacked copy" : "file rows");
@@ -562,15 +532,15 @@ static void matmul_group_all(void **unused) {
                 w[i] = rand_weights(wt, k, m[i], &rb);
                 y[i] = out_alloc((size_t)(m[i] * cols));
                 y1[i] = out_alloc((size_t)(m[i] * cols));
-                in[2 * i] = v4(wt, 2, k, m[i], 1, w[i]);
-                in[2 * i + 1] = v4(SLM_DTYPE_F32, 2, k, cols, 1, x);
-                out[i] = v4(SLM_DTYPE_F32, 2, m[i], cols, 1, y[i]);
+                in[2 * i] = kh_view(wt, 2, k, m[i], 1, w[i]);
+                in[2 * i + 1] = kh_view(SLM_DTYPE_F32, 2, k, cols, 1, x);
+                out[i] = kh_view(SLM_DTYPE_F32, 2, m[i], cols, 1, y[i]);
             }
             for (int li = 0; li < n_lv; li++) {
                 char what[128];
                 snprintf(what, sizeof what, "matmul group of %d %s %s k=%lld cols=%lld", n, slm_dtype_name(wt),
                          cpu_isa_name(lv[li]), (long long)k, (long long)cols);
-                backend *be = mk(true, lv[li], 2);
+                backend *be = kh_backend(true, lv[li], 2);
                 slm_err e;
                 err_clear(&e);
                 assert_int_equal(be->vt->reserve_scratch(be, cpu_mm_scratch_bytes(wt, k, cols), &e), SLM_OK);
@@ -584,12 +554,12 @@ static void matmul_group_all(void **unused) {
                 be->vt->destroy(be);
             }
             /* refused: a float member, or another quantised dtype */
-            backend *be = mk(true, lv[n_lv - 1], 2);
+            backend *be = kh_backend(true, lv[n_lv - 1], 2);
             slm_err e;
             err_clear(&e);
-            be_view in2[4] = {in[0], in[1], v4(SLM_DTYPE_F32, 2, k, 4, 1, x), in[1]};
+            be_view in2[4] = {in[0], in[1], kh_view(SLM_DTYPE_F32, 2, k, 4, 1, x), in[1]};
             float *yf = out_alloc((size_t)(4 * cols));
-            be_view out2[2] = {out[0], v4(SLM_DTYPE_F32, 2, 4, cols, 1, yf)};
+            be_view out2[2] = {out[0], kh_view(SLM_DTYPE_F32, 2, 4, cols, 1, yf)};
             memcpy(y[0], &(uint32_t){GUARD_BITS}, 4);
             assert_int_equal(be->vt->exec_matmul_group(be, 2, out2, in2, &e), SLM_ERR_UNSUPPORTED);
             uint32_t first;
@@ -607,7 +577,7 @@ static void matmul_group_all(void **unused) {
 
 static void copy_all(void **unused) {
     (void)unused;
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2), *be = mk(true, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2), *be = kh_backend(true, CPU_ISA_GENERIC, 2);
     for (int trial = 0; trial < 40; trial++) {
         int32_t axis = trial % 4;
         int64_t ne[4] = {irand(1, 40), irand(1, 9), irand(1, 5), irand(1, 3)};
@@ -621,7 +591,7 @@ static void copy_all(void **unused) {
         be_view va = {SLM_DTYPE_F32, 4, {ne[0], ne[1], ne[2], ne[3]}, a};
         be_view vb = {SLM_DTYPE_F32, 4, {ne_b[0], ne_b[1], ne_b[2], ne_b[3]}, b};
         /* CONCAT a ++ b along axis */
-        g_node nc = node(G_OP_CONCAT, 2, 1);
+        g_node nc = kh_node(G_OP_CONCAT, 2, 1);
         nc.p.concat.axis = axis;
         be_view out = va;
         out.ne[axis] += ne_b[axis];
@@ -629,15 +599,15 @@ static void copy_all(void **unused) {
         float *y_ref = out_alloc(no), *y = out_alloc(no);
         be_view in[2] = {va, vb};
         out.data = y_ref;
-        run(ref, &nc, &out, in, 1, 0);
+        kh_run(ref, &nc, &out, in, 1, 0);
         out.data = y;
-        run(be, &nc, &out, in, 1, 0);
+        kh_run(be, &nc, &out, in, 1, 0);
         check_guard(y, no, "concat");
         if (memcmp(y, y_ref, sizeof(float) * no) != 0) fail_msg("concat axis %d differs from the reference", axis);
         free(y_ref), free(y);
         /* SLICE [begin, begin + len) of a along axis */
         int64_t len = irand(1, ne[axis]), begin = irand(0, ne[axis] - len);
-        g_node ns = node(G_OP_SLICE, 1, 1);
+        g_node ns = kh_node(G_OP_SLICE, 1, 1);
         ns.p.slice.axis = axis;
         ns.p.slice.begin = (g_affine){begin, 0, 0, 0};
         be_view os = va;
@@ -645,9 +615,9 @@ static void copy_all(void **unused) {
         size_t nsz = (size_t)(na / ne[axis] * len);
         y_ref = out_alloc(nsz), y = out_alloc(nsz);
         os.data = y_ref;
-        run(ref, &ns, &os, &va, 1, 0);
+        kh_run(ref, &ns, &os, &va, 1, 0);
         os.data = y;
-        run(be, &ns, &os, &va, 1, 0);
+        kh_run(be, &ns, &os, &va, 1, 0);
         check_guard(y, nsz, "slice");
         if (memcmp(y, y_ref, sizeof(float) * nsz) != 0)
             fail_msg("slice axis %d [%lld, +%lld) differs from the reference", axis, (long long)begin, (long long)len);
@@ -663,7 +633,7 @@ static void attention_all(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     const int64_t hds[] = {16, 64, 80, 256, 40, 7};
     for (int trial = 0; trial < 14; trial++) {
         uint32_t kvt = trial % 2 ? SLM_DTYPE_F32 : SLM_DTYPE_F16;
@@ -682,24 +652,24 @@ static void attention_all(void **unused) {
         }
         float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
         for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
-        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
         nd.p.attn.n_head_kv = (int32_t)Hkv;
         nd.p.attn.scale = 1.0f / sqrtf((float)hd);
-        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, hd * Hkv, ctx, 1, K), v4(kvt, 2, hdv * Hkv, ctx, 1, V)};
+        be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, n, q), kh_view(kvt, 2, hd * Hkv, ctx, 1, K), kh_view(kvt, 2, hdv * Hkv, ctx, 1, V)};
         size_t ny = (size_t)(hdv * H * n);
         float *y_ref = out_alloc(ny);
-        be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
-        run(ref, &nd, &out, in, n, pos);
+        be_view out = kh_view(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
+        kh_run(ref, &nd, &out, in, n, pos);
         float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[160];
             snprintf(what, sizeof what, "attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld n=%lld pos=%lld",
                      slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)hdv, (long long)H,
                      (long long)Hkv, (long long)n, (long long)pos);
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             float *y = out_alloc(ny);
             out.data = y;
-            run(be, &nd, &out, in, n, pos);
+            kh_run(be, &nd, &out, in, n, pos);
             check_guard(y, ny, what);
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
@@ -707,9 +677,9 @@ static void attention_all(void **unused) {
             /* n one-token calls give the same bits */
             for (int64_t t = 0; t < n; t++) {
                 float *y1 = out_alloc((size_t)(hdv * H));
-                be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                be_view out1 = v4(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                run(be, &nd, &out1, in1, 1, pos + t);
+                be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+                kh_run(be, &nd, &out1, in1, 1, pos + t);
                 check_guard(y1, (size_t)(hdv * H), what);
                 if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
                     fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
@@ -743,7 +713,7 @@ static void attention_window_ring(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     const attn_win_case cases[] = {
         {16, 16, 2, 1, 5, 16, 12, 150},   {32, 32, 4, 2, 8, 32, 25, 150},   {64, 64, 3, 1, 17, 32, 16, 150},
         {128, 128, 2, 2, 40, 64, 25, 150}, {256, 256, 4, 1, 512, 1024, 24, 2600}, /* Gemma 3 270M */
@@ -775,16 +745,16 @@ static void attention_window_ring(void **unused) {
             }
             float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
             for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
-            g_node nd = node(G_OP_ATTENTION, 3, 1);
+            g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
             nd.p.attn.n_head_kv = (int32_t)Hkv;
             nd.p.attn.scale = 1.0f / sqrtf((float)hd);
             nd.p.attn.window = (int32_t)W;
             nd.p.attn.ring = (int32_t)Rg;
-            be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, vw, ctx, 1, V)};
+            be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, n, q), kh_view(kvt, 2, kw, ctx, 1, K), kh_view(kvt, 2, vw, ctx, 1, V)};
             size_t ny = (size_t)(hdv * H * n);
             float *y_ref = out_alloc(ny);
-            be_view out = v4(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
-            run(ref, &nd, &out, in, n, pos);
+            be_view out = kh_view(SLM_DTYPE_F32, 3, hdv, H, n, y_ref);
+            kh_run(ref, &nd, &out, in, n, pos);
             float *y_gen = NULL;
             for (int li = 0; li < n_lv; li++) {
                 char what[200];
@@ -792,19 +762,19 @@ static void attention_window_ring(void **unused) {
                          "window attention %s %s hd=%lld hdv=%lld H=%lld Hkv=%lld W=%lld R=%lld n=%lld pos=%lld",
                          slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)hdv, (long long)H,
                          (long long)Hkv, (long long)W, (long long)Rg, (long long)n, (long long)pos);
-                backend *be = mk(true, lv[li], 2);
+                backend *be = kh_backend(true, lv[li], 2);
                 float *y = out_alloc(ny);
                 out.data = y;
-                run(be, &nd, &out, in, n, pos);
+                kh_run(be, &nd, &out, in, n, pos);
                 check_guard(y, ny, what);
                 double err = nmse(y, y_ref, ny);
                 if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
                 same_as_generic(lv[li], y, ny, &y_gen, what);
                 for (int64_t t = 0; t < n; t++) {
                     float *y1 = out_alloc((size_t)(hdv * H));
-                    be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = v4(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                    run(be, &nd, &out1, in1, 1, pos + t);
+                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+                    kh_run(be, &nd, &out1, in1, 1, pos + t);
                     check_guard(y1, (size_t)(hdv * H), what);
                     if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
                         fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
@@ -828,7 +798,7 @@ static void attention_decode_long(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     const int64_t hd = 64, Hkv = 3, ns[] = {1, 2, 3, 5, 8};
     for (int trial = 0; trial < 12; trial++) {
         uint32_t kvt = trial % 4 < 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
@@ -846,23 +816,23 @@ static void attention_decode_long(void **unused) {
                     kv_put(kvt, K, irand(0, pos - 1) * kw + g * hd + irand(0, hd - 1), x % 4 ? nanf("") : INFINITY);
         float *q = malloc(sizeof(float) * (size_t)(hd * H * n));
         for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
-        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
         nd.p.attn.n_head_kv = (int32_t)Hkv;
         nd.p.attn.scale = 1.0f / sqrtf((float)hd);
-        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, kw, ctx, 1, V)};
+        be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, n, q), kh_view(kvt, 2, kw, ctx, 1, K), kh_view(kvt, 2, kw, ctx, 1, V)};
         size_t ny = (size_t)(hd * H * n);
         float *y_ref = out_alloc(ny);
-        be_view out = v4(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
-        if (!nonfinite) run(ref, &nd, &out, in, n, pos);
+        be_view out = kh_view(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
+        if (!nonfinite) kh_run(ref, &nd, &out, in, n, pos);
         float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[160];
             snprintf(what, sizeof what, "decode attention %s %s n=%lld pos=%lld%s", slm_dtype_name(kvt),
                      cpu_isa_name(lv[li]), (long long)n, (long long)pos, nonfinite ? " non-finite keys" : "");
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             float *y = out_alloc(ny);
             out.data = y;
-            run(be, &nd, &out, in, n, pos);
+            kh_run(be, &nd, &out, in, n, pos);
             check_guard(y, ny, what);
             if (!nonfinite) {
                 double err = nmse(y, y_ref, ny);
@@ -886,7 +856,7 @@ static void attention_split_depth(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     typedef struct {
         int64_t hd, G, Hkv, n;
     } split_case;
@@ -903,17 +873,17 @@ static void attention_split_depth(void **unused) {
         assert_true(K && V && q);
         for (int64_t i = 0; i < kw * ctx; i++) kv_put(kvt, K, i, frand()), kv_put(kvt, V, i, frand());
         for (int64_t i = 0; i < hd * H * n; i++) q[i] = 2.0f * frand();
-        g_node nd = node(G_OP_ATTENTION, 3, 1);
+        g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
         nd.p.attn.n_head_kv = (int32_t)Hkv;
         nd.p.attn.scale = 1.0f / sqrtf((float)hd);
-        be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, H, n, q), v4(kvt, 2, kw, ctx, 1, K), v4(kvt, 2, kw, ctx, 1, V)};
+        be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, n, q), kh_view(kvt, 2, kw, ctx, 1, K), kh_view(kvt, 2, kw, ctx, 1, V)};
         size_t ny = (size_t)(hd * H * n);
         float *y_ref = out_alloc(ny), *y_one = out_alloc(ny);
-        be_view out = v4(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
-        run(ref, &nd, &out, in, n, pos);
-        backend *gen1 = mk(true, CPU_ISA_GENERIC, 1);
+        be_view out = kh_view(SLM_DTYPE_F32, 3, hd, H, n, y_ref);
+        kh_run(ref, &nd, &out, in, n, pos);
+        backend *gen1 = kh_backend(true, CPU_ISA_GENERIC, 1);
         out.data = y_one;
-        run(gen1, &nd, &out, in, n, pos);
+        kh_run(gen1, &nd, &out, in, n, pos);
         gen1->vt->destroy(gen1);
         double err = nmse(y_one, y_ref, ny);
         if (!(err <= 1e-10)) fail_msg("split attention case %zu: NMSE %.3g", ci, err);
@@ -923,17 +893,17 @@ static void attention_split_depth(void **unused) {
                 snprintf(what, sizeof what, "split attention %s %s hd=%lld G=%lld Hkv=%lld n=%lld pos=%lld threads=%d",
                          slm_dtype_name(kvt), cpu_isa_name(lv[li]), (long long)hd, (long long)cs.G, (long long)Hkv,
                          (long long)n, (long long)pos, threads[ti]);
-                backend *be = mk(true, lv[li], threads[ti]);
+                backend *be = kh_backend(true, lv[li], threads[ti]);
                 float *y = out_alloc(ny);
                 out.data = y;
-                run(be, &nd, &out, in, n, pos);
+                kh_run(be, &nd, &out, in, n, pos);
                 check_guard(y, ny, what);
                 if (memcmp(y, y_one, sizeof(float) * ny) != 0) fail_msg("%s: differs from generic, 1 thread", what);
                 for (int64_t t = 0; n > 16 && t < n; t++) {
                     float *y1 = out_alloc((size_t)(hd * H));
-                    be_view in1[3] = {v4(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = v4(SLM_DTYPE_F32, 3, hd, H, 1, y1);
-                    run(be, &nd, &out1, in1, 1, pos + t);
+                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
+                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hd, H, 1, y1);
+                    kh_run(be, &nd, &out1, in1, 1, pos + t);
                     check_guard(y1, (size_t)(hd * H), what);
                     if (memcmp(y1, y + t * hd * H, sizeof(float) * (size_t)(hd * H)) != 0)
                         fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
@@ -955,16 +925,16 @@ static void attention_ring_too_short(void **unused) {
     float *K = calloc((size_t)(hd * ring), sizeof(float)), *V = calloc((size_t)(hd * ring), sizeof(float));
     float q[16 * 14] = {0}, *y = out_alloc((size_t)(hd * n));
     assert_true(K && V);
-    g_node nd = node(G_OP_ATTENTION, 3, 1);
+    g_node nd = kh_node(G_OP_ATTENTION, 3, 1);
     nd.p.attn.n_head_kv = 1;
     nd.p.attn.scale = 0.25f;
     nd.p.attn.window = (int32_t)window;
     nd.p.attn.ring = (int32_t)ring;
-    be_view in[3] = {v4(SLM_DTYPE_F32, 3, hd, 1, n, q), v4(SLM_DTYPE_F32, 2, hd, ring, 1, K),
-                     v4(SLM_DTYPE_F32, 2, hd, ring, 1, V)};
-    be_view out = v4(SLM_DTYPE_F32, 3, hd, 1, n, y);
+    be_view in[3] = {kh_view(SLM_DTYPE_F32, 3, hd, 1, n, q), kh_view(SLM_DTYPE_F32, 2, hd, ring, 1, K),
+                     kh_view(SLM_DTYPE_F32, 2, hd, ring, 1, V)};
+    be_view out = kh_view(SLM_DTYPE_F32, 3, hd, 1, n, y);
     for (int fast = 0; fast < 2; fast++) {
-        backend *be = mk(fast, cpu_isa_detect(), 1);
+        backend *be = kh_backend(fast, cpu_isa_detect(), 1);
         slm_err e;
         err_clear(&e);
         assert_int_equal(be->vt->reserve_scratch(be, be->vt->scratch_bytes(be, &nd, &out, in), &e), SLM_OK);
@@ -987,7 +957,7 @@ static void state_write_ring(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     for (int trial = 0; trial < 12; trial++) {
         uint32_t dt = trial % 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
         int64_t ring = 16 * irand(1, 4), ne0 = irand(1, 70), n = irand(1, ring), pos = irand(0, 300);
@@ -998,11 +968,11 @@ static void state_write_ring(void **unused) {
         uint8_t *s_init = malloc(sbytes), *s_ref = malloc(sbytes);
         for (size_t i = 0; i < sbytes; i++) s_init[i] = (uint8_t)rnd();
         memcpy(s_ref, s_init, sbytes);
-        g_node nd = node(G_OP_STATE_WRITE, 1, 1);
+        g_node nd = kh_node(G_OP_STATE_WRITE, 1, 1);
         nd.p.write.begin[1] = g_pos_mod(0, ring);
-        be_view in = v4(SLM_DTYPE_F32, 2, ne0, n, 1, val);
-        be_view out = v4(dt, 2, ne0, srows, 1, s_ref);
-        run(ref, &nd, &out, &in, n, pos);
+        be_view in = kh_view(SLM_DTYPE_F32, 2, ne0, n, 1, val);
+        be_view out = kh_view(dt, 2, ne0, srows, 1, s_ref);
+        kh_run(ref, &nd, &out, &in, n, pos);
         for (int64_t r = 0; r < srows; r++) { /* placement, from the definition */
             int64_t t = ((r - pos) % ring + ring) % ring;
             bool written = r < ring && t < n;
@@ -1022,11 +992,11 @@ static void state_write_ring(void **unused) {
             }
         }
         for (int li = 0; li < n_lv; li++) {
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             uint8_t *s = malloc(sbytes);
             memcpy(s, s_init, sbytes);
             out.data = s;
-            run(be, &nd, &out, &in, n, pos);
+            kh_run(be, &nd, &out, &in, n, pos);
             if (memcmp(s, s_ref, sbytes) != 0)
                 fail_msg("ring write %s %s ring=%lld ne0=%lld n=%lld pos=%lld differs from the reference",
                          slm_dtype_name(dt), cpu_isa_name(lv[li]), (long long)ring, (long long)ne0, (long long)n,
@@ -1045,7 +1015,7 @@ static void deltanet_all(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     /* dv 128 and 64 (trials 1, 3) take the one-token fast paths of kern_avx512.c and kern_avx2.c (any
      * multiple of 64 there, as 16 * irand(1, 9) can also be); trials 8 and 9 have Qwen3.5's dk and
      * several tokens (the scratch chunks of the AVX tiers, a partial last chunk in trial 9); even
@@ -1065,23 +1035,23 @@ static void deltanet_all(void **unused) {
         for (size_t i = 0; i < nv; i++) v[i] = frand();
         for (size_t i = 0; i < ng; i++) g[i] = -0.5f * (frand() + 1.0f), beta[i] = 0.5f * (frand() + 1.0f);
         for (size_t i = 0; i < ns; i++) s0[i] = 0.3f * frand();
-        g_node nd = node(G_OP_DELTANET, 6, 2);
+        g_node nd = kh_node(G_OP_DELTANET, 6, 2);
         nd.p.dn.v_heads_tiled = tiled;
-        be_view in[6] = {v4(SLM_DTYPE_F32, 3, dk, Hk, n, q),  v4(SLM_DTYPE_F32, 3, dk, Hk, n, k),
-                         v4(SLM_DTYPE_F32, 3, dv, Hv, n, v),  v4(SLM_DTYPE_F32, 2, Hv, n, 1, g),
-                         v4(SLM_DTYPE_F32, 2, Hv, n, 1, beta), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s0)};
+        be_view in[6] = {kh_view(SLM_DTYPE_F32, 3, dk, Hk, n, q),  kh_view(SLM_DTYPE_F32, 3, dk, Hk, n, k),
+                         kh_view(SLM_DTYPE_F32, 3, dv, Hv, n, v),  kh_view(SLM_DTYPE_F32, 2, Hv, n, 1, g),
+                         kh_view(SLM_DTYPE_F32, 2, Hv, n, 1, beta), kh_view(SLM_DTYPE_F32, 3, dv, dk, Hv, s0)};
         float *o_ref = out_alloc(nv), *s_ref = out_alloc(ns);
-        be_view out[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o_ref), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s_ref)};
-        run(ref, &nd, out, in, n, 0);
+        be_view out[2] = {kh_view(SLM_DTYPE_F32, 3, dv, Hv, n, o_ref), kh_view(SLM_DTYPE_F32, 3, dv, dk, Hv, s_ref)};
+        kh_run(ref, &nd, out, in, n, 0);
         float *o_gen = NULL, *s_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "deltanet %s Hk=%lld Hv=%lld dk=%lld dv=%lld n=%lld", cpu_isa_name(lv[li]),
                      (long long)Hk, (long long)Hv, (long long)dk, (long long)dv, (long long)n);
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             float *o = out_alloc(nv), *s = aligned ? out_alloc_aligned(ns) : out_alloc(ns);
-            be_view outf[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, n, o), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, s)};
-            run(be, &nd, outf, in, n, 0);
+            be_view outf[2] = {kh_view(SLM_DTYPE_F32, 3, dv, Hv, n, o), kh_view(SLM_DTYPE_F32, 3, dv, dk, Hv, s)};
+            kh_run(be, &nd, outf, in, n, 0);
             check_guard(o, nv, what);
             check_guard(s, ns, what);
             if (!(nmse(o, o_ref, nv) <= 1e-10) || !(nmse(s, s_ref, ns) <= 1e-10))
@@ -1093,14 +1063,14 @@ static void deltanet_all(void **unused) {
                   *o1 = out_alloc((size_t)(dv * Hv));
             memcpy(st, s0, ns * 4);
             for (int64_t t = 0; t < n; t++) {
-                be_view in1[6] = {v4(SLM_DTYPE_F32, 3, dk, Hk, 1, q + t * dk * Hk),
-                                  v4(SLM_DTYPE_F32, 3, dk, Hk, 1, k + t * dk * Hk),
-                                  v4(SLM_DTYPE_F32, 3, dv, Hv, 1, v + t * dv * Hv),
-                                  v4(SLM_DTYPE_F32, 2, Hv, 1, 1, g + t * Hv),
-                                  v4(SLM_DTYPE_F32, 2, Hv, 1, 1, beta + t * Hv),
-                                  v4(SLM_DTYPE_F32, 3, dv, dk, Hv, st)};
-                be_view out1[2] = {v4(SLM_DTYPE_F32, 3, dv, Hv, 1, o1), v4(SLM_DTYPE_F32, 3, dv, dk, Hv, st2)};
-                run(be, &nd, out1, in1, 1, t);
+                be_view in1[6] = {kh_view(SLM_DTYPE_F32, 3, dk, Hk, 1, q + t * dk * Hk),
+                                  kh_view(SLM_DTYPE_F32, 3, dk, Hk, 1, k + t * dk * Hk),
+                                  kh_view(SLM_DTYPE_F32, 3, dv, Hv, 1, v + t * dv * Hv),
+                                  kh_view(SLM_DTYPE_F32, 2, Hv, 1, 1, g + t * Hv),
+                                  kh_view(SLM_DTYPE_F32, 2, Hv, 1, 1, beta + t * Hv),
+                                  kh_view(SLM_DTYPE_F32, 3, dv, dk, Hv, st)};
+                be_view out1[2] = {kh_view(SLM_DTYPE_F32, 3, dv, Hv, 1, o1), kh_view(SLM_DTYPE_F32, 3, dv, dk, Hv, st2)};
+                kh_run(be, &nd, out1, in1, 1, t);
                 if (memcmp(o1, o + t * dv * Hv, sizeof(float) * (size_t)(dv * Hv)) != 0)
                     fail_msg("%s: token %lld alone differs", what, (long long)t);
                 memcpy(st, st2, ns * 4);
@@ -1125,7 +1095,7 @@ static void rowwise_all(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     const g_op ops[] = {G_OP_ADD,     G_OP_MUL,     G_OP_SWIGLU,  G_OP_GEGLU,  G_OP_SCALE,         G_OP_SILU,
                         G_OP_SIGMOID, G_OP_SOFTPLUS, G_OP_EXP,    G_OP_RMSNORM, G_OP_L2NORM,       G_OP_GATED_RMSNORM,
                         G_OP_CONV1D,  G_OP_ROPE,    G_OP_STATE_WRITE};
@@ -1134,7 +1104,7 @@ static void rowwise_all(void **unused) {
         for (int trial = 0; trial < 8; trial++) {
             int64_t ne0 = trial == 0 ? 1 : irand(1, 300), rows = trial == 1 ? 1 : irand(1, 300);
             bool bcast = trial % 2 == 1;
-            g_node nd = node(op, 1, 1);
+            g_node nd = kh_node(op, 1, 1);
             be_view in[3], out;
             float *a = NULL, *b = NULL, *c = NULL;
             size_t ny;
@@ -1150,10 +1120,10 @@ static void rowwise_all(void **unused) {
                 for (int64_t i = 0; i < C * (n + K - 1); i++) a[i] = frand();
                 for (int64_t i = 0; i < K * C; i++) b[i] = frand();
                 nd.n_in = 2;
-                in[0] = v4(SLM_DTYPE_F32, 2, C, n + K - 1, 1, a);
-                in[1] = v4(SLM_DTYPE_F32, 2, K, C, 1, b);
+                in[0] = kh_view(SLM_DTYPE_F32, 2, C, n + K - 1, 1, a);
+                in[1] = kh_view(SLM_DTYPE_F32, 2, K, C, 1, b);
                 ny = (size_t)(C * n);
-                out = v4(SLM_DTYPE_F32, 2, C, n, 1, NULL);
+                out = kh_view(SLM_DTYPE_F32, 2, C, n, 1, NULL);
                 n_call = n;
             } else if (op == G_OP_ROPE) {
                 hd = 2 * irand(1, 80), H = irand(1, 5);
@@ -1164,9 +1134,9 @@ static void rowwise_all(void **unused) {
                 nd.p.rope.freq_scale = 1.0f;
                 a = malloc(sizeof(float) * (size_t)(hd * H * n));
                 for (int64_t i = 0; i < hd * H * n; i++) a[i] = frand();
-                in[0] = v4(SLM_DTYPE_F32, 3, hd, H, n, a);
+                in[0] = kh_view(SLM_DTYPE_F32, 3, hd, H, n, a);
                 ny = (size_t)(hd * H * n);
-                out = v4(SLM_DTYPE_F32, 3, hd, H, n, NULL);
+                out = kh_view(SLM_DTYPE_F32, 3, hd, H, n, NULL);
                 n_call = n;
                 pos = irand(0, 5000);
             } else if (op == G_OP_STATE_WRITE) {
@@ -1175,20 +1145,20 @@ static void rowwise_all(void **unused) {
                 pos = irand(0, 7);
                 a = malloc(sizeof(float) * (size_t)(ne0 * rows));
                 for (int64_t i = 0; i < ne0 * rows; i++) a[i] = 100.0f * frand();
-                in[0] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
+                in[0] = kh_view(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
                 out_dt = trial % 2 ? SLM_DTYPE_F16 : SLM_DTYPE_F32;
                 nd.p.write.begin[1] = g_pos_plus(0);
                 int64_t srows = rows + pos + 3;
                 ny = ((size_t)(ne0 * srows) * (out_dt == SLM_DTYPE_F16 ? 2 : 4) + 3) / 4; /* floats covering the state */
-                out = v4(out_dt, 2, ne0, srows, 1, NULL);
+                out = kh_view(out_dt, 2, ne0, srows, 1, NULL);
             } else {
                 a = malloc(sizeof(float) * (size_t)(ne0 * rows));
                 /* GEGLU: trial 7 reaches the clamps of e^-2u (|x| up to 30) */
                 float amp = op == G_OP_EXP || op == G_OP_SOFTPLUS || (op == G_OP_GEGLU && trial == 7) ? 30.0f : 4.0f;
                 for (int64_t i = 0; i < ne0 * rows; i++) a[i] = amp * frand();
-                in[0] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
+                in[0] = kh_view(SLM_DTYPE_F32, 2, ne0, rows, 1, a);
                 ny = (size_t)(ne0 * rows);
-                out = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, NULL);
+                out = kh_view(SLM_DTYPE_F32, 2, ne0, rows, 1, NULL);
                 nd.p.f[0] = 0.75f;
                 if (op == G_OP_ADD || op == G_OP_MUL || op == G_OP_SWIGLU || op == G_OP_GEGLU ||
                     (op == G_OP_RMSNORM && trial % 3 != 2)) {
@@ -1196,7 +1166,7 @@ static void rowwise_all(void **unused) {
                     b = malloc(sizeof(float) * (size_t)nb);
                     for (int64_t i = 0; i < nb; i++) b[i] = frand();
                     nd.n_in = 2;
-                    in[1] = nb == ne0 ? v4(SLM_DTYPE_F32, 1, ne0, 1, 1, b) : v4(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
+                    in[1] = nb == ne0 ? kh_view(SLM_DTYPE_F32, 1, ne0, 1, 1, b) : kh_view(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
                 }
                 if (op == G_OP_RMSNORM || op == G_OP_L2NORM || op == G_OP_GATED_RMSNORM) {
                     nd.p.norm.eps = 1e-6f;
@@ -1208,33 +1178,33 @@ static void rowwise_all(void **unused) {
                     for (int64_t i = 0; i < ne0 * rows; i++) b[i] = 4.0f * frand();
                     for (int64_t i = 0; i < ne0; i++) c[i] = frand();
                     nd.n_in = 3;
-                    in[1] = v4(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
-                    in[2] = v4(SLM_DTYPE_F32, 1, ne0, 1, 1, c);
+                    in[1] = kh_view(SLM_DTYPE_F32, 2, ne0, rows, 1, b);
+                    in[2] = kh_view(SLM_DTYPE_F32, 1, ne0, 1, 1, c);
                 }
             }
             if (!cpu_fast_lookup(&nd, &out, in)) fail_msg("%s: no fast kernel takes it", g_op_name(op));
             float *y_ref = out_alloc(ny);
             memset(y_ref, 0, ny * sizeof(float));
             out.data = y_ref;
-            run(ref, &nd, &out, in, n_call, pos);
+            kh_run(ref, &nd, &out, in, n_call, pos);
             float *y_gen = NULL;
             for (int li = 0; li < n_lv; li++) {
                 char what[128];
                 snprintf(what, sizeof what, "%s %s ne0=%lld rows=%lld", g_op_name(op), cpu_isa_name(lv[li]),
                          (long long)ne0, (long long)rows);
-                backend *be = mk(true, lv[li], 2);
+                backend *be = kh_backend(true, lv[li], 2);
                 float *y = out_alloc(ny);
                 memset(y, 0, ny * sizeof(float));
                 out.data = y;
-                run(be, &nd, &out, in, n_call, pos);
+                kh_run(be, &nd, &out, in, n_call, pos);
                 check_guard(y, ny, what);
                 same_as_generic(lv[li], y, ny, &y_gen, what);
                 if (op == G_OP_CONV1D) { /* one token at a time (weights read in the file layout) */
                     float *y1 = out_alloc((size_t)C);
                     for (int64_t t = 0; t < n_call; t++) {
-                        be_view in1[2] = {v4(SLM_DTYPE_F32, 2, C, K, 1, a + t * C), in[1]};
-                        be_view out1 = v4(SLM_DTYPE_F32, 2, C, 1, 1, y1);
-                        run(be, &nd, &out1, in1, 1, t);
+                        be_view in1[2] = {kh_view(SLM_DTYPE_F32, 2, C, K, 1, a + t * C), in[1]};
+                        be_view out1 = kh_view(SLM_DTYPE_F32, 2, C, 1, 1, y1);
+                        kh_run(be, &nd, &out1, in1, 1, t);
                         check_guard(y1, (size_t)C, what);
                         if (memcmp(y1, y + t * C, sizeof(float) * (size_t)C) != 0)
                             fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
@@ -1269,7 +1239,7 @@ static void conv_step_all(void **unused) {
     (void)unused;
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
-    backend *ref = mk(false, CPU_ISA_GENERIC, 2);
+    backend *ref = kh_backend(false, CPU_ISA_GENERIC, 2);
     slm_err e;
     err_clear(&e);
     for (int trial = 0; trial < 12; trial++) {
@@ -1283,39 +1253,39 @@ static void conv_step_all(void **unused) {
         for (int64_t i = 0; i < K * C; i++) w[i] = frand();
         memcpy(xc, st, sizeof(float) * (size_t)(C * S)); /* CONCAT along tokens is this copy */
         memcpy(xc + C * S, x, sizeof(float) * (size_t)(C * n));
-        g_node conv = node(G_OP_CONV1D, 2, 1), act = node(G_OP_SILU, 1, 1);
-        be_view conv_in[2] = {v4(SLM_DTYPE_F32, 2, C, S + n, 1, xc), v4(SLM_DTYPE_F32, 2, K, C, 1, w)};
-        be_view in[3] = {v4(SLM_DTYPE_F32, 2, C, S, 1, st), v4(SLM_DTYPE_F32, 2, C, n, 1, x),
-                         v4(SLM_DTYPE_F32, 2, K, C, 1, w)};
+        g_node conv = kh_node(G_OP_CONV1D, 2, 1), act = kh_node(G_OP_SILU, 1, 1);
+        be_view conv_in[2] = {kh_view(SLM_DTYPE_F32, 2, C, S + n, 1, xc), kh_view(SLM_DTYPE_F32, 2, K, C, 1, w)};
+        be_view in[3] = {kh_view(SLM_DTYPE_F32, 2, C, S, 1, st), kh_view(SLM_DTYPE_F32, 2, C, n, 1, x),
+                         kh_view(SLM_DTYPE_F32, 2, K, C, 1, w)};
         size_t ny = (size_t)(C * n), ns = (size_t)(C * S);
         float *y_ref = out_alloc(ny), *y_tmp = out_alloc(ny);
-        be_view o = v4(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_ref);
-        run(ref, &conv, &o, conv_in, n, 0);
+        be_view o = kh_view(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_ref);
+        kh_run(ref, &conv, &o, conv_in, n, 0);
         if (silu) {
             be_view a_in = o;
             o.data = y_ref;
-            run(ref, &act, &o, &a_in, n, 0);
+            kh_run(ref, &act, &o, &a_in, n, 0);
         }
-        be_view out_ref[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y_tmp), v4(SLM_DTYPE_F32, 2, C, S, 1, NULL)};
+        be_view out_ref[2] = {kh_view(SLM_DTYPE_F32, 2, C, n, 1, y_tmp), kh_view(SLM_DTYPE_F32, 2, C, S, 1, NULL)};
         assert_int_equal(ref->vt->exec_conv_step(ref, out_ref, in, silu, &e), SLM_ERR_UNSUPPORTED);
         float *y_gen = NULL;
         for (int li = 0; li < n_lv; li++) {
             char what[128];
             snprintf(what, sizeof what, "conv step %s C=%lld K=%lld n=%lld%s", cpu_isa_name(lv[li]), (long long)C,
                      (long long)K, (long long)n, silu ? " silu" : "");
-            backend *be = mk(true, lv[li], 2);
+            backend *be = kh_backend(true, lv[li], 2);
             /* the nodes one by one */
             float *y_nodes = out_alloc(ny);
-            o = v4(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_nodes);
-            run(be, &conv, &o, conv_in, n, 0);
+            o = kh_view(SLM_DTYPE_F32, 2, C, n, 1, silu ? y_tmp : y_nodes);
+            kh_run(be, &conv, &o, conv_in, n, 0);
             if (silu) {
                 be_view a_in = o;
                 o.data = y_nodes;
-                run(be, &act, &o, &a_in, n, 0);
+                kh_run(be, &act, &o, &a_in, n, 0);
             }
             /* fused, into fresh outputs and then over x */
             float *y = out_alloc(ny), *st_new = out_alloc(ns), *x_over = out_alloc(ny);
-            be_view out[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y), v4(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
+            be_view out[2] = {kh_view(SLM_DTYPE_F32, 2, C, n, 1, y), kh_view(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
             if (be->vt->exec_conv_step(be, out, in, silu, &e) != SLM_OK) fail_msg("%s: %s", what, e.msg);
             check_guard(y, ny, what);
             check_guard(st_new, ns, what);
@@ -1325,8 +1295,8 @@ static void conv_step_all(void **unused) {
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-11)) fail_msg("%s: NMSE %.3g against the reference", what, err);
             memcpy(x_over, x, ny * sizeof(float));
-            be_view in_over[3] = {in[0], v4(SLM_DTYPE_F32, 2, C, n, 1, x_over), in[2]};
-            be_view out_over[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, x_over), out[1]};
+            be_view in_over[3] = {in[0], kh_view(SLM_DTYPE_F32, 2, C, n, 1, x_over), in[2]};
+            be_view out_over[2] = {kh_view(SLM_DTYPE_F32, 2, C, n, 1, x_over), out[1]};
             if (be->vt->exec_conv_step(be, out_over, in_over, silu, &e) != SLM_OK) fail_msg("%s: %s", what, e.msg);
             if (memcmp(x_over, y_nodes, ny * sizeof(float)) != 0) fail_msg("%s: output over x differs", what);
             free(y_nodes), free(y), free(st_new), free(x_over);
@@ -1335,12 +1305,12 @@ static void conv_step_all(void **unused) {
         free(st), free(x), free(w), free(xc), free(y_ref), free(y_tmp), free(y_gen);
     }
     /* a kernel of too many taps for one step: nothing runs */
-    backend *be = mk(true, cpu_isa_detect(), 2);
+    backend *be = kh_backend(true, cpu_isa_detect(), 2);
     int64_t C = 40, S = 9, n = 4;
     float *st = calloc((size_t)(C * S), sizeof(float)), *x = calloc((size_t)(C * n), sizeof(float));
     float *w = calloc((size_t)(C * (S + 1)), sizeof(float)), *y = out_alloc((size_t)(C * n)), *st_new = out_alloc((size_t)(C * S));
-    be_view in[3] = {v4(SLM_DTYPE_F32, 2, C, S, 1, st), v4(SLM_DTYPE_F32, 2, C, n, 1, x), v4(SLM_DTYPE_F32, 2, S + 1, C, 1, w)};
-    be_view out[2] = {v4(SLM_DTYPE_F32, 2, C, n, 1, y), v4(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
+    be_view in[3] = {kh_view(SLM_DTYPE_F32, 2, C, S, 1, st), kh_view(SLM_DTYPE_F32, 2, C, n, 1, x), kh_view(SLM_DTYPE_F32, 2, S + 1, C, 1, w)};
+    be_view out[2] = {kh_view(SLM_DTYPE_F32, 2, C, n, 1, y), kh_view(SLM_DTYPE_F32, 2, C, S, 1, st_new)};
     assert_int_equal(be->vt->exec_conv_step(be, out, in, true, &e), SLM_ERR_UNSUPPORTED);
     check_guard(y, 0, "conv step not taken");
     check_guard(st_new, 0, "conv step not taken");
@@ -1356,19 +1326,19 @@ static void dispatch_falls_back(void **unused) {
     float table[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     int32_t ids[2] = {2, 0};
     float *y = out_alloc(8);
-    g_node nd = node(G_OP_EMBED, 2, 1);
-    be_view in[2] = {v4(SLM_DTYPE_F32, 2, 4, 3, 1, table), v4(SLM_DTYPE_I32, 1, 2, 1, 1, ids)};
-    be_view out = v4(SLM_DTYPE_F32, 2, 4, 2, 1, y);
+    g_node nd = kh_node(G_OP_EMBED, 2, 1);
+    be_view in[2] = {kh_view(SLM_DTYPE_F32, 2, 4, 3, 1, table), kh_view(SLM_DTYPE_I32, 1, 2, 1, 1, ids)};
+    be_view out = kh_view(SLM_DTYPE_F32, 2, 4, 2, 1, y);
     assert_null(cpu_fast_lookup(&nd, &out, in));
-    backend *be = mk(true, cpu_isa_detect(), 2);
-    run(be, &nd, &out, in, 2, 0);
+    backend *be = kh_backend(true, cpu_isa_detect(), 2);
+    kh_run(be, &nd, &out, in, 2, 0);
     check_guard(y, 8, "embed");
     assert_true(y[0] == 9.0f && y[4] == 1.0f);
     be->vt->destroy(be);
     /* a matmul on a type without a fast kernel (Q3_K) is not taken */
-    g_node mm = node(G_OP_MATMUL, 2, 1);
-    be_view min[2] = {v4(SLM_DTYPE_Q3_K, 2, 256, 1, 1, NULL), v4(SLM_DTYPE_F32, 2, 256, 1, 1, NULL)};
-    be_view mout = v4(SLM_DTYPE_F32, 2, 1, 1, 1, NULL);
+    g_node mm = kh_node(G_OP_MATMUL, 2, 1);
+    be_view min[2] = {kh_view(SLM_DTYPE_Q3_K, 2, 256, 1, 1, NULL), kh_view(SLM_DTYPE_F32, 2, 256, 1, 1, NULL)};
+    be_view mout = kh_view(SLM_DTYPE_F32, 2, 1, 1, 1, NULL);
     assert_null(cpu_fast_lookup(&mm, &mout, min));
     free(y);
 }

@@ -332,9 +332,12 @@ void cpu_attn_finish(const float *tot, int64_t hdv, float *out) {
     for (int64_t i = 0; i < hdv; i++) out[i] = tot[i] * inv;
 }
 
-void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
-                    const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
-                    int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
+/* cpu_attn_block and cpu_attn_block_q: the chunks of the block's keys through the tier's
+ * attn_chunk (quant false: K and V of type kt) or attn_chunk_q, folded in chunk order. */
+static void attn_block(const cpu_isa *isa, bool quant, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
+                       const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
+                       int64_t hdv, int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots,
+                       void *scratch) {
     int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
     float *tot = scratch, *part = tot + R * pf;
     void *ks = part + R * pf;
@@ -345,31 +348,30 @@ void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, 
     }
     int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
     for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
-        isa->attn_chunk(q, qts, T, G, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, hi_last + 1,
-                        part, ks);
+        if (quant)
+            isa->attn_chunk_q(q, qts, T, G, k, v, kt, vt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, part,
+                              ks);
+        else
+            isa->attn_chunk(q, qts, T, G, k, v, kt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0,
+                            hi_last + 1, part, ks);
         for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
     }
     for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
+}
+
+void cpu_attn_block(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
+                    const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                    int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots, void *scratch) {
+    attn_block(isa, false, q, qts, T, G, k, v, kvt, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, out, ots,
+               scratch);
 }
 
 void cpu_attn_block_q(const cpu_isa *isa, const float *q, int64_t qts, int64_t T, int64_t G, const void *k,
                       const void *v, uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd,
                       int64_t hdv, int64_t nk0, int64_t window, int64_t ring, float scale, float *out, int64_t ots,
                       void *scratch) {
-    int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
-    float *tot = scratch, *part = tot + R * pf;
-    void *ks = part + R * pf;
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
-        tot[r * pf + hdv] = -INFINITY;
-        tot[r * pf + hdv + 1] = 0.0f;
-    }
-    int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
-    for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
-        isa->attn_chunk_q(q, qts, T, G, k, v, kt, vt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, part, ks);
-        for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
-    }
-    for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
+    attn_block(isa, true, q, qts, T, G, k, v, kt, vt, kstride, vstride, hd, hdv, nk0, window, ring, scale, out, ots,
+               scratch);
 }
 
 void cpu_cvt_f16_generic(uint16_t *y, const float *x, int64_t n) {
