@@ -1,11 +1,51 @@
-/* What the kernel tests share (test_kern_fast, test_attn_q): a CPU backend of one tier, one node
- * executed on it with its scratch reserved, and views and nodes made in one line. Failures end
+/* What the kernel tests share (test_kern_fast, test_attn_q): guarded output buffers, the error
+ * measure, the list of ISA levels, a CPU backend of one tier, one node executed on it with its
+ * scratch reserved, and views and nodes made in one line. Failures end
  * the cmocka test that calls them. Include after <cmocka.h>, backend/backend.h and
  * backend/cpu/cpu.h. */
 #ifndef SLM_TEST_KERN_HARNESS_H
 #define SLM_TEST_KERN_HARNESS_H
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Output buffers: n floats followed by GUARD guard floats (a NaN pattern no kernel writes). */
+#define GUARD 16
+#define GUARD_BITS 0x7FC0DEADu
+
+static inline float *out_alloc(size_t n) {
+    float *p = malloc((n + GUARD) * sizeof(float));
+    assert_non_null(p);
+    for (size_t i = 0; i < n + GUARD; i++) memcpy(p + i, &(uint32_t){GUARD_BITS}, 4);
+    return p;
+}
+
+static inline void check_guard(const float *p, size_t n, const char *what) {
+    for (size_t i = n; i < n + GUARD; i++) {
+        uint32_t u;
+        memcpy(&u, p + i, 4);
+        if (u != GUARD_BITS) fail_msg("%s: guard float %zu after the output was overwritten", what, i - n);
+    }
+}
+
+/* Normalised mean squared error of a against b (INFINITY when a holds a NaN). */
+static inline double nmse(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+/* Every ISA level (cpu.h); each is asked on its own, as the levels are not nested (AVX512 CPUs
+ * without AVX-VNNI exist). */
+static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
+                                           CPU_ISA_AVX512,  CPU_ISA_AMX, CPU_ISA_I8MM};
+#define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 
 /* A CPU backend: fast kernels of tier isa, or (fast false) the reference kernels; threads workers. */
 static inline backend *kh_backend(bool fast, cpu_isa_level isa, int threads) {

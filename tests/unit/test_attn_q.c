@@ -26,8 +26,6 @@
 #include "base/half.h"
 #include "base/quant.h"
 
-#define GUARD 16
-#define GUARD_BITS 0x7FC0DEADu
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint32_t rnd(void) {
@@ -37,33 +35,7 @@ static uint32_t rnd(void) {
 static float frand(void) { return (float)(rnd() & 0xFFFFFF) / (float)(1 << 23) - 1.0f; } /* [-1, 1) */
 static int64_t irand(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint32_t)(hi - lo + 1)); }
 
-static float *out_alloc(size_t n) {
-    float *p = malloc((n + GUARD) * sizeof(float));
-    assert_non_null(p);
-    for (size_t i = 0; i < n + GUARD; i++) memcpy(p + i, &(uint32_t){GUARD_BITS}, 4);
-    return p;
-}
-static void check_guard(const float *p, size_t n, const char *what) {
-    for (size_t i = n; i < n + GUARD; i++) {
-        uint32_t u;
-        memcpy(&u, p + i, 4);
-        if (u != GUARD_BITS) fail_msg("%s: guard float %zu after the output was overwritten", what, i - n);
-    }
-}
-static double nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    if (isnan(num)) return INFINITY;
-    return den > 0 ? num / den : num;
-}
 
-static const cpu_isa_level all_levels[] = {CPU_ISA_GENERIC, CPU_ISA_NEON, CPU_ISA_AVX2, CPU_ISA_AVX2_VNNI,
-                                           CPU_ISA_AVX512,  CPU_ISA_AMX, CPU_ISA_I8MM};
-#define N_LEVELS ((int)(sizeof all_levels / sizeof all_levels[0]))
 static int levels(cpu_isa_level out[N_LEVELS]) {
     int n = 0;
     for (int i = 0; i < N_LEVELS; i++)
