@@ -238,7 +238,8 @@ static void test_messages(void **state) {
         "\"tool_choice\":{\"type\":\"any\"},\"messages\":["
         "{\"role\":\"user\",\"content\":\"q\"},"
         "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"t\",\"signature\":\"\"},"
-        "{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"tool_use\",\"id\":\"u1\",\"name\":\"f\",\"input\":{\"x\":1}}]},"
+        "{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"redacted_thinking\",\"data\":\"z\"},"
+        "{\"type\":\"thinking\",\"thinking\":\"2\"},{\"type\":\"tool_use\",\"id\":\"u1\",\"name\":\"f\",\"input\":{\"x\":1}}]},"
         "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"u1\",\"content\":\"r1\"},"
         "{\"type\":\"text\",\"text\":\"more\"}]}]}";
     assert_true(map(sreq_from_messages, body, &r, &e));
@@ -258,6 +259,9 @@ static void test_messages(void **state) {
     }
     assert_string_equal(r.msgs[2].tool_calls, "[{\"id\":\"u1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
                                               "\"arguments\":\"{\\\"x\\\":1}\"}}]");
+    /* the thinking blocks' texts joined, as llama-server joins them; redacted_thinking dropped */
+    assert_string_equal(r.msgs[2].fields, "{\"reasoning_content\":\"t2\"}");
+    assert_null(r.msgs[1].fields);
     assert_string_equal(r.msgs[3].tool_call_id, "u1"); /* a tool_result's tool_use_id: templates may read it */
     assert_false(sreq_prefill(&r));
     sreq_free(&r);
@@ -276,6 +280,8 @@ static void test_messages(void **state) {
     refused(sreq_from_messages, MSG("{\"role\":\"user\",\"content\":[{\"type\":\"audio\"}]}"), "block type 'audio'");
     refused(sreq_from_messages, MSG("{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"u\"}]}"),
             "a tool_use block needs");
+    refused(sreq_from_messages, MSG("{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\"}]}"),
+            "a thinking block needs a string 'thinking'");
     refused(sreq_from_messages, MSG("{\"role\":\"system\",\"content\":\"x\"}"), "role 'system'");
     refused(sreq_from_messages, "{\"max_tokens\":5,\"messages\":[]}", "non-empty list");
     refused(sreq_from_messages, "{\"max_tokens\":5,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}],"

@@ -8,7 +8,10 @@
  *                                                 a tool_use of the assistant message before it;
  *   assistant text + tool_use blocks           -> an assistant message with OpenAI tool_calls
  *                                                 (arguments: the input object as JSON text);
- *   thinking / redacted_thinking blocks        -> dropped (the templates render none);
+ *   assistant thinking blocks                  -> its reasoning_content (their texts joined, as
+ *                                                 llama-server joins them), which templates such
+ *                                                 as Qwen3's render in earlier turns;
+ *   redacted_thinking blocks                   -> dropped;
  *   tools [{name, description, input_schema}]  -> OpenAI function tools;
  *   tool_choice auto / any / tool / none       -> auto / required / named / none. */
 #include <math.h>
@@ -99,8 +102,8 @@ static bool read_assistant(const cJSON *c, const char *where, sreq *r, use_ids *
         if (!text_blocks(c, where, &text, e)) return false;
         return sreq_add_msg(r, "assistant", text, NULL, e);
     }
-    char *text = NULL, *calls_text = NULL;
-    cJSON *calls = cJSON_CreateArray();
+    char *text = NULL, *calls_text = NULL, *fields = NULL;
+    cJSON *calls = cJSON_CreateArray(), *reasoning = NULL;
     const cJSON *b;
     size_t k = 0;
     bool ok = false;
@@ -145,7 +148,28 @@ static bool read_assistant(const cJSON *c, const char *where, sreq *r, use_ids *
             cJSON_AddStringToObject(fn, "arguments", args);
             free(args);
             cJSON_AddItemToArray(calls, call);
-        } else if (strcmp(type, "thinking") != 0 && strcmp(type, "redacted_thinking") != 0) {
+        } else if (!strcmp(type, "thinking")) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+            if (!cJSON_IsString(t)) {
+                sreq_fail(e, 400, NULL, "%s.content[%zu]: a thinking block needs a string 'thinking'", where, k);
+                goto done;
+            }
+            const char *had = reasoning ? cJSON_GetStringValue(reasoning) : "";
+            size_t n0 = strlen(had), n1 = strlen(t->valuestring);
+            char *joined = malloc(n0 + n1 + 1);
+            if (joined) {
+                memcpy(joined, had, n0);
+                memcpy(joined + n0, t->valuestring, n1 + 1);
+            }
+            cJSON *next = joined ? cJSON_CreateString(joined) : NULL;
+            free(joined);
+            if (!next) {
+                oom(e);
+                goto done;
+            }
+            cJSON_Delete(reasoning);
+            reasoning = next;
+        } else if (strcmp(type, "redacted_thinking") != 0) {
             sreq_fail(e, 400, NULL, "%s.content[%zu]: block type '%.40s' is not text, tool_use or thinking", where, k, type);
             goto done;
         }
@@ -159,11 +183,28 @@ static bool read_assistant(const cJSON *c, const char *where, sreq *r, use_ids *
         oom(e);
         goto done;
     }
+    if (reasoning) {
+        cJSON *f = cJSON_CreateObject();
+        if (f) cJSON_AddItemToObject(f, "reasoning_content", reasoning);
+        else cJSON_Delete(reasoning);
+        reasoning = NULL;
+        fields = f ? cJSON_PrintUnformatted(f) : NULL;
+        cJSON_Delete(f);
+        if (!fields) {
+            oom(e);
+            goto done;
+        }
+    }
     ok = sreq_add_msg(r, "assistant", text, calls_text, e);
     text = calls_text = NULL;
+    if (ok) r->msgs[r->n_msgs - 1].fields = fields;
+    else free(fields);
+    fields = NULL;
 done:
     free(text);
     free(calls_text);
+    free(fields);
+    cJSON_Delete(reasoning);
     cJSON_Delete(calls);
     return ok;
 }
