@@ -22,7 +22,11 @@ template (its own Jinja template writes no tools) (scripts/fetch-models.sh; SKIP
 - two servers on one --state-dir: turn 2 sent to the other server continues the stored response
   with the same greedy answer as the first server gives; a delete on one is seen by the other;
 - bad input: an unknown item type, an image part, a server tool, an unknown previous id, a
-  malformed id: 4xx with a message.
+  malformed id: 4xx with a message;
+- Gemma 3 270M with the gemma template (the GGUF holds none; the built-in
+  renders as Gemma 3's own): a response validates and equals the chat answer, a
+  second turn by previous_response_id equals the chat answer to the transcript and reuses the
+  stored state, the SDK's typed stream spells the output.
 Usage: test_serve_responses.py STATELM TESTS_DATA_DIR."""
 import json
 import os
@@ -214,6 +218,37 @@ finally:
     for f in os.listdir(state):
         os.unlink(os.path.join(state, f))
     os.rmdir(state)
+
+# ---- Gemma 3 270M with the built-in gemma template (its GGUF holds none): a response, a second turn, streaming ----
+GEMMA3 = serve_harness.cached_model("gemma-3-270m.Q4_K_M.gguf")
+g = serve_harness.Server(statelm, GEMMA3, "--chat-template", "gemma", timeout=300)
+try:
+    gapi = g.api
+    s, raw = g.post({"model": "m", "input": "Name a fruit.", "instructions": "Answer briefly.", **G}, "/v1/responses")
+    try:
+        Response.model_validate(raw)
+    except pydantic.ValidationError as e:
+        check(False, f"gemma3: not an openai Response: {e}")
+    g1 = gapi.responses.create(model="m", input="Name a fruit.", instructions="Answer briefly.", **G)
+    msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a fruit."}]
+    gchat = gapi.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0).choices[0].message.content
+    check(s == 200 and g1.output_text == gchat and g1.output_text, f"gemma3: output {g1.output_text!r} vs chat {gchat!r}")
+    # instructions are not carried over by previous_response_id (OpenAI's rule): a turn 1 without them
+    g1 = gapi.responses.create(model="m", input="Name a fruit.", **G)
+    g2 = gapi.responses.create(model="m", input="And a vegetable?", previous_response_id=g1.id, **G)
+    msgs = [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": g1.output_text},
+            {"role": "user", "content": "And a vegetable?"}]
+    gchat2 = gapi.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0).choices[0].message.content
+    check(g2.output_text == gchat2 and g2.usage.input_tokens_details.cached_tokens > 0,
+          f"gemma3: turn 2 {g2.output_text!r} vs chat {gchat2!r}, usage {g2.usage}")
+    gevs = list(gapi.responses.create(model="m", input="Tell me about the sea.", stream=True, **G))
+    deltas = "".join(ev.delta for ev in gevs if ev.type == "response.output_text.delta")
+    gplain = gapi.responses.create(model="m", input="Tell me about the sea.", **G)
+    check(gevs[0].type == "response.created" and gevs[-1].type in ("response.completed", "response.incomplete") and
+          deltas == gevs[-1].response.output_text == gplain.output_text,
+          f"gemma3: streamed {deltas!r} vs {gplain.output_text!r} ({[e.type for e in gevs]})")
+finally:
+    g.stop("gemma3 server")
 
 if failures:
     print(f"{len(failures)} failure(s)")
