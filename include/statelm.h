@@ -834,9 +834,10 @@ SLM_API void slm_grammar_destroy(slm_grammar *g);
 SLM_API slm_status slm_tool_call_grammar(const char *template_name, const char *tools_json, const char *name,
                                          slm_grammar **out, char *err, size_t err_cap);
 
-/* Tokens in the trie: every token with non-empty bytes that is not a control, unknown or unused
- * token; end-of-generation tokens (slm_tokenizer_is_eog) are handled apart. The tokenizer must
- * outlive the vocabulary. */
+/* Tokens in the trie: every token with non-empty bytes (a text token's bytes never hold 0xFF);
+ * control, unknown and unused tokens under a mark that only a grammar's token reference matches
+ * (docs/grammar.md "Token references"); end-of-generation tokens (slm_tokenizer_is_eog) are handled
+ * apart. The tokenizer must outlive the vocabulary. */
 SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_grammar_vocab **out);
 SLM_API void slm_grammar_vocab_destroy(slm_grammar_vocab *v);
 

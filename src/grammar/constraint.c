@@ -214,6 +214,14 @@ static int32_t lcp(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb)
     return (int32_t)i;
 }
 
+/* Whether t has a path in the trie: text (which never holds the mark byte), or a control token's
+ * marked text; bytes in 1..MAX_TOKEN_BYTES. */
+static bool in_trie(const gv_token *t) {
+    if (t->kind != GV_TEXT && t->kind != GV_CONTROL) return false;
+    if (t->len == 0 || t->len > MAX_TOKEN_BYTES) return false;
+    return t->kind == GV_CONTROL || !memchr(t->bytes, GR_TOKEN_MARK_BYTE, t->len);
+}
+
 slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *al, slm_grammar_vocab **out) {
     *out = NULL;
     const slm_allocator *a = al ? al : &al_default;
@@ -228,9 +236,10 @@ slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *al,
     v->is_eog = al_calloc(a, (size_t)n + 1, 1);
     order = al_array(a, (size_t)n + 1, sizeof *order);
     if (!v->bytes_off || !v->eog || !v->is_eog || !order) goto nomem;
-    size_t total = 0;
+    const uint8_t mark = GR_TOKEN_MARK_BYTE;
+    size_t total = 0, nm = 1;
     for (int32_t id = 0; id < n; id++)
-        if (tokens[id].kind == GV_TEXT && tokens[id].len > 0 && tokens[id].len <= MAX_TOKEN_BYTES) total += tokens[id].len;
+        if (in_trie(&tokens[id])) total += tokens[id].len + (tokens[id].kind == GV_CONTROL ? 2 * nm : 0);
     if (total > UINT32_MAX) goto nomem;
     v->pool = al_malloc(a, total + 1);
     if (!v->pool) goto nomem;
@@ -243,10 +252,13 @@ slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *al,
             v->eog[v->n_eog++] = id;
             v->is_eog[id] = 1;
         }
-        if (t->kind != GV_TEXT || t->len == 0 || t->len > MAX_TOKEN_BYTES) continue;
+        if (!in_trie(t)) continue;
+        uint32_t start = at;
+        if (t->kind == GV_CONTROL) v->pool[at++] = mark;
         memcpy(v->pool + at, t->bytes, t->len);
-        order[n_in++] = (tok_ref){NULL, t->len, id};
         at += t->len;
+        if (t->kind == GV_CONTROL) v->pool[at++] = mark;
+        order[n_in++] = (tok_ref){NULL, at - start, id};
     }
     v->bytes_off[n] = at;
     for (int32_t k = 0; k < n_in; k++) order[k].b = v->pool + v->bytes_off[order[k].id];
@@ -255,7 +267,7 @@ slm_status gv_create(const gv_token *tokens, int32_t n, const slm_allocator *al,
     size_t cap = total + 1;
     v->nodes = al_calloc(a, cap, sizeof *v->nodes);
     v->toks = al_array(a, (size_t)n_in + 1, sizeof *v->toks);
-    path = al_array(a, MAX_TOKEN_BYTES + 1, sizeof *path);
+    path = al_array(a, MAX_TOKEN_BYTES + 2 * nm + 1, sizeof *path);
     if (!v->nodes || !v->toks || !path) goto nomem;
     path[0] = 0;
     v->n_nodes = 1;
@@ -305,7 +317,7 @@ SLM_API slm_status slm_grammar_vocab_create(const slm_tokenizer *tok, slm_gramma
         slm_tokenizer_token_bytes(tok, id, NULL, 0, &len);
         ts[id].bytes = (const uint8_t *)tok_bytes(tok, id);
         ts[id].len = (uint32_t)(len < UINT32_MAX ? len : 0);
-        ts[id].kind = slm_tokenizer_is_eog(tok, id) ? GV_EOG : tok_is_control(tok, id) ? GV_NONE : GV_TEXT;
+        ts[id].kind = slm_tokenizer_is_eog(tok, id) ? GV_EOG : tok_is_control(tok, id) ? GV_CONTROL : GV_TEXT;
     }
     slm_status st = gv_create(ts, n, a, out);
     al_free(a, ts);

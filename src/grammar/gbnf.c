@@ -1,7 +1,8 @@
 /* gbnf.c — GBNF text -> gr_grammar (grammar.h), compatible with llama.cpp's grammar format:
  * `name ::= alternatives` rules (a rule ends at a newline outside parentheses), `|`, sequences,
  * ( ) groups, postfix * + ? {m} {m,} {m,n}, "literals", [classes] with ranges, ^ negation and
- * escapes, `.` (any code point), \xHH \uHHHH \UHHHHHHHH \t \n \r \\ \" \[ \] escapes, # comments.
+ * escapes, `.` (any code point), \xHH \uHHHH \UHHHHHHHH \t \n \r \\ \" \[ \] escapes, # comments,
+ * token references <text> (a control token of that text, or the text: grammar.h).
  * Repetitions and groups become generated rules named "<rule>#<n>" (a name GBNF cannot spell).
  * After parsing: undefined rules, a missing start rule, left recursion and rules that can never
  * end are refused with the line:column of the cause (docs/grammar.md). */
@@ -156,6 +157,7 @@ static bool emit(parser *p, int32_t rule, int32_t type, int32_t val, size_t at) 
     return true;
 }
 
+/* A class of the sorted, disjoint pairs[0, 2 n_pairs). */
 static int32_t add_class(parser *p, const uint32_t *pairs, int32_t n_pairs) {
     int32_t off = p->ranges.n;
     for (int32_t i = 0; i < 2 * n_pairs; i++)
@@ -383,6 +385,38 @@ static bool parse_int(parser *p, int *out) {
     return true;
 }
 
+/* A token reference <text> (llama.cpp's syntax; the text includes the angle brackets, as in
+ * <|channel|> or <think>): a generated rule of two alternatives, the control token whose text that
+ * is (its marks around the text: grammar.h) and the text as plain text. <[id]> is refused: a grammar
+ * is compiled without a vocabulary. */
+static bool parse_token_ref(parser *p, int32_t rule) {
+    size_t at = p->pos, end = at + 1;
+    if (end < p->len && p->s[end] == '[')
+        return fail_at(p, SLM_ERR_FORMAT, at, "token ids (<[id]>) are not supported: name the token by its text (<|name|>)");
+    while (end < p->len && p->s[end] != '>' && p->s[end] != '\n' && p->s[end] != '"') end++;
+    if (end >= p->len || p->s[end] != '>' || end == at + 1)
+        return fail_at(p, SLM_ERR_FORMAT, at, "unterminated token reference (<text>, on one line)");
+    int32_t r = new_rule(p, rule, at);
+    if (r < 0) return false;
+    uint32_t mark[2] = {GR_TOKEN_MARK, GR_TOKEN_MARK};
+    for (int alt = 0; alt < 2; alt++) {
+        int32_t k = alt == 0 ? add_class(p, mark, 1) : 0;
+        if (k < 0 || (alt == 0 && !emit(p, r, GR_CLS, k, at))) return false;
+        for (size_t i = at; i <= end;) {
+            uint32_t cp;
+            size_t n = utf8_decode((const uint8_t *)p->s + i, end + 1 - i, &cp);
+            if (!n) return fail_at(p, SLM_ERR_FORMAT, i, "invalid UTF-8");
+            uint32_t pair[2] = {cp, cp};
+            int32_t c = add_class(p, pair, 1);
+            if (c < 0 || !emit(p, r, GR_CLS, c, i)) return false;
+            i += n;
+        }
+        if ((alt == 0 && !emit(p, r, GR_CLS, k, at)) || !emit(p, r, GR_END, 0, at)) return false;
+    }
+    p->pos = end + 1;
+    return emit(p, rule, GR_REF, r, at);
+}
+
 static bool parse_sequence(parser *p, int32_t rule, bool nested) {
     int32_t last = -1; /* elems index of the last symbol, for postfix operators */
     while (!at_end(p)) {
@@ -452,8 +486,11 @@ static bool parse_sequence(parser *p, int32_t rule, bool nested) {
             }
             if (!repeat(p, rule, last, min, max, at)) return false;
             last = -1;
-        } else if (c == '<' || c == '!') {
-            return fail_at(p, SLM_ERR_FORMAT, at, "token references (<[id]>, !) are not supported");
+        } else if (c == '<') {
+            last = p->rules[rule].elems.n;
+            if (!parse_token_ref(p, rule)) return false;
+        } else if (c == '!') {
+            return fail_at(p, SLM_ERR_FORMAT, at, "negated token references (!<...>) are not supported");
         } else {
             break;
         }

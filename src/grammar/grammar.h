@@ -12,6 +12,13 @@
  * 2. no rule is left-recursive (the matcher expands calls eagerly and would not terminate);
  * 3. every rule reachable from root can derive a finite string (so no matcher stack is a dead end);
  * 4. class ranges are sorted, merged and disjoint; negation is folded into the ranges.
+ * 5. only the marks of a token reference (below) hold GR_TOKEN_MARK, a value past Unicode.
+ *
+ * Token references (`<|name|>` in GBNF, llama.cpp's token syntax): a control token is in the
+ * vocabulary's trie as the byte GR_TOKEN_MARK_BYTE (0xFF, never in UTF-8), its text, the byte again
+ * (GV_CONTROL below); the matcher reads that byte as the code point GR_TOKEN_MARK, and a reference
+ * matches mark, text, mark or the text itself as plain text. No other class holds the mark, so a
+ * grammar produces a control token only where it names one.
  *
  * Memory: every function here allocates through the allocator it is given (base/alloc.h; NULL =
  * malloc/free); a gr_grammar keeps its allocator and gr_free returns its blocks through it. */
@@ -26,6 +33,11 @@
 #include "base/err.h"
 
 enum { GR_END = 0, GR_REF = 1, GR_CLS = 2 };
+
+/* The byte that brackets a control token's text in the trie and the value the matcher reads it as
+ * (past U+10FFFF: no class of text holds it). */
+#define GR_TOKEN_MARK_BYTE 0xFFu
+#define GR_TOKEN_MARK 0x110000u
 
 typedef struct gr_elem {
     int32_t type; /* GR_* */
@@ -87,8 +99,10 @@ slm_status gr_schema_to_gbnf(const char *json, size_t len, unsigned flags, const
                              slm_err *e);
 
 /* A vocabulary from explicit token bytes (slm_grammar_vocab_create's core; tests build small ones).
- * tokens[i] describes id i; the bytes are copied. */
-enum { GV_TEXT = 0, GV_EOG = 1, GV_NONE = 2 };
+ * tokens[i] describes id i; the bytes are copied. GV_CONTROL: a control token whose text is bytes,
+ * in the trie between two GR_TOKEN_MARK_BYTEs (matched by a token reference only); GV_NONE, and a
+ * GV_TEXT token holding the byte 0xFF (no UTF-8 text does): never allowed. */
+enum { GV_TEXT = 0, GV_EOG = 1, GV_NONE = 2, GV_CONTROL = 3 };
 typedef struct gv_token {
     const uint8_t *bytes;
     uint32_t len;

@@ -362,8 +362,8 @@ int32_t gm_step_slow(gm *m, int32_t d, uint8_t b) {
         goto done;
     }
     if (st.need == 0) {
-        if (b < 0x80) {
-            int32_t s = advance(m, st.set, b);
+        if (b < 0x80 || b == GR_TOKEN_MARK_BYTE) { /* the mark byte: a control token's bracket (grammar.h) */
+            int32_t s = advance(m, st.set, b < 0x80 ? b : GR_TOKEN_MARK);
             t = s < 0 ? s : intern_ds(m, s, 0, 0, 0);
             goto done;
         }

@@ -1,8 +1,9 @@
 /* tools.c — the grammar of a forced tool call (tool_choice "required" or a named function,
  * docs/serve.md "Tools"): one call in the template's call format (text/toolcall.h) whose
  * arguments are constrained by the tool's "parameters" JSON Schema, through the schema converter
- * (schema.c). A grammar never produces control tokens, so formats whose call markers are control
- * tokens get the call without them, in the bare form their parser also reads.
+ * (schema.c). A grammar produces a control token only where it names one (a token reference,
+ * grammar.h); the formats whose markers are control tokens, except gpt-oss's, get the call without
+ * them, in the bare form their parser also reads.
  *  - Hermes, Llama 3, Mistral's list, Granite: the call object {"name": const, "arguments"|
  *    "parameters": schema} is itself a JSON Schema, one anyOf branch per tool; the Hermes tags or
  *    the list brackets are one more rule around it.
@@ -14,7 +15,9 @@
  *    texts; min/maxLength: that many characters other than '<'), any other value the JSON its
  *    schema converts to.
  *  - Mistral's [TOOL_CALLS]NAME[ARGS]{...}: NAME then the arguments object.
- *  - gpt-oss: refused (a call is addressed in harmony headers made of control tokens). */
+ *  - gpt-oss: the harmony header <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>
+ *    (its markers as token references: the model's control tokens, or their text in a vocabulary
+ *    without them), then the arguments object; the model ends the call with <|call|>. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -236,18 +239,29 @@ static slm_status xml_rules(buf *out, const cJSON *fn, const char *name, int k, 
     return SLM_OK;
 }
 
-/* Mistral's bare NAME{arguments} (its [TOOL_CALLS] and [ARGS] are control tokens). */
-static slm_status args_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+/* t<k> ::= NAME, the GBNF between (it may be empty), then the arguments object. */
+static slm_status named_args_rules(buf *out, const cJSON *fn, const char *name, int k, const char *between, slm_err *e) {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     cJSON *any = params ? NULL : cJSON_CreateObject();
     if (any) cJSON_AddStringToObject(any, "type", "object");
     char pre[32];
     snprintf(pre, sizeof pre, "t%d-a-", k);
-    buf_printf(out, "t%d ::= \"%s\" %sroot\n", k, name, pre);
+    buf_printf(out, "t%d ::= \"%s\" %s%sroot\n", k, name, between, pre);
     slm_status st = params || any ? schema_rules(out, params ? params : any, pre, name, "(arguments)", e)
                                   : err_set(e, SLM_ERR_NOMEM, "out of memory");
     cJSON_Delete(any);
     return st;
+}
+
+/* Mistral's bare NAME{arguments} (its [TOOL_CALLS] and [ARGS] are control tokens). */
+static slm_status args_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+    return named_args_rules(out, fn, name, k, "", e);
+}
+
+/* gpt-oss: NAME <|constrain|>json<|message|>{arguments}, after root's <|channel|>commentary
+ * to=functions. (the harmony header of a call; its markers token references, grammar.h). */
+static slm_status harmony_rules(buf *out, const cJSON *fn, const char *name, int k, slm_err *e) {
+    return named_args_rules(out, fn, name, k, "\" \" <|constrain|> \"json\" <|message|> ", e);
 }
 
 /* LFM2's [name(k=v, ...)]: keyword arguments in the schema's property order, required ones
@@ -285,9 +299,6 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
                                  slm_err *e) {
     *gbnf = NULL;
     if (f == TC_NONE) return err_set(e, SLM_ERR_UNSUPPORTED, "this template has no tool-call format");
-    if (f == TC_HARMONY)
-        return err_set(e, SLM_ERR_UNSUPPORTED, "gpt-oss: a call is addressed in harmony message headers made of control "
-                                               "tokens (<|channel|>, <|message|>), which a grammar cannot produce");
     slm_status st = tc_check_tools(tools, e);
     if (st != SLM_OK) return st;
     if (only && !tc_find_tool(tools, only))
@@ -298,6 +309,8 @@ static slm_status tool_call_gbnf(tc_format f, const cJSON *tools, const char *on
     if (f == TC_QWEN_XML)
         return format_gbnf(tools, only, "", "", "xml-text ::= ( [^<] | \"<\" [^/<] )*\n", xml_rules, gbnf, e);
     if (f == TC_MISTRAL_ARGS) return format_gbnf(tools, only, "", "", "", args_rules, gbnf, e);
+    if (f == TC_HARMONY)
+        return format_gbnf(tools, only, "<|channel|> \"commentary to=functions.\" ", "", "", harmony_rules, gbnf, e);
     const char *key = f == TC_LLAMA3 ? "parameters" : "arguments";
     cJSON *any = cJSON_CreateObject(), *branches = cJSON_AddArrayToObject(any, "anyOf");
     if (!any || !branches) {

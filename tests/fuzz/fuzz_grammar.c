@@ -2,7 +2,7 @@
  * JSON Schema (odd) for the rest of the input. A refusal must leave *out NULL with a message that
  * names the place ("grammar L:C: ..." or "json schema: ..."); an accepted grammar then runs a few
  * steps of masks and accepts on a small fixed vocabulary (ASCII letters and JSON punctuation, a
- * split UTF-8 character, an end token), checking that every token the mask allows is accepted and
+ * split UTF-8 character, a control token and its text, an end token), checking that every token the mask allows is accepted and
  * that the end is allowed exactly when slm_constraint_can_end says so.
  * Seed corpus: tests/data/corpus/grammar/ (llama.cpp's example grammars, schemas of the property
  * test corpus, and broken inputs). */
@@ -18,8 +18,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const k_tokens[] = {"a", "b", "x", "0", "1", "{", "}", "[", "]", "\"", ":", ",", " ", "\n",
-                                       "true", "null", "\"a\"", "{\"", "\xc3", "\xa9", "\xc3\xa9", "-", ".", "e"};
+                                       "true", "null", "\"a\"", "{\"", "\xc3", "\xa9", "\xc3\xa9", "-", ".", "e",
+                                       "<|a|>" /* a control token (below) */, "<|a|>", "<", "|a|>"};
 #define N_TOK (int32_t)(sizeof k_tokens / sizeof k_tokens[0] + 1)
+#define CONTROL 24 /* k_tokens' control token, which only a token reference allows */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 1 << 16) return 0;
@@ -39,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(g != NULL);
     gv_token toks[N_TOK];
     for (int32_t i = 0; i + 1 < N_TOK; i++)
-        toks[i] = (gv_token){(const uint8_t *)k_tokens[i], (uint32_t)strlen(k_tokens[i]), GV_TEXT};
+        toks[i] = (gv_token){(const uint8_t *)k_tokens[i], (uint32_t)strlen(k_tokens[i]), i == CONTROL ? GV_CONTROL : GV_TEXT};
     toks[N_TOK - 1] = (gv_token){NULL, 0, GV_EOG};
     slm_grammar_vocab *v = NULL;
     slm_constraint *c = NULL;

@@ -76,7 +76,10 @@ static void parse_errors(void **unused) {
         {"root ::= \"\\uD800\"\n", SLM_ERR_FORMAT, "not a Unicode scalar value"},
         {"root ::= \"a\"{3,2}\n", SLM_ERR_FORMAT, "max below min"},
         {"root ::= \"a\"{99999}\n", SLM_ERR_RANGE, "repetition count above"},
-        {"root ::= <[42]>\n", SLM_ERR_FORMAT, "token references"},
+        {"root ::= <[42]>\n", SLM_ERR_FORMAT, "1:10: token ids (<[id]>) are not supported"},
+        {"root ::= !<|a|>\n", SLM_ERR_FORMAT, "1:10: negated token references"},
+        {"root ::= <abc\n", SLM_ERR_FORMAT, "1:10: unterminated token reference"},
+        {"root ::= <>\n", SLM_ERR_FORMAT, "unterminated token reference"},
         {"start ::= \"a\"\n", SLM_ERR_FORMAT, "no rule named 'root'"},
         {"root ::= \"\xff\"\n", SLM_ERR_FORMAT, "invalid UTF-8"},
         {"root ::= \"a\"\n  x ::= \"b\" |\n | ( \n", SLM_ERR_FORMAT, "unclosed '('"},
@@ -427,7 +430,8 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
         toks[i] = (gv_token){store[i], (uint32_t)len, GV_TEXT};
     }
     toks[7].kind = GV_EOG;
-    toks[8].kind = GV_NONE; /* a control token: never allowed */
+    toks[8].kind = GV_NONE;    /* never allowed */
+    toks[9].kind = GV_CONTROL; /* a control token: never allowed by a grammar without token references */
     slm_grammar_vocab *v = NULL;
     assert_int_equal(gv_create(toks, N, NULL, &v), SLM_OK);
     slm_constraint *c = NULL;
@@ -448,7 +452,7 @@ static void brute_force_one(const char *gbnf, uint64_t seed, int n_walks, int n_
             int allowed[N], n_allowed = 0;
             for (int t = 0; t < N; t++) {
                 bool want, can_end, viable;
-                if (toks[t].kind == GV_NONE) want = false;
+                if (toks[t].kind == GV_NONE || toks[t].kind == GV_CONTROL) want = false;
                 else if (toks[t].kind == GV_EOG) {
                     viable = rviable(gg, &cur, out + at, n_out - at, &can_end);
                     want = viable && can_end;
@@ -614,6 +618,103 @@ static void sampler_constraint(void **unused) {
     slm_grammar_vocab_destroy(NULL);
 }
 
+/* The bits of the mask of c over n tokens, as a bit string per id ("1" allowed). */
+static void mask_bits(slm_constraint *c, int32_t n, char *out) {
+    uint32_t mask[4] = {0};
+    assert_true(n <= 128);
+    assert_int_equal(slm_constraint_mask(c, mask, n), SLM_OK);
+    for (int32_t t = 0; t < n; t++) out[t] = (char)('0' + (mask[t / 32] >> (t % 32) & 1));
+    out[n] = '\0';
+}
+
+/* Token references (<text>, grammar.h): a control token is allowed exactly where a reference names
+ * it; there its text is allowed as plain text too; no other class (., negations, ranges to
+ * U+10FFFF) lets a control token through, nor a text token holding the mark byte 0xFF. */
+static void token_references(void **unused) {
+    (void)unused;
+    enum { CTRL, TEXT, X, LT, REST, END, Z, OTHER, FF, N };
+    gv_token toks[N] = {
+        [CTRL] = {(const uint8_t *)"<|a|>", 5, GV_CONTROL}, [TEXT] = {(const uint8_t *)"<|a|>", 5, GV_TEXT},
+        [X] = {(const uint8_t *)"x", 1, GV_TEXT},           [LT] = {(const uint8_t *)"<", 1, GV_TEXT},
+        [REST] = {(const uint8_t *)"|a|>", 4, GV_TEXT},     [END] = {NULL, 0, GV_EOG},
+        [Z] = {(const uint8_t *)"z", 1, GV_TEXT},           [OTHER] = {(const uint8_t *)"<|b|>", 5, GV_CONTROL},
+        [FF] = {(const uint8_t *)"\xff<|a|>\xff", 7, GV_TEXT}, /* a byte-fallback run spelling the mark */
+    };
+    slm_grammar_vocab *v = NULL;
+    assert_int_equal(gv_create(toks, N, NULL, &v), SLM_OK);
+    char bits[N + 1];
+    /*                                                    C T X < R E Z O F */
+    struct {
+        const char *gbnf, *start;
+    } cases[] = {
+        {"root ::= <|a|> \"x\"\n", "110100000"},           /* the token, its text, or its first piece */
+        {"root ::= .+\n", "011110100"},                    /* any code point: never a control token */
+        {"root ::= [^y]* \"x\"\n", "011110100"},
+        {"root ::= [\\x00-\\U0010FFFF]+\n", "011110100"},
+        {"root ::= (<|a|> | <|b|>)+ \"x\"?\n", "110100010"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        slm_grammar *g = parse_ok(cases[i].gbnf);
+        slm_constraint *c = NULL;
+        assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+        mask_bits(c, N, bits);
+        if (strcmp(bits, cases[i].start)) fprintf(stderr, "%s: mask %s, want %s\n", cases[i].gbnf, bits, cases[i].start);
+        assert_string_equal(bits, cases[i].start);
+        slm_constraint_destroy(c);
+        slm_grammar_destroy(g);
+    }
+    /* after the control token only "x"; after the text's first piece, its rest */
+    slm_grammar *g = parse_ok("root ::= <|a|> \"x\"\n");
+    slm_constraint *c = NULL;
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    assert_int_equal(slm_constraint_accept(c, CTRL), SLM_OK);
+    mask_bits(c, N, bits);
+    assert_string_equal(bits, "001000000");
+    assert_int_equal(slm_constraint_accept(c, X), SLM_OK);
+    mask_bits(c, N, bits);
+    assert_string_equal(bits, "000001000");
+    slm_constraint_reset(c);
+    assert_int_equal(slm_constraint_accept(c, LT), SLM_OK);
+    mask_bits(c, N, bits);
+    assert_string_equal(bits, "000010000");
+    assert_int_equal(slm_constraint_accept(c, OTHER), SLM_ERR_INVALID_ARG);
+    slm_constraint_destroy(c);
+    slm_grammar_destroy(g);
+    slm_grammar_vocab_destroy(v);
+}
+
+/* gpt-oss's forced call (tools.c): the harmony header's markers as the model's control tokens, the
+ * arguments by the tool's schema. */
+static void harmony_forced_call(void **unused) {
+    (void)unused;
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                        "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}]";
+    slm_grammar *g = NULL;
+    char err[256] = "";
+    assert_int_equal(slm_tool_call_grammar("gpt-oss", tools, NULL, &g, err, sizeof err), SLM_OK);
+    enum { CH, CONSTRAIN, MSG, HEAD, F, SP, JSON, ARGS, END, N };
+    gv_token toks[N] = {
+        [CH] = {(const uint8_t *)"<|channel|>", 11, GV_CONTROL},     [CONSTRAIN] = {(const uint8_t *)"<|constrain|>", 13, GV_CONTROL},
+        [MSG] = {(const uint8_t *)"<|message|>", 11, GV_CONTROL},    [HEAD] = {(const uint8_t *)"commentary to=functions.", 24, GV_TEXT},
+        [F] = {(const uint8_t *)"f", 1, GV_TEXT},                    [SP] = {(const uint8_t *)" ", 1, GV_TEXT},
+        [JSON] = {(const uint8_t *)"json", 4, GV_TEXT},              [ARGS] = {(const uint8_t *)"{\"a\":1}", 7, GV_TEXT},
+        [END] = {NULL, 0, GV_EOG},
+    };
+    slm_grammar_vocab *v = NULL;
+    assert_int_equal(gv_create(toks, N, NULL, &v), SLM_OK);
+    slm_constraint *c = NULL;
+    assert_int_equal(slm_constraint_create(g, v, &c), SLM_OK);
+    static const int32_t call[] = {CH, HEAD, F, SP, CONSTRAIN, JSON, MSG, ARGS};
+    for (size_t i = 0; i < sizeof call / sizeof call[0]; i++) {
+        assert_int_equal(slm_constraint_accept(c, END), SLM_ERR_INVALID_ARG);
+        assert_int_equal(slm_constraint_accept(c, call[i]), SLM_OK);
+    }
+    assert_int_equal(slm_constraint_accept(c, END), SLM_OK); /* the model's <|call|>, an end of generation */
+    slm_constraint_destroy(c);
+    slm_grammar_vocab_destroy(v);
+    slm_grammar_destroy(g);
+}
+
 /* Lazy masks (sampler.c, sample_lazily): at temperature 1 without cuts, where the state's mask is
  * not cached, the sampler draws first and builds the mask only when the token is refused; the
  * draws must follow the filtered distribution (slm_sampler_probs, which always builds the mask), an
@@ -692,7 +793,8 @@ int main(void) {
         cmocka_unit_test(llamacpp_grammars_parse), cmocka_unit_test(parse_errors),
         cmocka_unit_test(schema_refusals),         cmocka_unit_test(schema_alloc_failures),         cmocka_unit_test(brute_force_masks),
         cmocka_unit_test(brute_force_schema),      cmocka_unit_test(sampler_constraint),
-        cmocka_unit_test(sampler_lazy_exact),
+        cmocka_unit_test(sampler_lazy_exact),      cmocka_unit_test(token_references),
+        cmocka_unit_test(harmony_forced_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
