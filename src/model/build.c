@@ -245,6 +245,14 @@ static void build_function(bctx *c, fn_kind kind) {
     gb_set_logits(b, logits);
 }
 
+/* The end of a program build: the program into *out when st is SLM_OK, else destroyed. */
+static slm_status program_done(const slm_model *m, bctx *c, g_program *p, slm_status st, g_program **out) {
+    al_free(&m->alloc, c->layer_states);
+    if (st) graph_destroy(p);
+    else *out = p;
+    return st;
+}
+
 slm_status mdl_build_program(const slm_model *m, int32_t n_ctx, slm_dtype kv_k, slm_dtype kv_v, bool embed,
                              g_program **out, slm_err *e) {
     return mdl_build_program_ex(m, n_ctx, kv_k, kv_v, embed, false, out, e);
@@ -300,14 +308,9 @@ slm_status mdl_build_program_ex(const slm_model *m, int32_t n_ctx, slm_dtype kv_
         build_function(&c, fns[f].kind);
         if ((st = c.b.status)) goto fail;
     }
-    if ((st = graph_verify(p, e))) goto fail;
-    al_free(&m->alloc, c.layer_states);
-    *out = p;
-    return SLM_OK;
+    st = graph_verify(p, e);
 fail:
-    al_free(&m->alloc, c.layer_states);
-    graph_destroy(p);
-    return st;
+    return program_done(m, &c, p, st, out);
 }
 
 /* ---- the MTP block (docs/spec/qwen35.md §10) ---------------------------------------------------- */
@@ -400,12 +403,7 @@ slm_status mdl_build_mtp_program(const slm_model *m, int32_t n_ctx, slm_dtype kv
         build_mtp_function(&c, s_h, fns[f].logits);
         if ((st = c.b.status)) goto fail;
     }
-    if ((st = graph_verify(p, e))) goto fail;
-    al_free(&m->alloc, c.layer_states);
-    *out = p;
-    return SLM_OK;
+    st = graph_verify(p, e);
 fail:
-    al_free(&m->alloc, c.layer_states);
-    graph_destroy(p);
-    return st;
+    return program_done(m, &c, p, st, out);
 }

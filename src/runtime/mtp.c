@@ -79,13 +79,6 @@ static slm_status run_at(mtp_drafter *d, int32_t fn, const int32_t *tokens, int3
     return SLM_OK;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 slm_status mtp_draft(mtp_drafter *d, slm_session *t, int32_t next, int32_t *draft, size_t n_max, size_t *n_draft,
                      slm_err *e) {
     *n_draft = 0;
@@ -117,7 +110,7 @@ slm_status mtp_draft(mtp_drafter *d, slm_session *t, int32_t next, int32_t *draf
     put_h(d, 0, target_h(t, P));
     for (size_t i = 0; i < n_max && P + (int32_t)i < d->s->n_ctx; i++) {
         if ((st = run_at(d, d->s->fn_decode, &tok, 1, P + (int32_t)i, e))) return st;
-        draft[i] = tok = argmax(d->s->logits, d->s->n_vocab);
+        draft[i] = tok = sess_argmax(d->s->logits, d->s->n_vocab);
         *n_draft = i + 1;
         put_h(d, 0, (const float *)sess_tensor_data(d->s, dec->aux));
     }

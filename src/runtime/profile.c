@@ -45,13 +45,6 @@ static double median(const double *v, int32_t n, size_t stride, double *tmp) {
     return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 /* Moves the medians of s's profile into pl->measure (replacing what it held). */
 static slm_status take_medians(slm_plan *pl, const slm_session *s, int32_t n_prompt, int32_t n_decode, int32_t reps,
                                slm_err *e) {
@@ -103,7 +96,7 @@ static slm_status profile_run(slm_plan *pl, const int32_t *prompt, int32_t n_pro
     /* warm-up: each function once (the first call prepares the weights it reads) */
     if ((st = profile_alloc(s, cap, e))) goto done;
     if ((st = slm_session_prefill(s, prompt, (size_t)n_prompt, &logits)) ||
-        (st = slm_session_decode(s, argmax(logits, s->n_vocab), &logits))) {
+        (st = slm_session_decode(s, sess_argmax(logits, s->n_vocab), &logits))) {
         st = session_failed(s, st, e);
         goto done;
     }
@@ -113,7 +106,7 @@ static slm_status profile_run(slm_plan *pl, const int32_t *prompt, int32_t n_pro
         if ((st = slm_session_prefill(s, prompt, (size_t)n_prompt, &logits))) st = session_failed(s, st, e);
     }
     for (int32_t i = 0; i < n_decode && !st; i++) {
-        token = argmax(logits, s->n_vocab);
+        token = sess_argmax(logits, s->n_vocab);
         if ((st = slm_session_decode(s, token, &logits))) st = session_failed(s, st, e);
     }
     /* verify: the last k prompt tokens in one pass after the rest (the helper calls unrecorded) */

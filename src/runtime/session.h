@@ -215,4 +215,12 @@ void sess_states_load(slm_session *s, const uint8_t *src);
  * on failure *out is NULL and s->err names the reason. s itself does not change. */
 slm_status sess_parse_state_file(slm_session *s, const uint8_t *data, size_t size, slm_snapshot **out);
 
+/* First index of the largest of v[0, n): greedy decoding's choice of a logits row. */
+static inline int32_t sess_argmax(const float *v, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
 #endif

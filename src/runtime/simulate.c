@@ -14,13 +14,6 @@
 #include "compile/target.h"
 #include "runtime/session.h"
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 /* Owned copies of the weights of a device-precision Program, freed after its session. */
 typedef struct weight_copies {
     const slm_allocator *alloc;
@@ -192,14 +185,14 @@ slm_status plan_simulate(slm_plan *pl, const int32_t *prompt, int32_t n_prompt, 
     int32_t nv = a->n_vocab;
     bool legal_live = true;
     for (int32_t step = 0; step < n_steps; step++) {
-        int32_t ta = argmax(a->logits, nv), tb = -1;
+        int32_t ta = sess_argmax(a->logits, nv), tb = -1;
         if (legal_live) {
             for (int32_t i = 0; i < nv; i++) {
                 double d = fabs((double)a->logits[i] - (double)b->logits[i]);
                 if (!(d <= pl->sim.max_abs_logit_diff)) pl->sim.max_abs_logit_diff = d; /* NaN sticks */
             }
             if (memcmp(a->logits, b->logits, (size_t)nv * sizeof(float))) pl->sim.logits_identical = false;
-            tb = argmax(b->logits, nv);
+            tb = sess_argmax(b->logits, nv);
             pl->sim.n_steps = step + 1;
             if (ta != tb) {
                 pl->sim.first_diff = step;
@@ -213,7 +206,7 @@ slm_status plan_simulate(slm_plan *pl, const int32_t *prompt, int32_t n_prompt, 
                 double d = fabs((double)a->logits[i] - (double)c->logits[i]);
                 if (!(d <= pl->sim.device_max_abs_logit_diff)) pl->sim.device_max_abs_logit_diff = d;
             }
-            if (argmax(c->logits, nv) == ta) pl->sim.device_n_agree++;
+            if (sess_argmax(c->logits, nv) == ta) pl->sim.device_n_agree++;
             else if (pl->sim.device_first_diff < 0) pl->sim.device_first_diff = step;
             pl->sim.device_n_steps = step + 1;
         }

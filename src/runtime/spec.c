@@ -206,14 +206,6 @@ SLM_API slm_spec_params slm_spec_params_default(void) {
     return p;
 }
 
-/* First id of the largest logit (plain greedy decoding's choice). */
-static int32_t argmax(const float *logits, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
-}
-
 static slm_status same_tokenizer(const slm_session *t, const slm_session *d, slm_err *e) {
     if (t->n_vocab != d->n_vocab || t->n_token_ids != d->n_token_ids)
         return err_set(e, SLM_ERR_INVALID_ARG,
@@ -343,7 +335,7 @@ static slm_status draft_model(slm_spec *sp, size_t n_hist, int32_t *draft, size_
                 return err_set(&sp->err, st, "draft model: sampling failed");
             sp->hist[n_hist + i] = draft[i];
         } else {
-            draft[i] = argmax(l, d->n_vocab);
+            draft[i] = sess_argmax(l, d->n_vocab);
         }
         *n_draft = i + 1;
         if (i + 1 < n_max && (st = slm_session_decode(d, draft[i], &l)))
@@ -434,7 +426,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     slm_status st = SLM_OK;
     memcpy(sp->hist, t->history, (size_t)t->pos * sizeof(int32_t));
     if (!sp->sampler) {
-        sp->feed[0] = argmax(t->logits, v);
+        sp->feed[0] = sess_argmax(t->logits, v);
     } else if (sp->pending >= 0 && sp->pending_pos == t->pos) {
         sp->feed[0] = sp->pending;
     } else if ((st = slm_sampler_probs(sp->sampler, t->logits, v, sp->hist, (size_t)t->pos, sp->probs)) ||
@@ -470,7 +462,7 @@ SLM_API slm_status slm_spec_step(slm_spec *sp, size_t n_max, int32_t *tokens, si
     int32_t replacement = -1;
     uint64_t replays = t->n_accept_replays;
     if (!sp->sampler) {
-        while (n_ok < n_draft && sp->feed[1 + n_ok] == argmax(rows + n_ok * (size_t)v, v)) n_ok++;
+        while (n_ok < n_draft && sp->feed[1 + n_ok] == sess_argmax(rows + n_ok * (size_t)v, v)) n_ok++;
     } else if ((st = accept_sampled(sp, rows, n_hist, n_draft, &n_ok, &replacement))) {
         (void)slm_session_accept(t, 0, NULL);
         return st;

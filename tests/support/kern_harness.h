@@ -82,4 +82,23 @@ static inline be_view kh_view(uint32_t dt, int nd, int64_t a, int64_t b, int64_t
     return v;
 }
 
+/* An attention node nd over in (q (hd, H, n) at position pos, its K and V states in[1], in[2]):
+ * each token run alone at its position gives the batch's row of y (hdv, H per token) bit for bit,
+ * its output guard intact. */
+static inline void kh_attn_tokens_alone(backend *be, const g_node *nd, const be_view *in, const float *q, int64_t hd,
+                                        int64_t hdv, int64_t H, int64_t n, int64_t pos, const float *y,
+                                        const char *what) {
+    size_t row = (size_t)(hdv * H);
+    float *y1 = out_alloc(row);
+    for (int64_t t = 0; t < n; t++) {
+        be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, (void *)(q + t * hd * H)), in[1], in[2]};
+        be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
+        kh_run(be, nd, &out1, in1, 1, pos + t);
+        check_guard(y1, row, what);
+        if (memcmp(y1, y + (size_t)t * row, sizeof(float) * row) != 0)
+            fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
+    }
+    free(y1);
+}
+
 #endif

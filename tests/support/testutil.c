@@ -127,3 +127,27 @@ void tu_fail_free(void *user_data, void *p) {
     f->live_bytes -= size;
     free(block);
 }
+
+int32_t tu_argmax(const float *v, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+void tu_greedy(const slm_model *m, int32_t n_ctx, const int32_t *prompt, size_t n, int32_t n_gen, int32_t *out) {
+    slm_session_params p = slm_session_params_default();
+    p.n_ctx = n_ctx;
+    p.n_threads = 1;
+    slm_session *s = NULL;
+    char err[256];
+    if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
+    const float *logits = NULL;
+    assert_int_equal(slm_session_prefill(s, prompt, n, &logits), SLM_OK);
+    int32_t n_vocab = slm_model_n_vocab(m);
+    for (int32_t i = 0; i < n_gen; i++) {
+        out[i] = tu_argmax(logits, n_vocab);
+        if (i + 1 < n_gen) assert_int_equal(slm_session_decode(s, out[i], &logits), SLM_OK);
+    }
+    slm_session_destroy(s);
+}

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "statelm.h"
+
 /* Path under tests/data (static buffer per call slot; copy if kept). */
 const char *tu_data_path(const char *rel);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL if absent. */
@@ -29,6 +31,12 @@ void tu_rm_dir(char *dir);
 
 /* max_i |a_i - b_i| / max_i |b_i| */
 double tu_max_rel_err(const float *a, const float *b, size_t n);
+
+/* First index of the largest of v[0, n): greedy decoding's choice. */
+int32_t tu_argmax(const float *v, int32_t n);
+/* The greedy continuation of prompt[0, n) by a plain session of n_ctx positions on one thread:
+ * n_gen ids into out (the reference the engine and speculation tests compare against). */
+void tu_greedy(const slm_model *m, int32_t n_ctx, const int32_t *prompt, size_t n, int32_t n_gen, int32_t *out);
 
 /* Failing allocator for allocation-failure sweeps (STYLE: fail allocation N = 0, 1, 2, ... until
  * the run succeeds). Pass tu_fail_alloc/tu_fail_free with a tu_failing as user data, or use

@@ -156,16 +156,9 @@ static void attention_q(void **unused) {
                                  cpu_isa_name(lv[li]), i, (double)y[i], (double)y_f32[i]);
                 double err = nmse(y, y_ref, ny);
                 if (!(err <= 1e-10)) fail_msg("%s on %s: NMSE %.3g against the reference", what, cpu_isa_name(lv[li]), err);
-                for (int64_t t = 0; t < n; t++) { /* one token a call gives the same bits */
-                    float *y1 = out_alloc((size_t)(hdv * H));
-                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                    kh_run(be, &nd, &out1, in1, 1, pos + t);
-                    if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
-                        fail_msg("%s on %s: token %lld alone differs from the batch", what, cpu_isa_name(lv[li]),
-                                 (long long)t);
-                    free(y1);
-                }
+                char on[256];
+                snprintf(on, sizeof on, "%s on %s", what, cpu_isa_name(lv[li]));
+                kh_attn_tokens_alone(be, &nd, in, q, hd, hdv, H, n, pos, y, on); /* one token a call: the same bits */
                 free(y);
                 be->vt->destroy(be);
             }

@@ -61,13 +61,6 @@ static slm_session *new_session(const slm_model *m, int32_t n_ctx, bool with_abo
     return new_session_threads(m, n_ctx, with_abort, 1);
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 static void prompt_of(int32_t i, int32_t len, int32_t n_vocab, int32_t *out) {
     for (int32_t t = 0; t < len; t++)
         out[t] = (int32_t)((7919u * (uint32_t)(i + 1) + 104729u * (uint32_t)t) % (uint32_t)n_vocab);
@@ -110,7 +103,7 @@ static void equals_alone(const char *const *arch_list, int n_arch, const int32_t
             char err[256];
             for (int step = 0; step < N_STEPS; step++) {
                 for (int32_t i = 0; i < nb; i++) {
-                    tok[i] = argmax(ref[i]->logits, ref[i]->n_vocab);
+                    tok[i] = tu_argmax(ref[i]->logits, ref[i]->n_vocab);
                     assert_int_equal(slm_session_decode(ref[i], tok[i], NULL), SLM_OK);
                 }
                 slm_status st = slm_session_decode_batch(bat, tok, (size_t)nb, lg, err, sizeof err);
@@ -167,7 +160,7 @@ static void good_step(slm_session **bat, slm_session **ref, int32_t nb) {
     int32_t tok[MAX_B];
     char err[256];
     for (int32_t i = 0; i < nb; i++) {
-        tok[i] = argmax(ref[i]->logits, ref[i]->n_vocab);
+        tok[i] = tu_argmax(ref[i]->logits, ref[i]->n_vocab);
         assert_int_equal(slm_session_decode(ref[i], tok[i], NULL), SLM_OK);
     }
     if (slm_session_decode_batch(bat, tok, (size_t)nb, NULL, err, sizeof err)) fail_msg("%s", err);
@@ -346,7 +339,7 @@ static void alloc_failure_sweep(void **state) {
             assert_int_equal(slm_session_prefill(ref[i], prompt, (size_t)(3 + 2 * i), NULL), SLM_OK);
         }
         for (int32_t nb = 2; nb <= NB; nb++) { /* the second batch is larger: its memory grows again */
-            for (int32_t i = 0; i < nb; i++) tok[i] = argmax(ref[i]->logits, ref[i]->n_vocab);
+            for (int32_t i = 0; i < nb; i++) tok[i] = tu_argmax(ref[i]->logits, ref[i]->n_vocab);
             int32_t pos[NB];
             for (int32_t i = 0; i < nb; i++) pos[i] = bat[i]->pos;
             long k = 0, failures = 0;

@@ -63,28 +63,9 @@ static int32_t token_of(const slm_model *m, const char *text) {
     return ids[0];
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 /* A plain session's greedy continuation of prompt: n_gen ids. */
 static void reference(const slm_model *m, const int32_t *prompt, size_t n, int32_t n_gen, int32_t *out) {
-    slm_session_params p = slm_session_params_default();
-    p.n_ctx = N_CTX;
-    p.n_threads = 1;
-    slm_session *s = NULL;
-    char err[256];
-    if (slm_session_create(m, &p, &s, err, sizeof err) != SLM_OK) fail_msg("session: %s", err);
-    const float *logits = NULL;
-    assert_int_equal(slm_session_prefill(s, prompt, n, &logits), SLM_OK);
-    for (int32_t i = 0; i < n_gen; i++) {
-        out[i] = argmax(logits, slm_model_n_vocab(m));
-        if (i + 1 < n_gen) assert_int_equal(slm_session_decode(s, out[i], &logits), SLM_OK);
-    }
-    slm_session_destroy(s);
+    tu_greedy(m, N_CTX, prompt, n, n_gen, out);
 }
 
 static slm_engine *new_engine(const slm_model *m, int32_t n_slots) {

@@ -643,17 +643,7 @@ static void attention_all(void **unused) {
             double err = nmse(y, y_ref, ny);
             if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
             same_as_generic(lv[li], y, ny, &y_gen, what);
-            /* n one-token calls give the same bits */
-            for (int64_t t = 0; t < n; t++) {
-                float *y1 = out_alloc((size_t)(hdv * H));
-                be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                kh_run(be, &nd, &out1, in1, 1, pos + t);
-                check_guard(y1, (size_t)(hdv * H), what);
-                if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
-                    fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
-                free(y1);
-            }
+            kh_attn_tokens_alone(be, &nd, in, q, hd, hdv, H, n, pos, y, what); /* n one-token calls: the same bits */
             free(y);
             be->vt->destroy(be);
         }
@@ -739,16 +729,7 @@ static void attention_window_ring(void **unused) {
                 double err = nmse(y, y_ref, ny);
                 if (!(err <= 1e-10)) fail_msg("%s: NMSE %.3g", what, err);
                 same_as_generic(lv[li], y, ny, &y_gen, what);
-                for (int64_t t = 0; t < n; t++) {
-                    float *y1 = out_alloc((size_t)(hdv * H));
-                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hdv, H, 1, y1);
-                    kh_run(be, &nd, &out1, in1, 1, pos + t);
-                    check_guard(y1, (size_t)(hdv * H), what);
-                    if (memcmp(y1, y + t * hdv * H, sizeof(float) * (size_t)(hdv * H)) != 0)
-                        fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
-                    free(y1);
-                }
+                kh_attn_tokens_alone(be, &nd, in, q, hd, hdv, H, n, pos, y, what);
                 free(y);
                 be->vt->destroy(be);
             }
@@ -868,16 +849,7 @@ static void attention_split_depth(void **unused) {
                 kh_run(be, &nd, &out, in, n, pos);
                 check_guard(y, ny, what);
                 if (memcmp(y, y_one, sizeof(float) * ny) != 0) fail_msg("%s: differs from generic, 1 thread", what);
-                for (int64_t t = 0; n > 16 && t < n; t++) {
-                    float *y1 = out_alloc((size_t)(hd * H));
-                    be_view in1[3] = {kh_view(SLM_DTYPE_F32, 3, hd, H, 1, q + t * hd * H), in[1], in[2]};
-                    be_view out1 = kh_view(SLM_DTYPE_F32, 3, hd, H, 1, y1);
-                    kh_run(be, &nd, &out1, in1, 1, pos + t);
-                    check_guard(y1, (size_t)(hd * H), what);
-                    if (memcmp(y1, y + t * hd * H, sizeof(float) * (size_t)(hd * H)) != 0)
-                        fail_msg("%s: token %lld alone differs from the batch", what, (long long)t);
-                    free(y1);
-                }
+                if (n > 16) kh_attn_tokens_alone(be, &nd, in, q, hd, hd, H, n, pos, y, what);
                 free(y);
                 be->vt->destroy(be);
             }

@@ -73,13 +73,6 @@ static slm_session *new_session(const slm_model *m, int32_t n_ctx) {
     return s;
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 /* A prompt with a repeated stretch, so prompt lookup finds matches. */
 static void make_prompt(int32_t *p, int32_t n_vocab) {
     uint32_t x = 777;
@@ -100,11 +93,11 @@ static void reference(const slm_model *m, ref_run *r) {
     assert_int_equal(slm_session_prefill(s, r->prompt, N_PROMPT, &l), SLM_OK);
     memcpy(r->logits, l, v * sizeof(float));
     for (int i = 0; i < N_GEN; i++) {
-        r->out[i] = argmax(l, r->n_vocab);
+        r->out[i] = tu_argmax(l, r->n_vocab);
         assert_int_equal(slm_session_decode(s, r->out[i], &l), SLM_OK);
         memcpy(r->logits + (size_t)(i + 1) * v, l, v * sizeof(float));
     }
-    r->out[N_GEN] = argmax(l, r->n_vocab);
+    r->out[N_GEN] = tu_argmax(l, r->n_vocab);
     slm_session_destroy(s);
 }
 
@@ -584,7 +577,7 @@ static size_t draft_greedy(void *user, const int32_t *history, size_t n_history,
     if (slm_session_sync(g, history, n_history, &l, NULL) != SLM_OK) return 0;
     int32_t v = slm_model_n_vocab(slm_session_model(g));
     for (size_t i = 0; i < n_max; i++) {
-        draft[i] = argmax(l, v);
+        draft[i] = tu_argmax(l, v);
         if (i + 1 < n_max && slm_session_decode(g, draft[i], &l) != SLM_OK) return i + 1;
     }
     return n_max;
