@@ -660,13 +660,15 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
  * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
 #define ATTN_DIRECT_ROWS 64
 /* One block of keys of attn_chunk's in-place path (few rows): the next blocks' rows below pf_end
- * prefetched, the block's nbk K and V rows copied whole, in address order, to kc (nbk x hd) and
- * vc (nbk x hdv), and the scores and sums read from those copies; KVT a constant (the loads
- * specialise). Arguments as in attn_chunk; rows [t_first*G, t_end*G) meet the block. The copy
- * exists for the memory system: the products read a block 8 rows at a time, 16 bytes of each in
- * turn, which the stream prefetchers do not follow from DRAM; read in order first, the same block
- * took 25% less time per key at 8192 keys (bench_attn_decode -G 4 -k 1 -d 256 -l 10, Zen 4) and
- * Gemma 3's attention nodes at depth 8192 20-30% less (statelm plan --profile -p 8192). */
+ * prefetched, the block's nbk K and V rows read once in address order (one KV head: a plain read
+ * of the run; several: this head's columns of each row copied to kc (nbk x hd) and vc (nbk x hdv),
+ * which the products then read), then the scores and sums; KVT a constant (the loads specialise).
+ * Arguments as in attn_chunk; rows [t_first*G, t_end*G) meet the block. The first read exists for
+ * the memory system: the products read a block 8 rows at a time, 16 bytes of each in turn, which
+ * the prefetchers do not follow from DRAM. At 8192 keys, Zen 4 (bench_attn_decode -l 10 / -l 30):
+ * Gemma 3's shape (-G 4 -k 1 -d 256) 182-193 ns per key without it, 139-178 with the copy, 121-134
+ * with the plain read; SmolLM2's (-G 3 -k 3 -d 64) 25-27 without, 24-25 with the copy, 25-28 with
+ * the plain read. */
 INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
                          const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
                          int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t pf_end, int64_t window,
@@ -674,11 +676,21 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
                          float *P, float *M, float *L, float *C, uint8_t *kc, uint8_t *vc) {
     size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
     attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
-    for (int j = 0; j < nbk; j++)
-        memcpy(kc + (size_t)(j * hd) * el, (const uint8_t *)kblk + (size_t)(j * kstride) * el, (size_t)hd * el);
-    for (int j = 0; j < nbk; j++)
-        memcpy(vc + (size_t)(j * hdv) * el, (const uint8_t *)vblk + (size_t)(j * vstride) * el, (size_t)hdv * el);
-    kblk = kc, vblk = vc, kstride = hd, vstride = hdv;
+    if (kstride == hd && vstride == hdv) { /* one KV head: the block's rows are one run; read it once */
+        __m256i seen = _mm256_setzero_si256();
+        const uint8_t *kr = kblk, *vr = vblk;
+        for (size_t o = 0; o + 32 <= (size_t)(nbk * hd) * el; o += 64) /* within the rows */
+            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(kr + o)));
+        for (size_t o = 0; o + 32 <= (size_t)(nbk * hdv) * el; o += 64)
+            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(vr + o)));
+        __asm__ volatile("" ::"x"(seen)); /* the loads stay */
+    } else { /* one head's columns of each row: copied together */
+        for (int j = 0; j < nbk; j++)
+            memcpy(kc + (size_t)(j * hd) * el, (const uint8_t *)kblk + (size_t)(j * kstride) * el, (size_t)hd * el);
+        for (int j = 0; j < nbk; j++)
+            memcpy(vc + (size_t)(j * hdv) * el, (const uint8_t *)vblk + (size_t)(j * vstride) * el, (size_t)hdv * el);
+        kblk = kc, vblk = vc, kstride = hd, vstride = hdv;
+    }
     /* row r's keys in the block: lanes [jlo[r], nj[r]) */
     int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
     for (int64_t r = r_begin; r < r_end; r++) {
