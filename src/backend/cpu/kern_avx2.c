@@ -667,7 +667,7 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
  * the memory system: the products read a block 8 rows at a time, 16 bytes of each in turn, which
  * the prefetchers do not follow from DRAM. At 8192 keys, Zen 4 (bench_attn_decode -l 10 / -l 30):
  * Gemma 3's shape (-G 4 -k 1 -d 256) 182-193 ns per key without it, 139-178 with the copy, 121-134
- * with the plain read; SmolLM2's (-G 3 -k 3 -d 64) 25-27 without, 24-25 with the copy, 25-28 with
+ * with the plain read; SmolLM2's (-G 3 -k 3 -d 64) 25-27 without, 23-25 with the copy, 25-28 with
  * the plain read. */
 INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
                          const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
