@@ -32,7 +32,8 @@ void tu_rm_dir(char *dir);
 /* max_i |a_i - b_i| / max_i |b_i| */
 double tu_max_rel_err(const float *a, const float *b, size_t n);
 
-/* First index of the largest of v[0, n): greedy decoding's choice. */
+/* First index of the largest of v[0, n): greedy decoding's choice. The tests' own, not the
+ * runtime's sess_argmax, so that the reference a test compares against is not the code under test. */
 int32_t tu_argmax(const float *v, int32_t n);
 /* The greedy continuation of prompt[0, n) by a plain session of n_ctx positions on one thread:
  * n_gen ids into out (the reference the engine and speculation tests compare against). */
