@@ -678,6 +678,8 @@ static void attention_window_ring(void **unused) {
         {128, 128, 2, 2, 40, 64, 25, 150}, {256, 256, 4, 1, 512, 1024, 24, 2600}, /* Gemma 3 270M */
         {64, 80, 2, 1, 17, 0, 30, 150},   {40, 40, 2, 2, 8, 0, 20, 150},    {32, 32, 2, 1, 0, 64, 20, 44},
         {7, 7, 1, 1, 5, 16, 12, 150},     {16, 32, 6, 3, 40, 48, 9, 150},
+        /* several KV heads, windows of 5+ chunks: the split runs the heads of a chunk together */
+        {64, 64, 6, 3, 600, 1024, 7, 2600}, {32, 48, 4, 2, 700, 768, 8, 3000},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int trial = 0; trial < 4; trial++) {

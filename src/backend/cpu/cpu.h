@@ -158,6 +158,16 @@ typedef struct cpu_isa {
                        uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t n_keys0,
                        int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
                        void *scratch);
+    /* attn_chunk for NH adjacent KV heads of one chunk at once, each head's partials attn_chunk's
+     * bits: head g's rows read their queries at q + g*G*hd (then as attn_chunk's), its K at k +
+     * g*hd and V at v + g*hdv elements, and write its partials at part + g*T*G*
+     * cpu_attn_part_floats(hdv). A tier reads the heads' rows of a block together, in address
+     * order, instead of one head's strided columns per call. NULL where a tier has no such path
+     * (the caller runs attn_chunk per head). scratch >= cpu_attn_scratch_bytes(hd, hdv, NH*T*G). */
+    void (*attn_chunk_heads)(const float *q, int64_t q_tstride, int64_t T, int64_t G, int64_t NH, const void *k,
+                             const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                             int64_t n_keys0, int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end,
+                             float *part, void *scratch);
     /* attn_chunk with K of type kt and V of type vt, at least one of them Q8_0 or Q4_0 (the other
      * Q8_0, Q4_0, F16 or F32); hd, hdv, kstride, vstride and the head offsets of k and v are
      * multiples of 32 for a quantised type, strides in elements. The arithmetic is attn_chunk's

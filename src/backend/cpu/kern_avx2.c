@@ -591,7 +591,7 @@ INLINE float softmax_step(__m256 slo, __m256 shi, int jlo, int nj, float *m, flo
  * registers, then qk_rows's chains (even dims into c0, odd into c1, in order), s = (c0 + c1) *
  * scale. Decode's path: no transposed copy of the block, which only pays for many rows. */
 INLINE void qk_direct8(const int NR, const float *const *qr, uint32_t kvt, const void *kr, int64_t kstride, int nk,
-                       int64_t hd, __m256 vscale, __m256 *s) {
+                       int64_t hd, __m256 vscale, __m256 *s, attn_pf *pf) {
     __m256 c0[4], c1[4];
     for (int n = 0; n < NR; n++) c0[n] = c1[n] = _mm256_setzero_ps();
     int64_t i = 0;
@@ -601,6 +601,8 @@ INLINE void qk_direct8(const int NR, const float *const *qr, uint32_t kvt, const
             for (int j = 0; j < 8; j++) t[j] = kv_at8(kvt, kr, j * kstride + i);
         else
             for (int j = 0; j < 8; j++) t[j] = j < nk ? kv_at8(kvt, kr, j * kstride + i) : _mm256_setzero_ps();
+        attn_pf_step(pf);
+        attn_pf_step(pf);
         transpose8(t);
         for (int d = 0; d < 8; d += 2)
             for (int n = 0; n < NR; n++) {
@@ -625,13 +627,15 @@ INLINE void qk_direct8(const int NR, const float *const *qr, uint32_t kvt, const
  * (NR * CH chains in flight: the FMA latency, not the loads, bounds one chain); dims past the
  * last whole pass 8 at a time, then scalar, with the same operations. */
 INLINE void pv_pass(const int NR, const int CH, float *acc, const float *P, const float *C, uint32_t kvt,
-                    const void *vr, int64_t vstride, int64_t hdvp, int64_t i, int jlo, int nj) {
+                    const void *vr, int64_t vstride, int64_t hdvp, int64_t i, int jlo, int nj, attn_pf *pf) {
     __m256 a[4][8];
     for (int n = 0; n < NR; n++)
         for (int c = 0; c < CH; c++)
             a[n][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + n * hdvp + i + 8 * c), _mm256_set1_ps(C[n]));
     for (int j = jlo; j < nj; j++) {
         __m256 p[4];
+        attn_pf_step(pf);
+        attn_pf_step(pf);
         for (int n = 0; n < NR; n++) p[n] = _mm256_set1_ps(P[16 * n + j]);
         for (int c = 0; c < CH; c++) {
             __m256 vv = kv_at8(kvt, vr, j * vstride + i + 8 * c);
@@ -643,11 +647,11 @@ INLINE void pv_pass(const int NR, const int CH, float *acc, const float *P, cons
 }
 
 INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, uint32_t kvt, const void *vr,
-                      int64_t vstride, int64_t hdv, int64_t hdvp, int jlo, int nj) {
+                      int64_t vstride, int64_t hdv, int64_t hdvp, int jlo, int nj, attn_pf *pf) {
     const int CH = NR == 1 ? 8 : NR == 2 ? 4 : NR == 3 ? 4 : 2;
     int64_t i = 0;
-    for (; i + 8 * CH <= hdv; i += 8 * CH) pv_pass(NR, CH, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj);
-    for (; i + 8 <= hdv; i += 8) pv_pass(NR, 1, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj);
+    for (; i + 8 * CH <= hdv; i += 8 * CH) pv_pass(NR, CH, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj, pf);
+    for (; i + 8 <= hdv; i += 8) pv_pass(NR, 1, acc, P, C, kvt, vr, vstride, hdvp, i, jlo, nj, pf);
     for (; i < hdv; i++)
         for (int n = 0; n < NR; n++) {
             float a = acc[n * hdvp + i] * C[n];
@@ -659,38 +663,32 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
 /* rows (T*G) up to which attn_chunk reads K and V in place: measured faster than the transposed
  * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
 #define ATTN_DIRECT_ROWS 64
-/* One block of keys of attn_chunk's in-place path (few rows): the next blocks' rows below pf_end
- * prefetched, the block's nbk K and V rows read once in address order (one KV head: a plain read
- * of the run; several: this head's columns of each row copied to kc (nbk x hd) and vc (nbk x hdv),
- * which the products then read), then the scores and sums; KVT a constant (the loads specialise).
- * Arguments as in attn_chunk; rows [t_first*G, t_end*G) meet the block. The first read exists for
- * the memory system: the products read a block 8 rows at a time, 16 bytes of each in turn, which
- * the prefetchers do not follow from DRAM. At 8192 keys, Zen 4 (bench_attn_decode -l 10 / -l 30):
- * Gemma 3's shape (-G 4 -k 1 -d 256) 182-193 ns per key without it, 139-178 with the copy, 121-134
- * with the plain read; SmolLM2's (-G 3 -k 3 -d 64) 25-27 without, 23-25 with the copy, 25-28 with
- * the plain read. */
-INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *k,
-                         const void *v, const void *kblk, const void *vblk, int64_t kstride, int64_t vstride,
-                         int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0, int64_t pf_end, int64_t window,
-                         int64_t ring, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m256 vscale, float *acc,
-                         float *P, float *M, float *L, float *C, uint8_t *kc, uint8_t *vc) {
+/* The first read of a block on the in-place path: rows of row_bytes, stride bytes apart, read once
+ * in address order (one run when they are adjacent). It exists for the memory system: the
+ * products read a block 8 rows at a time, 16 bytes of each in turn, an order the prefetchers do
+ * not follow. Gemma 3 at depth 8192 (statelm plan --profile -p 8192 -t 2, Zen 4), with the spread
+ * prefetch: global attention nodes 400 us with it, 450-500 without; SmolLM2 (the heads together)
+ * 83-87 tok/s with it, 73-79 without (statelm bench -d 8192). */
+INLINE void read_rows(const uint8_t *p, int nrows, size_t row_bytes, size_t stride) {
+    if (row_bytes == stride) row_bytes *= (size_t)nrows, nrows = 1;
+    __m256i seen = _mm256_setzero_si256();
+    for (int j = 0; j < nrows; j++, p += stride)
+        for (size_t o = 0; o + 32 <= row_bytes; o += 64) /* within the row */
+            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(p + o)));
+    __asm__ volatile("" ::"x"(seen)); /* the loads stay */
+}
+
+/* One block of keys of the in-place path (few rows), its rows already read (read_rows, or one
+ * head's columns copied to the scratch): the scores and sums of rows [r_begin, r_end) (those that
+ * meet the block), K at kblk and V at vblk (nbk rows, kstride / vstride elements apart), row r's
+ * query at qrow[r], its token tok[r]; KVT a constant (the loads specialise). The products' loops
+ * step the prefetch cursors kpf (K) and vpf (V) of a block ahead (kern_common.h attn_pf). */
+INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int64_t *tok, const void *kblk,
+                         const void *vblk, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t hdvp,
+                         int64_t nk0, int64_t window, int64_t j0, int nbk, int64_t r_begin, int64_t r_end,
+                         __m256 vscale, float *acc, float *P, float *M, float *L, float *C, attn_pf *kpf,
+                         attn_pf *vpf) {
     size_t el = KVT == SLM_DTYPE_F16 ? 2 : 4;
-    attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
-    if (kstride == hd && vstride == hdv) { /* one KV head: the block's rows are one run; read it once */
-        __m256i seen = _mm256_setzero_si256();
-        const uint8_t *kr = kblk, *vr = vblk;
-        for (size_t o = 0; o + 32 <= (size_t)(nbk * hd) * el; o += 64) /* within the rows */
-            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(kr + o)));
-        for (size_t o = 0; o + 32 <= (size_t)(nbk * hdv) * el; o += 64)
-            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(vr + o)));
-        __asm__ volatile("" ::"x"(seen)); /* the loads stay */
-    } else { /* one head's columns of each row: copied together */
-        for (int j = 0; j < nbk; j++)
-            memcpy(kc + (size_t)(j * hd) * el, (const uint8_t *)kblk + (size_t)(j * kstride) * el, (size_t)hd * el);
-        for (int j = 0; j < nbk; j++)
-            memcpy(vc + (size_t)(j * hdv) * el, (const uint8_t *)vblk + (size_t)(j * vstride) * el, (size_t)hdv * el);
-        kblk = kc, vblk = vc, kstride = hd, vstride = hdv;
-    }
     /* row r's keys in the block: lanes [jlo[r], nj[r]) */
     int nj[ATTN_DIRECT_ROWS], jlo[ATTN_DIRECT_ROWS];
     for (int64_t r = r_begin; r < r_end; r++) {
@@ -704,16 +702,16 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
         __m256 slo[4], shi[4] = {vscale, vscale, vscale, vscale}; /* lanes past nbk: masked */
         int nlo = nbk < 8 ? nbk : 8;
         switch (nr) {
-        case 4: qk_direct8(4, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
-        case 3: qk_direct8(3, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
-        case 2: qk_direct8(2, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
-        default: qk_direct8(1, qr, KVT, kblk, kstride, nlo, hd, vscale, slo); break;
+        case 4: qk_direct8(4, qr, KVT, kblk, kstride, nlo, hd, vscale, slo, kpf); break;
+        case 3: qk_direct8(3, qr, KVT, kblk, kstride, nlo, hd, vscale, slo, kpf); break;
+        case 2: qk_direct8(2, qr, KVT, kblk, kstride, nlo, hd, vscale, slo, kpf); break;
+        default: qk_direct8(1, qr, KVT, kblk, kstride, nlo, hd, vscale, slo, kpf); break;
         }
         if (nbk > 8) switch (nr) {
-            case 4: qk_direct8(4, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
-            case 3: qk_direct8(3, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
-            case 2: qk_direct8(2, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
-            default: qk_direct8(1, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi); break;
+            case 4: qk_direct8(4, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi, kpf); break;
+            case 3: qk_direct8(3, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi, kpf); break;
+            case 2: qk_direct8(2, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi, kpf); break;
+            default: qk_direct8(1, qr, KVT, kblk8, kstride, nbk - 8, hd, vscale, shi, kpf); break;
             }
         for (int x = 0; x < nr; x++) {
             int64_t r = r0 + x;
@@ -725,10 +723,10 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
         while (n < 4 && r + n < r_end && tok[r + n] == tok[r]) n++;
         float *a = acc + r * hdvp;
         const float *p = P + 16 * r, *c = C + r;
-        if (n == 4) pv_direct(4, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
-        else if (n == 3) pv_direct(3, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
-        else if (n == 2) pv_direct(2, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
-        else pv_direct(1, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r]);
+        if (n == 4) pv_direct(4, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r], vpf);
+        else if (n == 3) pv_direct(3, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r], vpf);
+        else if (n == 2) pv_direct(2, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r], vpf);
+        else pv_direct(1, a, p, c, KVT, vblk, vstride, hdv, hdvp, jlo[r], nj[r], vpf);
         r += n;
     }
 }
@@ -769,12 +767,29 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
         int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         if (direct) {
+            attn_pf kpf, vpf;
+            attn_pf_block(&kpf, &vpf, k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
+            int64_t ks = kstride, vs = vstride;
+            if (kstride == hd && vstride == hdv) { /* one KV head: the block's rows are one run */
+                read_rows(kblk, nbk, (size_t)hd * el, (size_t)hd * el);
+                read_rows(vblk, nbk, (size_t)hdv * el, (size_t)hdv * el);
+            } else { /* this head's columns of each row, copied together (nbk x hd, nbk x hdv) */
+                for (int j = 0; j < nbk; j++)
+                    memcpy(kcopy + (size_t)(j * hd) * el, (const uint8_t *)kblk + (size_t)(j * kstride) * el,
+                           (size_t)hd * el);
+                for (int j = 0; j < nbk; j++)
+                    memcpy(vcopy + (size_t)(j * hdv) * el, (const uint8_t *)vblk + (size_t)(j * vstride) * el,
+                           (size_t)hdv * el);
+                kblk = kcopy, vblk = vcopy, ks = hd, vs = hdv;
+            }
             if (kvt == SLM_DTYPE_F16)
-                direct_block(SLM_DTYPE_F16, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, pf_end,
-                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C, kcopy, vcopy);
+                direct_block(SLM_DTYPE_F16, qrow, tok, kblk, vblk, ks, vs, hd, hdv, hdvp, nk0, window, j0, nbk,
+                             t_first * G, t_end * G, vscale, acc, P, M, L, C, &kpf, &vpf);
             else
-                direct_block(SLM_DTYPE_F32, qrow, tok, k, v, kblk, vblk, kstride, vstride, hd, hdv, hdvp, nk0, pf_end,
-                             window, ring, j0, nbk, t_first * G, t_end * G, vscale, acc, P, M, L, C, kcopy, vcopy);
+                direct_block(SLM_DTYPE_F32, qrow, tok, kblk, vblk, ks, vs, hd, hdv, hdvp, nk0, window, j0, nbk,
+                             t_first * G, t_end * G, vscale, acc, P, M, L, C, &kpf, &vpf);
+            attn_pf_rest(&kpf);
+            attn_pf_rest(&vpf);
             continue;
         }
         attn_prefetch_ahead(k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
@@ -816,6 +831,68 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
         }
     }
     cpu_attn_write_parts(R, hdv, hdvp, acc, M, L, part);
+}
+
+/* cpu.h attn_chunk_heads: NH*T*G rows up to ATTN_DIRECT_ROWS through the in-place path, every
+ * block's rows of the NH heads read once in address order (read_rows) and prefetched as one run a
+ * block ahead, then each head's products (direct_block, the bits of attn_chunk's path); more rows:
+ * attn_chunk per head. A task per head read only its columns of each row, a run of strided
+ * pieces the hardware prefetchers do not stream: SmolLM2 at depth 8192 (3 KV heads, rows of 384
+ * bytes, 128 per head) decoded 70-73 tok/s per head, 80-86 with the heads together (statelm bench
+ * -d 8192 -t 2, Zen 4). */
+static void attn_chunk_heads(const float *q, int64_t qts, int64_t T, int64_t G, int64_t NH, const void *k,
+                             const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                             int64_t nk0, int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end,
+                             float *part, void *scratch) {
+    size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+    int64_t TG = T * G, R = NH * TG, pfl = cpu_attn_part_floats(hdv);
+    if (R > ATTN_DIRECT_ROWS) {
+        for (int64_t g = 0; g < NH; g++)
+            attn_chunk(q + g * G * hd, qts, T, G, (const uint8_t *)k + (size_t)(g * hd) * el,
+                       (const uint8_t *)v + (size_t)(g * hdv) * el, kvt, kstride, vstride, hd, hdv, nk0, window, ring,
+                       scale, c0, pf_end, part + g * TG * pfl, scratch);
+        return;
+    }
+    int64_t hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    float *acc = (float *)scratch + 16 * hdp + 16 * hdvp, *P = acc + R * hdvp; /* attn_chunk's layout */
+    float *M = P + 16 * R, *L = M + R, *C = L + R;
+    const float *qrow[ATTN_DIRECT_ROWS];
+    int64_t tok[ATTN_DIRECT_ROWS];
+    for (int64_t r = 0; r < R; r++) { /* row r = (head g, token t, query head h of g) */
+        int64_t g = r / TG, t = r % TG / G, h = r % G;
+        qrow[r] = q + t * qts + (g * G + h) * hd, tok[r] = t;
+        for (int64_t i = 0; i < hdvp; i++) acc[r * hdvp + i] = 0.0f;
+        M[r] = -INFINITY;
+        L[r] = 0.0f;
+    }
+    int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
+    const __m256 vscale = _mm256_set1_ps(scale);
+    int64_t jb = lo_first & ~(int64_t)15, je = nk_max < c0 + CPU_ATTN_CHUNK ? nk_max : c0 + CPU_ATTN_CHUNK;
+    for (int64_t j0 = jb > c0 ? jb : c0; j0 < je; j0 += 16) {
+        int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
+        int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
+        const uint8_t *kblk = (const uint8_t *)k + (size_t)(row0 * kstride) * el;
+        const uint8_t *vblk = (const uint8_t *)v + (size_t)(row0 * vstride) * el;
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0; /* as attn_chunk */
+        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
+        attn_pf kpf, vpf;
+        attn_pf_block(&kpf, &vpf, k, v, kstride, vstride, el, pf_end, ring, j0, NH * hd, NH * hdv);
+        read_rows(kblk, nbk, (size_t)(NH * hd) * el, (size_t)kstride * el);
+        read_rows(vblk, nbk, (size_t)(NH * hdv) * el, (size_t)vstride * el);
+        for (int64_t g = 0; g < NH; g++) {
+            const uint8_t *kg = kblk + (size_t)(g * hd) * el, *vg = vblk + (size_t)(g * hdv) * el;
+            if (kvt == SLM_DTYPE_F16)
+                direct_block(SLM_DTYPE_F16, qrow, tok, kg, vg, kstride, vstride, hd, hdv, hdvp, nk0, window, j0, nbk,
+                             g * TG + t_first * G, g * TG + t_end * G, vscale, acc, P, M, L, C, &kpf, &vpf);
+            else
+                direct_block(SLM_DTYPE_F32, qrow, tok, kg, vg, kstride, vstride, hd, hdv, hdvp, nk0, window, j0, nbk,
+                             g * TG + t_first * G, g * TG + t_end * G, vscale, acc, P, M, L, C, &kpf, &vpf);
+        }
+        attn_pf_rest(&kpf);
+        attn_pf_rest(&vpf);
+    }
+    for (int64_t g = 0; g < NH; g++)
+        cpu_attn_write_parts(TG, hdv, hdvp, acc + g * TG * hdvp, M + g * TG, L + g * TG, part + g * TG * pfl);
 }
 
 static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
@@ -1506,6 +1583,7 @@ static const cpu_isa k_avx2 = {
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_chunk = attn_chunk,
+    .attn_chunk_heads = attn_chunk_heads,
     .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,

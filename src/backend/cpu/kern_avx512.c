@@ -1175,6 +1175,25 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
     cpu_attn_write_parts(R, hdv, hdvp, acc, M, L, part);
 }
 
+/* cpu.h attn_chunk_heads: the AVX2 tier's (its in-place path) at up to ATTN_AVX2_ROWS rows per
+ * head, as attn_chunk; else attn_chunk per head. */
+static void attn_chunk_heads(const float *q, int64_t qts, int64_t T, int64_t G, int64_t NH, const void *k,
+                             const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
+                             int64_t nk0, int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end,
+                             float *part, void *scratch) {
+    const cpu_isa *avx2 = cpu_isa_avx2();
+    if (T * G <= ATTN_AVX2_ROWS && avx2) {
+        avx2->attn_chunk_heads(q, qts, T, G, NH, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0,
+                               pf_end, part, scratch);
+        return;
+    }
+    size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4;
+    for (int64_t g = 0; g < NH; g++)
+        attn_chunk(q + g * G * hd, qts, T, G, (const uint8_t *)k + (size_t)(g * hd) * el,
+                   (const uint8_t *)v + (size_t)(g * hdv) * el, kvt, kstride, vstride, hd, hdv, nk0, window, ring,
+                   scale, c0, pf_end, part + g * T * G * cpu_attn_part_floats(hdv), scratch);
+}
+
 static void cvt_f16(uint16_t *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = mask16(n - i);
@@ -1435,6 +1454,7 @@ static const cpu_isa k_avx512 = {
     .mm_quant_packed = mm_quant_packed,
     .mm_float = mm_float,
     .attn_chunk = attn_chunk,
+    .attn_chunk_heads = attn_chunk_heads,
     .attn_chunk_q = attn_chunk_q,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,

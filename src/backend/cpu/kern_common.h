@@ -203,6 +203,61 @@ static inline __attribute__((always_inline)) void attn_prefetch_ahead(const void
         for (size_t o = 0; o < (size_t)hdv * el; o += 64) _mm_prefetch(vr + o, _MM_HINT_T2);
     }
 }
+
+/* The in-place attention path's prefetch (kern_avx2.c): the columns of one KV head, or of the
+ * adjacent heads a call runs together (bytes of each row, rows stride bytes apart; one run when
+ * adjacent), of the rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS, a line per attn_pf_step, which
+ * the products' inner loops call, so that a block's prefetches spread over its arithmetic instead
+ * of leaving in one burst of up to 256 lines. A burst stalls on the few misses a core keeps in
+ * flight, then the block computes with the memory idle: Gemma 3's global shape
+ * (bench_attn_decode -p 8192 -G 4 -k 1 -d 256 -l 10, Zen 4) took 120 ns per key with the burst,
+ * 78-84 spread, its time with the state in cache. attn_pf_rest issues what the loops left. */
+typedef struct attn_pf {
+    const char *line, *last; /* the next line to prefetch in the current row; the row's last byte */
+    const char *row;         /* the current row's first byte */
+    size_t bytes, stride;
+    int64_t rows; /* rows left, the current one included; 0: nothing to prefetch */
+} attn_pf;
+
+static inline void attn_pf_row(attn_pf *p) {
+    p->line = (const char *)((uintptr_t)p->row & ~(uintptr_t)63);
+    p->last = p->row + p->bytes - 1;
+}
+
+/* The cursors over K (kp) and V (vp) of the block ahead of j0, hd and hdv columns of each row:
+ * empty when that block starts at or past nk_max (the end of the caller's keys), and no rows
+ * past nk_max. Other arguments as in attn_prefetch_ahead. */
+static inline void attn_pf_block(attn_pf *kp, attn_pf *vp, const void *k, const void *v, int64_t kstride,
+                                 int64_t vstride, size_t el, int64_t nk_max, int64_t ring, int64_t j0, int64_t hd,
+                                 int64_t hdv) {
+    int64_t jp = j0 + 16 * ATTN_PREFETCH_BLOCKS, np = nk_max - jp < 16 ? nk_max - jp : 16;
+    *kp = *vp = (attn_pf){0};
+    if (np <= 0) return;
+    kp->rows = vp->rows = np;
+    int64_t rp = ring ? jp % ring : jp; /* ring % 16 == 0: the block's rows are contiguous */
+    kp->row = (const char *)k + (size_t)(rp * kstride) * el, kp->bytes = (size_t)hd * el;
+    kp->stride = (size_t)kstride * el;
+    vp->row = (const char *)v + (size_t)(rp * vstride) * el, vp->bytes = (size_t)hdv * el;
+    vp->stride = (size_t)vstride * el;
+    if (kstride == hd) kp->bytes *= (size_t)kp->rows, kp->rows = 1; /* one run */
+    if (vstride == hdv) vp->bytes *= (size_t)vp->rows, vp->rows = 1;
+    attn_pf_row(kp);
+    attn_pf_row(vp);
+}
+
+static inline __attribute__((always_inline)) void attn_pf_step(attn_pf *p) {
+    if (p->rows <= 0) return;
+    _mm_prefetch(p->line, _MM_HINT_T2);
+    p->line += 64;
+    if (p->line > p->last && --p->rows > 0) {
+        p->row += p->stride;
+        attn_pf_row(p);
+    }
+}
+
+static inline void attn_pf_rest(attn_pf *p) {
+    while (p->rows > 0) attn_pf_step(p);
+}
 #endif
 
 /* attn_chunk's output (cpu.h): row r's accumulator (hdv of acc + r * ldacc), M[r] and L[r] as its

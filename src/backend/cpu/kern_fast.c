@@ -225,6 +225,7 @@ typedef struct attn_ctx {
 } attn_ctx;
 
 #define ATTN_TB 16 /* query tokens per task */
+#define ATTN_HEADS_ROWS 64 /* rows (tokens x query heads) up to which a split runs its KV heads together */
 
 /* K and V of KV head g (head offsets in bytes of the states' types). */
 static void attn_heads(const attn_ctx *c, int64_t g, const uint8_t **kb, const uint8_t **vb) {
@@ -294,6 +295,23 @@ static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
         attn_fold_head(c, g, cpu_scratch(c->cb, thread));
 }
 
+/* Heads task = run of chunks [cb0, cb1) for every KV head (cpu.h attn_chunk_heads: each block's
+ * rows read once for all heads); the task that finishes the last run folds every head's rows. */
+static void attn_heads_task(void *vctx, int64_t s, int32_t thread) {
+    attn_ctx *c = vctx;
+    int64_t G = c->H / c->Hkv, R = c->n * G;
+    int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
+    int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
+    for (int64_t ch = cb0; ch < cb1; ch++)
+        c->cb->isa->attn_chunk_heads(c->q->data, c->H * c->hd, c->n, G, c->Hkv, c->k->data, c->v->data, c->k->dtype,
+                                     c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + 1, c->window, c->ring,
+                                     c->scale, (c->ch0 + ch) * CPU_ATTN_CHUNK, pf_end,
+                                     c->part + ch * c->Hkv * R * cpu_attn_part_floats(c->hdv),
+                                     cpu_scratch(c->cb, thread));
+    if (atomic_fetch_sub_explicit(&c->left[0], 1, memory_order_acq_rel) == 1) /* as attn_split_task */
+        for (int64_t g = 0; g < c->Hkv; g++) attn_fold_head(c, g, cpu_scratch(c->cb, thread));
+}
+
 static bool attn_supports(const g_node *nd, const be_view *out, const be_view *in) {
     uint32_t kt = in[1].dtype, vt = in[2].dtype;
     int32_t hkv = nd->p.attn.n_head_kv;
@@ -307,14 +325,17 @@ static bool attn_supports(const g_node *nd, const be_view *out, const be_view *i
 
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
     (void)cb;
-    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv));
+    int64_t rows = ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv);
+    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], rows > ATTN_HEADS_ROWS ? rows : ATTN_HEADS_ROWS);
 }
 
 /* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel).
  * One block of tokens (decode, verify) over several chunks of keys with fewer KV heads than 4 per
  * thread runs split: runs of chunks per KV head on every thread, the last run of a head folding
- * its rows (one job: no second wake-up of the pool); else one
- * task per (block of tokens, KV head). The bits are the same either way (cpu.h). */
+ * its rows (one job: no second wake-up of the pool), or, with several KV heads, up to
+ * ATTN_HEADS_ROWS rows and two runs per thread, runs of chunks covering every KV head (the tier's
+ * attn_chunk_heads); else one task per (block of tokens, KV head). The bits are the same either
+ * way (cpu.h). */
 static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in,
                               const be_call *call, slm_err *e) {
     int64_t window = nd->p.attn.window, ring = nd->p.attn.ring, n = in[0].ne[2];
@@ -342,13 +363,17 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
         qr.data = work;
         c.q = &qr;
     }
+    /* several KV heads, few rows, at least two runs per thread: the heads of a chunk together */
+    bool heads = split && cb->isa->attn_chunk_heads && !rot_q && !rot_out && c.Hkv > 1 && n * c.H <= ATTN_HEADS_ROWS &&
+                 c.nch >= 2 * cb->n_threads;
     if (split) {
-        int64_t per = (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
+        int64_t per = heads ? 8 * cb->n_threads : (8 * cb->n_threads + c.Hkv - 1) / c.Hkv;
         c.nseg = c.nch < per ? c.nch : per;
         c.part = work + nq;
         c.left = (atomic_int_fast64_t *)(c.part + pbytes / sizeof(float)); /* nq, pbytes: multiples of 64 bytes */
         for (int64_t g = 0; g < c.Hkv; g++) atomic_init(&c.left[g], c.nseg);
-        pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
+        if (heads) pool_run(cb->pool, c.nseg, attn_heads_task, &c);
+        else pool_run(cb->pool, c.nseg * c.Hkv, attn_split_task, &c);
     } else {
         pool_run(cb->pool, (c.n + ATTN_TB - 1) / ATTN_TB * c.Hkv, attn_task, &c);
     }
