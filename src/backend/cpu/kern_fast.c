@@ -326,7 +326,8 @@ static bool attn_supports(const g_node *nd, const be_view *out, const be_view *i
 static size_t attn_scratch(const cpu_backend *cb, const g_node *nd, const be_view *out, const be_view *in) {
     (void)cb;
     int64_t rows = ATTN_TB * (in[0].ne[1] / nd->p.attn.n_head_kv);
-    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], rows > ATTN_HEADS_ROWS ? rows : ATTN_HEADS_ROWS);
+    if (nd->p.attn.n_head_kv > 1 && rows < ATTN_HEADS_ROWS) rows = ATTN_HEADS_ROWS; /* attn_heads_task's */
+    return cpu_attn_scratch_bytes(in[0].ne[0], out->ne[0], rows);
 }
 
 /* SLM_ERR_BACKEND when a ring state cannot hold every query's keys (as the reference kernel).
