@@ -3,6 +3,7 @@
  * takes the node, else to its reference kernel (kern_ref.c). */
 #include "backend/cpu/cpu.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -194,6 +195,19 @@ cpu_isa_level cpu_isa_detect(void) {
     for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++)
         if (cpu_isa_supported(pref[i])) return pref[i];
     return CPU_ISA_GENERIC;
+}
+
+bool cpu_avx512_keeps_ports(void) {
+    static _Atomic int known; /* 0: not read yet; 1: false; 2: true (a racing first read writes the same) */
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v) return v == 2;
+    bool amd = false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    unsigned int a = 0, vendor[3] = {0};
+    if (__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) amd = memcmp(vendor, "AuthenticAMD", 12) == 0;
+#endif
+    atomic_store_explicit(&known, amd ? 2 : 1, memory_order_relaxed);
+    return amd;
 }
 
 const cpu_isa *cpu_isa_get(cpu_isa_level level) {

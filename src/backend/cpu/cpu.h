@@ -80,6 +80,10 @@ bool cpu_isa_supported(cpu_isa_level level);
 const char *cpu_isa_missing(cpu_isa_level level);
 /* The most preferred supported level (AMX, AVX512, AVX2_VNNI, AVX2, I8MM, NEON, else GENERIC). */
 cpu_isa_level cpu_isa_detect(void);
+/* Whether 512-bit instructions leave every vector port of the core open: true on AMD (cpuid vendor
+ * AuthenticAMD: Zen 4 and 5 run them on their own units); false on Intel, whose cores close port
+ * 1's vector ALUs while 512-bit uops are in flight, and on other CPUs. Read once, then cached. */
+bool cpu_avx512_keeps_ports(void);
 
 /* ---- activation formats for the integer matmuls ---------------------------------------------
  * One column of k activations quantised for weights of type wt:

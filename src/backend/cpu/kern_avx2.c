@@ -663,22 +663,8 @@ INLINE void pv_direct(const int NR, float *acc, const float *P, const float *C, 
 /* rows (T*G) up to which attn_chunk reads K and V in place: measured faster than the transposed
  * copies up to 48-64 rows (bench_attn_decode -T 16 -G 1..8), the copies faster at 128 */
 #define ATTN_DIRECT_ROWS 64
-/* The first read of a block on the in-place path: rows of row_bytes, stride bytes apart, read once
- * in address order (one run when they are adjacent). It exists for the memory system: the
- * products read a block 8 rows at a time, 16 bytes of each in turn, an order the prefetchers do
- * not follow. Gemma 3 at depth 8192 (statelm plan --profile -p 8192 -t 2, Zen 4), with the spread
- * prefetch: global attention nodes 400 us with it, 450-500 without; SmolLM2 (the heads together)
- * 83-87 tok/s with it, 73-79 without (statelm bench -d 8192). */
-INLINE void read_rows(const uint8_t *p, int nrows, size_t row_bytes, size_t stride) {
-    if (row_bytes == stride) row_bytes *= (size_t)nrows, nrows = 1;
-    __m256i seen = _mm256_setzero_si256();
-    for (int j = 0; j < nrows; j++, p += stride)
-        for (size_t o = 0; o + 32 <= row_bytes; o += 64) /* within the row */
-            seen = _mm256_or_si256(seen, _mm256_loadu_si256((const __m256i *)(p + o)));
-    __asm__ volatile("" ::"x"(seen)); /* the loads stay */
-}
 
-/* One block of keys of the in-place path (few rows), its rows already read (read_rows, or one
+/* One block of keys of the in-place path (few rows), its rows already read (attn_read_rows, or one
  * head's columns copied to the scratch): the scores and sums of rows [r_begin, r_end) (those that
  * meet the block), K at kblk and V at vblk (nbk rows, kstride / vstride elements apart), row r's
  * query at qrow[r], its token tok[r]; KVT a constant (the loads specialise). The products' loops
@@ -771,8 +757,8 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
             attn_pf_block(&kpf, &vpf, k, v, kstride, vstride, el, pf_end, ring, j0, hd, hdv);
             int64_t ks = kstride, vs = vstride;
             if (kstride == hd && vstride == hdv) { /* one KV head: the block's rows are one run */
-                read_rows(kblk, nbk, (size_t)hd * el, (size_t)hd * el);
-                read_rows(vblk, nbk, (size_t)hdv * el, (size_t)hdv * el);
+                attn_read_rows(kblk, nbk, (size_t)hd * el, (size_t)hd * el);
+                attn_read_rows(vblk, nbk, (size_t)hdv * el, (size_t)hdv * el);
             } else { /* this head's columns of each row, copied together (nbk x hd, nbk x hdv) */
                 for (int j = 0; j < nbk; j++)
                     memcpy(kcopy + (size_t)(j * hd) * el, (const uint8_t *)kblk + (size_t)(j * kstride) * el,
@@ -834,7 +820,7 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
 }
 
 /* cpu.h attn_chunk_heads: NH*T*G rows up to ATTN_DIRECT_ROWS through the in-place path, every
- * block's rows of the NH heads read once in address order (read_rows) and prefetched as one run a
+ * block's rows of the NH heads read once in address order (attn_read_rows) and prefetched as one run a
  * block ahead, then each head's products (direct_block, the bits of attn_chunk's path); more rows:
  * attn_chunk per head. A task per head read only its columns of each row, a run of strided
  * pieces the hardware prefetchers do not stream: SmolLM2 at depth 8192 (3 KV heads, rows of 384
@@ -877,8 +863,8 @@ static void attn_chunk_heads(const float *q, int64_t qts, int64_t T, int64_t G, 
         int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
         attn_pf kpf, vpf;
         attn_pf_block(&kpf, &vpf, k, v, kstride, vstride, el, pf_end, ring, j0, NH * hd, NH * hdv);
-        read_rows(kblk, nbk, (size_t)(NH * hd) * el, (size_t)kstride * el);
-        read_rows(vblk, nbk, (size_t)(NH * hdv) * el, (size_t)vstride * el);
+        attn_read_rows(kblk, nbk, (size_t)(NH * hd) * el, (size_t)kstride * el);
+        attn_read_rows(vblk, nbk, (size_t)(NH * hdv) * el, (size_t)vstride * el);
         for (int64_t g = 0; g < NH; g++) {
             const uint8_t *kg = kblk + (size_t)(g * hd) * el, *vg = vblk + (size_t)(g * hdv) * el;
             if (kvt == SLM_DTYPE_F16)

@@ -1035,6 +1035,22 @@ INLINE void attn_scores4(const float *const qr[4], int nr, const float *Kt, int6
     }
 }
 
+/* The online-softmax step of one row over the lanes km of its scaled scores s: updates *m and *l,
+ * writes p (16, 64-byte aligned, lanes outside km exactly 0) and returns the correction. The max
+ * skips NaN scores as fmaxf does (VMAXPS returns its second operand, here never NaN, when one is
+ * NaN); a max of NaN-free lanes is exact in any order. */
+INLINE float softmax_row16(__m512 s, __mmask16 km, float *m, float *l, float *p) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    float mb = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_mask_blend_ps(km, ninf, s), ninf));
+    float mn = mb > *m ? mb : *m;
+    float corr = mn == *m ? 1.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(*m - mn)));
+    __m512 pv = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mn))));
+    *l = *l * corr + hsum16(pv);
+    *m = mn;
+    _mm512_store_ps(p, pv);
+    return corr;
+}
+
 /* acc_r = acc_r * c_r + sum_{jlo <= j < nj} p_r[j] V[j] for two rows sharing jlo and nj (a0 may
  * equal a1), 64 floats (4 vectors) of the accumulators at a time. */
 INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, float c0s, float c1s, const float *Vf,
@@ -1081,18 +1097,244 @@ INLINE void attn_pv2(float *a0, float *a1, const float *p0, const float *p1, flo
     }
 }
 
-/* Rows (T * G) up to which the AVX2 tier's attention runs instead: it reads K and V where they lie,
- * where this one transposes and converts every block into the scratch, which pays only over more
- * rows (bench_attn_decode -i avx2 against -i avx512 at 2000 keys: T = 1, G = 1..4, the AVX2 kernel
- * 1.2-2x faster; 6-8 rows even; from 12 rows the AVX-512 one faster). The tiers give the same
- * bits, and the AVX-512 tier needs everything the AVX2 one does. */
+/* ---- attention's in-place path for f16 K/V: the 16 keys of a block in the lanes of a register ----
+ * The AVX2 tier's in-place path (kern_avx2.c direct_block: K and V read where they lie, no
+ * transposed copy of the block) with a whole block of 16 keys in one register: K's rows are
+ * transposed as 16-bit words and then converted, and the scores, the softmax and the V products
+ * run on 16 lanes with the same operations per lane as the AVX2 and generic tiers (the same
+ * bits). The AVX2 path issues each broadcast, shuffle and conversion once per 8 keys. One thread,
+ * ns per key and KV head (bench_attn_decode, Zen 4, against the AVX2 path this tier used before):
+ * Gemma 3's global layer (-p 8192 -G 4 -k 1 -d 256 -l 10) 81-85 -> 63-65; LFM2's heads together
+ * (-a -p 4096 -G 4 -k 8 -d 64 -l 6) 25.7 -> 22.2; SmolLM2's (-a -p 1024 -G 3 -k 3 -d 64 -l 4) 18.2
+ * -> 17.9, one of its heads alone 22.8 -> 20.4; verify rows, which took the transposed copies here:
+ * Gemma 3 T = 2 215 -> 116-125, Qwen3.5's shape T = 4 (-T 4 -G 4 -k 2 -d 256) 373 -> 228-231,
+ * T = 16 (64 rows) 899 -> 837. */
+
+/* rows (all heads' T * G) up to which the in-place path runs, as the AVX2 tier's ATTN_DIRECT_ROWS;
+ * the transposed copies (attn_chunk) above it */
+#define ATTN_DIRECT16_ROWS 64
+
+/* Dims [i, i + 16) of the 16 keys at kr + j * kstride (f16; keys from nk on read as 0, their rows
+ * untouched) in f32: T[d] lane j = dim i + d of key j. Three unpack stages transpose the words
+ * within each 128-bit lane, then a lane shuffle joins keys 0-7 and 8-15 of one dim. */
+INLINE void k_cols16(const uint16_t *kr, int64_t kstride, int nk, int64_t i, __m512 T[16]) {
+    __m512i z[8], a[8], b[8];
+    for (int j = 0; j < 8; j++) { /* 128-bit lanes: key j dims 0-7, 8-15; key j + 8 dims 0-7, 8-15 */
+        __m256i lo = j < nk ? _mm256_loadu_si256((const __m256i *)(kr + j * kstride + i)) : _mm256_setzero_si256();
+        __m256i hi = j + 8 < nk ? _mm256_loadu_si256((const __m256i *)(kr + (j + 8) * kstride + i))
+                                : _mm256_setzero_si256();
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    for (int p = 0; p < 4; p++) { /* keys 2p, 2p + 1 interleaved: dims 0-3 (a[2p]), 4-7 (a[2p + 1]) */
+        a[2 * p] = _mm512_unpacklo_epi16(z[2 * p], z[2 * p + 1]);
+        a[2 * p + 1] = _mm512_unpackhi_epi16(z[2 * p], z[2 * p + 1]);
+    }
+    for (int p = 0; p < 2; p++) { /* keys 4p .. 4p + 3: dims (0, 1), (2, 3), (4, 5), (6, 7) */
+        b[4 * p] = _mm512_unpacklo_epi32(a[4 * p], a[4 * p + 2]);
+        b[4 * p + 1] = _mm512_unpackhi_epi32(a[4 * p], a[4 * p + 2]);
+        b[4 * p + 2] = _mm512_unpacklo_epi32(a[4 * p + 1], a[4 * p + 3]);
+        b[4 * p + 3] = _mm512_unpackhi_epi32(a[4 * p + 1], a[4 * p + 3]);
+    }
+    for (int m = 0; m < 4; m++)
+        for (int h = 0; h < 2; h++) {
+            /* keys 0-7 of dim d = 2m + h in 128-bit lane 0, of dim d + 8 in lane 1; keys 8-15 in
+             * lanes 2, 3; reordered to dim d's 16 keys, then dim d + 8's */
+            __m512i c = h ? _mm512_unpackhi_epi64(b[m], b[4 + m]) : _mm512_unpacklo_epi64(b[m], b[4 + m]);
+            c = _mm512_shuffle_i64x2(c, c, _MM_SHUFFLE(3, 1, 2, 0));
+            T[2 * m + h] = _mm512_cvtph_ps(_mm512_castsi512_si256(c));
+            T[2 * m + h + 8] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(c, 1));
+        }
+}
+
+/* Scores (before the scale) of NR (1..4) query rows qr[] against the 16 keys at kr + j * kstride
+ * (keys from nk on 0): even dims into c0, odd into c1, each in order, s = c0 + c1, as
+ * attn_scores4. Each 16 dims step the K prefetch cursor 8 lines (a head's 16 rows of hd f16 are
+ * hd / 2 lines). */
+INLINE void qk_direct16(const int NR, const float *const *qr, const uint16_t *kr, int64_t kstride, int nk,
+                        int64_t hd, __m512 s[4], attn_pf *pf) {
+    __m512 c0[4], c1[4];
+    for (int n = 0; n < NR; n++) c0[n] = c1[n] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        __m512 T[16];
+        k_cols16(kr, kstride, nk, i, T);
+        for (int x = 0; x < 8; x++) attn_pf_step(pf);
+        for (int d = 0; d < 16; d += 2)
+            for (int n = 0; n < NR; n++) {
+                c0[n] = _mm512_fmadd_ps(_mm512_set1_ps(qr[n][i + d]), T[d], c0[n]);
+                c1[n] = _mm512_fmadd_ps(_mm512_set1_ps(qr[n][i + d + 1]), T[d + 1], c1[n]);
+            }
+    }
+    for (; i < hd; i++) { /* the dims past the last 16, one at a time into the chain of their parity */
+        float kj[16];
+        for (int j = 0; j < 16; j++) kj[j] = j < nk ? _cvtsh_ss(kr[j * kstride + i]) : 0.0f;
+        __m512 kv = _mm512_loadu_ps(kj);
+        for (int n = 0; n < NR; n++) {
+            if (i & 1) c1[n] = _mm512_fmadd_ps(_mm512_set1_ps(qr[n][i]), kv, c1[n]);
+            else c0[n] = _mm512_fmadd_ps(_mm512_set1_ps(qr[n][i]), kv, c0[n]);
+        }
+    }
+    for (int n = 0; n < NR; n++) s[n] = _mm512_add_ps(c0[n], c1[n]);
+}
+
+/* acc_n = acc_n * C[n] + sum_{jlo <= j < nj} P[16 n + j] V[j] for NR (1..4) rows of acc (hdvp
+ * apart), V's f16 rows at vr + j * vstride: CH chunks of 16 dims from dim i per pass (NR * CH
+ * chains in flight), lanes past hdv (mask mlast on the last chunk) read as 0. Each key steps the
+ * V prefetch cursor 2 lines. */
+INLINE void pv_pass16(const int NR, const int CH, float *acc, int64_t hdvp, const float *P, const float *C,
+                      const uint16_t *vr, int64_t vstride, int64_t i, __mmask16 mlast, int jlo, int nj, attn_pf *pf) {
+    __m512 a[4][8];
+    for (int n = 0; n < NR; n++)
+        for (int c = 0; c < CH; c++)
+            a[n][c] = _mm512_mul_ps(_mm512_load_ps(acc + n * hdvp + i + 16 * c), _mm512_set1_ps(C[n]));
+    for (int j = jlo; j < nj; j++) {
+        attn_pf_step(pf);
+        attn_pf_step(pf);
+        __m512 p[4];
+        for (int n = 0; n < NR; n++) p[n] = _mm512_set1_ps(P[16 * n + j]);
+        for (int c = 0; c < CH; c++) {
+            const uint16_t *vj = vr + j * vstride + i + 16 * c;
+            __m512 vv = _mm512_cvtph_ps(c == CH - 1 ? _mm256_maskz_loadu_epi16(mlast, vj)
+                                                    : _mm256_loadu_si256((const __m256i *)vj));
+            for (int n = 0; n < NR; n++) a[n][c] = _mm512_fmadd_ps(p[n], vv, a[n][c]);
+        }
+    }
+    for (int n = 0; n < NR; n++)
+        for (int c = 0; c < CH; c++) _mm512_store_ps(acc + n * hdvp + i + 16 * c, a[n][c]);
+}
+
+INLINE void pv_direct16(const int NR, float *acc, int64_t hdvp, const float *P, const float *C, const uint16_t *vr,
+                        int64_t vstride, int64_t hdv, int jlo, int nj, attn_pf *pf) {
+    const int CH = NR == 1 ? 8 : 4;
+    int64_t i = 0;
+    for (; i + 16 * CH <= hdv; i += 16 * CH) pv_pass16(NR, CH, acc, hdvp, P, C, vr, vstride, i, 0xFFFF, jlo, nj, pf);
+    for (; i < hdv; i += 16) pv_pass16(NR, 1, acc, hdvp, P, C, vr, vstride, i, mask16(hdv - i), jlo, nj, pf);
+}
+
+/* One block of keys (j0, nbk of them), its rows already read: the scores, softmax and V products
+ * of rows [r_begin, r_end) (those that meet the block) as kern_avx2.c's direct_block, row r's
+ * query at qrow[r], its token tok[r], K at kblk and V at vblk (rows kstride / vstride apart). */
+static void direct_block16(const float *const *qrow, const int64_t *tok, const uint16_t *kblk, const uint16_t *vblk,
+                           int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t hdvp, int64_t nk0,
+                           int64_t window, int64_t j0, int nbk, int64_t r_begin, int64_t r_end, __m512 vscale,
+                           float *acc, float *P, float *M, float *L, float *C, attn_pf *kpf, attn_pf *vpf) {
+    int nj[ATTN_DIRECT16_ROWS], jlo[ATTN_DIRECT16_ROWS]; /* row r's keys in the block: [jlo, nj) */
+    for (int64_t r = r_begin; r < r_end; r++) {
+        int64_t nk = nk0 + tok[r], lo = window && nk - window > 0 ? nk - window : 0;
+        nj[r] = nk - j0 < 16 ? (int)(nk - j0) : 16, jlo[r] = lo > j0 ? (int)(lo - j0) : 0;
+    }
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += 4) { /* scores 4 rows at a time */
+        int nr = r_end - r0 < 4 ? (int)(r_end - r0) : 4;
+        const float *const *qr = qrow + r0;
+        __m512 sv[4];
+        switch (nr) {
+        case 4: qk_direct16(4, qr, kblk, kstride, nbk, hd, sv, kpf); break;
+        case 3: qk_direct16(3, qr, kblk, kstride, nbk, hd, sv, kpf); break;
+        case 2: qk_direct16(2, qr, kblk, kstride, nbk, hd, sv, kpf); break;
+        default: qk_direct16(1, qr, kblk, kstride, nbk, hd, sv, kpf); break;
+        }
+        for (int x = 0; x < nr; x++) {
+            int64_t r = r0 + x;
+            __mmask16 km = (__mmask16)(mask16(nj[r]) & ~mask16(jlo[r]));
+            C[r] = softmax_row16(_mm512_mul_ps(sv[x], vscale), km, &M[r], &L[r], P + 16 * r);
+        }
+    }
+    for (int64_t r = r_begin; r < r_end;) { /* the rows of one token (same keys) 4 at a time */
+        int n = 1;
+        while (n < 4 && r + n < r_end && tok[r + n] == tok[r]) n++;
+        float *a = acc + r * hdvp;
+        const float *p = P + 16 * r, *c = C + r;
+        if (n == 4) pv_direct16(4, a, hdvp, p, c, vblk, vstride, hdv, jlo[r], nj[r], vpf);
+        else if (n == 3) pv_direct16(3, a, hdvp, p, c, vblk, vstride, hdv, jlo[r], nj[r], vpf);
+        else if (n == 2) pv_direct16(2, a, hdvp, p, c, vblk, vstride, hdv, jlo[r], nj[r], vpf);
+        else pv_direct16(1, a, hdvp, p, c, vblk, vstride, hdv, jlo[r], nj[r], vpf);
+        r += n;
+    }
+}
+
+/* cpu.h attn_chunk (NH = 1) and attn_chunk_heads on the in-place path, f16 K/V, NH * T * G rows
+ * up to ATTN_DIRECT16_ROWS: row r = (KV head g, token t, query head h of g), head g's columns at
+ * g * hd (K) and g * hdv (V) of each row. Each block's rows are read once in address order
+ * (attn_read_rows; one KV head of several alone: its columns copied to the scratch, as the AVX2
+ * path does), the block 4 ahead prefetched by the products' loops, then each head's products. */
+static void attn_direct16(const float *q, int64_t qts, int64_t T, int64_t G, int64_t NH, const uint16_t *k,
+                          const uint16_t *v, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0,
+                          int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part,
+                          void *scratch) {
+    int64_t TG = T * G, R = NH * TG, hdp = (hd + 15) & ~(int64_t)15, hdvp = (hdv + 15) & ~(int64_t)15;
+    int64_t pfl = cpu_attn_part_floats(hdv);
+    uint16_t *kcopy = scratch, *vcopy = (uint16_t *)((float *)scratch + 16 * hdp); /* attn_chunk's layout */
+    float *acc = (float *)scratch + 16 * hdp + 16 * hdvp, *P = acc + R * hdvp;
+    float *M = P + 16 * R, *L = M + R, *C = L + R;
+    const float *qrow[ATTN_DIRECT16_ROWS];
+    int64_t tok[ATTN_DIRECT16_ROWS];
+    for (int64_t r = 0; r < R; r++) {
+        int64_t g = r / TG, t = r % TG / G, h = r % G;
+        qrow[r] = q + t * qts + (g * G + h) * hd, tok[r] = t;
+        for (int64_t i = 0; i < hdvp; i += 16) _mm512_store_ps(acc + r * hdvp + i, _mm512_setzero_ps());
+        M[r] = -INFINITY;
+        L[r] = 0.0f;
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    bool copy = NH == 1 && (kstride != hd || vstride != hdv);
+    int64_t nk_max = nk0 + T - 1, lo_first = window && nk0 - window > 0 ? nk0 - window : 0;
+    int64_t jb = lo_first & ~(int64_t)15, je = nk_max < c0 + CPU_ATTN_CHUNK ? nk_max : c0 + CPU_ATTN_CHUNK;
+    for (int64_t j0 = jb > c0 ? jb : c0; j0 < je; j0 += 16) {
+        int nbk = nk_max - j0 < 16 ? (int)(nk_max - j0) : 16;
+        int64_t row0 = ring ? j0 % ring : j0; /* the block's 16 rows are contiguous */
+        const uint16_t *kblk = k + row0 * kstride, *vblk = v + row0 * vstride;
+        /* tokens [t_first, t_end) have keys in this block: hi_t >= j0 and lo_t <= j0 + 15 */
+        int64_t t_first = j0 - nk0 + 1 > 0 ? j0 - nk0 + 1 : 0;
+        int64_t t_end = window && j0 + 16 + window - nk0 < T ? j0 + 16 + window - nk0 : T;
+        attn_pf kpf, vpf;
+        attn_pf_block(&kpf, &vpf, k, v, kstride, vstride, 2, pf_end, ring, j0, NH * hd, NH * hdv);
+        int64_t ks = kstride, vs = vstride;
+        if (copy) { /* this head's columns of each row, copied together (nbk x hd, nbk x hdv) */
+            for (int j = 0; j < nbk; j++) memcpy(kcopy + j * hd, kblk + j * kstride, sizeof(uint16_t) * (size_t)hd);
+            for (int j = 0; j < nbk; j++) memcpy(vcopy + j * hdv, vblk + j * vstride, sizeof(uint16_t) * (size_t)hdv);
+            kblk = kcopy, vblk = vcopy, ks = hd, vs = hdv;
+        } else {
+            attn_read_rows((const uint8_t *)kblk, nbk, 2 * (size_t)(NH * hd), 2 * (size_t)kstride);
+            attn_read_rows((const uint8_t *)vblk, nbk, 2 * (size_t)(NH * hdv), 2 * (size_t)vstride);
+        }
+        for (int64_t g = 0; g < NH; g++)
+            direct_block16(qrow, tok, kblk + g * hd, vblk + g * hdv, ks, vs, hd, hdv, hdvp, nk0, window, j0, nbk,
+                           g * TG + t_first * G, g * TG + t_end * G, vscale, acc, P, M, L, C, &kpf, &vpf);
+        attn_pf_rest(&kpf);
+        attn_pf_rest(&vpf);
+    }
+    for (int64_t g = 0; g < NH; g++)
+        cpu_attn_write_parts(TG, hdv, hdvp, acc + g * TG * hdvp, M + g * TG, L + g * TG, part + g * TG * pfl);
+}
+
+/* f32 K/V: rows (T * G) up to which the AVX2 tier's attention runs instead: it reads K and V
+ * where they lie, where this one transposes and converts every block into the scratch, which pays
+ * only over more rows (bench_attn_decode -i avx2 against -i avx512 at 2000 keys: T = 1, G = 1..4,
+ * the AVX2 kernel 1.2-2x faster; 6-8 rows even; from 12 rows the AVX-512 one faster). f16 K/V take
+ * attn_direct16 up to ATTN_DIRECT16_ROWS. The tiers give the same bits, and the AVX-512 tier needs
+ * everything the AVX2 one does. */
 #define ATTN_AVX2_ROWS 4
+
+/* Whether K/V of type kvt take attn_direct16 (up to its rows): f16, except where the AVX2 kernel
+ * serves (small: up to ATTN_AVX2_ROWS rows per head) on a core that closes a vector port while
+ * 512-bit instructions run (cpu_avx512_keeps_ports false: Intel). There an AVX-512 in-place kernel
+ * with K transposed as f32 lost to the AVX2 one (bench/README.md, bench_attn_decode, Intel Xeon
+ * 2026-12-02); this one is unmeasured there. */
+static bool attn_direct16_for(uint32_t kvt, bool small) {
+    return kvt == SLM_DTYPE_F16 && (!small || cpu_avx512_keeps_ports());
+}
 
 static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
                        int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part, void *scratch) {
     const cpu_isa *avx2 = cpu_isa_avx2();
-    if (T * G <= ATTN_AVX2_ROWS && avx2) {
+    bool small = T * G <= ATTN_AVX2_ROWS && avx2, direct16 = attn_direct16_for(kvt, small);
+    if (direct16 && T * G <= ATTN_DIRECT16_ROWS) {
+        attn_direct16(q, qts, T, G, 1, k, v, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, pf_end, part,
+                      scratch);
+        return;
+    }
+    if (small) {
         avx2->attn_chunk(q, qts, T, G, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, pf_end, part,
                          scratch);
         return;
@@ -1148,18 +1390,7 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
             for (int x = 0; x < nr; x++) {
                 int64_t r = r0 + x, nk = nk0 + r / G, lo = window && nk - window > 0 ? nk - window : 0;
                 __mmask16 km = (__mmask16)(mask16(nk - j0) & ~mask16(lo - j0));
-                __m512 s1 = _mm512_mul_ps(sv[x], vscale);
-                /* the max over the row's lanes skipping NaN scores as fmaxf does (VMAXPS returns its
-                 * second operand, here never NaN, when one is NaN); then a tree over NaN-free lanes */
-                const __m512 ninf = _mm512_set1_ps(-INFINITY);
-                float mb = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_mask_blend_ps(km, ninf, s1), ninf));
-                float mn = mb > M[r] ? mb : M[r];
-                float corr = mn == M[r] ? 1.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(M[r] - mn)));
-                __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(s1, _mm512_set1_ps(mn))));
-                L[r] = L[r] * corr + hsum16(p);
-                M[r] = mn;
-                C[r] = corr;
-                _mm512_store_ps(P + 16 * r, p);
+                C[r] = softmax_row16(_mm512_mul_ps(sv[x], vscale), km, &M[r], &L[r], P + 16 * r);
             }
         }
         /* accumulators: acc = acc * corr + sum_j p_j v_j over the row's keys of the block; rows of
@@ -1175,14 +1406,21 @@ static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const 
     cpu_attn_write_parts(R, hdv, hdvp, acc, M, L, part);
 }
 
-/* cpu.h attn_chunk_heads: the AVX2 tier's (its in-place path) at up to ATTN_AVX2_ROWS rows per
- * head, as attn_chunk; else attn_chunk per head. */
+/* cpu.h attn_chunk_heads: up to ATTN_DIRECT16_ROWS rows in all, attn_direct16 where
+ * attn_direct16_for says; else up to ATTN_AVX2_ROWS rows per head, the AVX2 tier's, as attn_chunk;
+ * else attn_chunk per head. */
 static void attn_chunk_heads(const float *q, int64_t qts, int64_t T, int64_t G, int64_t NH, const void *k,
                              const void *v, uint32_t kvt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
                              int64_t nk0, int64_t window, int64_t ring, float scale, int64_t c0, int64_t pf_end,
                              float *part, void *scratch) {
     const cpu_isa *avx2 = cpu_isa_avx2();
-    if (T * G <= ATTN_AVX2_ROWS && avx2) {
+    bool small = T * G <= ATTN_AVX2_ROWS && avx2, direct16 = attn_direct16_for(kvt, small);
+    if (direct16 && NH * T * G <= ATTN_DIRECT16_ROWS) {
+        attn_direct16(q, qts, T, G, NH, k, v, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0, pf_end, part,
+                      scratch);
+        return;
+    }
+    if (small && !direct16) {
         avx2->attn_chunk_heads(q, qts, T, G, NH, k, v, kvt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0,
                                pf_end, part, scratch);
         return;

@@ -149,7 +149,7 @@ void cpu_repack_tiles(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t m
                       uint8_t *dst);
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
+#include <emmintrin.h>
 
 /* Software prefetch state of one row range: a range is read as interleaved streams (the 16 rows
  * of a file-layout tile, the 2-4 rows of a float tile) or as short runs per task, which the
@@ -182,29 +182,7 @@ static inline __attribute__((always_inline)) void pf_advance(pf_state *pf, const
 
 #define ATTN_PREFETCH_BLOCKS 4 /* how far ahead (blocks of 16 keys) the attention kernels prefetch */
 
-/* Attention (cpu.h attn_chunk): prefetches the K and V rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS
- * (when it holds keys below nk_max), this KV head's hd (K) and hdv (V) columns of its 16 rows, el
- * bytes an element (prefetches past the state's end do not fault), into L2 (PREFETCHT2): decode
- * at 8000 keys streamed 2.4x faster per CPU second than with PREFETCHT0, which filled L1's miss
- * buffers (bench_attn_decode -p 8000 -l 30, huge pages, Zen 4). Covering every head's columns,
- * as the AVX2 kernel once did, made each head's task prefetch the whole state: 2.8x slower with
- * LFM2's 8 KV heads at 2000 keys (bench_attn_decode). */
-static inline __attribute__((always_inline)) void attn_prefetch_ahead(const void *k, const void *v, int64_t kstride,
-                                                                      int64_t vstride, size_t el, int64_t nk_max,
-                                                                      int64_t ring, int64_t j0, int64_t hd,
-                                                                      int64_t hdv) {
-    int64_t jp = j0 + 16 * ATTN_PREFETCH_BLOCKS;
-    if (jp >= nk_max) return;
-    int64_t rp = ring ? jp % ring : jp;
-    const char *kp = (const char *)k + (size_t)(rp * kstride) * el, *vp = (const char *)v + (size_t)(rp * vstride) * el;
-    for (int64_t j = 0; j < 16; j++) {
-        const char *kr = kp + (size_t)(j * kstride) * el, *vr = vp + (size_t)(j * vstride) * el;
-        for (size_t o = 0; o < (size_t)hd * el; o += 64) _mm_prefetch(kr + o, _MM_HINT_T2);
-        for (size_t o = 0; o < (size_t)hdv * el; o += 64) _mm_prefetch(vr + o, _MM_HINT_T2);
-    }
-}
-
-/* The in-place attention path's prefetch (kern_avx2.c): the columns of one KV head, or of the
+/* The in-place attention paths' prefetch (kern_avx2.c, kern_avx512.c): the columns of one KV head, or of the
  * adjacent heads a call runs together (bytes of each row, rows stride bytes apart; one run when
  * adjacent), of the rows of block j0 + 16 * ATTN_PREFETCH_BLOCKS, a line per attn_pf_step, which
  * the products' inner loops call, so that a block's prefetches spread over its arithmetic instead
@@ -224,9 +202,10 @@ static inline void attn_pf_row(attn_pf *p) {
     p->last = p->row + p->bytes - 1;
 }
 
-/* The cursors over K (kp) and V (vp) of the block ahead of j0, hd and hdv columns of each row:
- * empty when that block starts at or past nk_max (the end of the caller's keys), and no rows
- * past nk_max. Other arguments as in attn_prefetch_ahead. */
+/* The cursors over K (kp) and V (vp) of the block ahead of j0 (K rows kstride elements apart at
+ * k, V rows vstride apart at v, el bytes an element, a ring of ring rows or 0), hd and hdv columns
+ * of each row: empty when that block starts at or past nk_max (the end of the caller's keys), and
+ * no rows past nk_max. Prefetches past the state's end do not fault. */
 static inline void attn_pf_block(attn_pf *kp, attn_pf *vp, const void *k, const void *v, int64_t kstride,
                                  int64_t vstride, size_t el, int64_t nk_max, int64_t ring, int64_t j0, int64_t hd,
                                  int64_t hdv) {
@@ -257,6 +236,36 @@ static inline __attribute__((always_inline)) void attn_pf_step(attn_pf *p) {
 
 static inline void attn_pf_rest(attn_pf *p) {
     while (p->rows > 0) attn_pf_step(p);
+}
+
+/* Attention (cpu.h attn_chunk), the kernels that copy each block before its products (the
+ * transposed paths, kern_attn_q.h): the cursors of the block ahead (attn_pf_block) issued in one
+ * burst, this KV head's hd (K) and hdv (V) columns of its rows, into L2 (PREFETCHT2): decode at
+ * 8000 keys streamed 2.4x faster per CPU second than with PREFETCHT0, which filled L1's miss
+ * buffers (bench_attn_decode -p 8000 -l 30, huge pages, Zen 4). Covering every head's columns,
+ * as the AVX2 kernel once did, made each head's task prefetch the whole state: 2.8x slower with
+ * LFM2's 8 KV heads at 2000 keys (bench_attn_decode). */
+static inline void attn_prefetch_ahead(const void *k, const void *v, int64_t kstride, int64_t vstride, size_t el,
+                                       int64_t nk_max, int64_t ring, int64_t j0, int64_t hd, int64_t hdv) {
+    attn_pf kp, vp;
+    attn_pf_block(&kp, &vp, k, v, kstride, vstride, el, nk_max, ring, j0, hd, hdv);
+    attn_pf_rest(&kp);
+    attn_pf_rest(&vp);
+}
+
+/* The in-place paths' first read of a block: rows of row_bytes, stride bytes apart, read once in
+ * address order (one run when adjacent), a load per line. The products read a block 8 or 16 rows
+ * at a time, a few bytes of each in turn, an order the hardware prefetchers do not follow. Gemma 3
+ * at depth 8192 (statelm plan --profile -p 8192 -t 2, Zen 4), with the spread prefetch: global
+ * attention nodes 400 us with it, 450-500 without; SmolLM2 (the heads together) 83-87 tok/s with
+ * it, 73-79 without (statelm bench -d 8192). */
+static inline void attn_read_rows(const uint8_t *p, int nrows, size_t row_bytes, size_t stride) {
+    if (row_bytes == stride) row_bytes *= (size_t)nrows, nrows = 1;
+    __m128i seen = _mm_setzero_si128();
+    for (int j = 0; j < nrows; j++, p += stride)
+        for (size_t o = 0; o + 16 <= row_bytes; o += 64) /* within the row */
+            seen = _mm_or_si128(seen, _mm_loadu_si128((const __m128i *)(p + o)));
+    __asm__ volatile("" ::"x"(seen)); /* the loads stay */
 }
 #endif
 

@@ -268,13 +268,20 @@ static void attn_fold_head(attn_ctx *c, int64_t g, float *tot) {
     }
 }
 
+/* Run s of a split: its chunks [*cb0, *cb1) of the nch, and the returned prefetch end (cpu.h
+ * attn_chunk's pf_end: the run's last key, within the call's keys). */
+static int64_t attn_run(const attn_ctx *c, int64_t s, int64_t *cb0, int64_t *cb1) {
+    *cb0 = s * c->nch / c->nseg, *cb1 = (s + 1) * c->nch / c->nseg;
+    int64_t end = (c->ch0 + *cb1) * CPU_ATTN_CHUNK, nk_max = c->pos + c->n;
+    return end < nk_max ? end : nk_max;
+}
+
 /* Split task = (run of chunks, KV head), the runs of one chunk range side by side (they read the
  * same rows of the states); the task that finishes a head's last run folds the head's rows. */
 static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
     attn_ctx *c = vctx;
-    int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G;
-    int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
-    int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
+    int64_t s = task / c->Hkv, g = task % c->Hkv, G = c->H / c->Hkv, R = c->n * G, cb0, cb1;
+    int64_t pf_end = attn_run(c, s, &cb0, &cb1);
     const float *q = (const float *)c->q->data + g * G * c->hd;
     const uint8_t *kb, *vb;
     attn_heads(c, g, &kb, &vb);
@@ -299,9 +306,8 @@ static void attn_split_task(void *vctx, int64_t task, int32_t thread) {
  * rows read once for all heads); the task that finishes the last run folds every head's rows. */
 static void attn_heads_task(void *vctx, int64_t s, int32_t thread) {
     attn_ctx *c = vctx;
-    int64_t G = c->H / c->Hkv, R = c->n * G;
-    int64_t cb0 = s * c->nch / c->nseg, cb1 = (s + 1) * c->nch / c->nseg, nk_max = c->pos + c->n;
-    int64_t pf_end = (c->ch0 + cb1) * CPU_ATTN_CHUNK < nk_max ? (c->ch0 + cb1) * CPU_ATTN_CHUNK : nk_max;
+    int64_t G = c->H / c->Hkv, R = c->n * G, cb0, cb1;
+    int64_t pf_end = attn_run(c, s, &cb0, &cb1);
     for (int64_t ch = cb0; ch < cb1; ch++)
         c->cb->isa->attn_chunk_heads(c->q->data, c->H * c->hd, c->n, G, c->Hkv, c->k->data, c->v->data, c->k->dtype,
                                      c->k->ne[0], c->v->ne[0], c->hd, c->hdv, c->pos + 1, c->window, c->ring,
