@@ -799,6 +799,57 @@ static void attention_decode_long(void **unused) {
     ref->vt->destroy(ref);
 }
 
+/* attn_fold_rows, the fold of one chunk's partials into the running totals (decode's split and
+ * every block of queries fold through it): every level gives the portable C's bits (cpu_attn_fold
+ * row by row) after each of 7 chunks of 1..40 rows, the partials drawn so that each branch occurs: empty
+ * partials (m = -INFINITY), empty totals (the first chunk), a partial's max equal to the total's,
+ * larger and smaller, and negative zeros in acc. */
+static void attention_fold_rows(void **unused) {
+    (void)unused;
+    cpu_isa_level lv[N_LEVELS];
+    int n_lv = levels(lv);
+    const int64_t hdvs[] = {7, 16, 40, 64, 80, 256}, Rs[] = {1, 3, 9, 17, 40};
+    const float ms[] = {-INFINITY, 0.5f, 0.5f, 2.0f, -3.0f};
+    int seen_equal = 0, seen_empty = 0;
+    for (size_t hi = 0; hi < sizeof hdvs / sizeof hdvs[0]; hi++)
+        for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++) {
+            int64_t hdv = hdvs[hi], R = Rs[ri], pf = cpu_attn_part_floats(hdv), nch = 7;
+            size_t nt = (size_t)(R * pf);
+            float *parts = malloc(sizeof(float) * nt * (size_t)nch), *tot = malloc(sizeof(float) * nt);
+            float *after = malloc(sizeof(float) * nt * (size_t)nch), *gen = NULL; /* the totals after each chunk */
+            assert_true(parts && tot && after);
+            for (int64_t ch = 0; ch < nch; ch++)
+                for (int64_t r = 0; r < R; r++) {
+                    float *p = parts + (ch * R + r) * pf;
+                    float m = rnd() % 2 ? ms[rnd() % 5] : 4.0f * frand();
+                    for (int64_t i = 0; i < pf; i++) p[i] = m == -INFINITY ? 0.0f : rnd() % 16 ? frand() : -0.0f;
+                    p[hdv] = m;
+                    p[hdv + 1] = m == -INFINITY ? 0.0f : 1.0f + 8.0f * (frand() + 1.0f);
+                    seen_empty += m == -INFINITY;
+                }
+            for (int li = 0; li < n_lv; li++) {
+                const cpu_isa *isa = cpu_isa_get(lv[li]);
+                assert_non_null(isa->attn_fold_rows);
+                for (int64_t r = 0; r < R; r++) {
+                    for (int64_t i = 0; i < pf; i++) tot[r * pf + i] = 0.0f;
+                    tot[r * pf + hdv] = -INFINITY;
+                }
+                for (int64_t ch = 0; ch < nch; ch++) {
+                    for (int64_t r = 0; li == 0 && r < R; r++)
+                        seen_equal += tot[r * pf + hdv] == parts[(ch * R + r) * pf + hdv];
+                    isa->attn_fold_rows(tot, parts + ch * R * pf, R, hdv);
+                    memcpy(after + (size_t)ch * nt, tot, sizeof(float) * nt);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "attn_fold_rows %s hdv=%lld R=%lld", cpu_isa_name(lv[li]), (long long)hdv,
+                         (long long)R);
+                same_as_generic(lv[li], after, nt * (size_t)nch, &gen, what);
+            }
+            free(gen), free(parts), free(tot), free(after);
+        }
+    assert_true(seen_equal > 20 && seen_empty > 20);
+}
+
 /* Decode and verify at depth (~5000 keys: 40 chunks of CPU_ATTN_CHUNK, the last one partial at a
  * random offset), where kern_fast.c splits one head's keys across threads: every level with 1, 2,
  * 3 and 5 threads gives the bits of the portable C with one thread (which runs the chunks in
@@ -1373,6 +1424,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_all),   cmocka_unit_test(matmul_cols), cmocka_unit_test(matmul_picks), cmocka_unit_test(matmul_group_all), cmocka_unit_test(tiles_read_back), cmocka_unit_test(embed_all), cmocka_unit_test(copy_all),   cmocka_unit_test(quant_act_bytes), cmocka_unit_test(attention_all), cmocka_unit_test(attention_window_ring),
         cmocka_unit_test(attention_decode_long), cmocka_unit_test(attention_split_depth),
+        cmocka_unit_test(attention_fold_rows),
         cmocka_unit_test(attention_ring_too_short), cmocka_unit_test(state_write_ring),
         cmocka_unit_test(deltanet_all), cmocka_unit_test(rowwise_all),     cmocka_unit_test(conv_step_all),
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),

@@ -183,6 +183,10 @@ typedef struct cpu_isa {
                          uint32_t kt, uint32_t vt, int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv,
                          int64_t n_keys0, int64_t window, int64_t ring, float scale, int64_t c0, float *part,
                          void *scratch);
+    /* cpu_attn_fold on R rows at once: row r of one chunk's partials (part + r*pf) into row r of
+     * the running totals (tot + r*pf), pf = cpu_attn_part_floats(hdv); the same bits as R calls of
+     * cpu_attn_fold in any order (rows are independent). */
+    void (*attn_fold_rows)(float *tot, const float *part, int64_t R, int64_t hdv);
     /* f32 -> f16 (round to nearest even), n elements. */
     void (*cvt_f16)(uint16_t *y, const float *x, int64_t n);
     /* One recurrent DeltaNet head over n >= 1 tokens: S (dk, dv) is read from S_in and the updated
@@ -250,6 +254,8 @@ static inline int64_t cpu_attn_part_floats(int64_t hdv) { return (hdv + 2 + 15) 
  * empty total it is copied; else m = max(m_t, m_p), a = m == m_t ? 1 : cpu_exp(m_t - m), b = m ==
  * m_p ? 1 : cpu_exp(m_p - m), acc_i = acc_t_i * a + acc_p_i * b, l = l_t * a + l_p * b. */
 void cpu_attn_fold(float *tot, const float *part, int64_t hdv);
+/* The generic tier's attn_fold_rows: cpu_attn_fold row by row. */
+void cpu_attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv);
 /* out[i] = acc_i * (1 / l) of a folded total. */
 void cpu_attn_finish(const float *tot, int64_t hdv, float *out);
 /* cpu.h's attention of one block of rows (arguments as attn_chunk's, out row r at out +

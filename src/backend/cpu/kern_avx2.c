@@ -717,6 +717,48 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
     }
 }
 
+/* cpu.h attn_fold_rows: the maxima and both factors of 8 rows at a time on 8 lanes (exp8 as
+ * cpu_exp; the selects as cpu_attn_fold's conditions, NaN comparing false alike), then each row's
+ * acc and l 8 floats at a time as two products and their sum: cpu_attn_fold's bits (the AVX-512
+ * tier's attn_fold_rows on 8 lanes). */
+static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv) {
+    const int64_t pf = cpu_attn_part_floats(hdv);
+    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)pf));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t r0 = 0; r0 < R; r0 += 8) {
+        int n = R - r0 < 8 ? (int)(R - r0) : 8;
+        float *t0 = tot + r0 * pf;
+        const float *p0 = part + r0 * pf;
+        __m256 live = _mm256_castsi256_ps(lanes(n));
+        __m256 mt = _mm256_mask_i32gather_ps(one, t0 + hdv, rows, live, 4);
+        __m256 mp = _mm256_mask_i32gather_ps(one, p0 + hdv, rows, live, 4);
+        __m256 mn = _mm256_blendv_ps(mt, mp, _mm256_cmp_ps(mp, mt, _CMP_GT_OQ));
+        __m256 a = _mm256_blendv_ps(exp8(_mm256_sub_ps(mt, mn)), one, _mm256_cmp_ps(mn, mt, _CMP_EQ_OQ));
+        __m256 b = _mm256_blendv_ps(exp8(_mm256_sub_ps(mp, mn)), one, _mm256_cmp_ps(mn, mp, _CMP_EQ_OQ));
+        float A[8], B[8], MN[8];
+        _mm256_storeu_ps(A, a);
+        _mm256_storeu_ps(B, b);
+        _mm256_storeu_ps(MN, mn);
+        for (int x = 0; x < n; x++) {
+            float *t = t0 + x * pf;
+            const float *p = p0 + x * pf;
+            if (p[hdv] == -INFINITY) continue;
+            if (t[hdv] == -INFINITY) {
+                memcpy(t, p, sizeof(float) * (size_t)(hdv + 2));
+                continue;
+            }
+            __m256 av = _mm256_set1_ps(A[x]), bv = _mm256_set1_ps(B[x]);
+            for (int64_t i = 0; i < hdv + 2; i += 8) { /* acc, then m (replaced below) and l */
+                __m256i m = lanes(hdv + 2 - i);
+                __m256 y = _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(t + i, m), av),
+                                         _mm256_mul_ps(_mm256_maskload_ps(p + i, m), bv));
+                _mm256_maskstore_ps(t + i, m, y);
+            }
+            t[hdv] = MN[x];
+        }
+    }
+}
+
 static void attn_chunk(const float *q, int64_t qts, int64_t T, int64_t G, const void *k, const void *v, uint32_t kvt,
                        int64_t kstride, int64_t vstride, int64_t hd, int64_t hdv, int64_t nk0, int64_t window,
                        int64_t ring, float scale, int64_t c0, int64_t pf_end, float *part, void *scratch) {
@@ -1571,6 +1613,7 @@ static const cpu_isa k_avx2 = {
     .attn_chunk = attn_chunk,
     .attn_chunk_heads = attn_chunk_heads,
     .attn_chunk_q = attn_chunk_q,
+    .attn_fold_rows = attn_fold_rows,
     .cvt_f16 = cvt_f16,
     .deltanet_head = deltanet_head,
     .vec_add = vec_add,

@@ -327,6 +327,11 @@ void cpu_attn_fold(float *tot, const float *part, int64_t hdv) {
     tot[hdv + 1] = tot[hdv + 1] * a + part[hdv + 1] * b;
 }
 
+void cpu_attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv) {
+    int64_t pf = cpu_attn_part_floats(hdv);
+    for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
+}
+
 void cpu_attn_finish(const float *tot, int64_t hdv, float *out) {
     float inv = 1.0f / tot[hdv + 1];
     for (int64_t i = 0; i < hdv; i++) out[i] = tot[i] * inv;
@@ -354,7 +359,7 @@ static void attn_block(const cpu_isa *isa, bool quant, const float *q, int64_t q
         else
             isa->attn_chunk(q, qts, T, G, k, v, kt, kstride, vstride, hd, hdv, nk0, window, ring, scale, c0,
                             hi_last + 1, part, ks);
-        for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
+        isa->attn_fold_rows(tot, part, R, hdv);
     }
     for (int64_t r = 0; r < R; r++) cpu_attn_finish(tot + r * pf, hdv, out + (r / G) * ots + (r % G) * hdv);
 }
@@ -488,6 +493,7 @@ static const cpu_isa k_generic = {
     .mm_float = cpu_mm_float_generic,
     .attn_chunk = cpu_attn_chunk_generic,
     .attn_chunk_q = attn_chunk_q,
+    .attn_fold_rows = cpu_attn_fold_rows,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,

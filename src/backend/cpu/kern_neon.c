@@ -531,6 +531,7 @@ static const cpu_isa k_neon = {
     .mm_float = mm_float,
     .attn_chunk = cpu_attn_chunk_generic,
     .attn_chunk_q = attn_chunk_q,
+    .attn_fold_rows = cpu_attn_fold_rows,
     .cvt_f16 = cpu_cvt_f16_generic,
     .deltanet_head = cpu_deltanet_head_generic,
     .vec_add = cpu_vec_add_generic,
