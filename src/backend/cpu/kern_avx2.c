@@ -723,15 +723,14 @@ INLINE void direct_block(const uint32_t KVT, const float *const *qrow, const int
  * tier's attn_fold_rows on 8 lanes). */
 static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv) {
     const int64_t pf = cpu_attn_part_floats(hdv);
-    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)pf));
     const __m256 one = _mm256_set1_ps(1.0f);
     for (int64_t r0 = 0; r0 < R; r0 += 8) {
         int n = R - r0 < 8 ? (int)(R - r0) : 8;
         float *t0 = tot + r0 * pf;
         const float *p0 = part + r0 * pf;
-        __m256 live = _mm256_castsi256_ps(lanes(n));
-        __m256 mt = _mm256_mask_i32gather_ps(one, t0 + hdv, rows, live, 4);
-        __m256 mp = _mm256_mask_i32gather_ps(one, p0 + hdv, rows, live, 4);
+        float MT[8] = {1, 1, 1, 1, 1, 1, 1, 1}, MP[8] = {1, 1, 1, 1, 1, 1, 1, 1}; /* lanes past n: 1 */
+        for (int x = 0; x < n; x++) MT[x] = t0[x * pf + hdv], MP[x] = p0[x * pf + hdv];
+        __m256 mt = _mm256_loadu_ps(MT), mp = _mm256_loadu_ps(MP);
         __m256 mn = _mm256_blendv_ps(mt, mp, _mm256_cmp_ps(mp, mt, _CMP_GT_OQ));
         __m256 a = _mm256_blendv_ps(exp8(_mm256_sub_ps(mt, mn)), one, _mm256_cmp_ps(mn, mt, _CMP_EQ_OQ));
         __m256 b = _mm256_blendv_ps(exp8(_mm256_sub_ps(mp, mn)), one, _mm256_cmp_ps(mn, mp, _CMP_EQ_OQ));
