@@ -729,7 +729,7 @@ static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv
         float *t0 = tot + r0 * pf;
         const float *p0 = part + r0 * pf;
         float MT[8] = {1, 1, 1, 1, 1, 1, 1, 1}, MP[8] = {1, 1, 1, 1, 1, 1, 1, 1}; /* lanes past n: 1 */
-        for (int x = 0; x < n; x++) MT[x] = t0[x * pf + hdv], MP[x] = p0[x * pf + hdv];
+        cpu_attn_fold_maxima(MT, MP, t0, p0, n, pf, hdv);
         __m256 mt = _mm256_loadu_ps(MT), mp = _mm256_loadu_ps(MP);
         __m256 mn = _mm256_blendv_ps(mt, mp, _mm256_cmp_ps(mp, mt, _CMP_GT_OQ));
         __m256 a = _mm256_blendv_ps(exp8(_mm256_sub_ps(mt, mn)), one, _mm256_cmp_ps(mn, mt, _CMP_EQ_OQ));
@@ -741,11 +741,7 @@ static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv
         for (int x = 0; x < n; x++) {
             float *t = t0 + x * pf;
             const float *p = p0 + x * pf;
-            if (p[hdv] == -INFINITY) continue;
-            if (t[hdv] == -INFINITY) {
-                memcpy(t, p, sizeof(float) * (size_t)(hdv + 2));
-                continue;
-            }
+            if (cpu_attn_fold_trivial(t, p, hdv)) continue;
             __m256 av = _mm256_set1_ps(A[x]), bv = _mm256_set1_ps(B[x]);
             for (int64_t i = 0; i < hdv + 2; i += 8) { /* acc, then m (replaced below) and l */
                 __m256i m = lanes(hdv + 2 - i);

@@ -1063,8 +1063,8 @@ static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv
         int n = R - r0 < 16 ? (int)(R - r0) : 16;
         float *t0 = tot + r0 * pf;
         const float *p0 = part + r0 * pf;
-        float MT[16], MP[16]; /* loads, not gathers: the Downfall (GDS) microcode slows those on Intel */
-        for (int x = 0; x < n; x++) MT[x] = t0[x * pf + hdv], MP[x] = p0[x * pf + hdv];
+        float MT[16], MP[16];
+        cpu_attn_fold_maxima(MT, MP, t0, p0, n, pf, hdv);
         __m512 mt = _mm512_mask_loadu_ps(one, mask16(n), MT), mp = _mm512_mask_loadu_ps(one, mask16(n), MP);
         __m512 mn = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mp, mt, _CMP_GT_OQ), mt, mp);
         __m512 a = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, mt, _CMP_EQ_OQ), exp16(_mm512_sub_ps(mt, mn)), one);
@@ -1076,11 +1076,7 @@ static void attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv
         for (int x = 0; x < n; x++) {
             float *t = t0 + x * pf;
             const float *p = p0 + x * pf;
-            if (p[hdv] == -INFINITY) continue;
-            if (t[hdv] == -INFINITY) {
-                memcpy(t, p, sizeof(float) * (size_t)(hdv + 2));
-                continue;
-            }
+            if (cpu_attn_fold_trivial(t, p, hdv)) continue;
             __m512 av = _mm512_set1_ps(A[x]), bv = _mm512_set1_ps(B[x]);
             for (int64_t i = 0; i < hdv + 2; i += 16) { /* acc, then m (replaced below) and l */
                 __mmask16 m = mask16(hdv + 2 - i);

@@ -281,6 +281,26 @@ static inline void cpu_attn_write_parts(int64_t R, int64_t hdv, int64_t ldacc, c
     }
 }
 
+/* cpu_attn_fold's rows that need no factors, shared by every tier's fold: an empty partial
+ * (m = -INFINITY) leaves the total as it is, an empty total takes the partial (both keep -0s and
+ * the partial's bits). Returns true when the row is done, false when it needs tot * a + part * b. */
+static inline bool cpu_attn_fold_trivial(float *tot, const float *part, int64_t hdv) {
+    if (part[hdv] == -INFINITY) return true;
+    if (tot[hdv] == -INFINITY) {
+        memcpy(tot, part, sizeof(float) * (size_t)(hdv + 2));
+        return true;
+    }
+    return false;
+}
+
+/* The maxima m of rows [0, n) of tot and part (partials pf floats apart) into MT and MP, for a
+ * lane tier's attn_fold_rows: plain loads, not gathers (the Downfall (GDS) microcode slows those
+ * on Intel). */
+static inline void cpu_attn_fold_maxima(float *MT, float *MP, const float *tot, const float *part, int n, int64_t pf,
+                                        int64_t hdv) {
+    for (int x = 0; x < n; x++) MT[x] = tot[x * pf + hdv], MP[x] = part[x * pf + hdv];
+}
+
 /* Activation quantisers in portable C (kern_generic.c). */
 void cpu_quant_act_32_generic(uint32_t wt, const float *x, int64_t k, uint8_t *dst);
 void cpu_quant_act_k_generic(const float *x, int64_t k, uint8_t *dst);

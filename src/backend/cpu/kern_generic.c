@@ -314,12 +314,8 @@ void cpu_attn_chunk_generic(const float *q, int64_t qts, int64_t T, int64_t G, c
 }
 
 void cpu_attn_fold(float *tot, const float *part, int64_t hdv) {
+    if (cpu_attn_fold_trivial(tot, part, hdv)) return;
     float mp = part[hdv], mt = tot[hdv];
-    if (mp == -INFINITY) return;
-    if (mt == -INFINITY) {
-        memcpy(tot, part, sizeof(float) * (size_t)(hdv + 2));
-        return;
-    }
     float mn = mp > mt ? mp : mt;
     float a = mn == mt ? 1.0f : cpu_exp(mt - mn), b = mn == mp ? 1.0f : cpu_exp(mp - mn);
     for (int64_t i = 0; i < hdv; i++) tot[i] = tot[i] * a + part[i] * b;
