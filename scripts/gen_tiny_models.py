@@ -7,8 +7,12 @@
                                           files byte for byte (needs torch + transformers)
   gen_tiny_models.py --check-gguf         torch-free: re-convert the committed HF folders and compare
                                           the GGUFs byte for byte (needs numpy, gguf, safetensors)
-  gen_tiny_models.py --full lfm2-350m|qwen35-0.8b --type q4_0|q8_0|f32 [--out DIR]
-                                          full-size random GGUF for benchmarks (numpy only; not committed)
+  gen_tiny_models.py --full SHAPE --type q4_0|q8_0|f16|f32 [--out DIR]
+                                          full-size random GGUF for benchmarks (numpy only; not committed);
+                                          SHAPE lfm2-350m, qwen35-0.8b (and their -draft models),
+                                          smollm2-135m, gemma3-270m (the real test models' shapes:
+                                          `statelm quantize` the f16 file to q4_1 / q4_k_m for their
+                                          exact tensor types, where the real files cannot be had)
 
 Deterministic: weights come from per-tensor seeded streams (tinylm/weights.py), the tokenizer from
 a fixed text (tinylm/tokenizer.py). HF folders are made with the transformers config + model

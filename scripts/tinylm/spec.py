@@ -233,6 +233,18 @@ FULL_CONFIG = {
         tie_word_embeddings=True, bos_token_id=None, eos_token_id=TOK["<|endoftext|>"], pad_token_id=None,
     )),
 }
+# The shapes of the two real models the tests fetch from PyPI (SmolLM2-135M-Instruct, Gemma 3 270M),
+# for benchmarks on machines that cannot carry the real files: decode speed depends on the shapes
+# and tensor types alone.
+FULL_CONFIG["smollm2-135m"] = ("llama", dict(
+    HF_CONFIG["llama"], vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+    num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
+    rope_parameters={"rope_type": "default", "rope_theta": 100000.0}))
+FULL_CONFIG["gemma3-270m"] = ("gemma3", dict(
+    HF_CONFIG["gemma3"], vocab_size=262144, hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
+    num_attention_heads=4, num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256,
+    layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(18)],
+    sliding_window=512, max_position_embeddings=32768))
 # Small draft models for speculative decoding on the full-size shapes: the same tokenizer and
 # vocabulary as their targets (so a draft-model run is allowed), a few narrow layers of each kind.
 FULL_CONFIG["lfm2-350m-draft"] = ("lfm2", dict(
