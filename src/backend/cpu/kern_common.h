@@ -282,8 +282,8 @@ static inline void cpu_attn_write_parts(int64_t R, int64_t hdv, int64_t ldacc, c
 }
 
 /* cpu_attn_fold's rows that need no factors, shared by every tier's fold: an empty partial
- * (m = -INFINITY) leaves the total as it is, an empty total takes the partial (both keep -0s and
- * the partial's bits). Returns true when the row is done, false when it needs tot * a + part * b. */
+ * (m = -INFINITY) leaves the total as it is; an empty total becomes the partial, bit for bit (-0s
+ * included). Returns true when the row is done, false when it needs tot * a + part * b. */
 static inline bool cpu_attn_fold_trivial(float *tot, const float *part, int64_t hdv) {
     if (part[hdv] == -INFINITY) return true;
     if (tot[hdv] == -INFINITY) {
