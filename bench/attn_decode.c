@@ -8,9 +8,12 @@
  * the K/V bytes the step must read and the rate that makes; and a check that the tier's output
  * of the first layer equals the generic tier's bit for bit. -a: the KV heads of a layer together
  * (the tier's attn_chunk_heads, as kern_fast.c's heads task calls it, each chunk folded in order)
- * instead of one cpu_attn_block per head.
+ * instead of one cpu_attn_block per head. -m (x86, with -a): the in-place path's reads alone, no
+ * products: per block of 16 keys the prefetch of the block ATTN_PREFETCH_BLOCKS ahead and the K and
+ * V rows read once (kern_common.h attn_pf_block, attn_read_rows), the ceiling that read pattern
+ * puts on the kernel.
  * Usage: bench_attn_decode [-p KEYS[,KEYS...]] [-T TOKENS] [-G G] [-k HKV] [-d HD] [-l LAYERS]
- *                          [-r REPS] [-f32] [-a] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] */
+ *                          [-r REPS] [-f32] [-a [-m]] [-i generic|neon|i8mm|avx2|avxvnni|avx512|amx] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +56,32 @@ static void attn_heads_layer(const cpu_isa *isa, const float *q, int64_t T, int6
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* attn_heads_layer's reads without its products (-m): every block of the layer's keys [0, nk),
+ * the NH heads' columns of K and V (rows NH*hd elements of el bytes), in attn_chunk_heads' order. */
+static void attn_reads_layer(const uint8_t *K, const uint8_t *V, size_t el, int64_t NH, int64_t hd, int64_t nk) {
+    int64_t kw = NH * hd;
+    for (int64_t j0 = 0; j0 < nk; j0 += 16) {
+        int nbk = nk - j0 < 16 ? (int)(nk - j0) : 16;
+        attn_pf kpf, vpf;
+        attn_pf_block(&kpf, &vpf, K, V, kw, kw, el, nk, 0, j0, kw, kw);
+        attn_read_rows(K + (size_t)(j0 * kw) * el, nbk, (size_t)kw * el, (size_t)kw * el);
+        attn_read_rows(V + (size_t)(j0 * kw) * el, nbk, (size_t)kw * el, (size_t)kw * el);
+        attn_pf_rest(&kpf);
+        attn_pf_rest(&vpf);
+    }
+}
+#define HAVE_READS_ONLY 1
+#else
+#define HAVE_READS_ONLY 0
+static void attn_reads_layer(const uint8_t *K, const uint8_t *V, size_t el, int64_t NH, int64_t hd, int64_t nk) {
+    (void)K, (void)V, (void)el, (void)NH, (void)hd, (void)nk;
+}
+#endif
+
 /* One depth; returns false when the tier's bits differ from the generic tier's. */
 static bool run_depth(const cpu_isa *isa, cpu_isa_level level, uint32_t kvt, int64_t P, int64_t T, int64_t G,
-                      int64_t Hkv, int64_t hd, int64_t L, int reps, bool heads) {
+                      int64_t Hkv, int64_t hd, int64_t L, int reps, bool heads, bool reads_only) {
     int64_t ctx = P + T, kw = hd * Hkv, H = G * Hkv;
     size_t el = kvt == SLM_DTYPE_F16 ? 2 : 4, state = el * (size_t)(kw * ctx);
     uint8_t *kv = al_malloc_large(&al_default, 2 * state * (size_t)L); /* huge pages, as the session's states */
@@ -84,6 +110,10 @@ static bool run_depth(const cpu_isa *isa, cpu_isa_level level, uint32_t kvt, int
             double t0 = now_s(), c0 = cpu_s();
             for (int64_t l = pass == 0 ? L - 1 : 0; l < L; l++) {
                 const uint8_t *K = kv + 2 * state * (size_t)(L - 1 - l), *V = K + state;
+                if (reads_only && pass == 1) {
+                    attn_reads_layer(K, V, el, Hkv, hd, P + T);
+                    continue;
+                }
                 if (heads && pass == 1) {
                     attn_heads_layer(isa, q, T, G, Hkv, K, V, kvt, hd, P + 1, scale, yo, tot, part, scratch);
                     continue;
@@ -99,14 +129,16 @@ static bool run_depth(const cpu_isa *isa, cpu_isa_level level, uint32_t kvt, int
     double med = median(ms, reps), cmed = median(cms, reps);
     double bytes = 2.0 * (double)L * (double)(P + T) * (double)kw * (double)el;
     printf("tier %s%s, %s K/V, P=%lld T=%lld G=%lld Hkv=%lld hd=%lld layers=%lld\n", cpu_isa_name(level),
-           heads ? " (heads together)" : "", slm_dtype_name((slm_dtype)kvt), (long long)P, (long long)T, (long long)G,
-           (long long)Hkv, (long long)hd, (long long)L);
+           reads_only ? " (heads together, reads only)" : heads ? " (heads together)" : "",
+           slm_dtype_name((slm_dtype)kvt), (long long)P, (long long)T, (long long)G, (long long)Hkv, (long long)hd,
+           (long long)L);
     printf("step %.3f ms (median of %d; min %.3f; CPU %.3f ms), K/V read %.1f MB, %.2f GB/s (%.2f per CPU second), "
            "%.1f ns per key per KV head\n",
            med, reps, ms[0], cmed, bytes / 1e6, bytes / (med * 1e6), bytes / (cmed * 1e6),
            med * 1e6 / (double)(L * Hkv * (P + T)));
-    bool same = memcmp(y, y_gen, sizeof(float) * (size_t)(hd * H * T)) == 0;
-    printf("bit for bit equal to generic: %s\n", same ? "yes" : "NO");
+    bool same = reads_only || memcmp(y, y_gen, sizeof(float) * (size_t)(hd * H * T)) == 0;
+    if (reads_only) printf("reads only: no output to compare\n");
+    else printf("bit for bit equal to generic: %s\n", same ? "yes" : "NO");
     al_free_aligned(&al_default, kv);
     free(ms), free(cms), free(q), free(y), free(y_gen), free(scratch), free(tot), free(part);
     return same;
@@ -117,7 +149,7 @@ int main(int argc, char **argv) {
     int nP = 1;
     int reps = 9;
     uint32_t kvt = SLM_DTYPE_F16;
-    bool heads = false;
+    bool heads = false, reads_only = false;
     cpu_isa_level level = cpu_isa_detect();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-f32")) {
@@ -126,6 +158,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "-a")) {
             heads = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "-m")) {
+            reads_only = true;
             continue;
         }
         if (i + 1 >= argc) break;
@@ -154,12 +190,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attn_decode: tier %s has no attn_chunk_heads (-a)\n", cpu_isa_name(level));
         return 2;
     }
+    if (reads_only && (!heads || !HAVE_READS_ONLY)) {
+        fprintf(stderr, "bench_attn_decode: -m needs -a and an x86 build\n");
+        return 2;
+    }
     if (!isa || !ok_args || T < 1 || G < 1 || Hkv < 1 || hd < 1 || L < 1 || reps < 1) {
         fprintf(stderr, "usage: bench_attn_decode [-p KEYS[,KEYS...]] [-T TOKENS] [-G G] [-k HKV] [-d HD] "
-                        "[-l LAYERS] [-r REPS] [-f32] [-a] [-i TIER]\n");
+                        "[-l LAYERS] [-r REPS] [-f32] [-a [-m]] [-i TIER]\n");
         return 2;
     }
     bool same = true;
-    for (int i = 0; i < nP; i++) same = run_depth(isa, level, kvt, Ps[i], T, G, Hkv, hd, L, reps, heads) && same;
+    for (int i = 0; i < nP; i++)
+        same = run_depth(isa, level, kvt, Ps[i], T, G, Hkv, hd, L, reps, heads, reads_only) && same;
     return same ? 0 : 1;
 }
