@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sets up and runs every statelm test: installs the build dependencies, fetches the real test
 # model, builds the release tree (build/), the ASan+UBSan tree (build-asan/) and a ThreadSanitizer
-# tree (build-tsan/, threaded tests only: pool, sessions in threads, concurrent state saves, the
-# sessions of a batched decode step as tasks, the serving engine), and runs CTest in each (unit, golden, CLI, Python
-# and fuzz-corpus replay tests), then installs the Python package from the checkout into the test
-# venv (pip install .) and runs its tests against it. Exit status is non-zero when any test fails.
+# tree (build-tsan/, threaded tests only: pool, sessions in threads, decode attention split across
+# threads, concurrent state saves, the sessions of a batched decode step as tasks, the serving
+# engine), and runs CTest in each (unit, golden, CLI, Python and fuzz-corpus replay tests), then
+# installs the Python package from the checkout into the test venv (pip install .) and runs its
+# tests against it. Exit status is non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --tests
@@ -34,7 +35,7 @@ cmake --build build -j "$jobs"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLM_TESTS=ON -DSLM_SANITIZE=ON -DSLM_PYTHON="$py" >/dev/null
 cmake --build build-asan -j "$jobs"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSLM_TESTS=ON -DSLM_TSAN=ON -DSLM_PYTHON="$py" >/dev/null
-cmake --build build-tsan -j "$jobs" --target test_pool test_threads test_kern_ref test_session test_state test_batch test_engine
+cmake --build build-tsan -j "$jobs" --target test_pool test_threads test_kern_ref test_kern_fast test_session test_state test_batch test_engine
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 status=0
@@ -42,8 +43,8 @@ echo "== release build tests"
 ctest --test-dir build --output-on-failure -j "$jobs" || status=1
 echo "== ASan+UBSan build tests"
 ctest --test-dir build-asan --output-on-failure -j "$jobs" || status=1
-echo "== ThreadSanitizer build: sessions in threads, thread pool, concurrent state saves, the serving engine"
-ctest --test-dir build-tsan --output-on-failure -R '^(test_pool|test_threads|test_kern_ref|test_session|test_state|test_batch|test_engine)$' || status=1
+echo "== ThreadSanitizer build: sessions in threads, thread pool, decode attention split across threads, concurrent state saves, the serving engine"
+ctest --test-dir build-tsan --output-on-failure -R '^(test_pool|test_threads|test_kern_ref|test_kern_fast_split|test_session|test_state|test_batch|test_engine)$' || status=1
 echo "== the Python package, pip-installed from this checkout into the test venv"
 if "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps . ; then
   # the leak cycles already ran against the build trees' extension (py_package)

@@ -1430,5 +1430,6 @@ int main(void) {
         cmocka_unit_test(dispatch_falls_back), cmocka_unit_test(missing_level_refused),
         cmocka_unit_test(exp_accuracy),
     };
+    if (getenv("SLM_TEST_FILTER")) cmocka_set_test_filter(getenv("SLM_TEST_FILTER")); /* one test (tests/CMakeLists.txt) */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
