@@ -40,11 +40,7 @@ static void attn_heads_layer(const cpu_isa *isa, const float *q, int64_t T, int6
                              const uint8_t *V, uint32_t kvt, int64_t hd, int64_t nk0, float scale, float *y,
                              float *tot, float *part, void *scratch) {
     int64_t R = NH * T * G, pf = cpu_attn_part_floats(hd), H = NH * G;
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t i = 0; i < hd; i++) tot[r * pf + i] = 0.0f;
-        tot[r * pf + hd] = -INFINITY;
-        tot[r * pf + hd + 1] = 0.0f;
-    }
+    cpu_attn_empty_totals(tot, R, hd);
     for (int64_t c0 = 0; c0 <= nk0 + T - 2; c0 += CPU_ATTN_CHUNK) {
         isa->attn_chunk_heads(q, H * hd, T, G, NH, K, V, kvt, NH * hd, NH * hd, hd, hd, nk0, 0, 0, scale, c0,
                               nk0 + T - 1, part, scratch);

@@ -25,10 +25,7 @@ static double now_s(void) {
  * totals with isa; returns the seconds it took. */
 static double fold_all(const cpu_isa *isa, float *tot, const float *part, int64_t C, int64_t R, int64_t hdv) {
     int64_t pf = cpu_attn_part_floats(hdv);
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t i = 0; i < pf; i++) tot[r * pf + i] = 0.0f;
-        tot[r * pf + hdv] = -INFINITY;
-    }
+    cpu_attn_empty_totals(tot, R, hdv);
     double t0 = now_s();
     for (int64_t c = 0; c < C; c++) isa->attn_fold_rows(tot, part + c * R * pf, R, hdv);
     return now_s() - t0;

@@ -258,6 +258,8 @@ void cpu_attn_fold(float *tot, const float *part, int64_t hdv);
 void cpu_attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv);
 /* out[i] = acc_i * (1 / l) of a folded total. */
 void cpu_attn_finish(const float *tot, int64_t hdv, float *out);
+/* R empty running totals (acc 0, m = -INFINITY, l = 0), cpu_attn_part_floats(hdv) floats apart. */
+void cpu_attn_empty_totals(float *tot, int64_t R, int64_t hdv);
 /* cpu.h's attention of one block of rows (arguments as attn_chunk's, out row r at out +
  * t*o_tstride + h*hdv): isa->attn_chunk over the chunks meeting the rows' keys in ascending order,
  * each folded into the rows' totals, then finished. */

@@ -449,11 +449,7 @@ static slm_status k_attention(cpu_backend *cb, const g_node *nd, const be_view *
         c.tot = c.part + pbytes / sizeof(float);
         c.fold = (attn_fold_cursor *)(c.tot + tbytes / sizeof(float));
         c.done = (atomic_int *)(c.fold + c.units);
-        for (size_t r = 0; r < pfl; r += (size_t)cpu_attn_part_floats(c.hdv)) { /* empty totals */
-            for (int64_t i = 0; i < c.hdv; i++) c.tot[r + (size_t)i] = 0.0f;
-            c.tot[r + (size_t)c.hdv] = -INFINITY;
-            c.tot[r + (size_t)c.hdv + 1] = 0.0f;
-        }
+        cpu_attn_empty_totals(c.tot, c.H * n, c.hdv);
         for (int64_t u = 0; u < c.units; u++) {
             atomic_init(&c.fold[u].next, 0);
             atomic_init(&c.fold[u].busy, 0);

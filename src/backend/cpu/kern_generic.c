@@ -328,6 +328,15 @@ void cpu_attn_fold_rows(float *tot, const float *part, int64_t R, int64_t hdv) {
     for (int64_t r = 0; r < R; r++) cpu_attn_fold(tot + r * pf, part + r * pf, hdv);
 }
 
+void cpu_attn_empty_totals(float *tot, int64_t R, int64_t hdv) {
+    int64_t pf = cpu_attn_part_floats(hdv);
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
+        tot[r * pf + hdv] = -INFINITY;
+        tot[r * pf + hdv + 1] = 0.0f;
+    }
+}
+
 void cpu_attn_finish(const float *tot, int64_t hdv, float *out) {
     float inv = 1.0f / tot[hdv + 1];
     for (int64_t i = 0; i < hdv; i++) out[i] = tot[i] * inv;
@@ -342,11 +351,7 @@ static void attn_block(const cpu_isa *isa, bool quant, const float *q, int64_t q
     int64_t R = T * G, pf = cpu_attn_part_floats(hdv);
     float *tot = scratch, *part = tot + R * pf;
     void *ks = part + R * pf;
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t i = 0; i < hdv; i++) tot[r * pf + i] = 0.0f;
-        tot[r * pf + hdv] = -INFINITY;
-        tot[r * pf + hdv + 1] = 0.0f;
-    }
+    cpu_attn_empty_totals(tot, R, hdv);
     int64_t lo_first = window && nk0 - window > 0 ? nk0 - window : 0, hi_last = nk0 + T - 2;
     for (int64_t c0 = lo_first / CPU_ATTN_CHUNK * CPU_ATTN_CHUNK; c0 <= hi_last; c0 += CPU_ATTN_CHUNK) {
         if (quant)
