@@ -37,6 +37,14 @@ INLINE __m256i lanes(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), idx);
 }
 
+/* The first n lanes of v (none when n <= 0, all 8 when n >= 8) stored at y: a plain store when
+ * all 8 are, since vmaskmovps stores are microcoded on AMD (Zen 3: ~4 ns each against 0.4 for a
+ * plain one; the matmuls 2-8% faster, bench/README.md "Masked stores on AMD"). */
+INLINE void store_lanes(float *y, int64_t n, __m256 v) {
+    if (n >= 8) _mm256_storeu_ps(y, v);
+    else _mm256_maskstore_ps(y, lanes(n), v);
+}
+
 /* Sum of 8 lanes, pairwise as the canonical tail: (l + l+4), then (+2), then (+1). */
 INLINE float hsum8_tail(__m256 s8) {
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -244,7 +252,7 @@ static void mm_q32(uint32_t wt, const uint8_t *w, size_t row_bytes, int64_t nr, 
                 _mm256_storeu_ps(accs + 8 * c, acc);
             }
         }
-        for (int64_t c = 0; c < ncols; c++) _mm256_maskstore_ps(y + c * ldy + r0, lanes(n), _mm256_loadu_ps(accs + 8 * c));
+        for (int64_t c = 0; c < ncols; c++) store_lanes(y + c * ldy + r0, n, _mm256_loadu_ps(accs + 8 * c));
     }
 }
 
@@ -1081,7 +1089,7 @@ static void vec_swiglu(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i += 8) {
         __m256i m = lanes(n - i);
         __m256 r = _mm256_mul_ps(silu8(_mm256_maskload_ps(a + i, m)), _mm256_maskload_ps(b + i, m));
-        _mm256_maskstore_ps(y + i, m, r);
+        store_lanes(y + i, n - i, r);
     }
 }
 
@@ -1095,7 +1103,7 @@ static void vec_geglu(float *y, const float *a, const float *b, int64_t n) {
         __m256 u = _mm256_mul_ps(c0, _mm256_add_ps(x, _mm256_mul_ps(c1, x3)));
         __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_add_ps(u, u)));
         __m256 r = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_maskload_ps(b + i, m));
-        _mm256_maskstore_ps(y + i, m, r);
+        store_lanes(y + i, n - i, r);
     }
 }
 
@@ -1111,7 +1119,7 @@ static void vec_unary(g_op op, float *y, const float *x, int64_t n, float scale)
         if (op == G_OP_SCALE) r = _mm256_mul_ps(v, vs);
         else if (op == G_OP_SILU) r = silu8(v);
         else r = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-        _mm256_maskstore_ps(y + i, m, r);
+        store_lanes(y + i, n - i, r);
     }
 }
 
@@ -1133,7 +1141,7 @@ static void row_norm(g_op op, float *y, const float *x, const float *w, const fl
         if (op == G_OP_L2NORM || (op == G_OP_RMSNORM && !w)) r = xi;
         else if (op == G_OP_RMSNORM) r = _mm256_mul_ps(xi, _mm256_add_ps(_mm256_maskload_ps(w + i, m), off));
         else r = _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(w + i, m), xi), silu8(_mm256_maskload_ps(z + i, m)));
-        _mm256_maskstore_ps(y + i, m, r);
+        store_lanes(y + i, n - i, r);
     }
 }
 
@@ -1294,7 +1302,7 @@ INLINE void pair_col_q32(const uint32_t wt, const int Q0, const int Q1, const ui
                                          _mm256_set1_ps(ldf(ac + k + 4 * nb + 4 * b)), acc[q]);
         }
     }
-    for (int q = Q0; q < Q1; q++) _mm256_maskstore_ps(y + 8 * q, lanes(nr - 8 * q), acc[q]);
+    for (int q = Q0; q < Q1; q++) store_lanes(y + 8 * q, nr - 8 * q, acc[q]);
 }
 
 /* NC (1..4) columns against quarter Q (8 rows) of a tile pair over blocks [b0, b1), the prefill
@@ -1381,7 +1389,7 @@ INLINE void pair_quarter_cols(const uint32_t wt, const int NC, const int Q, cons
                                          _mm256_set1_ps(ldf(ac[c] + k + 4 * nb + 4 * b)), acc[c]);
         }
     }
-    for (int c = 0; c < NC; c++) _mm256_maskstore_ps(y + c * ldy + 8 * Q, rows, acc[c]);
+    for (int c = 0; c < NC; c++) store_lanes(y + c * ldy + 8 * Q, nr - 8 * Q, acc[c]);
 }
 
 /* fn(type, ...) with a 32-block weight type as a constant, so fn's loads and branches fold */
@@ -1574,7 +1582,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
                     else if (nc == 2) tile_half_kquant(wt, 2, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
                     else tile_half_kquant(wt, 1, tp, k / CPU_QK_K, ac, act_stride, h, acc, p);
                     for (int64_t cc = c; cc < c + nc; cc++)
-                        _mm256_maskstore_ps(y + cc * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc[cc - c]);
+                        store_lanes(y + cc * ldy + 16 * t + 8 * h, nr - 16 * t - 8 * h, acc[cc - c]);
                 }
             continue;
         }
@@ -1583,7 +1591,7 @@ static void mm_quant_packed(uint32_t wt, const uint8_t *pk, int64_t nr, int64_t 
                 const uint8_t *ac = act + (size_t)c * act_stride;
                 pf_state *p = c == 0 && h == 0 && (t & 1) == 0 ? &pf : NULL;
                 __m256 acc = tile_half_q32(wt, tp, sub, nb, k, ac, h, p);
-                _mm256_maskstore_ps(y + c * ldy + 16 * t + 8 * h, lanes(nr - 16 * t - 8 * h), acc);
+                store_lanes(y + c * ldy + 16 * t + 8 * h, nr - 16 * t - 8 * h, acc);
             }
     }
 }
