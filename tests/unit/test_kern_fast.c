@@ -243,7 +243,8 @@ static void matmul_all(void **unused) {
 
 /* The few-column shapes (batched decode, verify, small prefill) on every tier, bit for bit against
  * the portable C: each column count from 1 to 9 and some above (a pass of 8 columns plus a rest),
- * on a tile pair and a lone half-full tile (m = 40) and on ranges split over 2 threads (m = 200),
+ * on a tile pair and a lone half-full tile (m = 40), on a last group of 1-7 rows (m = 37: the partial
+ * store after whole groups of 8) and on ranges split over 2 threads (m = 200),
  * with more 32-blocks than one prefill chunk (k = 37 blocks; K types 5 super-blocks); and with
  * "auto" kernels, where each shape runs on the tier kern_pick.c picks for it. */
 static void matmul_cols(void **unused) {
@@ -251,7 +252,7 @@ static void matmul_cols(void **unused) {
     const uint32_t types[] = {SLM_DTYPE_Q4_0, SLM_DTYPE_Q4_1, SLM_DTYPE_Q5_0, SLM_DTYPE_Q5_1,
                               SLM_DTYPE_Q8_0, SLM_DTYPE_Q4_K, SLM_DTYPE_Q5_K, SLM_DTYPE_Q6_K};
     const int64_t col_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
-    const int64_t rows[] = {40, 72, 200};
+    const int64_t rows[] = {37, 40, 72, 200};
     cpu_isa_level lv[N_LEVELS];
     int n_lv = levels(lv);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
